@@ -1,0 +1,3 @@
+//! RoCEv2 wire formats (placeholder while being written).
+pub mod psn;
+pub use psn::{Msn, Psn};
