@@ -114,7 +114,12 @@ impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ns = self.0;
         if ns >= 1_000_000_000 {
-            write!(f, "{}.{:06}s", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
+            write!(
+                f,
+                "{}.{:06}s",
+                ns / 1_000_000_000,
+                (ns % 1_000_000_000) / 1_000
+            )
         } else if ns >= 1_000_000 {
             write!(f, "{}.{:03}ms", ns / 1_000_000, (ns % 1_000_000) / 1_000)
         } else if ns >= 1_000 {
@@ -161,7 +166,12 @@ impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         if b >= 1_000_000_000 {
-            write!(f, "{}.{:03}Gbit/s", b / 1_000_000_000, (b % 1_000_000_000) / 1_000_000)
+            write!(
+                f,
+                "{}.{:03}Gbit/s",
+                b / 1_000_000_000,
+                (b % 1_000_000_000) / 1_000_000
+            )
         } else if b >= 1_000_000 {
             write!(f, "{}.{:03}Mbit/s", b / 1_000_000, (b % 1_000_000) / 1_000)
         } else {
@@ -180,15 +190,24 @@ mod tests {
         let b = Instant::from_nanos(9);
         assert_eq!(b - a, Duration::from_nanos(4));
         assert_eq!(a - b, Duration::ZERO);
-        assert_eq!(Instant::FAR_FUTURE + Duration::from_secs(1), Instant::FAR_FUTURE);
+        assert_eq!(
+            Instant::FAR_FUTURE + Duration::from_secs(1),
+            Instant::FAR_FUTURE
+        );
     }
 
     #[test]
     fn rate_transmit_time_rounds_up() {
         // 1500 B at 10 Gbit/s = 12000 bit / 1e10 bit/s = 1.2 us.
-        assert_eq!(Rate::from_gbps(10).transmit_time(1500), Duration::from_nanos(1200));
+        assert_eq!(
+            Rate::from_gbps(10).transmit_time(1500),
+            Duration::from_nanos(1200)
+        );
         // 1 B at 3 bit/s = 8/3 s = 2.666..s, rounded up to the next ns.
-        assert_eq!(Rate::from_bps(3).transmit_time(1), Duration::from_nanos(2_666_666_667));
+        assert_eq!(
+            Rate::from_bps(3).transmit_time(1),
+            Duration::from_nanos(2_666_666_667)
+        );
         assert_eq!(Rate::from_bps(0).transmit_time(1), Duration::MAX);
     }
 

@@ -1,0 +1,579 @@
+//! A whole RoCEv2 transport packet: the UDP payload from the BTH to the ICRC.
+//!
+//! Source: IBA Vol. 1 §9.2–§9.3 (header order), §9.2 PadCnt, RoCEv2 Annex A17.4 (the UDP
+//! payload is the IB transport packet without LRH/GRH, followed by the ICRC).
+//!
+//! [`Packet`] proves every header of the opcode's [`Layout`] in bounds and splits off payload,
+//! pad and ICRC; [`Repr`] is the meaning of all headers together. Neither computes the ICRC,
+//! which also covers the IP and UDP headers: that is [`super::frame`]'s job (or a UDP-socket
+//! datapath's, which rebuilds the IP header).
+//!
+//! Deviations: none.
+
+use super::{
+    AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr,
+    BthPacket, BthRepr, CnpPacket, DethPacket, DethRepr, Error, ExtPacket, ExtRepr, IethPacket,
+    IethRepr, ImmDtPacket, ImmDtRepr, Layout, RethPacket, RethRepr, ext,
+};
+use core::fmt;
+use core::ops::Range;
+
+/// Length of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+
+/// Offsets of each header present in a packet, computed once from the opcode's layout.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Offsets {
+    ext: Option<Range<usize>>,
+    deth: Option<usize>,
+    reth: Option<usize>,
+    atomic_eth: Option<usize>,
+    aeth: Option<usize>,
+    atomic_ack_eth: Option<usize>,
+    immdt: Option<usize>,
+    ieth: Option<usize>,
+    cnp: Option<usize>,
+    payload: usize,
+}
+
+fn offsets(layout: &Layout, ext_len: usize) -> Offsets {
+    let mut at = BthRepr::LEN;
+    let mut o = Offsets::default();
+    if ext_len > 0 {
+        o.ext = Some(at..at + ext_len);
+        at += ext_len;
+    }
+    let mut place = |present: bool, len: usize| {
+        present.then(|| {
+            let here = at;
+            at += len;
+            here
+        })
+    };
+    o.deth = place(layout.deth, DethRepr::LEN);
+    o.reth = place(layout.reth, RethRepr::LEN);
+    o.atomic_eth = place(layout.atomic_eth, AtomicEthRepr::LEN);
+    o.aeth = place(layout.aeth, AethRepr::LEN);
+    o.atomic_ack_eth = place(layout.atomic_ack_eth, AtomicAckEthRepr::LEN);
+    o.immdt = place(layout.immdt, ImmDtRepr::LEN);
+    o.ieth = place(layout.ieth, IethRepr::LEN);
+    o.cnp = place(layout.cnp, 16);
+    o.payload = at;
+    o
+}
+
+/// A checked view of a transport packet (BTH … ICRC).
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+    offsets: Offsets,
+    layout: Layout,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Checks that the opcode is known, its headers are present, the pad fits the payload and an
+    /// ICRC trailer follows. The ICRC itself is not verified here.
+    pub fn new_checked(buffer: T) -> Result<Self, Error> {
+        let b = buffer.as_ref();
+        let bth = BthPacket::new_checked(b)?;
+        let bth_repr = BthRepr::parse(&bth)?;
+        let layout = bth_repr.opcode.layout()?;
+        let ext_len = if bth_repr.tver == ext::TVER {
+            ExtPacket::new_checked(&b[BthRepr::LEN..])?.header_len()
+        } else {
+            0
+        };
+        let offsets = offsets(&layout, ext_len);
+        let min = offsets.payload + ICRC_LEN;
+        if b.len() < min {
+            return Err(Error::Truncated(truncated_header(&offsets, b.len())));
+        }
+        let body = b.len() - min; // payload + pad
+        let pad = bth_repr.pad_cnt as usize;
+        if !layout.payload && body != 0 {
+            return Err(Error::UnexpectedPayload);
+        }
+        if pad > body {
+            return Err(Error::BadPadCount);
+        }
+        Ok(Packet {
+            buffer,
+            offsets,
+            layout,
+        })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    /// The opcode's header layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// The BTH.
+    pub fn bth(&self) -> BthPacket<&[u8]> {
+        BthPacket::new_unchecked(&self.b()[..BthRepr::LEN])
+    }
+    /// The REXT header, when BTH.TVer is 1.
+    pub fn ext(&self) -> Option<ExtPacket<&[u8]>> {
+        self.offsets
+            .ext
+            .clone()
+            .map(|r| ExtPacket::new_unchecked(&self.b()[r]))
+    }
+    /// The DETH, for UD opcodes.
+    pub fn deth(&self) -> Option<DethPacket<&[u8]>> {
+        self.offsets
+            .deth
+            .map(|at| DethPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The RETH, for RDMA WRITE First/Only and READ requests.
+    pub fn reth(&self) -> Option<RethPacket<&[u8]>> {
+        self.offsets
+            .reth
+            .map(|at| RethPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The AtomicETH, for CmpSwap and FetchAdd.
+    pub fn atomic_eth(&self) -> Option<AtomicEthPacket<&[u8]>> {
+        self.offsets
+            .atomic_eth
+            .map(|at| AtomicEthPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The AETH, for ACKs and READ responses First/Last/Only.
+    pub fn aeth(&self) -> Option<AethPacket<&[u8]>> {
+        self.offsets
+            .aeth
+            .map(|at| AethPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The AtomicAckETH, for ATOMIC Acknowledge.
+    pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthPacket<&[u8]>> {
+        self.offsets
+            .atomic_ack_eth
+            .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The ImmDt, for the with-immediate opcodes.
+    pub fn immdt(&self) -> Option<ImmDtPacket<&[u8]>> {
+        self.offsets
+            .immdt
+            .map(|at| ImmDtPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// The IETH, for SEND with Invalidate.
+    pub fn ieth(&self) -> Option<IethPacket<&[u8]>> {
+        self.offsets
+            .ieth
+            .map(|at| IethPacket::new_unchecked(&self.b()[at..]))
+    }
+    /// Where the payload (without pad bytes) lies in the buffer.
+    fn payload_range(&self) -> Range<usize> {
+        let end = self.b().len() - ICRC_LEN - self.bth().pad_cnt() as usize;
+        self.offsets.payload..end
+    }
+    /// The payload without pad bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.payload_range()]
+    }
+    /// Gives back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+    /// Everything the ICRC covers within the UDP payload: BTH up to the ICRC.
+    pub fn icrc_covered(&self) -> &[u8] {
+        &self.b()[..self.b().len() - ICRC_LEN]
+    }
+    /// The stored ICRC.
+    pub fn icrc(&self) -> u32 {
+        let b = self.b();
+        let n = b.len();
+        u32::from_le_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]])
+    }
+}
+
+impl<'a> Packet<&'a [u8]> {
+    /// The payload, borrowed for as long as the underlying bytes.
+    pub fn payload_slice(&self) -> &'a [u8] {
+        &self.buffer[self.payload_range()]
+    }
+}
+
+/// Which header a short buffer ends in, for a precise `Truncated` reason.
+fn truncated_header(o: &Offsets, len: usize) -> super::Header {
+    use super::Header as H;
+    let headers = [
+        (o.deth, DethRepr::LEN, H::Deth),
+        (o.reth, RethRepr::LEN, H::Reth),
+        (o.atomic_eth, AtomicEthRepr::LEN, H::AtomicEth),
+        (o.aeth, AethRepr::LEN, H::Aeth),
+        (o.atomic_ack_eth, AtomicAckEthRepr::LEN, H::AtomicAckEth),
+        (o.immdt, ImmDtRepr::LEN, H::ImmDt),
+        (o.ieth, IethRepr::LEN, H::Ieth),
+        (o.cnp, 16, H::Cnp),
+    ];
+    headers
+        .into_iter()
+        .find_map(|(at, n, h)| at.filter(|at| len < at + n).map(|_| h))
+        .unwrap_or(H::Icrc)
+}
+
+/// The meaning of every header of a transport packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Base transport header.
+    pub bth: BthRepr,
+    /// rocev2 extension (only with BTH.TVer = 1).
+    pub ext: Option<ExtRepr>,
+    /// Datagram ETH (UD).
+    pub deth: Option<DethRepr>,
+    /// RDMA ETH.
+    pub reth: Option<RethRepr>,
+    /// Atomic ETH.
+    pub atomic_eth: Option<AtomicEthRepr>,
+    /// ACK ETH.
+    pub aeth: Option<AethRepr>,
+    /// Atomic ACK ETH.
+    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    /// Immediate data.
+    pub immdt: Option<ImmDtRepr>,
+    /// Invalidate ETH.
+    pub ieth: Option<IethRepr>,
+}
+
+impl Repr {
+    /// A packet with just this BTH; add extension headers with struct update syntax.
+    pub const fn new(bth: BthRepr) -> Repr {
+        Repr {
+            bth,
+            ext: None,
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+        }
+    }
+
+    /// Reads all headers of a checked packet.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, Error> {
+        Ok(Repr {
+            bth: BthRepr::parse(&p.bth())?,
+            ext: p.ext().map(|e| ExtRepr::parse(&e)).transpose()?,
+            deth: p.deth().map(|h| DethRepr::parse(&h)).transpose()?,
+            reth: p.reth().map(|h| RethRepr::parse(&h)).transpose()?,
+            atomic_eth: p
+                .atomic_eth()
+                .map(|h| AtomicEthRepr::parse(&h))
+                .transpose()?,
+            aeth: p.aeth().map(|h| AethRepr::parse(&h)).transpose()?,
+            atomic_ack_eth: p
+                .atomic_ack_eth()
+                .map(|h| AtomicAckEthRepr::parse(&h))
+                .transpose()?,
+            immdt: p.immdt().map(|h| ImmDtRepr::parse(&h)).transpose()?,
+            ieth: p.ieth().map(|h| IethRepr::parse(&h)).transpose()?,
+        })
+    }
+
+    /// The opcode's layout, after checking that exactly its headers are present and that the
+    /// TVer agrees with the presence of a REXT header.
+    pub fn layout(&self) -> Result<Layout, Error> {
+        let l = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
+        let matches = l.deth == self.deth.is_some()
+            && l.reth == self.reth.is_some()
+            && l.atomic_eth == self.atomic_eth.is_some()
+            && l.aeth == self.aeth.is_some()
+            && l.atomic_ack_eth == self.atomic_ack_eth.is_some()
+            && l.immdt == self.immdt.is_some()
+            && l.ieth == self.ieth.is_some()
+            && (self.bth.tver == ext::TVER) == self.ext.is_some();
+        if matches { Ok(l) } else { Err(Error::BadRepr) }
+    }
+
+    /// Length of the headers before the payload.
+    pub fn header_len(&self) -> Result<usize, Error> {
+        let l = self.layout()?;
+        Ok(BthRepr::LEN + self.ext.map_or(0, |e| e.buffer_len()) + l.headers_len())
+    }
+
+    /// Pad bytes a payload of `payload_len` needs (IBA §9.2: align to 4 bytes).
+    pub const fn pad_for(payload_len: usize) -> usize {
+        (4 - payload_len % 4) % 4
+    }
+
+    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included.
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
+        let l = self.layout()?;
+        if !l.payload && payload_len != 0 {
+            return Err(Error::BadRepr);
+        }
+        Ok(self.header_len()? + payload_len + Self::pad_for(payload_len) + ICRC_LEN)
+    }
+
+    /// Writes the headers into `buf` (exactly `buffer_len(payload_len)` long), sets PadCnt from
+    /// the payload length, zeroes pad and ICRC, and returns the range where the caller puts
+    /// the payload. This lets the engine copy payload straight from memory into the frame.
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Range<usize>, Error> {
+        let total = self.buffer_len(payload_len)?;
+        if buf.len() != total {
+            return Err(Error::BadRepr);
+        }
+        let layout = self.layout()?;
+        let mut bth = self.bth;
+        bth.pad_cnt = Self::pad_for(payload_len) as u8;
+        bth.emit(&mut BthPacket::new_unchecked(&mut buf[..BthRepr::LEN]));
+        let ext_len = self.ext.map_or(0, |e| e.buffer_len());
+        if let Some(e) = &self.ext {
+            e.emit(&mut ExtPacket::new_unchecked(
+                &mut buf[BthRepr::LEN..BthRepr::LEN + ext_len],
+            ));
+        }
+        let o = offsets(&layout, ext_len);
+        if let (Some(at), Some(h)) = (o.deth, &self.deth) {
+            h.emit(&mut DethPacket::new_unchecked(
+                &mut buf[at..at + DethRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.reth, &self.reth) {
+            h.emit(&mut RethPacket::new_unchecked(
+                &mut buf[at..at + RethRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.atomic_eth, &self.atomic_eth) {
+            h.emit(&mut AtomicEthPacket::new_unchecked(
+                &mut buf[at..at + AtomicEthRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.aeth, &self.aeth) {
+            h.emit(&mut AethPacket::new_unchecked(
+                &mut buf[at..at + AethRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.atomic_ack_eth, &self.atomic_ack_eth) {
+            h.emit(&mut AtomicAckEthPacket::new_unchecked(
+                &mut buf[at..at + AtomicAckEthRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.immdt, &self.immdt) {
+            h.emit(&mut ImmDtPacket::new_unchecked(
+                &mut buf[at..at + ImmDtRepr::LEN],
+            ));
+        }
+        if let (Some(at), Some(h)) = (o.ieth, &self.ieth) {
+            h.emit(&mut IethPacket::new_unchecked(
+                &mut buf[at..at + IethRepr::LEN],
+            ));
+        }
+        if let Some(at) = o.cnp {
+            buf[at..at + CnpPacket::<&[u8]>::LEN].fill(0);
+        }
+        let payload = o.payload..o.payload + payload_len;
+        buf[payload.end..].fill(0);
+        Ok(payload)
+    }
+
+    /// Writes headers and payload; the ICRC bytes are left zero for the frame layer.
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<(), Error> {
+        let range = self.emit_headers(buf, payload.len())?;
+        buf[range].copy_from_slice(payload);
+        Ok(())
+    }
+}
+
+impl fmt::Display for Repr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.bth)?;
+        if let Some(h) = &self.ext {
+            write!(f, " | {h}")?;
+        }
+        if let Some(h) = &self.deth {
+            write!(f, " | {h}")?;
+        }
+        if let Some(h) = &self.reth {
+            write!(f, " | {h}")?;
+        }
+        if let Some(h) = &self.atomic_eth {
+            write!(f, " | {h}")?;
+        }
+        if let Some(h) = &self.aeth {
+            write!(f, " | {h}")?;
+        }
+        if let Some(h) = &self.atomic_ack_eth {
+            write!(f, " | AtomicAckETH orig={:#x}", h.orig_data)?;
+        }
+        if let Some(h) = &self.immdt {
+            write!(f, " | ImmDt {:#010x}", h.imm)?;
+        }
+        if let Some(h) = &self.ieth {
+            write!(f, " | IETH rkey={:#010x}", h.r_key)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{
+        Credits, Header, Msn, Opcode, Operation, Psn, Qpn, Syndrome, Transport, cnp,
+        ext::MultipathAck,
+    };
+
+    fn bth(op: Opcode) -> BthRepr {
+        BthRepr {
+            opcode: op,
+            solicited: false,
+            mig_req: false,
+            pad_cnt: 0,
+            tver: 0,
+            p_key: 0xffff,
+            fecn: false,
+            becn: false,
+            deflection_tokens: 0,
+            dest_qp: Qpn::new(0x11),
+            ack_req: true,
+            psn: Psn::new(0x37cf8a),
+        }
+    }
+
+    fn round_trip(repr: Repr, payload: &[u8]) -> std::vec::Vec<u8> {
+        let mut buf = std::vec![0xeeu8; repr.buffer_len(payload.len()).unwrap()];
+        repr.emit(&mut buf, payload).unwrap();
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        let mut want = repr;
+        want.bth.pad_cnt = Repr::pad_for(payload.len()) as u8;
+        assert_eq!(Repr::parse(&p).unwrap(), want);
+        assert_eq!(p.payload(), payload);
+        buf
+    }
+
+    #[test]
+    fn packet_write_only_with_imm_round_trip() {
+        let repr = Repr {
+            reth: Some(RethRepr {
+                va: 0x1000,
+                r_key: 0x2ba,
+                dma_len: 5,
+            }),
+            immdt: Some(ImmDtRepr { imm: 7 }),
+            ..Repr::new(bth(Opcode::rc(Operation::RdmaWriteOnlyWithImmediate)))
+        };
+        let buf = round_trip(repr, b"hello");
+        // 12 BTH + 16 RETH + 4 ImmDt + 5 payload + 3 pad + 4 ICRC.
+        assert_eq!(buf.len(), 44);
+        assert_eq!(buf[1] & 0x30, 0x30, "PadCnt = 3");
+        assert_eq!(&buf[37..], &[0u8; 7][..], "pad and ICRC zeroed");
+    }
+
+    #[test]
+    fn packet_ack_with_ext_round_trip() {
+        let mut b = bth(Opcode::rc(Operation::Acknowledge));
+        b.tver = ext::TVER;
+        let repr = Repr {
+            ext: Some(ExtRepr {
+                dasr_n: Some(4),
+                multipath: Some(MultipathAck {
+                    vp: 1,
+                    sack_psn: Psn::new(9),
+                    aack_psn: Psn::new(5),
+                }),
+                ece: true,
+                ..ExtRepr::default()
+            }),
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack(Credits::UNLIMITED),
+                msn: Msn::new(3),
+            }),
+            ..Repr::new(b)
+        };
+        let buf = round_trip(repr, &[]);
+        assert_eq!(buf.len(), 12 + 20 + 4 + 4);
+    }
+
+    #[test]
+    fn packet_cnp_and_ud_round_trip() {
+        let buf = round_trip(Repr::new(cnp::bth(Qpn::new(0x42), 0xffff)), &[]);
+        assert_eq!(buf.len(), 12 + 16 + 4);
+        let ud = Repr {
+            deth: Some(DethRepr {
+                q_key: 0x8001_0000,
+                src_qp: Qpn::GSI,
+            }),
+            ..Repr::new(bth(Opcode::new(Transport::Ud, Operation::SendOnly)))
+        };
+        round_trip(ud, &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn packet_repr_inconsistent_with_layout_rejected() {
+        let missing_reth = Repr::new(bth(Opcode::rc(Operation::RdmaWriteFirst)));
+        assert_eq!(missing_reth.buffer_len(0), Err(Error::BadRepr));
+        let ack = Repr {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack(Credits::UNLIMITED),
+                msn: Msn::new(0),
+            }),
+            ..Repr::new(bth(Opcode::rc(Operation::Acknowledge)))
+        };
+        assert_eq!(
+            ack.buffer_len(1),
+            Err(Error::BadRepr),
+            "ACKs carry no payload"
+        );
+        let mut tver_without_ext = ack;
+        tver_without_ext.bth.tver = 1;
+        assert_eq!(tver_without_ext.buffer_len(0), Err(Error::BadRepr));
+        let mut buf = [0u8; 10];
+        assert_eq!(
+            ack.emit(&mut buf, &[]),
+            Err(Error::BadRepr),
+            "wrong buffer length"
+        );
+    }
+
+    #[test]
+    fn packet_malformations_rejected() {
+        let ack = Repr {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack(Credits::UNLIMITED),
+                msn: Msn::new(0),
+            }),
+            ..Repr::new(bth(Opcode::rc(Operation::Acknowledge)))
+        };
+        let mut buf = [0u8; 20];
+        ack.emit(&mut buf, &[]).unwrap();
+        assert!(Packet::new_checked(&buf[..]).is_ok());
+        assert_eq!(
+            Packet::new_checked(&buf[..15]).err(),
+            Some(Error::Truncated(Header::Aeth))
+        );
+        assert_eq!(
+            Packet::new_checked(&buf[..19]).err(),
+            Some(Error::Truncated(Header::Icrc))
+        );
+        let mut longer = [0u8; 24];
+        longer[..20].copy_from_slice(&buf);
+        assert_eq!(
+            Packet::new_checked(&longer[..]).err(),
+            Some(Error::UnexpectedPayload)
+        );
+        let mut bad_op = buf;
+        bad_op[0] = 0x15;
+        assert_eq!(
+            Packet::new_checked(&bad_op[..]).err(),
+            Some(Error::UnknownOpcode(0x15))
+        );
+        let mut bad_pad = [0u8; 18];
+        bad_pad[0] = Opcode::rc(Operation::SendOnly).0;
+        bad_pad[1] = 0x30; // pad 3, but only 2 payload bytes
+        assert_eq!(
+            Packet::new_checked(&bad_pad[..]).err(),
+            Some(Error::BadPadCount)
+        );
+        let mut bad_ext = buf;
+        bad_ext[1] = 0x01; // TVer 1 announces a REXT that isn't there
+        assert!(matches!(
+            Packet::new_checked(&bad_ext[..]).err(),
+            Some(Error::BadExtension | Error::Truncated(_))
+        ));
+    }
+}
