@@ -27,5 +27,6 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod mr;
 pub mod time;
 pub mod wire;
