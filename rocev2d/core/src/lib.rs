@@ -27,6 +27,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod cq;
 pub mod mr;
 pub mod time;
 pub mod wire;
