@@ -29,5 +29,7 @@ extern crate std;
 
 pub mod cq;
 pub mod mr;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod time;
 pub mod wire;

@@ -1,0 +1,16 @@
+//! Test helpers for this crate's tests and for downstream crates (feature `testing`).
+//!
+//! Everything here is deterministic: given the same seeds and the same inputs, it produces the
+//! same outputs bit for bit, so a failing engine test can be replayed from its seed.
+//!
+//! - [`link`]: a seeded one-way in-memory link with delay, rate, loss, duplication, reordering
+//!   and corruption. Two of them joined back to back carry traffic between two engines.
+//!
+//! Source: none (test infrastructure, modelled on quinn-proto's `tests/util.rs` and smoltcp's
+//! `phy/fault_injector.rs`).
+//!
+//! Deviations: none.
+
+pub mod link;
+
+pub use link::{Link, LinkConfig, LinkStats};
