@@ -28,8 +28,12 @@ extern crate alloc;
 extern crate std;
 
 pub mod cq;
+pub mod endpoint;
 pub mod mr;
+pub mod qp;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;
 pub mod wire;
+
+pub use endpoint::{DropReason, Endpoint, EndpointError, EndpointStats};

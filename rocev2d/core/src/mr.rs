@@ -433,6 +433,11 @@ impl<R: CryptoRng> MrTable<R> {
         Ok(info)
     }
 
+    /// True if `pd` is allocated.
+    pub fn has_pd(&self, pd: PdId) -> bool {
+        self.pds.contains_key(&pd)
+    }
+
     /// The region registered as `id`, if any.
     pub fn get(&self, id: MrId) -> Option<&MrInfo> {
         self.mrs.get(&id)

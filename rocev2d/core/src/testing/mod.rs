@@ -5,6 +5,7 @@
 //!
 //! - [`link`]: a seeded one-way in-memory link with delay, rate, loss, duplication, reordering
 //!   and corruption. Two of them joined back to back carry traffic between two engines.
+//! - [`pair`]: two endpoints on such links with a virtual clock, and a one-call RC connection.
 //!
 //! Source: none (test infrastructure, modelled on quinn-proto's `tests/util.rs` and smoltcp's
 //! `phy/fault_injector.rs`).
@@ -12,5 +13,7 @@
 //! Deviations: none.
 
 pub mod link;
+pub mod pair;
 
 pub use link::{Link, LinkConfig, LinkStats};
+pub use pair::{Conn, ConnectOptions, Host, Pair};

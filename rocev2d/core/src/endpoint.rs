@@ -1,0 +1,519 @@
+//! The endpoint: one RoCE device's QPs, memory regions and completion queues, and the demux of
+//! received frames with a counted reason for every drop.
+//!
+//! This is the object the daemon, the verbs API and the network model drive, in the style of
+//! quinn-proto's `Endpoint`/`Connection`: feed it frames with [`Endpoint::handle_frame`], pull
+//! frames with [`Endpoint::poll_transmit`], and call [`Endpoint::handle_timeout`] at
+//! [`Endpoint::poll_timeout`]. It never reads a clock and holds no application memory; bytes move
+//! through the [`Memory`] passed to each call.
+//!
+//! Deviations: none.
+
+use crate::cq::{Cq, WorkCompletion};
+use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
+use crate::qp::{CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr};
+use crate::time::Instant;
+use crate::wire::{self, FrameRepr, IpRepr, Qpn, RoceRepr, frame::Frame};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+use rand_chacha::ChaCha12Rng;
+use rand_core::SeedableRng;
+
+/// Why a received frame was dropped; each has a counter named by [`DropReason::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// Ended inside a header.
+    Truncated,
+    /// Inconsistent lengths or versions in L2–L4.
+    Malformed,
+    /// Not IPv4/IPv6.
+    NotIp,
+    /// Not unfragmented UDP.
+    NotUdp,
+    /// UDP destination port is not 4791.
+    NotRoce,
+    /// IPv4 options or IPv6 extension headers.
+    IpOptions,
+    /// Bad IPv4 header checksum.
+    BadIpChecksum,
+    /// Bad UDP checksum.
+    BadUdpChecksum,
+    /// Reserved or unimplemented opcode.
+    UnknownOpcode,
+    /// Unsupported BTH.TVer.
+    BadTver,
+    /// Malformed REXT header.
+    BadExtension,
+    /// PadCnt larger than the payload.
+    BadPadCount,
+    /// Payload on an opcode without one.
+    UnexpectedPayload,
+    /// Reserved AETH syndrome.
+    ReservedSyndrome,
+    /// ICRC mismatch.
+    BadIcrc,
+    /// No QP with the destination QPN.
+    UnknownQp,
+    /// The QP is in Reset or Init and accepts no packet.
+    QpNotReady,
+    /// The packet's IP source is not the QP's peer.
+    WrongSource,
+    /// The BTH P_Key does not match the QP's.
+    BadPkey,
+    /// UC, UD or CNP packet for an RC QP.
+    WrongTransport,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 20] = [
+        DropReason::Truncated,
+        DropReason::Malformed,
+        DropReason::NotIp,
+        DropReason::NotUdp,
+        DropReason::NotRoce,
+        DropReason::IpOptions,
+        DropReason::BadIpChecksum,
+        DropReason::BadUdpChecksum,
+        DropReason::UnknownOpcode,
+        DropReason::BadTver,
+        DropReason::BadExtension,
+        DropReason::BadPadCount,
+        DropReason::UnexpectedPayload,
+        DropReason::ReservedSyndrome,
+        DropReason::BadIcrc,
+        DropReason::UnknownQp,
+        DropReason::QpNotReady,
+        DropReason::WrongSource,
+        DropReason::BadPkey,
+        DropReason::WrongTransport,
+    ];
+
+    /// The counter name `rocev2d stats` prints.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::Malformed => "malformed",
+            DropReason::NotIp => "not_ip",
+            DropReason::NotUdp => "not_udp",
+            DropReason::NotRoce => "not_roce",
+            DropReason::IpOptions => "ip_options",
+            DropReason::BadIpChecksum => "bad_ip_checksum",
+            DropReason::BadUdpChecksum => "bad_udp_checksum",
+            DropReason::UnknownOpcode => "unknown_opcode",
+            DropReason::BadTver => "bad_tver",
+            DropReason::BadExtension => "bad_extension",
+            DropReason::BadPadCount => "bad_pad_count",
+            DropReason::UnexpectedPayload => "unexpected_payload",
+            DropReason::ReservedSyndrome => "reserved_syndrome",
+            DropReason::BadIcrc => "icrc_error",
+            DropReason::UnknownQp => "unknown_qp",
+            DropReason::QpNotReady => "qp_not_ready",
+            DropReason::WrongSource => "wrong_source",
+            DropReason::BadPkey => "bad_pkey",
+            DropReason::WrongTransport => "wrong_transport",
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+impl From<wire::Error> for DropReason {
+    fn from(e: wire::Error) -> Self {
+        use wire::Error as E;
+        match e {
+            E::Truncated(_) => DropReason::Truncated,
+            E::NotIp => DropReason::NotIp,
+            E::NotUdp => DropReason::NotUdp,
+            E::NotRoce(_) => DropReason::NotRoce,
+            E::IpOptions => DropReason::IpOptions,
+            E::BadIpChecksum => DropReason::BadIpChecksum,
+            E::BadUdpChecksum => DropReason::BadUdpChecksum,
+            E::UnknownOpcode(_) => DropReason::UnknownOpcode,
+            E::BadTver(_) => DropReason::BadTver,
+            E::BadExtension => DropReason::BadExtension,
+            E::BadPadCount => DropReason::BadPadCount,
+            E::UnexpectedPayload => DropReason::UnexpectedPayload,
+            E::ReservedSyndrome(_) => DropReason::ReservedSyndrome,
+            E::BadIcrc => DropReason::BadIcrc,
+            _ => DropReason::Malformed,
+        }
+    }
+}
+
+/// Endpoint-wide counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Frames handed to [`Endpoint::handle_frame`].
+    pub rx_frames: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Frames produced by [`Endpoint::poll_transmit`].
+    pub tx_frames: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Drops, indexed like [`DropReason::ALL`].
+    pub drops: [u64; DropReason::ALL.len()],
+}
+
+impl EndpointStats {
+    /// The drop counter for `reason`.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+    /// All drops.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+/// Errors of endpoint-level calls (the caller's mistakes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// No QP with this number.
+    #[error("unknown QP")]
+    UnknownQp,
+    /// No CQ with this id.
+    #[error("unknown CQ")]
+    UnknownCq,
+    /// The protection domain does not exist.
+    #[error("unknown protection domain")]
+    UnknownPd,
+    /// All 2^24 − 2 QP numbers are in use.
+    #[error("no QP number left")]
+    QpnsExhausted,
+    /// A QP refused the transition.
+    #[error(transparent)]
+    Modify(#[from] ModifyError),
+    /// A QP refused the work request.
+    #[error(transparent)]
+    Post(#[from] PostError),
+    /// Memory registration failed.
+    #[error(transparent)]
+    Mr(#[from] MrError),
+}
+
+/// One RoCE device: its QPs, memory regions and completion queues.
+#[derive(Debug)]
+pub struct Endpoint {
+    mrs: MrTable,
+    cqs: Vec<Cq>,
+    qps: BTreeMap<Qpn, Qp>,
+    next_qpn: u32,
+    /// QPN after which the transmit scheduler looks first (round robin).
+    rr: Qpn,
+    stats: EndpointStats,
+}
+
+/// The first QP number handed out: QP0 and QP1 are special (IBA §3.5.3), and rdma_rxe also
+/// starts at 0x11, which keeps traces comparable.
+const FIRST_QPN: u32 = 0x11;
+
+impl Endpoint {
+    /// An endpoint whose keys come from a ChaCha12 generator seeded with `seed`. Production
+    /// passes a seed from the OS so that keys are unpredictable; tests pass a fixed one.
+    pub fn new(seed: u64) -> Endpoint {
+        Endpoint {
+            mrs: MrTable::new(ChaCha12Rng::seed_from_u64(seed)),
+            cqs: Vec::new(),
+            qps: BTreeMap::new(),
+            next_qpn: FIRST_QPN,
+            rr: Qpn::new(0),
+            stats: EndpointStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+    /// The memory region table.
+    pub fn mrs(&self) -> &MrTable {
+        &self.mrs
+    }
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> PdId {
+        self.mrs.alloc_pd()
+    }
+    /// Registers `[addr, addr + len)` with `access` in `pd`.
+    pub fn register_mr(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<MrInfo, EndpointError> {
+        Ok(self.mrs.register(pd, addr, len, access)?)
+    }
+    /// Deregisters a region; its keys stop working immediately.
+    pub fn deregister_mr(&mut self, id: MrId) -> Result<MrInfo, EndpointError> {
+        Ok(self.mrs.deregister(id)?)
+    }
+    /// Creates a completion queue holding up to `capacity` completions.
+    pub fn create_cq(&mut self, capacity: usize) -> CqId {
+        self.cqs.push(Cq::new(capacity));
+        CqId(self.cqs.len() as u32 - 1)
+    }
+    /// The completion queue `id`.
+    pub fn cq(&self, id: CqId) -> Option<&Cq> {
+        self.cqs.get(id.0 as usize)
+    }
+    /// Moves up to `max` completions from `cq` into `out`.
+    pub fn poll_cq(&mut self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        self.cqs
+            .get_mut(cq.0 as usize)
+            .map_or(0, |c| c.poll(out, max))
+    }
+
+    /// Creates an RC QP in the Reset state.
+    pub fn create_qp(&mut self, cfg: QpConfig) -> Result<Qpn, EndpointError> {
+        if self.cq(cfg.send_cq).is_none() || self.cq(cfg.recv_cq).is_none() {
+            return Err(EndpointError::UnknownCq);
+        }
+        if !self.mrs.has_pd(cfg.pd) {
+            return Err(EndpointError::UnknownPd);
+        }
+        let mut qpn = None;
+        for _ in 0..0x00ff_fffe {
+            let candidate = Qpn::new(self.next_qpn);
+            self.next_qpn = if self.next_qpn >= 0x00ff_fffe {
+                2
+            } else {
+                self.next_qpn + 1
+            };
+            if !self.qps.contains_key(&candidate) && candidate.value() >= 2 {
+                qpn = Some(candidate);
+                break;
+            }
+        }
+        let qpn = qpn.ok_or(EndpointError::QpnsExhausted)?;
+        self.qps.insert(qpn, Qp::new(qpn, cfg));
+        Ok(qpn)
+    }
+
+    /// Destroys a QP; its outstanding work is dropped without completions (as `ibv_destroy_qp`).
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
+        self.qps
+            .remove(&qpn)
+            .map(|_| ())
+            .ok_or(EndpointError::UnknownQp)
+    }
+
+    /// The QP `qpn`.
+    pub fn qp(&self, qpn: Qpn) -> Option<&Qp> {
+        self.qps.get(&qpn)
+    }
+
+    /// Moves a QP to `to` with `attr` (`ibv_modify_qp`). Entering Error flushes its work
+    /// requests into their CQs.
+    pub fn modify_qp(
+        &mut self,
+        qpn: Qpn,
+        to: QpState,
+        attr: &QpAttr,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> Result<(), EndpointError> {
+        let Endpoint { mrs, cqs, qps, .. } = self;
+        let qp = qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
+        let mut env = Env {
+            now,
+            mrs,
+            mem,
+            complete: &mut complete,
+        };
+        Ok(qp.modify(to, attr, &mut env)?)
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
+        Ok(self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(EndpointError::UnknownQp)?
+            .post_send(wr)?)
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EndpointError> {
+        Ok(self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(EndpointError::UnknownQp)?
+            .post_recv(wr)?)
+    }
+
+    /// Handles one received Ethernet frame. Anything that is not a valid RoCEv2 packet for one
+    /// of our ready QPs from its peer is dropped and counted by reason, never an error for the
+    /// caller to handle.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), DropReason> {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += bytes.len() as u64;
+        let result = self.deliver(now, bytes, mem);
+        if let Err(reason) = result {
+            self.stats.drops[reason.index()] += 1;
+        }
+        result
+    }
+
+    fn deliver(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), DropReason> {
+        let frame = Frame::new_checked(bytes)?;
+        frame.verify_icrc()?;
+        let repr = FrameRepr::parse_frame(&frame)?;
+        let roce: &RoceRepr = &repr.roce;
+        if roce.bth.opcode.transport() != wire::Transport::Rc {
+            return Err(DropReason::WrongTransport);
+        }
+        let Endpoint { mrs, cqs, qps, .. } = self;
+        let qp = qps
+            .get_mut(&roce.bth.dest_qp)
+            .ok_or(DropReason::UnknownQp)?;
+        let Some(path) = qp.path() else {
+            return Err(DropReason::QpNotReady);
+        };
+        if matches!(qp.state(), QpState::Reset | QpState::Init) {
+            return Err(DropReason::QpNotReady);
+        }
+        let src: IpAddr = match repr.ip {
+            IpRepr::V4 { src, .. } => src.into(),
+            IpRepr::V6 { src, .. } => src.into(),
+        };
+        if src != path.dst_ip {
+            return Err(DropReason::WrongSource);
+        }
+        if !pkey_match(roce.bth.p_key, qp.p_key()) {
+            return Err(DropReason::BadPkey);
+        }
+        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
+        let mut env = Env {
+            now,
+            mrs,
+            mem,
+            complete: &mut complete,
+        };
+        qp.handle_packet(&mut env, roce, frame.payload(), repr.ip.ecn());
+        Ok(())
+    }
+
+    /// Writes the next frame to send into `buf` (resized to fit) and returns its length.
+    /// QPs take turns; within a QP, responses and requests alternate.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        mem: &mut dyn Memory,
+        buf: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let Endpoint {
+            mrs,
+            cqs,
+            qps,
+            rr,
+            stats,
+            ..
+        } = self;
+        let after = qps.range((core::ops::Bound::Excluded(*rr), core::ops::Bound::Unbounded));
+        let before = qps.range(..=*rr);
+        let next = after
+            .chain(before)
+            .find(|(_, qp)| qp.wants_to_send(now))
+            .map(|(q, _)| *q)?;
+        let qp = qps.get_mut(&next)?;
+        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
+        let mut env = Env {
+            now,
+            mrs,
+            mem,
+            complete: &mut complete,
+        };
+        let n = qp.poll_transmit(&mut env, buf)?;
+        *rr = next;
+        stats.tx_frames += 1;
+        stats.tx_bytes += n as u64;
+        Some(n)
+    }
+
+    /// The earliest timer deadline of any QP.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|q| q.poll_timeout()).min()
+    }
+
+    /// Runs every QP timer that is due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant, mem: &mut dyn Memory) {
+        let Endpoint { mrs, cqs, qps, .. } = self;
+        for qp in qps.values_mut() {
+            if qp.poll_timeout().is_some_and(|t| t <= now) {
+                let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
+                let mut env = Env {
+                    now,
+                    mrs,
+                    mem,
+                    complete: &mut complete,
+                };
+                qp.handle_timeout(&mut env);
+            }
+        }
+    }
+
+    /// True when no QP has anything to send or any timer pending.
+    pub fn is_idle(&self, now: Instant) -> bool {
+        self.qps
+            .values()
+            .all(|q| !q.wants_to_send(now) && q.poll_timeout().is_none())
+    }
+}
+
+fn push_wc(cqs: &mut [Cq], cq: CqId, wc: WorkCompletion) -> bool {
+    cqs.get_mut(cq.0 as usize)
+        .is_some_and(|c| c.push(wc).is_ok())
+}
+
+/// P_Key matching (IBA §10.9.3): the low 15 bits must be equal and at least one side must be a
+/// full member (bit 15).
+fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7fff) == (b & 0x7fff) && (a | b) & 0x8000 != 0 && (a & 0x7fff) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pkey_match_rules() {
+        assert!(pkey_match(0xffff, 0xffff));
+        assert!(pkey_match(0xffff, 0x7fff), "one full member suffices");
+        assert!(
+            !pkey_match(0x7fff, 0x7fff),
+            "two limited members may not talk"
+        );
+        assert!(!pkey_match(0x8001, 0x8002));
+        assert!(!pkey_match(0x8000, 0x8000), "the invalid P_Key");
+    }
+
+    #[test]
+    fn drop_reason_names_unique_and_snake_case() {
+        let mut names: Vec<&str> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        );
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), DropReason::ALL.len());
+    }
+}

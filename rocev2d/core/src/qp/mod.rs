@@ -1,0 +1,724 @@
+//! Reliable Connected queue pairs: the sans-IO RC transport.
+//!
+//! Source: IBA Vol. 1 ch. 9 (transport layer: §9.5 requester and §9.7 reliable service), ch. 10
+//! (QP states) and ch. 11 (verbs semantics). A [`Qp`] is driven by its [`crate::Endpoint`]:
+//!
+//! * [`Qp::handle_packet`] takes a received, already ICRC-checked transport packet;
+//! * [`Qp::poll_transmit`] writes the next frame this QP wants to send, if any;
+//! * [`Qp::poll_timeout`] / [`Qp::handle_timeout`] drive its timers.
+//!
+//! Nothing here reads a clock or touches application memory directly: time comes in as
+//! [`Instant`], and bytes move through [`Memory`] after [`MrTable`] has checked the key, bounds
+//! and rights. The code is split by role: [`requester`] (send queue, segmentation, ACK/NAK
+//! handling, retransmission) and [`responder`] (receive queue, placement, READ responses,
+//! atomics, ACK/NAK generation).
+//!
+//! Deviations (also in `docs/transport.md`):
+//! * end-to-end credits are neither honoured nor advertised: every ACK carries the "invalid"
+//!   credit code 31, as Linux rxe sends, and the requester ignores credits (IBA allows a
+//!   responder to opt out of credit-based flow control this way);
+//! * SEND with Invalidate reports the invalidated R_Key in the completion, but rocev2 has no
+//!   memory windows or fast-registration MRs, so there is nothing to invalidate;
+//! * the requester keeps at most [`QpConfig::max_inflight_psns`] PSNs outstanding (IBA only
+//!   bounds it by 2^23), which bounds go-back-N work.
+
+mod requester;
+mod responder;
+pub mod state;
+mod timer;
+
+use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::mr::{Lkey, Memory, MrId, MrTable, PdId, Rkey};
+use crate::time::{Duration, Instant};
+use crate::wire::frame::Ecn;
+use crate::wire::{EthRepr, FrameRepr, IpRepr, Psn, Qpn, ROCEV2_UDP_PORT, RoceRepr, UdpRepr};
+use alloc::vec::Vec;
+use core::net::IpAddr;
+use requester::Requester;
+use responder::Responder;
+pub use state::{ModifyError, Mtu, Path, QpAttr, QpState};
+use timer::{Timer, TimerTable};
+
+/// Handle of a completion queue within an [`crate::Endpoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CqId(pub u32);
+
+/// A local scatter/gather element: `length` bytes at virtual address `addr` under `lkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sge {
+    /// Virtual address of the first byte.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of the region holding them.
+    pub lkey: Lkey,
+}
+
+/// The operation of a send work request (`ibv_wr_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND: consumes a receive WQE at the peer.
+    Send,
+    /// SEND with 32 bits of immediate data for the peer's completion.
+    SendWithImm {
+        /// Immediate data.
+        imm: u32,
+    },
+    /// SEND that asks the peer to invalidate `rkey`.
+    SendWithInv {
+        /// The R_Key to invalidate.
+        rkey: Rkey,
+    },
+    /// RDMA WRITE to `remote_addr` under `rkey`.
+    Write {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// RDMA WRITE whose last packet carries immediate data and consumes a receive WQE.
+    WriteWithImm {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ from `remote_addr` under `rkey` into the local SGEs.
+    Read {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+    },
+    /// ATOMIC CmpSwap on the 8-byte word at `remote_addr`; the old value lands in the SGE.
+    CompareSwap {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Value expected.
+        compare: u64,
+        /// Value written when it matches.
+        swap: u64,
+    },
+    /// ATOMIC FetchAdd on the 8-byte word at `remote_addr`; the old value lands in the SGE.
+    FetchAdd {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: Rkey,
+        /// Addend.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    fn is_rd_atomic(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+    fn is_atomic(&self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+    fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => {
+                WcOpcode::Send
+            }
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// A send work request (`ibv_send_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: SendOp,
+    /// Local data (gathered for SEND/WRITE, scattered into for READ/atomics).
+    pub sg_list: Vec<Sge>,
+    /// Data copied at post time instead of `sg_list` (`IBV_SEND_INLINE`).
+    pub inline_data: Option<Vec<u8>>,
+    /// Generate a completion on success (`IBV_SEND_SIGNALED`); errors always complete.
+    pub signaled: bool,
+    /// Wait for earlier READ/atomics to finish first (`IBV_SEND_FENCE`).
+    pub fence: bool,
+    /// Ask for a solicited event at the peer (`IBV_SEND_SOLICITED`).
+    pub solicited: bool,
+}
+
+impl SendWr {
+    /// A signaled request with no data; add data with [`Self::sge`] or [`Self::inline`].
+    pub fn new(wr_id: u64, op: SendOp) -> SendWr {
+        SendWr {
+            wr_id,
+            op,
+            sg_list: Vec::new(),
+            inline_data: None,
+            signaled: true,
+            fence: false,
+            solicited: false,
+        }
+    }
+    /// Appends a scatter/gather element.
+    pub fn sge(mut self, sge: Sge) -> Self {
+        self.sg_list.push(sge);
+        self
+    }
+    /// Sends `data` inline.
+    pub fn inline(mut self, data: Vec<u8>) -> Self {
+        self.inline_data = Some(data);
+        self
+    }
+    /// Completes only on error.
+    pub fn unsignaled(mut self) -> Self {
+        self.signaled = false;
+        self
+    }
+    /// Sets the fence flag.
+    pub fn fence(mut self) -> Self {
+        self.fence = true;
+        self
+    }
+    /// Sets the solicited-event flag.
+    pub fn solicited(mut self) -> Self {
+        self.solicited = true;
+        self
+    }
+}
+
+/// A receive work request (`ibv_recv_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where an incoming SEND's data goes.
+    pub sg_list: Vec<Sge>,
+}
+
+/// Why a work request was refused at post time (the caller's mistake, as `ibv_post_*` errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// The QP's state does not accept this queue's requests.
+    #[error("QP in state {0:?} does not accept this request")]
+    WrongState(QpState),
+    /// The queue already holds its capacity of requests.
+    #[error("work queue full")]
+    QueueFull,
+    /// More SGEs than the QP was created for.
+    #[error("too many scatter/gather elements")]
+    TooManySge,
+    /// Inline data longer than the QP's `max_inline_data`, or inline on a READ/atomic.
+    #[error("inline data too long or not allowed for this operation")]
+    BadInline,
+    /// The message is longer than 2^31 bytes (IBA's largest message).
+    #[error("message longer than 2^31 bytes")]
+    MessageTooLong,
+    /// An atomic needs exactly one 8-byte SGE.
+    #[error("atomic operations need one 8-byte scatter/gather element")]
+    BadAtomic,
+}
+
+/// Sizes and limits fixed at QP creation (`ibv_qp_cap` plus rocev2's own knobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpConfig {
+    /// Protection domain of the QP.
+    pub pd: PdId,
+    /// Completion queue for send work requests.
+    pub send_cq: CqId,
+    /// Completion queue for receive work requests.
+    pub recv_cq: CqId,
+    /// Send queue capacity.
+    pub max_send_wr: u32,
+    /// Receive queue capacity.
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Largest inline payload.
+    pub max_inline_data: u32,
+    /// Set AckReq at least every this many packets within a message, so long messages are
+    /// acknowledged (and retransmission state freed) before their end.
+    pub ack_req_every: u32,
+    /// Most PSNs the requester has outstanding.
+    pub max_inflight_psns: u32,
+}
+
+impl QpConfig {
+    /// Defaults like `ibv_rc_pingpong`'s (send/recv depth 500, one SGE) with 64 bytes of inline
+    /// data, AckReq every 16 packets and at most 1024 PSNs in flight.
+    pub fn new(pd: PdId, send_cq: CqId, recv_cq: CqId) -> QpConfig {
+        QpConfig {
+            pd,
+            send_cq,
+            recv_cq,
+            max_send_wr: 500,
+            max_recv_wr: 500,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+            ack_req_every: 16,
+            max_inflight_psns: 1024,
+        }
+    }
+}
+
+/// Per-QP counters, with the names `rocev2d stats` prints.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpCounters {
+    /// Packets sent (all kinds).
+    pub tx_packets: u64,
+    /// Packets accepted by the QP.
+    pub rx_packets: u64,
+    /// Request packets sent again after a NAK, implied NAK or timeout.
+    pub retransmits: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// NAKs sent (sequence, RNR and errors).
+    pub naks_sent: u64,
+    /// NAKs received.
+    pub naks_received: u64,
+    /// RNR NAKs received.
+    pub rnr_naks_received: u64,
+    /// Duplicate requests answered.
+    pub duplicate_requests: u64,
+    /// Out-of-sequence requests dropped while a NAK for the gap was outstanding.
+    pub out_of_sequence: u64,
+    /// Responses that matched no outstanding request (stale duplicates included).
+    pub unexpected_responses: u64,
+}
+
+/// A local region range resolved from an SGE: where [`Memory`] finds the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seg {
+    mr: MrId,
+    offset: u64,
+    len: u32,
+}
+
+/// Copies `dst.len()` bytes starting `off` bytes into the concatenation of `segs`.
+fn gather(mem: &dyn Memory, segs: &[Seg], mut off: u64, mut dst: &mut [u8]) {
+    for s in segs {
+        if dst.is_empty() {
+            break;
+        }
+        if off >= s.len as u64 {
+            off -= s.len as u64;
+            continue;
+        }
+        let n = ((s.len as u64 - off) as usize).min(dst.len());
+        let (head, tail) = dst.split_at_mut(n);
+        mem.read(s.mr, s.offset + off, head);
+        dst = tail;
+        off = 0;
+    }
+}
+
+/// Copies `src` to `off` bytes into the concatenation of `segs` (the caller checked capacity).
+fn scatter(mem: &mut dyn Memory, segs: &[Seg], mut off: u64, mut src: &[u8]) {
+    for s in segs {
+        if src.is_empty() {
+            break;
+        }
+        if off >= s.len as u64 {
+            off -= s.len as u64;
+            continue;
+        }
+        let n = ((s.len as u64 - off) as usize).min(src.len());
+        mem.write(s.mr, s.offset + off, &src[..n]);
+        src = &src[n..];
+        off = 0;
+    }
+}
+
+/// What a QP needs from its endpoint while it works: time, keys, memory and completion queues.
+pub(crate) struct Env<'a> {
+    pub now: Instant,
+    pub mrs: &'a MrTable,
+    pub mem: &'a mut dyn Memory,
+    pub complete: &'a mut dyn FnMut(CqId, WorkCompletion) -> bool,
+}
+
+/// A Reliable Connected queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    qpn: Qpn,
+    cfg: QpConfig,
+    state: QpState,
+    p_key: u16,
+    access: crate::mr::AccessFlags,
+    path: Option<Path>,
+    mtu: u32,
+    dest_qpn: Qpn,
+    max_dest_rd_atomic: u8,
+    min_rnr_timer: u8,
+    timeout: Option<Duration>,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    max_rd_atomic: u8,
+    req: Requester,
+    resp: Responder,
+    timers: TimerTable,
+    /// Whose turn it is when both halves have something to send.
+    responder_next: bool,
+    counters: QpCounters,
+}
+
+impl Qp {
+    /// A QP in the Reset state.
+    pub fn new(qpn: Qpn, cfg: QpConfig) -> Qp {
+        Qp {
+            qpn,
+            cfg,
+            state: QpState::Reset,
+            p_key: 0xffff,
+            access: crate::mr::AccessFlags::empty(),
+            path: None,
+            mtu: 1024,
+            dest_qpn: Qpn::new(0),
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            timeout: None,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            max_rd_atomic: 0,
+            req: Requester::default(),
+            resp: Responder::default(),
+            timers: TimerTable::default(),
+            responder_next: true,
+            counters: QpCounters::default(),
+        }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> Qpn {
+        self.qpn
+    }
+    /// The current state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+    /// The creation-time configuration.
+    pub fn config(&self) -> &QpConfig {
+        &self.cfg
+    }
+    /// The path set at INIT→RTR.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_ref()
+    }
+    /// The partition key.
+    pub fn p_key(&self) -> u16 {
+        self.p_key
+    }
+    /// Counters.
+    pub fn counters(&self) -> &QpCounters {
+        &self.counters
+    }
+
+    /// Moves the QP to `to`, applying `attr` (IBA §11.2.4.2). Entering Error flushes every
+    /// outstanding work request with `WR_FLUSH_ERR` (through `complete`); Reset clears all state.
+    pub(crate) fn modify(
+        &mut self,
+        to: QpState,
+        attr: &QpAttr,
+        env: &mut Env<'_>,
+    ) -> Result<(), ModifyError> {
+        state::validate(self.state, to, attr)?;
+        if let Some(v) = attr.p_key {
+            self.p_key = v;
+        }
+        if let Some(v) = attr.access {
+            self.access = v;
+        }
+        if let Some(v) = attr.path {
+            self.path = Some(v);
+        }
+        if let Some(v) = attr.path_mtu {
+            self.mtu = v.bytes();
+        }
+        if let Some(v) = attr.dest_qpn {
+            self.dest_qpn = v;
+        }
+        if let Some(v) = attr.rq_psn {
+            self.resp.reset(Psn::new(v));
+        }
+        if let Some(v) = attr.max_dest_rd_atomic {
+            self.max_dest_rd_atomic = v;
+        }
+        if let Some(v) = attr.min_rnr_timer {
+            self.min_rnr_timer = v;
+        }
+        if let Some(v) = attr.sq_psn {
+            self.req.reset(Psn::new(v));
+        }
+        if let Some(v) = attr.timeout {
+            self.timeout = state::ack_timeout(v);
+        }
+        if let Some(v) = attr.retry_cnt {
+            self.retry_cnt = v;
+            self.req.retry_left = v;
+        }
+        if let Some(v) = attr.rnr_retry {
+            self.rnr_retry = v;
+            self.req.rnr_left = v;
+        }
+        if let Some(v) = attr.max_rd_atomic {
+            self.max_rd_atomic = v;
+        }
+        match to {
+            QpState::Error => self.enter_error(None, env),
+            QpState::Reset => {
+                let cfg = self.cfg;
+                *self = Qp::new(self.qpn, cfg);
+            }
+            _ => self.state = to,
+        }
+        Ok(())
+    }
+
+    /// Posts a send work request (`ibv_post_send`): allowed in RTS and SQD (IBA §10.3.1;
+    /// requests posted in SQD start after the QP returns to RTS).
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return Err(PostError::WrongState(self.state));
+        }
+        if self.req.sq_len() >= self.cfg.max_send_wr as usize {
+            return Err(PostError::QueueFull);
+        }
+        if wr.sg_list.len() > self.cfg.max_send_sge as usize {
+            return Err(PostError::TooManySge);
+        }
+        self.req.push(wr, self.cfg.max_inline_data, self.mtu)
+    }
+
+    /// Posts a receive work request (`ibv_post_recv`): allowed from Init on (IBA §10.3.1), so
+    /// receive buffers are in place before the peer sends.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
+        if matches!(self.state, QpState::Reset | QpState::Error) {
+            return Err(PostError::WrongState(self.state));
+        }
+        if self.resp.rq_len() >= self.cfg.max_recv_wr as usize {
+            return Err(PostError::QueueFull);
+        }
+        if wr.sg_list.len() > self.cfg.max_recv_sge as usize {
+            return Err(PostError::TooManySge);
+        }
+        let total: u64 = wr.sg_list.iter().map(|s| s.length as u64).sum();
+        if total > 1 << 31 {
+            return Err(PostError::MessageTooLong);
+        }
+        self.resp.push(wr);
+        Ok(())
+    }
+
+    /// True when the QP has a packet to send now (used by the endpoint's scheduler).
+    pub(crate) fn wants_to_send(&self, now: Instant) -> bool {
+        self.resp.has_fatal_nak()
+            || (self.can_respond() && self.resp.has_output())
+            || (self.can_request() && requester::has_sendable(self, now))
+    }
+
+    fn can_respond(&self) -> bool {
+        matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+    }
+    fn can_request(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd) && !self.timers.is_set(Timer::Rnr)
+    }
+
+    /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
+    pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
+        let path = self.path?;
+        let n = match responder::transmit_fatal_nak(self, &path, buf) {
+            Some(n) => n,
+            None => {
+                let order = if self.responder_next {
+                    [true, false]
+                } else {
+                    [false, true]
+                };
+                let mut sent = None;
+                for responder_turn in order {
+                    sent = if responder_turn {
+                        if self.can_respond() {
+                            responder::transmit(self, env, &path, buf)
+                        } else {
+                            None
+                        }
+                    } else if self.can_request() {
+                        requester::transmit(self, env, &path, buf)
+                    } else {
+                        None
+                    };
+                    if sent.is_some() {
+                        self.responder_next = !responder_turn;
+                        break;
+                    }
+                }
+                sent?
+            }
+        };
+        self.counters.tx_packets += 1;
+        Some(n)
+    }
+
+    /// The earliest timer deadline.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Runs the timers whose deadline passed; a spurious call does nothing.
+    pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
+        let fired = self.timers.expired(env.now);
+        if fired[Timer::Rnr as usize] {
+            // The wait is over: the retry goes out on the next poll_transmit.
+            self.arm_retransmit(env.now);
+        }
+        if fired[Timer::Retransmit as usize] {
+            requester::on_retransmit_timeout(self, env);
+        }
+    }
+
+    /// Handles a received transport packet addressed to this QP. The endpoint has verified the
+    /// ICRC, the source address and the P_Key.
+    pub(crate) fn handle_packet(
+        &mut self,
+        env: &mut Env<'_>,
+        roce: &RoceRepr,
+        payload: &[u8],
+        _ecn: Ecn,
+    ) {
+        let Some(op) = roce.bth.opcode.operation() else {
+            return;
+        };
+        self.counters.rx_packets += 1;
+        if op.is_request() {
+            if self.can_respond() {
+                responder::on_request(self, env, roce, op, payload);
+            }
+        } else if matches!(self.state, QpState::Rts | QpState::Sqd) {
+            requester::on_response(self, env, roce, op, payload);
+        }
+    }
+
+    /// (Re)arms the retransmission timer if anything is outstanding and a timeout is set.
+    fn arm_retransmit(&mut self, now: Instant) {
+        match self.timeout {
+            Some(t) if self.req.outstanding() => self.timers.set(Timer::Retransmit, now + t),
+            _ => self.timers.stop(Timer::Retransmit),
+        }
+    }
+
+    /// Frames a transport packet for this QP's path and lets `fill` write its payload.
+    fn emit(
+        &self,
+        path: &Path,
+        roce: RoceRepr,
+        payload_len: usize,
+        buf: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Option<usize> {
+        let ip = match (path.src_ip, path.dst_ip) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4 {
+                src,
+                dst,
+                dscp: path.dscp,
+                ecn: path.ecn,
+                // Identification 0 with DF, as a UDP socket's kernel would write it, so all
+                // datapaths produce the same ICRC (docs/wire.md, "ICRC in each datapath mode").
+                identification: 0,
+                dont_fragment: true,
+                ttl: path.hop_limit,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpRepr::V6 {
+                src,
+                dst,
+                dscp: path.dscp,
+                ecn: path.ecn,
+                flow_label: path.flow_label,
+                hop_limit: path.hop_limit,
+            },
+            // Mixed families are refused at modify time.
+            _ => return None,
+        };
+        let frame = FrameRepr {
+            eth: EthRepr {
+                src: path.src_mac,
+                dst: path.dst_mac,
+                vlan: path.vlan,
+            },
+            ip,
+            udp: UdpRepr {
+                src_port: path.udp_src_port,
+                dst_port: ROCEV2_UDP_PORT,
+                checksum: path.dst_ip.is_ipv6(),
+            },
+            roce,
+        };
+        let len = frame.buffer_len(payload_len).ok()?;
+        buf.clear();
+        buf.resize(len, 0);
+        frame.emit_with(buf, payload_len, fill).ok()?;
+        Some(len)
+    }
+
+    /// Enters Error: a queued fatal NAK still goes out; every outstanding work request
+    /// completes, the first one with `status` if given, all others with `WR_FLUSH_ERR`
+    /// (IBA §10.3.1 and §11.4.2.1: flushed WQEs complete even when unsignaled).
+    fn enter_error(&mut self, status: Option<WcStatus>, env: &mut Env<'_>) {
+        self.state = QpState::Error;
+        self.timers = TimerTable::default();
+        let (qpn, dest) = (self.qpn, self.dest_qpn);
+        let (send_cq, recv_cq) = (self.cfg.send_cq, self.cfg.recv_cq);
+        for (i, wr) in self.req.drain().enumerate() {
+            let s = if i == 0 {
+                status.unwrap_or(WcStatus::WrFlushErr)
+            } else {
+                WcStatus::WrFlushErr
+            };
+            (env.complete)(send_cq, wc(wr.wr_id, s, wr.op.wc_opcode(), 0, qpn, dest));
+        }
+        for wr_id in self.resp.drain() {
+            (env.complete)(
+                recv_cq,
+                wc(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, qpn, dest),
+            );
+        }
+    }
+
+    /// Delivers a completion; a full CQ is a CQ overrun, which IBA makes fatal for the QP.
+    fn complete(&mut self, env: &mut Env<'_>, cq: CqId, c: WorkCompletion) {
+        if !(env.complete)(cq, c) && self.state != QpState::Error {
+            self.enter_error(None, env);
+        }
+    }
+}
+
+fn wc(
+    wr_id: u64,
+    status: WcStatus,
+    opcode: WcOpcode,
+    byte_len: u32,
+    qp_num: Qpn,
+    src_qp: Qpn,
+) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode,
+        byte_len,
+        imm_data: None,
+        invalidated_rkey: None,
+        qp_num,
+        src_qp,
+    }
+}

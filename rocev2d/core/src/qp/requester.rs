@@ -1,0 +1,670 @@
+//! The requester half of an RC QP: send queue, segmentation, ACK/NAK handling, retransmission.
+//!
+//! Source: IBA Vol. 1 §9.5 (requester: packet sequencing, segmentation into First/Middle/Last/
+//! Only at the path MTU, AckReq), §9.7.5.1 (requester's handling of ACK, NAK, RNR NAK and
+//! implied NAKs), §9.7.6 (retransmission: local ACK timeout 4.096 µs · 2^timeout, retry
+//! counters, go-back-N from the NAKed PSN), §9.4.4–§9.4.5 (READ and atomic semantics, including
+//! the limit of outstanding READ/atomics and fences).
+//!
+//! PSNs are assigned when a work request starts: a SEND or WRITE uses one PSN per packet, a READ
+//! one per expected response packet, an atomic one. `cursor` walks the send queue; going back
+//! to a PSN just moves the cursor, and a READ resent from the middle asks for the remainder
+//! only (IBA permits a requester to restart a READ at any response PSN).
+//!
+//! Deviations: none beyond those in the module docs of [`super`].
+
+use super::{Env, Path, PostError, Qp, QpState, Seg, SendOp, SendWr, Timer, gather, scatter, wc};
+use crate::cq::WcStatus;
+use crate::mr::AccessFlags;
+use crate::time::Instant;
+use crate::wire::{
+    AtomicEthRepr, BthRepr, IethRepr, ImmDtRepr, NakCode, Opcode, Operation, Psn, RethRepr,
+    RoceRepr, Syndrome,
+};
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+/// A send work request in the send queue, with its transmission state.
+#[derive(Debug)]
+pub(super) struct SendWqe {
+    pub wr: SendWr,
+    /// Message length in bytes.
+    len: u32,
+    /// PSNs the request consumes (≥ 1).
+    npkts: u32,
+    /// First PSN, once started.
+    first_psn: Psn,
+    /// Where the latest READ request for this WQE started (READ only).
+    read_req_psn: Psn,
+    /// The local SGEs, resolved when the request starts.
+    segs: Vec<Seg>,
+}
+
+impl SendWqe {
+    fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts - 1)
+    }
+    fn contains(&self, psn: Psn) -> bool {
+        let d = psn.distance(self.first_psn);
+        d >= 0 && (d as u32) < self.npkts
+    }
+}
+
+/// Requester state (IBA §9.5).
+#[derive(Debug, Default)]
+pub(super) struct Requester {
+    sq: VecDeque<SendWqe>,
+    /// How many WQEs at the front have PSNs assigned.
+    assigned: usize,
+    /// The WQE being (re)transmitted, and its next packet.
+    cursor: usize,
+    cursor_pkt: u32,
+    /// First PSN of the next WQE to start.
+    next_psn: Psn,
+    /// Oldest PSN not yet acknowledged.
+    snd_una: Psn,
+    /// One past the highest PSN ever sent.
+    snd_max: Psn,
+    /// READ/atomic WQEs started and not complete (bounded by max_rd_atomic).
+    rd_atomic_inflight: u32,
+    /// Retries left after timeouts and sequence NAKs.
+    pub retry_left: u8,
+    /// Retries left after RNR NAKs (7 = infinite).
+    pub rnr_left: u8,
+    /// The PSN the last go-back-N restarted from, so that a burst of out-of-order responses
+    /// costs one retry, not one per packet.
+    goback_at: Option<Psn>,
+}
+
+impl Requester {
+    pub(super) fn reset(&mut self, psn: Psn) {
+        self.next_psn = psn;
+        self.snd_una = psn;
+        self.snd_max = psn;
+    }
+    pub(super) fn sq_len(&self) -> usize {
+        self.sq.len()
+    }
+    /// True while sent PSNs await acknowledgement.
+    pub(super) fn outstanding(&self) -> bool {
+        self.snd_una != self.snd_max
+    }
+
+    /// Validates and queues a work request.
+    pub(super) fn push(&mut self, wr: SendWr, max_inline: u32, mtu: u32) -> Result<(), PostError> {
+        let len: u64 = match &wr.inline_data {
+            Some(d) => {
+                if wr.op.is_rd_atomic() || d.len() > max_inline as usize {
+                    return Err(PostError::BadInline);
+                }
+                d.len() as u64
+            }
+            None => wr.sg_list.iter().map(|s| s.length as u64).sum(),
+        };
+        if len > 1 << 31 {
+            return Err(PostError::MessageTooLong);
+        }
+        if wr.op.is_atomic() && (wr.sg_list.len() != 1 || len != 8) {
+            return Err(PostError::BadAtomic);
+        }
+        let len = len as u32;
+        let npkts = if wr.op.is_atomic() {
+            1
+        } else {
+            len.div_ceil(mtu).max(1)
+        };
+        self.sq.push_back(SendWqe {
+            wr,
+            len,
+            npkts,
+            first_psn: Psn::new(0),
+            read_req_psn: Psn::new(0),
+            segs: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Removes every WQE (for the flush on entering Error).
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = SendWr> + '_ {
+        self.assigned = 0;
+        self.cursor = 0;
+        self.cursor_pkt = 0;
+        self.rd_atomic_inflight = 0;
+        self.snd_una = self.snd_max;
+        self.sq.drain(..).map(|w| w.wr)
+    }
+
+    fn psn_at_cursor(&self) -> Psn {
+        match self.sq.get(self.cursor) {
+            Some(w) if self.cursor < self.assigned => w.first_psn.add(self.cursor_pkt),
+            _ => self.next_psn,
+        }
+    }
+
+    /// Points the cursor at `psn` for go-back-N.
+    fn go_back(&mut self, psn: Psn) {
+        self.goback_at = Some(psn);
+        match self
+            .sq
+            .iter()
+            .take(self.assigned)
+            .position(|w| w.contains(psn))
+        {
+            Some(i) => {
+                self.cursor = i;
+                self.cursor_pkt = psn.distance(self.sq[i].first_psn) as u32;
+            }
+            None => {
+                self.cursor = self.assigned;
+                self.cursor_pkt = 0;
+            }
+        }
+    }
+}
+
+/// Why the requester cannot start or continue right now, if it cannot.
+fn blocked(qp: &Qp) -> bool {
+    let r = &qp.req;
+    let Some(w) = r.sq.get(r.cursor) else {
+        return true;
+    };
+    let window = qp.cfg.max_inflight_psns as i32;
+    if r.cursor == r.assigned {
+        // Starting a new WQE (IBA §10.3.1: SQD starts none; §9.4.4: READ/atomic limit; fences).
+        qp.state == QpState::Sqd
+            || (w.wr.op.is_rd_atomic() && r.rd_atomic_inflight >= qp.max_rd_atomic.max(1) as u32)
+            || (w.wr.fence && r.rd_atomic_inflight > 0)
+            || r.next_psn.distance(r.snd_una) >= window
+    } else {
+        r.psn_at_cursor().distance(r.snd_una) >= window
+    }
+}
+
+/// True when [`transmit`] would produce a packet.
+pub(super) fn has_sendable(qp: &Qp, _now: Instant) -> bool {
+    !blocked(qp)
+}
+
+pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bool) -> BthRepr {
+    BthRepr {
+        opcode: Opcode::rc(op),
+        solicited,
+        mig_req: false,
+        pad_cnt: 0,
+        tver: 0,
+        p_key: qp.p_key,
+        fecn: false,
+        becn: false,
+        deflection_tokens: 0,
+        dest_qp: qp.dest_qpn,
+        ack_req,
+        psn,
+    }
+}
+
+/// Starts the WQE at the cursor: checks its local SGEs and assigns its PSNs. `false` when a
+/// local protection error put the QP into Error.
+fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
+    let r = &mut qp.req;
+    let w = &mut r.sq[r.cursor];
+    // READ and atomic results are written into the SGEs, so they need LOCAL_WRITE.
+    let need = if w.wr.op.is_rd_atomic() {
+        AccessFlags::LOCAL_WRITE
+    } else {
+        AccessFlags::empty()
+    };
+    if w.wr.inline_data.is_none() {
+        let mut segs = Vec::with_capacity(w.wr.sg_list.len());
+        for s in &w.wr.sg_list {
+            match env
+                .mrs
+                .check_local(qp.cfg.pd, s.lkey, s.addr, s.length as u64, need)
+            {
+                Ok((mr, offset)) => segs.push(Seg {
+                    mr,
+                    offset,
+                    len: s.length,
+                }),
+                Err(_) => {
+                    // A bad L_Key, bound or right completes the WQE with a local protection
+                    // error and the QP goes to Error (IBA §11.6.2, completion status table).
+                    qp.enter_error(Some(WcStatus::LocProtErr), env);
+                    return false;
+                }
+            }
+        }
+        w.segs = segs;
+    }
+    w.first_psn = r.next_psn;
+    w.read_req_psn = r.next_psn;
+    r.next_psn = r.next_psn.add(w.npkts);
+    r.assigned += 1;
+    if w.wr.op.is_rd_atomic() {
+        r.rd_atomic_inflight += 1;
+    }
+    true
+}
+
+/// Builds the next request packet, if the send queue has one that may go now.
+pub(super) fn transmit(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> Option<usize> {
+    if blocked(qp) {
+        return None;
+    }
+    if qp.req.cursor == qp.req.assigned && !start(qp, env) {
+        return None;
+    }
+    let mtu = qp.mtu;
+    let r = &qp.req;
+    let w = &r.sq[r.cursor];
+    let k = r.cursor_pkt;
+    let psn = w.first_psn.add(k);
+    let ack_every = qp.cfg.ack_req_every.max(1);
+    let (roce, offset, plen, psn_end) = match w.wr.op {
+        SendOp::Read { remote_addr, rkey } => {
+            // A READ request (re)started at response k asks only for the rest (IBA §9.4.4).
+            let done = (k as u64 * mtu as u64).min(w.len as u64);
+            let reth = RethRepr {
+                va: remote_addr.wrapping_add(done),
+                r_key: rkey.value(),
+                dma_len: w.len - done as u32,
+            };
+            let roce = RoceRepr {
+                reth: Some(reth),
+                ..RoceRepr::new(bth(qp, Operation::RdmaReadRequest, psn, true, false))
+            };
+            (roce, 0, 0, w.first_psn.add(w.npkts))
+        }
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            let a = AtomicEthRepr {
+                va: remote_addr,
+                r_key: rkey.value(),
+                swap_add: swap,
+                compare,
+            };
+            (
+                RoceRepr {
+                    atomic_eth: Some(a),
+                    ..RoceRepr::new(bth(qp, Operation::CompareSwap, psn, true, false))
+                },
+                0,
+                0,
+                psn.next(),
+            )
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            let a = AtomicEthRepr {
+                va: remote_addr,
+                r_key: rkey.value(),
+                swap_add: add,
+                compare: 0,
+            };
+            (
+                RoceRepr {
+                    atomic_eth: Some(a),
+                    ..RoceRepr::new(bth(qp, Operation::FetchAdd, psn, true, false))
+                },
+                0,
+                0,
+                psn.next(),
+            )
+        }
+        op => {
+            let offset = k as u64 * mtu as u64;
+            let plen = (w.len as u64 - offset.min(w.len as u64)).min(mtu as u64) as usize;
+            let n = w.npkts;
+            let (first, last) = (k == 0, k + 1 == n);
+            use Operation::*;
+            let opcode = match (op, first, last) {
+                (SendOp::Write { .. } | SendOp::WriteWithImm { .. }, true, false) => RdmaWriteFirst,
+                (SendOp::Write { .. } | SendOp::WriteWithImm { .. }, false, false) => {
+                    RdmaWriteMiddle
+                }
+                (SendOp::Write { .. }, false, true) => RdmaWriteLast,
+                (SendOp::Write { .. }, true, true) => RdmaWriteOnly,
+                (SendOp::WriteWithImm { .. }, false, true) => RdmaWriteLastWithImmediate,
+                (SendOp::WriteWithImm { .. }, true, true) => RdmaWriteOnlyWithImmediate,
+                (_, true, false) => SendFirst,
+                (_, false, false) => SendMiddle,
+                (SendOp::SendWithImm { .. }, false, true) => SendLastWithImmediate,
+                (SendOp::SendWithImm { .. }, true, true) => SendOnlyWithImmediate,
+                (SendOp::SendWithInv { .. }, false, true) => SendLastWithInvalidate,
+                (SendOp::SendWithInv { .. }, true, true) => SendOnlyWithInvalidate,
+                (_, false, true) => SendLast,
+                (_, true, true) => SendOnly,
+            };
+            let ack_req = last || (k + 1) % ack_every == 0;
+            let mut roce = RoceRepr::new(bth(qp, opcode, psn, ack_req, last && w.wr.solicited));
+            match op {
+                SendOp::Write { remote_addr, rkey }
+                | SendOp::WriteWithImm {
+                    remote_addr, rkey, ..
+                } if first => {
+                    roce.reth = Some(RethRepr {
+                        va: remote_addr,
+                        r_key: rkey.value(),
+                        dma_len: w.len,
+                    });
+                }
+                _ => {}
+            }
+            match op {
+                SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } if last => {
+                    roce.immdt = Some(ImmDtRepr { imm })
+                }
+                SendOp::SendWithInv { rkey } if last => {
+                    roce.ieth = Some(IethRepr {
+                        r_key: rkey.value(),
+                    })
+                }
+                _ => {}
+            }
+            (roce, offset, plen, psn.next())
+        }
+    };
+    let mem: &dyn crate::mr::Memory = &*env.mem;
+    let n = qp.emit(path, roce, plen, buf, |dst| match &w.wr.inline_data {
+        Some(d) => dst.copy_from_slice(&d[offset as usize..offset as usize + dst.len()]),
+        None => gather(mem, &w.segs, offset, dst),
+    })?;
+    let is_single = w.wr.op.is_rd_atomic() || k + 1 == w.npkts;
+    let r = &mut qp.req;
+    if psn.distance(r.snd_max) < 0 {
+        qp.counters.retransmits += 1;
+    }
+    if psn_end.distance(r.snd_max) > 0 {
+        r.snd_max = psn_end;
+    }
+    if is_single {
+        r.cursor += 1;
+        r.cursor_pkt = 0;
+    } else {
+        r.cursor_pkt += 1;
+    }
+    if !qp.timers.is_set(Timer::Retransmit) {
+        qp.arm_retransmit(env.now);
+    }
+    Some(n)
+}
+
+/// Outcome of a cumulative acknowledgement.
+#[derive(Debug, PartialEq, Eq)]
+enum Acked {
+    /// Applied (possibly acknowledging nothing new).
+    Ok,
+    /// It covers a READ or atomic whose response has not arrived: the responses were lost
+    /// (IBA §9.7.5.1.2, implied NAK).
+    ImpliedNak,
+    /// Older than what is already acknowledged, or for a PSN never sent.
+    Ignored,
+}
+
+/// Completes the front WQE with `status`.
+fn pop_front(qp: &mut Qp, env: &mut Env<'_>, status: WcStatus) {
+    let r = &mut qp.req;
+    let Some(w) = r.sq.pop_front() else { return };
+    r.assigned = r.assigned.saturating_sub(1);
+    if r.cursor > 0 {
+        r.cursor -= 1;
+    } else {
+        r.cursor_pkt = 0;
+    }
+    if w.wr.op.is_rd_atomic() {
+        r.rd_atomic_inflight = r.rd_atomic_inflight.saturating_sub(1);
+    }
+    if status != WcStatus::Success || w.wr.signaled {
+        let c = wc(
+            w.wr.wr_id,
+            status,
+            w.wr.op.wc_opcode(),
+            w.len,
+            qp.qpn,
+            qp.dest_qpn,
+        );
+        let cq = qp.cfg.send_cq;
+        qp.complete(env, cq, c);
+    }
+}
+
+/// Forward progress resets the retry counters and restarts the timer (IBA §9.7.6.1.3).
+fn progressed(qp: &mut Qp, now: Instant) {
+    qp.req.retry_left = qp.retry_cnt;
+    qp.req.rnr_left = qp.rnr_retry;
+    qp.req.goback_at = None;
+    qp.arm_retransmit(now);
+}
+
+/// Acknowledges every PSN up to and including `psn` (IBA §9.7.5.1: ACKs are cumulative).
+fn ack_through(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Acked {
+    let r = &qp.req;
+    if psn.distance(r.snd_una) < -1 || psn.distance(r.snd_max) >= 0 {
+        return Acked::Ignored;
+    }
+    let mut advanced = false;
+    let mut outcome = Acked::Ok;
+    while qp.req.assigned > 0 && qp.state != QpState::Error {
+        let w = &qp.req.sq[0];
+        if w.wr.op.is_rd_atomic() {
+            if psn.distance(w.first_psn) >= 0 {
+                outcome = Acked::ImpliedNak;
+            }
+            break;
+        }
+        if w.last_psn().distance(psn) <= 0 {
+            qp.req.snd_una = w.last_psn().next();
+            pop_front(qp, env, WcStatus::Success);
+            advanced = true;
+        } else {
+            if psn.distance(qp.req.snd_una) >= 0 {
+                let r = &mut qp.req;
+                r.snd_una = psn.next();
+                // No need to resend what the peer already has.
+                let acked = psn.next().distance(r.sq[0].first_psn) as u32;
+                if r.cursor == 0 && r.cursor_pkt < acked {
+                    r.cursor_pkt = acked;
+                }
+                advanced = true;
+            }
+            break;
+        }
+    }
+    if advanced {
+        progressed(qp, env.now);
+    }
+    outcome
+}
+
+/// A sequence error, implied NAK or timeout: spend a retry and go back to `psn`, or fail the
+/// front WQE with `RETRY_EXC_ERR` when none are left (IBA §9.7.6.1.3).
+fn retry_from(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) {
+    if qp.req.goback_at == Some(psn) {
+        return;
+    }
+    if qp.req.retry_left == 0 {
+        qp.enter_error(Some(WcStatus::RetryExcErr), env);
+        return;
+    }
+    qp.req.retry_left -= 1;
+    qp.req.go_back(psn);
+    qp.arm_retransmit(env.now);
+}
+
+/// The retransmission timer fired: no ACK arrived within the local ACK timeout.
+pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
+    if !qp.req.outstanding() || !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+        return;
+    }
+    qp.counters.timeouts += 1;
+    qp.req.goback_at = None;
+    let una = qp.req.snd_una;
+    retry_from(qp, env, una);
+}
+
+/// Handles a response packet: ACK/NAK, READ response or ATOMIC Acknowledge.
+pub(super) fn on_response(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    roce: &RoceRepr,
+    op: Operation,
+    payload: &[u8],
+) {
+    let psn = roce.bth.psn;
+    let syndrome = roce.aeth.map(|a| a.syndrome);
+    match (op, syndrome) {
+        (Operation::Acknowledge, Some(Syndrome::Ack(_))) => match ack_through(qp, env, psn) {
+            Acked::Ok => {}
+            Acked::ImpliedNak => {
+                let una = qp.req.snd_una;
+                retry_from(qp, env, una);
+            }
+            Acked::Ignored => qp.counters.unexpected_responses += 1,
+        },
+        (Operation::Acknowledge, Some(Syndrome::RnrNak(timer))) => {
+            qp.counters.naks_received += 1;
+            qp.counters.rnr_naks_received += 1;
+            if ack_through(qp, env, psn.sub(1)) == Acked::Ignored || qp.state == QpState::Error {
+                return;
+            }
+            // rnr_retry 7 means "retry forever" (IBA §9.7.5.2.8).
+            if qp.rnr_retry != 7 {
+                if qp.req.rnr_left == 0 {
+                    qp.enter_error(Some(WcStatus::RnrRetryExcErr), env);
+                    return;
+                }
+                qp.req.rnr_left -= 1;
+            }
+            qp.req.go_back(psn);
+            qp.timers.stop(Timer::Retransmit);
+            qp.timers.set(Timer::Rnr, env.now + timer.duration());
+        }
+        (Operation::Acknowledge, Some(Syndrome::Nak(code))) => {
+            qp.counters.naks_received += 1;
+            if ack_through(qp, env, psn.sub(1)) == Acked::Ignored || qp.state == QpState::Error {
+                return;
+            }
+            let status = match code {
+                NakCode::PsnSequenceError => {
+                    // Each sequence NAK is answered once, so it always costs a retry.
+                    qp.req.goback_at = None;
+                    retry_from(qp, env, psn);
+                    return;
+                }
+                NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+                NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                NakCode::InvalidRdRequest => WcStatus::RemInvRdReqErr,
+                NakCode::Reserved(_) => WcStatus::BadRespErr,
+            };
+            qp.enter_error(Some(status), env);
+        }
+        (Operation::AtomicAcknowledge, Some(Syndrome::Ack(_))) => on_atomic_ack(qp, env, roce, psn),
+        (op, _) if op.is_read_response() => on_read_response(qp, env, op, psn, payload),
+        _ => qp.counters.unexpected_responses += 1,
+    }
+}
+
+/// Finds the READ (`read`) or atomic WQE a response belongs to and acknowledges everything
+/// before it; `true` when the response is the next one expected for the front WQE.
+fn settle_before(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, read: bool) -> bool {
+    let r = &qp.req;
+    let found = r.sq.iter().take(r.assigned).find(|w| {
+        w.contains(psn)
+            && w.wr.op.is_rd_atomic()
+            && (matches!(w.wr.op, SendOp::Read { .. }) == read)
+    });
+    let Some(first) = found.map(|w| w.first_psn) else {
+        qp.counters.unexpected_responses += 1;
+        return false;
+    };
+    // Responses come in PSN order, so this one acknowledges every earlier request.
+    if first.distance(qp.req.snd_una) > 0 {
+        match ack_through(qp, env, first.sub(1)) {
+            Acked::Ok => {}
+            Acked::ImpliedNak => {
+                let una = qp.req.snd_una;
+                retry_from(qp, env, una);
+                return false;
+            }
+            Acked::Ignored => {
+                qp.counters.unexpected_responses += 1;
+                return false;
+            }
+        }
+    }
+    if qp.state == QpState::Error || qp.req.sq.front().map(|w| w.first_psn) != Some(first) {
+        return false;
+    }
+    let d = psn.distance(qp.req.snd_una);
+    if d < 0 {
+        qp.counters.unexpected_responses += 1;
+        return false;
+    }
+    if d > 0 {
+        // A response is missing: an implied NAK for it.
+        let una = qp.req.snd_una;
+        retry_from(qp, env, una);
+        return false;
+    }
+    true
+}
+
+fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, payload: &[u8]) {
+    if !settle_before(qp, env, psn, true) {
+        return;
+    }
+    let mtu = qp.mtu as u64;
+    let w = &qp.req.sq[0];
+    let idx = psn.distance(w.first_psn) as u64;
+    let is_last = psn == w.last_psn();
+    let want_len = (w.len as u64 - (idx * mtu).min(w.len as u64)).min(mtu) as usize;
+    let pos_ok = if is_last {
+        matches!(
+            op,
+            Operation::RdmaReadResponseLast | Operation::RdmaReadResponseOnly
+        )
+    } else {
+        matches!(
+            op,
+            Operation::RdmaReadResponseFirst | Operation::RdmaReadResponseMiddle
+        )
+    };
+    if !pos_ok || payload.len() != want_len {
+        // IBA §9.7.5.1.3: a response of the wrong shape is a bad response.
+        qp.enter_error(Some(WcStatus::BadRespErr), env);
+        return;
+    }
+    scatter(env.mem, &w.segs, idx * mtu, payload);
+    qp.req.snd_una = psn.next();
+    if is_last {
+        pop_front(qp, env, WcStatus::Success);
+    }
+    progressed(qp, env.now);
+}
+
+fn on_atomic_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
+    if !settle_before(qp, env, psn, false) {
+        return;
+    }
+    let Some(orig) = roce.atomic_ack_eth.map(|a| a.orig_data) else {
+        return;
+    };
+    // The original value lands in the local SGE as a native-endian u64, as libibverbs users
+    // read it.
+    scatter(env.mem, &qp.req.sq[0].segs, 0, &orig.to_ne_bytes());
+    qp.req.snd_una = psn.next();
+    pop_front(qp, env, WcStatus::Success);
+    progressed(qp, env.now);
+}

@@ -1,0 +1,69 @@
+//! The QP's timers: a fixed table of deadlines indexed by kind (as quinn-proto's `TimerTable`).
+//!
+//! A QP has few timers, so a table with one slot per kind is cheaper than a heap and makes a
+//! spurious expiry harmless: [`TimerTable::expired`] only reports slots whose deadline passed.
+//!
+//! Deviations: none.
+
+use crate::time::Instant;
+
+/// The kinds of QP timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Requester: no ACK within the local ACK timeout (IBA §9.7.6.1.3).
+    Retransmit = 0,
+    /// Requester: waiting out an RNR NAK's timer before retrying (IBA §9.7.5.2.8).
+    Rnr = 1,
+}
+
+const COUNT: usize = 2;
+
+/// One optional deadline per [`Timer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TimerTable([Option<Instant>; COUNT]);
+
+impl TimerTable {
+    pub(crate) fn set(&mut self, t: Timer, at: Instant) {
+        self.0[t as usize] = Some(at);
+    }
+    pub(crate) fn stop(&mut self, t: Timer) {
+        self.0[t as usize] = None;
+    }
+    pub(crate) fn is_set(&self, t: Timer) -> bool {
+        self.0[t as usize].is_some()
+    }
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.0.iter().flatten().min().copied()
+    }
+    /// Clears and returns the timers whose deadline is at or before `now`.
+    pub(crate) fn expired(&mut self, now: Instant) -> [bool; COUNT] {
+        let mut out = [false; COUNT];
+        for (slot, fired) in self.0.iter_mut().zip(out.iter_mut()) {
+            if slot.is_some_and(|d| d <= now) {
+                *slot = None;
+                *fired = true;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_table_reports_only_passed_deadlines() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next(), None);
+        t.set(Timer::Retransmit, Instant::from_nanos(50));
+        t.set(Timer::Rnr, Instant::from_nanos(20));
+        assert_eq!(t.next(), Some(Instant::from_nanos(20)));
+        assert_eq!(t.expired(Instant::from_nanos(10)), [false, false]);
+        assert_eq!(t.expired(Instant::from_nanos(30)), [false, true]);
+        assert!(!t.is_set(Timer::Rnr) && t.is_set(Timer::Retransmit));
+        t.stop(Timer::Retransmit);
+        assert_eq!(t.next(), None);
+    }
+}
