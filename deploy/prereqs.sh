@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Installs what rocev2's demo and test suite need on Debian, as root. Idempotent: every step
+# checks first and returns at once when its tool is already there, so running it again costs
+# about a second.
+#
+#   bash deploy/prereqs.sh        everything deploy/test.sh needs
+#   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, tshark)
+#
+# What and why:
+#   Rust stable + rustfmt + clippy   build, format check, lints
+#   tshark                           independent RoCEv2 decoder in interop tests; demo output
+#   python3 + scapy                  independent RoCEv2 encoder/decoder in interop tests
+#   nightly rust-src                 cargo-fuzz (nightly sanitizers) and, later, eBPF builds
+#   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
+set -euo pipefail
+
+log() { printf '[prereqs] %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    log "run as root (installs Debian packages)" >&2
+    exit 1
+fi
+
+# Debian packages, installed only when one is missing; `apt-get update` only then too.
+apt_install() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark's package would otherwise ask whether non-root users may capture.
+    echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+ensure_rust() {
+    if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null; then
+        # A fresh machine: rustup's installer, stable toolchain; cc is Rust's linker.
+        apt_install ca-certificates curl gcc libc6-dev
+        log "installing Rust (rustup, stable)"
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+            sh -s -- -y --profile minimal --default-toolchain stable
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    local have
+    have=$(rustup component list --installed)
+    for c in rustfmt clippy; do
+        grep -q "^$c" <<<"$have" || { log "adding $c"; rustup component add "$c"; }
+    done
+}
+
+ensure_tshark() {
+    apt_install tshark
+}
+
+ensure_scapy() {
+    apt_install python3-pip
+    python3 -c 'import scapy' 2>/dev/null && return 0
+    # PEP 668: a distribution's python3 is marked EXTERNALLY-MANAGED and pip refuses to install
+    # into it unless told to; a pyenv or venv python3 is not marked and needs no flag.
+    local flags=(--quiet --root-user-action=ignore)
+    if python3 -c 'import os, sysconfig, sys
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+        flags+=(--break-system-packages)
+    fi
+    log "installing scapy for $(command -v python3)"
+    python3 -m pip install "${flags[@]}" scapy
+}
+
+ensure_nightly_src() {
+    if ! rustup toolchain list | grep -q '^nightly'; then
+        log "installing nightly toolchain with rust-src"
+        rustup toolchain install nightly --profile minimal --component rust-src
+    elif ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
+        log "adding rust-src to nightly"
+        rustup component add rust-src --toolchain nightly
+    fi
+}
+
+ensure_cargo_fuzz() {
+    command -v cargo-fuzz >/dev/null && return 0
+    log "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+}
+
+case "${1:-all}" in
+    demo)
+        ensure_rust
+        ensure_tshark
+        ;;
+    all)
+        ensure_rust
+        ensure_tshark
+        ensure_scapy
+        ensure_nightly_src
+        ensure_cargo_fuzz
+        ;;
+    *)
+        log "usage: $0 [all|demo]" >&2
+        exit 2
+        ;;
+esac
+log "ok (${1:-all})"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run): prerequisites, format, lints, tests
+# (interop tests may not skip: ROCEV2_REQUIRE_TOOLS=1), benchmarks compiled, docs, fuzz smoke.
+# Stops at the first failing step and names it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STEP="start"
+START=$SECONDS
+PASSED=0
+on_exit() {
+    local rc=$?
+    [ "$rc" -eq 0 ] || printf '\ntest.sh: FAILED at step "%s" (exit %d)\n' "$STEP" "$rc" >&2
+}
+trap on_exit EXIT
+
+step() {
+    STEP="$1"
+    printf '\n==> %s\n' "$STEP"
+}
+ok() { PASSED=$((PASSED + 1)); }
+
+step "prerequisites (deploy/prereqs.sh)"
+bash deploy/prereqs.sh
+command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH" # rustup just installed it
+ok
+
+step "ground-truth captures present (../shared/captures)"
+if ! ls ../shared/captures/*.pcap >/dev/null 2>&1; then
+    echo "../shared/captures/*.pcap not found: the shared folder must sit beside the repository" >&2
+    exit 1
+fi
+ok
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+ok
+
+step "cargo clippy --workspace --all-targets --all-features -- -D warnings"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+ok
+
+step "cargo test --workspace --all-features (ROCEV2_REQUIRE_TOOLS=1)"
+export ROCEV2_REQUIRE_TOOLS=1
+cargo test --workspace --all-features
+ok
+
+step "cargo bench --workspace --no-run"
+cargo bench --workspace --no-run
+ok
+
+step "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+ok
+
+step "fuzz smoke run (deploy/fuzz-smoke.sh)"
+if [ -f deploy/fuzz-smoke.sh ]; then
+    bash deploy/fuzz-smoke.sh
+    ok
+else
+    echo "deploy/fuzz-smoke.sh not present yet: skipped"
+fi
+
+STEP="done"
+printf '\ntest.sh: all %d steps passed in %ds\n' "$PASSED" "$((SECONDS - START))"
