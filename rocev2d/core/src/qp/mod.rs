@@ -672,18 +672,17 @@ impl Qp {
     }
 
     /// Enters Error: a queued fatal NAK still goes out; every outstanding work request
-    /// completes, the first one with `status` if given, all others with `WR_FLUSH_ERR`
-    /// (IBA §10.3.1 and §11.4.2.1: flushed WQEs complete even when unsignaled).
-    fn enter_error(&mut self, status: Option<WcStatus>, env: &mut Env<'_>) {
+    /// completes, the one at send-queue index `failed.0` with status `failed.1`, all others with
+    /// `WR_FLUSH_ERR` (IBA §10.3.1 and §11.4.2.1: flushed WQEs complete even when unsignaled).
+    fn enter_error(&mut self, failed: Option<(usize, WcStatus)>, env: &mut Env<'_>) {
         self.state = QpState::Error;
         self.timers = TimerTable::default();
         let (qpn, dest) = (self.qpn, self.dest_qpn);
         let (send_cq, recv_cq) = (self.cfg.send_cq, self.cfg.recv_cq);
         for (i, wr) in self.req.drain().enumerate() {
-            let s = if i == 0 {
-                status.unwrap_or(WcStatus::WrFlushErr)
-            } else {
-                WcStatus::WrFlushErr
+            let s = match failed {
+                Some((at, status)) if at == i => status,
+                _ => WcStatus::WrFlushErr,
             };
             (env.complete)(send_cq, wc(wr.wr_id, s, wr.op.wc_opcode(), 0, qpn, dest));
         }

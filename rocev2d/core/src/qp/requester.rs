@@ -141,6 +141,14 @@ impl Requester {
         }
     }
 
+    /// Index in the send queue of the started WQE that owns `psn`.
+    pub(super) fn index_of(&self, psn: Psn) -> Option<usize> {
+        self.sq
+            .iter()
+            .take(self.assigned)
+            .position(|w| w.contains(psn))
+    }
+
     /// Points the cursor at `psn` for go-back-N.
     fn go_back(&mut self, psn: Psn) {
         self.goback_at = Some(psn);
@@ -228,7 +236,8 @@ fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
                 Err(_) => {
                     // A bad L_Key, bound or right completes the WQE with a local protection
                     // error and the QP goes to Error (IBA §11.6.2, completion status table).
-                    qp.enter_error(Some(WcStatus::LocProtErr), env);
+                    let at = qp.req.cursor;
+                    qp.enter_error(Some((at, WcStatus::LocProtErr)), env);
                     return false;
                 }
             }
@@ -494,7 +503,7 @@ fn retry_from(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) {
         return;
     }
     if qp.req.retry_left == 0 {
-        qp.enter_error(Some(WcStatus::RetryExcErr), env);
+        qp.enter_error(Some((0, WcStatus::RetryExcErr)), env);
         return;
     }
     qp.req.retry_left -= 1;
@@ -541,12 +550,15 @@ pub(super) fn on_response(
             // rnr_retry 7 means "retry forever" (IBA §9.7.5.2.8).
             if qp.rnr_retry != 7 {
                 if qp.req.rnr_left == 0 {
-                    qp.enter_error(Some(WcStatus::RnrRetryExcErr), env);
+                    qp.enter_error(Some((0, WcStatus::RnrRetryExcErr)), env);
                     return;
                 }
                 qp.req.rnr_left -= 1;
             }
-            qp.req.go_back(psn);
+            // Everything before the NAKed PSN is acknowledged, except what an incomplete READ or
+            // atomic still misses; resume from the oldest gap.
+            let una = qp.req.snd_una;
+            qp.req.go_back(una);
             qp.timers.stop(Timer::Retransmit);
             qp.timers.set(Timer::Rnr, env.now + timer.duration());
         }
@@ -557,9 +569,12 @@ pub(super) fn on_response(
             }
             let status = match code {
                 NakCode::PsnSequenceError => {
-                    // Each sequence NAK is answered once, so it always costs a retry.
+                    // Each sequence NAK is sent once per gap, so it always costs a retry. Resume
+                    // from the NAKed PSN, or from an earlier READ/atomic whose responses are
+                    // missing (the implied NAK ack_through just found).
                     qp.req.goback_at = None;
-                    retry_from(qp, env, psn);
+                    let una = qp.req.snd_una;
+                    retry_from(qp, env, una);
                     return;
                 }
                 NakCode::InvalidRequest => WcStatus::RemInvReqErr,
@@ -568,7 +583,8 @@ pub(super) fn on_response(
                 NakCode::InvalidRdRequest => WcStatus::RemInvRdReqErr,
                 NakCode::Reserved(_) => WcStatus::BadRespErr,
             };
-            qp.enter_error(Some(status), env);
+            let failed = qp.req.index_of(psn);
+            qp.enter_error(failed.map(|i| (i, status)), env);
         }
         (Operation::AtomicAcknowledge, Some(Syndrome::Ack(_))) => on_atomic_ack(qp, env, roce, psn),
         (op, _) if op.is_read_response() => on_read_response(qp, env, op, psn, payload),
@@ -643,7 +659,7 @@ fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, pay
     };
     if !pos_ok || payload.len() != want_len {
         // IBA §9.7.5.1.3: a response of the wrong shape is a bad response.
-        qp.enter_error(Some(WcStatus::BadRespErr), env);
+        qp.enter_error(Some((0, WcStatus::BadRespErr)), env);
         return;
     }
     scatter(env.mem, &w.segs, idx * mtu, payload);

@@ -1,0 +1,324 @@
+//! The RC rules under a hostile network: random seeds, 0–10% loss, duplication, reordering and
+//! corruption, PSNs starting just below 2^24, traffic in both directions. Whatever happens,
+//! every work request completes successfully and in order, every destination byte equals its
+//! source, nothing outside the targeted ranges changes, and each FetchAdd applies exactly once.
+
+use proptest::prelude::*;
+use rocev2_core::cq::{WcStatus, WorkCompletion};
+use rocev2_core::mr::MrInfo;
+use rocev2_core::qp::{Mtu, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::testing::{ConnectOptions, LinkConfig, Pair};
+use rocev2_core::time::Duration;
+
+const READ_SRC: usize = 0; // [0, 16K): read-only pattern each side exposes
+const SLOTS: usize = 16 << 10; // [16K, 56K): destinations of WRITE and SEND
+const SLOTS_END: usize = 56 << 10;
+const COUNTER: usize = 60 << 10; // the FetchAdd target
+const LOCAL_RESULTS: usize = 62 << 10; // where READ-free results (FetchAdd originals) land
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Send,
+    Write,
+    Read,
+    FetchAdd,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Op {
+    kind: Kind,
+    from_a: bool,
+    len: u32,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (
+        prop_oneof![
+            Just(Kind::Send),
+            Just(Kind::Write),
+            Just(Kind::Read),
+            Just(Kind::FetchAdd)
+        ],
+        any::<bool>(),
+        0u32..3000,
+    )
+        .prop_map(|(kind, from_a, len)| Op { kind, from_a, len })
+}
+
+fn sge(mr: &MrInfo, off: usize, len: u32) -> Sge {
+    Sge {
+        addr: mr.addr + off as u64,
+        length: len,
+        lkey: mr.lkey,
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8)
+        .collect()
+}
+
+struct Expect {
+    /// (side a?, offset, bytes) that must be in memory at the end.
+    bytes: Vec<(bool, usize, Vec<u8>)>,
+    /// Per side: wr_ids in posting order, send side and receive side.
+    send_ids: [Vec<u64>; 2],
+    recv_ids: [Vec<u64>; 2],
+    /// Per side: FetchAdd results expected to be a permutation of prefix sums.
+    fadd_results: [Vec<usize>; 2],
+    fadd_total: [u64; 2],
+}
+
+fn run(
+    seed: u64,
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+    corrupt: f64,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let link = |s| {
+        LinkConfig::default()
+            .delay(Duration::from_micros(2))
+            .rate(rocev2_core::time::Rate::from_gbps(10))
+            .loss(loss)
+            .duplicate(dup)
+            .reorder(reorder, Duration::from_micros(7))
+            .corrupt(corrupt)
+            .seed(s)
+    };
+    let mut p = Pair::new(link(seed), link(seed ^ 0xdead_beef));
+    let c = p
+        .connect(ConnectOptions {
+            psn_a: 0xff_fff0 + (seed % 16) as u32,
+            psn_b: 0xff_ffe0 + (seed % 32) as u32,
+            mtu: Mtu::Mtu1024,
+            timeout: 5,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            ..ConnectOptions::default()
+        })
+        .unwrap();
+    let mut e = Expect {
+        bytes: vec![],
+        send_ids: [vec![], vec![]],
+        recv_ids: [vec![], vec![]],
+        fadd_results: [vec![], vec![]],
+        fadd_total: [0, 0],
+    };
+    for (side_a, h, mr) in [(true, &mut p.a, c.mr_a), (false, &mut p.b, c.mr_b)] {
+        let m = h.mem.get_mut(mr.id).unwrap();
+        let src = pattern(seed ^ side_a as u64, SLOTS);
+        m[READ_SRC..READ_SRC + SLOTS].copy_from_slice(&src);
+        e.bytes.push((side_a, READ_SRC, src));
+    }
+    let mut next_slot = [SLOTS, SLOTS];
+    let mut fadd_slot = [0usize, 0];
+    for (i, o) in ops.iter().enumerate() {
+        let (s, d) = if o.from_a { (0, 1) } else { (1, 0) };
+        let (src_mr, dst_mr) = if o.from_a {
+            (c.mr_a, c.mr_b)
+        } else {
+            (c.mr_b, c.mr_a)
+        };
+        let (sqp, dqp) = if o.from_a { (c.qa, c.qb) } else { (c.qb, c.qa) };
+        let id = i as u64;
+        let len = o.len as usize;
+        match o.kind {
+            Kind::Send | Kind::Write | Kind::Read => {
+                // The destination: on the peer for SEND/WRITE, locally for READ.
+                let dst_side = if matches!(o.kind, Kind::Read) { s } else { d };
+                let at = next_slot[dst_side];
+                if at + len > SLOTS_END {
+                    continue;
+                }
+                next_slot[dst_side] += len;
+                let (sender, receiver) = if o.from_a {
+                    (&mut p.a, &mut p.b)
+                } else {
+                    (&mut p.b, &mut p.a)
+                };
+                let wr = match o.kind {
+                    Kind::Read => {
+                        let from = (seed as usize + 37 * i) % (SLOTS - len);
+                        let want =
+                            pattern(seed ^ (d == 0) as u64, SLOTS)[from..from + len].to_vec();
+                        e.bytes.push((s == 0, at, want));
+                        SendWr::new(
+                            id,
+                            SendOp::Read {
+                                remote_addr: dst_mr.addr + from as u64,
+                                rkey: dst_mr.rkey,
+                            },
+                        )
+                        .sge(sge(&src_mr, at, o.len))
+                    }
+                    kind => {
+                        // Stage the source bytes in the sender's slot area of its own READ_SRC
+                        // pattern, so they are known and never change.
+                        let from = (seed as usize + 101 * i) % (SLOTS - len);
+                        let want =
+                            pattern(seed ^ (s == 0) as u64, SLOTS)[from..from + len].to_vec();
+                        e.bytes.push((d == 0, at, want));
+                        if matches!(kind, Kind::Send) {
+                            receiver
+                                .ep
+                                .post_recv(
+                                    dqp,
+                                    RecvWr {
+                                        wr_id: id,
+                                        sg_list: vec![sge(&dst_mr, at, o.len)],
+                                    },
+                                )
+                                .unwrap();
+                            e.recv_ids[d].push(id);
+                            SendWr::new(id, SendOp::Send).sge(sge(&src_mr, from, o.len))
+                        } else {
+                            SendWr::new(
+                                id,
+                                SendOp::Write {
+                                    remote_addr: dst_mr.addr + at as u64,
+                                    rkey: dst_mr.rkey,
+                                },
+                            )
+                            .sge(sge(&src_mr, from, o.len))
+                        }
+                    }
+                };
+                sender.ep.post_send(sqp, wr).unwrap();
+            }
+            Kind::FetchAdd => {
+                let k = fadd_slot[s];
+                if k >= 200 {
+                    continue;
+                }
+                fadd_slot[s] += 1;
+                let add = (i as u64 + 1) * 3;
+                e.fadd_total[d] += add;
+                e.fadd_results[s].push(add as usize);
+                let sender = if o.from_a { &mut p.a } else { &mut p.b };
+                let wr = SendWr::new(
+                    id,
+                    SendOp::FetchAdd {
+                        remote_addr: dst_mr.addr + COUNTER as u64,
+                        rkey: dst_mr.rkey,
+                        add,
+                    },
+                )
+                .sge(sge(&src_mr, LOCAL_RESULTS + 8 * k, 8));
+                sender.ep.post_send(sqp, wr).unwrap();
+            }
+        }
+        e.send_ids[s].push(id);
+    }
+    prop_assert!(p.drive(2_000_000), "never went idle");
+
+    // Completions: all successful, in posting order, on both sides.
+    for (a, cq, side) in [(true, c.cq_a, 0usize), (false, c.cq_b, 1)] {
+        let wcs: Vec<WorkCompletion> = p.completions(a, cq);
+        let bad: Vec<_> = wcs
+            .iter()
+            .filter(|w| w.status != WcStatus::Success)
+            .collect();
+        prop_assert!(bad.is_empty(), "side {side}: {bad:?}");
+        let sends: Vec<u64> = wcs
+            .iter()
+            .filter(|w| !w.opcode.is_recv())
+            .map(|w| w.wr_id)
+            .collect();
+        let recvs: Vec<u64> = wcs
+            .iter()
+            .filter(|w| w.opcode.is_recv())
+            .map(|w| w.wr_id)
+            .collect();
+        prop_assert_eq!(&sends, &e.send_ids[side], "side {} send order", side);
+        prop_assert_eq!(&recvs, &e.recv_ids[side], "side {} recv order", side);
+    }
+    // Every byte where it belongs, and nothing written anywhere else.
+    let mut touched = [vec![false; 64 << 10], vec![false; 64 << 10]];
+    for (a, at, want) in &e.bytes {
+        let m = if *a {
+            p.a.mem.get(c.mr_a.id)
+        } else {
+            p.b.mem.get(c.mr_b.id)
+        }
+        .unwrap();
+        prop_assert_eq!(
+            &m[*at..*at + want.len()],
+            &want[..],
+            "side a={} at {}",
+            a,
+            at
+        );
+        touched[!*a as usize][*at..*at + want.len()]
+            .iter_mut()
+            .for_each(|t| *t = true);
+    }
+    for (side, mr) in [(0usize, c.mr_a), (1, c.mr_b)] {
+        let m = if side == 0 {
+            p.a.mem.get(mr.id)
+        } else {
+            p.b.mem.get(mr.id)
+        }
+        .unwrap();
+        for (i, b) in m.iter().enumerate() {
+            let in_fadd = (COUNTER..COUNTER + 8).contains(&i)
+                || (LOCAL_RESULTS..LOCAL_RESULTS + 8 * 200).contains(&i);
+            if !touched[side][i] && !in_fadd {
+                prop_assert_eq!(*b, 0, "side {} byte {} written outside any target", side, i);
+            }
+        }
+        // Exactly-once atomics: the counter is the sum of the adds aimed at it, and the
+        // originals returned to the peer are the running sums in order.
+        let counter = u64::from_ne_bytes(m[COUNTER..COUNTER + 8].try_into().unwrap());
+        prop_assert_eq!(counter, e.fadd_total[side], "side {} counter", side);
+        let mut running = 0u64;
+        for (k, add) in e.fadd_results[side].iter().enumerate() {
+            let got = u64::from_ne_bytes(
+                m[LOCAL_RESULTS + 8 * k..LOCAL_RESULTS + 8 * k + 8]
+                    .try_into()
+                    .unwrap(),
+            );
+            prop_assert_eq!(got, running, "side {} FetchAdd #{} original", side, k);
+            running += *add as u64;
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    // 48 cases per CI run; set PROPTEST_CASES for a longer campaign.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn rc_survives_faults(
+        seed in any::<u64>(),
+        loss in 0.0f64..0.10,
+        dup in 0.0f64..0.10,
+        reorder in 0.0f64..0.10,
+        corrupt in 0.0f64..0.10,
+        ops in proptest::collection::vec(op(), 1..24),
+    ) {
+        run(seed, loss, dup, reorder, corrupt, ops)?;
+    }
+}
+
+/// The harshest corner, pinned so it runs on every CI run regardless of proptest's draws.
+#[test]
+fn rc_survives_ten_percent_of_everything() {
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op {
+            kind: [Kind::Send, Kind::Write, Kind::Read, Kind::FetchAdd][i % 4],
+            from_a: i % 3 != 0,
+            len: (i as u32 * 397) % 3000,
+        })
+        .collect();
+    for seed in 0..6 {
+        run(seed, 0.1, 0.1, 0.1, 0.1, ops.clone()).unwrap();
+    }
+}
