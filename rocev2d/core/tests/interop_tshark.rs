@@ -48,6 +48,10 @@ const FIELDS: &[&str] = &[
     "infiniband.atomiceth.cmpdt",
     "infiniband.aeth.syndrome",
     "infiniband.aeth.msn",
+    "infiniband.aeth.syndrome.opcode",
+    "infiniband.aeth.syndrome.credit_count",
+    "infiniband.aeth.syndrome.timer",
+    "infiniband.aeth.syndrome.error_code",
     "infiniband.atomicacketh.origremdt",
     "infiniband.deth.q_key",
     "infiniband.deth.srcqp",
@@ -258,6 +262,17 @@ fn compare(c: &Case, d: &Decoded) -> Vec<String> {
                 u64::from(h.syndrome.to_byte()),
             );
             check_num(&mut bad, "infiniband.aeth.msn", u64::from(h.msn.value()));
+            // Wireshark's reading of the syndrome (IBA §9.7.5.2): type in bits 6-5, and the
+            // low five bits as credit count, RNR timer or NAK code accordingly.
+            let b = h.syndrome.to_byte();
+            let (kind, value) = (b >> 5 & 3, u64::from(b & 0x1f));
+            check_num(&mut bad, "infiniband.aeth.syndrome.opcode", kind.into());
+            let sub = match kind {
+                0 => "infiniband.aeth.syndrome.credit_count",
+                1 => "infiniband.aeth.syndrome.timer",
+                _ => "infiniband.aeth.syndrome.error_code",
+            };
+            check_num(&mut bad, sub, value);
         }
         None => {
             if !d["infiniband.aeth.syndrome"].is_empty() {

@@ -115,8 +115,9 @@ pub fn build(name: &str, encap: Encap, i: u16, roce: RoceRepr, payload: Vec<u8>)
     };
     let mut bytes = vec![0u8; repr.buffer_len(payload.len()).unwrap()];
     repr.emit(&mut bytes, &payload).unwrap();
+    // PadCnt as IBA §9.2 defines it: the bytes that align the payload to 4.
     let mut repr = repr;
-    repr.roce.bth.pad_cnt = RoceRepr::pad_for(payload.len()) as u8;
+    repr.roce.bth.pad_cnt = ((4 - payload.len() % 4) % 4) as u8;
     Case {
         name: name.to_owned(),
         repr,
@@ -134,6 +135,11 @@ pub fn payload(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// One frame per RC verb (and UC, UD, CNP), with all the fields a decoder must get right.
+///
+/// Each row also gives the opcode byte from IBA Vol. 1 Table 38, and each AETH the syndrome
+/// byte from §9.7.5.2 (Table 43), as literals: the catalogue asserts that our `Opcode` and
+/// `Syndrome` encode to them, and the tools' decodings are compared with the literals, so a
+/// wrong code point in `opcode.rs` or `aeth.rs` cannot hide behind a matching parse.
 pub fn every_verb() -> Vec<Case> {
     use Operation::*;
     fn reth(i: u32) -> RethRepr {
@@ -143,213 +149,193 @@ pub fn every_verb() -> Vec<Case> {
             dma_len: 0x8000_0000 | (i * 1000),
         }
     }
-    fn aeth(syndrome: Syndrome, i: u32) -> AethRepr {
+    /// An AETH whose syndrome must encode to the IBA byte `iba`.
+    fn aeth(syndrome: Syndrome, iba: u8, i: u32) -> AethRepr {
+        assert_eq!(syndrome.to_byte(), iba, "{syndrome:?}: IBA §9.7.5.2");
         AethRepr {
             syndrome,
             msn: Msn::new(0xab_cd00 | i),
         }
     }
-    // (name, opcode, payload length, headers besides the BTH)
+    fn immdt(i: u32) -> Option<ImmDtRepr> {
+        Some(ImmDtRepr {
+            imm: 0xdead_be00 | i,
+        })
+    }
+    fn atomic(i: u32, swap_add: u64, compare: u64) -> Option<AtomicEthRepr> {
+        Some(AtomicEthRepr {
+            va: 0x8000_7f00_1234_5600 + u64::from(i) * 8,
+            r_key: 0x9000_0000 | i,
+            swap_add,
+            compare,
+        })
+    }
+    fn deth(i: u32) -> Option<DethRepr> {
+        Some(DethRepr {
+            q_key: 0x8765_4300 | i,
+            src_qp: Qpn::new(0xa5_0000 | i),
+        })
+    }
+    let (rc, uc, ud) = (
+        Opcode::rc,
+        |op| Opcode::new(Transport::Uc, op),
+        |op| Opcode::new(Transport::Ud, op),
+    );
+    // (name, IBA opcode byte, our opcode, payload length, headers besides the BTH)
     type Extra = fn(u32, &mut RoceRepr);
-    let cases: Vec<(&str, Opcode, usize, Extra)> = vec![
-        ("rc_send_first", Opcode::rc(SendFirst), 1024, |_, _| {}),
-        ("rc_send_middle", Opcode::rc(SendMiddle), 1024, |_, _| {}),
-        ("rc_send_last", Opcode::rc(SendLast), 37, |_, _| {}),
-        ("rc_send_only", Opcode::rc(SendOnly), 13, |_, _| {}),
+    let none: Extra = |_, _| {};
+    let cases: Vec<(&str, u8, Opcode, usize, Extra)> = vec![
+        ("rc_send_first", 0x00, rc(SendFirst), 1024, none),
+        ("rc_send_middle", 0x01, rc(SendMiddle), 1024, none),
+        ("rc_send_last", 0x02, rc(SendLast), 37, none),
         (
             "rc_send_last_imm",
-            Opcode::rc(SendLastWithImmediate),
+            0x03,
+            rc(SendLastWithImmediate),
             6,
-            |i, r| {
-                r.immdt = Some(ImmDtRepr {
-                    imm: 0xdead_be00 | i,
-                });
-            },
+            |i, r| r.immdt = immdt(i),
         ),
+        ("rc_send_only", 0x04, rc(SendOnly), 13, none),
         (
             "rc_send_only_imm",
-            Opcode::rc(SendOnlyWithImmediate),
+            0x05,
+            rc(SendOnlyWithImmediate),
             0,
-            |i, r| {
-                r.immdt = Some(ImmDtRepr {
-                    imm: 0xdead_be00 | i,
-                });
-            },
+            |i, r| r.immdt = immdt(i),
         ),
-        (
-            "rc_send_last_inv",
-            Opcode::rc(SendLastWithInvalidate),
-            5,
-            |i, r| {
-                r.ieth = Some(IethRepr {
-                    r_key: 0xcafe_f000 | i,
-                });
-            },
-        ),
-        (
-            "rc_send_only_inv",
-            Opcode::rc(SendOnlyWithInvalidate),
-            64,
-            |i, r| {
-                r.ieth = Some(IethRepr {
-                    r_key: 0xcafe_f000 | i,
-                });
-            },
-        ),
-        (
-            "rc_write_first",
-            Opcode::rc(RdmaWriteFirst),
-            1024,
-            |i, r| {
-                r.reth = Some(reth(i));
-            },
-        ),
-        (
-            "rc_write_middle",
-            Opcode::rc(RdmaWriteMiddle),
-            1024,
-            |_, _| {},
-        ),
-        ("rc_write_last", Opcode::rc(RdmaWriteLast), 3, |_, _| {}),
+        ("rc_write_first", 0x06, rc(RdmaWriteFirst), 1024, |i, r| {
+            r.reth = Some(reth(i))
+        }),
+        ("rc_write_middle", 0x07, rc(RdmaWriteMiddle), 1024, none),
+        ("rc_write_last", 0x08, rc(RdmaWriteLast), 3, none),
         (
             "rc_write_last_imm",
-            Opcode::rc(RdmaWriteLastWithImmediate),
+            0x09,
+            rc(RdmaWriteLastWithImmediate),
             2,
-            |i, r| {
-                r.immdt = Some(ImmDtRepr {
-                    imm: 0x8765_4300 | i,
-                });
-            },
+            |i, r| r.immdt = immdt(i),
         ),
-        ("rc_write_only", Opcode::rc(RdmaWriteOnly), 255, |i, r| {
-            r.reth = Some(reth(i));
+        ("rc_write_only", 0x0a, rc(RdmaWriteOnly), 255, |i, r| {
+            r.reth = Some(reth(i))
         }),
         (
             "rc_write_only_imm",
-            Opcode::rc(RdmaWriteOnlyWithImmediate),
+            0x0b,
+            rc(RdmaWriteOnlyWithImmediate),
             1,
             |i, r| {
                 r.reth = Some(reth(i));
-                r.immdt = Some(ImmDtRepr {
-                    imm: 0x8765_4300 | i,
-                });
+                r.immdt = immdt(i);
             },
         ),
-        ("rc_read_request", Opcode::rc(RdmaReadRequest), 0, |i, r| {
-            r.reth = Some(reth(i));
+        ("rc_read_request", 0x0c, rc(RdmaReadRequest), 0, |i, r| {
+            r.reth = Some(reth(i))
         }),
         (
             "rc_read_resp_first",
-            Opcode::rc(RdmaReadResponseFirst),
+            0x0d,
+            rc(RdmaReadResponseFirst),
             1024,
-            |i, r| {
-                r.aeth = Some(aeth(Syndrome::Ack(Credits::UNLIMITED), i));
-            },
+            |i, r| r.aeth = Some(aeth(Syndrome::Ack(Credits::UNLIMITED), 0x1f, i)),
         ),
         (
             "rc_read_resp_middle",
-            Opcode::rc(RdmaReadResponseMiddle),
+            0x0e,
+            rc(RdmaReadResponseMiddle),
             1024,
-            |_, _| {},
+            none,
         ),
         (
             "rc_read_resp_last",
-            Opcode::rc(RdmaReadResponseLast),
+            0x0f,
+            rc(RdmaReadResponseLast),
             7,
-            |i, r| {
-                r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(9)), i));
-            },
+            |i, r| r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(9)), 0x09, i)),
         ),
         (
             "rc_read_resp_only",
-            Opcode::rc(RdmaReadResponseOnly),
+            0x10,
+            rc(RdmaReadResponseOnly),
             8,
-            |i, r| {
-                r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(0)), i));
-            },
+            |i, r| r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(0)), 0x00, i)),
         ),
-        ("rc_ack", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(7)), i));
+        ("rc_ack", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::Ack(Credits::from_code(7)), 0x07, i))
         }),
-        ("rc_nak_psn_seq", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Nak(NakCode::PsnSequenceError), i));
+        ("rc_nak_psn_seq", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::Nak(NakCode::PsnSequenceError), 0x60, i))
         }),
-        ("rc_nak_inv_req", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Nak(NakCode::InvalidRequest), i));
+        ("rc_nak_inv_req", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::Nak(NakCode::InvalidRequest), 0x61, i))
         }),
-        ("rc_nak_rem_access", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Nak(NakCode::RemoteAccessError), i));
+        ("rc_nak_rem_access", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::Nak(NakCode::RemoteAccessError), 0x62, i))
         }),
-        ("rc_nak_rem_op", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Nak(NakCode::RemoteOperationalError), i));
+        ("rc_nak_rem_op", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(
+                Syndrome::Nak(NakCode::RemoteOperationalError),
+                0x63,
+                i,
+            ))
         }),
-        ("rc_rnr_nak", Opcode::rc(Acknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::RnrNak(RnrTimer::from_code(14)), i));
+        ("rc_rnr_nak", 0x11, rc(Acknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::RnrNak(RnrTimer::from_code(14)), 0x2e, i))
         }),
-        ("rc_cmp_swap", Opcode::rc(CompareSwap), 0, |i, r| {
-            r.atomic_eth = Some(AtomicEthRepr {
-                va: 0x8000_7f00_1234_5600 + u64::from(i) * 8,
-                r_key: 0x9000_0000 | i,
-                swap_add: 0xf1f2_f3f4_f5f6_f7f8,
-                compare: 0x8182_8384_8586_8788,
-            });
-        }),
-        ("rc_fetch_add", Opcode::rc(FetchAdd), 0, |i, r| {
-            r.atomic_eth = Some(AtomicEthRepr {
-                va: 0x8000_7f00_1234_5600 + u64::from(i) * 8,
-                r_key: 0x9000_0000 | i,
-                swap_add: 0x8000_0000_0000_0001,
-                compare: 0,
-            });
-        }),
-        ("rc_atomic_ack", Opcode::rc(AtomicAcknowledge), 0, |i, r| {
-            r.aeth = Some(aeth(Syndrome::Ack(Credits::UNLIMITED), i));
+        ("rc_atomic_ack", 0x12, rc(AtomicAcknowledge), 0, |i, r| {
+            r.aeth = Some(aeth(Syndrome::Ack(Credits::UNLIMITED), 0x1f, i));
             r.atomic_ack_eth = Some(AtomicAckEthRepr {
                 orig_data: 0x8877_6655_4433_2200 | u64::from(i),
             });
         }),
+        ("rc_cmp_swap", 0x13, rc(CompareSwap), 0, |i, r| {
+            r.atomic_eth = atomic(i, 0xf1f2_f3f4_f5f6_f7f8, 0x8182_8384_8586_8788)
+        }),
+        ("rc_fetch_add", 0x14, rc(FetchAdd), 0, |i, r| {
+            r.atomic_eth = atomic(i, 0x8000_0000_0000_0001, 0)
+        }),
         (
-            "uc_send_only",
-            Opcode::new(Transport::Uc, SendOnly),
-            10,
-            |_, _| {},
-        ),
-        (
-            "uc_write_first",
-            Opcode::new(Transport::Uc, RdmaWriteFirst),
-            256,
+            "rc_send_last_inv",
+            0x16,
+            rc(SendLastWithInvalidate),
+            5,
             |i, r| {
-                r.reth = Some(reth(i));
+                r.ieth = Some(IethRepr {
+                    r_key: 0xcafe_f000 | i,
+                })
             },
         ),
         (
-            "ud_send_only",
-            Opcode::new(Transport::Ud, SendOnly),
-            256,
+            "rc_send_only_inv",
+            0x17,
+            rc(SendOnlyWithInvalidate),
+            64,
             |i, r| {
-                r.deth = Some(DethRepr {
-                    q_key: 0x8765_4300 | i,
-                    src_qp: Qpn::new(0xa5_0000 | i),
-                });
+                r.ieth = Some(IethRepr {
+                    r_key: 0xcafe_f000 | i,
+                })
             },
         ),
+        ("uc_send_only", 0x24, uc(SendOnly), 10, none),
+        ("uc_write_first", 0x26, uc(RdmaWriteFirst), 256, |i, r| {
+            r.reth = Some(reth(i))
+        }),
+        ("ud_send_only", 0x64, ud(SendOnly), 256, |i, r| {
+            r.deth = deth(i)
+        }),
         (
             "ud_send_only_imm",
-            Opcode::new(Transport::Ud, SendOnlyWithImmediate),
+            0x65,
+            ud(SendOnlyWithImmediate),
             9,
             |i, r| {
-                r.deth = Some(DethRepr {
-                    q_key: 0x1111_1100 | i,
-                    src_qp: Qpn::new(0xa5_0000 | i),
-                });
-                r.immdt = Some(ImmDtRepr {
-                    imm: 0x0102_0300 | i,
-                });
+                r.deth = deth(i);
+                r.immdt = immdt(i);
             },
         ),
     ];
     let mut out = Vec::new();
-    for (i, (name, opcode, len, extra)) in cases.into_iter().enumerate() {
+    for (i, (name, iba, opcode, len, extra)) in cases.into_iter().enumerate() {
+        assert_eq!(opcode.0, iba, "{name}: IBA Table 38");
         let i = i as u32;
         let bth = BthRepr {
             opcode,
@@ -370,8 +356,10 @@ pub fn every_verb() -> Vec<Case> {
         let encap = Encap::ALL[i as usize % Encap::ALL.len()];
         out.push(build(name, encap, i as u16, roce, payload(len, i as u8)));
     }
-    // A CNP as a ConnectX NP sends it: BECN set, everything else zero (Annex A17.9.1).
+    // A CNP as a ConnectX NP sends it: opcode 0x81, BECN set, everything else zero (Annex
+    // A17.9.1).
     let cnp_roce = RoceRepr::new(cnp::bth(Qpn::new(0xc5_4321), 0xffff));
+    assert_eq!(cnp_roce.bth.opcode.0, 0x81);
     out.push(build("cnp", Encap::V4, 99, cnp_roce, Vec::new()));
     out
 }
