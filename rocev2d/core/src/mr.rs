@@ -301,6 +301,8 @@ pub struct MrTable<R = ChaCha12Rng> {
     next_pd: u32,
     mrs: BTreeMap<MrId, MrInfo>,
     next_mr: u32,
+    /// Bumped by every deregistration, so holders of a checked range know to check again.
+    generation: u64,
     /// Both keys of every live region → (which key it is, the region). A copy of the
     /// [`MrInfo`] rather than an [`MrId`], so the packet-path check is one lookup.
     keys: BTreeMap<u32, (KeyKind, MrInfo)>,
@@ -329,6 +331,7 @@ impl<R: CryptoRng> MrTable<R> {
             next_pd: 1,
             mrs: BTreeMap::new(),
             next_mr: 1,
+            generation: 0,
             keys: BTreeMap::new(),
             retired: VecDeque::new(),
             quarantined: BTreeSet::new(),
@@ -430,7 +433,16 @@ impl<R: CryptoRng> MrTable<R> {
         if let Some(n) = self.pds.get_mut(&info.pd) {
             *n = n.saturating_sub(1);
         }
+        self.generation += 1;
         Ok(info)
+    }
+
+    /// A number that changes whenever a region is deregistered. A QP that checked a range once
+    /// (at the first packet of a message) reuses the result while this stays the same and checks
+    /// again when it changed, so deregistration takes effect at the next packet without a
+    /// table lookup per packet in the common case.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// True if `pd` is allocated.

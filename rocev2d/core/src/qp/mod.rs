@@ -306,6 +306,25 @@ struct Seg {
     len: u32,
 }
 
+/// Checks every SGE of a local list and returns where [`Memory`] finds the bytes.
+fn resolve_local(
+    mrs: &MrTable,
+    pd: PdId,
+    sges: &[Sge],
+    need: crate::mr::AccessFlags,
+) -> Result<Vec<Seg>, crate::mr::AccessError> {
+    sges.iter()
+        .map(|s| {
+            mrs.check_local(pd, s.lkey, s.addr, s.length as u64, need)
+                .map(|(mr, offset)| Seg {
+                    mr,
+                    offset,
+                    len: s.length,
+                })
+        })
+        .collect()
+}
+
 /// Copies `dst.len()` bytes starting `off` bytes into the concatenation of `segs`.
 fn gather(mem: &dyn Memory, segs: &[Seg], mut off: u64, mut dst: &mut [u8]) {
     for s in segs {

@@ -36,8 +36,10 @@ pub(super) struct SendWqe {
     first_psn: Psn,
     /// Where the latest READ request for this WQE started (READ only).
     read_req_psn: Psn,
-    /// The local SGEs, resolved when the request starts.
+    /// The local SGEs, resolved when the request starts...
     segs: Vec<Seg>,
+    /// ...under this [`crate::mr::MrTable::generation`].
+    segs_gen: u64,
 }
 
 impl SendWqe {
@@ -120,6 +122,7 @@ impl Requester {
             first_psn: Psn::new(0),
             read_req_psn: Psn::new(0),
             segs: Vec::new(),
+            segs_gen: 0,
         });
         Ok(())
     }
@@ -210,40 +213,47 @@ pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bo
     }
 }
 
-/// Starts the WQE at the cursor: checks its local SGEs and assigns its PSNs. `false` when a
-/// local protection error put the QP into Error.
-fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
-    let r = &mut qp.req;
-    let w = &mut r.sq[r.cursor];
+/// (Re)checks the local SGEs of the WQE at `at` unless they were checked under the current MR
+/// generation. `false` when a bad L_Key, bound or right put the QP into Error: the WQE completes
+/// with a local protection error (IBA §11.6.2 completion status table).
+fn check_segs(qp: &mut Qp, env: &mut Env<'_>, at: usize) -> bool {
+    let generation = env.mrs.generation();
+    let Some(w) = qp.req.sq.get_mut(at) else {
+        return false;
+    };
+    if w.wr.inline_data.is_some()
+        || (w.segs_gen == generation && w.segs.len() == w.wr.sg_list.len())
+    {
+        return true;
+    }
     // READ and atomic results are written into the SGEs, so they need LOCAL_WRITE.
     let need = if w.wr.op.is_rd_atomic() {
         AccessFlags::LOCAL_WRITE
     } else {
         AccessFlags::empty()
     };
-    if w.wr.inline_data.is_none() {
-        let mut segs = Vec::with_capacity(w.wr.sg_list.len());
-        for s in &w.wr.sg_list {
-            match env
-                .mrs
-                .check_local(qp.cfg.pd, s.lkey, s.addr, s.length as u64, need)
-            {
-                Ok((mr, offset)) => segs.push(Seg {
-                    mr,
-                    offset,
-                    len: s.length,
-                }),
-                Err(_) => {
-                    // A bad L_Key, bound or right completes the WQE with a local protection
-                    // error and the QP goes to Error (IBA §11.6.2, completion status table).
-                    let at = qp.req.cursor;
-                    qp.enter_error(Some((at, WcStatus::LocProtErr)), env);
-                    return false;
-                }
-            }
+    match super::resolve_local(env.mrs, qp.cfg.pd, &w.wr.sg_list, need) {
+        Ok(segs) => {
+            w.segs = segs;
+            w.segs_gen = generation;
+            true
         }
-        w.segs = segs;
+        Err(_) => {
+            qp.enter_error(Some((at, WcStatus::LocProtErr)), env);
+            false
+        }
     }
+}
+
+/// Starts the WQE at the cursor: checks its local SGEs and assigns its PSNs. `false` when a
+/// local protection error put the QP into Error.
+fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
+    let at = qp.req.cursor;
+    if !check_segs(qp, env, at) {
+        return false;
+    }
+    let r = &mut qp.req;
+    let w = &mut r.sq[at];
     w.first_psn = r.next_psn;
     w.read_req_psn = r.next_psn;
     r.next_psn = r.next_psn.add(w.npkts);
@@ -264,7 +274,11 @@ pub(super) fn transmit(
     if blocked(qp) {
         return None;
     }
-    if qp.req.cursor == qp.req.assigned && !start(qp, env) {
+    if qp.req.cursor == qp.req.assigned {
+        if !start(qp, env) {
+            return None;
+        }
+    } else if !check_segs(qp, env, qp.req.cursor) {
         return None;
     }
     let mtu = qp.mtu;
@@ -638,7 +652,7 @@ fn settle_before(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, read: bool) -> bool {
 }
 
 fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, payload: &[u8]) {
-    if !settle_before(qp, env, psn, true) {
+    if !settle_before(qp, env, psn, true) || !check_segs(qp, env, 0) {
         return;
     }
     let mtu = qp.mtu as u64;
@@ -671,7 +685,7 @@ fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, pay
 }
 
 fn on_atomic_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
-    if !settle_before(qp, env, psn, false) {
+    if !settle_before(qp, env, psn, false) || !check_segs(qp, env, 0) {
         return;
     }
     let Some(orig) = roce.atomic_ack_eth.map(|a| a.orig_data) else {

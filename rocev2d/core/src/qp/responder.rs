@@ -3,7 +3,7 @@
 //!
 //! Source: IBA Vol. 1 §9.7.1 (PSN checks: expected, duplicate, out of sequence), §9.7.4
 //! (responder duties: validate opcode sequence, length, R_Key and rights before touching
-//! memory), §9.7.5.2 (ACK coalescing, NAK codes: PSN sequence error once per gap, RNR NAK when
+//! memory), §9.7.5.2 (ACK coalescing; NAK codes: PSN sequence error once per gap, RNR NAK when
 //! no receive WQE is posted, remote access error, invalid request), §9.7.7 (duplicates: re-ACK
 //! SEND/WRITE, re-execute READ, answer atomics from the saved result), §9.4.5 (atomics execute
 //! exactly once).
@@ -12,12 +12,17 @@
 //! never overtake the READ responses of an earlier one, which the requester would read as an
 //! implied NAK.
 //!
+//! A checked target is reused for the rest of its message while the MR table's generation is
+//! unchanged, and checked again when a region was deregistered meanwhile, so deregistration
+//! takes effect at the next packet.
+//!
 //! Deviations: none beyond those in the module docs of [`super`].
 
 use super::requester::bth;
-use super::{Env, Path, Qp, RecvWr, Seg, gather, scatter, wc};
+use super::{Env, Path, Qp, RecvWr, Seg, gather, resolve_local, scatter, wc};
 use crate::cq::{WcOpcode, WcStatus};
-use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, Rkey};
+use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, PdId, Rkey};
+use crate::wire::opcode::Position;
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, Credits, Msn, NakCode, Operation, Psn, RnrTimer, RoceRepr,
     Syndrome, Transport,
@@ -25,40 +30,91 @@ use crate::wire::{
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+/// A remote range checked for this QP: where it is now, and under which MR generation.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    /// `None` for a zero-length operation, whose R_Key is not validated.
+    mr: Option<MrId>,
+    /// Offset in `mr` of the next byte.
+    offset: u64,
+    /// Virtual address of the next byte, and the key, to check again if needed.
+    va: u64,
+    rkey: Rkey,
+    /// Bytes left.
+    remaining: u64,
+    generation: u64,
+}
+
+impl Target {
+    /// Checks `[va, va + len)` under `rkey` for `need`; zero-length ranges are not checked
+    /// (IBA §9.7.4.1: a zero-length RDMA's R_Key and VA are not validated).
+    fn check(
+        pd: PdId,
+        env: &Env<'_>,
+        rkey: Rkey,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<Target, AccessError> {
+        let (mr, offset) = if len == 0 {
+            (None, 0)
+        } else {
+            let (mr, offset) = env.mrs.check_remote(pd, rkey, va, len, need)?;
+            (Some(mr), offset)
+        };
+        Ok(Target {
+            mr,
+            offset,
+            va,
+            rkey,
+            remaining: len,
+            generation: env.mrs.generation(),
+        })
+    }
+
+    /// Checks the rest of the range again if a region was deregistered since the last check.
+    fn refresh(&mut self, pd: PdId, env: &Env<'_>, need: AccessFlags) -> Result<(), AccessError> {
+        if self.mr.is_some() && self.generation != env.mrs.generation() {
+            *self = Target::check(pd, env, self.rkey, self.va, self.remaining, need)?;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, n: u64) {
+        self.offset += n;
+        self.va = self.va.wrapping_add(n);
+        self.remaining -= n;
+    }
+}
+
 /// The message being received, between its first and last packet.
 #[derive(Debug, Default)]
 enum InMsg {
     #[default]
     Idle,
-    /// A SEND placed into a receive WQE.
+    /// A SEND placed into a receive WQE whose SGEs were checked under generation `checked_gen`.
     Send {
         wr: RecvWr,
         segs: Vec<Seg>,
         cap: u64,
         off: u64,
+        checked_gen: u64,
     },
-    /// An RDMA WRITE; `mr` is `None` for a zero-length WRITE, which has no valid R_Key.
-    Write {
-        mr: Option<MrId>,
-        offset: u64,
-        remaining: u64,
-        total: u32,
-    },
+    /// An RDMA WRITE of `total` bytes into `target`.
+    Write { target: Target, total: u32 },
 }
 
 /// A response waiting to be sent.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 enum Out {
     /// ACK or NAK (the MSN is taken when it is sent).
     Ack { psn: Psn, syndrome: Syndrome },
-    /// READ response packets `next ..= last`; `start` is the request's PSN.
+    /// READ response packets `next ..= last` from `source`.
     Read {
-        start: Psn,
         next: Psn,
+        first: bool,
         last: Psn,
-        mr: Option<MrId>,
-        offset: u64,
-        len: u32,
+        source: Target,
     },
     /// ATOMIC Acknowledge.
     AtomicAck { psn: Psn, orig: u64 },
@@ -130,6 +186,15 @@ impl Responder {
             });
         }
     }
+    /// Queues an RNR NAK for `psn` and drops what follows until the retry (IBA §9.7.5.2.8).
+    fn rnr_nak(&mut self, psn: Psn, timer_code: u8) {
+        let timer = RnrTimer::from_code(timer_code);
+        self.out.push_back(Out::Ack {
+            psn,
+            syndrome: Syndrome::RnrNak(timer),
+        });
+        self.nak_outstanding = true;
+    }
 }
 
 /// Rights the QP must grant remote peers for a request (IBA §10.2.4 QP access flags).
@@ -145,14 +210,15 @@ fn needed_access(op: Operation) -> AccessFlags {
     }
 }
 
-/// A class A/C error (IBA §9.9.3): NAK the packet, then put the QP into Error.
+/// A fatal responder error: NAK the packet, then put the QP into Error (IBA §9.9.3 classes A
+/// and C).
 fn fatal(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, code: NakCode) {
     qp.resp.fatal_nak = Some((psn, code));
     qp.counters.naks_sent += 1;
     qp.enter_error(None, env);
 }
 
-/// Completes the receive WQE of the current message.
+/// Completes a receive WQE.
 fn complete_recv(
     qp: &mut Qp,
     env: &mut Env<'_>,
@@ -169,53 +235,19 @@ fn complete_recv(
     qp.complete(env, cq, c);
 }
 
-/// Takes the next receive WQE and resolves its SGEs, or answers RNR NAK when there is none.
-fn take_recv_wqe(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Option<(RecvWr, Vec<Seg>, u64)> {
-    let Some(wr) = qp.resp.rq.pop_front() else {
-        // IBA §9.7.5.2.8: no receive WQE: RNR NAK with our timer; the PSN does not advance.
-        let timer = RnrTimer::from_code(qp.min_rnr_timer);
-        qp.resp.out.push_back(Out::Ack {
-            psn,
-            syndrome: Syndrome::RnrNak(timer),
-        });
-        qp.resp.nak_outstanding = true;
-        qp.counters.naks_sent += 1;
-        return None;
-    };
-    let mut segs = Vec::with_capacity(wr.sg_list.len());
-    for s in &wr.sg_list {
-        match env.mrs.check_local(
-            qp.cfg.pd,
-            s.lkey,
-            s.addr,
-            s.length as u64,
-            AccessFlags::LOCAL_WRITE,
-        ) {
-            Ok((mr, offset)) => segs.push(Seg {
-                mr,
-                offset,
-                len: s.length,
-            }),
-            Err(_) => {
-                // Our own receive buffer is bad: local protection error here, remote
-                // operational error for the peer.
-                let cq = qp.cfg.recv_cq;
-                let c = wc(
-                    wr.wr_id,
-                    WcStatus::LocProtErr,
-                    WcOpcode::Recv,
-                    0,
-                    qp.qpn,
-                    qp.dest_qpn,
-                );
-                qp.complete(env, cq, c);
-                fatal(qp, env, psn, NakCode::RemoteOperationalError);
-                return None;
-            }
-        }
-    }
-    let cap = segs.iter().map(|s| s.len as u64).sum();
-    Some((wr, segs, cap))
+/// Our own receive buffer is bad (L_Key, bound or right): local protection error here, remote
+/// operational error for the peer.
+fn bad_recv_buffer(qp: &mut Qp, env: &mut Env<'_>, wr_id: u64, psn: Psn, roce: &RoceRepr) {
+    complete_recv(
+        qp,
+        env,
+        wr_id,
+        WcStatus::LocProtErr,
+        WcOpcode::Recv,
+        0,
+        roce,
+    );
+    fatal(qp, env, psn, NakCode::RemoteOperationalError);
 }
 
 /// Handles a request packet (IBA §9.7.4).
@@ -234,9 +266,10 @@ pub(super) fn on_request(
             qp.counters.out_of_sequence += 1;
         } else {
             let epsn = qp.resp.epsn;
+            let syndrome = Syndrome::Nak(NakCode::PsnSequenceError);
             qp.resp.out.push_back(Out::Ack {
                 psn: epsn,
-                syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                syndrome,
             });
             qp.resp.nak_outstanding = true;
             qp.counters.naks_sent += 1;
@@ -248,25 +281,19 @@ pub(super) fn on_request(
         return;
     }
     qp.resp.nak_outstanding = false;
-    use Operation::*;
-    let in_sequence = match (&qp.resp.cur, op) {
-        (InMsg::Idle, _) => op.position().starts_message(),
-        (InMsg::Send { .. }, _) => op.is_send() && !op.position().starts_message(),
-        (InMsg::Write { .. }, _) => op.is_rdma_write() && !op.position().starts_message(),
+    let in_sequence = match qp.resp.cur {
+        InMsg::Idle => op.position().starts_message(),
+        InMsg::Send { .. } => op.is_send() && !op.position().starts_message(),
+        InMsg::Write { .. } => op.is_rdma_write() && !op.position().starts_message(),
     };
     let mtu = qp.mtu as usize;
     let len_ok = match op.position() {
-        crate::wire::opcode::Position::First | crate::wire::opcode::Position::Middle => {
-            payload.len() == mtu
-        }
-        crate::wire::opcode::Position::Last => !payload.is_empty() && payload.len() <= mtu,
-        crate::wire::opcode::Position::Only => payload.len() <= mtu,
+        Position::First | Position::Middle => payload.len() == mtu,
+        Position::Last => !payload.is_empty() && payload.len() <= mtu,
+        Position::Only => payload.len() <= mtu,
     };
-    if roce.bth.opcode.transport() != Transport::Rc
-        || !in_sequence
-        || !len_ok
-        || !qp.access.contains(needed_access(op))
-    {
+    let transport_ok = roce.bth.opcode.transport() == Transport::Rc;
+    if !transport_ok || !in_sequence || !len_ok || !qp.access.contains(needed_access(op)) {
         // Wrong transport, opcode sequence, length or a disabled operation: invalid request.
         if let InMsg::Send { wr, .. } = core::mem::take(&mut qp.resp.cur) {
             complete_recv(
@@ -282,61 +309,11 @@ pub(super) fn on_request(
         fatal(qp, env, psn, NakCode::InvalidRequest);
         return;
     }
-    let ends = op.position().ends_message();
     match op {
-        RdmaReadRequest => on_read(qp, env, roce, psn),
-        CompareSwap | FetchAdd => on_atomic(qp, env, roce, psn),
-        _ if op.is_send() => {
-            if op.position().starts_message() {
-                let Some((wr, segs, cap)) = take_recv_wqe(qp, env, psn) else {
-                    return;
-                };
-                qp.resp.cur = InMsg::Send {
-                    wr,
-                    segs,
-                    cap,
-                    off: 0,
-                };
-            }
-            let InMsg::Send { segs, cap, off, .. } = &mut qp.resp.cur else {
-                return;
-            };
-            if *off + payload.len() as u64 > *cap {
-                // The message does not fit the receive buffer (IBA §9.7.4.1.4? rxe
-                // RESPST_ERR_LENGTH): local length error here, invalid request for the peer.
-                if let InMsg::Send { wr, .. } = core::mem::take(&mut qp.resp.cur) {
-                    complete_recv(
-                        qp,
-                        env,
-                        wr.wr_id,
-                        WcStatus::LocLenErr,
-                        WcOpcode::Recv,
-                        0,
-                        roce,
-                    );
-                }
-                fatal(qp, env, psn, NakCode::InvalidRequest);
-                return;
-            }
-            scatter(env.mem, segs, *off, payload);
-            *off += payload.len() as u64;
-            if ends {
-                if let InMsg::Send { wr, off, .. } = core::mem::take(&mut qp.resp.cur) {
-                    complete_recv(
-                        qp,
-                        env,
-                        wr.wr_id,
-                        WcStatus::Success,
-                        WcOpcode::Recv,
-                        off as u32,
-                        roce,
-                    );
-                }
-                qp.resp.msn = qp.resp.msn.next();
-            }
-            finish_packet(qp, roce, psn, ends);
-        }
-        _ => on_write(qp, env, roce, op, psn, payload, ends),
+        Operation::RdmaReadRequest => on_read(qp, env, roce, psn),
+        Operation::CompareSwap | Operation::FetchAdd => on_atomic(qp, env, roce, psn),
+        _ if op.is_send() => on_send(qp, env, roce, op, psn, payload),
+        _ => on_write(qp, env, roce, op, psn, payload),
     }
 }
 
@@ -348,6 +325,95 @@ fn finish_packet(qp: &mut Qp, roce: &RoceRepr, psn: Psn, ends: bool) {
     }
 }
 
+fn on_send(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    roce: &RoceRepr,
+    op: Operation,
+    psn: Psn,
+    payload: &[u8],
+) {
+    let generation = env.mrs.generation();
+    if op.position().starts_message() {
+        let Some(wr) = qp.resp.rq.pop_front() else {
+            qp.resp.rnr_nak(psn, qp.min_rnr_timer);
+            qp.counters.naks_sent += 1;
+            return;
+        };
+        qp.resp.cur = InMsg::Send {
+            wr,
+            segs: Vec::new(),
+            cap: 0,
+            off: 0,
+            checked_gen: u64::MAX,
+        };
+    }
+    // The receive buffer is checked at the first packet and again after a deregistration.
+    let InMsg::Send {
+        wr,
+        segs,
+        cap,
+        checked_gen,
+        ..
+    } = &mut qp.resp.cur
+    else {
+        return;
+    };
+    if *checked_gen != generation {
+        match resolve_local(env.mrs, qp.cfg.pd, &wr.sg_list, AccessFlags::LOCAL_WRITE) {
+            Ok(fresh) => {
+                *cap = fresh.iter().map(|s| s.len as u64).sum();
+                *segs = fresh;
+                *checked_gen = generation;
+            }
+            Err(_) => {
+                if let InMsg::Send { wr, .. } = core::mem::take(&mut qp.resp.cur) {
+                    bad_recv_buffer(qp, env, wr.wr_id, psn, roce);
+                }
+                return;
+            }
+        }
+    }
+    let InMsg::Send { segs, cap, off, .. } = &mut qp.resp.cur else {
+        return;
+    };
+    if *off + payload.len() as u64 > *cap {
+        // The message does not fit the receive buffer: local length error here, invalid request
+        // for the peer (as rdma_rxe answers).
+        if let InMsg::Send { wr, .. } = core::mem::take(&mut qp.resp.cur) {
+            complete_recv(
+                qp,
+                env,
+                wr.wr_id,
+                WcStatus::LocLenErr,
+                WcOpcode::Recv,
+                0,
+                roce,
+            );
+        }
+        fatal(qp, env, psn, NakCode::InvalidRequest);
+        return;
+    }
+    scatter(env.mem, segs, *off, payload);
+    *off += payload.len() as u64;
+    let ends = op.position().ends_message();
+    if ends {
+        if let InMsg::Send { wr, off, .. } = core::mem::take(&mut qp.resp.cur) {
+            complete_recv(
+                qp,
+                env,
+                wr.wr_id,
+                WcStatus::Success,
+                WcOpcode::Recv,
+                off as u32,
+                roce,
+            );
+        }
+        qp.resp.msn = qp.resp.msn.next();
+    }
+    finish_packet(qp, roce, psn, ends);
+}
+
 fn on_write(
     qp: &mut Qp,
     env: &mut Env<'_>,
@@ -355,44 +421,41 @@ fn on_write(
     op: Operation,
     psn: Psn,
     payload: &[u8],
-    ends: bool,
 ) {
+    let pd = qp.cfg.pd;
     if op.position().starts_message() {
         let Some(reth) = roce.reth else { return };
-        // A zero-length WRITE's R_Key and address are not validated (IBA §9.7.4.1.3? C9-88).
-        let mr = if reth.dma_len == 0 {
-            None
-        } else {
-            match env.mrs.check_remote(
-                qp.cfg.pd,
-                Rkey::new(reth.r_key),
-                reth.va,
-                reth.dma_len as u64,
-                AccessFlags::REMOTE_WRITE,
-            ) {
-                Ok((mr, offset)) => Some((mr, offset)),
-                Err(_) => {
-                    fatal(qp, env, psn, NakCode::RemoteAccessError);
-                    return;
+        let rkey = Rkey::new(reth.r_key);
+        match Target::check(
+            pd,
+            env,
+            rkey,
+            reth.va,
+            reth.dma_len as u64,
+            AccessFlags::REMOTE_WRITE,
+        ) {
+            Ok(target) => {
+                qp.resp.cur = InMsg::Write {
+                    target,
+                    total: reth.dma_len,
                 }
             }
-        };
-        qp.resp.cur = InMsg::Write {
-            mr: mr.map(|m| m.0),
-            offset: mr.map_or(0, |m| m.1),
-            remaining: reth.dma_len as u64,
-            total: reth.dma_len,
-        };
+            Err(_) => return fatal(qp, env, psn, NakCode::RemoteAccessError),
+        }
     }
-    let InMsg::Write { remaining, .. } = &qp.resp.cur else {
+    let InMsg::Write { target, .. } = &mut qp.resp.cur else {
         return;
     };
+    if target.refresh(pd, env, AccessFlags::REMOTE_WRITE).is_err() {
+        qp.resp.cur = InMsg::Idle;
+        return fatal(qp, env, psn, NakCode::RemoteAccessError);
+    }
+    let ends = op.position().ends_message();
     let n = payload.len() as u64;
-    if n > *remaining || (ends && n != *remaining) {
+    if n > target.remaining || (ends && n != target.remaining) {
         // More or less data than the RETH announced.
         qp.resp.cur = InMsg::Idle;
-        fatal(qp, env, psn, NakCode::InvalidRequest);
-        return;
+        return fatal(qp, env, psn, NakCode::InvalidRequest);
     }
     let with_imm = matches!(
         op,
@@ -404,12 +467,7 @@ fn on_write(
         match qp.resp.rq.pop_front() {
             Some(wr) => Some(wr),
             None => {
-                let timer = RnrTimer::from_code(qp.min_rnr_timer);
-                qp.resp.out.push_back(Out::Ack {
-                    psn,
-                    syndrome: Syndrome::RnrNak(timer),
-                });
-                qp.resp.nak_outstanding = true;
+                qp.resp.rnr_nak(psn, qp.min_rnr_timer);
                 qp.counters.naks_sent += 1;
                 return;
             }
@@ -417,20 +475,13 @@ fn on_write(
     } else {
         None
     };
-    let InMsg::Write {
-        mr,
-        offset,
-        remaining,
-        total,
-    } = &mut qp.resp.cur
-    else {
+    let InMsg::Write { target, total } = &mut qp.resp.cur else {
         return;
     };
-    if let Some(mr) = *mr {
-        env.mem.write(mr, *offset, payload);
+    if let Some(mr) = target.mr {
+        env.mem.write(mr, target.offset, payload);
     }
-    *offset += n;
-    *remaining -= n;
+    target.advance(n);
     let total = *total;
     if ends {
         qp.resp.cur = InMsg::Idle;
@@ -450,58 +501,48 @@ fn on_write(
     finish_packet(qp, roce, psn, ends);
 }
 
-/// Queues READ response packets for `[va, va + len)` starting at `psn`; `None` on an access
-/// error.
-fn read_job(qp: &Qp, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Option<Out> {
-    let reth = roce.reth?;
-    let (mr, offset) = if reth.dma_len == 0 {
-        (None, 0)
-    } else {
-        let (mr, offset) = env
-            .mrs
-            .check_remote(
-                qp.cfg.pd,
-                Rkey::new(reth.r_key),
-                reth.va,
-                reth.dma_len as u64,
-                AccessFlags::REMOTE_READ,
-            )
-            .ok()?;
-        (Some(mr), offset)
-    };
+/// The READ response job for a request, or the access error that refuses it.
+fn read_job(qp: &Qp, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out, AccessError> {
+    let reth = roce.reth.ok_or(AccessError::UnknownKey)?;
+    let rkey = Rkey::new(reth.r_key);
+    let source = Target::check(
+        qp.cfg.pd,
+        env,
+        rkey,
+        reth.va,
+        reth.dma_len as u64,
+        AccessFlags::REMOTE_READ,
+    )?;
     let n = reth.dma_len.div_ceil(qp.mtu).max(1);
-    Some(Out::Read {
-        start: psn,
+    Ok(Out::Read {
         next: psn,
+        first: true,
         last: psn.add(n - 1),
-        mr,
-        offset,
-        len: reth.dma_len,
+        source,
     })
 }
 
 fn on_read(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     if qp.resp.pending_reads() >= qp.max_dest_rd_atomic as usize {
-        // More READ/atomics than we advertised (IBA §9.7.4.1.5?): invalid request.
-        fatal(qp, env, psn, NakCode::InvalidRequest);
-        return;
+        // More READ/atomics outstanding than we advertised: invalid request.
+        return fatal(qp, env, psn, NakCode::InvalidRequest);
     }
-    let Some(job) = read_job(qp, env, roce, psn) else {
-        fatal(qp, env, psn, NakCode::RemoteAccessError);
-        return;
-    };
-    if let Out::Read { last, .. } = job {
-        qp.resp.epsn = last.next();
+    match read_job(qp, env, roce, psn) {
+        Ok(job) => {
+            if let Out::Read { last, .. } = job {
+                qp.resp.epsn = last.next();
+            }
+            qp.resp.out.push_back(job);
+            qp.resp.msn = qp.resp.msn.next();
+        }
+        Err(_) => fatal(qp, env, psn, NakCode::RemoteAccessError),
     }
-    qp.resp.out.push_back(job);
-    qp.resp.msn = qp.resp.msn.next();
 }
 
 fn on_atomic(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     let Some(a) = roce.atomic_eth else { return };
     if qp.max_dest_rd_atomic == 0 || qp.resp.pending_reads() >= qp.max_dest_rd_atomic as usize {
-        fatal(qp, env, psn, NakCode::InvalidRequest);
-        return;
+        return fatal(qp, env, psn, NakCode::InvalidRequest);
     }
     let (mr, offset) = match env
         .mrs
@@ -520,8 +561,7 @@ fn on_atomic(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
         AtomicOp::FetchAdd { add: a.swap_add }
     };
     let orig = env.mem.atomic(mr, offset, op);
-    let keep = (qp.max_dest_rd_atomic as usize).max(1);
-    if qp.resp.replay.len() >= keep {
+    if qp.resp.replay.len() >= (qp.max_dest_rd_atomic as usize).max(1) {
         qp.resp.replay.pop_front();
     }
     qp.resp.replay.push_back((psn, orig));
@@ -537,7 +577,7 @@ fn on_duplicate(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, op: Operation, 
     match op {
         Operation::RdmaReadRequest => {
             // Re-executed from memory for whatever range the retry asks for.
-            if let Some(job) = read_job(qp, env, roce, psn) {
+            if let Ok(job) = read_job(qp, env, roce, psn) {
                 qp.resp.out.push_back(job);
             }
         }
@@ -560,70 +600,101 @@ pub(super) fn transmit(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Option<usize> {
+    let pd = qp.cfg.pd;
+    let ack = Syndrome::Ack(Credits::UNLIMITED);
     let aeth = |qp: &Qp, syndrome| {
         Some(AethRepr {
             syndrome,
             msn: qp.resp.msn,
         })
     };
-    let ack = Syndrome::Ack(Credits::UNLIMITED);
-    match *qp.resp.out.front()? {
-        Out::Ack { psn, syndrome } => {
-            let roce = RoceRepr {
-                aeth: aeth(qp, syndrome),
-                ..RoceRepr::new(bth(qp, Operation::Acknowledge, psn, false, false))
-            };
-            let n = qp.emit(path, roce, 0, buf, |_| {})?;
+    if let Some(Out::Read { next, source, .. }) = qp.resp.out.front_mut() {
+        let psn = *next;
+        if source.refresh(pd, env, AccessFlags::REMOTE_READ).is_err() {
+            // The source was deregistered while we answered.
             qp.resp.out.pop_front();
-            Some(n)
+            fatal(qp, env, psn, NakCode::RemoteAccessError);
+            return transmit_fatal_nak(qp, path, buf);
+        }
+    }
+    let (roce, plen, source) = match *qp.resp.out.front()? {
+        Out::Ack { psn, syndrome } => {
+            let bth = bth(qp, Operation::Acknowledge, psn, false, false);
+            (
+                RoceRepr {
+                    aeth: aeth(qp, syndrome),
+                    ..RoceRepr::new(bth)
+                },
+                0,
+                None,
+            )
         }
         Out::AtomicAck { psn, orig } => {
+            let bth = bth(qp, Operation::AtomicAcknowledge, psn, false, false);
             let roce = RoceRepr {
                 aeth: aeth(qp, ack),
                 atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: orig }),
-                ..RoceRepr::new(bth(qp, Operation::AtomicAcknowledge, psn, false, false))
+                ..RoceRepr::new(bth)
             };
-            let n = qp.emit(path, roce, 0, buf, |_| {})?;
-            qp.resp.out.pop_front();
-            Some(n)
+            (roce, 0, None)
         }
         Out::Read {
-            start,
             next,
+            first,
             last,
-            mr,
-            offset,
-            len,
+            source,
         } => {
-            let mtu = qp.mtu as u64;
-            let idx = next.distance(start) as u64;
-            let done = (idx * mtu).min(len as u64);
-            let plen = (len as u64 - done).min(mtu) as usize;
-            let (first, is_last) = (next == start, next == last);
+            let is_last = next == last;
             let op = match (first, is_last) {
                 (true, true) => Operation::RdmaReadResponseOnly,
                 (true, false) => Operation::RdmaReadResponseFirst,
                 (false, false) => Operation::RdmaReadResponseMiddle,
                 (false, true) => Operation::RdmaReadResponseLast,
             };
+            let plen = source.remaining.min(qp.mtu as u64) as usize;
             let mut roce = RoceRepr::new(bth(qp, op, next, false, false));
             if first || is_last {
                 roce.aeth = aeth(qp, ack);
             }
-            let mem: &dyn crate::mr::Memory = &*env.mem;
-            let n = qp.emit(path, roce, plen, buf, |dst| {
-                if let Some(mr) = mr {
-                    gather(mem, &[Seg { mr, offset, len }], done, dst);
-                }
-            })?;
-            if is_last {
-                qp.resp.out.pop_front();
-            } else if let Some(Out::Read { next, .. }) = qp.resp.out.front_mut() {
-                *next = next.next();
-            }
-            Some(n)
+            (roce, plen, Some(source))
+        }
+    };
+    let mem: &dyn crate::mr::Memory = &*env.mem;
+    let n = qp.emit(path, roce, plen, buf, |dst| {
+        if let Some(Target {
+            mr: Some(mr),
+            offset,
+            ..
+        }) = source
+        {
+            gather(
+                mem,
+                &[Seg {
+                    mr,
+                    offset,
+                    len: plen as u32,
+                }],
+                0,
+                dst,
+            );
+        }
+    })?;
+    match qp.resp.out.front_mut() {
+        Some(Out::Read {
+            next,
+            first,
+            last,
+            source,
+        }) if *next != *last => {
+            *next = next.next();
+            *first = false;
+            source.advance(plen as u64);
+        }
+        _ => {
+            qp.resp.out.pop_front();
         }
     }
+    Some(n)
 }
 
 /// Sends the NAK that put the QP into Error, once.
