@@ -684,7 +684,7 @@ impl Qp {
             roce,
         };
         let len = frame.buffer_len(payload_len).ok()?;
-        buf.clear();
+        // No need to zero: emit writes every byte (headers, payload via `fill`, pad, ICRC).
         buf.resize(len, 0);
         frame.emit_with(buf, payload_len, fill).ok()?;
         Some(len)

@@ -398,12 +398,12 @@ impl FrameRepr {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Error> {
-        if buf.len() != self.buffer_len(payload_len)? {
-            return Err(Error::BadRepr);
-        }
         let l2 = self.l2_len();
         let ip_len = self.ip.header_len();
         let transport_len = self.roce.buffer_len(payload_len)?;
+        if buf.len() != l2 + ip_len + UDP_LEN + transport_len {
+            return Err(Error::BadRepr);
+        }
         let udp_total = UDP_LEN + transport_len;
         let ether_type = match self.ip {
             IpRepr::V4 { .. } => EtherType::IPV4,

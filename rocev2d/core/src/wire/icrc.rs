@@ -35,43 +35,43 @@ pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<
     if udp_header.len() < UDP_LEN {
         return Err(Error::Truncated(Header::Udp));
     }
-    let mut ip = [0u8; MAX_IP_LEN];
-    let ip = match ip_header.first().map(|b| b >> 4) {
-        Some(4) if (20..=MAX_IP_LEN).contains(&ip_header.len()) => {
-            let ip = &mut ip[..ip_header.len()];
+    // The masked headers are gathered into one buffer so the CRC runs over them in a single
+    // call: 8 + up to 60 + 8 + 12 bytes.
+    let mut head = [0u8; 8 + MAX_IP_LEN + UDP_LEN + BTH_LEN];
+    head[..8].fill(0xff);
+    let ip_len = ip_header.len();
+    let ip = &mut head[8..8 + ip_len];
+    match ip_header.first().map(|b| b >> 4) {
+        Some(4) if (20..=MAX_IP_LEN).contains(&ip_len) => {
             ip.copy_from_slice(ip_header);
             ip[1] = 0xff; // TOS
             ip[8] = 0xff; // TTL
             ip[10] = 0xff; // header checksum
             ip[11] = 0xff;
-            ip
         }
-        Some(6) if ip_header.len() == 40 => {
-            let ip = &mut ip[..40];
+        Some(6) if ip_len == 40 => {
             ip.copy_from_slice(ip_header);
             ip[0] |= 0x0f; // traffic class (high nibble) ...
             ip[1] = 0xff; // ... traffic class (low nibble) and flow label
             ip[2] = 0xff;
             ip[3] = 0xff;
             ip[7] = 0xff; // hop limit
-            ip
         }
         Some(6) => return Err(Error::Malformed(Header::Ipv6)),
         _ => return Err(Error::Malformed(Header::Ipv4)),
-    };
-    let mut udp = [0u8; UDP_LEN];
+    }
+    let udp_at = 8 + ip_len;
+    let udp = &mut head[udp_at..udp_at + UDP_LEN];
     udp.copy_from_slice(&udp_header[..UDP_LEN]);
     udp[6] = 0xff;
     udp[7] = 0xff;
-    let mut bth = [0u8; BTH_LEN];
+    let bth_at = udp_at + UDP_LEN;
+    let bth = &mut head[bth_at..bth_at + BTH_LEN];
     bth.copy_from_slice(&transport[..BTH_LEN]);
     bth[4] = 0xff;
 
     let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
-    h.update(ip);
-    h.update(&udp);
-    h.update(&bth);
+    h.update(&head[..bth_at + BTH_LEN]);
     h.update(&transport[BTH_LEN..]);
     Ok(h.finalize())
 }

@@ -79,35 +79,35 @@ pub enum Operation {
 }
 
 impl Operation {
-    const ALL: [Operation; 23] = [
-        Operation::SendFirst,
-        Operation::SendMiddle,
-        Operation::SendLast,
-        Operation::SendLastWithImmediate,
-        Operation::SendOnly,
-        Operation::SendOnlyWithImmediate,
-        Operation::RdmaWriteFirst,
-        Operation::RdmaWriteMiddle,
-        Operation::RdmaWriteLast,
-        Operation::RdmaWriteLastWithImmediate,
-        Operation::RdmaWriteOnly,
-        Operation::RdmaWriteOnlyWithImmediate,
-        Operation::RdmaReadRequest,
-        Operation::RdmaReadResponseFirst,
-        Operation::RdmaReadResponseMiddle,
-        Operation::RdmaReadResponseLast,
-        Operation::RdmaReadResponseOnly,
-        Operation::Acknowledge,
-        Operation::AtomicAcknowledge,
-        Operation::CompareSwap,
-        Operation::FetchAdd,
-        Operation::SendLastWithInvalidate,
-        Operation::SendOnlyWithInvalidate,
-    ];
-
     /// The operation with these low five bits, if IBA defines one.
-    pub fn from_bits(bits: u8) -> Option<Operation> {
-        Self::ALL.iter().copied().find(|op| *op as u8 == bits)
+    pub const fn from_bits(bits: u8) -> Option<Operation> {
+        use Operation::*;
+        Some(match bits {
+            0x00 => SendFirst,
+            0x01 => SendMiddle,
+            0x02 => SendLast,
+            0x03 => SendLastWithImmediate,
+            0x04 => SendOnly,
+            0x05 => SendOnlyWithImmediate,
+            0x06 => RdmaWriteFirst,
+            0x07 => RdmaWriteMiddle,
+            0x08 => RdmaWriteLast,
+            0x09 => RdmaWriteLastWithImmediate,
+            0x0a => RdmaWriteOnly,
+            0x0b => RdmaWriteOnlyWithImmediate,
+            0x0c => RdmaReadRequest,
+            0x0d => RdmaReadResponseFirst,
+            0x0e => RdmaReadResponseMiddle,
+            0x0f => RdmaReadResponseLast,
+            0x10 => RdmaReadResponseOnly,
+            0x11 => Acknowledge,
+            0x12 => AtomicAcknowledge,
+            0x13 => CompareSwap,
+            0x14 => FetchAdd,
+            0x16 => SendLastWithInvalidate,
+            0x17 => SendOnlyWithInvalidate,
+            _ => return None,
+        })
     }
 
     /// Position of the packet within its message.
@@ -204,7 +204,31 @@ pub struct Layout {
     pub payload: bool,
 }
 
+/// The layout of every opcode byte, computed once at compile time.
+static LAYOUTS: [Option<Layout>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = Opcode(i as u8).compute_layout();
+        i += 1;
+    }
+    t
+};
+
 impl Layout {
+    /// No headers and no payload.
+    const NONE: Layout = Layout {
+        deth: false,
+        reth: false,
+        atomic_eth: false,
+        aeth: false,
+        atomic_ack_eth: false,
+        immdt: false,
+        ieth: false,
+        cnp: false,
+        payload: false,
+    };
+
     /// Total length of the extended transport headers after the BTH (and REXT).
     pub const fn headers_len(&self) -> usize {
         (self.deth as usize) * 8
@@ -250,25 +274,34 @@ impl Opcode {
     }
 
     /// The operation (low five bits), if IBA defines it; `None` for the CNP.
-    pub fn operation(self) -> Option<Operation> {
-        if self.transport() == Transport::Cnp {
+    pub const fn operation(self) -> Option<Operation> {
+        if matches!(self.transport(), Transport::Cnp) {
             return None;
         }
         Operation::from_bits(self.0 & 0x1f)
     }
 
     /// The headers that follow the BTH, or [`super::Error::UnknownOpcode`] for an opcode that is
-    /// reserved or belongs to a transport rocev2 does not implement.
-    pub fn layout(self) -> Result<Layout, super::Error> {
-        use Operation::*;
-        let unknown = super::Error::UnknownOpcode(self.0);
-        if self == Self::CNP {
-            return Ok(Layout {
-                cnp: true,
-                ..Layout::default()
-            });
+    /// reserved or belongs to a transport rocev2 does not implement. A lookup in a table built
+    /// at compile time, since parse and emit ask for every packet.
+    pub const fn layout(self) -> Result<Layout, super::Error> {
+        match LAYOUTS[self.0 as usize] {
+            Some(l) => Ok(l),
+            None => Err(super::Error::UnknownOpcode(self.0)),
         }
-        let op = self.operation().ok_or(unknown)?;
+    }
+
+    /// Computes one entry of [`LAYOUTS`] from IBA Table 38 and §9.3.
+    const fn compute_layout(self) -> Option<Layout> {
+        use Operation::*;
+        if self.0 == Self::CNP.0 {
+            let mut l = Layout::NONE;
+            l.cnp = true;
+            return Some(l);
+        }
+        let Some(op) = self.operation() else {
+            return None;
+        };
         let allowed = match self.transport() {
             Transport::Rc => true,
             // UC: SEND and RDMA WRITE only (IBA Table 38, 001xxxxx).
@@ -278,10 +311,10 @@ impl Opcode {
             _ => false,
         };
         if !allowed {
-            return Err(unknown);
+            return None;
         }
-        Ok(Layout {
-            deth: self.transport() == Transport::Ud,
+        Some(Layout {
+            deth: matches!(self.transport(), Transport::Ud),
             reth: matches!(
                 op,
                 RdmaWriteFirst | RdmaWriteOnly | RdmaWriteOnlyWithImmediate | RdmaReadRequest
@@ -295,7 +328,7 @@ impl Opcode {
                     | Acknowledge
                     | AtomicAcknowledge
             ),
-            atomic_ack_eth: op == AtomicAcknowledge,
+            atomic_ack_eth: matches!(op, AtomicAcknowledge),
             immdt: matches!(
                 op,
                 SendLastWithImmediate

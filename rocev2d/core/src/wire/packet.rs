@@ -292,7 +292,11 @@ impl Repr {
     /// Length of the headers before the payload.
     pub fn header_len(&self) -> Result<usize, Error> {
         let l = self.layout()?;
-        Ok(BthRepr::LEN + self.ext.map_or(0, |e| e.buffer_len()) + l.headers_len())
+        Ok(self.header_len_for(&l))
+    }
+
+    fn header_len_for(&self, l: &Layout) -> usize {
+        BthRepr::LEN + self.ext.as_ref().map_or(0, |e| e.buffer_len()) + l.headers_len()
     }
 
     /// Pad bytes a payload of `payload_len` needs (IBA §9.2: align to 4 bytes).
@@ -300,24 +304,30 @@ impl Repr {
         (4 - payload_len % 4) % 4
     }
 
-    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included.
-    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
+    /// The layout and total length for a payload of `payload_len`, validated once so the emit
+    /// path does not repeat it.
+    fn sized(&self, payload_len: usize) -> Result<(Layout, usize), Error> {
         let l = self.layout()?;
         if !l.payload && payload_len != 0 {
             return Err(Error::BadRepr);
         }
-        Ok(self.header_len()? + payload_len + Self::pad_for(payload_len) + ICRC_LEN)
+        let total = self.header_len_for(&l) + payload_len + Self::pad_for(payload_len) + ICRC_LEN;
+        Ok((l, total))
+    }
+
+    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included.
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
+        Ok(self.sized(payload_len)?.1)
     }
 
     /// Writes the headers into `buf` (exactly `buffer_len(payload_len)` long), sets PadCnt from
     /// the payload length, zeroes pad and ICRC, and returns the range where the caller puts
     /// the payload. This lets the engine copy payload straight from memory into the frame.
     pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Range<usize>, Error> {
-        let total = self.buffer_len(payload_len)?;
+        let (layout, total) = self.sized(payload_len)?;
         if buf.len() != total {
             return Err(Error::BadRepr);
         }
-        let layout = self.layout()?;
         let mut bth = self.bth;
         bth.pad_cnt = Self::pad_for(payload_len) as u8;
         bth.emit(&mut BthPacket::new_unchecked(&mut buf[..BthRepr::LEN]));

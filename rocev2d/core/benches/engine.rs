@@ -1,0 +1,117 @@
+//! Engine-only throughput: one RC QP sends 64 KiB RDMA WRITEs to another, frames handed over
+//! directly (no link model), measured beside a plain `memcpy` of the same 64 KiB in the same
+//! run. `NullMemory` variants drop the payload copies, so the difference between the two is
+//! what copying costs and the rest is per-packet protocol work (headers, ICRC both ways, ACKs).
+//!
+//! Run: `cargo bench -p rocev2-core --bench engine`; `deploy/bench/engine-ratio.sh` prints the
+//! ratios recorded in BENCHMARKS.md.
+
+// criterion_group! generates an undocumented function.
+#![allow(missing_docs)]
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rocev2_core::cq::{WcStatus, WorkCompletion};
+use rocev2_core::mr::{Memory, NullMemory};
+use rocev2_core::qp::{Mtu, SendOp, SendWr, Sge};
+use rocev2_core::testing::{Conn, ConnectOptions, Host, LinkConfig, Pair};
+use rocev2_core::time::Instant;
+use std::hint::black_box;
+
+const MSG: usize = 64 * 1024;
+
+fn connected(mtu: Mtu) -> (Pair, Conn) {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let o = ConnectOptions {
+        mtu,
+        mr_len: MSG,
+        cq_len: 1 << 16,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(o).expect("connect");
+    (p, c)
+}
+
+/// Scratch buffers reused across iterations.
+struct Scratch {
+    frame: Vec<u8>,
+    wcs: Vec<WorkCompletion>,
+}
+
+/// Moves every frame A and B want to send to the other side until A's WRITE completes.
+fn write_once(
+    a: &mut Host,
+    b: &mut Host,
+    mem: (&mut dyn Memory, &mut dyn Memory),
+    c: &Conn,
+    s: &mut Scratch,
+) {
+    let (ma, mb) = mem;
+    let now = Instant::ZERO;
+    let w = SendOp::Write {
+        remote_addr: c.mr_b.addr,
+        rkey: c.mr_b.rkey,
+    };
+    let sge = Sge {
+        addr: c.mr_a.addr,
+        length: MSG as u32,
+        lkey: c.mr_a.lkey,
+    };
+    a.ep.post_send(c.qa, SendWr::new(1, w).sge(sge))
+        .expect("post");
+    loop {
+        while let Some(n) = a.ep.poll_transmit(now, ma, &mut s.frame) {
+            let _ = b.ep.handle_frame(now, &s.frame[..n], mb);
+        }
+        while let Some(n) = b.ep.poll_transmit(now, mb, &mut s.frame) {
+            let _ = a.ep.handle_frame(now, &s.frame[..n], ma);
+        }
+        s.wcs.clear();
+        if a.ep.poll_cq(c.cq_a, &mut s.wcs, 1) > 0 {
+            assert_eq!(s.wcs[0].status, WcStatus::Success);
+            return;
+        }
+    }
+}
+
+fn bench(cr: &mut Criterion) {
+    let mut g = cr.benchmark_group("rc_write_64k");
+    g.throughput(Throughput::Bytes(MSG as u64));
+    let src = vec![0x5au8; MSG];
+    let mut dst = vec![0u8; MSG];
+    g.bench_function("memcpy", |b| {
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+        })
+    });
+    let mut s = Scratch {
+        frame: Vec::with_capacity(8192),
+        wcs: Vec::new(),
+    };
+    for mtu in [Mtu::Mtu1024, Mtu::Mtu4096] {
+        let (mut p, c) = connected(mtu);
+        g.bench_with_input(BenchmarkId::new("engine", mtu.bytes()), &mtu, |bch, _| {
+            bch.iter(|| {
+                let Pair { a, b, .. } = &mut p;
+                let (mut ma, mut mb) = (std::mem::take(&mut a.mem), std::mem::take(&mut b.mem));
+                write_once(a, b, (&mut ma, &mut mb), &c, &mut s);
+                (a.mem, b.mem) = (ma, mb);
+            })
+        });
+        let (mut p, c) = connected(mtu);
+        g.bench_with_input(
+            BenchmarkId::new("engine_no_copy", mtu.bytes()),
+            &mtu,
+            |bch, _| {
+                bch.iter(|| {
+                    let Pair { a, b, .. } = &mut p;
+                    write_once(a, b, (&mut NullMemory, &mut NullMemory), &c, &mut s);
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
