@@ -501,7 +501,9 @@ fn foreign_frames_are_counted_drops() {
 
 /// A paced pair, so a multi-packet message is still in flight when a test intervenes.
 fn paced_pair() -> (Pair, Conn) {
-    let link = LinkConfig::default().delay(Duration::from_micros(2)).rate(rocev2_core::time::Rate::from_gbps(1));
+    let link = LinkConfig::default()
+        .delay(Duration::from_micros(2))
+        .rate(rocev2_core::time::Rate::from_gbps(1));
     let mut p = Pair::new(link.clone(), link);
     p.trace = Some(Vec::new());
     let c = p.connect(ConnectOptions::default()).unwrap();
@@ -512,25 +514,55 @@ fn paced_pair() -> (Pair, Conn) {
 fn deregistering_the_target_mid_write_stops_placement() {
     let (mut p, c) = paced_pair();
     p.a.mem.get_mut(c.mr_a.id).unwrap().fill(0xee);
-    let w = SendOp::Write { remote_addr: c.mr_b.addr, rkey: c.mr_b.rkey };
-    p.a.ep.post_send(c.qa, SendWr::new(1, w).sge(sge(&c.mr_a, 0, 8 * 1024))).unwrap();
+    let w = SendOp::Write {
+        remote_addr: c.mr_b.addr,
+        rkey: c.mr_b.rkey,
+    };
+    p.a.ep
+        .post_send(c.qa, SendWr::new(1, w).sge(sge(&c.mr_a, 0, 8 * 1024)))
+        .unwrap();
     while p.b.ep.qp(c.qb).unwrap().counters().rx_packets < 2 {
         assert!(p.step());
     }
     p.b.ep.deregister_mr(c.mr_b.id).unwrap();
     assert!(p.drive(STEPS));
-    assert_eq!(statuses(&p.completions(true, c.cq_a)), vec![(1, WcStatus::RemAccessErr)]);
-    assert_eq!(acks_from_b(&p).last(), Some(&Syndrome::Nak(NakCode::RemoteAccessError)));
+    assert_eq!(
+        statuses(&p.completions(true, c.cq_a)),
+        vec![(1, WcStatus::RemAccessErr)]
+    );
+    assert_eq!(
+        acks_from_b(&p).last(),
+        Some(&Syndrome::Nak(NakCode::RemoteAccessError))
+    );
     let m = p.b.mem.get(c.mr_b.id).unwrap();
-    assert!(m[..2048].iter().all(|b| *b == 0xee), "what arrived before stays");
-    assert!(m[2048..8192].iter().all(|b| *b == 0), "nothing is placed after deregistration");
+    assert!(
+        m[..2048].iter().all(|b| *b == 0xee),
+        "what arrived before stays"
+    );
+    assert!(
+        m[2048..8192].iter().all(|b| *b == 0),
+        "nothing is placed after deregistration"
+    );
 }
 
 #[test]
 fn deregistering_the_source_mid_send_is_local_protection_error() {
     let (mut p, c) = paced_pair();
-    p.b.ep.post_recv(c.qb, RecvWr { wr_id: 1, sg_list: vec![sge(&c.mr_b, 0, 16 * 1024)] }).unwrap();
-    p.a.ep.post_send(c.qa, SendWr::new(7, SendOp::Send).sge(sge(&c.mr_a, 0, 16 * 1024))).unwrap();
+    p.b.ep
+        .post_recv(
+            c.qb,
+            RecvWr {
+                wr_id: 1,
+                sg_list: vec![sge(&c.mr_b, 0, 16 * 1024)],
+            },
+        )
+        .unwrap();
+    p.a.ep
+        .post_send(
+            c.qa,
+            SendWr::new(7, SendOp::Send).sge(sge(&c.mr_a, 0, 16 * 1024)),
+        )
+        .unwrap();
     // The send window lets A queue every packet at once, so go back to the first: a NAK or
     // timeout makes A rebuild packets, and every rebuild checks the SGEs again.
     p.step();
@@ -538,11 +570,18 @@ fn deregistering_the_source_mid_send_is_local_protection_error() {
     let now = p.now;
     let mut dropped = 0;
     // Lose the in-flight packets so A must rebuild them from the deregistered source.
-    while p.ab.poll_deliver(rocev2_core::time::Instant::FAR_FUTURE).is_some() {
+    while p
+        .ab
+        .poll_deliver(rocev2_core::time::Instant::FAR_FUTURE)
+        .is_some()
+    {
         dropped += 1;
     }
     assert!(dropped > 1, "packets were in flight");
     p.now = now;
     assert!(p.drive(STEPS));
-    assert_eq!(statuses(&p.completions(true, c.cq_a)), vec![(7, WcStatus::LocProtErr)]);
+    assert_eq!(
+        statuses(&p.completions(true, c.cq_a)),
+        vec![(7, WcStatus::LocProtErr)]
+    );
 }
