@@ -1,0 +1,26 @@
+//! Switch policy shared by the eBPF switch programs and the network model (`rocev2-sim`).
+//!
+//! Everything here must run inside an eBPF program as well as in the model, so it is written
+//! under the verifier's rules (STYLE.md §2, "One switch policy"): `no_std`, no allocation, no
+//! floating point (BPF has no FP unit), fixed-size tables, bounded loops, time as `u64` ns, and
+//! randomness passed in as a `u32` (the programs draw it with `bpf_get_prandom_u32()`, the model
+//! from its seeded generator). Keeping the decision in one place means a marking curve measured
+//! in the model is the curve the XDP programs apply.
+//!
+//! Today this holds the RED/ECN decision ([`red`]). The IOFD deflected-flow table, the DVL
+//! congested-flow table and the fault draws join it with the switch issue.
+//!
+//! Deviations: none.
+#![no_std]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
+pub mod red;
