@@ -27,6 +27,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod cc;
 pub mod cq;
 pub mod endpoint;
 pub mod mr;

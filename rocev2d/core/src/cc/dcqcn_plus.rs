@@ -1,0 +1,444 @@
+//! DCQCN+ (seed 002 §IV-B): DCQCN with parameters that follow the incast scale, learnt from the
+//! CNP period τ the notification point writes into each CNP and from the flow's own rate.
+//!
+//! Reaction point:
+//! ```text
+//!  CNP(τ) ──> R_T = R_C (12); R_C = R_C (1 − α/2) (13); α = (1 − g) α + g (14);
+//!             R_C = max(R_C, R_min) (15), R_min = R_l / 10000;  S = 0
+//!             if τ > 50 µs: K_α = λ_α · max(τ, M/R_C) (16), K = λ · max(τ, M/R_C) (17)
+//!  every K: S += 1;  S < F : R_C = (R_T + R_C)/2                                    (18)
+//!                    S < 4F: R_T += min(R_C/5, R_l/50) if α > 0.1 else
+//!                                   min(R_C/10, R_l/100);        R_C = (R_T + R_C)/2 (19),(20)
+//!                    else  : R_T += min(R_C, (S − 4F)/100 · R_l); R_C = (R_T + R_C)/2 (21),(22)
+//!  every K_α: α = (1 − g) α                                                         (23)
+//!  no byte counter; no recovery while the priority is paused (PFC)
+//! ```
+//!
+//! Notification point: one list of congested flows per receiver, walked one record per CNP
+//! generation interval δ; a record with its ECN bit set and no CNP for the minimum interval gets
+//! a CNP carrying τ = l·δ (11), l being the list length.
+//!
+//! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
+//! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
+//! seed's "1000KB" reads as its 1000-byte MTU). A list record expires after `record_expiry`
+//! without ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the
+//! CNP's reserved bytes, which standard receivers must ignore and senders must zero).
+
+use crate::time::{Duration, Instant, Rate};
+use alloc::collections::VecDeque;
+
+/// DCQCN+ parameters (seed 002 §IV-B and §V).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DcqcnPlusParams {
+    /// R_l, the link capacity: starting rate and the scale of eqs. (19), (21).
+    pub line_rate: Rate,
+    /// g of eqs. (14), (23).
+    pub g: f64,
+    /// λ of eq. (17).
+    pub lambda: f64,
+    /// λ_α of eq. (16).
+    pub lambda_alpha: f64,
+    /// M of eqs. (16), (17): the MTU in bytes.
+    pub mtu_bytes: u32,
+    /// F, the fast recovery rounds.
+    pub f: u32,
+    /// K and K_α while τ ≤ `tau_threshold` (DCQCN's 55 µs).
+    pub k_default: Duration,
+    /// τ above which the timers follow eqs. (16), (17) (50 µs).
+    pub tau_threshold: Duration,
+    /// NP: CNP generation interval δ (a NIC makes one CNP per 1–5 µs; seed 004).
+    pub delta: Duration,
+    /// NP: minimum interval between two CNPs to the same flow (45 µs).
+    pub min_cnp_interval: Duration,
+    /// NP: a flow without ECN marks for this long leaves the list.
+    pub record_expiry: Duration,
+}
+
+impl DcqcnPlusParams {
+    /// The values of seed 002 §IV-B: λ = 2, λ_α = 1, F = 5, g = 1/256, 45 µs minimum CNP
+    /// interval, δ = 1 µs (the CX4 generation rate, seed 004).
+    pub fn paper(line_rate: Rate, mtu_bytes: u32) -> DcqcnPlusParams {
+        DcqcnPlusParams {
+            line_rate,
+            g: 1.0 / 256.0,
+            lambda: 2.0,
+            lambda_alpha: 1.0,
+            mtu_bytes,
+            f: 5,
+            k_default: Duration::from_micros(55),
+            tau_threshold: Duration::from_micros(50),
+            delta: Duration::from_micros(1),
+            min_cnp_interval: Duration::from_micros(45),
+            record_expiry: Duration::from_millis(1),
+        }
+    }
+}
+
+/// The DCQCN+ reaction point of one QP.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DcqcnPlus {
+    p: DcqcnPlusParams,
+    /// R_C (bit/s).
+    pub r_c: f64,
+    /// R_T (bit/s).
+    pub r_t: f64,
+    /// α.
+    pub alpha: f64,
+    /// S, the recovery state counter.
+    pub s: u32,
+    /// K in force.
+    pub k: Duration,
+    /// K_α in force.
+    pub k_alpha: Duration,
+    /// The last τ received.
+    pub tau: Option<Duration>,
+    rate_timer: Option<Instant>,
+    alpha_timer: Option<Instant>,
+    paused: bool,
+    /// CNPs received.
+    pub cuts: u64,
+}
+
+impl DcqcnPlus {
+    /// A flow at line rate.
+    pub fn new(p: DcqcnPlusParams) -> DcqcnPlus {
+        let line = p.line_rate.as_bps() as f64;
+        DcqcnPlus {
+            p,
+            r_c: line,
+            r_t: line,
+            alpha: 1.0,
+            s: 0,
+            k: p.k_default,
+            k_alpha: p.k_default,
+            tau: None,
+            rate_timer: None,
+            alpha_timer: None,
+            paused: false,
+            cuts: 0,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &DcqcnPlusParams {
+        &self.p
+    }
+    /// The allowed rate.
+    pub fn rate(&self) -> Rate {
+        Rate::from_bps(self.r_c as u64)
+    }
+    /// PFC paused (or resumed) this flow's priority: no recovery while paused (§IV-B).
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// A CNP carrying period `tau` arrived: eqs. (12)–(17).
+    pub fn on_cnp(&mut self, now: Instant, tau: Option<Duration>) {
+        self.cuts += 1;
+        let line = self.p.line_rate.as_bps() as f64;
+        // seed 002 §IV-B eq. (12): R_T = R_C
+        self.r_t = self.r_c;
+        // eq. (13): R_C = R_C (1 − α/2)
+        self.r_c *= 1.0 - self.alpha / 2.0;
+        // eq. (14): α = (1 − g) α + g
+        self.alpha = (1.0 - self.p.g) * self.alpha + self.p.g;
+        // eq. (15): R_C = max(R_C, R_min), R_min = R_l / 10000
+        self.r_c = self.r_c.max(line / 10_000.0);
+        self.s = 0;
+        self.tau = tau;
+        match tau {
+            Some(tau) if tau > self.p.tau_threshold => {
+                // M / R_C: the time to send one MTU at the new rate, in ns.
+                let mtu_time = self.p.mtu_bytes as f64 * 8.0 * 1e9 / self.r_c;
+                let base = (tau.as_nanos() as f64).max(mtu_time);
+                // eq. (16): K_α = λ_α · max(τ, M/R_C); eq. (17): K = λ · max(τ, M/R_C)
+                self.k_alpha = Duration::from_nanos((self.p.lambda_alpha * base) as u64);
+                self.k = Duration::from_nanos((self.p.lambda * base) as u64);
+            }
+            _ => {
+                self.k = self.p.k_default;
+                self.k_alpha = self.p.k_default;
+            }
+        }
+        self.rate_timer = Some(now + self.k);
+        self.alpha_timer = Some(now + self.k_alpha);
+    }
+
+    /// The earliest timer.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.rate_timer, self.alpha_timer]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.alpha_timer.is_some_and(|t| t <= now) {
+            // eq. (23): α = (1 − g) α
+            self.alpha *= 1.0 - self.p.g;
+            self.alpha_timer = Some(now + self.k_alpha);
+        }
+        if self.rate_timer.is_some_and(|t| t <= now) {
+            self.rate_timer = Some(now + self.k);
+            if !self.paused {
+                self.s += 1;
+                self.increase();
+            }
+        }
+    }
+
+    fn increase(&mut self) {
+        let line = self.p.line_rate.as_bps() as f64;
+        let f = self.p.f;
+        if self.s < f {
+            // eq. (18): R_C = (R_T + R_C) / 2
+        } else if self.s < 4 * f {
+            // eq. (19): the step is a share of the flow's own rate, bounded by the link's
+            let step = if self.alpha > 0.1 {
+                (self.r_c / 5.0).min(line / 50.0)
+            } else {
+                (self.r_c / 10.0).min(line / 100.0)
+            };
+            self.r_t += step;
+        } else {
+            // eq. (21): R_T += min(R_C, (S − 4F)/100 · R_l)
+            let step = (self.r_c).min((self.s - 4 * f) as f64 / 100.0 * line);
+            self.r_t += step;
+        }
+        self.r_t = self.r_t.min(line);
+        // eqs. (18), (20), (22): R_C = (R_T + R_C) / 2
+        self.r_c = ((self.r_t + self.r_c) / 2.0).min(line);
+        if self.r_c >= line && self.r_t >= line {
+            self.r_c = line;
+            self.rate_timer = None;
+        }
+    }
+}
+
+/// One congested flow in the notification point's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record<F> {
+    flow: F,
+    ecn: bool,
+    last_cnp: Option<Instant>,
+    last_mark: Instant,
+}
+
+/// The DCQCN+ notification point of one receiver, generic over the flow identifier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcqcnPlusNp<F> {
+    list: VecDeque<Record<F>>,
+    cursor: usize,
+    next_check: Option<Instant>,
+}
+
+impl<F> Default for DcqcnPlusNp<F> {
+    fn default() -> Self {
+        DcqcnPlusNp {
+            list: VecDeque::new(),
+            cursor: 0,
+            next_check: None,
+        }
+    }
+}
+
+impl<F: Copy + PartialEq> DcqcnPlusNp<F> {
+    /// A CE-marked packet of `flow` arrived: set its record's ECN bit (adding it if new).
+    pub fn on_ce(&mut self, now: Instant, flow: F, p: &DcqcnPlusParams) {
+        match self.list.iter_mut().find(|r| r.flow == flow) {
+            Some(r) => {
+                r.ecn = true;
+                r.last_mark = now;
+            }
+            None => self.list.push_back(Record {
+                flow,
+                ecn: true,
+                last_cnp: None,
+                last_mark: now,
+            }),
+        }
+        if self.next_check.is_none() {
+            self.next_check = Some(now + p.delta);
+        }
+    }
+
+    /// Flows in the list (l of eq. (11)).
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    /// True when no flow is congested.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// When the next record is checked.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_check
+    }
+
+    /// Checks one record (every δ) and returns the flow to send a CNP to, with τ = l·δ (11).
+    pub fn handle_timeout(&mut self, now: Instant, p: &DcqcnPlusParams) -> Option<(F, Duration)> {
+        if self.next_check.is_none_or(|t| t > now) {
+            return None;
+        }
+        self.list.retain(|r| now - r.last_mark < p.record_expiry);
+        if self.list.is_empty() {
+            self.next_check = None;
+            self.cursor = 0;
+            return None;
+        }
+        self.next_check = Some(now + p.delta);
+        let l = self.list.len();
+        self.cursor %= l;
+        let tau = p.delta.saturating_mul(l as u64);
+        let r = &mut self.list[self.cursor];
+        self.cursor = (self.cursor + 1) % l;
+        let due = r.last_cnp.is_none_or(|t| now - t >= p.min_cnp_interval);
+        if r.ecn && due {
+            r.ecn = false;
+            r.last_cnp = Some(now);
+            return Some((r.flow, tau));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    const G40: Rate = Rate::from_gbps(40);
+
+    fn t(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    fn p() -> DcqcnPlusParams {
+        DcqcnPlusParams::paper(G40, 1000)
+    }
+
+    #[test]
+    fn dcqcn_plus_eq12_to_eq15_cut() {
+        let mut d = DcqcnPlus::new(p());
+        d.on_cnp(t(0), None);
+        assert_eq!((d.r_t, d.r_c, d.alpha), (40e9, 20e9, 1.0));
+        for i in 1..40 {
+            d.on_cnp(t(i), None);
+        }
+        // eq. (15): R_min = 40G / 10000 = 4 Mbit/s.
+        assert_eq!(d.r_c, 4e6);
+    }
+
+    #[test]
+    fn dcqcn_plus_eq16_eq17_timers_follow_tau() {
+        let mut d = DcqcnPlus::new(p());
+        d.on_cnp(t(0), Some(Duration::from_micros(30)));
+        assert_eq!(
+            d.k,
+            Duration::from_micros(55),
+            "τ ≤ 50 µs keeps the default"
+        );
+        // τ = 2000 flows · 1 µs = 2 ms; M/R_C = 8000 bit / 20 Gbit/s = 400 ns < τ.
+        let mut d = DcqcnPlus::new(p());
+        d.on_cnp(t(0), Some(Duration::from_millis(2)));
+        assert_eq!(d.k_alpha, Duration::from_millis(2));
+        assert_eq!(d.k, Duration::from_millis(4));
+        // A slow flow: R_C = 4 Mbit/s, M/R_C = 8000/4e6 s = 2 ms > τ = 100 µs → K = 4 ms.
+        let mut d = DcqcnPlus::new(p());
+        d.r_c = 8e6;
+        d.on_cnp(t(0), Some(Duration::from_micros(100)));
+        assert_eq!(d.r_c, 4e6);
+        assert_eq!(d.k, Duration::from_millis(4));
+        assert_eq!(d.k_alpha, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn dcqcn_plus_eq18_to_eq22_recovery_phases() {
+        let mut d = DcqcnPlus::new(p());
+        d.on_cnp(t(0), None); // R_T = 40G, R_C = 20G
+        d.handle_timeout(t(55)); // S = 1 < F: eq. (18)
+        assert_eq!(d.r_c, 30e9);
+        // S = F: eq. (19) with α > 0.1: step = min(R_C/5, R_l/50) = min(6G, 0.8G).
+        d.s = 4;
+        d.r_t = 30e9;
+        let rc = d.r_c;
+        d.handle_timeout(t(110));
+        assert_eq!(d.s, 5);
+        assert_eq!(d.r_t, 30.8e9);
+        assert_eq!(d.r_c, (30.8e9 + rc) / 2.0);
+        // α ≤ 0.1: step = min(R_C/10, R_l/100).
+        d.alpha = 0.05;
+        d.r_c = 1e9;
+        d.r_t = 1e9;
+        d.handle_timeout(t(165));
+        assert_eq!(d.r_t, 1e9 + 0.1e9);
+        // S > 4F: eq. (21), step = min(R_C, (S − 4F)/100 · R_l) with S = 22: 2/100 · 40G.
+        d.s = 21;
+        d.r_c = 10e9;
+        d.r_t = 10e9;
+        d.handle_timeout(t(220));
+        assert_eq!(d.r_t, 10e9 + 0.8e9);
+        assert_eq!(d.r_c, 10.4e9);
+    }
+
+    #[test]
+    fn dcqcn_plus_no_recovery_while_paused() {
+        let mut d = DcqcnPlus::new(p());
+        d.on_cnp(t(0), None);
+        d.set_paused(true);
+        d.handle_timeout(t(55));
+        assert_eq!((d.s, d.r_c), (0, 20e9));
+        d.set_paused(false);
+        d.handle_timeout(t(110));
+        assert_eq!(d.s, 1);
+    }
+
+    #[test]
+    fn dcqcn_plus_np_round_robin_with_tau_eq11() {
+        let p = p();
+        let mut np = DcqcnPlusNp::default();
+        for f in 0..4u32 {
+            np.on_ce(t(0), f, &p);
+        }
+        // One record per δ = 1 µs; each CNP carries τ = l·δ = 4 µs.
+        let mut got = Vec::new();
+        for us in 1..=8 {
+            if let Some(x) = np.handle_timeout(t(us), &p) {
+                got.push(x);
+            }
+        }
+        let d4 = Duration::from_micros(4);
+        assert_eq!(
+            got,
+            vec![(0, d4), (1, d4), (2, d4), (3, d4)],
+            "each flow once: ECN bits were cleared"
+        );
+        // Marked again, flow 0 must wait 45 µs after its last CNP.
+        np.on_ce(t(9), 0, &p);
+        assert_eq!(
+            (10..45)
+                .filter_map(|us| np.handle_timeout(t(us), &p))
+                .count(),
+            0
+        );
+        let later: Vec<_> = (45..60)
+            .filter_map(|us| np.handle_timeout(t(us), &p))
+            .collect();
+        assert_eq!(later, vec![(0, d4)]);
+    }
+
+    #[test]
+    fn dcqcn_plus_np_forgets_flows_without_marks() {
+        let p = p();
+        let mut np = DcqcnPlusNp::default();
+        np.on_ce(t(0), 7u32, &p);
+        assert_eq!(np.len(), 1);
+        np.handle_timeout(t(1), &p);
+        np.handle_timeout(t(2000), &p);
+        assert!(np.is_empty());
+        assert_eq!(np.poll_timeout(), None);
+    }
+}

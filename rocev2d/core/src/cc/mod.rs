@@ -1,0 +1,495 @@
+//! Congestion control: per-QP sender controllers, receiver-side notification, and the pacer.
+//!
+//! A QP's requester asks its controller for a rate and sends through a [`Pacer`] at that rate;
+//! events flow in as plain method calls (ACK with piggybacked fields, CNP, packet sent, timer),
+//! in the spirit of quinn-proto's `Controller`. Controllers live in an enum, [`AnyController`],
+//! so 10^4 QPs in the network model cost no allocation or vtable, with a [`AnyController::Custom`]
+//! arm for experiments. The configuration ([`CcConfig`]) is the factory.
+//!
+//! The receiver side ([`ReceiverCc`]) is per endpoint, because both DCQCN+'s notification point
+//! (one CNP list per receiver) and Dart's AUSS (one per receiver and tenant) are.
+//!
+//! | scheme | sender | receiver |
+//! |---|---|---|
+//! | DCQCN (seed 002 §II-B) | [`dcqcn::Dcqcn`] | [`dcqcn::DcqcnNp`]: one CNP per N per QP |
+//! | DCQCN+ (seed 002 §IV-B) | [`dcqcn_plus::DcqcnPlus`] | [`dcqcn_plus::DcqcnPlusNp`]: round robin, τ = l·δ |
+//! | Dart = DASR + DCQCN (seed 000 §III) | [`Dart`]: min(DCQCN, line/N) | [`dasr::DasrReceiver`] + DCQCN NP |
+//!
+//! NOT IMPLEMENTED (issue 6): TIMELY (optional in the issue).
+
+pub mod dasr;
+pub mod dcqcn;
+pub mod dcqcn_plus;
+pub mod pacer;
+
+use crate::time::{Duration, Instant, Rate};
+use crate::wire::Qpn;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DataArrival};
+pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
+pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
+pub use pacer::Pacer;
+
+/// What an ACK told the sender, beyond the acknowledgement itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct AckInfo {
+    /// DASR's N from the REXT header, when the peer sends it.
+    pub dasr_n: Option<u16>,
+}
+
+impl AckInfo {
+    /// An ACK carrying DASR's N (or not).
+    pub fn new(dasr_n: Option<u16>) -> AckInfo {
+        AckInfo { dasr_n }
+    }
+}
+
+/// What a CNP told the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CnpInfo {
+    /// DCQCN+'s CNP period τ, when the peer sends it.
+    pub tau: Option<Duration>,
+}
+
+impl CnpInfo {
+    /// A CNP carrying τ (or not).
+    pub fn new(tau: Option<Duration>) -> CnpInfo {
+        CnpInfo { tau }
+    }
+}
+
+/// A sender-side congestion controller of one QP.
+pub trait CongestionController: core::fmt::Debug + Send {
+    /// The rate the QP may send at now.
+    fn rate(&self) -> Rate;
+    /// A data packet of `bytes` left.
+    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
+    /// An ACK arrived.
+    fn on_ack(&mut self, _now: Instant, _ack: &AckInfo) {}
+    /// A CNP arrived.
+    fn on_cnp(&mut self, _now: Instant, _cnp: &CnpInfo) {}
+    /// PFC paused or resumed the QP's priority.
+    fn set_paused(&mut self, _paused: bool) {}
+    /// The controller's next timer.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    /// Runs timers due at `now`; a spurious call does nothing.
+    fn handle_timeout(&mut self, _now: Instant) {}
+    /// Values for traces and `rocev2d stats`.
+    fn snapshot(&self) -> CcSnapshot;
+}
+
+/// A controller's state for traces and stats.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CcSnapshot {
+    /// Allowed rate.
+    pub rate: Rate,
+    /// Target rate R_T, where the scheme has one.
+    pub target: Option<Rate>,
+    /// α, where the scheme has one.
+    pub alpha: Option<f64>,
+    /// DASR's N, where the scheme uses it.
+    pub n: Option<u16>,
+    /// CNPs that reached the controller.
+    pub cnps: u64,
+}
+
+impl CongestionController for Dcqcn {
+    fn rate(&self) -> Rate {
+        Dcqcn::rate(self)
+    }
+    fn on_packet_sent(&mut self, _now: Instant, bytes: u64) {
+        self.on_sent(bytes);
+    }
+    fn on_cnp(&mut self, now: Instant, _cnp: &CnpInfo) {
+        Dcqcn::on_cnp(self, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Dcqcn::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Dcqcn::handle_timeout(self, now);
+    }
+    fn snapshot(&self) -> CcSnapshot {
+        CcSnapshot {
+            rate: Dcqcn::rate(self),
+            target: Some(Rate::from_bps(self.r_t as u64)),
+            alpha: Some(self.alpha),
+            n: None,
+            cnps: self.cuts,
+        }
+    }
+}
+
+impl CongestionController for DcqcnPlus {
+    fn rate(&self) -> Rate {
+        DcqcnPlus::rate(self)
+    }
+    fn on_cnp(&mut self, now: Instant, cnp: &CnpInfo) {
+        DcqcnPlus::on_cnp(self, now, cnp.tau);
+    }
+    fn set_paused(&mut self, paused: bool) {
+        DcqcnPlus::set_paused(self, paused);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        DcqcnPlus::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        DcqcnPlus::handle_timeout(self, now);
+    }
+    fn snapshot(&self) -> CcSnapshot {
+        CcSnapshot {
+            rate: DcqcnPlus::rate(self),
+            target: Some(Rate::from_bps(self.r_t as u64)),
+            alpha: Some(self.alpha),
+            n: None,
+            cnps: self.cuts,
+        }
+    }
+}
+
+/// Dart's sender (seed 000 §III): DCQCN for non-receiver congestion, capped at line/N by DASR.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dart {
+    /// The DCQCN fall-back.
+    pub dcqcn: Dcqcn,
+    /// The DASR cap.
+    pub dasr: DasrSender,
+}
+
+impl CongestionController for Dart {
+    fn rate(&self) -> Rate {
+        self.dcqcn.rate().min(self.dasr.cap())
+    }
+    fn on_packet_sent(&mut self, _now: Instant, bytes: u64) {
+        self.dcqcn.on_sent(bytes);
+    }
+    fn on_ack(&mut self, _now: Instant, ack: &AckInfo) {
+        if let Some(n) = ack.dasr_n {
+            self.dasr.on_n(n);
+        }
+    }
+    fn on_cnp(&mut self, now: Instant, _cnp: &CnpInfo) {
+        self.dcqcn.on_cnp(now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.dcqcn.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.dcqcn.handle_timeout(now);
+    }
+    fn snapshot(&self) -> CcSnapshot {
+        CcSnapshot {
+            n: Some(self.dasr.n),
+            rate: self.rate(),
+            ..self.dcqcn.snapshot()
+        }
+    }
+}
+
+/// No congestion control: always line rate (the pacer still enforces it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRate(pub Rate);
+
+impl CongestionController for LineRate {
+    fn rate(&self) -> Rate {
+        self.0
+    }
+    fn snapshot(&self) -> CcSnapshot {
+        CcSnapshot {
+            rate: self.0,
+            ..CcSnapshot::default()
+        }
+    }
+}
+
+/// Any controller, without boxing the built-in ones.
+#[derive(Debug)]
+pub enum AnyController {
+    /// Line rate, no reaction.
+    LineRate(LineRate),
+    /// DCQCN.
+    Dcqcn(Dcqcn),
+    /// DCQCN+.
+    DcqcnPlus(DcqcnPlus),
+    /// Dart (DASR + DCQCN).
+    Dart(Dart),
+    /// An experiment's own controller.
+    Custom(Box<dyn CongestionController>),
+}
+
+impl AnyController {
+    /// The controller as a trait object.
+    pub fn as_dyn(&self) -> &dyn CongestionController {
+        match self {
+            AnyController::LineRate(c) => c,
+            AnyController::Dcqcn(c) => c,
+            AnyController::DcqcnPlus(c) => c,
+            AnyController::Dart(c) => c,
+            AnyController::Custom(c) => c.as_ref(),
+        }
+    }
+    /// The controller as a mutable trait object.
+    pub fn as_dyn_mut(&mut self) -> &mut dyn CongestionController {
+        match self {
+            AnyController::LineRate(c) => c,
+            AnyController::Dcqcn(c) => c,
+            AnyController::DcqcnPlus(c) => c,
+            AnyController::Dart(c) => c,
+            AnyController::Custom(c) => c.as_mut(),
+        }
+    }
+}
+
+/// A QP's congestion control choice; it builds the controller.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CcConfig {
+    /// No congestion control, paced at this line rate.
+    LineRate(Rate),
+    /// DCQCN with these parameters.
+    Dcqcn(DcqcnParams),
+    /// DCQCN+ with these parameters.
+    DcqcnPlus(DcqcnPlusParams),
+    /// Dart: DCQCN parameters for the fall-back; DASR uses the same line rate.
+    Dart(DcqcnParams),
+}
+
+impl CcConfig {
+    /// The line rate the scheme starts at.
+    pub fn line_rate(&self) -> Rate {
+        match self {
+            CcConfig::LineRate(r) => *r,
+            CcConfig::Dcqcn(p) | CcConfig::Dart(p) => p.line_rate,
+            CcConfig::DcqcnPlus(p) => p.line_rate,
+        }
+    }
+    /// Builds the controller.
+    pub fn build(&self) -> AnyController {
+        match *self {
+            CcConfig::LineRate(r) => AnyController::LineRate(LineRate(r)),
+            CcConfig::Dcqcn(p) => AnyController::Dcqcn(Dcqcn::new(p)),
+            CcConfig::DcqcnPlus(p) => AnyController::DcqcnPlus(DcqcnPlus::new(p)),
+            CcConfig::Dart(p) => AnyController::Dart(Dart {
+                dcqcn: Dcqcn::new(p),
+                dasr: DasrSender::new(p.line_rate),
+            }),
+        }
+    }
+}
+
+/// How a receiver turns CE marks into CNPs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NpConfig {
+    /// Never send CNPs.
+    Off,
+    /// DCQCN: at most one CNP per QP per interval N (seed 002 §II-B 2).
+    Dcqcn {
+        /// N.
+        interval: Duration,
+    },
+    /// DCQCN+: round-robin list with CNP period τ (seed 002 §IV-B 2).
+    DcqcnPlus(DcqcnPlusParams),
+}
+
+/// Receiver-side congestion state of one endpoint.
+#[derive(Debug, Clone)]
+pub struct ReceiverCc {
+    np: NpConfig,
+    per_qp: BTreeMap<Qpn, DcqcnNp>,
+    plus: DcqcnPlusNp<Qpn>,
+    /// Dart's receiver, when DASR is on.
+    pub dasr: Option<DasrReceiver>,
+    /// CE-marked data packets seen.
+    pub ce_marked: u64,
+}
+
+/// What the receiver wants done after a data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notify {
+    /// Nothing.
+    None,
+    /// Send a CNP now (with τ for DCQCN+).
+    Cnp(Option<Duration>),
+}
+
+impl ReceiverCc {
+    /// A receiver with this notification point and, optionally, DASR.
+    pub fn new(np: NpConfig, dasr: Option<DasrParams>) -> ReceiverCc {
+        ReceiverCc {
+            np,
+            per_qp: BTreeMap::new(),
+            plus: DcqcnPlusNp::default(),
+            dasr: dasr.map(DasrReceiver::new),
+            ce_marked: 0,
+        }
+    }
+
+    /// A data packet reached `qpn`: feed DASR and, if it was CE-marked, the notification point.
+    pub fn on_data(&mut self, now: Instant, qpn: Qpn, d: &DataArrival) -> Notify {
+        if let Some(r) = &mut self.dasr {
+            r.on_data(now, d);
+        }
+        if !d.ce {
+            return Notify::None;
+        }
+        self.ce_marked += 1;
+        // Dart suppresses the ECN echo in receiver congestion (seed 000 §III-C).
+        if self.dasr.as_ref().is_some_and(|d| !d.allow_cnp()) {
+            return Notify::None;
+        }
+        match self.np {
+            NpConfig::Off => Notify::None,
+            NpConfig::Dcqcn { interval } => {
+                if self.per_qp.entry(qpn).or_default().on_ce(now, interval) {
+                    Notify::Cnp(None)
+                } else {
+                    Notify::None
+                }
+            }
+            NpConfig::DcqcnPlus(p) => {
+                self.plus.on_ce(now, qpn, &p);
+                Notify::None
+            }
+        }
+    }
+
+    /// DASR's N for ACKs in tenant `p_key`, when DASR is on.
+    pub fn dasr_n(&mut self, now: Instant, p_key: u16) -> Option<u16> {
+        self.dasr.as_mut().map(|d| d.n(now, p_key))
+    }
+
+    /// A look-ahead notification arrived (seed 000 §III-D).
+    pub fn on_lookahead(&mut self, now: Instant, p_key: u16, group_size: u16, members: &[u16]) {
+        if let Some(d) = &mut self.dasr {
+            d.on_lookahead(now, p_key, group_size, members);
+        }
+    }
+
+    /// The notification point's next check (DCQCN+).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.np {
+            NpConfig::DcqcnPlus(_) => self.plus.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// Runs the DCQCN+ list walk; returns the QP to send a CNP on, with τ.
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<(Qpn, Duration)> {
+        match self.np {
+            NpConfig::DcqcnPlus(p) => {
+                let allow = self.dasr.as_ref().is_none_or(|d| d.allow_cnp());
+                self.plus.handle_timeout(now, &p).filter(|_| allow)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Default for ReceiverCc {
+    fn default() -> Self {
+        ReceiverCc::new(NpConfig::Off, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An event the model applies to any controller (s2n-quic's congestion fuzz model).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Sent(u64),
+        Ack(Option<u16>),
+        Cnp(Option<u64>),
+        Advance(u64),
+        Pause(bool),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u64..9000).prop_map(Op::Sent),
+            proptest::option::of(0u16..5000).prop_map(Op::Ack),
+            proptest::option::of(1u64..5_000_000).prop_map(Op::Cnp),
+            (1u64..2_000_000).prop_map(Op::Advance),
+            any::<bool>().prop_map(Op::Pause),
+        ]
+    }
+
+    fn configs() -> [CcConfig; 5] {
+        let line = Rate::from_gbps(40);
+        [
+            CcConfig::Dcqcn(DcqcnParams::paper(line)),
+            CcConfig::Dcqcn(DcqcnParams::cx4(line)),
+            CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, 1024)),
+            CcConfig::Dart(DcqcnParams::paper(line)),
+            CcConfig::LineRate(line),
+        ]
+    }
+
+    proptest! {
+        /// Invariants for every controller under any event sequence: α ∈ [0, 1],
+        /// R_min ≤ rate ≤ line rate, timers never in the past after handling.
+        #[test]
+        fn cc_invariants_hold_for_any_event_sequence(ops in proptest::collection::vec(op(), 1..300)) {
+            for cfg in configs() {
+                let line = cfg.line_rate();
+                let mut c = cfg.build();
+                let mut now = Instant::from_nanos(1);
+                for o in &ops {
+                    let cc = c.as_dyn_mut();
+                    match *o {
+                        Op::Sent(b) => cc.on_packet_sent(now, b),
+                        Op::Ack(n) => cc.on_ack(now, &AckInfo::new(n)),
+                        Op::Cnp(tau) => cc.on_cnp(now, &CnpInfo::new(tau.map(Duration::from_nanos))),
+                        Op::Advance(ns) => {
+                            now += Duration::from_nanos(ns);
+                            while let Some(t) = cc.poll_timeout().filter(|t| *t <= now) {
+                                cc.handle_timeout(t);
+                                prop_assert!(cc.poll_timeout().is_none_or(|n| n > t), "timer did not advance");
+                            }
+                        }
+                        Op::Pause(p) => cc.set_paused(p),
+                    }
+                    let s = cc.snapshot();
+                    prop_assert!(s.rate <= line, "{cfg:?}: rate {} above line", s.rate);
+                    prop_assert!(s.rate.as_bps() >= line.as_bps() / 10_000, "{cfg:?}: rate {} below any R_min", s.rate);
+                    if let Some(a) = s.alpha {
+                        prop_assert!((0.0..=1.0).contains(&a), "{cfg:?}: alpha {a}");
+                    }
+                    if let Some(t) = s.target {
+                        prop_assert!(t <= line);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn receiver_dcqcn_np_paces_cnps_per_qp() {
+        let interval = Duration::from_micros(50);
+        let mut r = ReceiverCc::new(NpConfig::Dcqcn { interval }, None);
+        let (q1, q2) = (Qpn::new(0x11), Qpn::new(0x12));
+        let t0 = Instant::from_nanos(1_000);
+        let data = |sender, ce| DataArrival {
+            p_key: 0xffff,
+            sender,
+            bytes: 1000,
+            ce,
+            ..DataArrival::default()
+        };
+        assert_eq!(r.on_data(t0, q1, &data(1, true)), Notify::Cnp(None));
+        assert_eq!(r.on_data(t0, q1, &data(1, true)), Notify::None, "within N");
+        assert_eq!(
+            r.on_data(t0, q2, &data(2, true)),
+            Notify::Cnp(None),
+            "per QP"
+        );
+        assert_eq!(r.on_data(t0, q1, &data(1, false)), Notify::None);
+        assert_eq!(r.ce_marked, 3);
+    }
+}
