@@ -1,0 +1,101 @@
+//! Wire hot paths against their floor: building and parsing an RDMA WRITE Only frame (IPv4,
+//! RETH, 4096-byte payload) beside a plain CRC-32 of the same bytes, measured in the same run.
+//!
+//! Every path touches each byte of the frame at least once through a CRC-32, so the plain CRC is
+//! the floor; what the wire code adds on top (header encode/decode, ICRC masking, the IP header
+//! checksum, and for `build` the payload copy into the frame) shows as the ratio to it, which
+//! `deploy/bench/wire-ratio.sh` prints and BENCHMARKS.md records (target: within 1.25x).
+//!
+//! Run: `cargo bench -p rocev2-core --bench wire`.
+
+// criterion_group! generates an undocumented function.
+#![allow(missing_docs)]
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rocev2_core::wire::{
+    BthRepr, EthRepr, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, ROCEV2_UDP_PORT, RethRepr,
+    RoceRepr, UdpRepr, frame::Ecn,
+};
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+const PAYLOAD: usize = 4096;
+
+/// An RDMA WRITE Only as rxe sends it: IPv4 with DF, TTL 64, UDP checksum 0.
+fn write_only() -> FrameRepr {
+    FrameRepr {
+        eth: EthRepr {
+            src: [0x52, 0x54, 0x00, 0x77, 0x00, 0x0b],
+            dst: [0x52, 0x54, 0x00, 0x77, 0x00, 0x0a],
+            vlan: None,
+        },
+        ip: IpRepr::V4 {
+            src: Ipv4Addr::new(192, 168, 77, 11),
+            dst: Ipv4Addr::new(192, 168, 77, 10),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            identification: 0x1234,
+            dont_fragment: true,
+            ttl: 64,
+        },
+        udp: UdpRepr {
+            src_port: 0xc121,
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: false,
+        },
+        roce: RoceRepr {
+            reth: Some(RethRepr {
+                va: 0x564a_cdd2_6000,
+                r_key: 0x2ba,
+                dma_len: PAYLOAD as u32,
+            }),
+            ..RoceRepr::new(BthRepr {
+                opcode: Opcode::rc(Operation::RdmaWriteOnly),
+                solicited: false,
+                mig_req: false,
+                pad_cnt: 0,
+                tver: 0,
+                p_key: 0xffff,
+                fecn: false,
+                becn: false,
+                deflection_tokens: 0,
+                dest_qp: Qpn::new(0x11),
+                ack_req: true,
+                psn: Psn::new(0x37cf8a),
+            })
+        },
+    }
+}
+
+fn wire(c: &mut Criterion) {
+    let repr = write_only();
+    let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 7) as u8).collect();
+    let mut buf = vec![0u8; repr.buffer_len(PAYLOAD).unwrap()];
+    repr.emit(&mut buf, &payload).unwrap();
+    let frame = buf.clone();
+    assert!(FrameRepr::parse(&frame).is_ok());
+
+    let mut g = c.benchmark_group("wire_write_only_4k");
+    // The whole frame (headers + 4096 bytes + ICRC) for every path, so GB/s compare directly.
+    g.throughput(Throughput::Bytes(frame.len() as u64));
+    g.bench_function("build_icrc", |b| {
+        b.iter(|| {
+            repr.emit(black_box(&mut buf), black_box(&payload)).unwrap();
+        })
+    });
+    g.bench_function("parse_verify", |b| {
+        b.iter(|| {
+            let (r, p) = FrameRepr::parse(black_box(&frame)).unwrap();
+            // By reference: the repr must exist, but copying it out is not the parser's cost.
+            black_box(&r);
+            black_box(p);
+        })
+    });
+    g.bench_function("plain_crc32", |b| {
+        b.iter(|| crc32fast::hash(black_box(&frame)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, wire);
+criterion_main!(benches);
