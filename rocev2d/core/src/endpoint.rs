@@ -9,10 +9,11 @@
 //!
 //! Deviations: none.
 
+use crate::cc::ReceiverCc;
 use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
 use crate::qp::{CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::{self, FrameRepr, IpRepr, Qpn, RoceRepr, frame::Frame};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -62,7 +63,7 @@ pub enum DropReason {
     WrongSource,
     /// The BTH P_Key does not match the QP's.
     BadPkey,
-    /// UC, UD or CNP packet for an RC QP.
+    /// UC or UD packet for an RC QP (CNPs are accepted).
     WrongTransport,
 }
 
@@ -207,6 +208,8 @@ pub struct Endpoint {
     /// QPN after which the transmit scheduler looks first (round robin).
     rr: Qpn,
     stats: EndpointStats,
+    /// Receiver-side congestion control: notification point and DASR.
+    rx_cc: ReceiverCc,
 }
 
 /// The first QP number handed out: QP0 and QP1 are special (IBA §3.5.3), and rdma_rxe also
@@ -224,7 +227,28 @@ impl Endpoint {
             next_qpn: FIRST_QPN,
             rr: Qpn::new(0),
             stats: EndpointStats::default(),
+            rx_cc: ReceiverCc::default(),
         }
+    }
+
+    /// Sets how this endpoint turns CE marks into CNPs and whether it runs Dart's DASR
+    /// receiver (seed 002 §II-B, §IV-B; seed 000 §III).
+    pub fn set_receiver_cc(&mut self, rx: ReceiverCc) {
+        self.rx_cc = rx;
+    }
+
+    /// The receiver-side congestion state.
+    pub fn receiver_cc(&self) -> &ReceiverCc {
+        &self.rx_cc
+    }
+
+    /// PFC paused or resumed the priority of QP `qpn`.
+    pub fn set_paused(&mut self, qpn: Qpn, paused: bool) -> Result<(), EndpointError> {
+        self.qps
+            .get_mut(&qpn)
+            .ok_or(EndpointError::UnknownQp)?
+            .set_paused(paused);
+        Ok(())
     }
 
     /// Counters.
@@ -318,7 +342,13 @@ impl Endpoint {
         now: Instant,
         mem: &mut dyn Memory,
     ) -> Result<(), EndpointError> {
-        let Endpoint { mrs, cqs, qps, .. } = self;
+        let Endpoint {
+            mrs,
+            cqs,
+            qps,
+            rx_cc,
+            ..
+        } = self;
         let qp = qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
         let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
         let mut env = Env {
@@ -326,6 +356,7 @@ impl Endpoint {
             mrs,
             mem,
             complete: &mut complete,
+            rx_cc,
         };
         Ok(qp.modify(to, attr, &mut env)?)
     }
@@ -376,10 +407,17 @@ impl Endpoint {
         frame.verify_icrc()?;
         let repr = FrameRepr::parse_frame(&frame)?;
         let roce: &RoceRepr = &repr.roce;
-        if roce.bth.opcode.transport() != wire::Transport::Rc {
+        let transport = roce.bth.opcode.transport();
+        if !matches!(transport, wire::Transport::Rc | wire::Transport::Cnp) {
             return Err(DropReason::WrongTransport);
         }
-        let Endpoint { mrs, cqs, qps, .. } = self;
+        let Endpoint {
+            mrs,
+            cqs,
+            qps,
+            rx_cc,
+            ..
+        } = self;
         let qp = qps
             .get_mut(&roce.bth.dest_qp)
             .ok_or(DropReason::UnknownQp)?;
@@ -399,12 +437,22 @@ impl Endpoint {
         if !pkey_match(roce.bth.p_key, qp.p_key()) {
             return Err(DropReason::BadPkey);
         }
+        if transport == wire::Transport::Cnp {
+            // A CNP tells this QP's sender to slow down; τ rides in REXT (DCQCN+).
+            let tau = roce
+                .ext
+                .and_then(|e| e.tau_ns)
+                .map(|t| Duration::from_nanos(t as u64));
+            qp.on_cnp(now, tau);
+            return Ok(());
+        }
         let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
         let mut env = Env {
             now,
             mrs,
             mem,
             complete: &mut complete,
+            rx_cc,
         };
         qp.handle_packet(&mut env, roce, frame.payload(), repr.ip.ecn());
         Ok(())
@@ -424,6 +472,7 @@ impl Endpoint {
             qps,
             rr,
             stats,
+            rx_cc,
             ..
         } = self;
         let after = qps.range((core::ops::Bound::Excluded(*rr), core::ops::Bound::Unbounded));
@@ -439,6 +488,7 @@ impl Endpoint {
             mrs,
             mem,
             complete: &mut complete,
+            rx_cc,
         };
         let n = qp.poll_transmit(&mut env, buf)?;
         *rr = next;
@@ -447,14 +497,28 @@ impl Endpoint {
         Some(n)
     }
 
-    /// The earliest timer deadline of any QP.
+    /// The earliest timer deadline of any QP or of the notification point.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|q| q.poll_timeout()).min()
+        let qps = self.qps.values().filter_map(|q| q.poll_timeout()).min();
+        [qps, self.rx_cc.poll_timeout()].into_iter().flatten().min()
     }
 
-    /// Runs every QP timer that is due at `now`.
+    /// Runs every QP timer that is due at `now`, and DCQCN+'s CNP list walk.
     pub fn handle_timeout(&mut self, now: Instant, mem: &mut dyn Memory) {
-        let Endpoint { mrs, cqs, qps, .. } = self;
+        if self.rx_cc.poll_timeout().is_some_and(|t| t <= now) {
+            if let Some((qpn, tau)) = self.rx_cc.handle_timeout(now) {
+                if let Some(qp) = self.qps.get_mut(&qpn) {
+                    qp.queue_cnp(Some(tau));
+                }
+            }
+        }
+        let Endpoint {
+            mrs,
+            cqs,
+            qps,
+            rx_cc,
+            ..
+        } = self;
         for qp in qps.values_mut() {
             if qp.poll_timeout().is_some_and(|t| t <= now) {
                 let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
@@ -463,6 +527,7 @@ impl Endpoint {
                     mrs,
                     mem,
                     complete: &mut complete,
+                    rx_cc,
                 };
                 qp.handle_timeout(&mut env);
             }

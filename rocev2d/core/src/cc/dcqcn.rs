@@ -93,7 +93,8 @@ pub struct Dcqcn {
     pub bc: u32,
     bytes: u64,
     rate_timer: Option<Instant>,
-    alpha_timer: Option<Instant>,
+    /// Start of the current run of K_α periods (the last cut); α decays lazily from here.
+    alpha_epoch: Option<Instant>,
     last_cut: Option<Instant>,
     /// CNPs that cut the rate.
     pub cuts: u64,
@@ -112,7 +113,7 @@ impl Dcqcn {
             bc: 0,
             bytes: 0,
             rate_timer: None,
-            alpha_timer: None,
+            alpha_epoch: None,
             last_cut: None,
             cuts: 0,
         }
@@ -138,6 +139,7 @@ impl Dcqcn {
         }
         self.last_cut = Some(now);
         self.cuts += 1;
+        self.alpha = self.alpha_at(now);
         // seed 002 §II-B eq. (1): R_T = R_C
         self.r_t = self.r_c;
         // eq. (2): R_C = R_C (1 − α/2)
@@ -150,7 +152,7 @@ impl Dcqcn {
         self.bc = 0;
         self.bytes = 0;
         self.rate_timer = Some(now + self.p.k);
-        self.alpha_timer = Some(now + self.p.k_alpha);
+        self.alpha_epoch = Some(now);
     }
 
     /// `bytes` were sent: the byte counter (seed 002 §II-B 3).
@@ -166,21 +168,27 @@ impl Dcqcn {
         }
     }
 
+    /// α at `now`: eq. (10), α = (1 − g) α, applied once per whole K_α since the last cut.
+    /// Computed when needed rather than by a periodic timer, which would keep an idle flow's
+    /// timer running forever; the values are those the timer would produce.
+    pub fn alpha_at(&self, now: Instant) -> f64 {
+        let k_alpha = self.p.k_alpha.as_nanos();
+        match self.alpha_epoch {
+            Some(t) if k_alpha > 0 => {
+                let periods = ((now - t).as_nanos() / k_alpha).min(i32::MAX as u64) as i32;
+                self.alpha * (1.0 - self.p.g).powi(periods)
+            }
+            _ => self.alpha,
+        }
+    }
+
     /// The earliest timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.rate_timer, self.alpha_timer]
-            .into_iter()
-            .flatten()
-            .min()
+        self.rate_timer
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.alpha_timer.is_some_and(|t| t <= now) {
-            // eq. (10): α = (1 − g) α, every K_α without a CNP.
-            self.alpha *= 1.0 - self.p.g;
-            self.alpha_timer = Some(now + self.p.k_alpha);
-        }
         if self.rate_timer.is_some_and(|t| t <= now) {
             self.t += 1;
             self.rate_timer = Some(now + self.p.k);
@@ -266,9 +274,14 @@ mod tests {
     fn dcqcn_eq10_alpha_decays_per_k_alpha() {
         let mut d = Dcqcn::new(DcqcnParams::paper(G10));
         d.on_cnp(t(0));
-        d.handle_timeout(t(55));
-        // α = 1 · (1 − 1/256)
-        assert!((d.alpha - 255.0 / 256.0).abs() < 1e-12);
+        assert_eq!(d.alpha_at(t(54)), 1.0);
+        // One K_α: α = 1 · (1 − 1/256); three: (255/256)^3.
+        assert!((d.alpha_at(t(55)) - 255.0 / 256.0).abs() < 1e-12);
+        assert!((d.alpha_at(t(170)) - (255.0f64 / 256.0).powi(3)).abs() < 1e-12);
+        // A cut applies eq. (4) to the decayed α: (1 − g)·(255/256) + g.
+        d.on_cnp(t(56));
+        let want = (255.0 / 256.0) * (255.0 / 256.0) + 1.0 / 256.0;
+        assert!((d.alpha - want).abs() < 1e-12);
     }
 
     #[test]

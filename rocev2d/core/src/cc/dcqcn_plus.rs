@@ -93,7 +93,8 @@ pub struct DcqcnPlus {
     /// The last τ received.
     pub tau: Option<Duration>,
     rate_timer: Option<Instant>,
-    alpha_timer: Option<Instant>,
+    /// Start of the current run of K_α periods (the last cut); α decays lazily from here.
+    alpha_epoch: Option<Instant>,
     paused: bool,
     /// CNPs received.
     pub cuts: u64,
@@ -113,7 +114,7 @@ impl DcqcnPlus {
             k_alpha: p.k_default,
             tau: None,
             rate_timer: None,
-            alpha_timer: None,
+            alpha_epoch: None,
             paused: false,
             cuts: 0,
         }
@@ -135,6 +136,7 @@ impl DcqcnPlus {
     /// A CNP carrying period `tau` arrived: eqs. (12)–(17).
     pub fn on_cnp(&mut self, now: Instant, tau: Option<Duration>) {
         self.cuts += 1;
+        self.alpha = self.alpha_at(now);
         let line = self.p.line_rate.as_bps() as f64;
         // seed 002 §IV-B eq. (12): R_T = R_C
         self.r_t = self.r_c;
@@ -161,41 +163,47 @@ impl DcqcnPlus {
             }
         }
         self.rate_timer = Some(now + self.k);
-        self.alpha_timer = Some(now + self.k_alpha);
+        self.alpha_epoch = Some(now);
+    }
+
+    /// α at `now`: eq. (23), α = (1 − g) α, applied once per whole K_α since the last cut.
+    /// Computed when needed rather than by a periodic timer, which would keep an idle flow's
+    /// timer running forever; the values are those the timer would produce.
+    pub fn alpha_at(&self, now: Instant) -> f64 {
+        let k_alpha = self.k_alpha.as_nanos();
+        match self.alpha_epoch {
+            Some(t) if k_alpha > 0 => {
+                let periods = ((now - t).as_nanos() / k_alpha).min(i32::MAX as u64) as i32;
+                self.alpha * (1.0 - self.p.g).powi(periods)
+            }
+            _ => self.alpha,
+        }
     }
 
     /// The earliest timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.rate_timer, self.alpha_timer]
-            .into_iter()
-            .flatten()
-            .min()
+        self.rate_timer
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.alpha_timer.is_some_and(|t| t <= now) {
-            // eq. (23): α = (1 − g) α
-            self.alpha *= 1.0 - self.p.g;
-            self.alpha_timer = Some(now + self.k_alpha);
-        }
         if self.rate_timer.is_some_and(|t| t <= now) {
             self.rate_timer = Some(now + self.k);
             if !self.paused {
                 self.s += 1;
-                self.increase();
+                self.increase(now);
             }
         }
     }
 
-    fn increase(&mut self) {
+    fn increase(&mut self, now: Instant) {
         let line = self.p.line_rate.as_bps() as f64;
         let f = self.p.f;
         if self.s < f {
             // eq. (18): R_C = (R_T + R_C) / 2
         } else if self.s < 4 * f {
             // eq. (19): the step is a share of the flow's own rate, bounded by the link's
-            let step = if self.alpha > 0.1 {
+            let step = if self.alpha_at(now) > 0.1 {
                 (self.r_c / 5.0).min(line / 50.0)
             } else {
                 (self.r_c / 10.0).min(line / 100.0)
@@ -371,6 +379,7 @@ mod tests {
         assert_eq!(d.r_c, (30.8e9 + rc) / 2.0);
         // α ≤ 0.1: step = min(R_C/10, R_l/100).
         d.alpha = 0.05;
+        d.alpha_epoch = None;
         d.r_c = 1e9;
         d.r_t = 1e9;
         d.handle_timeout(t(165));

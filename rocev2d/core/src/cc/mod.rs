@@ -79,8 +79,8 @@ pub trait CongestionController: core::fmt::Debug + Send {
     }
     /// Runs timers due at `now`; a spurious call does nothing.
     fn handle_timeout(&mut self, _now: Instant) {}
-    /// Values for traces and `rocev2d stats`.
-    fn snapshot(&self) -> CcSnapshot;
+    /// Values for traces and `rocev2d stats`, as of `now`.
+    fn snapshot(&self, now: Instant) -> CcSnapshot;
 }
 
 /// A controller's state for traces and stats.
@@ -114,11 +114,11 @@ impl CongestionController for Dcqcn {
     fn handle_timeout(&mut self, now: Instant) {
         Dcqcn::handle_timeout(self, now);
     }
-    fn snapshot(&self) -> CcSnapshot {
+    fn snapshot(&self, now: Instant) -> CcSnapshot {
         CcSnapshot {
             rate: Dcqcn::rate(self),
             target: Some(Rate::from_bps(self.r_t as u64)),
-            alpha: Some(self.alpha),
+            alpha: Some(self.alpha_at(now)),
             n: None,
             cnps: self.cuts,
         }
@@ -141,11 +141,11 @@ impl CongestionController for DcqcnPlus {
     fn handle_timeout(&mut self, now: Instant) {
         DcqcnPlus::handle_timeout(self, now);
     }
-    fn snapshot(&self) -> CcSnapshot {
+    fn snapshot(&self, now: Instant) -> CcSnapshot {
         CcSnapshot {
             rate: DcqcnPlus::rate(self),
             target: Some(Rate::from_bps(self.r_t as u64)),
-            alpha: Some(self.alpha),
+            alpha: Some(self.alpha_at(now)),
             n: None,
             cnps: self.cuts,
         }
@@ -182,11 +182,11 @@ impl CongestionController for Dart {
     fn handle_timeout(&mut self, now: Instant) {
         self.dcqcn.handle_timeout(now);
     }
-    fn snapshot(&self) -> CcSnapshot {
+    fn snapshot(&self, now: Instant) -> CcSnapshot {
         CcSnapshot {
             n: Some(self.dasr.n),
             rate: self.rate(),
-            ..self.dcqcn.snapshot()
+            ..self.dcqcn.snapshot(now)
         }
     }
 }
@@ -199,7 +199,7 @@ impl CongestionController for LineRate {
     fn rate(&self) -> Rate {
         self.0
     }
-    fn snapshot(&self) -> CcSnapshot {
+    fn snapshot(&self, _now: Instant) -> CcSnapshot {
         CcSnapshot {
             rate: self.0,
             ..CcSnapshot::default()
@@ -455,7 +455,7 @@ mod tests {
                         }
                         Op::Pause(p) => cc.set_paused(p),
                     }
-                    let s = cc.snapshot();
+                    let s = cc.snapshot(now);
                     prop_assert!(s.rate <= line, "{cfg:?}: rate {} above line", s.rate);
                     prop_assert!(s.rate.as_bps() >= line.as_bps() / 10_000, "{cfg:?}: rate {} below any R_min", s.rate);
                     if let Some(a) = s.alpha {

@@ -27,6 +27,7 @@ mod responder;
 pub mod state;
 mod timer;
 
+use crate::cc::{AnyController, CcConfig, CcSnapshot, CnpInfo, Pacer, ReceiverCc};
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::mr::{Lkey, Memory, MrId, MrTable, PdId, Rkey};
 use crate::time::{Duration, Instant};
@@ -36,7 +37,7 @@ use alloc::vec::Vec;
 use core::net::IpAddr;
 use requester::Requester;
 use responder::Responder;
-pub use state::{ModifyError, Mtu, Path, QpAttr, QpState};
+pub use state::{ExtCaps, ModifyError, Mtu, Path, QpAttr, QpState};
 use timer::{Timer, TimerTable};
 
 /// Handle of a completion queue within an [`crate::Endpoint`].
@@ -154,6 +155,9 @@ pub struct SendWr {
     pub fence: bool,
     /// Ask for a solicited event at the peer (`IBV_SEND_SOLICITED`).
     pub solicited: bool,
+    /// Dart look-ahead: this message starts an incast group (seed 000 §III-D); sent only to a
+    /// peer that announced look-ahead support.
+    pub lookahead: Option<crate::wire::ext::Lookahead>,
 }
 
 impl SendWr {
@@ -167,6 +171,7 @@ impl SendWr {
             signaled: true,
             fence: false,
             solicited: false,
+            lookahead: None,
         }
     }
     /// Appends a scatter/gather element.
@@ -187,6 +192,21 @@ impl SendWr {
     /// Sets the fence flag.
     pub fn fence(mut self) -> Self {
         self.fence = true;
+        self
+    }
+    /// Announces an incast group of `group_size` senders with these 16-bit sender ids (at
+    /// most [`crate::wire::ext::MAX_LOOKAHEAD`] are listed; the rest are counted by size).
+    pub fn lookahead(mut self, group_size: u16, members: &[u16]) -> Self {
+        let mut l = crate::wire::ext::Lookahead {
+            group_size,
+            member_count: 0,
+            members: [0; crate::wire::ext::MAX_LOOKAHEAD],
+        };
+        for (slot, id) in l.members.iter_mut().zip(members) {
+            *slot = *id;
+            l.member_count += 1;
+        }
+        self.lookahead = Some(l);
         self
     }
     /// Sets the solicited-event flag.
@@ -229,7 +249,7 @@ pub enum PostError {
 }
 
 /// Sizes and limits fixed at QP creation (`ibv_qp_cap` plus rocev2's own knobs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QpConfig {
     /// Protection domain of the QP.
     pub pd: PdId,
@@ -252,6 +272,10 @@ pub struct QpConfig {
     pub ack_req_every: u32,
     /// Most PSNs the requester has outstanding.
     pub max_inflight_psns: u32,
+    /// Congestion control; `None` sends unpaced, as fast as the caller polls.
+    pub cc: Option<CcConfig>,
+    /// Bytes a paced QP may send back to back after idling (the pacer's bucket).
+    pub pacer_burst_bytes: u64,
 }
 
 impl QpConfig {
@@ -269,7 +293,15 @@ impl QpConfig {
             max_inline_data: 64,
             ack_req_every: 16,
             max_inflight_psns: 1024,
+            cc: None,
+            pacer_burst_bytes: 16 * 1024,
         }
+    }
+
+    /// The same configuration with congestion control `cc`.
+    pub fn with_cc(mut self, cc: CcConfig) -> QpConfig {
+        self.cc = Some(cc);
+        self
     }
 }
 
@@ -296,6 +328,12 @@ pub struct QpCounters {
     pub out_of_sequence: u64,
     /// Responses that matched no outstanding request (stale duplicates included).
     pub unexpected_responses: u64,
+    /// CE-marked data packets received.
+    pub ce_received: u64,
+    /// CNPs sent to the peer.
+    pub cnps_sent: u64,
+    /// CNPs received from the peer.
+    pub cnps_received: u64,
 }
 
 /// A local region range resolved from an SGE: where [`Memory`] finds the bytes.
@@ -366,6 +404,8 @@ pub(crate) struct Env<'a> {
     pub mrs: &'a MrTable,
     pub mem: &'a mut dyn Memory,
     pub complete: &'a mut dyn FnMut(CqId, WorkCompletion) -> bool,
+    /// The endpoint's receiver-side congestion state (notification point, DASR).
+    pub rx_cc: &'a mut ReceiverCc,
 }
 
 /// A Reliable Connected queue pair.
@@ -391,6 +431,12 @@ pub struct Qp {
     /// Whose turn it is when both halves have something to send.
     responder_next: bool,
     counters: QpCounters,
+    /// Extensions the peer announced at connection setup (docs/wire.md).
+    peer_ext: ExtCaps,
+    cc: Option<AnyController>,
+    pacer: Option<Pacer>,
+    /// A CNP to send (with DCQCN+'s τ), ahead of everything else.
+    cnp_out: Option<Option<Duration>>,
 }
 
 impl Qp {
@@ -416,6 +462,51 @@ impl Qp {
             timers: TimerTable::default(),
             responder_next: true,
             counters: QpCounters::default(),
+            peer_ext: ExtCaps::default(),
+            cc: cfg.cc.map(|c| c.build()),
+            pacer: cfg
+                .cc
+                .map(|c| Pacer::new(c.line_rate(), cfg.pacer_burst_bytes)),
+            cnp_out: None,
+        }
+    }
+
+    /// The congestion controller's state at `now`, for traces and stats.
+    pub fn cc_snapshot(&self, now: Instant) -> Option<CcSnapshot> {
+        self.cc.as_ref().map(|c| c.as_dyn().snapshot(now))
+    }
+
+    /// PFC paused or resumed this QP's priority (DCQCN+ holds recovery while paused).
+    pub fn set_paused(&mut self, paused: bool) {
+        if let Some(c) = &mut self.cc {
+            c.as_dyn_mut().set_paused(paused);
+        }
+    }
+
+    /// Accounts a paced packet of `bytes` that just left; the pacer spaces the next one at the
+    /// controller's current rate.
+    fn on_paced_send(&mut self, now: Instant, bytes: usize) {
+        if let (Some(p), Some(c)) = (&mut self.pacer, &self.cc) {
+            p.set_rate(c.as_dyn().rate());
+            p.on_send(now, bytes as u64);
+        }
+        if let Some(c) = &mut self.cc {
+            c.as_dyn_mut().on_packet_sent(now, bytes as u64);
+        }
+    }
+
+    /// Queues a CNP to the peer's QP (DCQCN NP, or DCQCN+'s list walk with its τ).
+    pub(crate) fn queue_cnp(&mut self, tau: Option<Duration>) {
+        if self.can_respond() && self.path.is_some() {
+            self.cnp_out = Some(tau);
+        }
+    }
+
+    /// A CNP for this QP arrived: the sender's controller reacts (seed 002 §II-B, §IV-B).
+    pub(crate) fn on_cnp(&mut self, now: Instant, tau: Option<Duration>) {
+        self.counters.cnps_received += 1;
+        if let Some(c) = &mut self.cc {
+            c.as_dyn_mut().on_cnp(now, &CnpInfo::new(tau));
         }
     }
 
@@ -494,6 +585,9 @@ impl Qp {
         if let Some(v) = attr.max_rd_atomic {
             self.max_rd_atomic = v;
         }
+        if let Some(v) = attr.peer_ext {
+            self.peer_ext = v;
+        }
         match to {
             QpState::Error => self.enter_error(None, env),
             QpState::Reset => {
@@ -542,9 +636,22 @@ impl Qp {
 
     /// True when the QP has a packet to send now (used by the endpoint's scheduler).
     pub(crate) fn wants_to_send(&self, now: Instant) -> bool {
-        self.resp.has_fatal_nak()
-            || (self.can_respond() && self.resp.has_output())
+        self.cnp_out.is_some()
+            || self.resp.has_fatal_nak()
+            || (self.can_respond() && responder::has_sendable(self, now))
             || (self.can_request() && requester::has_sendable(self, now))
+    }
+
+    /// True when the pacer lets a data packet leave at `now` (always, without congestion
+    /// control).
+    fn pacer_ready(&self, now: Instant) -> bool {
+        self.pacer.is_none_or(|p| p.ready(now))
+    }
+
+    /// True when paced work is waiting for nothing but the pacer.
+    fn paced_work_waiting(&self) -> bool {
+        (self.can_respond() && self.resp.read_pending())
+            || (self.can_request() && !requester::blocked(self))
     }
 
     fn can_respond(&self) -> bool {
@@ -557,7 +664,10 @@ impl Qp {
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
         let path = self.path?;
-        let n = match responder::transmit_fatal_nak(self, &path, buf) {
+        let n = match self
+            .transmit_cnp(&path, buf)
+            .or_else(|| responder::transmit_fatal_nak(self, &path, buf))
+        {
             Some(n) => n,
             None => {
                 let order = if self.responder_next {
@@ -590,13 +700,42 @@ impl Qp {
         Some(n)
     }
 
-    /// The earliest timer deadline.
+    /// Sends a queued CNP (RoCEv2 Annex A17.9.1), with τ in REXT when the peer reads it.
+    fn transmit_cnp(&mut self, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
+        let tau = self.cnp_out?;
+        let mut roce = RoceRepr::new(crate::wire::cnp::bth(self.dest_qpn, self.p_key));
+        if let Some(tau) = tau.filter(|_| self.peer_ext.cnp_tau) {
+            roce.bth.tver = crate::wire::ext::TVER;
+            let tau_ns = u32::try_from(tau.as_nanos()).unwrap_or(u32::MAX);
+            roce.ext = Some(crate::wire::ExtRepr {
+                tau_ns: Some(tau_ns),
+                ..Default::default()
+            });
+        }
+        let n = self.emit(path, roce, 0, buf, |_| {})?;
+        self.cnp_out = None;
+        self.counters.cnps_sent += 1;
+        Some(n)
+    }
+
+    /// The earliest deadline: QP timers, the controller's timers, and the pacer when paced work
+    /// waits for it.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next()
+        let pacer = self
+            .pacer
+            .filter(|_| self.paced_work_waiting())
+            .map(|p| p.next_send());
+        let cc = self.cc.as_ref().and_then(|c| c.as_dyn().poll_timeout());
+        [self.timers.next(), cc, pacer].into_iter().flatten().min()
     }
 
     /// Runs the timers whose deadline passed; a spurious call does nothing.
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
+        if let Some(c) = &mut self.cc {
+            if c.as_dyn().poll_timeout().is_some_and(|t| t <= env.now) {
+                c.as_dyn_mut().handle_timeout(env.now);
+            }
+        }
         let fired = self.timers.expired(env.now);
         if fired[Timer::Rnr as usize] {
             // The wait is over: the retry goes out on the next poll_transmit.
@@ -614,18 +753,58 @@ impl Qp {
         env: &mut Env<'_>,
         roce: &RoceRepr,
         payload: &[u8],
-        _ecn: Ecn,
+        ecn: Ecn,
     ) {
         let Some(op) = roce.bth.opcode.operation() else {
             return;
         };
         self.counters.rx_packets += 1;
+        if op.is_send() || op.is_rdma_write() || op.is_read_response() {
+            self.notify_data(env, roce, op, payload.len(), ecn);
+        }
         if op.is_request() {
             if self.can_respond() {
                 responder::on_request(self, env, roce, op, payload);
             }
         } else if matches!(self.state, QpState::Rts | QpState::Sqd) {
             requester::on_response(self, env, roce, op, payload);
+        }
+    }
+
+    /// Feeds a data packet to the endpoint's receiver-side congestion control (notification
+    /// point, DASR) and queues the CNP it asks for.
+    fn notify_data(
+        &mut self,
+        env: &mut Env<'_>,
+        roce: &RoceRepr,
+        op: crate::wire::Operation,
+        bytes: usize,
+        ecn: Ecn,
+    ) {
+        let Some(path) = &self.path else { return };
+        let ce = ecn == Ecn::Ce;
+        self.counters.ce_received += ce as u64;
+        // DASR identifies a sender by the low 16 bits of its address (cc::dasr).
+        let sender = match path.dst_ip {
+            IpAddr::V4(a) => u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
+            IpAddr::V6(a) => u16::from_be_bytes([a.octets()[14], a.octets()[15]]),
+        };
+        let p_key = roce.bth.p_key;
+        if let Some(l) = roce.ext.as_ref().and_then(|e| e.lookahead.as_ref()) {
+            env.rx_cc
+                .on_lookahead(env.now, p_key, l.group_size, l.members());
+        }
+        let pos = op.position();
+        let arrival = crate::cc::DataArrival {
+            p_key,
+            sender,
+            starts: pos.starts_message() && !op.is_read_response(),
+            ends: pos.ends_message() && !op.is_read_response(),
+            bytes: bytes as u64,
+            ce,
+        };
+        if let crate::cc::Notify::Cnp(tau) = env.rx_cc.on_data(env.now, self.qpn, &arrival) {
+            self.queue_cnp(tau);
         }
     }
 
@@ -646,12 +825,16 @@ impl Qp {
         buf: &mut Vec<u8>,
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<usize> {
+        // Only data packets are ECN-capable: switches mark data, and the notification point
+        // reacts to marked data only (seed 002 §II-B).
+        let carries_data = roce.bth.opcode.layout().is_ok_and(|l| l.payload);
+        let ecn = if carries_data { path.ecn } else { Ecn::NotEct };
         let ip = match (path.src_ip, path.dst_ip) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4 {
                 src,
                 dst,
                 dscp: path.dscp,
-                ecn: path.ecn,
+                ecn,
                 // Identification 0 with DF, as a UDP socket's kernel would write it, so all
                 // datapaths produce the same ICRC (docs/wire.md, "ICRC in each datapath mode").
                 identification: 0,
@@ -662,7 +845,7 @@ impl Qp {
                 src,
                 dst,
                 dscp: path.dscp,
-                ecn: path.ecn,
+                ecn,
                 flow_label: path.flow_label,
                 hop_limit: path.hop_limit,
             },

@@ -173,8 +173,8 @@ impl Requester {
     }
 }
 
-/// Why the requester cannot start or continue right now, if it cannot.
-fn blocked(qp: &Qp) -> bool {
+/// True when the requester cannot start or continue right now, the pacer aside.
+pub(super) fn blocked(qp: &Qp) -> bool {
     let r = &qp.req;
     let Some(w) = r.sq.get(r.cursor) else {
         return true;
@@ -192,8 +192,8 @@ fn blocked(qp: &Qp) -> bool {
 }
 
 /// True when [`transmit`] would produce a packet.
-pub(super) fn has_sendable(qp: &Qp, _now: Instant) -> bool {
-    !blocked(qp)
+pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
+    !blocked(qp) && qp.pacer_ready(now)
 }
 
 pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bool) -> BthRepr {
@@ -271,7 +271,7 @@ pub(super) fn transmit(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Option<usize> {
-    if blocked(qp) {
+    if blocked(qp) || !qp.pacer_ready(env.now) {
         return None;
     }
     if qp.req.cursor == qp.req.assigned {
@@ -395,6 +395,14 @@ pub(super) fn transmit(
                 }
                 _ => {}
             }
+            // Dart's look-ahead rides on a message's first packet (seed 000 §III-D).
+            if let Some(l) = w.wr.lookahead.filter(|_| first && qp.peer_ext.lookahead) {
+                roce.bth.tver = crate::wire::ext::TVER;
+                roce.ext = Some(crate::wire::ExtRepr {
+                    lookahead: Some(l),
+                    ..Default::default()
+                });
+            }
             (roce, offset, plen, psn.next())
         }
     };
@@ -420,6 +428,7 @@ pub(super) fn transmit(
     if !qp.timers.is_set(Timer::Retransmit) {
         qp.arm_retransmit(env.now);
     }
+    qp.on_paced_send(env.now, n);
     Some(n)
 }
 
@@ -546,6 +555,11 @@ pub(super) fn on_response(
 ) {
     let psn = roce.bth.psn;
     let syndrome = roce.aeth.map(|a| a.syndrome);
+    // Every AETH may carry DASR's N for the controller (seed 000 §III-A).
+    if let (Some(c), Some(_)) = (&mut qp.cc, roce.aeth) {
+        let n = roce.ext.and_then(|e| e.dasr_n);
+        c.as_dyn_mut().on_ack(env.now, &crate::cc::AckInfo::new(n));
+    }
     match (op, syndrome) {
         (Operation::Acknowledge, Some(Syndrome::Ack(_))) => match ack_through(qp, env, psn) {
             Acked::Ok => {}

@@ -22,6 +22,7 @@ use super::requester::bth;
 use super::{Env, Path, Qp, RecvWr, Seg, gather, resolve_local, scatter, wc};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, PdId, Rkey};
+use crate::time::Instant;
 use crate::wire::opcode::Position;
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, Credits, Msn, NakCode, Operation, Psn, RnrTimer, RoceRepr,
@@ -148,8 +149,9 @@ impl Responder {
     pub(super) fn push(&mut self, wr: RecvWr) {
         self.rq.push_back(wr);
     }
-    pub(super) fn has_output(&self) -> bool {
-        !self.out.is_empty()
+    /// True when the next response is a READ response, which the pacer spaces.
+    pub(super) fn read_pending(&self) -> bool {
+        matches!(self.out.front(), Some(Out::Read { .. }))
     }
     pub(super) fn has_fatal_nak(&self) -> bool {
         self.fatal_nak.is_some()
@@ -600,6 +602,10 @@ pub(super) fn transmit(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Option<usize> {
+    if qp.resp.read_pending() && !qp.pacer_ready(env.now) {
+        // Responses leave in order, so everything waits behind a paced READ response.
+        return None;
+    }
     let pd = qp.cfg.pd;
     let ack = Syndrome::Ack(Credits::UNLIMITED);
     let aeth = |qp: &Qp, syndrome| {
@@ -659,6 +665,7 @@ pub(super) fn transmit(
             (roce, plen, Some(source))
         }
     };
+    let roce = with_dasr_n(qp, env, roce);
     let mem: &dyn crate::mr::Memory = &*env.mem;
     let n = qp.emit(path, roce, plen, buf, |dst| {
         if let Some(Target {
@@ -694,7 +701,30 @@ pub(super) fn transmit(
             qp.resp.out.pop_front();
         }
     }
+    if source.is_some() {
+        qp.on_paced_send(env.now, n);
+    }
     Some(n)
+}
+
+/// True when [`transmit`] would produce a packet.
+pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
+    !qp.resp.out.is_empty() && (!qp.resp.read_pending() || qp.pacer_ready(now))
+}
+
+/// Adds DASR's N to a packet carrying an AETH when the peer reads it (seed 000 §III-A: "N is
+/// piggybacked on every ACK").
+fn with_dasr_n(qp: &Qp, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
+    if roce.aeth.is_some() && qp.peer_ext.dasr_n {
+        if let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key) {
+            roce.bth.tver = crate::wire::ext::TVER;
+            roce.ext = Some(crate::wire::ExtRepr {
+                dasr_n: Some(n),
+                ..Default::default()
+            });
+        }
+    }
+    roce
 }
 
 /// Sends the NAK that put the QP into Error, once.

@@ -105,6 +105,26 @@ pub struct Path {
     pub flow_label: u32,
 }
 
+/// The rocev2 extensions a peer announced it understands (docs/wire.md, "Negotiation"). A QP
+/// sends a REXT field or IOFD tokens only when the peer announced it; a standard peer announces
+/// nothing and never sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExtCaps {
+    /// DASR's N on ACKs (seed 000 §III-A).
+    pub dasr_n: bool,
+    /// DCQCN+'s τ on CNPs (seed 002 eq. (11)).
+    pub cnp_tau: bool,
+    /// Dart's look-ahead on first packets (seed 000 §III-D).
+    pub lookahead: bool,
+}
+
+impl ExtCaps {
+    /// True when the peer understands at least one REXT field.
+    pub const fn any(&self) -> bool {
+        self.dasr_n || self.cnp_tau || self.lookahead
+    }
+}
+
 /// Attributes for [`super::Qp`] state transitions; `None` means "not in the attribute mask".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpAttr {
@@ -136,6 +156,8 @@ pub struct QpAttr {
     /// READ/atomic requests the requester has outstanding at once (RTR→RTS), at most
     /// [`MAX_RD_ATOMIC`].
     pub max_rd_atomic: Option<u8>,
+    /// rocev2 extensions the peer announced (optional at INIT→RTR).
+    pub peer_ext: Option<ExtCaps>,
 }
 
 /// The most READ/atomic requests a QP keeps outstanding in either direction (the device's
@@ -184,6 +206,7 @@ enum A {
     RetryCnt,
     RnrRetry,
     MaxRdAtomic,
+    PeerExt,
 }
 
 impl A {
@@ -202,6 +225,7 @@ impl A {
             A::RetryCnt => "retry_cnt",
             A::RnrRetry => "rnr_retry",
             A::MaxRdAtomic => "max_rd_atomic",
+            A::PeerExt => "peer_ext",
         }
     }
 }
@@ -222,6 +246,7 @@ impl QpAttr {
             (self.retry_cnt.is_some(), A::RetryCnt),
             (self.rnr_retry.is_some(), A::RnrRetry),
             (self.max_rd_atomic.is_some(), A::MaxRdAtomic),
+            (self.peer_ext.is_some(), A::PeerExt),
         ]
         .into_iter()
         .filter_map(|(on, a)| on.then_some(a))
@@ -287,7 +312,7 @@ pub fn validate(from: QpState, to: QpState, attr: &QpAttr) -> Result<(), ModifyE
         (Init, Init) => (&[], &[PKey, Access]),
         (Init, Rtr) => (
             &[Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer],
-            &[PKey, Access],
+            &[PKey, Access, PeerExt],
         ),
         (Rtr, Rts) => (
             &[SqPsn, Timeout, RetryCnt, RnrRetry, MaxRdAtomic],

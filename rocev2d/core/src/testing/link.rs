@@ -59,6 +59,9 @@ pub struct LinkConfig {
     pub reorder_delay: Duration,
     /// Probability that one bit of a frame is flipped.
     pub corrupt: f64,
+    /// Probability that an ECN-capable (ECT) IP packet is marked CE, as a congested switch
+    /// would; the IPv4 header checksum is fixed, and the ICRC does not cover the ECN bits.
+    pub ce_mark: f64,
     /// Seed of the link's generator.
     pub seed: u64,
 }
@@ -73,6 +76,7 @@ impl Default for LinkConfig {
             reorder: 0.0,
             reorder_delay: Duration::from_micros(10),
             corrupt: 0.0,
+            ce_mark: 0.0,
             seed: 0,
         }
     }
@@ -110,6 +114,11 @@ impl LinkConfig {
         self.corrupt = p;
         self
     }
+    /// Sets [`LinkConfig::ce_mark`].
+    pub fn ce_mark(mut self, p: f64) -> Self {
+        self.ce_mark = p;
+        self
+    }
     /// Sets [`LinkConfig::seed`].
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -132,6 +141,8 @@ pub struct LinkStats {
     pub reordered: u64,
     /// Frames with a flipped bit.
     pub corrupted: u64,
+    /// ECT packets marked CE.
+    pub ce_marked: u64,
 }
 
 /// A probability as a threshold on a uniform `u64` draw, in units of 2^-64 (module docs).
@@ -152,6 +163,63 @@ impl Chance {
     }
 }
 
+/// Where the IP header starts in an Ethernet frame (after an optional 802.1Q tag), and its
+/// version.
+fn ip_header(frame: &[u8]) -> Option<(usize, u8)> {
+    let mut at = 12;
+    if frame.get(at..at + 2)? == [0x81, 0x00] {
+        at += 4;
+    }
+    let ethertype = frame.get(at..at + 2)?;
+    let ip = at + 2;
+    match ethertype {
+        [0x08, 0x00] => Some((ip, 4)),
+        [0x86, 0xdd] => Some((ip, 6)),
+        _ => None,
+    }
+}
+
+/// The ECN bits of an IP frame.
+fn ecn_bits(frame: &[u8]) -> Option<u8> {
+    let (ip, v) = ip_header(frame)?;
+    match v {
+        4 => frame.get(ip + 1).map(|tos| tos & 3),
+        _ => frame.get(ip + 1).map(|b| (b >> 4) & 3),
+    }
+}
+
+fn is_ect(frame: &[u8]) -> bool {
+    matches!(ecn_bits(frame), Some(1 | 2))
+}
+
+/// Sets ECN to CE (RFC 3168) and fixes the IPv4 header checksum.
+fn mark_ce(frame: &mut [u8]) {
+    let Some((ip, v)) = ip_header(frame) else {
+        return;
+    };
+    if v == 6 {
+        if let Some(b) = frame.get_mut(ip + 1) {
+            *b |= 0x30;
+        }
+        return;
+    }
+    let ihl = frame.get(ip).map_or(0, |b| (b & 0x0f) as usize * 4);
+    let Some(hdr) = frame.get_mut(ip..ip + ihl) else {
+        return;
+    };
+    hdr[1] |= 3;
+    hdr[10] = 0;
+    hdr[11] = 0;
+    let mut sum: u32 = hdr
+        .chunks(2)
+        .map(|w| u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0)))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    hdr[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
 /// A seeded one-way in-memory link carrying opaque frames.
 #[derive(Clone, Debug)]
 pub struct Link {
@@ -160,6 +228,7 @@ pub struct Link {
     duplicate: Chance,
     reorder: Chance,
     corrupt: Chance,
+    ce_mark: Chance,
     rng: ChaCha8Rng,
     /// Frames in flight by (arrival, send sequence number).
     queue: BTreeMap<(Instant, u64), Vec<u8>>,
@@ -177,6 +246,7 @@ impl Link {
             duplicate: Chance::new(cfg.duplicate),
             reorder: Chance::new(cfg.reorder),
             corrupt: Chance::new(cfg.corrupt),
+            ce_mark: Chance::new(cfg.ce_mark),
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             queue: BTreeMap::new(),
             next_seq: 0,
@@ -184,6 +254,13 @@ impl Link {
             stats: LinkStats::default(),
             cfg,
         }
+    }
+
+    /// Changes the CE marking probability from now on (a congestion episode starting or
+    /// ending).
+    pub fn set_ce_mark(&mut self, p: f64) {
+        self.cfg.ce_mark = p;
+        self.ce_mark = Chance::new(p);
     }
 
     /// The configuration the link was built with.
@@ -215,6 +292,10 @@ impl Link {
                 *byte ^= 1 << (bit % 8);
                 self.stats.corrupted += 1;
             }
+        }
+        if self.ce_mark.0 != 0 && is_ect(&frame) && self.ce_mark.roll(&mut self.rng) {
+            mark_ce(&mut frame);
+            self.stats.ce_marked += 1;
         }
         let arrival = departure + self.cfg.delay;
         if self.duplicate.roll(&mut self.rng) {

@@ -7,10 +7,11 @@
 //! straight to posting work requests.
 
 use super::{Link, LinkConfig};
+use crate::cc::CcConfig;
 use crate::cq::WorkCompletion;
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::mr::{AccessFlags, MrInfo, PdId, VecMemory};
-use crate::qp::{CqId, Mtu, Path, QpAttr, QpConfig, QpState};
+use crate::qp::{CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
 use crate::time::Instant;
 use crate::wire::Qpn;
 use crate::wire::frame::Ecn;
@@ -81,6 +82,10 @@ pub struct ConnectOptions {
     pub caps: fn(PdId, CqId) -> QpConfig,
     /// CQ capacity.
     pub cq_len: usize,
+    /// Congestion control of both QPs (`None`: unpaced).
+    pub cc: Option<CcConfig>,
+    /// Extensions each side announces to the other.
+    pub peer_ext: ExtCaps,
 }
 
 impl Default for ConnectOptions {
@@ -103,6 +108,8 @@ impl Default for ConnectOptions {
             mr_access: all,
             caps: |pd, cq| QpConfig::new(pd, cq, cq),
             cq_len: 4096,
+            cc: None,
+            peer_ext: ExtCaps::default(),
         }
     }
 }
@@ -172,7 +179,9 @@ impl Pair {
             let mr =
                 h.ep.register_mr(pd, 0x1000_0000, o.mr_len as u64, o.mr_access)?;
             h.mem.insert(mr.id, vec![0; o.mr_len]);
-            let qpn = h.ep.create_qp((o.caps)(pd, cq))?;
+            let mut cfg = (o.caps)(pd, cq);
+            cfg.cc = o.cc.or(cfg.cc);
+            let qpn = h.ep.create_qp(cfg)?;
             let init = QpAttr {
                 p_key: Some(0xffff),
                 access: Some(o.qp_access),
@@ -196,6 +205,7 @@ impl Pair {
                 rq_psn: Some(rq_psn),
                 max_dest_rd_atomic: Some(o.rd_atomic),
                 min_rnr_timer: Some(o.min_rnr_timer),
+                peer_ext: Some(o.peer_ext),
                 ..QpAttr::default()
             };
             h.ep.modify_qp(qpn, QpState::Rtr, &rtr, now, &mut h.mem)?;
