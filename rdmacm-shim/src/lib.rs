@@ -1,0 +1,13 @@
+//! Connection setup for rocev2 queue pairs.
+//!
+//! Two RC QPs can only talk once each knows the other's QP number, first PSN and address. This
+//! crate provides the ways real tools exchange them:
+//!
+//! - [`oob`]: the TCP exchange of rdma-core's `ibv_rc_pingpong` (port 18515, one
+//!   `LID:QPN:PSN:GID` text message each way), so rocev2's `rc_pingpong` pairs with
+//!   `ibv_rc_pingpong` on a Linux soft-RoCE host or a RoCE NIC.
+//!
+//! NOT IMPLEMENTED (issue 4/rdma_cm): IB CM MADs on QP1 (REQ/REP/RTU/DREQ/DREP, as in
+//! `../shared/captures/rping_cm.pcap`).
+
+pub mod oob;
