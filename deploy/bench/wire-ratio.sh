@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wire hot paths against a plain CRC-32 of the same bytes (STYLE §4.6: measure the reference in
 # the same run, print the ratio). Runs `benches/wire.rs` of rocev2-core, then reads criterion's
-# estimates (target/criterion/<group>/<path>/new/estimates.json) and prints, per path, the mean
+# estimates (target/criterion/<group>/<path>/new/estimates.json) and prints, per path, the median
 # time per frame, the throughput, the ratio to the plain CRC and the ratio to the path's own
 # floor (for the build path: payload copy + plain CRC). Extra arguments go to criterion
 # (e.g. `--measurement-time 10`). The BENCHMARKS.md target is a ratio within 1.25.
@@ -17,9 +17,11 @@ group="${CARGO_TARGET_DIR:-$root/target}/criterion/wire_write_only_4k"
 paths=(build_icrc parse_verify copy_crc32 plain_crc32)
 floor() { [ "$1" = build_icrc ] && echo copy_crc32 || echo plain_crc32; }
 
-# The mean's point estimate in ns, from criterion's JSON, without needing jq.
-mean_ns() {
-    sed -nE 's/.*"mean":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' \
+# The median's point estimate in ns, from criterion's JSON, without needing jq. The median, not
+# the mean: on a shared machine a few descheduled samples drag the mean up, and they do not hit
+# every path equally, which would distort exactly the ratios this script exists to print.
+median_ns() {
+    sed -nE 's/.*"median":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' \
         "$group/$1/new/estimates.json"
 }
 # Bytes per iteration as declared with Throughput::Bytes.
@@ -34,11 +36,11 @@ for p in "${paths[@]}"; do
     fi
 done
 
-crc_ns="$(mean_ns plain_crc32)"
-printf '\n%-14s %10s %8s %16s %18s\n' "path" "mean (ns)" "GB/s" "x plain CRC-32" "x own floor"
+crc_ns="$(median_ns plain_crc32)"
+printf '\n%-14s %12s %8s %16s %18s\n' "path" "median (ns)" "GB/s" "x plain CRC-32" "x own floor"
 for p in "${paths[@]}"; do
-    ns="$(mean_ns "$p")"
+    ns="$(median_ns "$p")"
     f="$(floor "$p")"
-    awk -v p="$p" -v ns="$ns" -v b="$(bytes "$p")" -v crc="$crc_ns" -v fl="$(mean_ns "$f")" -v f="$f" \
-        'BEGIN { printf "%-14s %10.1f %8.2f %16.3f %18s\n", p, ns, b / ns, ns / crc, sprintf("%.3f (%s)", ns / fl, f) }'
+    awk -v p="$p" -v ns="$ns" -v b="$(bytes "$p")" -v crc="$crc_ns" -v fl="$(median_ns "$f")" -v f="$f" \
+        'BEGIN { printf "%-14s %12.1f %8.2f %16.3f %18s\n", p, ns, b / ns, ns / crc, sprintf("%.3f (%s)", ns / fl, f) }'
 done
