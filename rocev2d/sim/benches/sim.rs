@@ -1,0 +1,2 @@
+//! Model throughput benchmarks (in progress).
+fn main() {}

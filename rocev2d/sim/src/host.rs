@@ -1,0 +1,145 @@
+//! Hosts: the real `rocev2_core::Endpoint` behind a modelled NIC.
+//!
+//! The NIC has one port. When the port is free it takes the next frame: first any queued
+//! ACK/NAK/atomic ACK/CNP (opcodes 0x11, 0x12, 0x81, seed 000 §VI-A: high priority for ACKs),
+//! then data. Frames are pulled from the engine with `poll_transmit` only when the port can send,
+//! so the engine's own scheduling (round robin over QPs, and per-QP pacing once congestion
+//! control lands) decides the order of data; a pull that yields a control frame queues it and
+//! pulls again, so a control frame waits at most for one data frame already on the wire. The
+//! engine's deadlines (`poll_timeout`: retransmission, RNR and pacer timers) become `HostWake`
+//! events.
+//!
+//! Memory: `NullMemory` for runs at scale (payload bytes are zeros and vanish), `VecMemory` when a
+//! test checks the data (one region per host, `verify_mr_bytes` long).
+//!
+//! Deviations: the NIC has no DMA, PCIe or processing delay, and receives at any rate (it never
+//! sends PFC); control frames pulled while data is paused wait with it (one queue per priority,
+//! no per-priority engine pull).
+
+use rocev2_core::Endpoint;
+use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
+use rocev2_core::qp::CqId;
+use serde::{Deserialize, Serialize};
+
+/// `[host]`: QP and NIC settings of every host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostSpec {
+    /// Path MTU, bytes (256, 512, 1024, 2048 or 4096).
+    pub mtu: u32,
+    /// Local ACK timeout code: 4.096 µs · 2^timeout (IBA §9.7.6.1.3).
+    pub timeout: u8,
+    /// Retries after a timeout or NAK (0–7).
+    pub retry_cnt: u8,
+    /// PSNs the requester keeps outstanding.
+    pub max_inflight_psns: u32,
+    /// AckReq every this many packets.
+    pub ack_req_every: u32,
+    /// Largest WRITE per work request; longer flows post several.
+    pub wr_bytes: u32,
+    /// Work requests a flow keeps posted.
+    pub wr_depth: u32,
+    /// DSCP of every packet.
+    pub dscp: u8,
+    /// Send data as ECT(0) (so switches mark) or Not-ECT.
+    pub ect: bool,
+    /// Back each host with a `VecMemory` region of this many bytes and check data (tests);
+    /// 0 = `NullMemory`.
+    pub verify_mr_bytes: u32,
+}
+
+impl Default for HostSpec {
+    /// MTU 1024 (seed 003 slide 14 uses a 1000-byte MTU; seed 000's set-up uses 1 KB packets),
+    /// timeout code 10 (4.2 ms), 7 retries, the engine's 1024 PSNs in flight and AckReq every 16,
+    /// 1 MiB per work request with 4 posted, DSCP 26, ECT(0), no data checking.
+    fn default() -> Self {
+        HostSpec {
+            mtu: 1024,
+            timeout: 10,
+            retry_cnt: 7,
+            max_inflight_psns: 1024,
+            ack_req_every: 16,
+            wr_bytes: 1 << 20,
+            wr_depth: 4,
+            dscp: 26,
+            ect: true,
+            verify_mr_bytes: 0,
+        }
+    }
+}
+
+/// A host's memory: nothing (at scale) or real bytes (data checks).
+#[derive(Debug, Clone)]
+pub enum HostMemory {
+    /// Zeros in, nothing out.
+    Null(NullMemory),
+    /// Real bytes.
+    Vec(VecMemory),
+}
+
+impl Memory for HostMemory {
+    fn read(&self, mr: MrId, offset: u64, buf: &mut [u8]) {
+        match self {
+            HostMemory::Null(m) => m.read(mr, offset, buf),
+            HostMemory::Vec(m) => m.read(mr, offset, buf),
+        }
+    }
+    fn write(&mut self, mr: MrId, offset: u64, data: &[u8]) {
+        match self {
+            HostMemory::Null(m) => m.write(mr, offset, data),
+            HostMemory::Vec(m) => m.write(mr, offset, data),
+        }
+    }
+    fn atomic(&mut self, mr: MrId, offset: u64, op: AtomicOp) -> u64 {
+        match self {
+            HostMemory::Null(m) => m.atomic(mr, offset, op),
+            HostMemory::Vec(m) => m.atomic(mr, offset, op),
+        }
+    }
+}
+
+/// One host.
+#[derive(Debug)]
+pub struct Host {
+    /// The RoCE device.
+    pub ep: Endpoint,
+    /// Its memory.
+    pub mem: HostMemory,
+    /// Its protection domain.
+    pub pd: PdId,
+    /// Its one CQ (send and receive of every QP).
+    pub cq: CqId,
+    /// Its one registered region (all flows read from / write to it).
+    pub mr: MrInfo,
+    /// Its IPv4 address.
+    pub ip: [u8; 4],
+    /// The pending `HostWake` time (`u64::MAX`: none).
+    pub wake_at: u64,
+}
+
+/// Base virtual address of every host's region.
+pub const MR_BASE: u64 = 0x1000_0000;
+
+/// Host `h`'s IPv4 address: 10.0.0.0/8 with `h + 1` in the low 24 bits.
+pub const fn host_ip(h: u32) -> [u8; 4] {
+    let v = h + 1;
+    [10, (v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+/// The host an IPv4 address belongs to.
+pub const fn ip_host(ip: [u8; 4]) -> u32 {
+    (((ip[1] as u32) << 16) | ((ip[2] as u32) << 8) | ip[3] as u32).wrapping_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_ip_round_trips() {
+        for h in [0, 1, 255, 256, 1023, 70_000] {
+            assert_eq!(ip_host(host_ip(h)), h);
+        }
+        assert_eq!(host_ip(0), [10, 0, 0, 1]);
+    }
+}

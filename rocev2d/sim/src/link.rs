@@ -1,0 +1,139 @@
+//! Ports and links: serialisation at line rate, propagation delay, per-priority egress queues.
+//!
+//! Every node's port is the egress side of one direction of a full-duplex link; its `peer` is
+//! the port at the other end (where its packets arrive). A packet occupies the link for its
+//! serialisation time `wire_bytes · 8 / rate` and arrives `delay_ns` after its last bit left
+//! (store and forward: a switch starts forwarding only after the whole packet arrived).
+//!
+//! **Wire bytes.** The engine's frames are Ethernet frames without the FCS. On the wire each one
+//! also takes the 4-byte FCS, the 8-byte preamble + SFD and the 12-byte inter-frame gap, and is
+//! padded to the 60-byte minimum first: `wire = max(len, 60) + 24`. Queues and buffers count
+//! frame bytes (`len`); links count wire bytes.
+//!
+//! Deviations: no bit errors (optional random loss per link stands in for them); PFC frames are
+//! not serialised on the link (they take 84 wire bytes of time and the propagation delay, but do
+//! not delay the data frame behind them).
+
+use crate::event::PktId;
+use crate::topology::LinkSpec;
+use std::collections::VecDeque;
+
+/// Bytes a frame of `len` bytes (without FCS) occupies on the wire.
+pub const fn wire_bytes(len: u32) -> u32 {
+    (if len < 60 { 60 } else { len }) + WIRE_OVERHEAD
+}
+
+/// FCS (4) + preamble and SFD (8) + inter-frame gap (12).
+pub const WIRE_OVERHEAD: u32 = 24;
+
+/// Priorities per port: 0 carries ACK/NAK/CNP (strict priority, seed 000 §VI-A: "high-priority
+/// queues only for ACKs"), 1 carries data.
+pub const NPRIO: usize = 2;
+/// Priority of ACK, NAK, atomic ACK and CNP packets.
+pub const PRIO_CTRL: u8 = 0;
+/// Priority of everything else.
+pub const PRIO_DATA: u8 = 1;
+
+/// Counters of one port, named as the CSV columns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Frame bytes sent.
+    pub tx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Frame bytes received.
+    pub rx_bytes: u64,
+    /// Packets dropped at this egress queue (buffer full, headroom exhausted, RED).
+    pub drops: u64,
+    /// Their bytes.
+    pub drop_bytes: u64,
+    /// Packets lost on the incoming link (fault injection).
+    pub lost: u64,
+    /// Packets this egress queue marked CE.
+    pub ecn_marks: u64,
+    /// PAUSE frames sent upstream from this ingress.
+    pub pause_sent: u64,
+    /// RESUME (XON) frames sent upstream from this ingress.
+    pub resume_sent: u64,
+    /// PAUSE frames received (this egress was paused).
+    pub pause_received: u64,
+    /// Nanoseconds this egress spent paused (any priority).
+    pub paused_ns: u64,
+    /// Largest queue seen, bytes.
+    pub max_queue_bytes: u64,
+}
+
+/// One port.
+#[derive(Debug, Clone)]
+pub struct Port {
+    /// Node the port belongs to.
+    pub node: u32,
+    /// The port at the other end of the link.
+    pub peer: u32,
+    /// Rate and delay of the link.
+    pub link: LinkSpec,
+    /// Loss probability of packets arriving on this port, Q32 (0 = none).
+    pub loss_q32: u64,
+    /// Serialising a packet now.
+    pub busy: bool,
+    /// Egress paused by the peer's PFC, per priority.
+    pub paused: [bool; NPRIO],
+    /// When the current pause began (for `paused_ns`).
+    pub paused_since: u64,
+    /// Egress queues per priority.
+    pub queues: [VecDeque<PktId>; NPRIO],
+    /// Frame bytes in each queue.
+    pub queue_bytes: [u64; NPRIO],
+    /// Frame bytes in this node's buffer that entered through this port, per priority.
+    pub ingress_bytes: [u64; NPRIO],
+    /// Of those, bytes held in this ingress's PFC headroom.
+    pub headroom_bytes: [u64; NPRIO],
+    /// A PAUSE is in force upstream for this ingress priority.
+    pub pause_sent: [bool; NPRIO],
+    /// Counters.
+    pub stats: PortStats,
+}
+
+impl Port {
+    /// An idle port of `node` whose packets arrive at `peer`.
+    pub fn new(node: u32, peer: u32, link: LinkSpec) -> Port {
+        Port {
+            node,
+            peer,
+            link,
+            loss_q32: 0,
+            busy: false,
+            paused: [false; NPRIO],
+            paused_since: 0,
+            queues: Default::default(),
+            queue_bytes: [0; NPRIO],
+            ingress_bytes: [0; NPRIO],
+            headroom_bytes: [0; NPRIO],
+            pause_sent: [false; NPRIO],
+            stats: PortStats::default(),
+        }
+    }
+
+    /// Bytes queued over all priorities.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queue_bytes.iter().sum()
+    }
+
+    /// The next priority allowed to send, highest first.
+    pub fn next_prio(&self) -> Option<usize> {
+        (0..NPRIO).find(|&p| !self.paused[p] && !self.queues[p].is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_bytes_pads_and_adds_overhead() {
+        assert_eq!(wire_bytes(58), 84, "a 58-byte ACK frame is padded to 60");
+        assert_eq!(wire_bytes(1000), 1024);
+    }
+}

@@ -1,0 +1,364 @@
+//! Results of a run and their CSV form.
+//!
+//! Files written by [`Report::write_csv`] (one directory per run):
+//! * `flows.csv`: per flow: endpoints, size, class, start, finish, FCT, goodput, retransmits,
+//!   timeouts, CE-marked data packets, status, and its byte balance;
+//! * `ports.csv`: per port at the end: every counter of `link::PortStats`;
+//! * `queues.csv`: per sampled port over time: queue bytes and cumulative ECN/drop/PAUSE/tx;
+//! * `rates.csv`: per traced flow and bin: wire bytes sent and the rate in Gbit/s;
+//! * `summary.csv`: one row: counts, FCT percentiles, totals.
+//!
+//! Rows are written in index order, so the files are as deterministic as the run.
+
+use crate::link::PortStats;
+use crate::sim::{PortSample, RateSample, RunStats, Sim};
+use crate::topology::NodeKind;
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One flow's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRecord {
+    /// Index.
+    pub id: u32,
+    /// Sender.
+    pub src: u32,
+    /// Receiver.
+    pub dst: u32,
+    /// Bytes asked for.
+    pub size: u64,
+    /// Workload class label.
+    pub class: u8,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// Finish, ns (acknowledged).
+    pub finish_ns: Option<u64>,
+    /// Bytes acknowledged.
+    pub acked: u64,
+    /// Requester retransmissions.
+    pub retransmits: u64,
+    /// Requester timeouts.
+    pub timeouts: u64,
+    /// Data packets received with CE.
+    pub ce_received: u64,
+    /// `ok`, `running`, `not_started` or the libibverbs status name of the error.
+    pub status: String,
+    /// Frame bytes sent by NICs (both directions).
+    pub sent_bytes: u64,
+    /// Frame bytes delivered.
+    pub delivered_bytes: u64,
+    /// Frame bytes dropped or lost.
+    pub dropped_bytes: u64,
+}
+
+impl FlowRecord {
+    /// Flow completion time, ns.
+    pub fn fct_ns(&self) -> Option<u64> {
+        self.finish_ns.map(|f| f - self.start_ns)
+    }
+    /// Goodput (acknowledged payload over the time the flow ran until `end_ns` or finish),
+    /// Gbit/s.
+    pub fn goodput_gbps(&self, end_ns: u64) -> f64 {
+        let t = self
+            .finish_ns
+            .unwrap_or(end_ns)
+            .saturating_sub(self.start_ns);
+        if t == 0 {
+            0.0
+        } else {
+            self.acked as f64 * 8.0 / t as f64
+        }
+    }
+}
+
+/// One port's final counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortRecord {
+    /// Port id.
+    pub port: u32,
+    /// Owner node.
+    pub node: u32,
+    /// Node at the other end.
+    pub peer_node: u32,
+    /// `host`, `tier1`, `tier2`, `tier3`.
+    pub kind: &'static str,
+    /// Counters.
+    pub stats: PortStats,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Scenario name.
+    pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated time, ns.
+    pub end_ns: u64,
+    /// Flows started (in start order).
+    pub flows: Vec<FlowRecord>,
+    /// Ports.
+    pub ports: Vec<PortRecord>,
+    /// Queue samples.
+    pub samples: Vec<PortSample>,
+    /// Rate samples.
+    pub rates: Vec<RateSample>,
+    /// Rate bin width, ns.
+    pub rate_bin_ns: u64,
+    /// Run counters.
+    pub stats: RunStats,
+}
+
+/// Percentile `p` (0–100) of sorted values by the nearest-rank method.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+impl Report {
+    /// Collects the results of `sim` (call [`Sim::finish`] first).
+    pub fn from_sim(sim: &Sim) -> Report {
+        let end = sim.now_ns();
+        let flows = sim
+            .flows()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let status = match (f.failed, f.finish_ns) {
+                    (Some(s), _) => format!("{s:?}"),
+                    (None, Some(_)) => "ok".into(),
+                    (None, None) if f.spec.start_ns <= end && f.sent_bytes > 0 => "running".into(),
+                    _ => "not_started".into(),
+                };
+                FlowRecord {
+                    id: i as u32,
+                    src: f.spec.src,
+                    dst: f.spec.dst,
+                    size: f.spec.size,
+                    class: f.spec.class,
+                    start_ns: f.spec.start_ns,
+                    finish_ns: f.finish_ns,
+                    acked: f.acked,
+                    retransmits: f.retransmits,
+                    timeouts: f.timeouts,
+                    ce_received: f.ce_received,
+                    status,
+                    sent_bytes: f.sent_bytes,
+                    delivered_bytes: f.delivered_bytes,
+                    dropped_bytes: f.dropped_bytes,
+                }
+            })
+            .collect();
+        let ports = sim
+            .ports()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortRecord {
+                port: i as u32,
+                node: p.node,
+                peer_node: sim.ports()[p.peer as usize].node,
+                kind: match sim.node_kind(p.node) {
+                    NodeKind::Host => "host",
+                    NodeKind::Switch { tier: 1 } => "tier1",
+                    NodeKind::Switch { tier: 2 } => "tier2",
+                    NodeKind::Switch { .. } => "tier3",
+                },
+                stats: p.stats,
+            })
+            .collect();
+        Report {
+            name: sim.scenario().name.clone(),
+            seed: sim.scenario().seed,
+            end_ns: end,
+            flows,
+            ports,
+            samples: sim.port_samples().to_vec(),
+            rates: sim.rate_samples().to_vec(),
+            rate_bin_ns: sim.scenario().output.rate_bin_ns.max(1),
+            stats: sim.stats(),
+        }
+    }
+
+    /// Sorted FCTs of the finished flows that `keep` selects.
+    pub fn fcts(&self, keep: impl Fn(&FlowRecord) -> bool) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .flows
+            .iter()
+            .filter(|f| keep(f))
+            .filter_map(FlowRecord::fct_ns)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The summary as `key,value` lines.
+    pub fn summary(&self) -> Vec<(String, String)> {
+        let all = self.fcts(|_| true);
+        let done = all.len();
+        let total: u64 = self.ports.iter().map(|p| p.stats.drops).sum();
+        let lost: u64 = self.ports.iter().map(|p| p.stats.lost).sum();
+        let marks: u64 = self.ports.iter().map(|p| p.stats.ecn_marks).sum();
+        let pauses: u64 = self.ports.iter().map(|p| p.stats.pause_sent).sum();
+        let opt = |v: Option<u64>| v.map_or(String::from(""), |x| x.to_string());
+        vec![
+            ("name".into(), self.name.clone()),
+            ("seed".into(), self.seed.to_string()),
+            ("end_ns".into(), self.end_ns.to_string()),
+            ("flows".into(), self.flows.len().to_string()),
+            ("flows_finished".into(), done.to_string()),
+            (
+                "flows_failed".into(),
+                self.flows
+                    .iter()
+                    .filter(|f| !matches!(f.status.as_str(), "ok" | "running" | "not_started"))
+                    .count()
+                    .to_string(),
+            ),
+            ("fct_p50_ns".into(), opt(percentile(&all, 50.0))),
+            ("fct_p99_ns".into(), opt(percentile(&all, 99.0))),
+            ("drops".into(), total.to_string()),
+            ("lost".into(), lost.to_string()),
+            ("ecn_marks".into(), marks.to_string()),
+            ("pause_sent".into(), pauses.to_string()),
+            ("events".into(), self.stats.events.to_string()),
+            ("packet_hops".into(), self.stats.packet_hops.to_string()),
+            ("frames_tx".into(), self.stats.frames_tx.to_string()),
+            (
+                "frames_rejected".into(),
+                self.stats.frames_rejected.to_string(),
+            ),
+            ("unattributed".into(), self.stats.unattributed.to_string()),
+        ]
+    }
+
+    /// Writes the CSV files into `dir` (created if needed) and returns their paths.
+    ///
+    /// # Errors
+    /// Any IO error.
+    pub fn write_csv(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut out = Vec::new();
+        let mut put = |name: &str, text: String| -> io::Result<()> {
+            let p = dir.join(name);
+            std::fs::write(&p, text)?;
+            out.push(p);
+            Ok(())
+        };
+
+        let mut s = String::from(
+            "id,src,dst,size_bytes,class,start_ns,finish_ns,fct_ns,goodput_gbps,acked_bytes,\
+             retransmits,timeouts,ce_received,status,sent_bytes,delivered_bytes,dropped_bytes\n",
+        );
+        for f in &self.flows {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+                f.id,
+                f.src,
+                f.dst,
+                f.size,
+                f.class,
+                f.start_ns,
+                f.finish_ns.map_or(String::new(), |x| x.to_string()),
+                f.fct_ns().map_or(String::new(), |x| x.to_string()),
+                f.goodput_gbps(self.end_ns),
+                f.acked,
+                f.retransmits,
+                f.timeouts,
+                f.ce_received,
+                f.status,
+                f.sent_bytes,
+                f.delivered_bytes,
+                f.dropped_bytes
+            );
+        }
+        put("flows.csv", s)?;
+
+        let mut s = String::from(
+            "port,node,peer_node,kind,tx_packets,tx_bytes,rx_packets,rx_bytes,drops,drop_bytes,\
+             lost,ecn_marks,pause_sent,resume_sent,pause_received,paused_ns,max_queue_bytes\n",
+        );
+        for p in &self.ports {
+            let t = &p.stats;
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                p.port,
+                p.node,
+                p.peer_node,
+                p.kind,
+                t.tx_packets,
+                t.tx_bytes,
+                t.rx_packets,
+                t.rx_bytes,
+                t.drops,
+                t.drop_bytes,
+                t.lost,
+                t.ecn_marks,
+                t.pause_sent,
+                t.resume_sent,
+                t.pause_received,
+                t.paused_ns,
+                t.max_queue_bytes
+            );
+        }
+        put("ports.csv", s)?;
+
+        let mut s = String::from("time_ns,port,queue_bytes,ecn_marks,drops,pause_sent,tx_bytes\n");
+        for q in &self.samples {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{}",
+                q.time_ns, q.port, q.queue_bytes, q.ecn_marks, q.drops, q.pause_sent, q.tx_bytes
+            );
+        }
+        put("queues.csv", s)?;
+
+        let mut s = String::from("flow,time_ns,wire_bytes,rate_gbps\n");
+        for r in &self.rates {
+            let _ = writeln!(
+                s,
+                "{},{},{},{:.6}",
+                r.flow,
+                r.time_ns,
+                r.wire_bytes,
+                r.wire_bytes as f64 * 8.0 / self.rate_bin_ns as f64
+            );
+        }
+        put("rates.csv", s)?;
+
+        let sum = self.summary();
+        let s = format!(
+            "{}\n{}\n",
+            sum.iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            sum.iter()
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        put("summary.csv", s)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&v, 100.0), Some(100));
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! Shortest-path routing with ECMP.
+//!
+//! For every destination host a breadth-first search over the link graph gives each node's hop
+//! distance; a switch's next hops towards that host are the ports whose neighbour is one hop
+//! closer. The equal-cost sets are interned (a ToR has one set, "all uplinks", for every remote
+//! host), so the table is a `u32` per (switch, destination).
+//!
+//! Among equal-cost ports a switch picks by hashing the packet's 5-tuple with a per-switch salt,
+//! as ECMP hardware does: one flow keeps one path, the UDP source port (the QP's entropy) picks
+//! it, and the salt keeps consecutive switches from making correlated choices (hash
+//! polarisation).
+//!
+//! Deviations: the hash is a 64-bit integer mixer rather than a switch ASIC's CRC; routes are
+//! static (no failures, no adaptive routing; IOFD deflection arrives with the switch issue).
+
+use crate::dist::mix64;
+use crate::event::PortId;
+use std::collections::{BTreeMap, VecDeque};
+
+/// ECMP next-hop tables of every switch.
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    hosts: u32,
+    /// `set index` per (switch ordinal, destination host).
+    table: Vec<u32>,
+    /// (start, len) into `ports` per interned set.
+    sets: Vec<(u32, u32)>,
+    ports: Vec<PortId>,
+}
+
+impl Routes {
+    /// Builds the tables. `adj[n]` lists node `n`'s ports as (port id, neighbour node); nodes
+    /// `0..hosts` are hosts and `switch_of[n]` is the switch ordinal of node `n` (hosts: unused).
+    pub fn build(hosts: u32, adj: &[Vec<(PortId, u32)>]) -> Routes {
+        let n = adj.len();
+        let switches = n - hosts as usize;
+        let mut table = vec![u32::MAX; switches * hosts as usize];
+        let mut interned: BTreeMap<Vec<PortId>, u32> = BTreeMap::new();
+        let mut sets = Vec::new();
+        let mut ports = Vec::new();
+        let mut dist = vec![u32::MAX; n];
+        let mut queue = VecDeque::new();
+        let mut hop = Vec::new();
+        for dst in 0..hosts as usize {
+            dist.fill(u32::MAX);
+            dist[dst] = 0;
+            queue.clear();
+            queue.push_back(dst);
+            while let Some(u) = queue.pop_front() {
+                // Hosts other than the destination do not forward.
+                if u != dst && u < hosts as usize {
+                    continue;
+                }
+                for &(_, v) in &adj[u] {
+                    let v = v as usize;
+                    if dist[v] == u32::MAX {
+                        dist[v] = dist[u] + 1;
+                        queue.push_back(v);
+                    }
+                }
+            }
+            for s in hosts as usize..n {
+                if dist[s] == u32::MAX {
+                    continue;
+                }
+                hop.clear();
+                hop.extend(
+                    adj[s]
+                        .iter()
+                        .filter(|&&(_, v)| dist[v as usize].wrapping_add(1) == dist[s])
+                        .map(|&(p, _)| p),
+                );
+                let id = *interned.entry(hop.clone()).or_insert_with(|| {
+                    sets.push((ports.len() as u32, hop.len() as u32));
+                    ports.extend_from_slice(&hop);
+                    sets.len() as u32 - 1
+                });
+                table[(s - hosts as usize) * hosts as usize + dst] = id;
+            }
+        }
+        Routes {
+            hosts,
+            table,
+            sets,
+            ports,
+        }
+    }
+
+    /// The equal-cost egress ports of switch ordinal `switch` towards host `dst` (empty when
+    /// unreachable).
+    pub fn next_hops(&self, switch: u32, dst: u32) -> &[PortId] {
+        let i = switch as usize * self.hosts as usize + dst as usize;
+        match self.table.get(i).and_then(|&s| self.sets.get(s as usize)) {
+            Some(&(start, len)) => &self.ports[start as usize..(start + len) as usize],
+            None => &[],
+        }
+    }
+
+    /// Number of distinct next-hop sets (a size check for tests and logs).
+    pub fn interned_sets(&self) -> usize {
+        self.sets.len()
+    }
+}
+
+/// Picks one of `hops` for a packet whose 5-tuple hashes to `flow_hash`, at a switch with
+/// `salt`.
+pub fn ecmp_pick(hops: &[PortId], flow_hash: u64, salt: u64) -> Option<PortId> {
+    match hops.len() {
+        0 => None,
+        1 => Some(hops[0]),
+        n => {
+            let h = mix64(flow_hash ^ salt);
+            // Multiply-shift maps the high bits evenly onto 0..n.
+            Some(hops[((h >> 32) * n as u64 >> 32) as usize])
+        }
+    }
+}
+
+/// The 5-tuple hash of a RoCEv2 packet (protocol UDP and destination port 4791 are constant).
+pub fn five_tuple_hash(src_ip: [u8; 4], dst_ip: [u8; 4], src_port: u16) -> u64 {
+    let a = u32::from_be_bytes(src_ip) as u64;
+    let b = u32::from_be_bytes(dst_ip) as u64;
+    mix64((a << 32 | b) ^ mix64(((src_port as u64) << 16) | 4791 | (17 << 32)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dumbbell_routes_one_path() {
+        // hosts 0,1 on switch 2; host 3? no: hosts 0,1,2; 0,1 on s3, 2 on s4; s3–s4.
+        // ports: 0:h0→s3, 1:s3→h0, 2:h1→s3, 3:s3→h1, 4:h2→s4, 5:s4→h2, 6:s3→s4, 7:s4→s3
+        let adj = vec![
+            vec![(0, 3)],
+            vec![(2, 3)],
+            vec![(4, 4)],
+            vec![(1, 0), (3, 1), (6, 4)],
+            vec![(5, 2), (7, 3)],
+        ];
+        let r = Routes::build(3, &adj);
+        assert_eq!(r.next_hops(0, 0), &[1]);
+        assert_eq!(r.next_hops(0, 2), &[6]);
+        assert_eq!(r.next_hops(1, 0), &[7]);
+        assert_eq!(r.next_hops(1, 2), &[5]);
+    }
+
+    #[test]
+    fn ecmp_pick_uses_every_port_and_is_stable() {
+        let hops = [10, 11, 12, 13];
+        let mut seen = [0u32; 4];
+        for sport in 0..4000u16 {
+            let h = five_tuple_hash([10, 0, 0, 1], [10, 0, 0, 2], 49152 + sport);
+            let p = ecmp_pick(&hops, h, 99).unwrap();
+            assert_eq!(Some(p), ecmp_pick(&hops, h, 99));
+            seen[(p - 10) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| (900..1100).contains(&c)), "{seen:?}");
+    }
+}

@@ -1,0 +1,177 @@
+//! Output-queued switches with a shared buffer, RED/ECN marking and optional PFC.
+//!
+//! A packet that has fully arrived is routed (ECMP, `routing.rs`), admitted to the shared
+//! buffer, offered to the switch policy, and queued at its egress port in its priority. Egress
+//! ports serve priorities strictly (control before data) and skip paused ones.
+//!
+//! **Buffer.** One shared pool of `buffer_bytes` for all ports. Lossy mode drops a packet that
+//! does not fit (tail drop). Lossless mode (PFC, IEEE 802.1Qbb) counts, per ingress port and
+//! priority, the bytes that entered there and are still held; above `xoff_bytes` it sends PAUSE
+//! upstream, at or below `xon_bytes` RESUME. Packets still arriving from a paused upstream (sent
+//! before the PAUSE reached it) land in that ingress's `headroom_bytes` once the shared pool is
+//! full; only a headroom overflow drops in lossless mode, which proper sizing prevents. The fill
+//! order follows seed 003 slide 9 ("shared pool → PG headroom"); the static per-port space and
+//! global headroom of that slide are not modelled.
+//!
+//! **Policy.** [`SwitchPolicy`] is the hook where per-switch behaviour is decided. Today it has
+//! one real arm: RED/ECN marking on the egress queue's bytes (seed 002 §II-B.1, Fig. 1), whose
+//! decision is `rocev2_ebpf_common::red::decide`, the same code the XDP switch programs run. IOFD
+//! deflection and DVL isolation add arms with the switch issue.
+//!
+//! Deviations: PFC is XOFF/XON state, not pause quanta; PFC frames take the propagation delay
+//! plus an 84-byte serialisation but do not wait for the frame in progress; the buffer counts
+//! frame bytes, not cells.
+
+use rocev2_ebpf_common::red::{self, RedConfig, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The decision hook of a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchPolicy {
+    /// Forward everything unmarked (only buffer admission drops).
+    Forward,
+    /// RED/ECN on egress queue bytes.
+    RedEcn(RedConfig),
+}
+
+impl SwitchPolicy {
+    /// The verdict for a packet about to join an egress queue holding `queue_bytes`.
+    pub fn on_enqueue(&self, queue_bytes: u64, ect: bool, rand: u32) -> Verdict {
+        match self {
+            SwitchPolicy::Forward => Verdict::Pass,
+            SwitchPolicy::RedEcn(cfg) => red::decide(
+                cfg,
+                u32::try_from(queue_bytes).unwrap_or(u32::MAX),
+                ect,
+                rand,
+            ),
+        }
+    }
+}
+
+/// `[switch.red]`: RED/ECN marking thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedSpec {
+    /// `K_min`, bytes.
+    pub kmin_bytes: u32,
+    /// `K_max`, bytes.
+    pub kmax_bytes: u32,
+    /// `P_max`, percent.
+    pub pmax_percent: f64,
+    /// Drop Not-ECT packets instead of marking (default false).
+    #[serde(default)]
+    pub drop_non_ect: bool,
+}
+
+impl RedSpec {
+    /// The fixed-point configuration.
+    pub fn config(&self) -> RedConfig {
+        RedConfig {
+            kmin_bytes: self.kmin_bytes,
+            kmax_bytes: self.kmax_bytes,
+            pmax: (self.pmax_percent.clamp(0.0, 100.0) / 100.0 * red::PROB_ONE as f64).round()
+                as u32,
+            drop_non_ect: self.drop_non_ect,
+        }
+    }
+}
+
+/// `[switch.pfc]`: lossless mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PfcSpec {
+    /// PFC on (lossless) or off (lossy, tail drop).
+    pub enabled: bool,
+    /// PAUSE threshold per ingress port and priority; default `buffer_bytes / (2 · ports)`, so
+    /// that every ingress can reach it before the shared pool is full.
+    #[serde(default)]
+    pub xoff_bytes: Option<u64>,
+    /// RESUME threshold; default `xoff_bytes / 2`.
+    #[serde(default)]
+    pub xon_bytes: Option<u64>,
+    /// Headroom per ingress port and priority; default 2 · (rate · delay) + 2 maximum frames:
+    /// what is in flight towards us when the PAUSE arrives upstream, plus the frame upstream is
+    /// sending then and the one we were receiving.
+    #[serde(default)]
+    pub headroom_bytes: Option<u64>,
+}
+
+/// `[switch]`: every switch of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Shared buffer, bytes.
+    pub buffer_bytes: u64,
+    /// RED/ECN; none = no marking.
+    #[serde(default)]
+    pub red: Option<RedSpec>,
+    /// PFC.
+    #[serde(default)]
+    pub pfc: PfcSpec,
+}
+
+impl Default for SwitchSpec {
+    /// 12 MB shared buffer (a Trident/Tomahawk-class ToR), RED at seed 002 §IV's 20 KB / 200 KB
+    /// with 1% `P_max`, PFC off.
+    fn default() -> Self {
+        SwitchSpec {
+            buffer_bytes: 12_000_000,
+            red: Some(RedSpec {
+                kmin_bytes: 20_000,
+                kmax_bytes: 200_000,
+                pmax_percent: 1.0,
+                drop_non_ect: false,
+            }),
+            pfc: PfcSpec::default(),
+        }
+    }
+}
+
+/// Counters of one switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Frame bytes received.
+    pub rx_bytes: u64,
+    /// Frame bytes sent.
+    pub tx_bytes: u64,
+    /// Frame bytes dropped.
+    pub drop_bytes: u64,
+    /// Packets dropped for lack of a route.
+    pub no_route: u64,
+    /// Largest shared-buffer occupancy, bytes.
+    pub max_buffer_bytes: u64,
+}
+
+/// One switch's state (its ports live in the model's port table).
+#[derive(Debug, Clone)]
+pub struct Switch {
+    /// Node id.
+    pub node: u32,
+    /// First port id; the switch's ports are `first_port..first_port + ports`.
+    pub first_port: u32,
+    /// Number of ports.
+    pub ports: u32,
+    /// ECMP hash salt.
+    pub salt: u64,
+    /// The policy hook.
+    pub policy: SwitchPolicy,
+    /// Shared pool size.
+    pub buffer_bytes: u64,
+    /// Shared pool in use.
+    pub buffer_used: u64,
+    /// Lossless mode.
+    pub pfc: bool,
+    /// XOFF per ingress priority.
+    pub xoff: u64,
+    /// XON per ingress priority.
+    pub xon: u64,
+    /// Counters.
+    pub stats: SwitchStats,
+}
+
+/// Bytes held in a switch: shared pool plus headroom (for the conservation check).
+pub fn held_bytes(sw: &Switch, ports: &[crate::link::Port]) -> u64 {
+    let p = sw.first_port as usize..(sw.first_port + sw.ports) as usize;
+    ports[p].iter().map(|p| p.queued_bytes()).sum()
+}

@@ -1,0 +1,49 @@
+//! Scenario builders shared by the model's tests.
+#![allow(dead_code)]
+
+use rocev2_sim::Scenario;
+use rocev2_sim::host::HostSpec;
+use rocev2_sim::scenario::OutputSpec;
+use rocev2_sim::switch::SwitchSpec;
+use rocev2_sim::topology::TopologySpec;
+use rocev2_sim::workload::WorkloadSpec;
+
+/// A scenario with default switches and hosts and no sampling.
+pub fn scenario(topology: TopologySpec, workload: Vec<WorkloadSpec>, duration_ns: u64) -> Scenario {
+    Scenario {
+        name: "test".into(),
+        seed: 1,
+        duration_ns,
+        topology,
+        switch: SwitchSpec::default(),
+        host: HostSpec::default(),
+        workload,
+        output: OutputSpec {
+            sample_interval_ns: 0,
+            plots: false,
+            ..OutputSpec::default()
+        },
+        faults: None,
+        sweep: None,
+    }
+}
+
+/// `n` hosts on one switch.
+pub fn star(n: u32, gbps: f64, delay_ns: u64) -> TopologySpec {
+    TopologySpec::Star {
+        hosts: n,
+        rate_gbps: gbps,
+        delay_ns,
+    }
+}
+
+/// Two switches, `l` and `r` hosts, bottleneck at `neck` Gbit/s.
+pub fn dumbbell(l: u32, r: u32, gbps: f64, neck: f64, delay_ns: u64) -> TopologySpec {
+    TopologySpec::Dumbbell {
+        left: l,
+        right: r,
+        rate_gbps: gbps,
+        bottleneck_gbps: neck,
+        delay_ns,
+    }
+}
