@@ -1,0 +1,133 @@
+//! Choosing a datapath: the best one this process may open on an interface, and why.
+//!
+//! Order of preference: AF_XDP (not implemented yet: issue 4, later part), then AF_PACKET
+//! (needs `CAP_NET_RAW`; verifies every ICRC; no kernel UDP processing), then UDP sockets (no
+//! privilege; see [`crate::udp`] for what it cannot verify). The choice and its reason are logged
+//! and returned, so `rocev2d stats` can show them.
+//!
+//! Deviations: none.
+
+use crate::packet::{PacketConfig, PacketDatapath};
+use crate::udp::{UdpConfig, UdpDatapath};
+use crate::{Datapath, Error, Interface};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which datapath to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The best available, see the module docs.
+    #[default]
+    Auto,
+    /// AF_PACKET.
+    Packet,
+    /// UDP sockets.
+    Udp,
+}
+
+impl Mode {
+    /// The name used on the command line and in configuration files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Packet => "packet",
+            Mode::Udp => "udp",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<Mode, Self::Err> {
+        match s {
+            "auto" => Ok(Mode::Auto),
+            "packet" => Ok(Mode::Packet),
+            "udp" => Ok(Mode::Udp),
+            _ => Err("one of auto, packet, udp"),
+        }
+    }
+}
+
+/// Settings of every datapath, used by whichever is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    /// AF_PACKET settings.
+    pub packet: PacketConfig,
+    /// UDP settings.
+    pub udp: UdpConfig,
+}
+
+/// An open datapath and why it was chosen.
+pub struct Opened {
+    /// The datapath.
+    pub datapath: Box<dyn Datapath + Send>,
+    /// One sentence for logs and stats.
+    pub reason: String,
+}
+
+impl fmt::Debug for Opened {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opened")
+            .field("datapath", &self.datapath.name())
+            .field("reason", &self.reason)
+            .finish()
+    }
+}
+
+/// Opens the datapath `mode` asks for on `iface`.
+///
+/// # Errors
+/// The chosen datapath's error; in [`Mode::Auto`], the UDP datapath's error when AF_PACKET was
+/// not permitted, or AF_PACKET's error when it failed for another reason.
+pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Error> {
+    let opened = match mode {
+        Mode::Packet => Opened {
+            datapath: Box::new(PacketDatapath::open(iface, opts.packet)?),
+            reason: "packet: asked for".into(),
+        },
+        Mode::Udp => Opened {
+            datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
+            reason: "udp: asked for".into(),
+        },
+        Mode::Auto => match PacketDatapath::open(iface, opts.packet) {
+            Ok(p) => Opened {
+                datapath: Box::new(p),
+                reason: "packet: AF_XDP not available in this build; AF_PACKET permitted".into(),
+            },
+            Err(e) if e.is_permission() => Opened {
+                datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
+                reason: format!(
+                    "udp: AF_XDP not available in this build; AF_PACKET not permitted ({e}); \
+                     IPv4 frames from senders with non-zero IP IDs cannot be ICRC-verified"
+                ),
+            },
+            Err(e) => return Err(e),
+        },
+    };
+    tracing::info!(
+        iface = %iface.name,
+        datapath = opened.datapath.name(),
+        reason = %opened.reason,
+        "datapath opened"
+    );
+    Ok(opened)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_names_roundtrip() {
+        for m in [Mode::Auto, Mode::Packet, Mode::Udp] {
+            assert_eq!(m.name().parse::<Mode>(), Ok(m));
+        }
+        assert!("xdp".parse::<Mode>().is_err());
+    }
+}

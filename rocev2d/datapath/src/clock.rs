@@ -1,0 +1,62 @@
+//! The one place in rocev2 that reads a clock (STYLE.md §4.4): `CLOCK_MONOTONIC`, converted to
+//! the core's [`Instant`] (nanoseconds since an arbitrary origin).
+//!
+//! The origin is the kernel's (boot, less suspended time), not the process start, so instants
+//! from different processes on one host compare directly, as kernel timestamps do.
+//!
+//! Deviations: none.
+
+use rocev2_core::time::{Duration, Instant};
+
+/// Reads `CLOCK_MONOTONIC`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Clock;
+
+impl Clock {
+    /// The current time.
+    pub fn now(&self) -> Instant {
+        now()
+    }
+}
+
+/// The current `CLOCK_MONOTONIC` time as an [`Instant`].
+pub fn now() -> Instant {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux, so the
+    // call cannot fail (and on failure `ts` stays zero, which is merely an early time).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    Instant::from_nanos(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+}
+
+/// `d` as a `timespec` for `ppoll`, saturating at `i64::MAX` seconds.
+pub(crate) fn timespec(d: Duration) -> libc::timespec {
+    let ns = d.as_nanos();
+    libc::timespec {
+        tv_sec: i64::try_from(ns / 1_000_000_000).unwrap_or(i64::MAX),
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_monotonic_never_goes_back() {
+        let a = now();
+        let b = now();
+        assert!(b >= a);
+        assert!(a > Instant::ZERO);
+    }
+
+    #[test]
+    fn timespec_splits_seconds() {
+        let t = timespec(Duration::from_nanos(2_500_000_001));
+        assert_eq!((t.tv_sec, t.tv_nsec), (2, 500_000_001));
+    }
+}

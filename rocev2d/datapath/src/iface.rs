@@ -1,0 +1,235 @@
+//! What an interface offers a RoCE device: index, MAC address, MTU, and its IP addresses as
+//! GIDs (IPv4 as IPv4-mapped IPv6 `::ffff:a.b.c.d`, IPv6 as themselves), read over rtnetlink in
+//! the calling thread's network namespace (so a thread that entered a namespace with `setns`
+//! sees that namespace; `/sys/class/net` would show the namespace sysfs was mounted in).
+//!
+//! Source: RoCEv2 Annex A17.3.1 (a GID is the IPv6 address, or the IPv4-mapped IPv6 address,
+//! of the port); the GID table order mirrors rdma_rxe's: one entry per address, IPv6 link-local
+//! included.
+//!
+//! Deviations: no GID indices per VLAN or per RoCE version (rxe lists each address twice, for
+//! RoCEv1 and v2); rocev2 only speaks v2.
+
+use crate::Error;
+use crate::netlink::Rtnl;
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
+use std::net::{IpAddr, Ipv6Addr};
+
+/// One interface as rocev2 uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Name.
+    pub name: String,
+    /// Kernel index.
+    pub index: u32,
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// IP MTU in bytes.
+    pub mtu: u32,
+    /// Whether the link is administratively up and has carrier.
+    pub up: bool,
+    /// Addresses, IPv4 first, in the kernel's order.
+    pub addrs: Vec<IfAddr>,
+}
+
+/// One address of an [`Interface`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IfAddr {
+    /// The address.
+    pub ip: IpAddr,
+    /// Prefix length.
+    pub prefix_len: u8,
+    /// True for IPv6 link-local (`fe80::/10`) and other non-global scopes.
+    pub link_local: bool,
+}
+
+impl IfAddr {
+    /// The RoCEv2 GID: IPv6 as is, IPv4 mapped into `::ffff:0:0/96`.
+    pub fn gid(&self) -> Ipv6Addr {
+        gid(self.ip)
+    }
+}
+
+/// The GID of an IP address (RoCEv2 Annex A17.3.1).
+pub fn gid(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+/// The IP address a GID stands for: IPv4-mapped GIDs become IPv4.
+pub fn gid_to_ip(gid: Ipv6Addr) -> IpAddr {
+    match gid.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(gid),
+    }
+}
+
+impl Interface {
+    /// Reads interface `name` of the current network namespace.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchInterface`], [`Error::BadInterface`] for a non-Ethernet link or one whose
+    /// MTU does not fit [`crate::MAX_FRAME`], or netlink failures.
+    pub fn by_name(name: &str) -> Result<Interface, Error> {
+        let mut nl = Rtnl::new()?;
+        let links = nl.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+        let link = links
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(l),
+                _ => None,
+            })
+            .find(|l| {
+                l.attributes
+                    .iter()
+                    .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name))
+            })
+            .ok_or_else(|| Error::NoSuchInterface(name.to_string()))?;
+        let bad = |why| Error::BadInterface {
+            name: name.to_string(),
+            why,
+        };
+        if link.header.link_layer_type != LinkLayerType::Ether {
+            return Err(bad("not an Ethernet link"));
+        }
+        let mut mac = None;
+        let mut mtu = None;
+        for a in &link.attributes {
+            match a {
+                LinkAttribute::Address(b) => mac = <[u8; 6]>::try_from(b.as_slice()).ok(),
+                LinkAttribute::Mtu(m) => mtu = Some(*m),
+                _ => {}
+            }
+        }
+        let mac = mac.ok_or(bad("no 6-byte MAC address"))?;
+        let mtu = mtu.ok_or(bad("no MTU"))?;
+        if mtu as usize + 18 > crate::MAX_FRAME {
+            return Err(bad("MTU above 9000"));
+        }
+        let flags = link.header.flags;
+        let up = flags.contains(LinkFlags::Up) && flags.contains(LinkFlags::LowerUp);
+        let index = link.header.index;
+        let mut addrs = Vec::new();
+        for m in nl.dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))? {
+            let RouteNetlinkMessage::NewAddress(a) = m else {
+                continue;
+            };
+            if a.header.index != index {
+                continue;
+            }
+            // IFA_LOCAL is the local address on point-to-point links, IFA_ADDRESS otherwise.
+            let local = a.attributes.iter().find_map(|x| match x {
+                AddressAttribute::Local(ip) => Some(*ip),
+                _ => None,
+            });
+            let address = a.attributes.iter().find_map(|x| match x {
+                AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            });
+            if let Some(ip) = local.or(address) {
+                addrs.push(IfAddr {
+                    ip,
+                    prefix_len: a.header.prefix_len,
+                    link_local: a.header.scope != AddressScope::Universe,
+                });
+            }
+        }
+        addrs.sort_by_key(|a| a.ip.is_ipv6());
+        Ok(Interface {
+            name: name.to_string(),
+            index,
+            mac,
+            mtu,
+            up,
+            addrs,
+        })
+    }
+
+    /// The GID table: one GID per address, in [`Interface::addrs`] order.
+    pub fn gids(&self) -> Vec<Ipv6Addr> {
+        self.addrs.iter().map(IfAddr::gid).collect()
+    }
+
+    /// The first global address of the given family (IPv4 when `v6` is false).
+    pub fn source_ip(&self, v6: bool) -> Option<IpAddr> {
+        self.addrs
+            .iter()
+            .find(|a| a.ip.is_ipv6() == v6 && !a.link_local)
+            .map(|a| a.ip)
+    }
+
+    /// The largest IBA path MTU whose packets fit this interface's IP MTU: RoCEv2 adds IP (20
+    /// or 40), UDP (8), BTH (12), the largest extended header (RETH 16 or AtomicETH 28), up to
+    /// 3 pad bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.
+    pub fn path_mtu(&self, v6: bool) -> Option<rocev2_core::qp::Mtu> {
+        use rocev2_core::qp::Mtu;
+        let overhead = if v6 { 40 } else { 20 } + 8 + 12 + 28 + 3 + 4;
+        [
+            Mtu::Mtu4096,
+            Mtu::Mtu2048,
+            Mtu::Mtu1024,
+            Mtu::Mtu512,
+            Mtu::Mtu256,
+        ]
+        .into_iter()
+        .find(|m| m.bytes() + overhead <= self.mtu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocev2_core::qp::Mtu;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn gid_maps_ipv4_and_back() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 10));
+        let g = gid(v4);
+        assert_eq!(g.to_string(), "::ffff:192.168.77.10");
+        assert_eq!(gid_to_ip(g), v4);
+        let v6: Ipv6Addr = "fd00::1".parse().unwrap();
+        assert_eq!(gid(IpAddr::V6(v6)), v6);
+        assert_eq!(gid_to_ip(v6), IpAddr::V6(v6));
+    }
+
+    #[test]
+    fn path_mtu_fits_ip_mtu() {
+        let mut i = Interface {
+            name: "x".into(),
+            index: 1,
+            mac: [0; 6],
+            mtu: 1500,
+            up: true,
+            addrs: vec![],
+        };
+        assert_eq!(i.path_mtu(false), Some(Mtu::Mtu1024));
+        i.mtu = 9000;
+        assert_eq!(i.path_mtu(true), Some(Mtu::Mtu4096));
+        i.mtu = 4096 + 75;
+        assert_eq!(
+            i.path_mtu(false),
+            Some(Mtu::Mtu4096),
+            "4096 + 75 bytes of headers"
+        );
+        assert_eq!(i.path_mtu(true), Some(Mtu::Mtu2048));
+        i.mtu = 200;
+        assert_eq!(i.path_mtu(false), None);
+    }
+
+    #[test]
+    fn loopback_is_refused_as_not_ethernet() {
+        match Interface::by_name("lo") {
+            Err(Error::BadInterface { why, .. }) => assert_eq!(why, "not an Ethernet link"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(
+            Interface::by_name("rocev2-nonexistent"),
+            Err(Error::NoSuchInterface(_))
+        ));
+    }
+}

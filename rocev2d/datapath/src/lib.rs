@@ -1,0 +1,462 @@
+//! Real wires for the sans-IO core: how whole RoCEv2 Ethernet frames get from
+//! [`rocev2_core::Endpoint`] onto an interface and back.
+//!
+//! The core consumes and produces whole frames (Ethernet, IPv4 or IPv6, UDP 4791, BTH … ICRC);
+//! a [`Datapath`] moves them in batches:
+//!
+//! | mode | module | privileges | what the kernel does |
+//! |---|---|---|---|
+//! | AF_PACKET | [`packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
+//! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we rebuild them on receive |
+//! | AF_XDP | – | – | not yet (issue 4, later part); the trait is shaped for it: batches of caller buffers, one pollable fd |
+//!
+//! [`auto`] picks the best mode available and says why. [`iface`] reads an interface's MAC, MTU,
+//! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
+//! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`, and
+//! [`Driver`] is the event loop joining an endpoint, its memory and a datapath.
+//!
+//! Source: RoCEv2 Annex A17.4 (UDP encapsulation) and `docs/wire.md`, "ICRC in each datapath
+//! mode", for what the UDP datapath must do so that the ICRC the core computed stays valid.
+//!
+//! Deviations: 802.1Q tags are not handled by either datapath yet (the AF_PACKET filter accepts
+//! untagged frames only; the UDP datapath never sees tags); see each module.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
+pub mod auto;
+pub mod clock;
+pub mod driver;
+pub mod filter;
+pub mod iface;
+pub mod neigh;
+mod netlink;
+pub mod packet;
+mod sys;
+pub mod udp;
+
+pub use auto::{Mode, open};
+pub use driver::{Driver, DriverConfig, Progress, WaitMode};
+pub use iface::Interface;
+
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use rocev2_core::wire::frame::Ecn;
+
+/// Largest frame a batch slot holds: a 9000-byte jumbo IP packet plus Ethernet and one 802.1Q
+/// tag. Interfaces with a larger MTU are refused at open time.
+pub const MAX_FRAME: usize = 9000 + 14 + 4;
+
+/// Errors opening or running a datapath: setup failures and socket errors, each naming what
+/// was being done. Per-frame problems are never errors; they are counted in [`DatapathStats`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system call failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// No interface of that name in this network namespace.
+    #[error("no interface named {0:?}")]
+    NoSuchInterface(String),
+    /// The interface cannot carry RoCEv2 frames as this crate builds them.
+    #[error("interface {name:?} unusable: {why}")]
+    BadInterface {
+        /// The interface.
+        name: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// A netlink reply could not be decoded.
+    #[error("netlink: {0}")]
+    Netlink(String),
+    /// The next hop's MAC address did not appear in the neighbour table in time.
+    #[error("no neighbour entry for {0} (ARP/ND got no answer)")]
+    Unresolved(std::net::IpAddr),
+}
+
+impl Error {
+    /// Wraps the calling thread's last OS error.
+    pub(crate) fn last(op: &'static str) -> Error {
+        Error::Io {
+            op,
+            source: io::Error::last_os_error(),
+        }
+    }
+    /// Wraps `source`.
+    pub(crate) fn io(op: &'static str, source: io::Error) -> Error {
+        Error::Io { op, source }
+    }
+    /// True for `EPERM`/`EACCES`: the caller lacks a capability.
+    pub fn is_permission(&self) -> bool {
+        matches!(self, Error::Io { source, .. }
+            if source.kind() == io::ErrorKind::PermissionDenied
+                || source.raw_os_error() == Some(libc::EPERM))
+    }
+}
+
+/// What the datapath knows about one received frame besides its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxMeta {
+    /// Frame length in bytes, from the start of the slot.
+    pub len: usize,
+    /// The IP ECN codepoint as received (also inside the frame's IP header; here so a datapath
+    /// that reads it from ancillary data need not be trusted to have written it back).
+    pub ecn: Ecn,
+}
+
+/// A batch of receive slots the caller owns and reuses; a datapath fills the first
+/// [`RxBatch::len`] of them.
+#[derive(Debug)]
+pub struct RxBatch {
+    slots: Vec<Vec<u8>>,
+    meta: Vec<RxMeta>,
+    filled: usize,
+}
+
+impl RxBatch {
+    /// `n` slots of [`MAX_FRAME`] bytes each.
+    pub fn new(n: usize) -> RxBatch {
+        RxBatch {
+            slots: (0..n.max(1)).map(|_| vec![0; MAX_FRAME]).collect(),
+            meta: vec![RxMeta::default(); n.max(1)],
+            filled: 0,
+        }
+    }
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+    /// Frames received by the last [`Datapath::recv`].
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+    /// True when the last receive got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+    /// The `i`-th received frame and its metadata.
+    pub fn get(&self, i: usize) -> Option<(&[u8], RxMeta)> {
+        if i >= self.filled {
+            return None;
+        }
+        let m = *self.meta.get(i)?;
+        Some((self.slots.get(i)?.get(..m.len)?, m))
+    }
+    /// The received frames in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], RxMeta)> {
+        (0..self.filled).filter_map(|i| self.get(i))
+    }
+    /// Slots and metadata for a datapath to fill; it then calls [`Self::set_len`].
+    pub(crate) fn parts_mut(&mut self) -> (&mut [Vec<u8>], &mut [RxMeta]) {
+        self.filled = 0;
+        (&mut self.slots, &mut self.meta)
+    }
+    pub(crate) fn set_len(&mut self, n: usize) {
+        self.filled = n.min(self.slots.len());
+    }
+}
+
+/// A batch of frames to send: filled by the caller (the [`Driver`] lets the core write straight
+/// into the slots), drained by [`Datapath::send`], which may take only a prefix when the kernel
+/// pushes back.
+#[derive(Debug, Default)]
+pub struct TxBatch {
+    frames: Vec<Vec<u8>>,
+    /// Frames `head..len` are waiting.
+    head: usize,
+    len: usize,
+}
+
+impl TxBatch {
+    /// Room for `n` frames before the caller must flush.
+    pub fn new(n: usize) -> TxBatch {
+        TxBatch {
+            frames: (0..n.max(1))
+                .map(|_| Vec::with_capacity(MAX_FRAME))
+                .collect(),
+            head: 0,
+            len: 0,
+        }
+    }
+    /// Frames waiting to be sent.
+    pub fn pending(&self) -> usize {
+        self.len - self.head
+    }
+    /// True when no frame is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.pending() == 0
+    }
+    /// True when no slot is free.
+    pub fn is_full(&self) -> bool {
+        self.len == self.frames.len()
+    }
+    /// Appends a copy of `frame`; `false` when the batch is full.
+    pub fn push(&mut self, frame: &[u8]) -> bool {
+        self.push_with(|buf| {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            Some(frame.len())
+        })
+    }
+    /// Lets `fill` write the next frame into a reusable buffer and return its length (`None`
+    /// leaves the batch unchanged). Returns whether a frame was added.
+    pub fn push_with(&mut self, fill: impl FnOnce(&mut Vec<u8>) -> Option<usize>) -> bool {
+        if self.head == self.len {
+            self.head = 0;
+            self.len = 0;
+        }
+        let Some(buf) = self.frames.get_mut(self.len) else {
+            return false;
+        };
+        match fill(buf) {
+            Some(n) => {
+                buf.truncate(n);
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+    /// The `i`-th waiting frame, for a datapath that must patch it before sending.
+    pub(crate) fn frame_mut(&mut self, i: usize) -> Option<&mut Vec<u8>> {
+        let at = self.head.checked_add(i)?;
+        if at >= self.len {
+            return None;
+        }
+        self.frames.get_mut(at)
+    }
+    /// The waiting frames, oldest first.
+    pub fn frames(&self) -> impl Iterator<Item = &[u8]> {
+        self.frames[self.head..self.len].iter().map(Vec::as_slice)
+    }
+    /// Marks the oldest `n` waiting frames as sent (or given up).
+    pub fn consume(&mut self, n: usize) {
+        self.head = (self.head + n).min(self.len);
+        if self.head == self.len {
+            self.head = 0;
+            self.len = 0;
+        }
+    }
+}
+
+/// Counters every datapath keeps; names are the keys `rocev2d stats` prints. A datapath leaves
+/// the ones that cannot happen in its mode at zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatapathStats {
+    /// Frames handed to the caller.
+    pub rx_packets: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Frames the kernel accepted for sending.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Frames the userspace filter discarded as not RoCEv2 (AF_PACKET: frames that raced the
+    /// socket filter, or all traffic where the filter could not be attached).
+    pub rx_filtered: u64,
+    /// Datagrams or frames longer than a slot, discarded.
+    pub rx_truncated: u64,
+    /// Frames the kernel dropped before we read them (AF_PACKET `tp_drops`).
+    pub rx_kernel_drops: u64,
+    /// UDP mode: frames whose ICRC did not verify against the rebuilt IPv4 header (ID 0, DF) and
+    /// were accepted anyway because `accept_unverified_icrc` is on (`docs/wire.md`, option 2).
+    pub icrc_unverifiable: u64,
+    /// AF_PACKET: frames whose UDP checksum the kernel had left unfinished (checksum offload on
+    /// a local veth), zeroed before handing them on.
+    pub rx_csum_unfinished: u64,
+    /// Frames the kernel refused for good (too big for the path MTU, no route, …), dropped.
+    pub tx_errors: u64,
+    /// Frames that were not well-formed RoCEv2 frames from the core, dropped (a bug).
+    pub tx_malformed: u64,
+    /// Send calls that found the kernel's queue full; the frames waited.
+    pub tx_blocked: u64,
+    /// UDP mode: frames sent from port 4791 with a recomputed ICRC because no socket could be
+    /// bound to the QP's UDP source port.
+    pub tx_sport_fallback: u64,
+}
+
+impl DatapathStats {
+    /// Every counter with its name, in declaration order.
+    pub fn named(&self) -> [(&'static str, u64); 13] {
+        [
+            ("rx_packets", self.rx_packets),
+            ("rx_bytes", self.rx_bytes),
+            ("tx_packets", self.tx_packets),
+            ("tx_bytes", self.tx_bytes),
+            ("rx_filtered", self.rx_filtered),
+            ("rx_truncated", self.rx_truncated),
+            ("rx_kernel_drops", self.rx_kernel_drops),
+            ("icrc_unverifiable", self.icrc_unverifiable),
+            ("rx_csum_unfinished", self.rx_csum_unfinished),
+            ("tx_errors", self.tx_errors),
+            ("tx_malformed", self.tx_malformed),
+            ("tx_blocked", self.tx_blocked),
+            ("tx_sport_fallback", self.tx_sport_fallback),
+        ]
+    }
+}
+
+/// A way of moving whole RoCEv2 Ethernet frames between the core and an interface.
+///
+/// Every call is non-blocking; the event loop waits on [`Datapath::fd`] (readable: frames to
+/// receive; writable: room to send) and on the core's next deadline.
+pub trait Datapath {
+    /// Short mode name for logs and stats: `"packet"`, `"udp"`, later `"xdp"`.
+    fn name(&self) -> &'static str;
+
+    /// Receives up to `batch.capacity()` frames into the batch's slots and returns how many
+    /// (0 when nothing is waiting). Frames that are not RoCEv2 may be filtered out and counted.
+    ///
+    /// # Errors
+    /// Only socket failures; a bad frame is never an error.
+    fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error>;
+
+    /// Sends the waiting frames of `batch` in order, consuming those the kernel took or refused
+    /// for good, and returns how many were consumed. When the kernel's queue is full the rest
+    /// stay in the batch; wait for [`Datapath::fd`] to become writable and call again.
+    ///
+    /// # Errors
+    /// Only socket failures that will not go away by retrying.
+    fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error>;
+
+    /// A descriptor that polls readable when frames wait and writable when sends may proceed.
+    fn fd(&self) -> BorrowedFd<'_>;
+
+    /// Counters.
+    fn stats(&self) -> DatapathStats;
+}
+
+impl<D: Datapath + ?Sized> Datapath for Box<D> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
+        (**self).recv(batch)
+    }
+    fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
+        (**self).send(batch)
+    }
+    fn fd(&self) -> BorrowedFd<'_> {
+        (**self).fd()
+    }
+    fn stats(&self) -> DatapathStats {
+        (**self).stats()
+    }
+}
+
+/// Frames for unit tests, built by the core.
+#[cfg(test)]
+pub(crate) mod test_frames {
+    use rocev2_core::wire::aeth::{Credits, Syndrome};
+    use rocev2_core::wire::frame::{EthRepr, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr};
+    use rocev2_core::wire::{AethRepr, BthRepr, Msn, Opcode, Operation, Psn, Qpn, RoceRepr};
+
+    /// An RC ACK (QP 0x11, MSN 5) from UDP port `sport`, as the core emits it.
+    pub(crate) fn ack(ip: IpRepr, sport: u16) -> Vec<u8> {
+        let bth = BthRepr {
+            opcode: Opcode::rc(Operation::Acknowledge),
+            solicited: false,
+            mig_req: false,
+            pad_cnt: 0,
+            tver: 0,
+            p_key: 0xffff,
+            fecn: false,
+            becn: false,
+            deflection_tokens: 0,
+            dest_qp: Qpn::new(0x11),
+            ack_req: false,
+            psn: Psn::new(0x7d2ab1),
+        };
+        let repr = FrameRepr {
+            eth: EthRepr {
+                src: [2, 0, 0, 0, 0, 1],
+                dst: [2, 0, 0, 0, 0, 2],
+                vlan: None,
+            },
+            ip,
+            udp: UdpRepr {
+                src_port: sport,
+                dst_port: ROCEV2_UDP_PORT,
+                checksum: matches!(ip, IpRepr::V6 { .. }),
+            },
+            roce: RoceRepr {
+                aeth: Some(AethRepr {
+                    syndrome: Syndrome::Ack(Credits::from_code(31)),
+                    msn: Msn::new(5),
+                }),
+                ..RoceRepr::new(bth)
+            },
+        };
+        let mut buf = vec![0; repr.buffer_len(0).expect("ACK fits")];
+        repr.emit(&mut buf, &[]).expect("ACK emits");
+        buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_batch_push_consume_reuses_slots() {
+        let mut b = TxBatch::new(2);
+        assert!(b.push(&[1, 2, 3]));
+        assert!(b.push(&[4]));
+        assert!(!b.push(&[5]), "full");
+        assert_eq!(b.frames().collect::<Vec<_>>(), vec![&[1, 2, 3][..], &[4]]);
+        b.consume(1);
+        assert_eq!(b.pending(), 1);
+        assert!(!b.push(&[6]), "slots free only once all are sent");
+        b.consume(1);
+        assert!(b.is_empty());
+        assert!(b.push(&[7, 8]));
+        assert_eq!(b.frames().next(), Some(&[7, 8][..]));
+        assert!(
+            !b.push_with(|_| None),
+            "a fill that writes nothing adds nothing"
+        );
+        assert_eq!(b.pending(), 1);
+    }
+
+    #[test]
+    fn rx_batch_get_stays_in_bounds() {
+        let mut b = RxBatch::new(2);
+        let (slots, meta) = b.parts_mut();
+        slots[0][..3].copy_from_slice(&[9, 8, 7]);
+        meta[0] = RxMeta {
+            len: 3,
+            ecn: Ecn::Ce,
+        };
+        meta[1] = RxMeta {
+            len: MAX_FRAME + 1,
+            ecn: Ecn::NotEct,
+        };
+        b.set_len(5);
+        assert_eq!(b.len(), 2);
+        assert_eq!(
+            b.get(0),
+            Some((
+                &[9, 8, 7][..],
+                RxMeta {
+                    len: 3,
+                    ecn: Ecn::Ce
+                }
+            ))
+        );
+        assert_eq!(b.get(1), None, "a bad length is not a panic");
+        assert_eq!(b.iter().count(), 1);
+    }
+}
