@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 fn python() -> String {
     std::env::var("ROCEV2_PYTHON").unwrap_or_else(|_| "python3".to_owned())
@@ -30,11 +31,16 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scapy_roce.py")
 }
 
+/// Probed once per test binary: importing scapy takes a second or two, and the tests here run in
+/// parallel. A panic under `ROCEV2_REQUIRE_TOOLS=1` leaves the cell empty, so every test fails.
 fn scapy_available() -> bool {
-    tool_available(
-        "python3 with scapy (pip install scapy)",
-        Command::new(python()).args(["-c", "import scapy.contrib.roce"]),
-    )
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        tool_available(
+            "python3 with scapy (pip install scapy)",
+            Command::new(python()).args(["-c", "import scapy.contrib.roce"]),
+        )
+    })
 }
 
 /// One `key=value …` line of the script's output.
