@@ -5,6 +5,7 @@
 
 use rocev2_testbed::probe::PingReport;
 use rocev2_testbed::{NodePlan, Process, Testbed, TopologyFile};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,7 +22,9 @@ pub fn need_root(test: &str) -> bool {
     if rocev2_testbed::running_as_root() {
         return true;
     }
-    eprintln!("SKIPPED (needs root): {test}");
+    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests, which
+    // would hide the skip exactly when it matters.
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
     false
 }
 
