@@ -76,8 +76,12 @@ pub struct Port {
     pub link: LinkSpec,
     /// Loss probability of packets arriving on this port, Q32 (0 = none).
     pub loss_q32: u64,
-    /// Serialising a packet now.
-    pub busy: bool,
+    /// The current packet's last bit leaves at this time, ns (free when `<= now`).
+    pub busy_until: u64,
+    /// A `TxDone` event is scheduled for this port. Switch ports schedule one only when a
+    /// packet is waiting behind the one on the wire, which saves an event per hop at an idle
+    /// port; host ports always do, to pull the engine's next frame.
+    pub txdone_pending: bool,
     /// Egress paused by the peer's PFC, per priority.
     pub paused: [bool; NPRIO],
     /// When the current pause began (for `paused_ns`).
@@ -104,7 +108,8 @@ impl Port {
             peer,
             link,
             loss_q32: 0,
-            busy: false,
+            busy_until: 0,
+            txdone_pending: false,
             paused: [false; NPRIO],
             paused_since: 0,
             queues: Default::default(),

@@ -515,7 +515,7 @@ impl Sim {
         match ev {
             Event::Arrive { port, pkt } => self.on_arrive(port, pkt),
             Event::TxDone { port } => {
-                self.ports[port as usize].busy = false;
+                self.ports[port as usize].txdone_pending = false;
                 self.kick(port);
             }
             Event::Pfc { port, prio, pause } => self.on_pfc(port, prio as usize, pause),
@@ -561,14 +561,14 @@ impl Sim {
         self.release(id);
     }
 
-    /// Starts serialising `pkt` on `port`.
-    fn transmit(&mut self, port: PortId, pkt: PktId) {
+    /// Starts serialising `pkt` on `port`; schedules its `TxDone` when `txdone` (hosts, or a
+    /// switch port with more packets waiting).
+    fn transmit(&mut self, port: PortId, pkt: PktId, txdone: bool) {
         let now = self.now;
         let p = &mut self.pkts[pkt as usize];
         p.on_wire = true;
         let len = p.len;
         let pt = &mut self.ports[port as usize];
-        pt.busy = true;
         pt.stats.tx_packets += 1;
         pt.stats.tx_bytes += len as u64;
         let ser = pt
@@ -577,7 +577,11 @@ impl Sim {
             .transmit_time(wire_bytes(len) as u64)
             .as_nanos();
         let (peer, delay) = (pt.peer, pt.link.delay_ns);
-        self.q.push(now + ser, Event::TxDone { port });
+        pt.busy_until = now + ser;
+        if txdone {
+            pt.txdone_pending = true;
+            self.q.push(now + ser, Event::TxDone { port });
+        }
         self.q
             .push(now + ser + delay, Event::Arrive { port: peer, pkt });
     }
@@ -615,7 +619,7 @@ impl Sim {
         } else if was_paused && !is_paused {
             pt.stats.paused_ns += now - pt.paused_since;
         }
-        if !pause && !pt.busy {
+        if !pause && !pt.txdone_pending {
             self.kick(port);
         }
     }
@@ -716,7 +720,7 @@ impl Sim {
         o.queue_bytes[prio] += len;
         let q = o.queued_bytes();
         o.stats.max_queue_bytes = o.stats.max_queue_bytes.max(q);
-        if !o.busy {
+        if !o.txdone_pending {
             self.switch_start(out);
         }
     }
@@ -730,8 +734,15 @@ impl Sim {
     }
 
     fn switch_start(&mut self, port: PortId) {
+        let now = self.now;
         let pt = &mut self.ports[port as usize];
-        if pt.busy {
+        if pt.busy_until > now {
+            // Still sending: come back when the wire is free.
+            if !pt.txdone_pending && pt.next_prio().is_some() {
+                pt.txdone_pending = true;
+                let t = pt.busy_until;
+                self.q.push(t, Event::TxDone { port });
+            }
             return;
         }
         let Some(prio) = pt.next_prio() else {
@@ -760,7 +771,8 @@ impl Sim {
         if pfc && ing.pause_sent[prio] && ing.ingress_bytes[prio] <= xon {
             self.send_pfc(ingress, prio, false);
         }
-        self.transmit(port, pkt);
+        let more = self.ports[port as usize].next_prio().is_some();
+        self.transmit(port, pkt, more);
     }
 
     // ---- hosts ------------------------------------------------------------------------------
@@ -804,7 +816,9 @@ impl Sim {
     /// Lets host `h`'s NIC start its next frame if it is free; then re-arms its wake-up.
     fn host_kick(&mut self, h: u32) {
         let port = h as PortId;
-        if !self.ports[port as usize].busy {
+        if self.ports[port as usize].busy_until <= self.now
+            && !self.ports[port as usize].txdone_pending
+        {
             loop {
                 let pt = &mut self.ports[port as usize];
                 if let Some(prio) = pt.next_prio() {
@@ -869,7 +883,7 @@ impl Sim {
                 }
             }
         }
-        self.transmit(h as PortId, pkt);
+        self.transmit(h as PortId, pkt, true);
     }
 
     /// Writes flow `f`'s current bin and zero bins up to `next` (bounded), then opens `next`.
