@@ -12,6 +12,7 @@
 #   python3 + scapy                  independent RoCEv2 encoder/decoder in interop tests
 #   nightly rust-src                 cargo-fuzz (nightly sanitizers) and, later, eBPF builds
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
+#   iproute2 + procps                netns testbeds (ip, tc, ss, bridge; sysctl) for integration/
 set -euo pipefail
 
 log() { printf '[prereqs] %s\n' "$*"; }
@@ -73,6 +74,10 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNAL
     python3 -m pip install "${flags[@]}" scapy
 }
 
+ensure_netns_tools() {
+    apt_install iproute2 procps
+}
+
 ensure_nightly_src() {
     if ! rustup toolchain list | grep -q '^nightly'; then
         log "installing nightly toolchain with rust-src"
@@ -100,6 +105,7 @@ case "${1:-all}" in
         ensure_scapy
         ensure_nightly_src
         ensure_cargo_fuzz
+        ensure_netns_tools
         ;;
     *)
         log "usage: $0 [all|demo]" >&2
