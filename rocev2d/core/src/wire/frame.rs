@@ -171,6 +171,23 @@ pub struct Frame<'a> {
     ip: Range<usize>,
     udp: Range<usize>,
     transport: RocePacket<&'a [u8]>,
+    /// The L2–L4 fields, read once while checking.
+    eth_repr: EthRepr,
+    ip_repr: IpRepr,
+    udp_repr: UdpRepr,
+}
+
+/// True when an IPv4 header's checksum is right: the ones' complement sum of all its 16-bit
+/// words, checksum included, is 0xFFFF (RFC 1071).
+fn ipv4_checksum_ok(hdr: &[u8]) -> bool {
+    let mut sum: u32 = hdr
+        .chunks_exact(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
 }
 
 fn short_or(slice_len: usize, min: usize, header: Header) -> Error {
@@ -183,19 +200,31 @@ fn short_or(slice_len: usize, min: usize, header: Header) -> Error {
 
 impl<'a> Frame<'a> {
     /// Locates every layer and checks everything but the ICRC (see [`Self::verify_icrc`]).
+    #[inline]
     pub fn new_checked(bytes: &'a [u8]) -> Result<Frame<'a>, Error> {
         let eth = Ethernet2HeaderSlice::from_slice(bytes)
             .map_err(|_| Error::Truncated(Header::Ethernet))?;
         let mut at = ETH_LEN;
         let mut ether_type = eth.ether_type();
+        let mut vlan_repr = None;
         if ether_type == EtherType::VLAN_TAGGED_FRAME {
             let vlan = SingleVlanHeaderSlice::from_slice(&bytes[at..])
                 .map_err(|_| Error::Truncated(Header::Vlan))?;
             ether_type = vlan.ether_type();
+            vlan_repr = Some(VlanRepr {
+                pcp: vlan.priority_code_point().value(),
+                dei: vlan.drop_eligible_indicator(),
+                vid: vlan.vlan_identifier().value(),
+            });
             at += VLAN_LEN;
         }
+        let eth_repr = EthRepr {
+            src: eth.source(),
+            dst: eth.destination(),
+            vlan: vlan_repr,
+        };
         let rest = &bytes[at..];
-        let (ip_len, payload_len) = match ether_type {
+        let (ip_len, payload_len, ip_repr) = match ether_type {
             EtherType::IPV4 => {
                 let h = Ipv4HeaderSlice::from_slice(rest)
                     .map_err(|_| short_or(rest.len(), 20, Header::Ipv4))?;
@@ -216,10 +245,19 @@ impl<'a> Frame<'a> {
                 if h.protocol() != IpNumber::UDP {
                     return Err(Error::NotUdp);
                 }
-                if h.to_header().calc_header_checksum() != h.header_checksum() {
+                if !ipv4_checksum_ok(h.slice()) {
                     return Err(Error::BadIpChecksum);
                 }
-                (hl, total - hl)
+                let repr = IpRepr::V4 {
+                    src: h.source_addr(),
+                    dst: h.destination_addr(),
+                    dscp: h.dcp().value(),
+                    ecn: Ecn::from_bits(h.ecn().value()),
+                    identification: h.identification(),
+                    dont_fragment: h.dont_fragment(),
+                    ttl: h.ttl(),
+                };
+                (hl, total - hl, repr)
             }
             EtherType::IPV6 => {
                 let h = Ipv6HeaderSlice::from_slice(rest)
@@ -236,7 +274,15 @@ impl<'a> Frame<'a> {
                 if rest.len() < 40 + payload {
                     return Err(Error::Truncated(Header::Ipv6));
                 }
-                (40, payload)
+                let repr = IpRepr::V6 {
+                    src: h.source_addr(),
+                    dst: h.destination_addr(),
+                    dscp: h.traffic_class() >> 2,
+                    ecn: Ecn::from_bits(h.traffic_class()),
+                    flow_label: h.flow_label().value(),
+                    hop_limit: h.hop_limit(),
+                };
+                (40, payload, repr)
             }
             _ => return Err(Error::NotIp),
         };
@@ -280,11 +326,19 @@ impl<'a> Frame<'a> {
             }
         }
         let transport = RocePacket::new_checked(transport_bytes)?;
+        let udp_repr = UdpRepr {
+            src_port: udp_h.source_port(),
+            dst_port: udp_h.destination_port(),
+            checksum: udp_h.checksum() != 0,
+        };
         Ok(Frame {
             bytes,
             ip,
             udp,
             transport,
+            eth_repr,
+            ip_repr,
+            udp_repr,
         })
     }
 
@@ -317,6 +371,7 @@ impl<'a> Frame<'a> {
 
 impl FrameRepr {
     /// Checks a frame completely (ICRC included) and returns its meaning and payload.
+    #[inline]
     pub fn parse(bytes: &[u8]) -> Result<(FrameRepr, &[u8]), Error> {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
@@ -324,58 +379,12 @@ impl FrameRepr {
     }
 
     /// The meaning of a checked frame (whose ICRC the caller verified or chose not to).
+    #[inline]
     pub fn parse_frame(frame: &Frame<'_>) -> Result<FrameRepr, Error> {
-        let b = frame.bytes;
-        let eth =
-            Ethernet2HeaderSlice::from_slice(b).map_err(|_| Error::Truncated(Header::Ethernet))?;
-        let vlan = if eth.ether_type() == EtherType::VLAN_TAGGED_FRAME {
-            let v = SingleVlanHeaderSlice::from_slice(&b[ETH_LEN..])
-                .map_err(|_| Error::Truncated(Header::Vlan))?;
-            Some(VlanRepr {
-                pcp: v.priority_code_point().value(),
-                dei: v.drop_eligible_indicator(),
-                vid: v.vlan_identifier().value(),
-            })
-        } else {
-            None
-        };
-        let iph = frame.ip_header();
-        let ip = if iph.len() == 20 {
-            let h = Ipv4HeaderSlice::from_slice(iph).map_err(|_| Error::Malformed(Header::Ipv4))?;
-            IpRepr::V4 {
-                src: h.source_addr(),
-                dst: h.destination_addr(),
-                dscp: h.dcp().value(),
-                ecn: Ecn::from_bits(h.ecn().value()),
-                identification: h.identification(),
-                dont_fragment: h.dont_fragment(),
-                ttl: h.ttl(),
-            }
-        } else {
-            let h = Ipv6HeaderSlice::from_slice(iph).map_err(|_| Error::Malformed(Header::Ipv6))?;
-            IpRepr::V6 {
-                src: h.source_addr(),
-                dst: h.destination_addr(),
-                dscp: h.traffic_class() >> 2,
-                ecn: Ecn::from_bits(h.traffic_class()),
-                flow_label: h.flow_label().value(),
-                hop_limit: h.hop_limit(),
-            }
-        };
-        let udp = UdpHeaderSlice::from_slice(frame.udp_header())
-            .map_err(|_| Error::Truncated(Header::Udp))?;
         Ok(FrameRepr {
-            eth: EthRepr {
-                src: eth.source(),
-                dst: eth.destination(),
-                vlan,
-            },
-            ip,
-            udp: UdpRepr {
-                src_port: udp.source_port(),
-                dst_port: udp.destination_port(),
-                checksum: udp.checksum() != 0,
-            },
+            eth: frame.eth_repr,
+            ip: frame.ip_repr,
+            udp: frame.udp_repr,
             roce: RoceRepr::parse(frame.transport())?,
         })
     }
