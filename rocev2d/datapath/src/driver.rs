@@ -115,6 +115,11 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         &self.dp
     }
 
+    /// The datapath, mutably (for wrappers that inject or record frames).
+    pub fn datapath_mut(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
     /// The datapath's counters.
     pub fn datapath_stats(&self) -> DatapathStats {
         self.dp.stats()

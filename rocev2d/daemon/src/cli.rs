@@ -1,0 +1,62 @@
+//! Command line of `rocev2d` (clap derive).
+//!
+//! Deviations: none.
+
+use clap::{Args, Parser, Subcommand};
+use rocev2_datapath::Mode;
+use std::path::PathBuf;
+
+/// rocev2d: a userspace RoCEv2 device on a Linux interface.
+#[derive(Debug, Parser)]
+#[command(name = "rocev2d", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve an interface until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Print a running daemon's counters.
+    Stats(StatsArgs),
+    /// Run one RC QP against another `rocev2d peer` and check a workload on the wire (the
+    /// namespace tests' helper; also a by-hand wire check).
+    Peer(crate::peer::PeerArgs),
+}
+
+/// `rocev2d run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Interface to serve (overrides `iface` in the config file).
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Datapath: auto (best available), packet (AF_PACKET, CAP_NET_RAW) or udp (sockets).
+    #[arg(long)]
+    pub datapath: Option<Mode>,
+    /// TOML configuration file (see `rocev2d/daemon/src/config.rs` for the keys).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Busy-poll instead of sleeping (lower latency, one core at 100%).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Stats socket (default /run/rocev2d/<iface>.sock).
+    #[arg(long)]
+    pub stats_socket: Option<PathBuf>,
+}
+
+/// `rocev2d stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The daemon serving this interface (its socket is /run/rocev2d/<iface>.sock).
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// The daemon's stats socket; default: the only socket in /run/rocev2d/.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+}

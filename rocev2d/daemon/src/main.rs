@@ -1,0 +1,98 @@
+//! `rocev2d`: runs a rocev2 endpoint on a Linux interface (`run`), reports its counters
+//! (`stats`), and runs scripted RC peers for wire tests (`peer`).
+//!
+//! Logging goes to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default
+//! `info`); readiness lines for scripts go to stdout.
+//!
+//! Deviations: none.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
+mod cli;
+mod config;
+mod event_loop;
+mod peer;
+mod stats;
+
+use anyhow::{Context as _, bail};
+use clap::Parser as _;
+use cli::{Cli, Command, StatsArgs};
+use std::path::PathBuf;
+
+fn main() -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Run(a) => {
+            let mut cfg = match &a.config {
+                Some(p) => config::Config::load(p)?,
+                None => config::Config::default(),
+            };
+            if a.iface.is_some() {
+                cfg.iface = a.iface;
+            }
+            if let Some(m) = a.datapath {
+                cfg.mode = m;
+            }
+            cfg.busy_poll |= a.busy_poll;
+            if a.stats_socket.is_some() {
+                cfg.stats_socket = a.stats_socket;
+            }
+            event_loop::run(&cfg)
+        }
+        Command::Stats(a) => stats_cmd(&a),
+        Command::Peer(a) => peer::run(&a),
+    }
+}
+
+fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
+    let path = match (&a.socket, &a.iface) {
+        (Some(p), _) => p.clone(),
+        (None, Some(i)) => config::default_stats_socket(i),
+        (None, None) => {
+            let dir = PathBuf::from("/run/rocev2d");
+            let socks: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .with_context(|| format!("{} (is rocev2d running?)", dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect();
+            match socks.as_slice() {
+                [one] => one.clone(),
+                [] => bail!(
+                    "no daemon socket in {} (is rocev2d running?)",
+                    dir.display()
+                ),
+                _ => bail!(
+                    "several daemons run ({}); choose one with --iface or --socket",
+                    socks
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+    };
+    let snap = stats::fetch(&path)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&snap)?);
+    } else {
+        print!("{}", stats::render_text(&snap));
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! What `rocev2d stats` prints: a snapshot of the endpoint's, the datapath's and every QP's
+//! counters, served by the running daemon on a unix socket (one JSON document per connection)
+//! and printed as text or JSON.
+//!
+//! Counter names are the keys STYLE.md §3 fixes: drop reasons are [`DropReason::name`],
+//! per-QP counters the field names of `rocev2_core::qp::QpCounters`, datapath counters
+//! [`DatapathStats::named`].
+//!
+//! Deviations: the core has no iterator over an endpoint's QPs, so the daemon lists the QPs it
+//! created itself.
+
+use rocev2_core::qp::QpState;
+use rocev2_core::wire::Qpn;
+use rocev2_core::{DropReason, Endpoint};
+use rocev2_datapath::DatapathStats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// One QP's state and counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpSnapshot {
+    /// QP state (`Rts`, `Error`, …).
+    pub state: String,
+    /// Counters by name.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Everything `rocev2d stats` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Interface served.
+    pub iface: String,
+    /// Datapath name.
+    pub datapath: String,
+    /// Why that datapath.
+    pub datapath_reason: String,
+    /// Milliseconds since the daemon started.
+    pub uptime_ms: u64,
+    /// Frames and bytes through the endpoint: `rx_packets`, `rx_bytes`, `tx_packets`,
+    /// `tx_bytes`.
+    pub packets: BTreeMap<String, u64>,
+    /// Drops by reason, every reason listed.
+    pub drops: BTreeMap<String, u64>,
+    /// Frames whose ICRC did not verify (`drops.icrc_error`).
+    pub icrc_errors: u64,
+    /// UDP mode: frames accepted without a verifiable ICRC.
+    pub icrc_unverifiable: u64,
+    /// Retransmitted request packets, all QPs.
+    pub retransmits: u64,
+    /// NAKs sent, all QPs.
+    pub naks_sent: u64,
+    /// NAKs received, all QPs.
+    pub naks_received: u64,
+    /// The datapath's own counters.
+    pub datapath_counters: BTreeMap<String, u64>,
+    /// Per QP, keyed by QPN in hex.
+    pub qps: BTreeMap<String, QpSnapshot>,
+}
+
+/// Where a snapshot's identity fields come from.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Interface.
+    pub iface: String,
+    /// Datapath name.
+    pub datapath: String,
+    /// Why.
+    pub reason: String,
+    /// Start time.
+    pub started: std::time::Instant,
+}
+
+/// Takes a snapshot.
+pub fn snapshot(id: &Identity, ep: &Endpoint, qpns: &[Qpn], dp: &DatapathStats) -> Snapshot {
+    let s = ep.stats();
+    let drops: BTreeMap<String, u64> = DropReason::ALL
+        .iter()
+        .map(|r| (r.name().to_string(), s.drops(*r)))
+        .collect();
+    let mut qps = BTreeMap::new();
+    let (mut retransmits, mut naks_sent, mut naks_received) = (0, 0, 0);
+    for q in qpns {
+        let Some(qp) = ep.qp(*q) else { continue };
+        let c = qp.counters();
+        retransmits += c.retransmits;
+        naks_sent += c.naks_sent;
+        naks_received += c.naks_received;
+        let counters = [
+            ("tx_packets", c.tx_packets),
+            ("rx_packets", c.rx_packets),
+            ("retransmits", c.retransmits),
+            ("timeouts", c.timeouts),
+            ("naks_sent", c.naks_sent),
+            ("naks_received", c.naks_received),
+            ("rnr_naks_received", c.rnr_naks_received),
+            ("duplicate_requests", c.duplicate_requests),
+            ("out_of_sequence", c.out_of_sequence),
+            ("unexpected_responses", c.unexpected_responses),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        qps.insert(
+            format!("{:#08x}", q.value()),
+            QpSnapshot {
+                state: state_name(qp.state()).to_string(),
+                counters,
+            },
+        );
+    }
+    Snapshot {
+        iface: id.iface.clone(),
+        datapath: id.datapath.clone(),
+        datapath_reason: id.reason.clone(),
+        uptime_ms: u64::try_from(id.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        packets: [
+            ("rx_packets", s.rx_frames),
+            ("rx_bytes", s.rx_bytes),
+            ("tx_packets", s.tx_frames),
+            ("tx_bytes", s.tx_bytes),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        icrc_errors: s.drops(DropReason::BadIcrc),
+        icrc_unverifiable: dp.icrc_unverifiable,
+        drops,
+        retransmits,
+        naks_sent,
+        naks_received,
+        datapath_counters: dp
+            .named()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        qps,
+    }
+}
+
+fn state_name(s: QpState) -> &'static str {
+    match s {
+        QpState::Reset => "reset",
+        QpState::Init => "init",
+        QpState::Rtr => "rtr",
+        QpState::Rts => "rts",
+        QpState::Sqd => "sqd",
+        QpState::Sqe => "sqe",
+        QpState::Error => "error",
+    }
+}
+
+/// The text `rocev2d stats` prints without `--json`: one `key value` per line, grouped.
+pub fn render_text(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "iface {}", s.iface);
+    let _ = writeln!(o, "datapath {} ({})", s.datapath, s.datapath_reason);
+    let _ = writeln!(o, "uptime_ms {}", s.uptime_ms);
+    for (k, v) in &s.packets {
+        let _ = writeln!(o, "{k} {v}");
+    }
+    let _ = writeln!(o, "icrc_errors {}", s.icrc_errors);
+    let _ = writeln!(o, "icrc_unverifiable {}", s.icrc_unverifiable);
+    let _ = writeln!(o, "retransmits {}", s.retransmits);
+    let _ = writeln!(o, "naks_sent {}", s.naks_sent);
+    let _ = writeln!(o, "naks_received {}", s.naks_received);
+    let _ = writeln!(o, "drops:");
+    for (k, v) in &s.drops {
+        let _ = writeln!(o, "  {k} {v}");
+    }
+    let _ = writeln!(o, "datapath counters:");
+    for (k, v) in &s.datapath_counters {
+        let _ = writeln!(o, "  {k} {v}");
+    }
+    for (q, qs) in &s.qps {
+        let _ = writeln!(o, "qp {q} {}:", qs.state);
+        for (k, v) in &qs.counters {
+            let _ = writeln!(o, "  {k} {v}");
+        }
+    }
+    o
+}
+
+/// Writes one snapshot to a connected client, as one JSON line.
+///
+/// # Errors
+/// The write's error (a client that went away).
+pub fn send(stream: &mut UnixStream, s: &Snapshot) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+    let mut line = serde_json::to_vec(s).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// Connects to a running daemon's stats socket and reads its snapshot.
+///
+/// # Errors
+/// Connection and decoding failures.
+pub fn fetch(path: &Path) -> anyhow::Result<Snapshot> {
+    use anyhow::Context as _;
+    let mut s = UnixStream::connect(path).with_context(|| {
+        format!(
+            "connecting to {} (is `rocev2d run` serving that interface?)",
+            path.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    serde_json::from_str(buf.trim()).with_context(|| format!("decoding {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_snapshot_lists_every_drop_reason() {
+        let mut ep = Endpoint::new(1);
+        let mut mem = rocev2_core::mr::VecMemory::new();
+        let _ = ep.handle_frame(rocev2_core::time::Instant::ZERO, &[0; 10], &mut mem);
+        let id = Identity {
+            iface: "veth0".into(),
+            datapath: "udp".into(),
+            reason: "asked for".into(),
+            started: std::time::Instant::now(),
+        };
+        let s = snapshot(&id, &ep, &[], &DatapathStats::default());
+        assert_eq!(s.drops.len(), DropReason::ALL.len());
+        assert_eq!(s.drops["truncated"], 1);
+        assert_eq!(s.packets["rx_packets"], 1);
+        let text = render_text(&s);
+        assert!(text.contains("  truncated 1\n"), "{text}");
+        assert!(text.contains("  icrc_error 0\n"), "{text}");
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+}
