@@ -93,7 +93,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if !layout.payload && body != 0 {
             return Err(Error::UnexpectedPayload);
         }
-        if pad > body {
+        // Every header is a multiple of 4 bytes and PadCnt aligns the payload to 4 (IBA §9.2),
+        // so a well-formed transport packet is a multiple of 4 long, and PadCnt is the one
+        // value that makes it so.
+        if pad > body || b.len() % 4 != 0 {
             return Err(Error::BadPadCount);
         }
         Ok(Packet {
@@ -286,7 +289,19 @@ impl Repr {
             && l.immdt == self.immdt.is_some()
             && l.ieth == self.ieth.is_some()
             && (self.bth.tver == ext::TVER) == self.ext.is_some();
-        if matches { Ok(l) } else { Err(Error::BadRepr) }
+        // Values the wire fields cannot carry are refused rather than truncated.
+        let in_range = self.bth.deflection_tokens <= 0x3f
+            && self.bth.tver <= ext::TVER
+            && !matches!(self.aeth.map(|a| a.syndrome), Some(super::Syndrome::Nak(super::NakCode::Reserved(c))) if c < 5 || c > 0x1f)
+            && self
+                .ext
+                .and_then(|e| e.lookahead)
+                .is_none_or(|l| (l.member_count as usize) <= ext::MAX_LOOKAHEAD);
+        if matches && in_range {
+            Ok(l)
+        } else {
+            Err(Error::BadRepr)
+        }
     }
 
     /// Length of the headers before the payload.
@@ -585,5 +600,47 @@ mod tests {
             Packet::new_checked(&bad_ext[..]).err(),
             Some(Error::BadExtension | Error::Truncated(_))
         ));
+    }
+
+    #[test]
+    fn packet_not_4_byte_aligned_rejected() {
+        // A 19-byte SEND Only with PadCnt 0 and a 3-byte payload (found by the wire property
+        // tests): IBA §9.2 pads the payload to 4 bytes, so this cannot be a valid packet.
+        let b = [
+            0x04, 0x00, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 0, 0, 0, 0,
+        ];
+        assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::BadPadCount));
+        let mut pad1 = [0u8; 18];
+        pad1[..12].copy_from_slice(&b[..12]);
+        pad1[1] = 0x10; // PadCnt 1 with a 2-byte payload: 18 bytes, still misaligned
+        assert_eq!(
+            Packet::new_checked(&pad1[..]).err(),
+            Some(Error::BadPadCount)
+        );
+    }
+
+    #[test]
+    fn packet_values_the_wire_cannot_carry_rejected() {
+        let ack = Repr {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack(Credits::UNLIMITED),
+                msn: Msn::new(0),
+            }),
+            ..Repr::new(bth(Opcode::rc(Operation::Acknowledge)))
+        };
+        assert!(ack.buffer_len(0).is_ok());
+        let mut tokens = ack;
+        tokens.bth.deflection_tokens = 64;
+        assert_eq!(tokens.buffer_len(0), Err(Error::BadRepr), "6-bit field");
+        let mut nak = ack;
+        nak.aeth = Some(AethRepr {
+            syndrome: Syndrome::Nak(crate::wire::NakCode::Reserved(2)),
+            msn: Msn::new(0),
+        });
+        assert_eq!(
+            nak.buffer_len(0),
+            Err(Error::BadRepr),
+            "code 2 is RemoteAccessError, not reserved"
+        );
     }
 }
