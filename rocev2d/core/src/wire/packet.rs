@@ -292,7 +292,7 @@ impl Repr {
         // Values the wire fields cannot carry are refused rather than truncated.
         let in_range = self.bth.deflection_tokens <= 0x3f
             && self.bth.tver <= ext::TVER
-            && !matches!(self.aeth.map(|a| a.syndrome), Some(super::Syndrome::Nak(super::NakCode::Reserved(c))) if c < 5 || c > 0x1f)
+            && !matches!(self.aeth.map(|a| a.syndrome), Some(super::Syndrome::Nak(super::NakCode::Reserved(c))) if !(5..=0x1f).contains(&c))
             && self
                 .ext
                 .and_then(|e| e.lookahead)
