@@ -1,0 +1,85 @@
+//! Completion-queue and queue-pair handles, and what [`crate::Device::connect`] needs to know
+//! about the peer.
+//!
+//! Deviations from verbs: RC only (the engine has no UC/UD); one call,
+//! [`crate::Device::connect`], does INIT→RTR→RTS.
+
+use rocev2_core::qp::{CqId, Mtu};
+use rocev2_core::wire::Qpn;
+use std::net::IpAddr;
+
+/// A completion queue (`ibv_cq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cq(pub(crate) CqId);
+
+impl Cq {
+    /// The engine's id.
+    pub fn id(&self) -> CqId {
+        self.0
+    }
+}
+
+/// An RC queue pair (`ibv_qp`), in INIT once created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Qp(pub(crate) Qpn);
+
+impl Qp {
+    /// The QP number the peer sends to.
+    pub fn qpn(&self) -> Qpn {
+        self.0
+    }
+}
+
+/// The peer's QP as learned out of band (`ibv_rc_pingpong`'s `LID:QPN:PSN:GID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteQp {
+    /// Its QP number.
+    pub qpn: Qpn,
+    /// The first PSN it sends (our expected PSN), 24 bits.
+    pub psn: u32,
+    /// Its address (the GID, IPv4-mapped GIDs as IPv4).
+    pub ip: IpAddr,
+    /// The next hop's MAC address; `None` resolves it through the kernel's route and neighbour
+    /// tables (ARP/ND), waiting up to [`ConnectOptions::resolve_timeout`].
+    pub mac: Option<[u8; 6]>,
+}
+
+/// Settings of [`crate::Device::connect`]; defaults as `ibv_rc_pingpong` sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// First PSN we send (the peer's expected PSN), 24 bits.
+    pub local_psn: u32,
+    /// Path MTU; lowered to what the interface carries. `ibv_rc_pingpong`: 1024.
+    pub mtu: Mtu,
+    /// Local ACK timeout code, 4.096 µs · 2^timeout (`ibv_rc_pingpong`: 14, about 67 ms).
+    pub timeout: u8,
+    /// Retries after a timeout or sequence NAK (`ibv_rc_pingpong`: 7).
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK, 7 = infinite (`ibv_rc_pingpong`: 7).
+    pub rnr_retry: u8,
+    /// RNR NAK timer code we advertise (`ibv_rc_pingpong`: 12, 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomics in each direction (`ibv_rc_pingpong`: 1; 16 here, the
+    /// device maximum, since READ-heavy users want it).
+    pub rd_atomic: u8,
+    /// DSCP of every packet (26: the usual RoCE class).
+    pub dscp: u8,
+    /// Neighbour resolution bound when [`RemoteQp::mac`] is `None`.
+    pub resolve_timeout: std::time::Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            local_psn: 0,
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            rd_atomic: 16,
+            dscp: 26,
+            resolve_timeout: std::time::Duration::from_secs(3),
+        }
+    }
+}
