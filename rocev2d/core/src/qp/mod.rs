@@ -3,14 +3,14 @@
 //! Source: IBA Vol. 1 ch. 9 (transport layer: §9.5 requester and §9.7 reliable service), ch. 10
 //! (QP states) and ch. 11 (verbs semantics). A [`Qp`] is driven by its [`crate::Endpoint`]:
 //!
-//! * [`Qp::handle_packet`] takes a received, already ICRC-checked transport packet;
-//! * [`Qp::poll_transmit`] writes the next frame this QP wants to send, if any;
-//! * [`Qp::poll_timeout`] / [`Qp::handle_timeout`] drive its timers.
+//! * `Qp::handle_packet` (through [`crate::Endpoint::handle_frame`]) takes a received, already ICRC-checked transport packet;
+//! * `Qp::poll_transmit` (through [`crate::Endpoint::poll_transmit`]) writes the next frame this QP wants to send, if any;
+//! * `Qp::poll_timeout` / `Qp::handle_timeout` drive its timers.
 //!
 //! Nothing here reads a clock or touches application memory directly: time comes in as
 //! [`Instant`], and bytes move through [`Memory`] after [`MrTable`] has checked the key, bounds
-//! and rights. The code is split by role: [`requester`] (send queue, segmentation, ACK/NAK
-//! handling, retransmission) and [`responder`] (receive queue, placement, READ responses,
+//! and rights. The code is split by role: `requester` (send queue, segmentation, ACK/NAK
+//! handling, retransmission) and `responder` (receive queue, placement, READ responses,
 //! atomics, ACK/NAK generation).
 //!
 //! Deviations (also in `docs/transport.md`):
