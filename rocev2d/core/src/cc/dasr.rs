@@ -196,9 +196,12 @@ impl DasrReceiver {
         }
     }
 
-    /// N to piggyback on ACKs to tenant `p_key` (seed 000 §III-A); 1 in non-receiver
-    /// congestion (§III-C) and never below 1.
-    pub fn n(&mut self, now: Instant, p_key: u16) -> u16 {
+    /// N to piggyback on an ACK to `sender` in tenant `p_key` (seed 000 §III-A); 1 in
+    /// non-receiver congestion (§III-C). The ACK's recipient is counted even between two of its
+    /// messages (the set drops a sender the moment its last message ends, while its next one
+    /// may already be on the wire), so a long flow made of back-to-back messages never sees its
+    /// own share jump to line rate.
+    pub fn n(&mut self, now: Instant, p_key: u16, sender: u16) -> u16 {
         if self.state == DartState::NonReceiverCongestion {
             return 1;
         }
@@ -211,7 +214,8 @@ impl DasrReceiver {
         if auss.anonymous.is_some_and(|(_, t)| now - t >= idle) {
             auss.anonymous = None;
         }
-        auss.n().max(1)
+        let absent = !auss.senders.contains_key(&sender) as u16;
+        auss.n().saturating_add(absent).max(1)
     }
 
     /// Whether the notification point may send CNPs: not in receiver congestion, where DASR
@@ -324,7 +328,7 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(0), 0xffff), 2);
+        assert_eq!(r.n(t(0), 0xffff, 1), 2);
         r.on_data(
             t(1),
             &DataArrival {
@@ -336,7 +340,7 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(1), 0xffff), 2, "sender 1 still has a message");
+        assert_eq!(r.n(t(1), 0xffff, 1), 2, "sender 1 still has a message");
         r.on_data(
             t(1),
             &DataArrival {
@@ -348,7 +352,12 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(1), 0xffff), 1);
+        assert_eq!(r.n(t(1), 0xffff, 2), 1);
+        assert_eq!(
+            r.n(t(1), 0xffff, 1),
+            2,
+            "the ACK's recipient is active: it is sending"
+        );
     }
 
     #[test]
@@ -376,8 +385,8 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(1_999_999), 0xffff), 2);
-        assert_eq!(r.n(t(2_000_000), 0xffff), 1, "both presumed dead");
+        assert_eq!(r.n(t(1_999_999), 0xffff, 1), 2);
+        assert_eq!(r.n(t(2_000_000), 0xffff, 1), 1, "both presumed dead");
     }
 
     #[test]
@@ -396,8 +405,8 @@ mod tests {
         );
         // Tenant 0x8002 announces a 20-sender incast listing 3 ids.
         r.on_lookahead(t(0), 0x8002, 20, &[1, 2, 3]);
-        assert_eq!(r.n(t(0), 0x8002), 20);
-        assert_eq!(r.n(t(0), 0x8001), 1, "another tenant is not throttled");
+        assert_eq!(r.n(t(0), 0x8002, 1), 20);
+        assert_eq!(r.n(t(0), 0x8001, 9), 1, "another tenant is not throttled");
         // A listed member's message starts and ends: counted once, then gone.
         r.on_data(
             t(1),
@@ -410,7 +419,7 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(1), 0x8002), 20);
+        assert_eq!(r.n(t(1), 0x8002, 2), 20);
         r.on_data(
             t(2),
             &DataArrival {
@@ -422,13 +431,13 @@ mod tests {
                 ce: false,
             },
         );
-        assert_eq!(r.n(t(2), 0x8002), 19);
+        assert_eq!(r.n(t(2), 0x8002, 1), 19);
         let mut off = DasrReceiver::new(DasrParams {
             lookahead: false,
             ..DasrParams::paper(G10)
         });
         off.on_lookahead(t(0), 0x8002, 20, &[1, 2, 3]);
-        assert_eq!(off.n(t(0), 0x8002), 1);
+        assert_eq!(off.n(t(0), 0x8002, 1), 1);
     }
 
     #[test]
@@ -499,7 +508,7 @@ mod tests {
         );
         assert_eq!(r.state(), DartState::NonReceiverCongestion);
         assert!(r.allow_cnp());
-        assert_eq!(r.n(t(20), 0xffff), 1);
+        assert_eq!(r.n(t(20), 0xffff, 1), 1);
         // Then no marks: back to no congestion, N = |AUSS| = 2.
         r.on_data(
             t(30),
@@ -513,7 +522,7 @@ mod tests {
             },
         );
         assert_eq!(r.state(), DartState::NoCongestion);
-        assert_eq!(r.n(t(30), 0xffff), 2);
+        assert_eq!(r.n(t(30), 0xffff, 1), 2);
     }
 
     #[test]

@@ -357,9 +357,9 @@ impl ReceiverCc {
         }
     }
 
-    /// DASR's N for ACKs in tenant `p_key`, when DASR is on.
-    pub fn dasr_n(&mut self, now: Instant, p_key: u16) -> Option<u16> {
-        self.dasr.as_mut().map(|d| d.n(now, p_key))
+    /// DASR's N for an ACK to `sender` in tenant `p_key`, when DASR is on.
+    pub fn dasr_n(&mut self, now: Instant, p_key: u16, sender: u16) -> Option<u16> {
+        self.dasr.as_mut().map(|d| d.n(now, p_key, sender))
     }
 
     /// A look-ahead notification arrived (seed 000 §III-D).

@@ -771,6 +771,15 @@ impl Qp {
         }
     }
 
+    /// The peer's 16-bit id for DASR: the low 16 bits of its address (`cc::dasr`).
+    fn peer_id(&self) -> u16 {
+        match self.path.map(|p| p.dst_ip) {
+            Some(IpAddr::V4(a)) => u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
+            Some(IpAddr::V6(a)) => u16::from_be_bytes([a.octets()[14], a.octets()[15]]),
+            None => 0,
+        }
+    }
+
     /// Feeds a data packet to the endpoint's receiver-side congestion control (notification
     /// point, DASR) and queues the CNP it asks for.
     fn notify_data(
@@ -784,11 +793,7 @@ impl Qp {
         let Some(path) = &self.path else { return };
         let ce = ecn == Ecn::Ce;
         self.counters.ce_received += ce as u64;
-        // DASR identifies a sender by the low 16 bits of its address (cc::dasr).
-        let sender = match path.dst_ip {
-            IpAddr::V4(a) => u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
-            IpAddr::V6(a) => u16::from_be_bytes([a.octets()[14], a.octets()[15]]),
-        };
+        let sender = self.peer_id();
         let p_key = roce.bth.p_key;
         if let Some(l) = roce.ext.as_ref().and_then(|e| e.lookahead.as_ref()) {
             env.rx_cc

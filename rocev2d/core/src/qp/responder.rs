@@ -716,7 +716,7 @@ pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
 /// piggybacked on every ACK").
 fn with_dasr_n(qp: &Qp, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
     if roce.aeth.is_some() && qp.peer_ext.dasr_n {
-        if let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key) {
+        if let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key, qp.peer_id()) {
             roce.bth.tver = crate::wire::ext::TVER;
             roce.ext = Some(crate::wire::ExtRepr {
                 dasr_n: Some(n),
