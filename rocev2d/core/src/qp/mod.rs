@@ -790,7 +790,9 @@ impl Qp {
         bytes: usize,
         ecn: Ecn,
     ) {
-        let Some(path) = &self.path else { return };
+        if self.path.is_none() {
+            return;
+        }
         let ce = ecn == Ecn::Ce;
         self.counters.ce_received += ce as u64;
         let sender = self.peer_id();
