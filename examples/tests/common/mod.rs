@@ -1,0 +1,89 @@
+//! Helpers shared by the netns scenarios of the perftest-style examples: the loud root skip, a
+//! pair testbed, and running an example's server in `h1` and client in `h0`.
+//!
+//! Why these scenarios live here and not in `integration/tests/`: Cargo sets
+//! `CARGO_BIN_EXE_<name>` only for the binaries of the crate under test, so tests in this
+//! crate run the freshly built `rc_pingpong` and `write_bw` directly inside the testbed's
+//! namespaces (`ip netns exec`, through `rocev2-testbed`'s exec helpers), with no path
+//! guessing in the target directory. Each side is a separate process, so every frame crosses
+//! the veth pair and both kernels.
+// Each scenario file compiles this module separately and uses only part of it.
+#![allow(dead_code)]
+
+use rocev2_testbed::exec::{Proto, wait_for_port};
+use rocev2_testbed::topology::{LinkParams, Topology};
+use rocev2_testbed::{Captured, Process, Testbed};
+use std::io::Write;
+use std::time::Duration;
+
+/// Out-of-band TCP port (the tools' default).
+pub const PORT: u16 = 18515;
+
+/// True when running as root; otherwise print the loud skip line and return false.
+pub fn need_root(test: &str) -> bool {
+    if rocev2_testbed::running_as_root() {
+        return true;
+    }
+    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests.
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
+    false
+}
+
+/// Two hosts on one veth link, MTU 4200 (IBA path MTU 4096), as deploy/testbeds/pair.toml.
+pub fn pair() -> Testbed {
+    Testbed::up_topology(&Topology::Pair {
+        link: LinkParams::new().mtu(4200),
+    })
+    .expect("pair testbed")
+}
+
+/// `host`'s interface toward the other host.
+pub fn ifname(tb: &Testbed, host: &str) -> String {
+    let peer = if host == "h0" { "h1" } else { "h0" };
+    tb.node(host)
+        .expect("host")
+        .port_toward(peer)
+        .expect("port")
+        .ifname
+        .clone()
+}
+
+/// Runs `bin args` as server in `h1` (waiting until it listens on [`PORT`]) and
+/// `bin args <h1's IPv4>` as client in `h0`; returns (server, client) output, both checked for
+/// success.
+pub fn run_pair(tb: &Testbed, bin: &str, args: &[&str], timeout: Duration) -> (Captured, Captured) {
+    let with_iface = |host: &str| {
+        let mut v: Vec<String> = vec!["-d".into(), ifname(tb, host)];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut cmd = tb.command("h1", bin).expect("command");
+    cmd.args(with_iface("h1"));
+    let server = Process::spawn(&mut cmd).expect("spawn server");
+    wait_for_port(
+        &tb.node("h1").expect("h1").netns,
+        Proto::Tcp,
+        PORT,
+        Duration::from_secs(30),
+    )
+    .expect("server listening");
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    let mut cmd = tb.command("h0", bin).expect("command");
+    cmd.args(with_iface("h0")).arg(h1);
+    let client = Process::spawn(&mut cmd)
+        .expect("spawn client")
+        .wait(timeout)
+        .expect("client exits");
+    let server = server.wait(timeout).expect("server exits");
+    for c in [&server, &client] {
+        assert!(
+            c.status.success(),
+            "{} failed ({}):\n{}\n{}",
+            c.cmd,
+            c.status,
+            c.stdout,
+            c.stderr
+        );
+    }
+    (server, client)
+}

@@ -1,0 +1,64 @@
+//! `rc_pingpong` server in one namespace, client in the other, over each datapath: both print
+//! ibv_rc_pingpong's address lines and completion lines with the right byte and iteration
+//! counts, and each side's remote QPN/PSN is the other's local one.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rc_pingpong");
+
+/// `(qpn, psn)` of a `  local address:` / `  remote address:` line.
+fn qpn_psn(out: &str, which: &str) -> String {
+    let l = out
+        .lines()
+        .find(|l| l.starts_with(which))
+        .unwrap_or_else(|| panic!("no {which:?} line in\n{out}"));
+    assert!(l.contains("LID 0x0000, QPN 0x"), "{l}");
+    assert!(l.contains(", GID ::ffff:10.0.0."), "{l}");
+    let s = l.find("QPN").unwrap();
+    l[s..l.find(", GID").unwrap()].to_string()
+}
+
+fn pingpong(test: &str, mode: &str) {
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let (s, c) = run_pair(
+        &tb,
+        BIN,
+        &["--datapath", mode, "-s", "4096", "-n", "1000"],
+        Duration::from_secs(120),
+    );
+    for out in [&s.stdout, &c.stdout] {
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{out}");
+        assert!(
+            lines[2].starts_with("8192000 bytes in ") && lines[2].ends_with(" Mbit/sec"),
+            "{out}"
+        );
+        assert!(
+            lines[3].starts_with("1000 iters in ") && lines[3].ends_with(" usec/iter"),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        qpn_psn(&s.stdout, "  local address:  "),
+        qpn_psn(&c.stdout, "  remote address: ")
+    );
+    assert_eq!(
+        qpn_psn(&c.stdout, "  local address:  "),
+        qpn_psn(&s.stdout, "  remote address: ")
+    );
+}
+
+#[test]
+fn rc_pingpong_udp_completes() {
+    pingpong("rc_pingpong_udp_completes", "udp");
+}
+
+#[test]
+fn rc_pingpong_packet_completes() {
+    pingpong("rc_pingpong_packet_completes", "packet");
+}
