@@ -42,7 +42,7 @@ pub struct RunArgs {
     /// Busy-poll instead of sleeping (lower latency, one core at 100%).
     #[arg(long)]
     pub busy_poll: bool,
-    /// Stats socket (default /run/rocev2d/<iface>.sock).
+    /// Stats socket (default /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub stats_socket: Option<PathBuf>,
 }
@@ -53,7 +53,7 @@ pub struct StatsArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// The daemon serving this interface (its socket is /run/rocev2d/<iface>.sock).
+    /// The daemon serving this interface (its socket is /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub iface: Option<String>,
     /// The daemon's stats socket; default: the only socket in /run/rocev2d/.

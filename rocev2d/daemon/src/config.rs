@@ -21,7 +21,7 @@
 //! sndbuf_bytes = 4194304
 //!
 //! [stats]
-//! socket = "/run/rocev2d/eth0.sock"   # default: /run/rocev2d/<iface>.sock
+//! socket = "/run/rocev2d/eth0.sock"   # default: /run/rocev2d/IFACE.sock
 //! ```
 //!
 //! Deviations: none.
@@ -126,7 +126,7 @@ pub struct Config {
     pub tx_batch: usize,
     /// Datapath settings.
     pub options: Options,
-    /// Stats socket path; `None` = `/run/rocev2d/<iface>.sock`.
+    /// Stats socket path; `None` = `/run/rocev2d/IFACE.sock`.
     pub stats_socket: Option<PathBuf>,
 }
 

@@ -1081,6 +1081,16 @@ fn handle(peer: &mut Peer, cmd: &Value) -> anyhow::Result<Value> {
             Ok(json!({ "wcs": wcs }))
         }
         "stats" => {
+            // Count whatever is still queued in the socket before answering: the server may be
+            // behind a burst (the flood's tail) when the question arrives.
+            for _ in 0..10_000 {
+                if peer.d.poll()?.rx == 0 {
+                    break;
+                }
+            }
+            peer.d
+                .ep
+                .poll_cq(peer.cq, &mut peer.completions, usize::MAX);
             let snap = stats::snapshot(&peer.id, &peer.d.ep, &[peer.qpn], &peer.d.datapath_stats());
             let capture: Vec<Value> = peer
                 .d

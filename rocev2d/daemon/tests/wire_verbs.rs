@@ -1,6 +1,8 @@
 //! Every verb over a real veth pair, each datapath, IPv4 and IPv6: SEND (one and several
 //! packets), SEND with immediate, RDMA WRITE, WRITE with immediate, RDMA READ, FetchAdd and
 //! CmpSwap, every byte and completion checked by the client peer against the server's memory.
+//! Also `--datapath auto` on both sides, the server without privileges: it must fall back to UDP
+//! sockets (and say why) and still interoperate with an AF_PACKET client.
 
 mod common;
 use common::*;
@@ -49,4 +51,50 @@ fn wire_verbs_udp_ipv6() {
 #[test]
 fn wire_verbs_packet_ipv6() {
     verbs("wire_verbs_packet_ipv6", "packet", true);
+}
+
+#[test]
+fn wire_auto_without_cap_net_raw_falls_back_to_udp() {
+    let test = "wire_auto_without_cap_net_raw_falls_back_to_udp";
+    if !need_root(test) {
+        return;
+    }
+    let binary_readable = std::fs::metadata(BIN).is_ok_and(|m| {
+        use std::os::unix::fs::PermissionsExt as _;
+        m.permissions().mode() & 0o001 != 0
+    });
+    if !binary_readable
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nSKIPPED (needs setpriv and a world-executable binary): {test}"
+        );
+        return;
+    }
+    let tb = pair();
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let srv = server_via(&tb, &nobody, &["--datapath", "auto"]);
+    let cli = client(&tb, false, &["--datapath", "auto", "--workload", "verbs"]);
+    let r = result(&cli.wait(Duration::from_secs(60)).expect("client finished"));
+    let snap = &r["server"]["snapshot"];
+    assert_eq!(snap["datapath"], "udp", "{snap}");
+    assert!(
+        snap["datapath_reason"]
+            .as_str()
+            .is_some_and(|s| s.contains("AF_PACKET not permitted")),
+        "{snap}"
+    );
+    assert_eq!(r["final"], 42);
+    let s = srv.wait(SETUP).expect("server exits");
+    assert!(s.status.success(), "{}", s.stderr);
 }

@@ -71,7 +71,19 @@ pub fn server_addr(tb: &Testbed, ipv6: bool) -> String {
 
 /// Starts the server peer in `h1` and waits until it listens.
 pub fn server(tb: &Testbed, args: &[&str]) -> Process {
-    let mut cmd = tb.command("h1", BIN).expect("command");
+    server_via(tb, &[], args)
+}
+
+/// [`server`] run through a wrapper command (`setpriv …` to drop privileges).
+pub fn server_via(tb: &Testbed, wrapper: &[&str], args: &[&str]) -> Process {
+    let mut cmd = match wrapper.split_first() {
+        Some((prog, rest)) => {
+            let mut c = tb.command("h1", prog).expect("command");
+            c.args(rest).arg(BIN);
+            c
+        }
+        None => tb.command("h1", BIN).expect("command"),
+    };
     cmd.args(["peer", "--iface", &ifname(tb, "h1"), "--listen", OOB_PORT])
         .args(args);
     let mut p = Process::spawn(&mut cmd).expect("spawn server");
