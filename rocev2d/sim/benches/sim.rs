@@ -9,6 +9,9 @@
 //! reads directly as hops per second. The 10 ms Dart run takes too long for criterion's
 //! repetitions; `BENCHMARKS.md` times it with the CLI.
 
+// criterion_group! generates an undocumented function.
+#![allow(missing_docs)]
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rocev2_sim::{Scenario, Sim};
 use std::hint::black_box;

@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn ln_matches_libm_closely() {
         for &x in &[
-            1e-300, 1e-9, 0.001, 0.5, 0.7071, 1.0, 1.5, 2.0, 10.0, 12345.678, 1e300,
+            1e-300, 1e-9, 0.001, 0.5, 0.7, 1.0, 1.5, 2.0, 10.0, 12345.678, 1e300,
         ] {
             let d = (ln(x) - x.ln()).abs();
             assert!(d <= 4.0 * f64::EPSILON * x.ln().abs().max(1.0), "{x}: {d}");

@@ -111,7 +111,7 @@ pub fn ecmp_pick(hops: &[PortId], flow_hash: u64, salt: u64) -> Option<PortId> {
         n => {
             let h = mix64(flow_hash ^ salt);
             // Multiply-shift maps the high bits evenly onto 0..n.
-            Some(hops[((h >> 32) * n as u64 >> 32) as usize])
+            Some(hops[(((h >> 32) * n as u64) >> 32) as usize])
         }
     }
 }

@@ -264,13 +264,15 @@ impl Sim {
             adj[b as usize].push((pb, a));
         }
         let mut ports: Vec<Port> = ports.into_iter().flatten().collect();
-        for h in 0..topo.hosts as usize {
-            if degree[h] != 1 {
-                return Err(ScenarioError::Invalid {
-                    key: "topology",
-                    why: format!("host {h} has {} links; hosts need exactly one", degree[h]),
-                });
-            }
+        if let Some((h, d)) = degree[..topo.hosts as usize]
+            .iter()
+            .enumerate()
+            .find(|(_, d)| **d != 1)
+        {
+            return Err(ScenarioError::Invalid {
+                key: "topology",
+                why: format!("host {h} has {d} links; hosts need exactly one"),
+            });
         }
         if let Some(f) = scenario.faults {
             if !(0.0..1.0).contains(&f.loss) {
