@@ -17,7 +17,7 @@
 //! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled;
 //! `-c` checks one byte per page of every received message. `--datapath` (auto, packet, udp)
-//! is ours. The engine runs in this process, so after its last completion each side keeps
+//! and `--lat` (round-trip median and p99) are ours. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 
 use anyhow::{Context, Result, bail};
@@ -80,6 +80,10 @@ struct Args {
     /// Datapath: auto, packet (AF_PACKET, needs CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
+    /// Also print the median and 99th percentile of the round trips (time between successive
+    /// received messages), after the usual lines. Ours.
+    #[arg(long = "lat")]
+    lat: bool,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
@@ -218,6 +222,8 @@ fn main() -> Result<()> {
     }
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wcs = Vec::new();
+    let mut rtts = Vec::with_capacity(if a.lat { a.iters as usize } else { 0 });
+    let mut last_rx = start;
     while rcnt < a.iters || scnt < a.iters {
         wcs.clear();
         dev.wait_cq(cq, &mut wcs, 16, Duration::from_secs(30))
@@ -245,6 +251,11 @@ fn main() -> Result<()> {
                         }
                     }
                     rcnt += 1;
+                    if a.lat {
+                        let now = Instant::now();
+                        rtts.push(now - last_rx);
+                        last_rx = now;
+                    }
                 }
                 other => bail!("Completion for unknown wr_id {other}"),
             }
@@ -269,6 +280,22 @@ fn main() -> Result<()> {
         usec / 1e6,
         usec / f64::from(a.iters)
     );
+    if a.lat && !rtts.is_empty() {
+        // The server's first interval includes waiting for the client's first message.
+        let skip = usize::from(a.servername.is_none());
+        let mut v: Vec<f64> = rtts[skip.min(rtts.len() - 1)..]
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e6)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let pct = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "round trip: median {:.2} usec, p99 {:.2} usec, {} samples",
+            pct(0.5),
+            pct(0.99),
+            v.len()
+        );
+    }
     // The peer's last message still needs our ACK: keep the engine running until it left.
     if let Err(e) = dev.drain(Duration::from_secs(2)) {
         eprintln!("rc_pingpong: draining the QP: {e}");
