@@ -17,15 +17,15 @@
 //! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled;
 //! `-c` checks one byte per page of every received message. `--datapath` (auto, packet, udp)
-//! and `--lat` (round-trip median and p99) are ours. The engine runs in this process, so after its last completion each side keeps
+//! `--lat` (round-trip median and p99) and `--busy-poll` are ours. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
-    AccessFlags, ConnectOptions, DatapathKind, Device, Mtu, QpConfig, RecvWr, RemoteQp, SendOp,
-    SendWr, WcStatus,
+    AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, Mtu, QpConfig, RecvWr,
+    RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
 use rocev2_core::wire::Psn;
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -84,18 +84,29 @@ struct Args {
     /// received messages), after the usual lines. Ours.
     #[arg(long = "lat")]
     lat: bool,
+    /// Busy-poll the datapath instead of sleeping in ppoll (one core at 100%). Ours.
+    #[arg(long = "busy-poll")]
+    busy_poll: bool,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
 
-fn first_interface(kind: DatapathKind) -> Result<Device> {
+fn open(name: &str, kind: DatapathKind, busy: bool) -> rocev2::Result<Device> {
+    let mut cfg = DeviceConfig::default();
+    if busy {
+        cfg.driver.wait = WaitMode::Spin;
+    }
+    Device::open_with(name, kind, cfg)
+}
+
+fn first_interface(kind: DatapathKind, busy: bool) -> Result<Device> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n != "lo")
         .collect();
     names.sort();
     for n in &names {
-        if let Ok(d) = Device::open(n, kind) {
+        if let Ok(d) = open(n, kind, busy) {
             return Ok(d);
         }
     }
@@ -119,8 +130,8 @@ fn main() -> Result<()> {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
     let mut dev = match &a.dev {
-        Some(n) => Device::open(n, a.datapath).with_context(|| format!("opening {n}"))?,
-        None => first_interface(a.datapath)?,
+        Some(n) => open(n, a.datapath, a.busy_poll).with_context(|| format!("opening {n}"))?,
+        None => first_interface(a.datapath, a.busy_poll)?,
     };
     let gids = dev.gids();
     let my_ip = match a.gid_idx {
