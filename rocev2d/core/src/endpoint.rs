@@ -454,7 +454,7 @@ impl Endpoint {
             complete: &mut complete,
             rx_cc,
         };
-        qp.handle_packet(&mut env, roce, frame.payload(), repr.ip.ecn());
+        qp.handle_packet(&mut env, roce, frame.payload(), repr.ip.ecn(), bytes.len());
         Ok(())
     }
 

@@ -17,8 +17,10 @@
 //! no per-priority engine pull).
 
 use rocev2_core::Endpoint;
+use rocev2_core::cc::{CcConfig, DasrParams, DcqcnParams, DcqcnPlusParams, NpConfig, ReceiverCc};
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
-use rocev2_core::qp::CqId;
+use rocev2_core::qp::{CqId, ExtCaps};
+use rocev2_core::time::Rate;
 use serde::{Deserialize, Serialize};
 
 /// `[host]`: QP and NIC settings of every host.
@@ -46,6 +48,67 @@ pub struct HostSpec {
     /// Back each host with a `VecMemory` region of this many bytes and check data (tests);
     /// 0 = `NullMemory`.
     pub verify_mr_bytes: u32,
+    /// Congestion control of every QP, and the matching receiver side (docs/congestion.md).
+    pub cc: CcScheme,
+}
+
+/// The congestion control scheme hosts run: the same controllers as the daemon
+/// (`rocev2_core::cc`), at each host's line rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CcScheme {
+    /// No congestion control: unpaced, as the engine does without a controller.
+    #[default]
+    None,
+    /// DCQCN with the paper's parameters (seed 002 Table I).
+    Dcqcn,
+    /// DCQCN with the Mellanox CX4 defaults (seed 002 Table I).
+    DcqcnCx4,
+    /// DCQCN+ (seed 002 §IV-B) with its notification point and τ in CNPs.
+    DcqcnPlus,
+    /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
+    Dart,
+}
+
+impl CcScheme {
+    /// The sender controller of a QP on a host of `line` rate and path MTU `mtu`.
+    pub fn qp_config(self, line: Rate, mtu: u32) -> Option<CcConfig> {
+        match self {
+            CcScheme::None => None,
+            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(DcqcnParams::paper(line))),
+            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(DcqcnParams::cx4(line))),
+            CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu))),
+            CcScheme::Dart => Some(CcConfig::Dart(DcqcnParams::paper(line))),
+        }
+    }
+
+    /// The receiver side of a host.
+    pub fn receiver(self, line: Rate, mtu: u32) -> ReceiverCc {
+        let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
+            interval: p.cnp_interval,
+        };
+        match self {
+            CcScheme::None => ReceiverCc::default(),
+            CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
+            CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
+            CcScheme::DcqcnPlus => {
+                ReceiverCc::new(NpConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu)), None)
+            }
+            CcScheme::Dart => ReceiverCc::new(
+                dcqcn(DcqcnParams::paper(line)),
+                Some(DasrParams::paper(line)),
+            ),
+        }
+    }
+
+    /// The REXT fields both ends of a connection announce.
+    pub fn peer_ext(self) -> ExtCaps {
+        ExtCaps {
+            dasr_n: self == CcScheme::Dart,
+            cnp_tau: self == CcScheme::DcqcnPlus,
+            lookahead: self == CcScheme::Dart,
+        }
+    }
 }
 
 impl Default for HostSpec {
@@ -64,6 +127,7 @@ impl Default for HostSpec {
             dscp: 26,
             ect: true,
             verify_mr_bytes: 0,
+            cc: CcScheme::None,
         }
     }
 }

@@ -322,6 +322,7 @@ impl Sim {
         let mut hosts = Vec::with_capacity(topo.hosts as usize);
         for h in 0..topo.hosts {
             let mut ep = Endpoint::new(dist::mix64(scenario.seed ^ 0xe9 ^ (h as u64) << 24));
+            ep.set_receiver_cc(hs.cc.receiver(host_line_rate(&ports, h), hs.mtu));
             let pd = ep.alloc_pd();
             let cq = ep.create_cq(1 << 16);
             let (len, mem) = if hs.verify_mr_bytes > 0 {
@@ -992,6 +993,14 @@ impl Sim {
         }
     }
 
+    /// The congestion controller of `flow`'s sending QP at the current time (rate, α, N, …).
+    pub fn cc_snapshot(&self, flow: u32) -> Option<rocev2_core::cc::CcSnapshot> {
+        let f = self.flows.get(flow as usize)?;
+        let qpn = f.qp_src?;
+        let host = self.hosts.get(f.spec.src as usize)?;
+        host.ep.qp(qpn)?.cc_snapshot(Instant::from_nanos(self.now))
+    }
+
     /// Creates an RC QP on each host and moves both to RTS pointed at each other (the same
     /// attributes as `rocev2_core::testing::Pair::connect`).
     fn connect(&mut self, f: u32, s: u32, d: u32, sport: u16) -> Option<(Qpn, Qpn)> {
@@ -1004,6 +1013,7 @@ impl Sim {
             cfg.max_inflight_psns = hs.max_inflight_psns;
             cfg.ack_req_every = hs.ack_req_every;
             cfg.max_send_wr = hs.wr_depth.max(1);
+            cfg.cc = hs.cc.qp_config(host_line_rate(&self.ports, h), hs.mtu);
             let qpn = host.ep.create_qp(cfg).ok()?;
             let init = QpAttr {
                 p_key: Some(0xffff),
@@ -1041,6 +1051,7 @@ impl Sim {
                 rq_psn: Some(rq_psn),
                 max_dest_rd_atomic: Some(1),
                 min_rnr_timer: Some(1),
+                peer_ext: Some(hs.cc.peer_ext()),
                 ..QpAttr::default()
             };
             let rts = QpAttr {
@@ -1254,6 +1265,14 @@ fn set_ce(buf: &mut [u8]) {
     }
     let c = !(sum as u16);
     buf[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The line rate of host `h`'s NIC: the rate of its one port's link.
+fn host_line_rate(ports: &[Port], h: u32) -> rocev2_core::time::Rate {
+    ports
+        .iter()
+        .find(|p| p.node == h)
+        .map_or(rocev2_core::time::Rate::from_gbps(100), |p| p.link.rate)
 }
 
 #[cfg(test)]

@@ -437,6 +437,9 @@ pub struct Qp {
     pacer: Option<Pacer>,
     /// A CNP to send (with DCQCN+'s τ), ahead of everything else.
     cnp_out: Option<Option<Duration>>,
+    /// The latest time the endpoint drove this QP: a pacer deadline at or before it is no timer
+    /// but a packet ready to go, and is not reported by `poll_timeout`.
+    last_now: Instant,
 }
 
 impl Qp {
@@ -468,6 +471,7 @@ impl Qp {
                 .cc
                 .map(|c| Pacer::new(c.line_rate(), cfg.pacer_burst_bytes)),
             cnp_out: None,
+            last_now: Instant::ZERO,
         }
     }
 
@@ -663,6 +667,7 @@ impl Qp {
 
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
+        self.last_now = self.last_now.max(env.now);
         let path = self.path?;
         let n = match self
             .transmit_cnp(&path, buf)
@@ -723,7 +728,7 @@ impl Qp {
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let pacer = self
             .pacer
-            .filter(|_| self.paced_work_waiting())
+            .filter(|p| p.next_send() > self.last_now && self.paced_work_waiting())
             .map(|p| p.next_send());
         let cc = self.cc.as_ref().and_then(|c| c.as_dyn().poll_timeout());
         [self.timers.next(), cc, pacer].into_iter().flatten().min()
@@ -731,6 +736,7 @@ impl Qp {
 
     /// Runs the timers whose deadline passed; a spurious call does nothing.
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
+        self.last_now = self.last_now.max(env.now);
         if let Some(c) = &mut self.cc {
             if c.as_dyn().poll_timeout().is_some_and(|t| t <= env.now) {
                 c.as_dyn_mut().handle_timeout(env.now);
@@ -746,21 +752,23 @@ impl Qp {
         }
     }
 
-    /// Handles a received transport packet addressed to this QP. The endpoint has verified the
-    /// ICRC, the source address and the P_Key.
+    /// Handles a received transport packet addressed to this QP (`frame_len` bytes on the wire
+    /// without FCS). The endpoint has verified the ICRC, the source address and the P_Key.
     pub(crate) fn handle_packet(
         &mut self,
         env: &mut Env<'_>,
         roce: &RoceRepr,
         payload: &[u8],
         ecn: Ecn,
+        frame_len: usize,
     ) {
         let Some(op) = roce.bth.opcode.operation() else {
             return;
         };
         self.counters.rx_packets += 1;
         if op.is_send() || op.is_rdma_write() || op.is_read_response() {
-            self.notify_data(env, roce, op, payload.len(), ecn);
+            // Frame bytes: Dart compares the receive throughput with the line rate (§III-C).
+            self.notify_data(env, roce, op, frame_len, ecn);
         }
         if op.is_request() {
             if self.can_respond() {

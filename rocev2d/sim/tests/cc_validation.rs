@@ -1,0 +1,117 @@
+//! Congestion control in the model, with the same controllers the daemon runs: DASR's one-RTT
+//! convergence when a second long flow joins a receiver (seed 000 §III-A, Fig. 2), compared with
+//! DCQCN on the same scenario, and fairness of long flows on one bottleneck.
+//!
+//! Kept small for CI (debug build, a few hundred microseconds of simulated time); the full-size
+//! experiments of issue 6 are not here yet (docs/congestion.md).
+
+mod common;
+
+use rocev2_sim::Sim;
+use rocev2_sim::host::CcScheme;
+use rocev2_sim::workload::WorkloadSpec;
+
+const LONG: u64 = 1 << 30;
+
+/// Two senders into one receiver through one switch at 10 Gbit/s, 1 µs links; the second flow
+/// starts at `join_ns`.
+fn joiner(cc: CcScheme, join_ns: u64) -> Sim {
+    let mut s = common::scenario(
+        common::star(3, 10.0, 1000),
+        vec![WorkloadSpec::Flows {
+            flows: vec![(0, 2, LONG, 0), (1, 2, LONG, join_ns)],
+        }],
+        1_000_000,
+    );
+    s.host.cc = cc;
+    s.host.mtu = 1024;
+    s.host.ack_req_every = 4;
+    Sim::new(&s).unwrap()
+}
+
+fn gbps(r: rocev2_core::time::Rate) -> f64 {
+    r.as_bps() as f64 / 1e9
+}
+
+#[test]
+fn dasr_second_flow_converges_to_half_within_two_rtts() {
+    let join = 50_000;
+    // RTT on this path: 4 links of 1 µs plus serialising a 1 KiB packet and an ACK per hop,
+    // about 6 µs; the joiner's first packet reaches the receiver about 3 µs after it starts.
+    let rtt = 6_000;
+    let deadline = join + 3_000 + 2 * rtt;
+    let mut sim = joiner(CcScheme::Dart, join);
+    sim.run_until(join);
+    let before = sim.cc_snapshot(0).unwrap();
+    assert_eq!(gbps(before.rate), 10.0, "alone at line rate");
+    sim.run_until(deadline);
+    let (a, b) = (sim.cc_snapshot(0).unwrap(), sim.cc_snapshot(1).unwrap());
+    eprintln!(
+        "DASR at {deadline} ns: {} / {} (N {:?} / {:?})",
+        a.rate, b.rate, a.n, b.n
+    );
+    for r in [a.rate, b.rate] {
+        assert!((gbps(r) - 5.0).abs() <= 0.25, "within 5% of line/2: {r}");
+    }
+    // DCQCN on the same scenario, reported beside it (seed 002: many RTTs to converge).
+    let mut dcqcn = joiner(CcScheme::Dcqcn, join);
+    dcqcn.run_until(deadline);
+    let (da, db) = (dcqcn.cc_snapshot(0).unwrap(), dcqcn.cc_snapshot(1).unwrap());
+    eprintln!("DCQCN at {deadline} ns: {} / {}", da.rate, db.rate);
+    let mut converged = None;
+    let mut t = deadline;
+    while t < 1_000_000 && converged.is_none() {
+        t += 10_000;
+        dcqcn.run_until(t);
+        let (x, y) = (dcqcn.cc_snapshot(0).unwrap(), dcqcn.cc_snapshot(1).unwrap());
+        if (gbps(x.rate) - 5.0).abs() <= 0.25 && (gbps(y.rate) - 5.0).abs() <= 0.25 {
+            converged = Some(t - join);
+        }
+    }
+    eprintln!(
+        "DCQCN convergence after the join: {converged:?} ns (DASR: within {} ns)",
+        deadline - join
+    );
+}
+
+/// Jain's fairness index of `x`.
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    s * s / (x.len() as f64 * q)
+}
+
+#[test]
+fn dart_eight_long_flows_share_one_bottleneck_fairly() {
+    let flows = (0..8).map(|h| (h, 8, LONG, 0)).collect();
+    let mut s = common::scenario(
+        common::star(9, 10.0, 1000),
+        vec![WorkloadSpec::Flows { flows }],
+        1_000_000,
+    );
+    s.host.cc = CcScheme::Dart;
+    s.host.ack_req_every = 4;
+    let mut sim = Sim::new(&s).unwrap();
+    sim.run_until(100_000);
+    let start: Vec<u64> = sim.flows().iter().map(|f| f.delivered_bytes).collect();
+    sim.run_until(400_000);
+    let got: Vec<f64> = sim
+        .flows()
+        .iter()
+        .zip(&start)
+        .map(|(f, s0)| (f.delivered_bytes - s0) as f64)
+        .collect();
+    let j = jain(&got);
+    let total_gbps = got.iter().sum::<f64>() * 8.0 / 300_000.0;
+    eprintln!(
+        "Dart, 8 flows: Jain {j:.4}, {total_gbps:.2} Gbit/s delivered, N = {:?}",
+        sim.cc_snapshot(0).unwrap().n
+    );
+    assert!(j >= 0.99, "Jain index {j}");
+    // DASR, not just the switch, apportions: the receiver counts all eight senders.
+    assert_eq!(sim.cc_snapshot(0).unwrap().n, Some(8));
+    assert!(
+        total_gbps >= 8.5,
+        "the bottleneck stays busy: {total_gbps} Gbit/s"
+    );
+}
