@@ -332,6 +332,11 @@ impl Endpoint {
         self.qps.get(&qpn)
     }
 
+    /// Every QP, in QPN order (for stats and traces).
+    pub fn qps(&self) -> impl Iterator<Item = &Qp> {
+        self.qps.values()
+    }
+
     /// Moves a QP to `to` with `attr` (`ibv_modify_qp`). Entering Error flushes its work
     /// requests into their CQs.
     pub fn modify_qp(

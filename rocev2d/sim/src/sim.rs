@@ -622,7 +622,18 @@ impl Sim {
         } else if was_paused && !is_paused {
             pt.stats.paused_ns += now - pt.paused_since;
         }
-        if !pause && !pt.txdone_pending {
+        let (node, kick) = (pt.node, !pause && !pt.txdone_pending);
+        if was_paused != is_paused && node < self.topo.hosts {
+            // The QPs behind a paused NIC port learn it: DCQCN+ holds recovery while paused
+            // (seed 002 §IV-B).
+            let host = &mut self.hosts[node as usize];
+            for f in self.flows.iter().filter(|f| f.spec.src == node) {
+                if let Some(q) = f.qp_src {
+                    let _ = host.ep.set_paused(q, is_paused);
+                }
+            }
+        }
+        if kick {
             self.kick(port);
         }
     }
