@@ -17,7 +17,7 @@
 //! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled;
 //! `-c` checks one byte per page of every received message. `--datapath` (auto, packet, udp)
-//! `--lat` (round-trip median and p99) and `--busy-poll` are ours. The engine runs in this process, so after its last completion each side keeps
+//! `--lat` (round-trip median and p99), `--busy-poll` and `--accept-unverified-icrc` are ours. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 
 use anyhow::{Context, Result, bail};
@@ -87,26 +87,31 @@ struct Args {
     /// Busy-poll the datapath instead of sleeping in ppoll (one core at 100%). Ours.
     #[arg(long = "busy-poll")]
     busy_poll: bool,
+    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
+    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    accept_unverified_icrc: bool,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
 
-fn open(name: &str, kind: DatapathKind, busy: bool) -> rocev2::Result<Device> {
+fn open(name: &str, kind: DatapathKind, a: &Args) -> rocev2::Result<Device> {
     let mut cfg = DeviceConfig::default();
-    if busy {
+    if a.busy_poll {
         cfg.driver.wait = WaitMode::Spin;
     }
+    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
     Device::open_with(name, kind, cfg)
 }
 
-fn first_interface(kind: DatapathKind, busy: bool) -> Result<Device> {
+fn first_interface(kind: DatapathKind, a: &Args) -> Result<Device> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n != "lo")
         .collect();
     names.sort();
     for n in &names {
-        if let Ok(d) = open(n, kind, busy) {
+        if let Ok(d) = open(n, kind, a) {
             return Ok(d);
         }
     }
@@ -130,8 +135,8 @@ fn main() -> Result<()> {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
     let mut dev = match &a.dev {
-        Some(n) => open(n, a.datapath, a.busy_poll).with_context(|| format!("opening {n}"))?,
-        None => first_interface(a.datapath, a.busy_poll)?,
+        Some(n) => open(n, a.datapath, &a).with_context(|| format!("opening {n}"))?,
+        None => first_interface(a.datapath, &a)?,
     };
     let gids = dev.gids();
     let my_ip = match a.gid_idx {
