@@ -355,15 +355,9 @@ impl Endpoint {
             ..
         } = self;
         let qp = qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
-        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
-        let mut env = Env {
-            now,
-            mrs,
-            mem,
-            complete: &mut complete,
-            rx_cc,
-        };
-        Ok(qp.modify(to, attr, &mut env)?)
+        Ok(drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+            qp.modify(to, attr, env)
+        })?)
     }
 
     /// Posts a send work request.
@@ -451,15 +445,10 @@ impl Endpoint {
             qp.on_cnp(now, tau);
             return Ok(());
         }
-        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
-        let mut env = Env {
-            now,
-            mrs,
-            mem,
-            complete: &mut complete,
-            rx_cc,
-        };
-        qp.handle_packet(&mut env, roce, frame.payload(), repr.ip.ecn(), bytes.len());
+        let (payload, ecn) = (frame.payload(), repr.ip.ecn());
+        drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+            qp.handle_packet(env, roce, payload, ecn, bytes.len())
+        });
         Ok(())
     }
 
@@ -487,15 +476,9 @@ impl Endpoint {
             .find(|(_, qp)| qp.wants_to_send(now))
             .map(|(q, _)| *q)?;
         let qp = qps.get_mut(&next)?;
-        let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
-        let mut env = Env {
-            now,
-            mrs,
-            mem,
-            complete: &mut complete,
-            rx_cc,
-        };
-        let n = qp.poll_transmit(&mut env, buf)?;
+        let n = drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+            qp.poll_transmit(env, buf)
+        })?;
         *rr = next;
         stats.tx_frames += 1;
         stats.tx_bytes += n as u64;
@@ -526,15 +509,9 @@ impl Endpoint {
         } = self;
         for qp in qps.values_mut() {
             if qp.poll_timeout().is_some_and(|t| t <= now) {
-                let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
-                let mut env = Env {
-                    now,
-                    mrs,
-                    mem,
-                    complete: &mut complete,
-                    rx_cc,
-                };
-                qp.handle_timeout(&mut env);
+                drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                    qp.handle_timeout(env)
+                });
             }
         }
     }
@@ -545,6 +522,28 @@ impl Endpoint {
             .values()
             .all(|q| !q.wants_to_send(now) && q.poll_timeout().is_none())
     }
+}
+
+/// Runs `f` on `qp` with the environment it needs: time, keys, memory, the CQs its completions
+/// go to, and the receiver-side congestion state.
+fn drive<R>(
+    qp: &mut Qp,
+    now: Instant,
+    mrs: &MrTable,
+    cqs: &mut [Cq],
+    rx_cc: &mut ReceiverCc,
+    mem: &mut dyn Memory,
+    f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R,
+) -> R {
+    let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
+    let mut env = Env {
+        now,
+        mrs,
+        mem,
+        complete: &mut complete,
+        rx_cc,
+    };
+    f(qp, &mut env)
 }
 
 fn push_wc(cqs: &mut [Cq], cq: CqId, wc: WorkCompletion) -> bool {

@@ -172,14 +172,7 @@ impl Dcqcn {
     /// Computed when needed rather than by a periodic timer, which would keep an idle flow's
     /// timer running forever; the values are those the timer would produce.
     pub fn alpha_at(&self, now: Instant) -> f64 {
-        let k_alpha = self.p.k_alpha.as_nanos();
-        match self.alpha_epoch {
-            Some(t) if k_alpha > 0 => {
-                let periods = ((now - t).as_nanos() / k_alpha).min(i32::MAX as u64) as i32;
-                self.alpha * (1.0 - self.p.g).powi(periods)
-            }
-            _ => self.alpha,
-        }
+        super::decayed_alpha(self.alpha, self.p.g, self.alpha_epoch, self.p.k_alpha, now)
     }
 
     /// The earliest timer.

@@ -31,6 +31,25 @@ pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
 pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
 pub use pacer::Pacer;
 
+/// α after the decay α = (1 − g)·α has been applied once per whole `period` since `since`
+/// (seed 002 eqs. (10) and (23)), computed when needed instead of by a periodic timer, which
+/// would keep an idle flow's timer running forever; the values are those the timer would give.
+pub(crate) fn decayed_alpha(
+    alpha: f64,
+    g: f64,
+    since: Option<Instant>,
+    period: Duration,
+    now: Instant,
+) -> f64 {
+    match since {
+        Some(t) if period.as_nanos() > 0 => {
+            let periods = ((now - t).as_nanos() / period.as_nanos()).min(i32::MAX as u64) as i32;
+            alpha * (1.0 - g).powi(periods)
+        }
+        _ => alpha,
+    }
+}
+
 /// What an ACK told the sender, beyond the acknowledgement itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
