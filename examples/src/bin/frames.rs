@@ -159,18 +159,8 @@ impl Conn {
 /// A BTH from `to`'s point of view: destination QP and PSN.
 fn bth(op: Opcode, to: Host, psn: u32, ack_req: bool) -> BthRepr {
     BthRepr {
-        opcode: op,
-        solicited: false,
-        mig_req: false,
-        pad_cnt: 0,
-        tver: 0,
-        p_key: P_KEY,
-        fecn: false,
-        becn: false,
-        deflection_tokens: 0,
-        dest_qp: to.qpn,
         ack_req,
-        psn: Psn::new(psn),
+        ..BthRepr::new(op, P_KEY, to.qpn, Psn::new(psn))
     }
 }
 

@@ -52,18 +52,13 @@ fn write_only() -> FrameRepr {
                 dma_len: PAYLOAD as u32,
             }),
             ..RoceRepr::new(BthRepr {
-                opcode: Opcode::rc(Operation::RdmaWriteOnly),
-                solicited: false,
-                mig_req: false,
-                pad_cnt: 0,
-                tver: 0,
-                p_key: 0xffff,
-                fecn: false,
-                becn: false,
-                deflection_tokens: 0,
-                dest_qp: Qpn::new(0x11),
                 ack_req: true,
-                psn: Psn::new(0x37cf8a),
+                ..BthRepr::new(
+                    Opcode::rc(Operation::RdmaWriteOnly),
+                    0xffff,
+                    Qpn::new(0x11),
+                    Psn::new(0x37cf8a),
+                )
             })
         },
     }

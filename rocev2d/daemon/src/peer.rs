@@ -656,20 +656,12 @@ impl Peer {
                     dst_port: ROCEV2_UDP_PORT,
                     checksum: false,
                 },
-                roce: RoceRepr::new(BthRepr {
-                    opcode: Opcode::rc(Operation::SendOnly),
-                    solicited: false,
-                    mig_req: false,
-                    pad_cnt: 0,
-                    tver: 0,
-                    p_key: 0xffff,
-                    fecn: false,
-                    becn: false,
-                    deflection_tokens: 0,
-                    dest_qp: Qpn::new(qpn),
-                    ack_req: false,
-                    psn: Psn::new(0x12_3456),
-                }),
+                roce: RoceRepr::new(BthRepr::new(
+                    Opcode::rc(Operation::SendOnly),
+                    0xffff,
+                    Qpn::new(qpn),
+                    Psn::new(0x12_3456),
+                )),
             };
             let mut buf = vec![0; repr.buffer_len(payload.len())?];
             repr.emit(&mut buf, payload)?;

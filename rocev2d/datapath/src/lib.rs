@@ -366,20 +366,12 @@ pub(crate) mod test_frames {
 
     /// An RC ACK (QP 0x11, MSN 5) from UDP port `sport`, as the core emits it.
     pub(crate) fn ack(ip: IpRepr, sport: u16) -> Vec<u8> {
-        let bth = BthRepr {
-            opcode: Opcode::rc(Operation::Acknowledge),
-            solicited: false,
-            mig_req: false,
-            pad_cnt: 0,
-            tver: 0,
-            p_key: 0xffff,
-            fecn: false,
-            becn: false,
-            deflection_tokens: 0,
-            dest_qp: Qpn::new(0x11),
-            ack_req: false,
-            psn: Psn::new(0x7d2ab1),
-        };
+        let bth = BthRepr::new(
+            Opcode::rc(Operation::Acknowledge),
+            0xffff,
+            Qpn::new(0x11),
+            Psn::new(0x7d2ab1),
+        );
         let repr = FrameRepr {
             eth: EthRepr {
                 src: [2, 0, 0, 0, 0, 1],

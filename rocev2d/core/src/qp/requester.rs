@@ -198,18 +198,9 @@ pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
 
 pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bool) -> BthRepr {
     BthRepr {
-        opcode: Opcode::rc(op),
         solicited,
-        mig_req: false,
-        pad_cnt: 0,
-        tver: 0,
-        p_key: qp.p_key,
-        fecn: false,
-        becn: false,
-        deflection_tokens: 0,
-        dest_qp: qp.dest_qpn,
         ack_req,
-        psn,
+        ..BthRepr::new(Opcode::rc(op), qp.p_key, qp.dest_qpn, psn)
     }
 }
 

@@ -215,6 +215,26 @@ impl Repr {
     /// Length of a BTH.
     pub const LEN: usize = 12;
 
+    /// A BTH for `opcode` to `dest_qp` at `psn` in partition `p_key`, every flag clear, TVer 0
+    /// and no deflection tokens: what most packets start from; set the rest with struct update
+    /// syntax.
+    pub const fn new(opcode: Opcode, p_key: u16, dest_qp: Qpn, psn: Psn) -> Repr {
+        Repr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_cnt: 0,
+            tver: 0,
+            p_key,
+            fecn: false,
+            becn: false,
+            deflection_tokens: 0,
+            dest_qp,
+            ack_req: false,
+            psn,
+        }
+    }
+
     /// Reads a BTH. Only the version is validated here; whether the opcode is known is decided
     /// with its layout by [`super::RoceRepr::parse`].
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, Error> {

@@ -29,18 +29,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
 /// The BTH of a CNP telling the sender QP `dest_qp` that its packets were CE-marked.
 pub const fn bth(dest_qp: Qpn, p_key: u16) -> BthRepr {
     BthRepr {
-        opcode: Opcode::CNP,
-        solicited: false,
-        mig_req: false,
-        pad_cnt: 0,
-        tver: 0,
-        p_key,
-        fecn: false,
         becn: true,
-        deflection_tokens: 0,
-        dest_qp,
-        ack_req: false,
-        psn: Psn::new(0),
+        ..BthRepr::new(Opcode::CNP, p_key, dest_qp, Psn::new(0))
     }
 }
 

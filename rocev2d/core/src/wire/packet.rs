@@ -445,18 +445,8 @@ mod tests {
 
     fn bth(op: Opcode) -> BthRepr {
         BthRepr {
-            opcode: op,
-            solicited: false,
-            mig_req: false,
-            pad_cnt: 0,
-            tver: 0,
-            p_key: 0xffff,
-            fecn: false,
-            becn: false,
-            deflection_tokens: 0,
-            dest_qp: Qpn::new(0x11),
             ack_req: true,
-            psn: Psn::new(0x37cf8a),
+            ..BthRepr::new(op, 0xffff, Qpn::new(0x11), Psn::new(0x37cf8a))
         }
     }
 
