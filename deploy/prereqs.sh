@@ -4,13 +4,15 @@
 # about a second.
 #
 #   bash deploy/prereqs.sh        everything deploy/test.sh needs
-#   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, tshark)
+#   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, nightly, bpf-linker, tshark)
 #
 # What and why:
 #   Rust stable + rustfmt + clippy   build, format check, lints
 #   tshark                           independent RoCEv2 decoder in interop tests; demo output
 #   python3 + scapy                  independent RoCEv2 encoder/decoder in interop tests
-#   nightly rust-src                 cargo-fuzz (nightly sanitizers) and, later, eBPF builds
+#   nightly rust-src                 eBPF builds (-Z build-std=core) and cargo-fuzz (sanitizers)
+#   bpf-linker (+ LLVM 22 dev libs)  links the eBPF programs; rustc's LLVM is 22, so bpf-linker
+#                                    is built against llvm-22 (llvm-config must be on PATH)
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
 #   iproute2 + procps                netns testbeds (ip, tc, ss, bridge; sysctl) for integration/
 set -euo pipefail
@@ -88,6 +90,14 @@ ensure_nightly_src() {
     fi
 }
 
+ensure_bpf_linker() {
+    command -v bpf-linker >/dev/null && return 0
+    apt_install llvm-22-dev libpolly-22-dev
+    log "installing bpf-linker (builds against LLVM 22, a few minutes)"
+    PATH=/usr/lib/llvm-22/bin:$PATH LLVM_SYS_221_PREFIX=/usr/lib/llvm-22 \
+        cargo install bpf-linker --locked
+}
+
 ensure_cargo_fuzz() {
     command -v cargo-fuzz >/dev/null && return 0
     log "installing cargo-fuzz"
@@ -98,12 +108,15 @@ case "${1:-all}" in
     demo)
         ensure_rust
         ensure_tshark
+        ensure_nightly_src
+        ensure_bpf_linker
         ;;
     all)
         ensure_rust
         ensure_tshark
         ensure_scapy
         ensure_nightly_src
+        ensure_bpf_linker
         ensure_cargo_fuzz
         ensure_netns_tools
         ;;

@@ -7,8 +7,9 @@
 //! from its seeded generator). Keeping the decision in one place means a marking curve measured
 //! in the model is the curve the XDP programs apply.
 //!
-//! Today this holds the RED/ECN decision ([`red`]). The IOFD deflected-flow table, the DVL
-//! congested-flow table and the fault draws join it with the switch issue.
+//! It holds the RED/ECN decision ([`red`]) and the AF_XDP steering program's map layout
+//! ([`steer`]); map names and record layouts live here so the kernel programs and their loader
+//! cannot disagree.
 //!
 //! Deviations: none.
 #![no_std]
@@ -24,3 +25,4 @@
 )]
 
 pub mod red;
+pub mod steer;

@@ -1,0 +1,98 @@
+//! Header walking for XDP and TC programs.
+//!
+//! Every read goes through [`load`], which compares the end of the read with the end of the
+//! packet before dereferencing: that comparison is what lets the verifier accept the access,
+//! and it makes a truncated frame an ordinary `None` instead of undefined behaviour.
+
+use rocev2_ebpf_common::steer::ROCEV2_PORT;
+
+const ETH_HLEN: usize = 14;
+const VLAN_HLEN: usize = 4;
+const ETH_P_IPV4: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
+const ETH_P_8021Q: u16 = 0x8100;
+const ETH_P_8021AD: u16 = 0x88a8;
+const IPPROTO_UDP: u8 = 17;
+const IPV6_HLEN: usize = 40;
+const UDP_HLEN: usize = 8;
+
+/// Reads a `T` at `start + offset` if it lies wholly before `end`.
+///
+/// # Safety
+/// `start..end` must be the packet's data as given by the program context.
+#[inline(always)]
+pub unsafe fn load<T: Copy>(start: usize, end: usize, offset: usize) -> Option<T> {
+    let at = start + offset;
+    if at + core::mem::size_of::<T>() > end {
+        return None;
+    }
+    // SAFETY: in bounds by the check above; packet data has no alignment guarantee.
+    Some(unsafe { core::ptr::read_unaligned(at as *const T) })
+}
+
+/// What [`classify`] found in a frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// UDP to the RoCEv2 port; `l3` is the offset of the IP header.
+    Roce {
+        /// Offset of the IPv4/IPv6 header.
+        l3: usize,
+    },
+    /// Anything else, fully parsed.
+    Other,
+    /// Shorter than the headers it announces.
+    Truncated,
+}
+
+/// Walks Ethernet, up to two VLAN tags, IPv4 (with options) or IPv6 (no extension headers,
+/// which RoCEv2 does not use) and UDP, and says whether the frame is RoCEv2.
+///
+/// # Safety
+/// `start..end` must be the packet's data as given by the program context.
+#[inline(always)]
+pub unsafe fn classify(start: usize, end: usize) -> Class {
+    let mut off = ETH_HLEN - 2;
+    let mut ethertype = match unsafe { load::<u16>(start, end, off) } {
+        Some(t) => u16::from_be(t),
+        None => return Class::Truncated,
+    };
+    // Bounded loop: at most two tags (802.1ad outer + 802.1Q inner).
+    for _ in 0..2 {
+        if ethertype != ETH_P_8021Q && ethertype != ETH_P_8021AD {
+            break;
+        }
+        off += VLAN_HLEN;
+        ethertype = match unsafe { load::<u16>(start, end, off) } {
+            Some(t) => u16::from_be(t),
+            None => return Class::Truncated,
+        };
+    }
+    let l3 = off + 2;
+    let (proto, l4) = match ethertype {
+        ETH_P_IPV4 => {
+            let Some(vihl) = (unsafe { load::<u8>(start, end, l3) }) else {
+                return Class::Truncated;
+            };
+            let Some(proto) = (unsafe { load::<u8>(start, end, l3 + 9) }) else {
+                return Class::Truncated;
+            };
+            (proto, l3 + usize::from(vihl & 0x0f) * 4)
+        }
+        ETH_P_IPV6 => {
+            let Some(next) = (unsafe { load::<u8>(start, end, l3 + 6) }) else {
+                return Class::Truncated;
+            };
+            (next, l3 + IPV6_HLEN)
+        }
+        _ => return Class::Other,
+    };
+    if proto != IPPROTO_UDP {
+        return Class::Other;
+    }
+    match unsafe { load::<u16>(start, end, l4 + 2) } {
+        None => Class::Truncated,
+        Some(_) if l4 + UDP_HLEN > end - start => Class::Truncated,
+        Some(port) if u16::from_be(port) == ROCEV2_PORT => Class::Roce { l3 },
+        Some(_) => Class::Other,
+    }
+}
