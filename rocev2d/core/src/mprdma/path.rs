@@ -55,6 +55,8 @@ pub struct PathSelector {
     /// The next token is replaced by a random VP.
     probe_pending: bool,
     counters: BTreeMap<u16, VpCounters>,
+    /// Packets sent to random VPs (free sends and probes).
+    random_sends: u64,
 }
 
 impl PathSelector {
@@ -71,11 +73,18 @@ impl PathSelector {
             round_start: Instant::ZERO,
             probe_pending: false,
             counters: BTreeMap::new(),
+            random_sends: 0,
         }
+    }
+
+    /// Packets sent to random VPs so far: the initial window, burst-timer sends and probes.
+    pub fn random_sends(&self) -> u64 {
+        self.random_sends
     }
 
     /// A VP drawn uniformly at random.
     pub fn random_vp(&mut self) -> u16 {
+        self.random_sends += 1;
         let off = (self.rng.next_u32() % self.count as u32) as u16;
         self.base.wrapping_add(off)
     }

@@ -97,6 +97,9 @@ pub struct MpSnapshot {
     pub in_flight: u32,
     /// Smoothed RTT.
     pub rtt: Duration,
+    /// Data packets sent to random VPs rather than an ACK's: the initial window, burst-timer
+    /// sends and probes (seed 001 §3.2, §3.4).
+    pub random_vp_sends: u64,
     /// Per-VP sender counters (packets sent, ECN echoes, out-of-order prunes), by port.
     pub tx_vps: Vec<(u16, VpCounters)>,
     /// Per-VP receiver counters (packets, CE marks, arrivals more than Δ out of order).
@@ -144,6 +147,7 @@ impl Mp {
             cwnd: self.win.cwnd(),
             in_flight: self.board.in_flight(),
             rtt: self.board.rtt(),
+            random_vp_sends: self.paths.random_sends(),
             tx_vps: self.paths.counters().map(|(p, c)| (p, *c)).collect(),
             rx_vps: self.rx_vps.iter().map(|(p, c)| (*p, *c)).collect(),
             rx: self.rx.clone(),
@@ -409,12 +413,15 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
     }
     let rtt = mp.board.rtt();
     mp.paths.clock(now, rtt, vp, room);
-    if room > MAX_PER_ACK && !qp.timers.is_set(Timer::MpBurst) {
-        // seed 001 §3.4 burst control: the rest waits for later ACKs or ½ RTT.
+    if room > MAX_PER_ACK {
+        // seed 001 §3.4 burst control: the rest waits for later ACKs; only if none returns
+        // for ½ RTT does the burst timer send it to random VPs.
         qp.timers.set(
             Timer::MpBurst,
             now + Duration::from_nanos(rtt.as_nanos() / 2),
         );
+    } else {
+        qp.timers.stop(Timer::MpBurst);
     }
 }
 
