@@ -53,6 +53,9 @@ pub struct HostSpec {
     pub cc: CcScheme,
     /// MP-RDMA parameters, used when `cc` is [`CcScheme::MpRdma`].
     pub mp: MpSpec,
+    /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
+    /// updates memory only after all earlier ones, as a "data, then flag" pair.
+    pub synchronise_last_wr: bool,
 }
 
 /// `[host.mp]`: MP-RDMA parameters (seed 001 §3; docs/multipath.md).
@@ -172,6 +175,7 @@ impl Default for HostSpec {
             verify_mr_bytes: 0,
             cc: CcScheme::None,
             mp: MpSpec::default(),
+            synchronise_last_wr: false,
         }
     }
 }

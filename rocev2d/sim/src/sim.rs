@@ -1173,6 +1173,11 @@ impl Sim {
                 length: len,
                 lkey: host.mr.lkey,
             });
+            let wr = if hs.synchronise_last_wr && off + len as u64 == fl.spec.size {
+                wr.synchronise()
+            } else {
+                wr
+            };
             if host.ep.post_send(qs, wr).is_err() {
                 fl.failed = Some(WcStatus::GeneralErr);
                 return;
