@@ -267,3 +267,24 @@ fn sync_runs(caps: fn(rocev2_core::mr::PdId, rocev2_core::qp::CqId) -> QpConfig)
     }
     sync_nacks
 }
+
+/// A responder error is RC's on a multipath QP too: a WRITE under a wrong R_Key ends both QPs,
+/// the requester's with a remote access error.
+#[test]
+fn mp_bad_rkey_completes_with_remote_access_error() {
+    let mut p = Pair::new(link(1), link(2));
+    let c = p.connect(options(true)).unwrap();
+    let wr = SendWr::new(
+        7,
+        SendOp::Write {
+            remote_addr: c.mr_b.addr,
+            rkey: rocev2_core::mr::Rkey::new(c.mr_b.rkey.value() ^ 0x100),
+        },
+    )
+    .sge(sge(&c.mr_a, 0, 4096));
+    p.a.ep.post_send(c.qa, wr).unwrap();
+    assert!(p.drive(100_000));
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (7, WcStatus::RemAccessErr));
+}

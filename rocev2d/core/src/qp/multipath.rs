@@ -310,7 +310,20 @@ pub(super) fn transmit_data(
 /// An ACK or NACK with the multipath block arrived (seed 001 §3.2–§3.4).
 pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
     let now = env.now;
-    let (Some(ext), Some(aeth)) = (roce.ext, roce.aeth) else {
+    let Some(aeth) = roce.aeth else {
+        qp.counters.unexpected_responses += 1;
+        return;
+    };
+    let nak = match aeth.syndrome {
+        Syndrome::Ack(_) => None,
+        Syndrome::Nak(NakCode::PsnSequenceError) => Some(roce.bth.psn),
+        Syndrome::Nak(_) | Syndrome::RnrNak(_) => {
+            // The responder's fatal NAKs (access, invalid request, operational errors) are
+            // RC's, and end the QP as in RC.
+            return requester::on_response(qp, env, roce, Operation::Acknowledge, &[]);
+        }
+    };
+    let Some(ext) = roce.ext else {
         qp.counters.unexpected_responses += 1;
         return;
     };
@@ -322,14 +335,6 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
     else {
         qp.counters.unexpected_responses += 1;
         return;
-    };
-    let nak = match aeth.syndrome {
-        Syndrome::Ack(_) => None,
-        Syndrome::Nak(NakCode::PsnSequenceError) => Some(roce.bth.psn),
-        Syndrome::Nak(_) | Syndrome::RnrNak(_) => {
-            // Protocol errors end the QP as in RC.
-            return requester::on_response(qp, env, roce, Operation::Acknowledge, &[]);
-        }
     };
     let Some(mp) = qp.mp.as_deref_mut() else {
         return;
