@@ -288,3 +288,43 @@ fn mp_bad_rkey_completes_with_remote_access_error() {
     assert_eq!(wcs.len(), 1);
     assert_eq!((wcs[0].wr_id, wcs[0].status), (7, WcStatus::RemAccessErr));
 }
+
+/// seed 001 §3.4 "connection restart": after 3 idle RTTs the sender starts again from IW, and
+/// (§3.2) spreads that window over IW random VPs since no ACK clock runs.
+#[test]
+fn mp_restarts_from_iw_on_random_vps_after_idle() {
+    let mut p = Pair::new(link(1), link(2));
+    p.trace = Some(Vec::new());
+    let c = p.connect(options(true)).unwrap();
+    let write = |wr_id, len| {
+        SendWr::new(
+            wr_id,
+            SendOp::Write {
+                remote_addr: c.mr_b.addr,
+                rkey: c.mr_b.rkey,
+            },
+        )
+        .sge(sge(&c.mr_a, 0, len))
+    };
+    p.a.ep.post_send(c.qa, write(1, 256 << 10)).unwrap();
+    assert!(p.drive(1_000_000));
+    let grown = p.a.ep.qp(c.qa).unwrap().mp_snapshot().unwrap().cwnd;
+    assert_ne!(grown, MpConfig::paper().iw as f64);
+    // Idle far longer than 3 RTTs (about 5 µs each here), then a new message.
+    p.now += Duration::from_micros(500);
+    p.trace = Some(Vec::new());
+    p.a.ep.post_send(c.qa, write(2, 64 << 10)).unwrap();
+    p.step();
+    let snap = p.a.ep.qp(c.qa).unwrap().mp_snapshot().unwrap();
+    let iw = MpConfig::paper().iw;
+    assert_eq!(snap.in_flight, iw, "the whole IW leaves at once");
+    assert_eq!(snap.cwnd, iw as f64, "restarted from IW");
+    let first = p.trace.take().unwrap();
+    let ports = source_ports(&first[..iw as usize], true);
+    assert!(
+        ports.len() >= iw as usize - 2,
+        "IW over random VPs: {}",
+        ports.len()
+    );
+    assert!(p.drive(1_000_000));
+}

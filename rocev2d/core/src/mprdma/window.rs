@@ -151,6 +151,57 @@ mod tests {
         assert_eq!(w.cwnd(), MIN_CWND);
     }
 
+    /// The operation-sequence model test of every controller (STYLE §4.5): any sequence of
+    /// window events keeps cwnd finite and at least one packet, and awnd consistent with it.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Ack(bool),
+        AckOfNothing,
+        UnaAdvanced(u32),
+        Retransmit,
+        Reduce(u8),
+        Restart,
+        Timeout(u32),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<bool>().prop_map(Op::Ack),
+            Just(Op::AckOfNothing),
+            (0u32..200).prop_map(Op::UnaAdvanced),
+            Just(Op::Retransmit),
+            any::<u8>().prop_map(Op::Reduce),
+            Just(Op::Restart),
+            (0u32..1000).prop_map(Op::Timeout),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn window_invariants_hold_for_any_event_sequence(
+            iw in 0u32..512,
+            ops in proptest::collection::vec(op(), 0..400),
+        ) {
+            let mut w = Window::new(iw);
+            for o in ops {
+                match o {
+                    Op::Ack(ece) => w.on_ack(ece),
+                    Op::AckOfNothing => w.on_ack_of_nothing(),
+                    Op::UnaAdvanced(n) => w.on_una_advanced(n),
+                    Op::Retransmit => w.on_retransmit_sent(),
+                    Op::Reduce(n) => w.reduce(n as f64),
+                    Op::Restart => w.restart(),
+                    Op::Timeout(n) => w.on_timeout(n),
+                }
+                proptest::prop_assert!(w.cwnd().is_finite() && w.cwnd() >= MIN_CWND);
+                proptest::prop_assert!(w.cwnd() <= (iw.max(1) as f64) + 400.0);
+                let awnd = w.awnd(7);
+                proptest::prop_assert_eq!(awnd, w.cwnd() + w.inflate() as f64 - 7.0);
+            }
+        }
+    }
+
     #[test]
     fn window_restart_returns_to_iw() {
         let mut w = Window::new(16);
