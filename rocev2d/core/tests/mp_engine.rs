@@ -328,3 +328,37 @@ fn mp_restarts_from_iw_on_random_vps_after_idle() {
     );
     assert!(p.drive(1_000_000));
 }
+
+/// seed 001 §3.2 end to end: the receiver echoes CE in every ACK (E flag) and the sender takes
+/// half a packet off cwnd for each, so with every data packet marked the window sits at its
+/// floor; the per-VP counters see the marks on both sides, and the transfer still completes.
+#[test]
+fn mp_ecn_echo_shrinks_the_window() {
+    let mut p = Pair::new(link(1).ce_mark(1.0), link(2));
+    let c = p.connect(options(true)).unwrap();
+    let wr = SendWr::new(
+        1,
+        SendOp::Write {
+            remote_addr: c.mr_b.addr,
+            rkey: c.mr_b.rkey,
+        },
+    )
+    .sge(sge(&c.mr_a, 0, 128 << 10));
+    p.a.ep.post_send(c.qa, wr).unwrap();
+    assert!(p.drive(1_000_000));
+    let tx = p.a.ep.qp(c.qa).unwrap().mp_snapshot().unwrap();
+    let rx = p.b.ep.qp(c.qb).unwrap().mp_snapshot().unwrap();
+    assert_eq!(tx.cwnd, 1.0, "every ACK carried ECE");
+    let (sent, echoed): (u64, u64) = tx
+        .tx_vps
+        .iter()
+        .fold((0, 0), |(s, e), (_, v)| (s + v.packets, e + v.ecn_marks));
+    let marked: u64 = rx.rx_vps.iter().map(|(_, v)| v.ecn_marks).sum();
+    assert!(
+        sent >= 128 && echoed == marked && marked >= 128,
+        "{sent} {echoed} {marked}"
+    );
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+}
