@@ -362,3 +362,49 @@ fn mp_ecn_echo_shrinks_the_window() {
     assert_eq!(wcs.len(), 1);
     assert_eq!(wcs[0].status, WcStatus::Success);
 }
+
+/// Heavy loss both ways (15%): tails and lost retransmissions leave nothing to overflow the
+/// bitmap, so early retransmission and, as the last resort, the retransmission timeout (§3.4)
+/// finish the job; every WRITE completes with the right bytes.
+#[test]
+fn mp_heavy_loss_recovered_by_early_retransmit_and_rto() {
+    let mut timeouts = 0;
+    for seed in 0..8u64 {
+        let mut p = Pair::new(link(seed).loss(0.15), link(seed + 50).loss(0.15));
+        let c = p
+            .connect(ConnectOptions {
+                timeout: 4, // 65 µs
+                ..options(true)
+            })
+            .unwrap();
+        let src = pattern(seed, 64 << 10);
+        p.a.mem.get_mut(c.mr_a.id).unwrap()[..64 << 10].copy_from_slice(&src);
+        for i in 0..4u64 {
+            let off = i * (16 << 10);
+            let wr = SendWr::new(
+                i,
+                SendOp::Write {
+                    remote_addr: c.mr_b.addr + off,
+                    rkey: c.mr_b.rkey,
+                },
+            )
+            .sge(sge(&c.mr_a, off, 16 << 10));
+            p.a.ep.post_send(c.qa, wr).unwrap();
+        }
+        assert!(p.drive(2_000_000), "seed {seed}: never idle");
+        let wcs = p.completions(true, c.cq_a);
+        assert_eq!(wcs.len(), 4, "seed {seed}");
+        assert!(
+            wcs.iter().all(|w| w.status == WcStatus::Success),
+            "seed {seed}: {wcs:?}"
+        );
+        assert_eq!(
+            p.b.mem.get(c.mr_b.id).unwrap()[..64 << 10],
+            src[..],
+            "seed {seed}"
+        );
+        timeouts += p.a.ep.qp(c.qa).unwrap().counters().timeouts;
+    }
+    eprintln!("retransmission timeouts over 8 runs: {timeouts}");
+    assert!(timeouts > 0, "the last resort was exercised");
+}

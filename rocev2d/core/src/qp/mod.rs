@@ -647,6 +647,10 @@ impl Qp {
             self.peer_ext = v;
         }
         if let (Some(mp), true) = (self.cfg.multipath, self.peer_ext.multipath) {
+            // The window is a multipath QP's congestion control (seed 001 §3.2): no rate
+            // controller or pacer runs beside it.
+            self.cc = None;
+            self.pacer = None;
             let (rq, sq) = (self.resp.epsn(), self.req.snd_una());
             let m = self.mp.get_or_insert_with(|| {
                 alloc::boxed::Box::new(multipath::Mp::new(mp, self.qpn.value(), rq, sq))
