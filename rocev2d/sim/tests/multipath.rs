@@ -100,7 +100,7 @@ fn mp_permutation_beats_ecmp_dcqcn() {
         let run = |cc| {
             let s = scenario(leaf_spine(4, GBPS), flows.clone(), cc, seed);
             let mut sim = Sim::new(&s).unwrap();
-            goodput(&mut sim, 200_000, 600_000).iter().sum::<f64>()
+            goodput(&mut sim, 100_000, 400_000).iter().sum::<f64>()
         };
         let (mp, sp) = (run(CcScheme::MpRdma), run(CcScheme::Dcqcn));
         eprintln!(
