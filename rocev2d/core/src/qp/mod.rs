@@ -686,7 +686,7 @@ impl Qp {
             return Err(PostError::TooManySge);
         }
         if self.mp.is_some() && wr.op.is_rd_atomic() {
-            // NOT IMPLEMENTED (seed 001 §3.1): READ responses over multipath.
+            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
             return Err(PostError::Unsupported);
         }
         self.req.push(wr, self.cfg.max_inline_data, self.mtu)

@@ -603,7 +603,8 @@ fn place(
         );
     let rq_index = pl.msn.wrapping_sub(qp.mp.as_deref()?.rq_msn) & 0xff_ffff;
     if needs_wqe && qp.resp.rq.get(rq_index as usize).is_none() {
-        // No receive WQE yet (module deviations): drop unacknowledged.
+        // NOT IMPLEMENTED (seed 001 §3.1): RNR NAK over multipath (issue 7). No receive WQE
+        // yet: drop unacknowledged, recovered like a loss.
         qp.mp.as_deref_mut()?.rx.rnr_drops += 1;
         return None;
     }
