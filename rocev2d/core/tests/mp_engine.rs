@@ -408,3 +408,50 @@ fn mp_heavy_loss_recovered_by_early_retransmit_and_rto() {
     eprintln!("retransmission timeouts over 8 runs: {timeouts}");
     assert!(timeouts > 0, "the last resort was exercised");
 }
+
+/// A SEND that arrives before its receive WQE is dropped and RNR-NAKed; the sender waits (RNR
+/// retry 7: forever, as in RC) and the SEND lands once the WQE is posted.
+#[test]
+fn mp_send_before_recv_waits_for_the_wqe() {
+    let mut p = Pair::new(link(1), link(2));
+    let c = p
+        .connect(ConnectOptions {
+            timeout: 4,
+            ..options(true)
+        })
+        .unwrap();
+    let src = pattern(3, 5000);
+    p.a.mem.get_mut(c.mr_a.id).unwrap()[..5000].copy_from_slice(&src);
+    let wr = SendWr::new(1, SendOp::Send).sge(sge(&c.mr_a, 0, 5000));
+    p.a.ep.post_send(c.qa, wr).unwrap();
+    for _ in 0..200 {
+        p.step();
+    }
+    let rx = p.b.ep.qp(c.qb).unwrap().mp_snapshot().unwrap().rx;
+    assert!(rx.rnr_drops > 0);
+    assert!(
+        p.completions(true, c.cq_a).is_empty(),
+        "still waiting, no error"
+    );
+    let counters = *p.a.ep.qp(c.qa).unwrap().counters();
+    assert!(
+        counters.rnr_naks_received > 0 && counters.timeouts == 0,
+        "{counters:?}"
+    );
+    p.b.ep
+        .post_recv(
+            c.qb,
+            RecvWr {
+                wr_id: 9,
+                sg_list: vec![sge(&c.mr_b, 0, 8192)],
+            },
+        )
+        .unwrap();
+    assert!(p.drive(1_000_000));
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    let rx = p.completions(false, c.cq_b);
+    assert_eq!((rx[0].wr_id, rx[0].byte_len), (9, 5000));
+    assert_eq!(p.b.mem.get(c.mr_b.id).unwrap()[..5000], src[..]);
+}

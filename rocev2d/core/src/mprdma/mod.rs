@@ -16,9 +16,7 @@
 //! | §3.4 loss recovery, probing, burst control, window reduction, restart | [`recovery`], [`path`], [`window`] |
 //!
 //! Deviations are listed in each file and in `docs/multipath.md`. Not implemented here:
-//! READ and atomic operations over multipath (a multipath QP refuses them at post time), and
-//! RNR: a SEND whose receive WQE is not posted yet is dropped without an ACK and recovered
-//! like a loss.
+//! READ and atomic operations over multipath (a multipath QP refuses them at post time).
 
 pub mod bitmap;
 pub mod path;
@@ -93,7 +91,7 @@ pub struct MpRxStats {
     pub loss_nacks: u64,
     /// Synchronise packets dropped and NACKed because earlier messages were incomplete (§3.4).
     pub sync_nacks: u64,
-    /// SEND packets dropped because their receive WQE was not posted.
+    /// SEND packets dropped, and RNR-NAKed, because their receive WQE was not posted.
     pub rnr_drops: u64,
 }
 

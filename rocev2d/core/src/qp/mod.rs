@@ -842,6 +842,7 @@ impl Qp {
         if fired[Timer::Rnr as usize] {
             // The wait is over: the retry goes out on the next poll_transmit.
             self.arm_retransmit(env.now);
+            multipath::on_rnr_wait_over(self);
         }
         if fired[Timer::Retransmit as usize] {
             if self.mp.is_some() {

@@ -18,9 +18,9 @@
 //! ```
 //!
 //! Deviations (also in `docs/multipath.md`): READ and atomics are refused on a multipath QP
-//! (`PostError::Unsupported`); a SEND whose receive WQE is not posted is dropped unacknowledged
-//! (no RNR NAK) and recovered like a loss; ACKs leave on the VP they acknowledge, so an ACK
-//! path fails together with its data path; no DCQCN runs on a multipath QP (the window is its
+//! (`PostError::Unsupported`); a SEND packet whose receive WQE is not posted gets an RNR NAK of
+//! its own (the paper does not treat RNR), and the sender pauses as in RC, then resends that
+//! PSN; ACKs leave on the VP they acknowledge, so an ACK path fails together with its data path; no DCQCN runs on a multipath QP (the window is its
 //! congestion control, §3.2), so the receiver sends no CNPs for it.
 
 use super::requester::{self, MpTag};
@@ -37,7 +37,7 @@ use crate::time::{Duration, Instant};
 use crate::wire::ext::MultipathAck;
 use crate::wire::opcode::Position;
 use crate::wire::{
-    AethRepr, Credits, ExtRepr, NakCode, Operation, Psn, RoceRepr, Syndrome, Transport,
+    AethRepr, Credits, ExtRepr, NakCode, Operation, Psn, RnrTimer, RoceRepr, Syndrome, Transport,
 };
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec;
@@ -51,7 +51,18 @@ struct AckOut {
     vp: u16,
     ece: bool,
     retx: bool,
-    nak: bool,
+    kind: AckKind,
+}
+
+/// What an [`AckOut`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckKind {
+    /// The packet arrived.
+    Ack,
+    /// Sequence NAK: `rcv_nxt` is missing (bitmap overflow), or a synchronise packet came early.
+    Nak,
+    /// RNR NAK: no receive WQE for this SEND yet.
+    Rnr,
 }
 
 /// What a message's tail needs for its receive completion, kept until it completes in order.
@@ -314,9 +325,12 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
         qp.counters.unexpected_responses += 1;
         return;
     };
-    let nak = match aeth.syndrome {
-        Syndrome::Ack(_) => None,
-        Syndrome::Nak(NakCode::PsnSequenceError) => Some(roce.bth.psn),
+    let (nak, rnr) = match aeth.syndrome {
+        Syndrome::Ack(_) => (None, None),
+        Syndrome::Nak(NakCode::PsnSequenceError) => (Some(roce.bth.psn), None),
+        Syndrome::RnrNak(timer) if roce.ext.is_some_and(|e| e.multipath.is_some()) => {
+            (Some(roce.bth.psn), Some(timer))
+        }
         Syndrome::Nak(_) | Syndrome::RnrNak(_) => {
             // The responder's fatal NAKs (access, invalid request, operational errors) are
             // RC's, and end the QP as in RC.
@@ -374,18 +388,32 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
             mp.paths.counters_mut(vp).ood += 1;
         }
     }
-    match nak {
-        Some(p) if p == aack_psn => {
+    match (nak, rnr) {
+        (Some(p), None) if p == aack_psn => {
             // seed 001 §3.4, Fig. 7: recovery = snd_nxt, snd_retx = NACKed PSN.
             let nxt = mp.board.nxt();
             mp.board.enter_recovery(p, nxt);
         }
-        // A synchronise packet that came too early (§3.4): send it again.
-        Some(p) => mp.board.enter_recovery(p, p.next()),
-        None => {}
+        // A synchronise packet that came too early (§3.4), or a SEND without its receive WQE
+        // yet: send that PSN again (after the RNR wait).
+        (Some(p), _) => mp.board.enter_recovery(p, p.next()),
+        (None, _) => {}
     }
     if nak.is_some() {
         qp.counters.naks_received += 1;
+    }
+    if let Some(timer) = rnr {
+        // IBA §9.7.5.2.8 as in RC: spend an RNR retry (7 = forever) and pause the sender.
+        qp.counters.rnr_naks_received += 1;
+        if qp.rnr_retry != 7 {
+            if qp.req.rnr_left == 0 {
+                qp.enter_error(Some((0, WcStatus::RnrRetryExcErr)), env);
+                return;
+            }
+            qp.req.rnr_left -= 1;
+        }
+        qp.timers.stop(Timer::Retransmit);
+        qp.timers.set(Timer::Rnr, now + timer.duration());
     }
     if advanced > 0 {
         let _ = requester::ack_through(qp, env, aack_psn.sub(1));
@@ -427,6 +455,15 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
         );
     } else {
         qp.timers.stop(Timer::MpBurst);
+    }
+}
+
+/// An RNR wait ended: no ACK clock survived the pause, so the window goes to random VPs.
+pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
+    if let Some(mp) = qp.mp.as_deref_mut() {
+        mp.paths.clear();
+        let room = mp.room();
+        mp.paths.release_free(room);
     }
 }
 
@@ -516,7 +553,7 @@ pub(super) fn on_data(
         vp,
         ece: ce,
         retx,
-        nak: false,
+        kind: AckKind::Ack,
     };
     let Some(mp) = qp.mp.as_deref_mut() else {
         return;
@@ -537,7 +574,7 @@ pub(super) fn on_data(
                 mp.rx.loss_nacks += 1;
                 mp.acks.push_back(AckOut {
                     psn: head,
-                    nak: true,
+                    kind: AckKind::Nak,
                     ..ack
                 });
                 qp.counters.naks_sent += 1;
@@ -550,12 +587,28 @@ pub(super) fn on_data(
     if sync && !sync::may_apply(msg_first, mp.bitmap.head()) {
         // seed 001 §3.4: never update memory ahead of earlier messages; NACK so it is resent.
         mp.rx.sync_nacks += 1;
-        mp.acks.push_back(AckOut { nak: true, ..ack });
+        mp.acks.push_back(AckOut {
+            kind: AckKind::Nak,
+            ..ack
+        });
         qp.counters.naks_sent += 1;
         return;
     }
-    let Some(slot) = place(qp, env, roce, op, payload, pl) else {
-        return;
+    let slot = match place(qp, env, roce, op, payload, pl) {
+        Ok(slot) => slot,
+        Err(Refused::NoWqe) => {
+            // IBA §9.7.5.2.8's RNR NAK, per packet: the sender waits and resends it.
+            if let Some(mp) = qp.mp.as_deref_mut() {
+                mp.rx.rnr_drops += 1;
+                mp.acks.push_back(AckOut {
+                    kind: AckKind::Rnr,
+                    ..ack
+                });
+                qp.counters.naks_sent += 1;
+            }
+            return;
+        }
+        Err(Refused::Fatal) => return,
     };
     let Some(mp) = qp.mp.as_deref_mut() else {
         return;
@@ -565,8 +618,16 @@ pub(super) fn on_data(
     advance(qp, env);
 }
 
-/// Validates a packet and writes its payload where it belongs; the slot it fills, or `None`
-/// when it was refused (the QP may be in Error then).
+/// Why [`place`] refused a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// A protocol or access error: the QP is in Error, its fatal NAK queued.
+    Fatal,
+    /// The SEND's receive WQE is not posted yet.
+    NoWqe,
+}
+
+/// Validates a packet and writes its payload where it belongs; the slot it fills.
 fn place(
     qp: &mut Qp,
     env: &mut Env<'_>,
@@ -574,7 +635,7 @@ fn place(
     op: Operation,
     payload: &[u8],
     pl: crate::wire::ext::Placement,
-) -> Option<Slot> {
+) -> Result<Slot, Refused> {
     let psn = roce.bth.psn;
     let mtu = qp.mtu as u64;
     let pos = op.position();
@@ -590,7 +651,7 @@ fn place(
         || !qp.access.contains(responder::needed_access(op))
     {
         responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-        return None;
+        return Err(Refused::Fatal);
     }
     let off = pl.ipsn as u64 * mtu;
     let n = payload.len() as u64;
@@ -601,12 +662,10 @@ fn place(
             op,
             Operation::RdmaWriteLastWithImmediate | Operation::RdmaWriteOnlyWithImmediate
         );
-    let rq_index = pl.msn.wrapping_sub(qp.mp.as_deref()?.rq_msn) & 0xff_ffff;
+    let rq_msn = qp.mp.as_deref().map_or(0, |mp| mp.rq_msn);
+    let rq_index = pl.msn.wrapping_sub(rq_msn) & 0xff_ffff;
     if needs_wqe && qp.resp.rq.get(rq_index as usize).is_none() {
-        // NOT IMPLEMENTED (seed 001 §3.1): RNR NAK over multipath (issue 7). No receive WQE
-        // yet: drop unacknowledged, recovered like a loss.
-        qp.mp.as_deref_mut()?.rx.rnr_drops += 1;
-        return None;
+        return Err(Refused::NoWqe);
     }
     let tail = if op.is_rdma_write() {
         let reth = if pos.starts_message() {
@@ -616,12 +675,12 @@ fn place(
         };
         let Some(reth) = reth else {
             responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return None;
+            return Err(Refused::Fatal);
         };
         let total = reth.dma_len as u64;
         if off + n > total || (ends && off + n != total) {
             responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return None;
+            return Err(Refused::Fatal);
         }
         let target = Target::check(
             qp.cfg.pd,
@@ -640,7 +699,7 @@ fn place(
             Ok(_) => {}
             Err(_) => {
                 responder::fatal(qp, env, psn, NakCode::RemoteAccessError);
-                return None;
+                return Err(Refused::Fatal);
             }
         }
         (ends && needs_wqe).then_some(TailInfo {
@@ -651,16 +710,16 @@ fn place(
             invalidated_rkey: None,
         })
     } else {
-        let wr = qp.resp.rq.get(rq_index as usize)?;
+        let wr = qp.resp.rq.get(rq_index as usize).ok_or(Refused::NoWqe)?;
         let Ok(segs) = resolve_local(env.mrs, qp.cfg.pd, &wr.sg_list, AccessFlags::LOCAL_WRITE)
         else {
             responder::fatal(qp, env, psn, NakCode::RemoteOperationalError);
-            return None;
+            return Err(Refused::Fatal);
         };
         let cap: u64 = segs.iter().map(|s| s.len as u64).sum();
         if off + n > cap {
             responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return None;
+            return Err(Refused::Fatal);
         }
         scatter(env.mem, &segs, off, payload);
         ends.then_some(TailInfo {
@@ -671,14 +730,13 @@ fn place(
             invalidated_rkey: roce.ieth.map(|i| i.r_key),
         })
     };
-    let mp = qp.mp.as_deref_mut()?;
-    Some(match (ends, tail) {
-        (false, _) => Slot::Received,
-        (true, None) => Slot::Tail,
-        (true, Some(t)) => {
+    Ok(match (ends, tail, qp.mp.as_deref_mut()) {
+        (false, _, _) => Slot::Received,
+        (true, Some(t), Some(mp)) => {
             mp.tails.push(t);
             Slot::TailWithCompletion
         }
+        (true, _, _) => Slot::Tail,
     })
 }
 
@@ -736,10 +794,13 @@ pub(super) fn transmit_ack(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Optio
     let mp = qp.mp.as_deref()?;
     let a = *mp.acks.front()?;
     let aack = mp.bitmap.head();
-    let (syndrome, bth_psn) = if a.nak {
-        (Syndrome::Nak(NakCode::PsnSequenceError), a.psn)
-    } else {
-        (Syndrome::Ack(Credits::UNLIMITED), aack.sub(1))
+    let (syndrome, bth_psn) = match a.kind {
+        AckKind::Ack => (Syndrome::Ack(Credits::UNLIMITED), aack.sub(1)),
+        AckKind::Nak => (Syndrome::Nak(NakCode::PsnSequenceError), a.psn),
+        AckKind::Rnr => (
+            Syndrome::RnrNak(RnrTimer::from_code(qp.min_rnr_timer)),
+            a.psn,
+        ),
     };
     let mut roce = RoceRepr {
         aeth: Some(AethRepr {
