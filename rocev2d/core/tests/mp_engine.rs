@@ -455,3 +455,37 @@ fn mp_send_before_recv_waits_for_the_wqe() {
     assert_eq!((rx[0].wr_id, rx[0].byte_len), (9, 5000));
     assert_eq!(p.b.mem.get(c.mr_b.id).unwrap()[..5000], src[..]);
 }
+
+/// seed 001 §3.2 multipath ACK clocking: after the initial window's random VPs, packets go out
+/// on the VPs their ACKs came back on; new VPs appear only through random draws (burst timer,
+/// probes), so a clean transfer of 1024 packets uses hardly more VPs than IW.
+#[test]
+fn mp_ack_clocking_keeps_to_the_acks_vps() {
+    let mut p = Pair::new(link(1), link(2));
+    p.trace = Some(Vec::new());
+    let c = p.connect(options(true)).unwrap();
+    let wr = SendWr::new(
+        1,
+        SendOp::Write {
+            remote_addr: c.mr_b.addr,
+            rkey: c.mr_b.rkey,
+        },
+    )
+    .sge(sge(&c.mr_a, 0, 1 << 20));
+    p.a.ep.post_send(c.qa, wr).unwrap();
+    assert!(p.drive(1_000_000));
+    let snap = p.a.ep.qp(c.qa).unwrap().mp_snapshot().unwrap();
+    let vps = source_ports(p.trace.as_ref().unwrap(), true);
+    let sent: u64 = snap.tx_vps.iter().map(|(_, v)| v.packets).sum();
+    eprintln!(
+        "{sent} packets on {} VPs, {} random-VP sends",
+        vps.len(),
+        snap.random_vp_sends
+    );
+    assert!(sent >= 1024);
+    assert!(
+        vps.len() as u64 <= snap.random_vp_sends,
+        "every VP came from a random draw"
+    );
+    assert!(snap.random_vp_sends <= 2 * MpConfig::paper().iw as u64);
+}
