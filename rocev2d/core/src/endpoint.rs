@@ -445,9 +445,9 @@ impl Endpoint {
             qp.on_cnp(now, tau);
             return Ok(());
         }
-        let (payload, ecn) = (frame.payload(), repr.ip.ecn());
+        let (payload, ecn, sport) = (frame.payload(), repr.ip.ecn(), repr.udp.src_port);
         drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
-            qp.handle_packet(env, roce, payload, ecn, bytes.len())
+            qp.handle_packet(env, roce, payload, ecn, bytes.len(), sport)
         });
         Ok(())
     }

@@ -30,6 +30,7 @@ extern crate std;
 pub mod cc;
 pub mod cq;
 pub mod endpoint;
+pub mod mprdma;
 pub mod mr;
 pub mod qp;
 #[cfg(any(test, feature = "testing"))]

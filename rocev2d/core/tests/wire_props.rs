@@ -20,7 +20,7 @@ use rocev2_core::wire::{
     FrameRepr, IethPacket, IethRepr, ImmDtPacket, ImmDtRepr, IpRepr, Msn, NakCode, Opcode, Psn,
     Qpn, ROCEV2_UDP_PORT, RethPacket, RethRepr, RnrTimer, RocePacket, RoceRepr, Syndrome, UdpRepr,
     VlanRepr, cnp,
-    ext::{self, Lookahead, MAX_LOOKAHEAD, MultipathAck},
+    ext::{self, Lookahead, MAX_LOOKAHEAD, MultipathAck, Placement},
     frame::{Ecn, Frame},
     icrc,
 };
@@ -132,19 +132,30 @@ fn rext() -> impl Strategy<Value = ExtRepr> {
         sack_psn: Psn::new(s),
         aack_psn: Psn::new(a),
     });
+    let placement = (
+        any::<(u32, u32)>(),
+        prop::option::of(any::<(u64, u32, u32)>()),
+    )
+        .prop_map(|((msn, ipsn), reth)| Placement {
+            msn: msn & 0xff_ffff,
+            ipsn: ipsn & 0xff_ffff,
+            reth: reth.map(|(va, r_key, dma_len)| RethRepr { va, r_key, dma_len }),
+        });
     (
         prop::option::of(any::<u16>()),
         prop::option::of(lookahead),
         prop::option::of(multipath),
         prop::option::of(any::<u32>()),
+        prop::option::of(placement),
         any::<[bool; 3]>(),
     )
         .prop_map(
-            |(dasr_n, lookahead, multipath, tau_ns, [synchronise, retx, ece])| ExtRepr {
+            |(dasr_n, lookahead, multipath, tau_ns, placement, [synchronise, retx, ece])| ExtRepr {
                 dasr_n,
                 lookahead,
                 multipath,
                 tau_ns,
+                placement,
                 synchronise,
                 retx,
                 ece,

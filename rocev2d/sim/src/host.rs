@@ -18,6 +18,7 @@
 
 use rocev2_core::Endpoint;
 use rocev2_core::cc::{CcConfig, DasrParams, DcqcnParams, DcqcnPlusParams, NpConfig, ReceiverCc};
+use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
 use rocev2_core::qp::{CqId, ExtCaps};
 use rocev2_core::time::Rate;
@@ -50,6 +51,48 @@ pub struct HostSpec {
     pub verify_mr_bytes: u32,
     /// Congestion control of every QP, and the matching receiver side (docs/congestion.md).
     pub cc: CcScheme,
+    /// MP-RDMA parameters, used when `cc` is [`CcScheme::MpRdma`].
+    pub mp: MpSpec,
+    /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
+    /// updates memory only after all earlier ones, as a "data, then flag" pair.
+    pub synchronise_last_wr: bool,
+}
+
+/// `[host.mp]`: MP-RDMA parameters (seed 001 §3; docs/multipath.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MpSpec {
+    /// Initial window, packets (§3.2; the paper's testbed uses one BDP).
+    pub iw: u32,
+    /// L: receive tracking bitmap slots (§3.3).
+    pub bitmap_len: u16,
+    /// Δ: allowed out-of-order degree (§3.3).
+    pub delta: u16,
+}
+
+impl Default for MpSpec {
+    /// The paper's L = 64 and Δ = 32 (seed 001 §5.1) with an IW of 16 packets.
+    fn default() -> Self {
+        let p = MpConfig::paper();
+        MpSpec {
+            iw: p.iw,
+            bitmap_len: p.bitmap_len,
+            delta: p.delta,
+        }
+    }
+}
+
+impl MpSpec {
+    /// The QP parameters, with VPs drawn from a generator seeded with `seed`.
+    pub fn config(self, seed: u64) -> MpConfig {
+        MpConfig {
+            iw: self.iw,
+            bitmap_len: self.bitmap_len,
+            delta: self.delta,
+            seed,
+            ..MpConfig::paper()
+        }
+    }
 }
 
 /// The congestion control scheme hosts run: the same controllers as the daemon
@@ -68,13 +111,15 @@ pub enum CcScheme {
     DcqcnPlus,
     /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
     Dart,
+    /// MP-RDMA (seed 001 §3): multipath QPs whose window is their congestion control.
+    MpRdma,
 }
 
 impl CcScheme {
     /// The sender controller of a QP on a host of `line` rate and path MTU `mtu`.
     pub fn qp_config(self, line: Rate, mtu: u32) -> Option<CcConfig> {
         match self {
-            CcScheme::None => None,
+            CcScheme::None | CcScheme::MpRdma => None,
             CcScheme::Dcqcn => Some(CcConfig::Dcqcn(DcqcnParams::paper(line))),
             CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(DcqcnParams::cx4(line))),
             CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu))),
@@ -88,7 +133,7 @@ impl CcScheme {
             interval: p.cnp_interval,
         };
         match self {
-            CcScheme::None => ReceiverCc::default(),
+            CcScheme::None | CcScheme::MpRdma => ReceiverCc::default(),
             CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
             CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
             CcScheme::DcqcnPlus => {
@@ -107,6 +152,7 @@ impl CcScheme {
             dasr_n: self == CcScheme::Dart,
             cnp_tau: self == CcScheme::DcqcnPlus,
             lookahead: self == CcScheme::Dart,
+            multipath: self == CcScheme::MpRdma,
         }
     }
 }
@@ -128,6 +174,8 @@ impl Default for HostSpec {
             ect: true,
             verify_mr_bytes: 0,
             cc: CcScheme::None,
+            mp: MpSpec::default(),
+            synchronise_last_wr: false,
         }
     }
 }

@@ -76,6 +76,8 @@ pub struct Port {
     pub link: LinkSpec,
     /// Loss probability of packets arriving on this port, Q32 (0 = none).
     pub loss_q32: u64,
+    /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
+    pub policy: Option<crate::switch::SwitchPolicy>,
     /// The current packet's last bit leaves at this time, ns (free when `<= now`).
     pub busy_until: u64,
     /// A `TxDone` event is scheduled for this port. Switch ports schedule one only when a
@@ -108,6 +110,7 @@ impl Port {
             peer,
             link,
             loss_q32: 0,
+            policy: None,
             busy_until: 0,
             txdone_pending: false,
             paused: [false; NPRIO],

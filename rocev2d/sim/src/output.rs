@@ -6,6 +6,8 @@
 //! * `ports.csv`: per port at the end: every counter of `link::PortStats`;
 //! * `queues.csv`: per sampled port over time: queue bytes and cumulative ECN/drop/PAUSE/tx;
 //! * `rates.csv`: per traced flow and bin: wire bytes sent and the rate in Gbit/s;
+//! * `vps.csv`: per MP-RDMA flow, side (`tx` sender, `rx` receiver) and virtual path (UDP
+//!   source port): packets, ECN marks and out-of-order counts (`mprdma::VpCounters`);
 //! * `summary.csv`: one row: counts, FCT percentiles, totals.
 //!
 //! Rows are written in index order, so the files are as deterministic as the run.
@@ -108,6 +110,21 @@ pub struct Report {
     pub rate_bin_ns: u64,
     /// Run counters.
     pub stats: RunStats,
+    /// Per-VP counters of multipath flows.
+    pub vps: Vec<VpRecord>,
+}
+
+/// One virtual path of one MP-RDMA flow (seed 001 §3.1), as seen by one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VpRecord {
+    /// Flow index.
+    pub flow: u32,
+    /// `true` for the sender's counters, `false` for the receiver's.
+    pub sender: bool,
+    /// The VP (UDP source port of the data packets).
+    pub vp: u16,
+    /// The counters.
+    pub counters: rocev2_core::mprdma::VpCounters,
 }
 
 /// Percentile `p` (0–100) of sorted values by the nearest-rank method.
@@ -170,7 +187,25 @@ impl Report {
                 stats: p.stats,
             })
             .collect();
+        let mut vps = Vec::new();
+        for (i, f) in sim.flows().iter().enumerate() {
+            let i = i as u32;
+            for (sender, snap) in [
+                (true, f.mp_tx.clone().or_else(|| sim.mp_snapshot(i, true))),
+                (false, f.mp_rx.clone().or_else(|| sim.mp_snapshot(i, false))),
+            ] {
+                let Some(snap) = snap else { continue };
+                let side = if sender { snap.tx_vps } else { snap.rx_vps };
+                vps.extend(side.into_iter().map(|(vp, counters)| VpRecord {
+                    flow: i,
+                    sender,
+                    vp,
+                    counters,
+                }));
+            }
+        }
         Report {
+            vps,
             name: sim.scenario().name.clone(),
             seed: sim.scenario().seed,
             end_ns: end,
@@ -330,6 +365,18 @@ impl Report {
             );
         }
         put("rates.csv", s)?;
+
+        let mut s = String::from("flow,side,vp,packets,ecn_marks,ood\n");
+        for v in &self.vps {
+            let c = &v.counters;
+            let side = if v.sender { "tx" } else { "rx" };
+            let _ = writeln!(
+                s,
+                "{},{side},{},{},{},{}",
+                v.flow, v.vp, c.packets, c.ecn_marks, c.ood
+            );
+        }
+        put("vps.csv", s)?;
 
         let sum = self.summary();
         let s = format!(

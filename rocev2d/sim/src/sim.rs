@@ -10,7 +10,7 @@
 
 use crate::dist::{self, SimRng};
 use crate::event::{Event, EventQueue, PktId, PortId};
-use crate::host::{Host, HostMemory, MR_BASE, host_ip, ip_host};
+use crate::host::{CcScheme, Host, HostMemory, MR_BASE, host_ip, ip_host};
 use crate::link::{PRIO_CTRL, PRIO_DATA, Port, wire_bytes};
 use crate::routing::{Routes, ecmp_pick, five_tuple_hash};
 use crate::scenario::{LossScope, SamplePorts, Scenario, ScenarioError};
@@ -21,7 +21,7 @@ use rand_core::RngCore;
 use rocev2_core::Endpoint;
 use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 use rocev2_core::mr::{AccessFlags, NullMemory, VecMemory};
-use rocev2_core::qp::{Mtu, Path, QpAttr, QpConfig, QpState, SendOp, SendWr, Sge};
+use rocev2_core::qp::{MpSnapshot, Mtu, Path, QpAttr, QpConfig, QpState, SendOp, SendWr, Sge};
 use rocev2_core::time::{Instant, Rate};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::frame::{Ecn, Frame};
@@ -93,6 +93,11 @@ pub struct Flow {
     pub retransmits: u64,
     /// Requester timeouts.
     pub timeouts: u64,
+    /// MP-RDMA state of the sending QP (window, per-VP counters), read at teardown.
+    pub mp_tx: Option<MpSnapshot>,
+    /// MP-RDMA state of the receiving QP (per-VP counters, out-of-order histogram), read at
+    /// teardown.
+    pub mp_rx: Option<MpSnapshot>,
     bin: u64,
     bin_bytes: u64,
 }
@@ -376,6 +381,8 @@ impl Sim {
                 ce_received: 0,
                 retransmits: 0,
                 timeouts: 0,
+                mp_tx: None,
+                mp_rx: None,
                 bin: 0,
                 bin_bytes: 0,
             })
@@ -691,7 +698,8 @@ impl Sim {
             return;
         };
         let qbytes = self.ports[out as usize].queue_bytes[prio];
-        let verdict = s.policy.on_enqueue(qbytes, ect, self.rng_policy.next_u32());
+        let policy = self.ports[out as usize].policy.unwrap_or(s.policy);
+        let verdict = policy.on_enqueue(qbytes, ect, self.rng_policy.next_u32());
         if ect && let Some(log) = &mut self.mark_log {
             log.push((qbytes, verdict == Verdict::Mark));
         }
@@ -1012,6 +1020,52 @@ impl Sim {
         host.ep.qp(qpn)?.cc_snapshot(Instant::from_nanos(self.now))
     }
 
+    /// MP-RDMA state of `flow`'s sending (`sender`) or receiving QP now (window, per-VP
+    /// counters, out-of-order histogram); `None` for a single-path flow or one torn down
+    /// (then see [`Flow::mp_tx`] and [`Flow::mp_rx`]).
+    pub fn mp_snapshot(&self, flow: u32, sender: bool) -> Option<MpSnapshot> {
+        let f = self.flows.get(flow as usize)?;
+        let (h, q) = if sender {
+            (f.spec.src, f.qp_src?)
+        } else {
+            (f.spec.dst, f.qp_dst?)
+        };
+        self.hosts.get(h as usize)?.ep.qp(q)?.mp_snapshot()
+    }
+
+    /// The ports at both ends of the link between nodes `a` and `b`: `(a's egress, b's
+    /// egress)`, if they are neighbours.
+    pub fn link_ports(&self, a: u32, b: u32) -> Option<(PortId, PortId)> {
+        let pa = self
+            .ports
+            .iter()
+            .position(|p| p.node == a && self.ports[p.peer as usize].node == b)?;
+        Some((pa as PortId, self.ports[pa].peer))
+    }
+
+    /// Gives switch egress `port` its own policy (e.g. its own RED curve, seed 001 Fig. 5).
+    pub fn set_port_policy(&mut self, port: PortId, policy: SwitchPolicy) {
+        if let Some(pt) = self.ports.get_mut(port as usize) {
+            pt.policy = Some(policy);
+        }
+    }
+
+    /// Sets the loss probability of packets arriving at `port` from its peer (1.0: the link
+    /// delivers nothing), from now on.
+    pub fn set_port_loss(&mut self, port: PortId, p: f64) {
+        if let Some(pt) = self.ports.get_mut(port as usize) {
+            pt.loss_q32 = (p.clamp(0.0, 1.0) * 4_294_967_296.0) as u64;
+        }
+    }
+
+    /// Changes the rate at which `port` sends, from its next packet on (a degraded link, seed
+    /// 001 §2.3's 40 → 1 Gb/s auto-negotiation failure).
+    pub fn set_port_rate(&mut self, port: PortId, rate: Rate) {
+        if let Some(pt) = self.ports.get_mut(port as usize) {
+            pt.link.rate = rate;
+        }
+    }
+
     /// Creates an RC QP on each host and moves both to RTS pointed at each other (the same
     /// attributes as `rocev2_core::testing::Pair::connect`).
     fn connect(&mut self, f: u32, s: u32, d: u32, sport: u16) -> Option<(Qpn, Qpn)> {
@@ -1025,6 +1079,10 @@ impl Sim {
             cfg.ack_req_every = hs.ack_req_every;
             cfg.max_send_wr = hs.wr_depth.max(1);
             cfg.cc = hs.cc.qp_config(host_line_rate(&self.ports, h), hs.mtu);
+            if hs.cc == CcScheme::MpRdma {
+                let seed = dist::mix64(self.scenario.seed ^ 0x3d ^ (f as u64) << 8 ^ h as u64);
+                cfg.multipath = Some(hs.mp.config(seed));
+            }
             let qpn = host.ep.create_qp(cfg).ok()?;
             let init = QpAttr {
                 p_key: Some(0xffff),
@@ -1115,6 +1173,11 @@ impl Sim {
                 length: len,
                 lkey: host.mr.lkey,
             });
+            let wr = if hs.synchronise_last_wr && off + len as u64 == fl.spec.size {
+                wr.synchronise()
+            } else {
+                wr
+            };
             if host.ep.post_send(qs, wr).is_err() {
                 fl.failed = Some(WcStatus::GeneralErr);
                 return;
@@ -1167,12 +1230,15 @@ impl Sim {
             if let Some(qp) = ep.qp(q) {
                 fl.retransmits = qp.counters().retransmits;
                 fl.timeouts = qp.counters().timeouts;
+                fl.mp_tx = qp.mp_snapshot();
             }
             let _ = ep.destroy_qp(q);
             self.qp_flow.remove(&qp_key(s, q));
         }
         if let Some(q) = fl.qp_dst.take() {
-            let _ = self.hosts[d as usize].ep.destroy_qp(q);
+            let ep = &mut self.hosts[d as usize].ep;
+            fl.mp_rx = ep.qp(q).and_then(|qp| qp.mp_snapshot());
+            let _ = ep.destroy_qp(q);
             self.qp_flow.remove(&qp_key(d, q));
         }
         self.flush_bin(f, u64::MAX);

@@ -17,7 +17,7 @@ use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, VecMemory};
-use rocev2_core::qp::{ExtCaps, Path, QpAttr, QpConfig, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_core::wire::frame::Ecn;
 use rocev2_datapath::auto::{self, Options};
@@ -299,7 +299,7 @@ impl Device {
             rq_psn: Some(remote.psn & 0xff_ffff),
             max_dest_rd_atomic: Some(opts.rd_atomic),
             min_rnr_timer: Some(opts.min_rnr_timer),
-            peer_ext: Some(ExtCaps::default()),
+            peer_ext: Some(opts.peer_ext),
             ..QpAttr::default()
         };
         ep.modify_qp(qp.0, QpState::Rtr, &rtr, now, mem)?;
@@ -313,6 +313,12 @@ impl Device {
         };
         ep.modify_qp(qp.0, QpState::Rts, &rts, now, mem)?;
         Ok(())
+    }
+
+    /// The QP's transport mode: [`QpMode::MultiPath`] when it offered MP-RDMA and the peer
+    /// announced it at [`Self::connect`], else [`QpMode::Rc`].
+    pub fn qp_mode(&self, qp: Qp) -> Option<QpMode> {
+        self.driver.ep.qp(qp.0).map(|q| q.mode())
     }
 
     /// The QP's state.

@@ -4,7 +4,7 @@
 //! Deviations from verbs: RC only (the engine has no UC/UD); one call,
 //! [`crate::Device::connect`], does INIT→RTR→RTS.
 
-use rocev2_core::qp::{CqId, Mtu};
+use rocev2_core::qp::{CqId, ExtCaps, Mtu};
 use rocev2_core::wire::Qpn;
 use std::net::IpAddr;
 
@@ -66,6 +66,11 @@ pub struct ConnectOptions {
     pub dscp: u8,
     /// Neighbour resolution bound when [`RemoteQp::mac`] is `None`.
     pub resolve_timeout: std::time::Duration,
+    /// rocev2 extensions the peer announced out of band (docs/wire.md, "Negotiation"); none by
+    /// default, as a standard peer announces. A QP created with
+    /// [`crate::QpConfig::with_multipath`] runs MP-RDMA ([`crate::QpMode::MultiPath`]) only if
+    /// this has `multipath` set.
+    pub peer_ext: ExtCaps,
 }
 
 impl Default for ConnectOptions {
@@ -80,6 +85,7 @@ impl Default for ConnectOptions {
             rd_atomic: 16,
             dscp: 26,
             resolve_timeout: std::time::Duration::from_secs(3),
+            peer_ext: ExtCaps::default(),
         }
     }
 }

@@ -22,6 +22,7 @@
 //! * the requester keeps at most [`QpConfig::max_inflight_psns`] PSNs outstanding (IBA only
 //!   bounds it by 2^23), which bounds go-back-N work.
 
+mod multipath;
 mod requester;
 mod responder;
 pub mod state;
@@ -40,6 +41,19 @@ use responder::Responder;
 pub use state::{ExtCaps, ModifyError, Mtu, Path, QpAttr, QpState};
 use timer::{Timer, TimerTable};
 
+pub use multipath::MpSnapshot;
+
+/// How a connected QP transports its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpMode {
+    /// Ordinary single-path RC (IBA ch. 9): one UDP source port, go-back-N.
+    Rc,
+    /// MP-RDMA (seed 001 §3): packets spread over virtual paths, one window, per-packet ACKs,
+    /// out-of-order placement within a tracking bitmap. Chosen when the QP's
+    /// [`QpConfig::multipath`] is set and the peer announced [`ExtCaps::multipath`]; a standard
+    /// peer always gets [`QpMode::Rc`].
+    MultiPath,
+}
 /// Handle of a completion queue within an [`crate::Endpoint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CqId(pub u32);
@@ -158,6 +172,9 @@ pub struct SendWr {
     /// Dart look-ahead: this message starts an incast group (seed 000 §III-D); sent only to a
     /// peer that announced look-ahead support.
     pub lookahead: Option<crate::wire::ext::Lookahead>,
+    /// MP-RDMA synchronise flag (seed 001 §3.4): on a multipath QP the message updates the
+    /// peer's memory only after every earlier message has; ignored in RC, which is in order.
+    pub synchronise: bool,
 }
 
 impl SendWr {
@@ -172,7 +189,13 @@ impl SendWr {
             fence: false,
             solicited: false,
             lookahead: None,
+            synchronise: false,
         }
+    }
+    /// Sets the synchronise flag (seed 001 §3.4).
+    pub fn synchronise(mut self) -> Self {
+        self.synchronise = true;
+        self
     }
     /// Appends a scatter/gather element.
     pub fn sge(mut self, sge: Sge) -> Self {
@@ -246,6 +269,9 @@ pub enum PostError {
     /// An atomic needs exactly one 8-byte SGE.
     #[error("atomic operations need one 8-byte scatter/gather element")]
     BadAtomic,
+    /// The QP's mode does not carry this operation (READ and atomics on a multipath QP).
+    #[error("operation not supported in this QP mode")]
+    Unsupported,
 }
 
 /// Sizes and limits fixed at QP creation (`ibv_qp_cap` plus rocev2's own knobs).
@@ -276,6 +302,10 @@ pub struct QpConfig {
     pub cc: Option<CcConfig>,
     /// Bytes a paced QP may send back to back after idling (the pacer's bucket).
     pub pacer_burst_bytes: u64,
+    /// Offer MP-RDMA multipath mode with these parameters (seed 001 §3); used when the peer
+    /// announces it too ([`QpMode`]). A multipath QP ignores `cc`: its window is its congestion
+    /// control (§3.2).
+    pub multipath: Option<crate::mprdma::MpConfig>,
 }
 
 impl QpConfig {
@@ -295,12 +325,19 @@ impl QpConfig {
             max_inflight_psns: 1024,
             cc: None,
             pacer_burst_bytes: 16 * 1024,
+            multipath: None,
         }
     }
 
     /// The same configuration with congestion control `cc`.
     pub fn with_cc(mut self, cc: CcConfig) -> QpConfig {
         self.cc = Some(cc);
+        self
+    }
+
+    /// The same configuration offering MP-RDMA multipath mode (seed 001 §3).
+    pub fn with_multipath(mut self, mp: crate::mprdma::MpConfig) -> QpConfig {
+        self.multipath = Some(mp);
         self
     }
 }
@@ -440,6 +477,8 @@ pub struct Qp {
     /// The latest time the endpoint drove this QP: a pacer deadline at or before it is no timer
     /// but a packet ready to go, and is not reported by `poll_timeout`.
     last_now: Instant,
+    /// MP-RDMA state, in [`QpMode::MultiPath`] (from INIT→RTR on).
+    mp: Option<alloc::boxed::Box<multipath::Mp>>,
 }
 
 impl Qp {
@@ -472,7 +511,22 @@ impl Qp {
                 .map(|c| Pacer::new(c.line_rate(), cfg.pacer_burst_bytes)),
             cnp_out: None,
             last_now: Instant::ZERO,
+            mp: None,
         }
+    }
+
+    /// The transport mode: [`QpMode::MultiPath`] once both ends offered it at INIT→RTR.
+    pub fn mode(&self) -> QpMode {
+        if self.mp.is_some() {
+            QpMode::MultiPath
+        } else {
+            QpMode::Rc
+        }
+    }
+
+    /// MP-RDMA window, per-VP counters and receiver statistics, in multipath mode.
+    pub fn mp_snapshot(&self) -> Option<MpSnapshot> {
+        self.mp.as_deref().map(|m| m.snapshot())
     }
 
     /// The congestion controller's state at `now`, for traces and stats.
@@ -592,6 +646,22 @@ impl Qp {
         if let Some(v) = attr.peer_ext {
             self.peer_ext = v;
         }
+        if let (Some(mp), true) = (self.cfg.multipath, self.peer_ext.multipath) {
+            // The window is a multipath QP's congestion control (seed 001 §3.2): no rate
+            // controller or pacer runs beside it.
+            self.cc = None;
+            self.pacer = None;
+            let (rq, sq) = (self.resp.epsn(), self.req.snd_una());
+            let m = self.mp.get_or_insert_with(|| {
+                alloc::boxed::Box::new(multipath::Mp::new(mp, self.qpn.value(), rq, sq))
+            });
+            if let Some(v) = attr.rq_psn {
+                m.reset_receiver(Psn::new(v));
+            }
+            if let Some(v) = attr.sq_psn {
+                m.reset_sender(Psn::new(v));
+            }
+        }
         match to {
             QpState::Error => self.enter_error(None, env),
             QpState::Reset => {
@@ -614,6 +684,10 @@ impl Qp {
         }
         if wr.sg_list.len() > self.cfg.max_send_sge as usize {
             return Err(PostError::TooManySge);
+        }
+        if self.mp.is_some() && wr.op.is_rd_atomic() {
+            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
+            return Err(PostError::Unsupported);
         }
         self.req.push(wr, self.cfg.max_inline_data, self.mtu)
     }
@@ -640,6 +714,11 @@ impl Qp {
 
     /// True when the QP has a packet to send now (used by the endpoint's scheduler).
     pub(crate) fn wants_to_send(&self, now: Instant) -> bool {
+        if self.mp.is_some() {
+            return self.resp.has_fatal_nak()
+                || (self.can_respond() && multipath::has_ack(self))
+                || (self.can_request() && multipath::has_sendable(self, now));
+        }
         self.cnp_out.is_some()
             || self.resp.has_fatal_nak()
             || (self.can_respond() && responder::has_sendable(self, now))
@@ -674,6 +753,19 @@ impl Qp {
             .or_else(|| responder::transmit_fatal_nak(self, &path, buf))
         {
             Some(n) => n,
+            None if self.mp.is_some() => {
+                // Multipath: ACKs first (seed 001 §3.1: "immediately"), then data.
+                let ack = if self.can_respond() {
+                    multipath::transmit_ack(self, &path, buf)
+                } else {
+                    None
+                };
+                match ack {
+                    Some(n) => n,
+                    None if self.can_request() => multipath::transmit_data(self, env, &path, buf)?,
+                    None => return None,
+                }
+            }
             None => {
                 let order = if self.responder_next {
                     [true, false]
@@ -731,7 +823,11 @@ impl Qp {
             .filter(|p| p.next_send() > self.last_now && self.paced_work_waiting())
             .map(|p| p.next_send());
         let cc = self.cc.as_ref().and_then(|c| c.as_dyn().poll_timeout());
-        [self.timers.next(), cc, pacer].into_iter().flatten().min()
+        let sync = multipath::sync_deadline(self, self.last_now);
+        [self.timers.next(), cc, pacer, sync]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Runs the timers whose deadline passed; a spurious call does nothing.
@@ -746,14 +842,23 @@ impl Qp {
         if fired[Timer::Rnr as usize] {
             // The wait is over: the retry goes out on the next poll_transmit.
             self.arm_retransmit(env.now);
+            multipath::on_rnr_wait_over(self);
         }
         if fired[Timer::Retransmit as usize] {
-            requester::on_retransmit_timeout(self, env);
+            if self.mp.is_some() {
+                multipath::on_retransmit_timeout(self, env);
+            } else {
+                requester::on_retransmit_timeout(self, env);
+            }
+        }
+        if fired[Timer::MpBurst as usize] {
+            multipath::on_burst_timeout(self);
         }
     }
 
     /// Handles a received transport packet addressed to this QP (`frame_len` bytes on the wire
-    /// without FCS). The endpoint has verified the ICRC, the source address and the P_Key.
+    /// without FCS, sent from UDP port `udp_src_port`). The endpoint has verified the ICRC, the
+    /// source address and the P_Key.
     pub(crate) fn handle_packet(
         &mut self,
         env: &mut Env<'_>,
@@ -761,11 +866,25 @@ impl Qp {
         payload: &[u8],
         ecn: Ecn,
         frame_len: usize,
+        udp_src_port: u16,
     ) {
         let Some(op) = roce.bth.opcode.operation() else {
             return;
         };
         self.counters.rx_packets += 1;
+        if self.mp.is_some() {
+            // Multipath: ECN is echoed per ACK (seed 001 §3.2), no notification point runs.
+            let ce = ecn == Ecn::Ce;
+            self.counters.ce_received += ce as u64;
+            if op.is_request() {
+                if self.can_respond() {
+                    multipath::on_data(self, env, roce, op, payload, udp_src_port, ce);
+                }
+            } else if matches!(self.state, QpState::Rts | QpState::Sqd) {
+                multipath::on_ack(self, env, roce);
+            }
+            return;
+        }
         if op.is_send() || op.is_rdma_write() || op.is_read_response() {
             // Frame bytes: Dart compares the receive throughput with the line rate (§III-C).
             self.notify_data(env, roce, op, frame_len, ecn);

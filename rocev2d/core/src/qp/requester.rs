@@ -36,6 +36,9 @@ pub(super) struct SendWqe {
     first_psn: Psn,
     /// Where the latest READ request for this WQE started (READ only).
     read_req_psn: Psn,
+    /// Receive-WQE sequence number of the message (seed 001 §3.1's MSN): how many earlier
+    /// messages consume a receive WQE at the peer. Carried by multipath packets only.
+    pub(super) recv_msn: u32,
     /// The local SGEs, resolved when the request starts...
     segs: Vec<Seg>,
     /// ...under this [`crate::mr::MrTable::generation`].
@@ -63,6 +66,8 @@ pub(super) struct Requester {
     cursor_pkt: u32,
     /// First PSN of the next WQE to start.
     next_psn: Psn,
+    /// [`SendWqe::recv_msn`] of the next WQE to start.
+    next_recv_msn: u32,
     /// Oldest PSN not yet acknowledged.
     snd_una: Psn,
     /// One past the highest PSN ever sent.
@@ -83,6 +88,9 @@ impl Requester {
         self.next_psn = psn;
         self.snd_una = psn;
         self.snd_max = psn;
+    }
+    pub(super) fn snd_una(&self) -> Psn {
+        self.snd_una
     }
     pub(super) fn sq_len(&self) -> usize {
         self.sq.len()
@@ -121,6 +129,7 @@ impl Requester {
             npkts,
             first_psn: Psn::new(0),
             read_req_psn: Psn::new(0),
+            recv_msn: 0,
             segs: Vec::new(),
             segs_gen: 0,
         });
@@ -247,6 +256,16 @@ fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
     let w = &mut r.sq[at];
     w.first_psn = r.next_psn;
     w.read_req_psn = r.next_psn;
+    w.recv_msn = r.next_recv_msn;
+    if matches!(
+        w.wr.op,
+        SendOp::Send
+            | SendOp::SendWithImm { .. }
+            | SendOp::SendWithInv { .. }
+            | SendOp::WriteWithImm { .. }
+    ) {
+        r.next_recv_msn = r.next_recv_msn.wrapping_add(1) & 0xff_ffff;
+    }
     r.next_psn = r.next_psn.add(w.npkts);
     r.assigned += 1;
     if w.wr.op.is_rd_atomic() {
@@ -262,7 +281,20 @@ pub(super) fn transmit(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Option<usize> {
-    if blocked(qp) || !qp.pacer_ready(env.now) {
+    if !qp.pacer_ready(env.now) {
+        return None;
+    }
+    let (at, k) = next_new(qp, env)?;
+    let (n, psn_end) = emit_packet(qp, env, path, at, k, None, buf)?;
+    sent_new(qp, env.now, at, k, psn_end);
+    qp.on_paced_send(env.now, n);
+    Some(n)
+}
+
+/// The send-queue position (WQE index, packet index) of the next new packet, starting its WQE
+/// if needed; `None` when blocked or when starting failed (the QP is then in Error).
+pub(super) fn next_new(qp: &mut Qp, env: &mut Env<'_>) -> Option<(usize, u32)> {
+    if blocked(qp) {
         return None;
     }
     if qp.req.cursor == qp.req.assigned {
@@ -272,10 +304,83 @@ pub(super) fn transmit(
     } else if !check_segs(qp, env, qp.req.cursor) {
         return None;
     }
+    Some((qp.req.cursor, qp.req.cursor_pkt))
+}
+
+/// The send-queue position of a PSN already sent, with its local SGEs checked (for a
+/// multipath retransmission); `None` if no started WQE holds it.
+pub(super) fn position_of(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Option<(usize, u32)> {
+    let at = qp.req.index_of(psn)?;
+    if !check_segs(qp, env, at) {
+        return None;
+    }
+    Some((at, psn.distance(qp.req.sq[at].first_psn) as u32))
+}
+
+/// True when the send queue holds packets never sent (started or not).
+pub(super) fn has_unsent(qp: &Qp) -> bool {
+    // A multipath sender never moves the cursor back, so everything from it on is unsent.
+    qp.req.cursor < qp.req.sq.len()
+}
+
+/// The WQE at the cursor, if it has not started yet.
+pub(super) fn unstarted_at_cursor(qp: &Qp) -> Option<&SendWqe> {
+    let r = &qp.req;
+    (r.cursor == r.assigned)
+        .then(|| r.sq.get(r.cursor))
+        .flatten()
+}
+
+/// Accounts the packet `k` of WQE `at` (ending at `psn_end`) as sent: moves the cursor past
+/// it and arms the retransmission timer.
+pub(super) fn sent_new(qp: &mut Qp, now: Instant, at: usize, k: u32, psn_end: Psn) {
+    let r = &mut qp.req;
+    let w = &r.sq[at];
+    let psn = w.first_psn.add(k);
+    let is_single = w.wr.op.is_rd_atomic() || k + 1 == w.npkts;
+    if psn.distance(r.snd_max) < 0 {
+        qp.counters.retransmits += 1;
+    }
+    if psn_end.distance(r.snd_max) > 0 {
+        r.snd_max = psn_end;
+    }
+    if is_single {
+        r.cursor += 1;
+        r.cursor_pkt = 0;
+    } else {
+        r.cursor_pkt += 1;
+    }
+    if !qp.timers.is_set(Timer::Retransmit) {
+        qp.arm_retransmit(now);
+    }
+}
+
+/// True when packet `k` of WQE `at` is its message's last.
+pub(super) fn ends_message(qp: &Qp, at: usize, k: u32) -> bool {
+    qp.req.sq.get(at).is_some_and(|w| k + 1 >= w.npkts)
+}
+
+/// What a multipath packet adds to its request (seed 001 §3.1, §3.3).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MpTag {
+    /// A retransmission (the ReTx bit).
+    pub retx: bool,
+}
+
+/// Builds and emits packet `k` of WQE `at`; returns its length and the PSN after it. A
+/// multipath packet (`mp`) also carries its placement, synchronise and ReTx fields in REXT.
+pub(super) fn emit_packet(
+    qp: &Qp,
+    env: &mut Env<'_>,
+    path: &Path,
+    at: usize,
+    k: u32,
+    mp: Option<MpTag>,
+    buf: &mut Vec<u8>,
+) -> Option<(usize, Psn)> {
     let mtu = qp.mtu;
     let r = &qp.req;
-    let w = &r.sq[r.cursor];
-    let k = r.cursor_pkt;
+    let w = &r.sq[at];
     let psn = w.first_psn.add(k);
     let ack_every = qp.cfg.ack_req_every.max(1);
     let (roce, offset, plen, psn_end) = match w.wr.op {
@@ -394,6 +499,30 @@ pub(super) fn transmit(
                     ..Default::default()
                 });
             }
+            if let Some(tag) = mp {
+                // seed 001 §3.1: every packet says where it goes; a WRITE's later packets
+                // repeat the RETH.
+                let reth = match op {
+                    SendOp::Write { remote_addr, rkey }
+                    | SendOp::WriteWithImm {
+                        remote_addr, rkey, ..
+                    } if !first => Some(RethRepr {
+                        va: remote_addr,
+                        r_key: rkey.value(),
+                        dma_len: w.len,
+                    }),
+                    _ => None,
+                };
+                roce.bth.tver = crate::wire::ext::TVER;
+                let ext = roce.ext.get_or_insert_with(Default::default);
+                ext.placement = Some(crate::wire::ext::Placement {
+                    msn: w.recv_msn,
+                    ipsn: k,
+                    reth,
+                });
+                ext.synchronise = w.wr.synchronise;
+                ext.retx = tag.retx;
+            }
             (roce, offset, plen, psn.next())
         }
     };
@@ -402,30 +531,12 @@ pub(super) fn transmit(
         Some(d) => dst.copy_from_slice(&d[offset as usize..offset as usize + dst.len()]),
         None => gather(mem, &w.segs, offset, dst),
     })?;
-    let is_single = w.wr.op.is_rd_atomic() || k + 1 == w.npkts;
-    let r = &mut qp.req;
-    if psn.distance(r.snd_max) < 0 {
-        qp.counters.retransmits += 1;
-    }
-    if psn_end.distance(r.snd_max) > 0 {
-        r.snd_max = psn_end;
-    }
-    if is_single {
-        r.cursor += 1;
-        r.cursor_pkt = 0;
-    } else {
-        r.cursor_pkt += 1;
-    }
-    if !qp.timers.is_set(Timer::Retransmit) {
-        qp.arm_retransmit(env.now);
-    }
-    qp.on_paced_send(env.now, n);
-    Some(n)
+    Some((n, psn_end))
 }
 
 /// Outcome of a cumulative acknowledgement.
 #[derive(Debug, PartialEq, Eq)]
-enum Acked {
+pub(super) enum Acked {
     /// Applied (possibly acknowledging nothing new).
     Ok,
     /// It covers a READ or atomic whose response has not arrived: the responses were lost
@@ -471,7 +582,7 @@ fn progressed(qp: &mut Qp, now: Instant) {
 }
 
 /// Acknowledges every PSN up to and including `psn` (IBA §9.7.5.1: ACKs are cumulative).
-fn ack_through(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Acked {
+pub(super) fn ack_through(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Acked {
     let r = &qp.req;
     if psn.distance(r.snd_una) < -1 || psn.distance(r.snd_max) >= 0 {
         return Acked::Ignored;

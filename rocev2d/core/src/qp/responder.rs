@@ -33,11 +33,11 @@ use alloc::vec::Vec;
 
 /// A remote range checked for this QP: where it is now, and under which MR generation.
 #[derive(Debug, Clone, Copy)]
-struct Target {
+pub(super) struct Target {
     /// `None` for a zero-length operation, whose R_Key is not validated.
-    mr: Option<MrId>,
+    pub(super) mr: Option<MrId>,
     /// Offset in `mr` of the next byte.
-    offset: u64,
+    pub(super) offset: u64,
     /// Virtual address of the next byte, and the key, to check again if needed.
     va: u64,
     rkey: Rkey,
@@ -49,7 +49,7 @@ struct Target {
 impl Target {
     /// Checks `[va, va + len)` under `rkey` for `need`; zero-length ranges are not checked
     /// (IBA §9.7.4.1: a zero-length RDMA's R_Key and VA are not validated).
-    fn check(
+    pub(super) fn check(
         pd: PdId,
         env: &Env<'_>,
         rkey: Rkey,
@@ -124,11 +124,11 @@ enum Out {
 /// Responder state (IBA §9.7).
 #[derive(Debug, Default)]
 pub(super) struct Responder {
-    rq: VecDeque<RecvWr>,
+    pub(super) rq: VecDeque<RecvWr>,
     /// Expected PSN.
     epsn: Psn,
     /// Messages completed.
-    msn: Msn,
+    pub(super) msn: Msn,
     /// A sequence or RNR NAK for `epsn` is out: drop later packets silently until it arrives.
     nak_outstanding: bool,
     cur: InMsg,
@@ -142,6 +142,9 @@ pub(super) struct Responder {
 impl Responder {
     pub(super) fn reset(&mut self, psn: Psn) {
         self.epsn = psn;
+    }
+    pub(super) fn epsn(&self) -> Psn {
+        self.epsn
     }
     pub(super) fn rq_len(&self) -> usize {
         self.rq.len()
@@ -200,7 +203,7 @@ impl Responder {
 }
 
 /// Rights the QP must grant remote peers for a request (IBA §10.2.4 QP access flags).
-fn needed_access(op: Operation) -> AccessFlags {
+pub(super) fn needed_access(op: Operation) -> AccessFlags {
     if op.is_rdma_write() {
         AccessFlags::REMOTE_WRITE
     } else if op == Operation::RdmaReadRequest {
@@ -214,7 +217,7 @@ fn needed_access(op: Operation) -> AccessFlags {
 
 /// A fatal responder error: NAK the packet, then put the QP into Error (IBA §9.9.3 classes A
 /// and C).
-fn fatal(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, code: NakCode) {
+pub(super) fn fatal(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, code: NakCode) {
     qp.resp.fatal_nak = Some((psn, code));
     qp.counters.naks_sent += 1;
     qp.enter_error(None, env);

@@ -116,12 +116,15 @@ pub struct ExtCaps {
     pub cnp_tau: bool,
     /// Dart's look-ahead on first packets (seed 000 §III-D).
     pub lookahead: bool,
+    /// MP-RDMA (seed 001 §3): the peer runs multipath mode, with placement on data packets
+    /// and the multipath block on ACKs. Both ends must offer it for a QP to use it.
+    pub multipath: bool,
 }
 
 impl ExtCaps {
     /// True when the peer understands at least one REXT field.
     pub const fn any(&self) -> bool {
-        self.dasr_n || self.cnp_tau || self.lookahead
+        self.dasr_n || self.cnp_tau || self.lookahead || self.multipath
     }
 }
 

@@ -14,9 +14,12 @@ pub(crate) enum Timer {
     Retransmit = 0,
     /// Requester: waiting out an RNR NAK's timer before retrying (IBA §9.7.5.2.8).
     Rnr = 1,
+    /// Multipath sender: packets the window allows but no ACK clocked out go to random VPs
+    /// after ½ RTT (seed 001 §3.4, burst control).
+    MpBurst = 2,
 }
 
-const COUNT: usize = 2;
+const COUNT: usize = 3;
 
 /// One optional deadline per [`Timer`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,8 +63,8 @@ mod tests {
         t.set(Timer::Retransmit, Instant::from_nanos(50));
         t.set(Timer::Rnr, Instant::from_nanos(20));
         assert_eq!(t.next(), Some(Instant::from_nanos(20)));
-        assert_eq!(t.expired(Instant::from_nanos(10)), [false, false]);
-        assert_eq!(t.expired(Instant::from_nanos(30)), [false, true]);
+        assert_eq!(t.expired(Instant::from_nanos(10)), [false, false, false]);
+        assert_eq!(t.expired(Instant::from_nanos(30)), [false, true, false]);
         assert!(!t.is_set(Timer::Rnr) && t.is_set(Timer::Retransmit));
         t.stop(Timer::Retransmit);
         assert_eq!(t.next(), None);

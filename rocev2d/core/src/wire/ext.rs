@@ -17,7 +17,7 @@
 //! header before the opcode's own headers, so every opcode (data, ACK, CNP) can carry it.
 //!
 //! ```text
-//!  byte 0 flags: D L P T S R E -      byte 1: length in 4-byte words (whole REXT)
+//!  byte 0 flags: D L P T S R E M      byte 1: length in 4-byte words (whole REXT)
 //!                7 6 5 4 3 2 1 0      bytes 2-3: reserved (0)
 //!  then, in this order, one block per set flag:
 //!  D (4)  N: u16 active unique senders (0 = no information) | reserved u16
@@ -25,8 +25,18 @@
 //!  P (12) VP u16 (UDP source port echoed) | reserved u16 | reserved u8, SACK PSN u24
 //!         | reserved u8, AACK PSN u24
 //!  T (4)  tau: u32 nanoseconds
-//!  S = synchronise (data), R = ACK of a retransmission, E = ECN-echo (ACK)
+//!  M (8, or 24 with the A bit) A bit (7) + 7 reserved bits, MSN u24 | reserved u8, iPSN u24
+//!         | with A: VA u64 | R_Key u32 | DMA length u32 (the message's RETH)
+//!  S = synchronise (data), R = retransmitted packet (data) or the ACK of one,
+//!  E = ECN-echo (ACK)
 //! ```
+//!
+//! The M block is MP-RDMA's placement information (seed 001 §3.1): the MSN counts the messages
+//! that consume a receive WQE (SEND, WRITE with immediate), so a SEND packet finds its WQE out of
+//! order; the iPSN is the packet's index within its message, the offset of its payload. IBA puts
+//! a RETH on a WRITE's first packet only; a later packet of a multipath WRITE repeats it in the
+//! M block (the A bit), which is how "the header already embeds the address in every data
+//! packet" (§3.1) is met without changing any IBA opcode.
 //!
 //! The length byte is redundant with the flags; a mismatch is [`Error::BadExtension`], which
 //! makes a truncated or tampered REXT a counted drop instead of a misparse.
@@ -51,11 +61,16 @@ const F_TAU: u8 = 0x10;
 const F_SYNC: u8 = 0x08;
 const F_RETX: u8 = 0x04;
 const F_ECE: u8 = 0x02;
+const F_PLACEMENT: u8 = 0x01;
+/// In the M block's first byte: a RETH copy follows.
+const M_ADDR: u8 = 0x80;
 
 const BASE_LEN: usize = 4;
 const DASR_LEN: usize = 4;
 const MULTIPATH_LEN: usize = 12;
 const TAU_LEN: usize = 4;
+const PLACEMENT_LEN: usize = 8;
+const PLACEMENT_ADDR_LEN: usize = 16;
 
 const fn lookahead_len(members: usize) -> usize {
     (4 + 2 * members).div_ceil(4) * 4
@@ -115,6 +130,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if flags & F_TAU != 0 {
             len += TAU_LEN;
         }
+        if flags & F_PLACEMENT != 0 {
+            // The A bit sits in the block's first byte.
+            if declared < len + PLACEMENT_LEN {
+                return Err(Error::BadExtension);
+            }
+            len += PLACEMENT_LEN;
+            if b[len - PLACEMENT_LEN] & M_ADDR != 0 {
+                len += PLACEMENT_ADDR_LEN;
+            }
+        }
         if len != declared {
             return Err(Error::BadExtension);
         }
@@ -156,6 +181,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if f & F_MULTIPATH != 0 {
             at += MULTIPATH_LEN;
         }
+        if flag == F_TAU {
+            return Some(at);
+        }
+        if f & F_TAU != 0 {
+            at += TAU_LEN;
+        }
         Some(at)
     }
     /// DASR N (seed 000 §III-C), if the D block is present.
@@ -189,6 +220,35 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.offset_of(F_TAU)
             .map(|at| field::u32_at(self.b(), at..at + 4))
     }
+    /// MP-RDMA placement (seed 001 §3.1): (MSN, iPSN, the message's RETH if the A bit is set),
+    /// if the M block is present.
+    pub fn placement(&self) -> Option<Placement> {
+        self.offset_of(F_PLACEMENT).map(|at| {
+            let b = self.b();
+            let reth = (b[at] & M_ADDR != 0).then(|| super::RethRepr {
+                va: field::u64_at(b, at + 8..at + 16),
+                r_key: field::u32_at(b, at + 16..at + 20),
+                dma_len: field::u32_at(b, at + 20..at + 24),
+            });
+            Placement {
+                msn: field::u24_at(b, at + 1),
+                ipsn: field::u24_at(b, at + 5),
+                reth,
+            }
+        })
+    }
+}
+
+/// Where an MP-RDMA data packet belongs (seed 001 §3.1), so it can be placed out of order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Sequence number (24 bits) of the message among those that consume a receive WQE: a SEND
+    /// packet's WQE, and a WRITE with immediate's at its end.
+    pub msn: u32,
+    /// The packet's index within its message (24 bits): its payload starts `ipsn · PMTU` bytes in.
+    pub ipsn: u32,
+    /// The message's RETH, repeated on WRITE packets after the first.
+    pub reth: Option<super::RethRepr>,
 }
 
 /// Look-ahead notification: an incast group announced on its first message (seed 000 §III-D).
@@ -229,11 +289,13 @@ pub struct Repr {
     pub lookahead: Option<Lookahead>,
     /// MP-RDMA ACK fields (seed 001 §3.2).
     pub multipath: Option<MultipathAck>,
+    /// MP-RDMA placement of a data packet (seed 001 §3.1).
+    pub placement: Option<Placement>,
     /// DCQCN+ CNP period τ in nanoseconds (seed 002 eq. (11)).
     pub tau_ns: Option<u32>,
     /// MP-RDMA synchronise flag on a data packet (seed 001 §3.4).
     pub synchronise: bool,
-    /// MP-RDMA: this ACK answers a retransmitted packet (seed 001 §3.3).
+    /// MP-RDMA: a retransmitted data packet, or the ACK of one (seed 001 §3.3).
     pub retx: bool,
     /// MP-RDMA: ECN-echo, the acknowledged packet was CE-marked (seed 001 §3.2).
     pub ece: bool,
@@ -265,6 +327,7 @@ impl Repr {
                 aack_psn,
             }),
             tau_ns: p.tau_ns(),
+            placement: p.placement(),
             synchronise: f & F_SYNC != 0,
             retx: f & F_RETX != 0,
             ece: f & F_ECE != 0,
@@ -281,6 +344,7 @@ impl Repr {
             (self.synchronise, F_SYNC),
             (self.retx, F_RETX),
             (self.ece, F_ECE),
+            (self.placement.is_some(), F_PLACEMENT),
         ] {
             if on {
                 f |= bit;
@@ -298,6 +362,9 @@ impl Repr {
                 .map_or(0, |l| lookahead_len(l.members().len()))
             + self.multipath.map_or(0, |_| MULTIPATH_LEN)
             + self.tau_ns.map_or(0, |_| TAU_LEN)
+            + self.placement.map_or(0, |m| {
+                PLACEMENT_LEN + m.reth.map_or(0, |_| PLACEMENT_ADDR_LEN)
+            })
     }
 
     /// Writes this header into exactly [`Self::buffer_len`] bytes (reserved bytes zeroed).
@@ -306,7 +373,7 @@ impl Repr {
         let b = &mut p.buffer.as_mut()[..len];
         b.fill(0);
         b[0] = self.flags();
-        // At most 4 + 4 + 68 + 12 + 4 = 92 bytes, so the word count fits a byte.
+        // At most 4 + 4 + 68 + 12 + 4 + 24 = 116 bytes, so the word count fits a byte.
         b[1] = (len / 4) as u8;
         let mut at = BASE_LEN;
         if let Some(n) = self.dasr_n {
@@ -330,6 +397,17 @@ impl Repr {
         }
         if let Some(t) = self.tau_ns {
             field::set_u32(b, at..at + 4, t);
+            at += TAU_LEN;
+        }
+        if let Some(m) = &self.placement {
+            field::set_u24(b, at + 1, m.msn & 0xff_ffff);
+            field::set_u24(b, at + 5, m.ipsn & 0xff_ffff);
+            if let Some(r) = m.reth {
+                b[at] = M_ADDR;
+                field::set_u64(b, at + 8..at + 16, r.va);
+                field::set_u32(b, at + 16..at + 20, r.r_key);
+                field::set_u32(b, at + 20..at + 24, r.dma_len);
+            }
         }
     }
 }
@@ -353,6 +431,12 @@ impl fmt::Display for Repr {
         }
         if let Some(t) = self.tau_ns {
             write!(f, " tau={t}ns")?;
+        }
+        if let Some(m) = &self.placement {
+            write!(f, " msn={} ipsn={}", m.msn, m.ipsn)?;
+            if let Some(r) = m.reth {
+                write!(f, " va={:#x} rkey={:#x} len={}", r.va, r.r_key, r.dma_len)?;
+            }
         }
         for (on, name) in [
             (self.synchronise, " SYNC"),
@@ -387,6 +471,7 @@ mod tests {
                 aack_psn: Psn::new(0x123450),
             }),
             tau_ns: Some(50_000),
+            placement: None,
             synchronise: false,
             retx: true,
             ece: true,
@@ -435,6 +520,67 @@ mod tests {
         r.emit(&mut Packet::new_unchecked(&mut buf[..]));
         assert_eq!(buf, [0x08, 1, 0, 0]);
         assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()), Ok(r));
+    }
+
+    // Hand-assembled from the layout in the module doc: an MP-RDMA WRITE middle packet.
+    static PLACED: [u8; 28] = [
+        0x0d, 7, 0, 0, // flags S R M, 7 words
+        0x80, 0x00, 0x00, 0x05, 0x00, 0x00, 0x01, 0x02, // A bit, MSN 5, iPSN 0x102
+        0, 0, 0, 0, 0x10, 0, 0, 0, // VA 0x1000_0000
+        0x12, 0x34, 0x56, 0x78, 0x00, 0x10, 0x00, 0x00, // R_Key, DMA length 1 MiB
+    ];
+
+    fn placed() -> Repr {
+        Repr {
+            placement: Some(Placement {
+                msn: 5,
+                ipsn: 0x102,
+                reth: Some(crate::wire::RethRepr {
+                    va: 0x1000_0000,
+                    r_key: 0x1234_5678,
+                    dma_len: 1 << 20,
+                }),
+            }),
+            synchronise: true,
+            retx: true,
+            ..Repr::default()
+        }
+    }
+
+    #[test]
+    fn ext_placement_construct_and_parse() {
+        let r = placed();
+        assert_eq!(r.buffer_len(), 28);
+        let mut buf = [0xaau8; 28];
+        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, PLACED);
+        let p = Packet::new_checked(&PLACED[..]).unwrap();
+        assert_eq!(p.placement().unwrap().ipsn, 0x102);
+        assert_eq!(Repr::parse(&p), Ok(r));
+        // Without the A bit the block is 8 bytes.
+        let short = Repr {
+            placement: Some(Placement {
+                msn: 1,
+                ipsn: 0,
+                reth: None,
+            }),
+            tau_ns: Some(7),
+            ..Repr::default()
+        };
+        let mut buf = [0u8; 16];
+        short.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf[..4], [0x11, 4, 0, 0]);
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(Repr::parse(&p), Ok(short));
+    }
+
+    #[test]
+    fn ext_placement_a_bit_without_address_rejected() {
+        let mut b = PLACED;
+        b[1] = 3; // declares only the 8-byte block, but the A bit asks for 16 more
+        assert_eq!(Packet::new_checked(&b[..12]), Err(Error::BadExtension));
+        b[1] = 2; // not even the 8-byte block
+        assert_eq!(Packet::new_checked(&b[..8]), Err(Error::BadExtension));
     }
 
     #[test]

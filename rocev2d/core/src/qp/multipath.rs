@@ -1,0 +1,836 @@
+//! A queue pair in multipath mode: MP-RDMA (seed 001 §3) driven through the RC engine.
+//!
+//! The algorithms are in [`crate::mprdma`]; this file joins them to the QP. The sender reuses
+//! the requester's send queue, PSN assignment, packet building and in-order completion
+//! (`ack_through`); only the choice of *which* PSN goes *where* and *when* is MP-RDMA's. The
+//! receiver reuses the responder's receive queue, key checks and placement, but accepts
+//! packets out of order within its tracking bitmap and answers every data packet with its own
+//! ACK.
+//!
+//! ```text
+//!  sender                                             receiver
+//!  ACK(vp, sack, aack, E, R) ─► window (§3.2)         data(psn, vp, MSN, iPSN, S, R)
+//!     sack < snd_ool && !R ─► cwnd −1, no clock (§3.3)   ─► bitmap: dup / beyond L / accept
+//!     else clock ≤ 2 on vp; rest after ½ RTT (§3.4)      ─► S and earlier missing: NACK
+//!  token ─► recovery? snd_retx : new : early retx        ─► place now, complete in order
+//!  NACK(psn): psn = aack ─► loss recovery (Fig. 7)       ─► ACK(vp, psn, rcv_nxt, CE, R)
+//!             psn > aack ─► resend that synchronise PSN     overflow ─► NACK(rcv_nxt) once
+//! ```
+//!
+//! Deviations (also in `docs/multipath.md`): READ and atomics are refused on a multipath QP
+//! (`PostError::Unsupported`); a SEND packet whose receive WQE is not posted gets an RNR NAK of
+//! its own (the paper does not treat RNR), and the sender pauses as in RC, then resends that
+//! PSN; ACKs leave on the VP they acknowledge, so an ACK path fails together with its data path; no DCQCN runs on a multipath QP (the window is its
+//! congestion control, §3.2), so the receiver sends no CNPs for it.
+
+use super::requester::{self, MpTag};
+use super::responder::{self, Target};
+use super::{Env, Path, Qp, QpState, Timer, resolve_local, scatter, wc};
+use crate::cq::{WcOpcode, WcStatus};
+use crate::mprdma::bitmap::{Mark, Slot, TrackingBitmap};
+use crate::mprdma::path::{MAX_PER_ACK, PathSelector};
+use crate::mprdma::recovery::Scoreboard;
+use crate::mprdma::window::Window;
+use crate::mprdma::{MpConfig, MpRxStats, VpCounters, sync};
+use crate::mr::{AccessFlags, Rkey};
+use crate::time::{Duration, Instant};
+use crate::wire::ext::MultipathAck;
+use crate::wire::opcode::Position;
+use crate::wire::{
+    AethRepr, Credits, ExtRepr, NakCode, Operation, Psn, RnrTimer, RoceRepr, Syndrome, Transport,
+};
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// An ACK or NACK to send (seed 001 §3.1: "the receiver immediately generates an ACK").
+#[derive(Debug, Clone, Copy)]
+struct AckOut {
+    /// The data packet's PSN (SACK), or the NACKed PSN.
+    psn: Psn,
+    vp: u16,
+    ece: bool,
+    retx: bool,
+    kind: AckKind,
+}
+
+/// What an [`AckOut`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckKind {
+    /// The packet arrived.
+    Ack,
+    /// Sequence NAK: `rcv_nxt` is missing (bitmap overflow), or a synchronise packet came early.
+    Nak,
+    /// RNR NAK: no receive WQE for this SEND yet.
+    Rnr,
+}
+
+/// What a message's tail needs for its receive completion, kept until it completes in order.
+#[derive(Debug, Clone, Copy)]
+struct TailInfo {
+    psn: Psn,
+    opcode: WcOpcode,
+    byte_len: u32,
+    imm: Option<u32>,
+    invalidated_rkey: Option<u32>,
+}
+
+/// MP-RDMA state of a QP.
+#[derive(Debug)]
+pub(super) struct Mp {
+    cfg: MpConfig,
+    win: Window,
+    board: Scoreboard,
+    paths: PathSelector,
+    /// snd_ooh: the highest PSN selectively acknowledged (§3.3).
+    snd_ooh: Option<Psn>,
+    /// When the last packet ending a message left (the synchronise delay counts from it).
+    last_msg_end: Instant,
+    /// The last time the sender sent or heard anything (idle restart, §3.4).
+    last_activity: Instant,
+    bitmap: TrackingBitmap,
+    /// The receive-WQE sequence number of the receive queue's front WQE.
+    rq_msn: u32,
+    tails: Vec<TailInfo>,
+    acks: VecDeque<AckOut>,
+    /// `rcv_nxt` for which a loss NACK is out (one per hole).
+    nacked: Option<Psn>,
+    rx: MpRxStats,
+    rx_vps: BTreeMap<u16, VpCounters>,
+}
+
+/// A multipath QP's state for stats and traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MpSnapshot {
+    /// cwnd, packets (seed 001 §3.2).
+    pub cwnd: f64,
+    /// snd_nxt − snd_una.
+    pub in_flight: u32,
+    /// Smoothed RTT.
+    pub rtt: Duration,
+    /// Data packets sent to random VPs rather than an ACK's: the initial window, burst-timer
+    /// sends and probes (seed 001 §3.2, §3.4).
+    pub random_vp_sends: u64,
+    /// Per-VP sender counters (packets sent, ECN echoes, out-of-order prunes), by port.
+    pub tx_vps: Vec<(u16, VpCounters)>,
+    /// Per-VP receiver counters (packets, CE marks, arrivals more than Δ out of order).
+    pub rx_vps: Vec<(u16, VpCounters)>,
+    /// Receiver statistics (out-of-order histogram, drops, NACKs).
+    pub rx: MpRxStats,
+}
+
+impl Mp {
+    pub(super) fn new(cfg: MpConfig, qpn: u32, rq_psn: Psn, sq_psn: Psn) -> Mp {
+        let seed = cfg.seed ^ (qpn as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Mp {
+            cfg,
+            win: Window::new(cfg.iw),
+            board: Scoreboard::new(sq_psn, cfg.initial_rtt),
+            paths: PathSelector::new(seed, cfg.vp_base, cfg.vp_count, cfg.probe_p),
+            snd_ooh: None,
+            last_msg_end: Instant::ZERO,
+            last_activity: Instant::ZERO,
+            bitmap: TrackingBitmap::new(cfg.bitmap_len, rq_psn),
+            rq_msn: 0,
+            tails: Vec::new(),
+            acks: VecDeque::new(),
+            nacked: None,
+            rx: MpRxStats {
+                ood_hist: vec![0; cfg.bitmap_len as usize + 1],
+                ..MpRxStats::default()
+            },
+            rx_vps: BTreeMap::new(),
+        }
+    }
+
+    /// The receiver's expected PSN is `psn` (INIT→RTR).
+    pub(super) fn reset_receiver(&mut self, psn: Psn) {
+        self.bitmap = TrackingBitmap::new(self.cfg.bitmap_len, psn);
+    }
+
+    /// The sender's first PSN is `psn` (RTR→RTS).
+    pub(super) fn reset_sender(&mut self, psn: Psn) {
+        self.board = Scoreboard::new(psn, self.cfg.initial_rtt);
+    }
+
+    pub(super) fn snapshot(&self) -> MpSnapshot {
+        MpSnapshot {
+            cwnd: self.win.cwnd(),
+            in_flight: self.board.in_flight(),
+            rtt: self.board.rtt(),
+            random_vp_sends: self.paths.random_sends(),
+            tx_vps: self.paths.counters().map(|(p, c)| (p, *c)).collect(),
+            rx_vps: self.rx_vps.iter().map(|(p, c)| (*p, *c)).collect(),
+            rx: self.rx.clone(),
+        }
+    }
+
+    /// Packets the window allows beyond those already clocked out (§3.2).
+    fn room(&self) -> u32 {
+        let awnd = self.win.awnd(self.board.in_flight()).floor();
+        (awnd.max(0.0) as u32).saturating_sub(self.paths.queued())
+    }
+}
+
+// ---- sender -------------------------------------------------------------------------------
+
+/// What the next data packet would be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Recovery: resend this PSN (Fig. 7).
+    Recover(Psn),
+    /// A new packet.
+    New,
+    /// Nothing new: resend this unacknowledged PSN early (FUSO, §3.4).
+    Early(Psn),
+}
+
+/// The synchronise delay still to wait before the WQE at the cursor may start (§3.4).
+fn sync_wait(qp: &Qp, mp: &Mp, now: Instant) -> Option<Instant> {
+    let w = requester::unstarted_at_cursor(qp)?;
+    if !w.wr.synchronise {
+        return None;
+    }
+    let dt = sync::delay(
+        mp.cfg.sync_alpha,
+        mp.cfg.delta,
+        mp.win.cwnd(),
+        mp.board.rtt(),
+    );
+    let at = mp.last_msg_end + dt;
+    (at > now).then_some(at)
+}
+
+/// The next packet's kind, without changing anything.
+fn peek(qp: &Qp, mp: &Mp, now: Instant) -> Option<Next> {
+    if let Some(p) = mp.board.peek_retransmission() {
+        return Some(Next::Recover(p));
+    }
+    if requester::has_unsent(qp) {
+        return (!requester::blocked(qp) && sync_wait(qp, mp, now).is_none()).then_some(Next::New);
+    }
+    mp.board.peek_early().map(Next::Early)
+}
+
+/// True when something is waiting to be sent: §3.4's test for "no new data available".
+fn has_data(qp: &Qp, mp: &Mp) -> bool {
+    mp.board.peek_retransmission().is_some()
+        || requester::has_unsent(qp)
+        || mp.board.peek_early().is_some()
+}
+
+/// With nothing in flight there is no ACK clock: the window goes out on random VPs (§3.2's
+/// initial window), after restarting from IW if the sender idled for 3 RTTs (§3.4).
+fn start_clock_if_idle(qp: &mut Qp, now: Instant) {
+    let unsent = requester::has_unsent(qp);
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    if mp.board.in_flight() > 0 || mp.paths.has_clock() || !unsent {
+        return;
+    }
+    let idle = now.saturating_duration_since(mp.last_activity);
+    if mp.last_activity > Instant::ZERO
+        && idle
+            >= mp
+                .board
+                .rtt()
+                .saturating_mul(mp.cfg.idle_restart_rtts as u64)
+    {
+        mp.win.restart();
+    }
+    let room = mp.room();
+    mp.paths.release_free(room);
+    mp.last_activity = now;
+}
+
+/// True when [`transmit_data`] would send a packet now.
+pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
+    let Some(mp) = qp.mp.as_deref() else {
+        return false;
+    };
+    let idle_start = mp.board.in_flight() == 0 && requester::has_unsent(qp);
+    (mp.paths.has_clock() || idle_start)
+        && mp.win.awnd(mp.board.in_flight()) >= 1.0
+        && peek(qp, mp, now).is_some()
+}
+
+/// Sends the next data packet on the VP the ACK clock gives it.
+pub(super) fn transmit_data(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> Option<usize> {
+    let now = env.now;
+    start_clock_if_idle(qp, now);
+    let mp = qp.mp.as_deref_mut()?;
+    if !mp.paths.has_clock() {
+        return None;
+    }
+    if mp.win.awnd(mp.board.in_flight()) < 1.0 {
+        // The window closed under the clocked-out packets (ECN or out-of-order ACKs since).
+        mp.paths.clear();
+        return None;
+    }
+    let next = peek(qp, qp.mp.as_deref()?, now)?;
+    let (at, k, retx) = match next {
+        Next::Recover(p) | Next::Early(p) => {
+            let (at, k) = requester::position_of(qp, env, p)?;
+            (at, k, true)
+        }
+        Next::New => {
+            let (at, k) = requester::next_new(qp, env)?;
+            (at, k, false)
+        }
+    };
+    let vp = qp.mp.as_deref_mut()?.paths.take()?;
+    let vp_path = Path {
+        udp_src_port: vp,
+        ..*path
+    };
+    let (n, psn_end) = requester::emit_packet(qp, env, &vp_path, at, k, Some(MpTag { retx }), buf)?;
+    let ends = requester::ends_message(qp, at, k);
+    if retx {
+        qp.counters.retransmits += 1;
+        if !qp.timers.is_set(Timer::Retransmit) {
+            qp.arm_retransmit(now);
+        }
+    } else {
+        requester::sent_new(qp, now, at, k, psn_end);
+    }
+    let mp = qp.mp.as_deref_mut()?;
+    match next {
+        Next::Recover(p) => mp.board.on_retransmit(p, now, false),
+        Next::Early(p) => mp.board.on_retransmit(p, now, true),
+        Next::New => {
+            mp.board.on_send_new(now);
+            if ends {
+                mp.last_msg_end = now;
+            }
+        }
+    }
+    if retx {
+        mp.win.on_retransmit_sent();
+    }
+    mp.paths.counters_mut(vp).packets += 1;
+    mp.last_activity = now;
+    Some(n)
+}
+
+/// An ACK or NACK with the multipath block arrived (seed 001 §3.2–§3.4).
+pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
+    let now = env.now;
+    let Some(aeth) = roce.aeth else {
+        qp.counters.unexpected_responses += 1;
+        return;
+    };
+    let (nak, rnr) = match aeth.syndrome {
+        Syndrome::Ack(_) => (None, None),
+        Syndrome::Nak(NakCode::PsnSequenceError) => (Some(roce.bth.psn), None),
+        Syndrome::RnrNak(timer) if roce.ext.is_some_and(|e| e.multipath.is_some()) => {
+            (Some(roce.bth.psn), Some(timer))
+        }
+        Syndrome::Nak(_) | Syndrome::RnrNak(_) => {
+            // The responder's fatal NAKs (access, invalid request, operational errors) are
+            // RC's, and end the QP as in RC.
+            return requester::on_response(qp, env, roce, Operation::Acknowledge, &[]);
+        }
+    };
+    let Some(ext) = roce.ext else {
+        qp.counters.unexpected_responses += 1;
+        return;
+    };
+    let Some(MultipathAck {
+        vp,
+        sack_psn,
+        aack_psn,
+    }) = ext.multipath
+    else {
+        qp.counters.unexpected_responses += 1;
+        return;
+    };
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    if aack_psn.distance(mp.board.nxt()) > 0 {
+        // Acknowledges what was never sent. (An AACK below snd_una is normal: ACKs of
+        // different paths overtake each other.)
+        qp.counters.unexpected_responses += 1;
+        return;
+    }
+    mp.last_activity = now;
+    let c = mp.paths.counters_mut(vp);
+    c.ecn_marks += ext.ece as u64;
+    if nak.is_none() {
+        mp.board.on_sack(sack_psn, now);
+        // seed 001 §3.2: cwnd ± per ACK, inflate + 1.
+        mp.win.on_ack(ext.ece);
+    } else {
+        // The NACKed packet left the network without an ACK: it frees its place.
+        mp.win.on_ack_of_nothing();
+    }
+    let advanced = mp.board.on_aack(aack_psn);
+    mp.win.on_una_advanced(advanced);
+    // seed 001 §3.3: snd_ooh is the highest SACKed PSN; an ACK below snd_ool = snd_ooh − Δ
+    // (and not for a retransmission) comes from a slow path: cwnd − 1 and no clock.
+    let mut pruned = false;
+    if nak.is_none() {
+        let ooh = match mp.snd_ooh {
+            Some(h) if h.distance(sack_psn) >= 0 => h,
+            _ => sack_psn,
+        };
+        mp.snd_ooh = Some(ooh);
+        let ool = ooh.sub(mp.cfg.delta as u32);
+        if !ext.retx && sack_psn.distance(ool) < 0 {
+            pruned = true;
+            mp.win.reduce(1.0);
+            mp.paths.counters_mut(vp).ood += 1;
+        }
+    }
+    match (nak, rnr) {
+        (Some(p), None) if p == aack_psn => {
+            // seed 001 §3.4, Fig. 7: recovery = snd_nxt, snd_retx = NACKed PSN.
+            let nxt = mp.board.nxt();
+            mp.board.enter_recovery(p, nxt);
+        }
+        // A synchronise packet that came too early (§3.4), or a SEND without its receive WQE
+        // yet: send that PSN again (after the RNR wait).
+        (Some(p), _) => mp.board.enter_recovery(p, p.next()),
+        (None, _) => {}
+    }
+    if nak.is_some() {
+        qp.counters.naks_received += 1;
+    }
+    if let Some(timer) = rnr {
+        // IBA §9.7.5.2.8 as in RC: spend an RNR retry (7 = forever) and pause the sender.
+        qp.counters.rnr_naks_received += 1;
+        if qp.rnr_retry != 7 {
+            if qp.req.rnr_left == 0 {
+                qp.enter_error(Some((0, WcStatus::RnrRetryExcErr)), env);
+                return;
+            }
+            qp.req.rnr_left -= 1;
+        }
+        qp.timers.stop(Timer::Retransmit);
+        qp.timers.set(Timer::Rnr, now + timer.duration());
+    }
+    if advanced > 0 {
+        let _ = requester::ack_through(qp, env, aack_psn.sub(1));
+        if qp.state == QpState::Error {
+            return;
+        }
+    }
+    let has_data = {
+        let Some(mp) = qp.mp.as_deref() else { return };
+        has_data(qp, mp)
+    };
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    if mp.win.awnd(mp.board.in_flight()) < 1.0 {
+        mp.paths.clear();
+    }
+    if pruned {
+        return;
+    }
+    let room = mp.room();
+    if room == 0 {
+        return;
+    }
+    if !has_data {
+        // seed 001 §3.4 "use it or lose it": an ACK that should clock out a packet finds
+        // nothing to send.
+        mp.win.reduce(1.0);
+        return;
+    }
+    let rtt = mp.board.rtt();
+    mp.paths.clock(now, rtt, vp, room);
+    if room > MAX_PER_ACK {
+        // seed 001 §3.4 burst control: the rest waits for later ACKs; only if none returns
+        // for ½ RTT does the burst timer send it to random VPs.
+        qp.timers.set(
+            Timer::MpBurst,
+            now + Duration::from_nanos(rtt.as_nanos() / 2),
+        );
+    } else {
+        qp.timers.stop(Timer::MpBurst);
+    }
+}
+
+/// An RNR wait ended: no ACK clock survived the pause, so the window goes to random VPs.
+pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
+    if let Some(mp) = qp.mp.as_deref_mut() {
+        mp.paths.clear();
+        let room = mp.room();
+        mp.paths.release_free(room);
+    }
+}
+
+/// The burst timer fired: what the window still allows goes to random VPs (§3.4).
+pub(super) fn on_burst_timeout(qp: &mut Qp) {
+    let has_data = match qp.mp.as_deref() {
+        Some(mp) => has_data(qp, mp),
+        None => return,
+    };
+    if let Some(mp) = qp.mp.as_deref_mut() {
+        let room = mp.room();
+        if has_data && room > 0 {
+            mp.paths.release_free(room);
+        }
+    }
+}
+
+/// The retransmission timer fired: resend everything unacknowledged, as the last resort of
+/// §3.4, spending a retry as RC does.
+pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    if mp.board.in_flight() == 0 || !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+        return;
+    }
+    qp.counters.timeouts += 1;
+    if qp.req.retry_left == 0 {
+        qp.enter_error(Some((0, WcStatus::RetryExcErr)), env);
+        return;
+    }
+    qp.req.retry_left -= 1;
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    mp.board.on_timeout();
+    mp.win.on_timeout(mp.board.in_flight());
+    mp.paths.clear();
+    let room = mp.room();
+    mp.paths.release_free(room);
+    qp.arm_retransmit(env.now);
+}
+
+/// When a synchronise message held back by its delay may start (§3.4), if one is waiting.
+pub(super) fn sync_deadline(qp: &Qp, now: Instant) -> Option<Instant> {
+    sync_wait(qp, qp.mp.as_deref()?, now)
+}
+
+// ---- receiver -----------------------------------------------------------------------------
+
+/// Handles a data packet of a multipath QP (seed 001 §3.1, §3.3, §3.4). `vp` is its UDP source
+/// port.
+pub(super) fn on_data(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    roce: &RoceRepr,
+    op: Operation,
+    payload: &[u8],
+    vp: u16,
+    ce: bool,
+) {
+    let psn = roce.bth.psn;
+    let placement = roce.ext.and_then(|e| e.placement);
+    let (sync, retx) = roce.ext.map_or((false, false), |e| (e.synchronise, e.retx));
+    let Some(pl) = placement.filter(|_| op.is_send() || op.is_rdma_write()) else {
+        // READ and atomics do not run over multipath, and every data packet says where it goes.
+        return responder::fatal(qp, env, psn, NakCode::InvalidRequest);
+    };
+    {
+        let Some(mp) = qp.mp.as_deref_mut() else {
+            return;
+        };
+        let c = mp.rx_vps.entry(vp).or_default();
+        c.packets += 1;
+        c.ecn_marks += ce as u64;
+        let d = psn.distance(mp.bitmap.head());
+        if d >= 0 {
+            let last = mp.rx.ood_hist.len() - 1;
+            mp.rx.ood_hist[(d as usize).min(last)] += 1;
+            if d > mp.cfg.delta as i32 {
+                c.ood += 1;
+            }
+        }
+    }
+    let ack = AckOut {
+        psn,
+        vp,
+        ece: ce,
+        retx,
+        kind: AckKind::Ack,
+    };
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    match mp.bitmap.check(psn) {
+        Mark::Duplicate => {
+            qp.counters.duplicate_requests += 1;
+            mp.acks.push_back(ack);
+            return;
+        }
+        Mark::Beyond => {
+            // seed 001 §3.3: beyond rcv_nxt + L the packet is dropped; §3.4: the overflow
+            // NACKs the missing rcv_nxt, once.
+            mp.rx.bitmap_drops += 1;
+            let head = mp.bitmap.head();
+            if mp.nacked != Some(head) {
+                mp.nacked = Some(head);
+                mp.rx.loss_nacks += 1;
+                mp.acks.push_back(AckOut {
+                    psn: head,
+                    kind: AckKind::Nak,
+                    ..ack
+                });
+                qp.counters.naks_sent += 1;
+            }
+            return;
+        }
+        Mark::Accepted => {}
+    }
+    let msg_first = psn.sub(pl.ipsn);
+    if sync && !sync::may_apply(msg_first, mp.bitmap.head()) {
+        // seed 001 §3.4: never update memory ahead of earlier messages; NACK so it is resent.
+        mp.rx.sync_nacks += 1;
+        mp.acks.push_back(AckOut {
+            kind: AckKind::Nak,
+            ..ack
+        });
+        qp.counters.naks_sent += 1;
+        return;
+    }
+    let slot = match place(qp, env, roce, op, payload, pl) {
+        Ok(slot) => slot,
+        Err(Refused::NoWqe) => {
+            // IBA §9.7.5.2.8's RNR NAK, per packet: the sender waits and resends it.
+            if let Some(mp) = qp.mp.as_deref_mut() {
+                mp.rx.rnr_drops += 1;
+                mp.acks.push_back(AckOut {
+                    kind: AckKind::Rnr,
+                    ..ack
+                });
+                qp.counters.naks_sent += 1;
+            }
+            return;
+        }
+        Err(Refused::Fatal) => return,
+    };
+    let Some(mp) = qp.mp.as_deref_mut() else {
+        return;
+    };
+    mp.bitmap.mark(psn, slot);
+    mp.acks.push_back(ack);
+    advance(qp, env);
+}
+
+/// Why [`place`] refused a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// A protocol or access error: the QP is in Error, its fatal NAK queued.
+    Fatal,
+    /// The SEND's receive WQE is not posted yet.
+    NoWqe,
+}
+
+/// Validates a packet and writes its payload where it belongs; the slot it fills.
+fn place(
+    qp: &mut Qp,
+    env: &mut Env<'_>,
+    roce: &RoceRepr,
+    op: Operation,
+    payload: &[u8],
+    pl: crate::wire::ext::Placement,
+) -> Result<Slot, Refused> {
+    let psn = roce.bth.psn;
+    let mtu = qp.mtu as u64;
+    let pos = op.position();
+    let len_ok = match pos {
+        Position::First | Position::Middle => payload.len() as u64 == mtu,
+        Position::Last => !payload.is_empty() && payload.len() as u64 <= mtu,
+        Position::Only => payload.len() as u64 <= mtu,
+    };
+    let first_ok = pos.starts_message() == (pl.ipsn == 0);
+    if roce.bth.opcode.transport() != Transport::Rc
+        || !len_ok
+        || !first_ok
+        || !qp.access.contains(responder::needed_access(op))
+    {
+        responder::fatal(qp, env, psn, NakCode::InvalidRequest);
+        return Err(Refused::Fatal);
+    }
+    let off = pl.ipsn as u64 * mtu;
+    let n = payload.len() as u64;
+    let ends = pos.ends_message();
+    let imm = roce.immdt.map(|i| i.imm);
+    let needs_wqe = op.is_send()
+        || matches!(
+            op,
+            Operation::RdmaWriteLastWithImmediate | Operation::RdmaWriteOnlyWithImmediate
+        );
+    let rq_msn = qp.mp.as_deref().map_or(0, |mp| mp.rq_msn);
+    let rq_index = pl.msn.wrapping_sub(rq_msn) & 0xff_ffff;
+    if needs_wqe && qp.resp.rq.get(rq_index as usize).is_none() {
+        return Err(Refused::NoWqe);
+    }
+    let tail = if op.is_rdma_write() {
+        let reth = if pos.starts_message() {
+            roce.reth
+        } else {
+            pl.reth
+        };
+        let Some(reth) = reth else {
+            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
+            return Err(Refused::Fatal);
+        };
+        let total = reth.dma_len as u64;
+        if off + n > total || (ends && off + n != total) {
+            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
+            return Err(Refused::Fatal);
+        }
+        let target = Target::check(
+            qp.cfg.pd,
+            env,
+            Rkey::new(reth.r_key),
+            reth.va.wrapping_add(off),
+            n,
+            AccessFlags::REMOTE_WRITE,
+        );
+        match target {
+            Ok(Target {
+                mr: Some(mr),
+                offset,
+                ..
+            }) => env.mem.write(mr, offset, payload),
+            Ok(_) => {}
+            Err(_) => {
+                responder::fatal(qp, env, psn, NakCode::RemoteAccessError);
+                return Err(Refused::Fatal);
+            }
+        }
+        (ends && needs_wqe).then_some(TailInfo {
+            psn,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            byte_len: reth.dma_len,
+            imm,
+            invalidated_rkey: None,
+        })
+    } else {
+        let wr = qp.resp.rq.get(rq_index as usize).ok_or(Refused::NoWqe)?;
+        let Ok(segs) = resolve_local(env.mrs, qp.cfg.pd, &wr.sg_list, AccessFlags::LOCAL_WRITE)
+        else {
+            responder::fatal(qp, env, psn, NakCode::RemoteOperationalError);
+            return Err(Refused::Fatal);
+        };
+        let cap: u64 = segs.iter().map(|s| s.len as u64).sum();
+        if off + n > cap {
+            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
+            return Err(Refused::Fatal);
+        }
+        scatter(env.mem, &segs, off, payload);
+        ends.then_some(TailInfo {
+            psn,
+            opcode: WcOpcode::Recv,
+            byte_len: (off + n) as u32,
+            imm,
+            invalidated_rkey: roce.ieth.map(|i| i.r_key),
+        })
+    };
+    Ok(match (ends, tail, qp.mp.as_deref_mut()) {
+        (false, _, _) => Slot::Received,
+        (true, Some(t), Some(mp)) => {
+            mp.tails.push(t);
+            Slot::TailWithCompletion
+        }
+        (true, _, _) => Slot::Tail,
+    })
+}
+
+/// Moves `rcv_nxt` over the received head slots and completes messages in order (Fig. 6).
+fn advance(qp: &mut Qp, env: &mut Env<'_>) {
+    loop {
+        let Some(mp) = qp.mp.as_deref_mut() else {
+            return;
+        };
+        let at = mp.bitmap.head();
+        let Some(slot) = mp.bitmap.pop() else {
+            return;
+        };
+        mp.nacked = None;
+        match slot {
+            Slot::Empty | Slot::Received => continue,
+            Slot::Tail => {
+                qp.resp.msn = qp.resp.msn.next();
+            }
+            Slot::TailWithCompletion => {
+                let Some(i) = mp.tails.iter().position(|t| t.psn == at) else {
+                    continue;
+                };
+                let t = mp.tails.swap_remove(i);
+                mp.rq_msn = mp.rq_msn.wrapping_add(1) & 0xff_ffff;
+                qp.resp.msn = qp.resp.msn.next();
+                let Some(wr) = qp.resp.rq.pop_front() else {
+                    continue;
+                };
+                let mut c = wc(
+                    wr.wr_id,
+                    WcStatus::Success,
+                    t.opcode,
+                    t.byte_len,
+                    qp.qpn,
+                    qp.dest_qpn,
+                );
+                c.imm_data = t.imm;
+                c.invalidated_rkey = t.invalidated_rkey;
+                let cq = qp.cfg.recv_cq;
+                qp.complete(env, cq, c);
+            }
+        }
+    }
+}
+
+/// True when an ACK or NACK is waiting.
+pub(super) fn has_ack(qp: &Qp) -> bool {
+    qp.mp.as_deref().is_some_and(|mp| !mp.acks.is_empty())
+}
+
+/// Sends the next ACK or NACK: AETH as in RC (BTH PSN = `rcv_nxt − 1` for an ACK, the NACKed
+/// PSN for a NACK) and REXT's multipath block, on the VP of the packet it answers.
+pub(super) fn transmit_ack(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
+    let mp = qp.mp.as_deref()?;
+    let a = *mp.acks.front()?;
+    let aack = mp.bitmap.head();
+    let (syndrome, bth_psn) = match a.kind {
+        AckKind::Ack => (Syndrome::Ack(Credits::UNLIMITED), aack.sub(1)),
+        AckKind::Nak => (Syndrome::Nak(NakCode::PsnSequenceError), a.psn),
+        AckKind::Rnr => (
+            Syndrome::RnrNak(RnrTimer::from_code(qp.min_rnr_timer)),
+            a.psn,
+        ),
+    };
+    let mut roce = RoceRepr {
+        aeth: Some(AethRepr {
+            syndrome,
+            msn: qp.resp.msn,
+        }),
+        ..RoceRepr::new(requester::bth(
+            qp,
+            Operation::Acknowledge,
+            bth_psn,
+            false,
+            false,
+        ))
+    };
+    roce.bth.tver = crate::wire::ext::TVER;
+    roce.ext = Some(ExtRepr {
+        multipath: Some(MultipathAck {
+            vp: a.vp,
+            sack_psn: a.psn,
+            aack_psn: aack,
+        }),
+        ece: a.ece,
+        retx: a.retx,
+        ..ExtRepr::default()
+    });
+    let vp_path = Path {
+        udp_src_port: a.vp,
+        ..*path
+    };
+    let n = qp.emit(&vp_path, roce, 0, buf, |_| {})?;
+    qp.mp.as_deref_mut()?.acks.pop_front();
+    Some(n)
+}
