@@ -25,9 +25,10 @@ pub const QUEUE_MAP: &str = "RV2_SW_QUEUE";
 /// Per-CPU `u64` array of [`Counter`]s.
 pub const COUNTERS_MAP: &str = "RV2_SW_COUNTERS";
 /// Per-CPU `u64` array of `3 · HIST_BUCKETS`, by the queue a packet found on arrival (bucket
-/// `b`): all packets (slot `b`), ECN-capable ones (slot `HIST_BUCKETS + b`), and those this
-/// port marked CE (slot `2 · HIST_BUCKETS + b`). Marked / ECN-capable per bucket is the
-/// measured marking curve.
+/// `b`): all packets (slot `b`), ECN-capable ones that fit in the buffer (slot
+/// `HIST_BUCKETS + b`: those RED decides on), and those this port marked CE (slot
+/// `2 · HIST_BUCKETS + b`). Marked / ECN-capable-queued per bucket is the measured marking
+/// curve.
 pub const HIST_MAP: &str = "RV2_SW_HIST";
 /// Buckets of the queue-length histogram; the last one also counts everything above.
 pub const HIST_BUCKETS: u32 = 32;

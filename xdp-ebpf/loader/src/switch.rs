@@ -253,7 +253,8 @@ pub struct PortStats {
     /// The largest modelled queue since attach, bytes.
     pub queue_max_bytes: u64,
     /// Per histogram bucket (`config.hist_bucket_bytes` wide, the last open-ended) of the queue
-    /// a packet found: all packets, ECN-capable ones, and those marked CE.
+    /// a packet found: all packets, ECN-capable ones that fit in the buffer (RED decided on
+    /// them), and those marked CE.
     pub hist: [[u64; HIST_BUCKETS as usize]; 3],
 }
 

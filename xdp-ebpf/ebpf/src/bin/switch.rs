@@ -148,10 +148,11 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     let found = unsafe { (*queue).drain(cfg.rate_bps, now) };
     let bucket = cfg.bucket(found);
     hist(bucket);
-    if ect {
+    let admitted = admit(&cfg.red(), cfg.buffer_bytes, found, len, ect, rand);
+    if ect && !matches!(admitted, Admit::DropBuffer) {
         hist(HIST_BUCKETS + bucket);
     }
-    match admit(&cfg.red(), cfg.buffer_bytes, found, len, ect, rand) {
+    match admitted {
         Admit::DropBuffer => {
             add(Counter::DropBuffer, 1);
             return Ok(TC_ACT_SHOT);
