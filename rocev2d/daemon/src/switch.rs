@@ -35,7 +35,11 @@
 //! seed = 1                  # default: from the clock, printed
 //! ```
 //!
-//! Deviations: IOFD and DVL options are not implemented yet (docs/switch.md).
+//! IOFD (`--iofd threshold=15kb,max-msg=8kb,alt=IFACE+IFACE`, or `[iofd]` with `threshold`,
+//! `max_message`, `alternates = [..]` in the file) deflects short messages to the alternate
+//! ports (fabric ports only) above the threshold; docs/switch.md.
+//!
+//! Deviations: DVL options are not implemented yet (docs/switch.md).
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
@@ -44,7 +48,7 @@ use rocev2_ebpf_common::{
     red::{PROB_ONE, RedConfig},
     switch::Counter,
 };
-use rocev2_ebpf_loader::switch::{Port, PortSpec, PortStats, Shaper, attach};
+use rocev2_ebpf_loader::switch::{IofdSpec, Port, PortSpec, PortStats, Shaper, attach, ifindex};
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
@@ -110,6 +114,9 @@ pub struct AttachArgs {
     /// Seed of the fault draws (default: from the clock, printed).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// IOFD deflection: threshold=SIZE,max-msg=SIZE,alt=IFACE[+IFACE…] (fabric ports only).
+    #[arg(long)]
+    pub iofd: Option<String>,
 }
 
 /// `rocev2d switch stats` / `detach`.
@@ -135,6 +142,15 @@ struct FileConfig {
     red: Option<FileRed>,
     #[serde(default)]
     faults: FileFaults,
+    iofd: Option<FileIofd>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileIofd {
+    threshold: String,
+    max_message: String,
+    alternates: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -279,6 +295,15 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         blackhole: a.blackhole || file.faults.blackhole,
         seed,
     };
+    let iofd = match (&a.iofd, &file.iofd) {
+        (Some(s), _) => Some(parse_iofd(s).with_context(|| format!("--iofd {s:?}"))?),
+        (None, Some(f)) => Some(iofd_spec(
+            size_u32(&f.threshold).context("iofd.threshold")?,
+            size_u32(&f.max_message).context("iofd.max_message")?,
+            &f.alternates,
+        )?),
+        (None, None) => None,
+    };
     Ok(PortSpec {
         rate_bps,
         buffer_bytes,
@@ -286,7 +311,43 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         hist_bucket_bytes,
         faults,
         shaper,
+        iofd,
     })
+}
+
+fn iofd_spec(threshold: u32, max_message: u32, alts: &[String]) -> anyhow::Result<IofdSpec> {
+    let mut alternates = [0; 4];
+    if alts.is_empty() || alts.len() > alternates.len() {
+        bail!("1 to {} alternate ports", alternates.len());
+    }
+    for (slot, name) in alternates.iter_mut().zip(alts) {
+        *slot = ifindex(name)?;
+    }
+    Ok(IofdSpec {
+        threshold_bytes: threshold,
+        max_message_bytes: max_message,
+        alternates,
+    })
+}
+
+/// `threshold=SIZE,max-msg=SIZE,alt=IFACE[+IFACE…]`.
+fn parse_iofd(s: &str) -> anyhow::Result<IofdSpec> {
+    let (mut threshold, mut max, mut alts) = (None, None, Vec::new());
+    for part in s.split(',') {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("{part:?} is not key=value"))?;
+        match k.trim() {
+            "threshold" => threshold = Some(size_u32(v)?),
+            "max-msg" => max = Some(size_u32(v)?),
+            "alt" => alts = v.split('+').map(|x| x.trim().to_owned()).collect(),
+            other => bail!("unknown key {other:?} (threshold, max-msg, alt)"),
+        }
+    }
+    let (Some(t), Some(m)) = (threshold, max) else {
+        bail!("threshold, max-msg and alt are all required");
+    };
+    iofd_spec(t, m, &alts)
 }
 
 fn split_unit(s: &str) -> anyhow::Result<(f64, String)> {
@@ -526,6 +587,7 @@ mod tests {
             dup: None,
             blackhole: false,
             seed: None,
+            iofd: None,
         };
         let s = spec(&a).unwrap();
         assert_eq!((s.rate_bps, s.buffer_bytes), (1_000_000_000, 256 << 10));

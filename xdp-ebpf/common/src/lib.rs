@@ -8,7 +8,7 @@
 //! in the model is the curve the XDP programs apply.
 //!
 //! It holds the RED/ECN decision ([`red`]), the switch port's queue model ([`queue`]) and
-//! seeded fault draws ([`fault`]), and the map layouts of the AF_XDP steering program
+//! seeded fault draws ([`fault`]), the IOFD deflection decision ([`iofd`]), and the map layouts of the AF_XDP steering program
 //! ([`steer`]) and the switch-port program ([`switch`]); map names and record layouts live here
 //! so the kernel programs and their loader cannot disagree. The `user` feature adds the
 //! `aya::Pod` impls the loader needs to read and write the records.
@@ -27,6 +27,7 @@
 )]
 
 pub mod fault;
+pub mod iofd;
 pub mod queue;
 pub mod red;
 pub mod steer;

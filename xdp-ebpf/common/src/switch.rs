@@ -47,6 +47,16 @@ pub const FLAG_BLACKHOLE: u32 = 1 << 2;
 pub const FLAG_OWNS_SHAPER: u32 = 1 << 3;
 /// [`PortConfig::flags`]: the loader added the clsact qdisc (detach removes it).
 pub const FLAG_OWNS_CLSACT: u32 = 1 << 4;
+/// [`PortConfig::flags`]: IOFD deflection on ([`crate::iofd`]).
+pub const FLAG_IOFD: u32 = 1 << 5;
+
+/// `skb->mark` of a packet another port of this switch deflected here: queued and marked as
+/// usual, never deflected again at this switch.
+pub const DEFLECTED_MARK: u32 = 0x7276_3266; // "rv2f"
+/// Alternate ports a port may deflect to.
+pub const MAX_ALTERNATES: usize = 4;
+/// `HashMap<MessageKey, u32>` of [`crate::iofd::DFT_ENTRIES`]: the port's deflected-flow table.
+pub const DFT_MAP: &str = "RV2_SW_DFT";
 
 /// One port's configuration, written by the loader before it sets [`FLAG_ENABLED`].
 /// Fields are ordered so that the struct has no implicit padding (STYLE.md §1.3).
@@ -82,6 +92,13 @@ pub struct PortConfig {
     pub reserved: u32,
     /// Seed of the fault draws.
     pub seed: u64,
+    /// IOFD: deflect above this queue, bytes.
+    pub iofd_threshold_bytes: u32,
+    /// IOFD: messages up to this many bytes are short.
+    pub iofd_max_message_bytes: u32,
+    /// IOFD: interface indexes of the alternate ports (fabric ports, never toward a host);
+    /// 0 = unused slot.
+    pub iofd_alternates: [u32; MAX_ALTERNATES],
 }
 
 impl PortConfig {
@@ -103,6 +120,38 @@ impl PortConfig {
             duplicate: self.duplicate,
             blackhole: self.flags & FLAG_BLACKHOLE != 0,
             seed: self.seed,
+        }
+    }
+
+    /// The IOFD settings.
+    pub const fn iofd(&self) -> crate::iofd::IofdConfig {
+        crate::iofd::IofdConfig {
+            threshold_bytes: self.iofd_threshold_bytes as u64,
+            max_message_bytes: self.iofd_max_message_bytes as u64,
+        }
+    }
+
+    /// Alternate number `draw % count` among the configured ones (0 if none).
+    pub const fn alternate(&self, draw: u32) -> u32 {
+        let mut n = 0;
+        while n < MAX_ALTERNATES && self.iofd_alternates[n] != 0 {
+            n += 1;
+        }
+        if n == 0 {
+            0
+        } else {
+            // Selected by comparison, not indexed: the verifier does not bound a modulo, so a
+            // computed index into the stack copy of the config would be refused.
+            let pick = draw as usize % n;
+            let mut out = self.iofd_alternates[0];
+            let mut k = 1;
+            while k < MAX_ALTERNATES {
+                if pick == k {
+                    out = self.iofd_alternates[k];
+                }
+                k += 1;
+            }
+            out
         }
     }
 
@@ -195,11 +244,23 @@ pub enum Counter {
     HelperError = 13,
     /// Our own duplicates passing the port (queued, not counted in `packets`).
     Duplicates = 14,
+    /// IOFD: packets this port sent out of an alternate port instead.
+    IofdDeflected = 15,
+    /// IOFD: messages whose start packet this port deflected.
+    IofdMessages = 16,
+    /// IOFD: start packets above the threshold refused for a full table.
+    IofdTableFull = 17,
+    /// IOFD: start packets above the threshold refused as long (or of unknown length).
+    IofdLong = 18,
+    /// IOFD: start packets above the threshold refused for lack of tokens.
+    IofdNoTokens = 19,
+    /// IOFD: packets another port deflected into this one.
+    IofdReceived = 20,
 }
 
 impl Counter {
     /// Every counter, in slot order.
-    pub const ALL: [Counter; 15] = [
+    pub const ALL: [Counter; 21] = [
         Counter::Packets,
         Counter::Bytes,
         Counter::Roce,
@@ -215,6 +276,12 @@ impl Counter {
         Counter::Truncated,
         Counter::HelperError,
         Counter::Duplicates,
+        Counter::IofdDeflected,
+        Counter::IofdMessages,
+        Counter::IofdTableFull,
+        Counter::IofdLong,
+        Counter::IofdNoTokens,
+        Counter::IofdReceived,
     ];
     /// Number of slots in [`COUNTERS_MAP`].
     pub const COUNT: u32 = Self::ALL.len() as u32;
@@ -237,6 +304,12 @@ impl Counter {
             Counter::Truncated => "truncated",
             Counter::HelperError => "helper_error",
             Counter::Duplicates => "duplicates",
+            Counter::IofdDeflected => "iofd_deflected",
+            Counter::IofdMessages => "iofd_messages",
+            Counter::IofdTableFull => "iofd_table_full",
+            Counter::IofdLong => "iofd_long",
+            Counter::IofdNoTokens => "iofd_no_tokens",
+            Counter::IofdReceived => "iofd_received",
         }
     }
 }
@@ -248,6 +321,8 @@ mod pod {
     unsafe impl aya::Pod for super::PortConfig {}
     // SAFETY: repr(C), three u64 fields.
     unsafe impl aya::Pod for crate::queue::QueueState {}
+    // SAFETY: repr(C), 32 bytes then a u32: no padding.
+    unsafe impl aya::Pod for crate::iofd::MessageKey {}
 }
 
 #[cfg(test)]
@@ -315,10 +390,22 @@ mod tests {
     }
 
     #[test]
+    fn port_config_alternates_by_draw() {
+        let mut cfg = PortConfig::default();
+        assert_eq!(cfg.alternate(5), 0);
+        cfg.iofd_alternates = [7, 9, 0, 11];
+        // Only the slots before the first 0 count.
+        assert_eq!(
+            [cfg.alternate(0), cfg.alternate(1), cfg.alternate(2)],
+            [7, 9, 7]
+        );
+    }
+
+    #[test]
     fn port_config_has_no_padding() {
         assert_eq!(
             core::mem::size_of::<PortConfig>(),
-            4 * 2 + 8 * 3 + 4 * 8 + 8
+            4 * 2 + 8 * 3 + 4 * 8 + 8 + 4 * 2 + 4 * MAX_ALTERNATES
         );
         assert_eq!(core::mem::size_of::<crate::queue::QueueState>(), 24);
     }

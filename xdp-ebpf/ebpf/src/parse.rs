@@ -104,6 +104,8 @@ pub struct Ip {
     pub l3: usize,
     /// Offset of the transport header.
     pub l4: usize,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
     /// The ECN field (RFC 3168 §5): 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
     pub ecn: u8,
     /// UDP to the RoCEv2 port with a whole UDP header: the BTH starts at `l4 + 8`.
@@ -170,5 +172,11 @@ pub unsafe fn headers(start: usize, end: usize) -> Headers {
     let roce = proto == IPPROTO_UDP
         && matches!(unsafe { load::<[u8; UDP_HLEN]>(start, end, l4) },
             Some(udp) if u16::from_be_bytes([udp[2], udp[3]]) == ROCEV2_PORT);
-    Headers::Ip(Ip { l3, l4, ecn, roce })
+    Headers::Ip(Ip {
+        l3,
+        l4,
+        ipv6: ethertype == ETH_P_IPV6,
+        ecn,
+        roce,
+    })
 }

@@ -40,7 +40,8 @@ use rocev2_ebpf_common::{
     red::RedConfig,
     switch::{
         CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE, FLAG_DROP_NON_ECT, FLAG_ENABLED,
-        FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, HIST_BUCKETS, HIST_MAP, PROGRAM, PortConfig, QUEUE_MAP,
+        FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES,
+        PROGRAM, PortConfig, QUEUE_MAP,
     },
 };
 
@@ -79,6 +80,20 @@ pub struct PortSpec {
     pub faults: FaultConfig,
     /// The shaper to install.
     pub shaper: Shaper,
+    /// IOFD deflection (seed 000 §IV), if on.
+    pub iofd: Option<IofdSpec>,
+}
+
+/// IOFD settings of a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IofdSpec {
+    /// Deflect only above this modelled queue, bytes (keep it below RED's K_min).
+    pub threshold_bytes: u32,
+    /// Messages up to this length are short (deflectable).
+    pub max_message_bytes: u32,
+    /// Interface indexes of the alternate ports, 0 = unused (at least one). Only fabric ports:
+    /// deflecting toward a host would deliver to the wrong end node.
+    pub alternates: [u32; MAX_ALTERNATES],
 }
 
 impl PortSpec {
@@ -98,6 +113,14 @@ impl PortSpec {
                 .unwrap_or(u32::MAX)
                 .max(1)
         };
+        let iofd = self.iofd.unwrap_or(IofdSpec {
+            threshold_bytes: 0,
+            max_message_bytes: 0,
+            alternates: [0; MAX_ALTERNATES],
+        });
+        if self.iofd.is_some() {
+            flags |= FLAG_IOFD;
+        }
         PortConfig {
             ifindex,
             flags,
@@ -113,6 +136,9 @@ impl PortSpec {
             duplicate: self.faults.duplicate,
             reserved: 0,
             seed: self.faults.seed,
+            iofd_threshold_bytes: iofd.threshold_bytes,
+            iofd_max_message_bytes: iofd.max_message_bytes,
+            iofd_alternates: iofd.alternates,
         }
     }
 
@@ -122,6 +148,11 @@ impl PortSpec {
         }
         if self.buffer_bytes == 0 {
             return Err(Error::Config("buffer must be above 0"));
+        }
+        if let Some(iofd) = &self.iofd
+            && iofd.alternates[0] == 0
+        {
+            return Err(Error::Config("IOFD needs at least one alternate port"));
         }
         Ok(())
     }
@@ -569,7 +600,8 @@ fn tc(args: &[&str]) -> Result<(), Error> {
     tc_output(args).map(drop)
 }
 
-fn ifindex(iface: &str) -> Result<u32, Error> {
+/// The index of interface `iface` in the caller's network namespace.
+pub fn ifindex(iface: &str) -> Result<u32, Error> {
     let path = format!("/sys/class/net/{iface}/ifindex");
     std::fs::read_to_string(&path)
         .ok()

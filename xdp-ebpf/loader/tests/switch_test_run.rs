@@ -11,7 +11,7 @@ use rocev2_ebpf_common::{
     red::{PROB_ONE, RedConfig, probability},
     switch::{Counter, HIST_BUCKETS},
 };
-use rocev2_ebpf_loader::switch::{PortSpec, Shaper, Unattached};
+use rocev2_ebpf_loader::switch::{IofdSpec, PortSpec, Shaper, Unattached};
 
 const TC_ACT_OK: u32 = 0;
 const TC_ACT_SHOT: u32 = 2;
@@ -31,6 +31,7 @@ fn spec() -> PortSpec {
         hist_bucket_bytes: 10_000,
         faults: FaultConfig::default(),
         shaper: Shaper::None,
+        iofd: None,
     }
 }
 
@@ -339,4 +340,97 @@ fn switch_faults_loss_rate_blackhole_and_corruption() {
         prog.stats().expect("stats").counter(Counter::FaultCorrupt),
         400
     );
+}
+
+const TC_ACT_REDIRECT: u32 = 7;
+
+/// An RC WRITE packet: `opcode` (0x06 FIRST, 0x07 MIDDLE, 0x08 LAST, 0x0a ONLY), destination
+/// QP `qp`, `tokens` in BTH Resv6a, a RETH announcing `len` on FIRST/ONLY.
+fn write_packet(opcode: u8, qp: u32, tokens: u8, len: u32) -> Vec<u8> {
+    let mut f = frame_v4(2, 4791, 0);
+    let bth = 14 + 20 + 8;
+    f[bth] = opcode;
+    f[bth + 4] = tokens;
+    f[bth + 5..bth + 8].copy_from_slice(&qp.to_be_bytes()[1..]);
+    let icrc = f.split_off(f.len() - 4);
+    if opcode == 0x06 || opcode == 0x0a {
+        f.extend_from_slice(&[0u8; 12]);
+        f.extend_from_slice(&len.to_be_bytes());
+    }
+    f.extend(std::iter::repeat_n(0xab, 256));
+    f.extend_from_slice(&icrc);
+    // Fix the IP and UDP lengths and the IP checksum.
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+#[test]
+fn switch_iofd_deflects_short_messages_in_order() {
+    if !need_root("switch_iofd_deflects_short_messages_in_order") {
+        return;
+    }
+    let mut s = spec();
+    s.iofd = Some(IofdSpec {
+        threshold_bytes: 15_000,
+        max_message_bytes: 8192,
+        alternates: [1, 0, 0, 0],
+    });
+    let mut prog = Unattached::load(&s, 1).expect("load");
+    let bth4 = 14 + 20 + 8 + 4;
+    let mut run = |q: u64, f: &[u8]| {
+        prog.set_queue(&frozen(q)).expect("set");
+        prog.run(f).expect("run")
+    };
+    // Below the threshold: a short message waits in line.
+    assert_eq!(run(15_000, &write_packet(0x06, 5, 4, 4096)).0, TC_ACT_OK);
+    // Above: the start packet is redirected with one token spent…
+    let (v, out) = run(20_000, &write_packet(0x06, 7, 4, 4096));
+    assert_eq!(v, TC_ACT_REDIRECT);
+    assert_eq!(out[bth4] & 0x3f, 3);
+    // …and so is the rest of the message, whatever the queue now…
+    let (v, out) = run(0, &write_packet(0x07, 7, 4, 0));
+    assert_eq!((v, out[bth4] & 0x3f), (TC_ACT_REDIRECT, 3));
+    assert_eq!(run(0, &write_packet(0x08, 7, 4, 0)).0, TC_ACT_REDIRECT);
+    // …until its last packet freed the entry: the next message of the QP decides afresh.
+    assert_eq!(run(0, &write_packet(0x07, 7, 4, 0)).0, TC_ACT_OK);
+    // Long messages and packets without tokens are never deflected; nor is an ACK.
+    assert_eq!(
+        run(150_000, &write_packet(0x06, 8, 4, 100_000)).0,
+        TC_ACT_OK
+    );
+    assert_eq!(run(150_000, &write_packet(0x0a, 9, 0, 256)).0, TC_ACT_OK);
+    assert_eq!(run(150_000, &write_packet(0x11, 9, 4, 0)).0, TC_ACT_OK);
+    // A single-packet message needs no entry.
+    assert_eq!(
+        run(150_000, &write_packet(0x0a, 10, 1, 256)).0,
+        TC_ACT_REDIRECT
+    );
+    // Eight messages in flight fill the table; the ninth waits; live entries are kept.
+    for qp in 100..108 {
+        assert_eq!(
+            run(150_000, &write_packet(0x06, qp, 4, 4096)).0,
+            TC_ACT_REDIRECT
+        );
+    }
+    assert_eq!(run(150_000, &write_packet(0x06, 200, 4, 4096)).0, TC_ACT_OK);
+    for qp in 100..108 {
+        assert_eq!(
+            run(0, &write_packet(0x07, qp, 4, 0)).0,
+            TC_ACT_REDIRECT,
+            "qp {qp}"
+        );
+    }
+    let st = prog.stats().expect("stats");
+    let c = |k| st.counter(k);
+    assert_eq!(c(Counter::IofdMessages), 1 + 1 + 8);
+    assert_eq!(c(Counter::IofdDeflected), 3 + 1 + 8 + 8);
+    assert_eq!(c(Counter::IofdLong), 1);
+    assert_eq!(c(Counter::IofdNoTokens), 1);
+    assert_eq!(c(Counter::IofdTableFull), 1);
+    assert_eq!(c(Counter::HelperError), 0);
 }

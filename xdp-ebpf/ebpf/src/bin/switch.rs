@@ -19,24 +19,32 @@
 //! misses one packet's bytes (or drains one interval twice). Counters are per-CPU and exact.
 //! docs/switch.md measures the model against the shaper's backlog.
 //!
-//! Deviations: see docs/switch.md (IOFD and DVL are not implemented yet).
+//! 4. IOFD (`iofd`, seed 000 §IV), when configured: after the queue drain and before RED, a
+//!    short message's packets may leave by an alternate port (`bpf_redirect_neigh`).
+//!
+//! Deviations: see docs/switch.md (DVL is not implemented yet).
 #![no_std]
 #![no_main]
 
 use aya_ebpf::{
-    bindings::{TC_ACT_OK, TC_ACT_SHOT},
+    bindings::{BPF_NOEXIST, TC_ACT_OK, TC_ACT_SHOT},
     helpers::{
-        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_skb_ecn_set_ce,
+        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_redirect_neigh,
+        bpf_skb_ecn_set_ce,
     },
     macros::{classifier, map},
-    maps::{Array, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
     programs::TcContext,
 };
-use rocev2_ebpf::parse::{Headers, headers};
+use rocev2_ebpf::parse::{Headers, Ip, headers};
 use rocev2_ebpf_common::{
     fault::Fault,
+    iofd::{self, Action, DFT_ENTRIES, Dft, MessageKey, Position, Refusal},
     queue::QueueState,
-    switch::{Admit, Counter, DUPLICATE_MARK, FLAG_ENABLED, HIST_BUCKETS, PortConfig, admit},
+    switch::{
+        Admit, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_ENABLED, FLAG_IOFD, HIST_BUCKETS,
+        PortConfig, admit,
+    },
 };
 
 /// The port's configuration (`switch::CONFIG_MAP`).
@@ -54,6 +62,11 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT
 /// Per-CPU queue histogram (`switch::HIST_MAP`).
 #[map(name = "RV2_SW_HIST")]
 static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(3 * HIST_BUCKETS, 0);
+
+/// The port's deflected-flow table (`switch::DFT_MAP`): insert-if-absent is atomic in the
+/// kernel, so a live entry is never overwritten and a full table refuses.
+#[map(name = "RV2_SW_DFT")]
+static DFT: HashMap<MessageKey, u32> = HashMap::with_max_entries(DFT_ENTRIES, 0);
 
 /// BTH length: the corruptible range starts after it, so that a flipped bit is never in BTH
 /// byte 4, the one transport byte the ICRC masks (docs/wire.md).
@@ -77,7 +90,10 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     let len = u64::from(ctx.len());
     // SAFETY: the context's skb pointer is valid for the whole program run.
     let mark = unsafe { (*ctx.skb.skb).mark };
-    let ours = mark == DUPLICATE_MARK;
+    let ours = mark == DUPLICATE_MARK || mark == DEFLECTED_MARK;
+    if mark == DEFLECTED_MARK {
+        add(Counter::IofdReceived, 1);
+    }
     let sequence = if ours {
         add(Counter::Duplicates, 1)
     } else {
@@ -146,6 +162,14 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     let (now, rand) = unsafe { (bpf_ktime_get_ns(), bpf_get_prandom_u32()) };
     // SAFETY: a valid map value; concurrent updates race as documented above.
     let found = unsafe { (*queue).drain(cfg.rate_bps, now) };
+    if cfg.flags & FLAG_IOFD != 0
+        && let Some(ip) = ip
+        && ip.roce
+        && !ours
+        && let Some(action) = deflect(ctx, &cfg, &ip, found, rand)
+    {
+        return Ok(action);
+    }
     let bucket = cfg.bucket(found);
     hist(bucket);
     let admitted = admit(&cfg.red(), cfg.buffer_bytes, found, len, ect, rand);
@@ -173,6 +197,114 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     // SAFETY: as above.
     unsafe { (*queue).enqueue(len) };
     Ok(TC_ACT_OK)
+}
+
+/// The port's table as the policy sees it.
+struct MapDft;
+
+impl Dft for MapDft {
+    fn get(&self, key: &MessageKey) -> Option<u32> {
+        // SAFETY: the value is copied out at once; a concurrent delete frees it only after an
+        // RCU grace period, which this program run is inside.
+        unsafe { DFT.get(key).copied() }
+    }
+
+    fn insert_new(&mut self, key: &MessageKey, port: u32) -> bool {
+        DFT.insert(key, port, u64::from(BPF_NOEXIST)).is_ok()
+    }
+
+    fn remove(&mut self, key: &MessageKey) {
+        let _ = DFT.remove(key);
+    }
+}
+
+/// IOFD (seed 000 §IV): `Some(action)` when the packet leaves by an alternate port.
+#[inline(always)]
+fn deflect(ctx: &TcContext, cfg: &PortConfig, ip: &Ip, queue_bytes: u64, rand: u32) -> Option<i32> {
+    let bth = ip.l4 + UDP_LEN;
+    let head: [u8; 8] = ctx.load(bth).ok()?;
+    let opcode = head[0];
+    let position = Position::of_opcode(opcode);
+    if position == Position::None {
+        return None;
+    }
+    let mut key = MessageKey {
+        dest_qp: u32::from_be_bytes([0, head[5], head[6], head[7]]),
+        ..MessageKey::default()
+    };
+    if ip.ipv6 {
+        key.src = ctx.load(ip.l3 + 8).ok()?;
+        key.dst = ctx.load(ip.l3 + 24).ok()?;
+    } else {
+        // v4-mapped: ::ffff:a.b.c.d.
+        let src: [u8; 4] = ctx.load(ip.l3 + 12).ok()?;
+        let dst: [u8; 4] = ctx.load(ip.l3 + 16).ok()?;
+        key.src[10] = 0xff;
+        key.src[11] = 0xff;
+        key.dst[10] = 0xff;
+        key.dst[11] = 0xff;
+        key.src[12..].copy_from_slice(&src);
+        key.dst[12..].copy_from_slice(&dst);
+    }
+    let message_bytes = if Position::has_reth(opcode) {
+        // RETH: VA (8), R_Key (4), DMA Length (4), right after the BTH.
+        let len: [u8; 4] = ctx.load(bth + BTH_LEN + 12).ok()?;
+        Some(u64::from(u32::from_be_bytes(len)))
+    } else if position == Position::Only {
+        Some(u64::from(ctx.len()))
+    } else {
+        None
+    };
+    let pkt = iofd::Packet {
+        key,
+        position,
+        message_bytes,
+        tokens: head[4] & 0x3f,
+    };
+    let alternate = cfg.alternate(rand);
+    if alternate == 0 {
+        return None;
+    }
+    let (action, refusal) = iofd::decide(&mut MapDft, &cfg.iofd(), &pkt, queue_bytes, alternate);
+    match refusal {
+        Some(Refusal::TableFull) => add(Counter::IofdTableFull, 1),
+        Some(Refusal::Long) => add(Counter::IofdLong, 1),
+        Some(Refusal::NoTokens) => add(Counter::IofdNoTokens, 1),
+        None => 0,
+    };
+    let Action::Deflect { port } = action else {
+        return None;
+    };
+    if matches!(position, Position::First | Position::Only) {
+        add(Counter::IofdMessages, 1);
+    }
+    // Spend a token (BTH byte 4, bits 5-0; the ICRC masks the byte). The UDP checksum is 0
+    // for RoCEv2 senders that leave it off; otherwise patch it for the changed 16-bit word.
+    if pkt.tokens > 0 {
+        let new4 = head[4] - 1;
+        let udp_csum: u16 = ctx.load(ip.l4 + 6).unwrap_or(0);
+        if udp_csum != 0 {
+            let old = u64::from(u16::from_be_bytes([head[4], head[5]]));
+            let new = u64::from(u16::from_be_bytes([new4, head[5]]));
+            if ctx
+                .l4_csum_replace(ip.l4 + 6, old.to_be(), new.to_be(), 2)
+                .is_err()
+            {
+                add(Counter::HelperError, 1);
+            }
+        }
+        if ctx.store(bth + 4, &new4, 0).is_err() {
+            add(Counter::HelperError, 1);
+        }
+    }
+    ctx.set_mark(DEFLECTED_MARK);
+    add(Counter::IofdDeflected, 1);
+    // The kernel fills the L2 header from the alternate link's neighbour entry (a FIB lookup
+    // restricted to that interface), then the packet enters that port's egress (and this
+    // program there, which queues it and does not deflect it again).
+    // SAFETY: plain helper call; no neighbour parameters.
+    let action = unsafe { bpf_redirect_neigh(port, core::ptr::null_mut(), 0, 0) };
+    Some(action as i32)
 }
 
 #[inline(always)]
