@@ -214,7 +214,8 @@ pub const fn admit(
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
-    /// Packets that reached the port (including dropped ones, excluding our own duplicates).
+    /// Packets that reached the port (including dropped and deflected ones, excluding our own
+    /// duplicates): `packets − drops − iofd_deflected` left by this port.
     Packets = 0,
     /// Their bytes (`skb->len`).
     Bytes = 1,

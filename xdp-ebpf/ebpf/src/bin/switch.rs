@@ -90,8 +90,11 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     let len = u64::from(ctx.len());
     // SAFETY: the context's skb pointer is valid for the whole program run.
     let mark = unsafe { (*ctx.skb.skb).mark };
-    let ours = mark == DUPLICATE_MARK || mark == DEFLECTED_MARK;
-    if mark == DEFLECTED_MARK {
+    // Our own duplicate: queued, never faulted again. A packet another port deflected here:
+    // an ordinary arrival, except that it is never deflected again at this switch.
+    let ours = mark == DUPLICATE_MARK;
+    let deflected_here = mark == DEFLECTED_MARK;
+    if deflected_here {
         add(Counter::IofdReceived, 1);
     }
     let sequence = if ours {
@@ -166,6 +169,7 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
         && let Some(ip) = ip
         && ip.roce
         && !ours
+        && !deflected_here
         && let Some(action) = deflect(ctx, &cfg, &ip, found, rand)
     {
         return Ok(action);
