@@ -65,7 +65,7 @@ pub struct SwitchArgs {
 #[derive(Debug, Subcommand)]
 pub enum SwitchCommand {
     /// Shape a port and attach the switch program to its egress; returns once it is live.
-    Attach(AttachArgs),
+    Attach(Box<AttachArgs>),
     /// Print a port's counters, modelled queue and queue histogram.
     Stats(PortArgs),
     /// Remove the program, the qdiscs attach added, and check the program is gone.

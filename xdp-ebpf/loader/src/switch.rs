@@ -180,31 +180,26 @@ impl Maps {
     /// The maps of a loaded program, by the map ids the kernel reports for it.
     fn of_program(ids: &[u32]) -> Result<Option<Maps>, Error> {
         let (mut config, mut queue, mut counters, mut hist) = (None, None, None, None);
+        let by_id = |source| Error::Map {
+            name: "by id",
+            source,
+        };
         for &id in ids {
-            let data = MapData::from_id(id).map_err(|source| Error::Map {
-                name: "by id",
-                source,
-            })?;
-            let info = data.info().map_err(|source| Error::Map {
-                name: "by id",
-                source,
-            })?;
-            let map = || {
-                Map::from_map_data(MapData::from_id(id).map_err(|source| Error::Map {
-                    name: "by id",
-                    source,
-                })?)
-                .map_err(|source| Error::Map {
-                    name: "by id",
-                    source,
-                })
+            let data = MapData::from_id(id).map_err(by_id)?;
+            let name = data.info().map_err(by_id)?.name_as_str().map(str::to_owned);
+            let slot = match name.as_deref() {
+                Some(CONFIG_MAP) => CONFIG_MAP,
+                Some(QUEUE_MAP) => QUEUE_MAP,
+                Some(COUNTERS_MAP) => COUNTERS_MAP,
+                Some(HIST_MAP) => HIST_MAP,
+                _ => continue,
             };
-            match info.name_as_str() {
-                Some(CONFIG_MAP) => config = Some(array(map()?, CONFIG_MAP)?),
-                Some(QUEUE_MAP) => queue = Some(array(map()?, QUEUE_MAP)?),
-                Some(COUNTERS_MAP) => counters = Some(per_cpu(map()?, COUNTERS_MAP)?),
-                Some(HIST_MAP) => hist = Some(per_cpu(map()?, HIST_MAP)?),
-                _ => {}
+            let map = Map::from_map_data(data).map_err(by_id)?;
+            match slot {
+                CONFIG_MAP => config = Some(array(map, CONFIG_MAP)?),
+                QUEUE_MAP => queue = Some(array(map, QUEUE_MAP)?),
+                COUNTERS_MAP => counters = Some(per_cpu(map, COUNTERS_MAP)?),
+                _ => hist = Some(per_cpu(map, HIST_MAP)?),
             }
         }
         Ok(match (config, queue, counters, hist) {
