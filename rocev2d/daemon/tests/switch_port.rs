@@ -2,8 +2,8 @@
 //! configured curve, tail drops beyond the buffer counted and matched against the interface,
 //! and `detach` (or deleting the namespace) leaving no program, filter or qdisc behind.
 //!
-//! Topology: `tx0 — sw — rx`, `sw` a router namespace; the switch port is `sw`'s veth toward
-//! `rx`. iperf3 offers ECT(0) UDP above the port rate, so the modelled queue fills and stays
+//! Topology: `tx0 — sw — rx`, `sw` a router namespace or a Linux bridge; the switch port is
+//! `sw`'s veth toward `rx`. iperf3 offers ECT(0) UDP above the port rate, so the modelled queue fills and stays
 //! near the buffer, where thousands of packets sample the marking curve.
 
 mod common;
@@ -17,9 +17,13 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(30);
 
 fn star() -> Testbed {
+    star_of(SwitchKind::Router)
+}
+
+fn star_of(switch: SwitchKind) -> Testbed {
     Testbed::up_topology(&Topology::Star {
         senders: 1,
-        switch: SwitchKind::Router,
+        switch,
         link: LinkParams::new().mtu(1500),
     })
     .expect("star testbed")
@@ -85,7 +89,19 @@ fn switch_red_marking_and_buffer_drops_on_live_traffic() {
     if !need_root("switch_red_marking_and_buffer_drops_on_live_traffic") {
         return;
     }
-    let tb = star();
+    red_marking_and_buffer_drops(SwitchKind::Router);
+}
+
+#[test]
+fn switch_red_marking_and_buffer_drops_on_a_bridge_port() {
+    if !need_root("switch_red_marking_and_buffer_drops_on_a_bridge_port") {
+        return;
+    }
+    red_marking_and_buffer_drops(SwitchKind::Bridge);
+}
+
+fn red_marking_and_buffer_drops(kind: SwitchKind) {
+    let tb = star_of(kind);
     let p = port(&tb);
     // K_max beyond the buffer: every queue the traffic visits is on the linear ramp.
     let (kmin, kmax, pmax) = (128.0 * 1024.0, 1024.0 * 1024.0, 0.5);
