@@ -3,9 +3,10 @@
 //! `rocev2d switch`.
 //!
 //! Per packet on a port's egress the program applies, in order: fault injection to RoCEv2
-//! frames ([`crate::fault`]), the queue model ([`crate::queue`]) with tail drop beyond the
-//! buffer, and RED/ECN marking on the modelled queue ([`crate::red`]). [`admit`] is the queue
-//! decision, shared with the unit tests and usable by the model.
+//! frames ([`crate::fault`]), the queue model's drain ([`crate::queue`]), IOFD deflection when
+//! configured ([`crate::iofd`]), then [`admit`] — tail drop beyond the buffer and RED/ECN
+//! marking on the modelled queue ([`crate::red`]) — shared with the unit tests and usable by
+//! the model.
 //!
 //! The maps of one attached port are found again by a later process (`rocev2d switch stats`,
 //! `detach`) without pinning: [`PortConfig`] records the interface index and network

@@ -19,6 +19,8 @@
 //! researcher can rebuild the port by hand). The shaper's own limit is twice the buffer: the
 //! model decides the drops; the shaper only paces. [`Shaper::None`] keeps a qdisc that is
 //! already there (the testbed's shaping, say).
+//!
+//! Deviations: none (what the program does not implement is listed in docs/switch.md).
 
 use std::{
     process::Command,

@@ -6,23 +6,24 @@
 //! 1. fault injection, RoCEv2 frames only (`fault`): blackhole, loss, one flipped bit after the
 //!    BTH (covered by the ICRC, so the receiver must count an ICRC error), duplication by
 //!    `bpf_clone_redirect` to the same egress;
-//! 2. the queue model (`queue`): drain at the port rate to `bpf_ktime_get_ns()`, tail drop if
-//!    the packet does not fit in the buffer;
-//! 3. RED/ECN on the modelled queue (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets.
+//! 2. the queue model (`queue`): drain at the port rate to `bpf_ktime_get_ns()`;
+//! 3. IOFD (`iofd`, seed 000 §IV), when configured: a short message's packets may leave by an
+//!    alternate port (`bpf_redirect_neigh`) instead of joining this queue;
+//! 4. tail drop if the packet does not fit in the buffer, else RED/ECN on the modelled queue
+//!    (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the packet joins the queue.
 //!
 //! Fails open: no config, a frame it cannot parse, a helper error — the packet passes
 //! (counted).
 //!
 //! Races: the queue state is one map entry shared by all CPUs, updated without a lock
-//! (`bpf_spin_lock` needs BTF-defined maps, which aya-ebpf 0.2's `#[map]` does not emit). When
-//! two CPUs send on the port at the same instant, one's update can be lost: the queue then
-//! misses one packet's bytes (or drains one interval twice). Counters are per-CPU and exact.
-//! docs/switch.md measures the model against the shaper's backlog.
+//! (`bpf_spin_lock` needs a BTF-described map value; the legacy `#[map]` definitions used here
+//! have none — aya-ebpf 0.2.1's `btf_maps` might allow it, not tried). When two CPUs send on
+//! the port at the same instant, one's update can be lost: the queue then misses one packet's
+//! bytes (or drains one interval twice). Counters are per-CPU and exact. The IOFD table is a
+//! hash map whose insert-if-absent is atomic. docs/switch.md measures the model against the
+//! shaper's backlog.
 //!
-//! 4. IOFD (`iofd`, seed 000 §IV), when configured: after the queue drain and before RED, a
-//!    short message's packets may leave by an alternate port (`bpf_redirect_neigh`).
-//!
-//! Deviations: see docs/switch.md (DVL is not implemented yet).
+//! Deviations: see docs/switch.md (DVL is not implemented).
 #![no_std]
 #![no_main]
 
