@@ -50,6 +50,9 @@ pub const FLAG_OWNS_SHAPER: u32 = 1 << 3;
 pub const FLAG_OWNS_CLSACT: u32 = 1 << 4;
 /// [`PortConfig::flags`]: IOFD deflection on ([`crate::iofd`]).
 pub const FLAG_IOFD: u32 = 1 << 5;
+/// [`PortConfig::flags`]: loaded for `BPF_PROG_TEST_RUN` only, attached nowhere (so that a
+/// search for a port's program never finds it).
+pub const FLAG_UNATTACHED: u32 = 1 << 6;
 
 /// `skb->mark` of a packet another port of this switch deflected here: queued and marked as
 /// usual, never deflected again at this switch.

@@ -42,8 +42,8 @@ use rocev2_ebpf_common::{
     red::RedConfig,
     switch::{
         CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE, FLAG_DROP_NON_ECT, FLAG_ENABLED,
-        FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES,
-        PROGRAM, PortConfig, QUEUE_MAP,
+        FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, FLAG_UNATTACHED, HIST_BUCKETS, HIST_MAP,
+        MAX_ALTERNATES, PROGRAM, PortConfig, QUEUE_MAP,
     },
 };
 
@@ -308,7 +308,9 @@ impl Unattached {
         let mut ebpf = Ebpf::load(OBJECT)?;
         classifier(&mut ebpf)?.load().map_err(program_error)?;
         let mut maps = Maps::take(&mut ebpf)?;
-        maps.set_config(&spec.record(ifindex, netns_ino()?))?;
+        let mut record = spec.record(ifindex, netns_ino()?);
+        record.flags |= FLAG_UNATTACHED;
+        maps.set_config(&record)?;
         Ok(Unattached { maps, ebpf })
     }
 
@@ -453,7 +455,11 @@ impl Port {
                 continue;
             };
             let cfg = maps.config()?;
-            if cfg.flags & FLAG_ENABLED != 0 && cfg.ifindex == ifindex && cfg.netns_ino == netns {
+            if cfg.flags & FLAG_ENABLED != 0
+                && cfg.flags & FLAG_UNATTACHED == 0
+                && cfg.ifindex == ifindex
+                && cfg.netns_ino == netns
+            {
                 return Ok(Some(Port {
                     iface: iface.to_owned(),
                     prog_id: info.id(),
