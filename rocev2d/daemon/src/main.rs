@@ -21,6 +21,7 @@ mod config;
 mod event_loop;
 mod peer;
 mod stats;
+mod switch;
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
@@ -57,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Stats(a) => stats_cmd(&a),
         Command::Peer(a) => peer::run(&a),
+        Command::Switch(a) => switch::run(&a),
     }
 }
 

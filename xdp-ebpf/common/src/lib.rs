@@ -7,9 +7,11 @@
 //! from its seeded generator). Keeping the decision in one place means a marking curve measured
 //! in the model is the curve the XDP programs apply.
 //!
-//! It holds the RED/ECN decision ([`red`]) and the AF_XDP steering program's map layout
-//! ([`steer`]); map names and record layouts live here so the kernel programs and their loader
-//! cannot disagree.
+//! It holds the RED/ECN decision ([`red`]), the switch port's queue model ([`queue`]) and
+//! seeded fault draws ([`fault`]), the IOFD deflection decision ([`iofd`]), and the map layouts of the AF_XDP steering program
+//! ([`steer`]) and the switch-port program ([`switch`]); map names and record layouts live here
+//! so the kernel programs and their loader cannot disagree. The `user` feature adds the
+//! `aya::Pod` impls the loader needs to read and write the records.
 //!
 //! Deviations: none.
 #![no_std]
@@ -24,5 +26,9 @@
     )
 )]
 
+pub mod fault;
+pub mod iofd;
+pub mod queue;
 pub mod red;
 pub mod steer;
+pub mod switch;

@@ -1,0 +1,201 @@
+//! IOFD on a router: leaf `l0` of a 2-leaf, 2-spine fabric has the switch program on both
+//! uplinks, each naming the other as its alternate. A UDP flood congests one uplink (the one
+//! ECMP gives its 5-tuple); short RoCEv2 WRITE messages (4 packets, 4 tokens, RETH length
+//! 4096) from 16 source ports follow ECMP too. Those on the congested uplink must leave by the
+//! other one whole (every packet of a message with one token spent, in PSN order), the
+//! deflecting port's count must equal the alternate's received count, and messages on the
+//! quiet uplink must not be deflected.
+//!
+//! The messages are crafted by a small Python sender (no ICRC check happens on the way: the
+//! switch reads BTH, RETH and Resv6a only) and read back by a Python receiver on `l1h0`.
+
+mod common;
+use common::{BIN, need_root};
+use rocev2_testbed::topology::{LinkParams, Topology};
+use rocev2_testbed::{Process, exec};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+const RECEIVER: &str = r#"
+import json, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind(("0.0.0.0", 4791))
+s.settimeout(3.0)
+print("READY", flush=True)
+out = []
+try:
+    while True:
+        d, (addr, sport) = s.recvfrom(65536)
+        out.append([sport, d[0], d[4] & 0x3f, int.from_bytes(d[9:12], "big"), d[-8]])
+except socket.timeout:
+    pass
+print(json.dumps(out), flush=True)
+"#;
+
+const SENDER: &str = r#"
+import socket, sys, time
+dst = sys.argv[1]
+for sport in range(41000, 41016):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", sport))
+    psn = 0
+    for msg in range(20):
+        for i, op in enumerate([0x06, 0x07, 0x07, 0x08]):
+            bth = bytes([op, 0, 0xff, 0xff, 4, 0, 0, 0x42]) + psn.to_bytes(4, "big")
+            reth = bytes(12) + (4096).to_bytes(4, "big") if op == 0x06 else b""
+            s.sendto(bth + reth + bytes(1000) + bytes([msg]) + bytes(3) + bytes(4), (dst, 4791))
+            psn += 1
+        time.sleep(0.002)
+    s.close()
+"#;
+
+#[test]
+fn switch_iofd_deflects_whole_short_messages_off_a_congested_uplink() {
+    if !need_root("switch_iofd_deflects_whole_short_messages_off_a_congested_uplink") {
+        return;
+    }
+    let tb = rocev2_testbed::Testbed::up_topology(&Topology::LeafSpine {
+        leaves: 2,
+        spines: 2,
+        hosts_per_leaf: 1,
+        link: LinkParams::new().mtu(1500),
+        fabric: None,
+    })
+    .expect("leaf-spine");
+    let l0 = tb.node("l0").expect("l0");
+    let up: Vec<String> = ["s0", "s1"]
+        .iter()
+        .map(|s| l0.port_toward(s).expect("uplink").ifname.clone())
+        .collect();
+    let sw = |args: &[&str]| {
+        let mut cmd = tb.command("l0", BIN).expect("command");
+        cmd.arg("switch").args(args);
+        exec::run(&mut cmd, T).expect("rocev2d switch")
+    };
+    for (me, other) in [(&up[0], &up[1]), (&up[1], &up[0])] {
+        let iofd = format!("threshold=15kb,max-msg=8kb,alt={other}");
+        sw(&[
+            "attach",
+            "--iface",
+            me,
+            "--rate",
+            "50mbit",
+            "--buffer",
+            "256kb",
+            "--red",
+            "kmin=32kb,kmax=128kb,pmax=0.1",
+            "--iofd",
+            &iofd,
+        ]);
+    }
+    let dst = tb
+        .node("l1h0")
+        .expect("l1h0")
+        .ipv4()
+        .expect("v4")
+        .to_string();
+
+    // The flood: 80 Mbit/s of UDP into 50 Mbit/s uplinks; ECMP puts it on one of them.
+    let mut srv = tb.command("l1h0", "iperf3").expect("command");
+    srv.args(["-s", "-1", "-p", "5201"]);
+    let _srv = Process::spawn(&mut srv).expect("iperf3 -s");
+    exec::wait_for_port(
+        &tb.node("l1h0").expect("h").netns,
+        exec::Proto::Tcp,
+        5201,
+        T,
+    )
+    .expect("iperf3 listening");
+    let mut flood = tb.command("l0h0", "iperf3").expect("command");
+    flood.args([
+        "-c", &dst, "-p", "5201", "-u", "-b", "80M", "-l", "1400", "-t", "5",
+    ]);
+    let flood = Process::spawn(&mut flood).expect("flood");
+
+    let mut rx = tb.command("l1h0", "python3").expect("command");
+    rx.args(["-c", RECEIVER]);
+    let mut rx = Process::spawn(&mut rx).expect("receiver");
+    rx.wait_for_line(|l| l == "READY", T)
+        .expect("receiver ready");
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut tx = tb.command("l0h0", "python3").expect("command");
+    tx.args(["-c", SENDER, &dst]);
+    exec::run(&mut tx, T).expect("sender");
+    let got = rx.wait(T).expect("receiver done");
+    let _ = flood.wait(T);
+
+    let stats: Vec<Value> = up
+        .iter()
+        .map(|p| {
+            sw(&["stats", "--iface", p, "--json"])
+                .json()
+                .expect("stats")
+        })
+        .collect();
+    let n = |i: usize, k: &str| stats[i]["counters"][k].as_u64().expect(k);
+    for (i, p) in up.iter().enumerate() {
+        eprintln!("{p}: {}", stats[i]["counters"]);
+    }
+    // The congested uplink is the one that dropped flood traffic.
+    let (hot, cold) = if n(0, "drop_buffer") > n(1, "drop_buffer") {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert!(n(hot, "drop_buffer") > 0, "no uplink was congested");
+    assert!(
+        n(hot, "iofd_deflected") > 0,
+        "nothing deflected: {}",
+        stats[hot]
+    );
+    assert_eq!(n(hot, "iofd_deflected"), n(cold, "iofd_received"));
+    assert_eq!(n(cold, "iofd_deflected"), 0, "the quiet uplink deflected");
+    assert_eq!(
+        n(cold, "duplicates"),
+        0,
+        "deflected arrivals are not duplicates"
+    );
+    assert_eq!(n(hot, "iofd_deflected") % 4, 0, "whole messages only");
+
+    // At the receiver: [sport, opcode, tokens, psn, msg] per packet.
+    let line = got.stdout.lines().last().expect("receiver output");
+    let pkts: Vec<[u64; 5]> = serde_json::from_str(line).expect("receiver JSON");
+    let mut messages: BTreeMap<(u64, u64), Vec<[u64; 5]>> = BTreeMap::new();
+    for p in pkts {
+        messages.entry((p[0], p[4])).or_default().push(p);
+    }
+    let mut deflected = 0u64;
+    for ((sport, msg), ps) in &messages {
+        let tokens: Vec<u64> = ps.iter().map(|p| p[2]).collect();
+        // A message is deflected whole or not at all.
+        assert!(
+            tokens.iter().all(|&t| t == tokens[0]),
+            "sport {sport} msg {msg}: tokens {tokens:?}"
+        );
+        if tokens[0] == 3 {
+            deflected += ps.len() as u64;
+            // Deflected messages arrive whole and in PSN order.
+            let psns: Vec<u64> = ps.iter().map(|p| p[3]).collect();
+            assert_eq!(ps.len(), 4, "sport {sport} msg {msg}: {psns:?}");
+            assert!(
+                psns.windows(2).all(|w| w[1] == w[0] + 1),
+                "sport {sport} msg {msg}: {psns:?}"
+            );
+        } else {
+            assert_eq!(tokens[0], 4);
+        }
+    }
+    assert_eq!(
+        deflected,
+        n(hot, "iofd_deflected"),
+        "deflected packets all arrived"
+    );
+    for p in &up {
+        sw(&["detach", "--iface", p]);
+    }
+    tb.down().expect("down");
+}

@@ -1,0 +1,376 @@
+//! Switch port: a tc classifier on a port's egress (a router namespace's veth or a Linux
+//! bridge port) that plays the port's egress queue in front of the shaper (HTB/TBF) the loader
+//! installs at the port's rate.
+//!
+//! Per packet, in order (policy in `rocev2_ebpf_common`, STYLE.md §2):
+//! 1. fault injection, RoCEv2 frames only (`fault`): blackhole, loss, one flipped bit after the
+//!    BTH (covered by the ICRC, so the receiver must count an ICRC error), duplication by
+//!    `bpf_clone_redirect` to the same egress;
+//! 2. the queue model (`queue`): drain at the port rate to `bpf_ktime_get_ns()`;
+//! 3. IOFD (`iofd`, seed 000 §IV), when configured: a short message's packets may leave by an
+//!    alternate port (`bpf_redirect_neigh`) instead of joining this queue;
+//! 4. tail drop if the packet does not fit in the buffer, else RED/ECN on the modelled queue
+//!    (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the packet joins the queue.
+//!
+//! Fails open: no config, a frame it cannot parse, a helper error — the packet passes
+//! (counted).
+//!
+//! Races: the queue state is one map entry shared by all CPUs, updated without a lock
+//! (`bpf_spin_lock` needs a BTF-described map value; the legacy `#[map]` definitions used here
+//! have none — aya-ebpf 0.2.1's `btf_maps` might allow it, not tried). When two CPUs send on
+//! the port at the same instant, one's update can be lost: the queue then misses one packet's
+//! bytes (or drains one interval twice). Counters are per-CPU and exact. The IOFD table is a
+//! hash map whose insert-if-absent is atomic. docs/switch.md measures the model against the
+//! shaper's backlog.
+//!
+//! Deviations: see docs/switch.md (DVL is not implemented).
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    bindings::{BPF_NOEXIST, TC_ACT_OK, TC_ACT_SHOT},
+    helpers::{
+        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_redirect_neigh,
+        bpf_skb_ecn_set_ce,
+    },
+    macros::{classifier, map},
+    maps::{Array, HashMap, PerCpuArray},
+    programs::TcContext,
+};
+use rocev2_ebpf::parse::{Headers, Ip, headers};
+use rocev2_ebpf_common::{
+    fault::Fault,
+    iofd::{self, Action, DFT_ENTRIES, Dft, MessageKey, Position, Refusal},
+    queue::QueueState,
+    switch::{
+        Admit, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_ENABLED, FLAG_IOFD, HIST_BUCKETS,
+        PortConfig, admit,
+    },
+};
+
+/// The port's configuration (`switch::CONFIG_MAP`).
+#[map(name = "RV2_SW_CONFIG")]
+static CONFIG: Array<PortConfig> = Array::with_max_entries(1, 0);
+
+/// The modelled queue (`switch::QUEUE_MAP`).
+#[map(name = "RV2_SW_QUEUE")]
+static QUEUE: Array<QueueState> = Array::with_max_entries(1, 0);
+
+/// Per-CPU counters indexed by [`Counter`] (`switch::COUNTERS_MAP`).
+#[map(name = "RV2_SW_COUNTERS")]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+
+/// Per-CPU queue histogram (`switch::HIST_MAP`).
+#[map(name = "RV2_SW_HIST")]
+static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(3 * HIST_BUCKETS, 0);
+
+/// The port's deflected-flow table (`switch::DFT_MAP`): insert-if-absent is atomic in the
+/// kernel, so a live entry is never overwritten and a full table refuses.
+#[map(name = "RV2_SW_DFT")]
+static DFT: HashMap<MessageKey, u32> = HashMap::with_max_entries(DFT_ENTRIES, 0);
+
+/// BTH length: the corruptible range starts after it, so that a flipped bit is never in BTH
+/// byte 4, the one transport byte the ICRC masks (docs/wire.md).
+const BTH_LEN: usize = 12;
+const UDP_LEN: usize = 8;
+/// Bytes pulled into the linear area when the headers are not there yet.
+const PULL_LEN: u32 = 128;
+
+#[classifier]
+pub fn rocev2_switch(ctx: TcContext) -> i32 {
+    match try_switch(&ctx) {
+        Ok(action) | Err(action) => action,
+    }
+}
+
+fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
+    let cfg = match CONFIG.get(0) {
+        Some(c) if c.flags & FLAG_ENABLED != 0 => *c,
+        _ => return Ok(TC_ACT_OK),
+    };
+    let len = u64::from(ctx.len());
+    // SAFETY: the context's skb pointer is valid for the whole program run.
+    let mark = unsafe { (*ctx.skb.skb).mark };
+    // Our own duplicate: queued, never faulted again. A packet another port deflected here:
+    // an ordinary arrival, except that it is never deflected again at this switch.
+    let ours = mark == DUPLICATE_MARK;
+    let deflected_here = mark == DEFLECTED_MARK;
+    if deflected_here {
+        add(Counter::IofdReceived, 1);
+    }
+    let sequence = if ours {
+        add(Counter::Duplicates, 1)
+    } else {
+        add(Counter::Bytes, len);
+        add(Counter::Packets, 1)
+    };
+
+    let mut parsed = parse(ctx);
+    if parsed == Headers::Truncated && ctx.len() > (ctx.data_end() - ctx.data()) as u32 {
+        // Headers in paged data: pull them into the linear area and look again.
+        if ctx.pull_data(PULL_LEN.min(ctx.len())).is_ok() {
+            parsed = parse(ctx);
+        }
+    }
+    let ip = match parsed {
+        Headers::Ip(ip) => Some(ip),
+        Headers::NotIp => {
+            add(Counter::NotIp, 1);
+            None
+        }
+        Headers::Truncated => {
+            add(Counter::Truncated, 1);
+            None
+        }
+    };
+    let ect = ip.is_some_and(|ip| ip.ecn != 0);
+
+    if let Some(ip) = ip
+        && ip.roce
+        && !ours
+    {
+        add(Counter::Roce, 1);
+        let start = ip.l4 + UDP_LEN + BTH_LEN;
+        let range_bits = (len as usize).saturating_sub(start).min(1 << 16) as u32 * 8;
+        // SAFETY: plain helper call.
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        match cfg.faults().decide(cpu, sequence, range_bits) {
+            Fault::None => {}
+            Fault::Blackhole => {
+                add(Counter::FaultBlackhole, 1);
+                return Ok(TC_ACT_SHOT);
+            }
+            Fault::Loss => {
+                add(Counter::FaultLoss, 1);
+                return Ok(TC_ACT_SHOT);
+            }
+            Fault::Corrupt { bit, duplicate } => {
+                if corrupt(ctx, start, bit).is_ok() {
+                    add(Counter::FaultCorrupt, 1);
+                } else {
+                    add(Counter::HelperError, 1);
+                }
+                if duplicate {
+                    duplicate_packet(ctx, &cfg, mark);
+                }
+            }
+            Fault::Duplicate => duplicate_packet(ctx, &cfg, mark),
+        }
+    }
+    if ect {
+        add(Counter::EcnCapable, 1);
+    }
+
+    let queue = QUEUE.get_ptr_mut(0).ok_or(TC_ACT_OK)?;
+    // SAFETY: plain helper calls.
+    let (now, rand) = unsafe { (bpf_ktime_get_ns(), bpf_get_prandom_u32()) };
+    // SAFETY: a valid map value; concurrent updates race as documented above.
+    let found = unsafe { (*queue).drain(cfg.rate_bps, now) };
+    if cfg.flags & FLAG_IOFD != 0
+        && let Some(ip) = ip
+        && ip.roce
+        && !ours
+        && !deflected_here
+        && let Some(action) = deflect(ctx, &cfg, &ip, found, rand)
+    {
+        return Ok(action);
+    }
+    let bucket = cfg.bucket(found);
+    hist(bucket);
+    let admitted = admit(&cfg.red(), cfg.buffer_bytes, found, len, ect, rand);
+    if ect && !matches!(admitted, Admit::DropBuffer) {
+        hist(HIST_BUCKETS + bucket);
+    }
+    match admitted {
+        Admit::DropBuffer => {
+            add(Counter::DropBuffer, 1);
+            return Ok(TC_ACT_SHOT);
+        }
+        Admit::DropNonEct => {
+            add(Counter::DropNonEct, 1);
+            return Ok(TC_ACT_SHOT);
+        }
+        Admit::Mark => {
+            // SAFETY: the context's skb; the helper checks the protocol itself.
+            if unsafe { bpf_skb_ecn_set_ce(ctx.skb.skb) } == 1 {
+                add(Counter::CeMarked, 1);
+                hist(2 * HIST_BUCKETS + bucket);
+            }
+        }
+        Admit::Pass => {}
+    }
+    // SAFETY: as above.
+    unsafe { (*queue).enqueue(len) };
+    Ok(TC_ACT_OK)
+}
+
+/// The port's table as the policy sees it.
+struct MapDft;
+
+impl Dft for MapDft {
+    fn get(&self, key: &MessageKey) -> Option<u32> {
+        // SAFETY: the value is copied out at once; a concurrent delete frees it only after an
+        // RCU grace period, which this program run is inside.
+        unsafe { DFT.get(key).copied() }
+    }
+
+    fn insert_new(&mut self, key: &MessageKey, port: u32) -> bool {
+        DFT.insert(key, port, u64::from(BPF_NOEXIST)).is_ok()
+    }
+
+    fn remove(&mut self, key: &MessageKey) {
+        let _ = DFT.remove(key);
+    }
+}
+
+/// IOFD (seed 000 §IV): `Some(action)` when the packet leaves by an alternate port.
+#[inline(always)]
+fn deflect(ctx: &TcContext, cfg: &PortConfig, ip: &Ip, queue_bytes: u64, rand: u32) -> Option<i32> {
+    let bth = ip.l4 + UDP_LEN;
+    let head: [u8; 8] = ctx.load(bth).ok()?;
+    let opcode = head[0];
+    let position = Position::of_opcode(opcode);
+    if position == Position::None {
+        return None;
+    }
+    let mut key = MessageKey {
+        dest_qp: u32::from_be_bytes([0, head[5], head[6], head[7]]),
+        ..MessageKey::default()
+    };
+    if ip.ipv6 {
+        key.src = ctx.load(ip.l3 + 8).ok()?;
+        key.dst = ctx.load(ip.l3 + 24).ok()?;
+    } else {
+        // v4-mapped: ::ffff:a.b.c.d.
+        let src: [u8; 4] = ctx.load(ip.l3 + 12).ok()?;
+        let dst: [u8; 4] = ctx.load(ip.l3 + 16).ok()?;
+        key.src[10] = 0xff;
+        key.src[11] = 0xff;
+        key.dst[10] = 0xff;
+        key.dst[11] = 0xff;
+        key.src[12..].copy_from_slice(&src);
+        key.dst[12..].copy_from_slice(&dst);
+    }
+    let message_bytes = if Position::has_reth(opcode) {
+        // RETH: VA (8), R_Key (4), DMA Length (4), right after the BTH.
+        let len: [u8; 4] = ctx.load(bth + BTH_LEN + 12).ok()?;
+        Some(u64::from(u32::from_be_bytes(len)))
+    } else if position == Position::Only {
+        Some(u64::from(ctx.len()))
+    } else {
+        None
+    };
+    let pkt = iofd::Packet {
+        key,
+        position,
+        message_bytes,
+        tokens: head[4] & 0x3f,
+    };
+    let alternate = cfg.alternate(rand);
+    if alternate == 0 {
+        return None;
+    }
+    let (action, refusal) = iofd::decide(&mut MapDft, &cfg.iofd(), &pkt, queue_bytes, alternate);
+    match refusal {
+        Some(Refusal::TableFull) => add(Counter::IofdTableFull, 1),
+        Some(Refusal::Long) => add(Counter::IofdLong, 1),
+        Some(Refusal::NoTokens) => add(Counter::IofdNoTokens, 1),
+        None => 0,
+    };
+    let Action::Deflect { port } = action else {
+        return None;
+    };
+    if matches!(position, Position::First | Position::Only) {
+        add(Counter::IofdMessages, 1);
+    }
+    // Spend a token (BTH byte 4, bits 5-0; the ICRC masks the byte). The UDP checksum is 0
+    // for RoCEv2 senders that leave it off; otherwise patch it for the changed 16-bit word.
+    if pkt.tokens > 0 {
+        let new4 = head[4] - 1;
+        let udp_csum: u16 = ctx.load(ip.l4 + 6).unwrap_or(0);
+        if udp_csum != 0 {
+            let old = u64::from(u16::from_be_bytes([head[4], head[5]]));
+            let new = u64::from(u16::from_be_bytes([new4, head[5]]));
+            if ctx
+                .l4_csum_replace(ip.l4 + 6, old.to_be(), new.to_be(), 2)
+                .is_err()
+            {
+                add(Counter::HelperError, 1);
+            }
+        }
+        if ctx.store(bth + 4, &new4, 0).is_err() {
+            add(Counter::HelperError, 1);
+        }
+    }
+    ctx.set_mark(DEFLECTED_MARK);
+    add(Counter::IofdDeflected, 1);
+    // The kernel fills the L2 header from the alternate link's neighbour entry (a FIB lookup
+    // restricted to that interface), then the packet enters that port's egress (and this
+    // program there, which queues it and does not deflect it again).
+    // SAFETY: plain helper call; no neighbour parameters.
+    let action = unsafe { bpf_redirect_neigh(port, core::ptr::null_mut(), 0, 0) };
+    Some(action as i32)
+}
+
+#[inline(always)]
+fn parse(ctx: &TcContext) -> Headers {
+    // SAFETY: data..data_end is this packet's linear area as handed to us by the kernel.
+    unsafe { headers(ctx.data(), ctx.data_end()) }
+}
+
+/// Flips bit `bit` (MSB first) of the range starting at `start`.
+#[inline(always)]
+fn corrupt(ctx: &TcContext, start: usize, bit: u32) -> Result<(), i64> {
+    let at = start + (bit / 8) as usize;
+    let byte: u8 = ctx.load(at)?;
+    ctx.store(at, &(byte ^ (0x80 >> (bit % 8))), 0)
+}
+
+/// Sends a copy of the packet out of the same port; the copy carries [`DUPLICATE_MARK`] so
+/// that it is queued but not faulted when it comes through this program again.
+#[inline(always)]
+fn duplicate_packet(ctx: &TcContext, cfg: &PortConfig, mark: u32) {
+    ctx.set_mark(DUPLICATE_MARK);
+    let ok = ctx.clone_redirect(cfg.ifindex, 0).is_ok();
+    ctx.set_mark(mark);
+    add(
+        if ok {
+            Counter::FaultDuplicate
+        } else {
+            Counter::HelperError
+        },
+        1,
+    );
+}
+
+/// Adds `n` to a per-CPU counter and returns its previous value (this CPU's sequence number).
+#[inline(always)]
+fn add(counter: Counter, n: u64) -> u64 {
+    match COUNTERS.get_ptr_mut(counter as u32) {
+        // SAFETY: a per-CPU slot; nothing else runs on this CPU meanwhile.
+        Some(slot) => unsafe {
+            let before = *slot;
+            *slot = before + n;
+            before
+        },
+        None => 0,
+    }
+}
+
+#[inline(always)]
+fn hist(slot: u32) {
+    if let Some(p) = HIST.get_ptr_mut(slot) {
+        // SAFETY: a per-CPU slot, as in `add`.
+        unsafe { *p += 1 };
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
