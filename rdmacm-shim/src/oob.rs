@@ -353,16 +353,15 @@ mod tests {
         }
     }
 
+    /// The server's result in [`ext_pair`].
+    type ServerSide = Result<(PingpongDest, Option<u32>), String>;
+
     /// Runs `server_exchange_ext` with `server_ext` and the client half `client` over
     /// loopback; returns (server's result, what the server's `connect` saw, client's result).
     fn ext_pair<C: Send + 'static>(
         server_ext: Option<u32>,
         client: impl FnOnce(TcpStream) -> C + Send + 'static,
-    ) -> (
-        Result<(PingpongDest, Option<u32>), String>,
-        Option<Option<u32>>,
-        C,
-    ) {
+    ) -> (ServerSide, Option<Option<u32>>, C) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let c = std::thread::spawn(move || client(TcpStream::connect(addr).unwrap()));
