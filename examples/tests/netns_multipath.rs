@@ -3,8 +3,8 @@
 //! two hosts per leaf. Which spine carries what is read from the transmit counters of leaf
 //! `l0`'s four uplinks.
 //!
-//! * `multipath_write_bw_uses_every_spine`: one multipath QP from `l0h0` to `l1h0` puts a
-//!   part of its packets on every spine and no more than half on any; against a server started without
+//! * `multipath_write_bw_uses_every_spine`: one multipath QP from `l0h0` to `l1h0` (16 MiB,
+//!   CRC-checked) puts part of its packets on every spine and no more than half on any; against a server started without
 //!   `--multipath` the same client negotiates ordinary RC and keeps to one spine.
 //! * `multipath_beats_single_path_under_collision`: spine links shaped to 50 Mbit/s; a UDP
 //!   flow (40 Mbit/s) from `l0h1` to `l1h1` is pinned by its source port onto the
@@ -199,8 +199,18 @@ fn multipath_write_bw_uses_every_spine() {
         &tb,
         0,
         18601,
-        &["--multipath", "--vps", "32"],
-        &["--multipath", "--vps", "32", "--iw", "64", "-n", "256"],
+        // --verify sizes the server's buffer by -n: one slot per message on both sides.
+        &["--multipath", "--vps", "32", "-n", "256", "--verify"],
+        &[
+            "--multipath",
+            "--vps",
+            "32",
+            "--iw",
+            "64",
+            "-n",
+            "256",
+            "--verify",
+        ],
     );
     let sent = sent_since(&up, &before);
     eprintln!(
@@ -215,6 +225,8 @@ fn multipath_write_bw_uses_every_spine() {
             "{}",
             out.stdout
         );
+        // The CRC-32 of what landed in the server's memory equals the client's.
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
     }
     let tx = vp_rows(&c);
     let rx = vp_rows(&s);
