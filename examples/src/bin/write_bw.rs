@@ -390,3 +390,45 @@ fn main() -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Info;
+
+    fn info(rext: Option<u32>) -> Info {
+        Info {
+            qpn: 0x11,
+            psn: 0x7d2a9e,
+            ip: "10.0.0.2".parse().unwrap(),
+            rkey: 0x1234,
+            addr: 0x7f00_0000_0000,
+            len: 1 << 20,
+            rext,
+        }
+    }
+
+    #[test]
+    fn exchange_line_without_offer_is_the_seven_field_line() {
+        let l = info(None).line();
+        assert_eq!(
+            l,
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576\n"
+        );
+        assert_eq!(Info::parse(l.trim_end()).unwrap().rext, None);
+    }
+
+    #[test]
+    fn exchange_line_carries_the_capability_word() {
+        let l = info(Some(0x8)).line();
+        assert!(l.ends_with(" 1048576 rext=00000008\n"), "{l}");
+        let back = Info::parse(l.trim_end()).unwrap();
+        assert_eq!((back.qpn, back.psn, back.rext), (0x11, 0x7d2a9e, Some(0x8)));
+        for bad in [
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 ext=8",
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=zz",
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=8 x",
+        ] {
+            assert!(Info::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
