@@ -17,7 +17,15 @@
 //! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled;
 //! `-c` checks one byte per page of every received message. `--datapath` (auto, packet, udp)
-//! `--lat` (round-trip median and p99), `--busy-poll` and `--accept-unverified-icrc` are ours. The engine runs in this process, so after its last completion each side keeps
+//! `--lat` (round-trip median and p99), `--busy-poll`, `--accept-unverified-icrc` and
+//! `--multipath` are ours.
+//!
+//! `--multipath`: the QP offers MP-RDMA (docs/multipath.md) and the exchange carries rocev2's
+//! optional capability message after the standard one (`rdmacm_shim::oob`, "extension"). A
+//! server started with it still serves a standard client (after waiting
+//! `oob::EXT_WAIT` for an extension that does not come) with ordinary RC; a client started
+//! with it needs a rocev2 server started with it too. Each side prints `mode: multipath` or
+//! `mode: rc` after the address lines. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 //!
 //! Interop, by hand with `/work/shared/tools/rxe-vm` (rdma-core's `ibv_rc_pingpong` on rdma_rxe,
@@ -32,8 +40,8 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
-    AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, Mtu, QpConfig, RecvWr,
-    RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
+    AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
+    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
 use rocev2_core::wire::Psn;
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -99,6 +107,10 @@ struct Args {
     /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
     #[arg(long = "accept-unverified-icrc")]
     accept_unverified_icrc: bool,
+    /// Offer MP-RDMA multipath mode through rocev2's exchange extension; a standard peer
+    /// gets ordinary RC. Ours.
+    #[arg(long = "multipath")]
+    multipath: bool,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
@@ -164,6 +176,12 @@ fn main() -> Result<()> {
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = 16;
     cfg.max_recv_wr = a.rx_depth;
+    if a.multipath {
+        cfg = cfg.with_multipath(MpConfig {
+            seed: rocev2::random_u64(),
+            ..MpConfig::paper()
+        });
+    }
     let qp = dev.create_qp(cfg)?;
     let post_recvs = |dev: &mut Device, n: u32| -> Result<u32> {
         for _ in 0..n {
@@ -187,12 +205,20 @@ fn main() -> Result<()> {
         gid: oob::gid_of(my_ip),
     };
     print_dest("local address: ", &mine);
-    let opts = ConnectOptions {
-        local_psn: psn,
-        mtu,
-        ..ConnectOptions::default()
-    };
-    let connect = |dev: &mut Device, rem: &PingpongDest| {
+    let ext = a.multipath.then(|| {
+        ExtCaps {
+            multipath: true,
+            ..ExtCaps::default()
+        }
+        .to_word()
+    });
+    let connect = |dev: &mut Device, rem: &PingpongDest, peer_word: Option<u32>| {
+        let opts = ConnectOptions {
+            local_psn: psn,
+            mtu,
+            peer_ext: ExtCaps::from_word(peer_word.unwrap_or(0)),
+            ..ConnectOptions::default()
+        };
         dev.connect(
             qp,
             &RemoteQp {
@@ -210,7 +236,7 @@ fn main() -> Result<()> {
                 .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
                 .with_context(|| format!("listening on TCP port {}", a.port))?;
             let (mut s, _) = l.accept()?;
-            oob::server_exchange(&mut s, &mine, |rem| connect(&mut dev, rem))??
+            oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??.0
         }
         Some(host) => {
             let addrs: Vec<_> = (host.as_str(), a.port)
@@ -219,12 +245,18 @@ fn main() -> Result<()> {
                 .collect();
             let mut s = TcpStream::connect(&addrs[..])
                 .with_context(|| format!("couldn't connect to {host}:{}", a.port))?;
-            let rem = oob::client_exchange(&mut s, &mine)?;
-            connect(&mut dev, &rem)?;
+            let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(
+                "exchange (with --multipath the server must be rocev2's, started with --multipath)",
+            )?;
+            connect(&mut dev, &rem, w)?;
             rem
         }
     };
     print_dest("remote address:", &remote);
+    if a.multipath {
+        let mp = dev.qp_mode(qp) == Some(QpMode::MultiPath);
+        println!("mode: {}", if mp { "multipath" } else { "rc" });
+    }
 
     let page = 4096usize;
     let fill = |dev: &mut Device, n: u32| -> Result<()> {

@@ -12,9 +12,19 @@
 //! sends its CRC-32 over TCP; the server computes the CRC-32 of what landed in its memory and
 //! both print `verify: OK` (exit 0) or `verify: MISMATCH` (exit 1).
 //!
+//! `--multipath [--vps N] [--iw P]`: the QP offers MP-RDMA (seed 001 §3, docs/multipath.md) over `N`
+//! virtual paths (UDP source ports 49152 to 49152 + N − 1), starting with an initial window of
+//! P packets on P random VPs (default 16). It runs in multipath mode only if
+//! the peer offers it too; otherwise it is ordinary single-path RC. At the end each side prints
+//! its per-VP counters (client: data packets sent, ECN echoes, out-of-order prunes; server:
+//! packets received, CE marks, arrivals more than Δ out of order).
+//!
 //! The out-of-band exchange is one text line each way:
-//! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len>`, then the client's
-//! `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex or ->` or `MISMATCH <crc hex>`.
+//! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len> [rext=<word hex>]`, then the
+//! client's `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex or ->` or
+//! `MISMATCH <crc hex>`. The optional last field is the capability word of docs/wire.md
+//! ("Negotiation"; bit 3 multipath); a side started without `--multipath` sends no such field
+//! and announces nothing.
 //!
 //! Deviations from `ib_write_bw`: a single QP, its own exchange format (not perftest's, so
 //! it does not pair with perftest), no peak BW column (only the average over the run), every
@@ -23,8 +33,8 @@
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rocev2::{
-    AccessFlags, ConnectOptions, DatapathKind, Device, Mtu, QpConfig, Qpn, RemoteQp, Rkey, SendOp,
-    SendWr, WcStatus,
+    AccessFlags, ConnectOptions, DatapathKind, Device, ExtCaps, MpConfig, Mtu, QpConfig, QpMode,
+    Qpn, RemoteQp, Rkey, SendOp, SendWr, WcStatus,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -56,6 +66,16 @@ struct Args {
     /// Check the data: one slot per message, CRC-32 compared at the server.
     #[arg(long)]
     verify: bool,
+    /// Offer MP-RDMA multipath mode; used only if the peer offers it too.
+    #[arg(long)]
+    multipath: bool,
+    /// Virtual paths (UDP source ports from 49152) of a multipath QP.
+    #[arg(long = "vps", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=16384))]
+    vps: u16,
+    /// Initial window of a multipath QP, in packets, sent on that many random VPs (seed 001
+    /// §3.2; the paper uses one BDP).
+    #[arg(long = "iw", default_value_t = MpConfig::paper().iw)]
+    iw: u32,
     /// Datapath: auto, packet (AF_PACKET, needs CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
@@ -71,20 +91,33 @@ struct Info {
     rkey: u32,
     addr: u64,
     len: u64,
+    /// The capability word, sent only by a side that offers an extension.
+    rext: Option<u32>,
 }
 
 impl Info {
     fn line(&self) -> String {
+        let rext = self
+            .rext
+            .map(|w| format!(" rext={w:08x}"))
+            .unwrap_or_default();
         format!(
-            "WBW1 {:06x} {:06x} {} {:08x} {:016x} {}\n",
+            "WBW1 {:06x} {:06x} {} {:08x} {:016x} {}{rext}\n",
             self.qpn, self.psn, self.ip, self.rkey, self.addr, self.len
         )
     }
     fn parse(l: &str) -> Result<Info> {
         let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 7 || f[0] != "WBW1" {
+        if !(f.len() == 7 || f.len() == 8) || f[0] != "WBW1" {
             bail!("malformed exchange line {l:?}");
         }
+        let rext = match f.get(7) {
+            None => None,
+            Some(t) => match t.strip_prefix("rext=") {
+                Some(w) => Some(u32::from_str_radix(w, 16)?),
+                None => bail!("malformed exchange line {l:?}"),
+            },
+        };
         Ok(Info {
             qpn: u32::from_str_radix(f[1], 16)?,
             psn: u32::from_str_radix(f[2], 16)?,
@@ -92,6 +125,7 @@ impl Info {
             rkey: u32::from_str_radix(f[4], 16)?,
             addr: u64::from_str_radix(f[5], 16)?,
             len: f[6].parse()?,
+            rext,
         })
     }
 }
@@ -113,6 +147,33 @@ fn fill(buf: &mut [u8]) {
         x ^= x >> 27;
         let v = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
         chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// Prints a multipath QP's per-VP counters, one row per VP used, ordered by port: on the client
+/// (`sent`) data packets sent, ACKs with ECE and out-of-order prunes; on the server
+/// (`received`) packets received, CE marks and arrivals more than Δ after rcv_nxt.
+fn print_vps(dev: &Device, qp: rocev2::Qp, what: &str) {
+    let Some(snap) = dev.mp_snapshot(qp) else {
+        return;
+    };
+    let mut vps = if what == "sent" {
+        snap.tx_vps
+    } else {
+        snap.rx_vps
+    };
+    vps.sort_by_key(|(port, _)| *port);
+    println!(
+        "multipath: cwnd {:.1} packets, srtt {} us, random-VP sends {}, bitmap drops {}, loss NACKs {}",
+        snap.cwnd,
+        snap.rtt.as_nanos() / 1000,
+        snap.random_vp_sends,
+        snap.rx.bitmap_drops,
+        snap.rx.loss_nacks
+    );
+    println!("vp     packets_{what:<10} ecn_marks  ood");
+    for (port, c) in vps {
+        println!("{port:<6} {:<18} {:<10} {}", c.packets, c.ecn_marks, c.ood);
     }
 }
 
@@ -144,6 +205,14 @@ fn main() -> Result<()> {
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = a.tx_depth.max(1);
     cfg.max_recv_wr = 1;
+    if a.multipath {
+        cfg = cfg.with_multipath(MpConfig {
+            vp_count: a.vps,
+            iw: a.iw.max(1),
+            seed: rocev2::random_u64(),
+            ..MpConfig::paper()
+        });
+    }
     let qp = dev.create_qp(cfg)?;
     let psn = rocev2::random_psn();
 
@@ -177,6 +246,13 @@ fn main() -> Result<()> {
         rkey: mr.rkey().value(),
         addr: mr.addr(),
         len,
+        rext: a.multipath.then(|| {
+            ExtCaps {
+                multipath: true,
+                ..ExtCaps::default()
+            }
+            .to_word()
+        }),
     };
     let mut w = stream.try_clone()?;
     let mut r = BufReader::new(stream);
@@ -193,9 +269,18 @@ fn main() -> Result<()> {
         &ConnectOptions {
             local_psn: psn,
             mtu,
+            peer_ext: ExtCaps::from_word(peer.rext.unwrap_or(0)),
             ..ConnectOptions::default()
         },
     )?;
+    let multipath = dev.qp_mode(qp) == Some(QpMode::MultiPath);
+    if multipath {
+        println!("mode: multipath ({} VPs from 49152)", a.vps);
+    } else if a.multipath {
+        println!("mode: rc (the peer did not offer multipath)");
+    } else {
+        println!("mode: rc");
+    }
 
     if server {
         // Serve WRITEs (the engine places them and ACKs) until the client reports.
@@ -212,6 +297,9 @@ fn main() -> Result<()> {
             bail!("malformed report {done:?}");
         }
         let bytes: u64 = f[2].parse()?;
+        if multipath {
+            print_vps(&dev, qp, "received");
+        }
         if f[1] == "-" {
             println!("received {bytes} bytes by RDMA WRITE");
             w.write_all(b"OK -\n")?;
@@ -265,9 +353,10 @@ fn main() -> Result<()> {
     let rule = "-".repeat(87);
     println!("{rule}");
     println!(
-        " RDMA_Write BW Test ({} datapath, 1 QP, tx depth {})",
+        " RDMA_Write BW Test ({} datapath, 1 QP, tx depth {}{})",
         dev.datapath_name(),
-        a.tx_depth
+        a.tx_depth,
+        if multipath { ", multipath" } else { "" }
     );
     println!("{rule}");
     println!(" #bytes     #iterations    BW average[MB/sec]   BW average[Gb/sec]   MsgRate[Mpps]");
@@ -280,6 +369,9 @@ fn main() -> Result<()> {
         f64::from(a.iters) / secs / 1e6
     );
     println!("{rule}");
+    if multipath {
+        print_vps(&dev, qp, "sent");
+    }
     let crc = if a.verify {
         format!("{:08x}", crc32fast::hash(dev.mr_bytes(&mr)?))
     } else {
@@ -297,4 +389,46 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Info;
+
+    fn info(rext: Option<u32>) -> Info {
+        Info {
+            qpn: 0x11,
+            psn: 0x7d2a9e,
+            ip: "10.0.0.2".parse().unwrap(),
+            rkey: 0x1234,
+            addr: 0x7f00_0000_0000,
+            len: 1 << 20,
+            rext,
+        }
+    }
+
+    #[test]
+    fn exchange_line_without_offer_is_the_seven_field_line() {
+        let l = info(None).line();
+        assert_eq!(
+            l,
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576\n"
+        );
+        assert_eq!(Info::parse(l.trim_end()).unwrap().rext, None);
+    }
+
+    #[test]
+    fn exchange_line_carries_the_capability_word() {
+        let l = info(Some(0x8)).line();
+        assert!(l.ends_with(" 1048576 rext=00000008\n"), "{l}");
+        let back = Info::parse(l.trim_end()).unwrap();
+        assert_eq!((back.qpn, back.psn, back.rext), (0x11, 0x7d2a9e, Some(0x8)));
+        for bad in [
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 ext=8",
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=zz",
+            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=8 x",
+        ] {
+            assert!(Info::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -26,6 +26,14 @@
 //!   counters: an AF_PACKET server counts them `unknown_qp` (ICRC verified), a UDP server
 //!   `icrc_error`, or `unknown_qp` plus `icrc_unverifiable` with `--accept-unverified-icrc`.
 //!
+//! `--multipath [--vps N]` offers MP-RDMA (docs/multipath.md): the JSON line then carries
+//! `"rext"`, the capability word of docs/wire.md ("Negotiation"); a side without the flag sends
+//! no such key, and the QP runs multipath only when both offered it (`READY`'s `"mode"`). Such a
+//! QP refuses READ and atomics, so the client runs `bulk`, `flood` or `outlive` with it, not
+//! `verbs`. The client's `bulk` result and the server's `stats` answer then hold `"mp"`: the
+//! window, RTT and per-VP counters (client: packets sent, ECN echoes, out-of-order prunes;
+//! server: packets received, CE marks, late arrivals).
+//!
 //! Output: `LISTENING`, `READY {json}`, `STARTED` and `RESULT {json}` lines on stdout; errors
 //! exit non-zero with the reason on stderr.
 //!
@@ -37,9 +45,12 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::{WcStatus, WorkCompletion};
+use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::Rkey;
 use rocev2_core::mr::{AccessFlags, MrInfo, VecMemory};
-use rocev2_core::qp::{CqId, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::qp::{
+    CqId, ExtCaps, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+};
 use rocev2_core::wire::frame::Ecn;
 use rocev2_core::wire::{EthRepr, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, UdpRepr};
 use rocev2_datapath::{
@@ -94,6 +105,12 @@ pub struct PeerArgs {
     /// Use the interface's IPv6 address as GID instead of its IPv4 address.
     #[arg(long)]
     pub ipv6: bool,
+    /// Offer MP-RDMA multipath mode; used only if the peer offers it too.
+    #[arg(long)]
+    pub multipath: bool,
+    /// Virtual paths (UDP source ports from 49152) of a multipath QP.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=16384))]
+    pub vps: u16,
     /// Local ACK timeout code (4.096 us * 2^code).
     #[arg(long, default_value_t = 14)]
     pub timeout: u8,
@@ -120,6 +137,9 @@ struct QpInfo {
     rkey: u32,
     addr: u64,
     len: u64,
+    /// The capability word (docs/wire.md), only from a side offering an extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rext: Option<u32>,
 }
 
 // Buffer layout, the same on both sides.
@@ -588,6 +608,7 @@ impl Peer {
             "crc": local_crc,
             "retransmits": qp.retransmits,
             "timeouts": qp.timeouts,
+            "mp": mp_json(&self.d.ep, self.qpn, true),
         }))
     }
 
@@ -733,6 +754,27 @@ fn ipv4_sum(h: &[u8]) -> u16 {
     !(s as u16)
 }
 
+/// A multipath QP's window, RTT and per-VP counters (the sender's with `tx`, else the
+/// receiver's, with its out-of-order statistics); `null` for an RC QP.
+fn mp_json(ep: &Endpoint, qpn: Qpn, tx: bool) -> Value {
+    let Some(m) = ep.qp(qpn).and_then(|q| q.mp_snapshot()) else {
+        return Value::Null;
+    };
+    let vps: Vec<Value> = if tx { &m.tx_vps } else { &m.rx_vps }
+        .iter()
+        .map(|(port, c)| json!({"vp": port, "packets": c.packets, "ecn_marks": c.ecn_marks, "ood": c.ood}))
+        .collect();
+    json!({
+        "cwnd": m.cwnd,
+        "srtt_ns": m.rtt.as_nanos(),
+        "random_vp_sends": m.random_vp_sends,
+        "vps": vps,
+        "bitmap_drops": m.rx.bitmap_drops,
+        "loss_nacks": m.rx.loss_nacks,
+        "ood_p999": m.rx.ood_percentile(0.999),
+    })
+}
+
 fn wc_json(wc: &WorkCompletion) -> Value {
     json!({
         "wr_id": wc.wr_id,
@@ -782,7 +824,15 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     let mut mem = VecMemory::new();
     mem.insert(mr.id, vec![0; usize::try_from(len)?]);
     let cq = ep.create_cq(1 << 16);
-    let qpn = ep.create_qp(QpConfig::new(pd, cq, cq))?;
+    let mut qp_cfg = QpConfig::new(pd, cq, cq);
+    if a.multipath {
+        qp_cfg = qp_cfg.with_multipath(MpConfig {
+            vp_count: a.vps,
+            seed: os_seed()?,
+            ..MpConfig::paper()
+        });
+    }
+    let qpn = ep.create_qp(qp_cfg)?;
     let now = rocev2_datapath::clock::now();
     ep.modify_qp(
         qpn,
@@ -803,6 +853,13 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
         rkey: mr.rkey.value(),
         addr: mr.addr,
         len,
+        rext: a.multipath.then(|| {
+            ExtCaps {
+                multipath: true,
+                ..ExtCaps::default()
+            }
+            .to_word()
+        }),
     };
 
     // Out-of-band exchange.
@@ -861,6 +918,7 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
             rq_psn: Some(remote.psn),
             max_dest_rd_atomic: Some(16),
             min_rnr_timer: Some(1),
+            peer_ext: Some(ExtCaps::from_word(remote.rext.unwrap_or(0))),
             ..QpAttr::default()
         },
         now,
@@ -896,10 +954,14 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
         },
         ..DriverConfig::default()
     };
+    let multipath = ep.qp(qpn).map(|q| q.mode()) == Some(QpMode::MultiPath);
+    if multipath && a.listen.is_none() && a.workload == Workload::Verbs {
+        bail!("a multipath QP refuses READ and atomics: use --workload bulk, flood or outlive");
+    }
     let d = Driver::new(ep, mem, tap, cfg);
     println!(
         "READY {}",
-        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": crate::event_loop::mac(dst_mac)})
+        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": crate::event_loop::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
     );
     let mut peer = Peer {
         d,
@@ -1091,7 +1153,12 @@ fn handle(peer: &mut Peer, cmd: &Value) -> anyhow::Result<Value> {
                 .iter()
                 .map(|(id, df)| json!({"id": id, "df": df}))
                 .collect();
-            Ok(json!({"snapshot": snap, "capture": capture, "iface_mtu": peer.iface.mtu}))
+            Ok(json!({
+                "snapshot": snap,
+                "capture": capture,
+                "iface_mtu": peer.iface.mtu,
+                "mp": mp_json(&peer.d.ep, peer.qpn, false),
+            }))
         }
         "quit" => Ok(json!({"ok": true})),
         other => bail!("unknown command {other:?}"),

@@ -321,6 +321,12 @@ impl Device {
         self.driver.ep.qp(qp.0).map(|q| q.mode())
     }
 
+    /// A multipath QP's window, RTT, per-VP counters and receiver statistics
+    /// ([`crate::MpSnapshot`]); `None` for an RC QP or an unknown one.
+    pub fn mp_snapshot(&self, qp: Qp) -> Option<crate::MpSnapshot> {
+        self.driver.ep.qp(qp.0).and_then(|q| q.mp_snapshot())
+    }
+
     /// The QP's state.
     pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
         self.driver.ep.qp(qp.0).map(|q| q.state())

@@ -58,6 +58,8 @@ pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
 pub use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
 pub use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
-pub use rocev2_core::qp::{ExtCaps, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge};
+pub use rocev2_core::qp::{
+    ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+};
 pub use rocev2_core::wire::Qpn;
 pub use rocev2_datapath::{DriverConfig, Mode as DatapathKind, WaitMode};
