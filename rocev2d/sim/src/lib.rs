@@ -28,6 +28,7 @@
 
 pub mod dist;
 pub mod event;
+pub mod experiments;
 pub mod host;
 pub mod link;
 pub mod output;
