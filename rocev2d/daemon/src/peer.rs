@@ -109,6 +109,10 @@ pub struct PeerArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub deadline_secs: u64,
+    /// A `rocev2d run` configuration file whose `[cc]` section chooses the QP's congestion
+    /// control (both peers should use the same scheme).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// What each side tells the other.
@@ -782,7 +786,14 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     let mut mem = VecMemory::new();
     mem.insert(mr.id, vec![0; usize::try_from(len)?]);
     let cq = ep.create_cq(1 << 16);
-    let qpn = ep.create_qp(QpConfig::new(pd, cq, cq))?;
+    let cc = match &a.config {
+        Some(p) => crate::config::Config::load(p)?.cc,
+        None => crate::config::CcSettings::default(),
+    };
+    ep.set_receiver_cc(cc.receiver());
+    let mut qp_cfg = QpConfig::new(pd, cq, cq);
+    qp_cfg.cc = cc.qp_config();
+    let qpn = ep.create_qp(qp_cfg)?;
     let now = rocev2_datapath::clock::now();
     ep.modify_qp(
         qpn,
@@ -861,6 +872,7 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
             rq_psn: Some(remote.psn),
             max_dest_rd_atomic: Some(16),
             min_rnr_timer: Some(1),
+            peer_ext: Some(cc.scheme.peer_ext()),
             ..QpAttr::default()
         },
         now,
@@ -1083,7 +1095,12 @@ fn handle(peer: &mut Peer, cmd: &Value) -> anyhow::Result<Value> {
             peer.d
                 .ep
                 .poll_cq(peer.cq, &mut peer.completions, usize::MAX);
-            let snap = stats::snapshot(&peer.id, &peer.d.ep, &[peer.qpn], &peer.d.datapath_stats());
+            let snap = stats::snapshot(
+                &peer.id,
+                &peer.d.ep,
+                rocev2_datapath::clock::now(),
+                &peer.d.datapath_stats(),
+            );
             let capture: Vec<Value> = peer
                 .d
                 .datapath()
