@@ -20,9 +20,11 @@
 //!
 //! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
 //! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
-//! seed's "1000KB" reads as its 1000-byte MTU). A list record expires after `record_expiry`
-//! without ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the
-//! CNP's reserved bytes, which standard receivers must ignore and senders must zero).
+//! seed's "1000KB" reads as its 1000-byte MTU). K and K_α are recomputed from the last τ and
+//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`). A
+//! list record expires after max(`record_expiry`, [`EXPIRY_WALKS`] walks of the list) without
+//! ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the CNP's
+//! reserved bytes, which standard receivers must ignore and senders must zero).
 
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::VecDeque;
