@@ -188,7 +188,8 @@ fn dart_lookahead_sets_n_and_the_sender_caps_at_line_over_n() {
     assert!(!ns.is_empty() && ns.iter().all(|n| *n == Some(4)), "{ns:?}");
     let snap = p.a.ep.qp(c.qa).unwrap().cc_snapshot(p.now).unwrap();
     assert_eq!(snap.n, Some(4));
-    assert_eq!(snap.rate, Rate::from_bps(2_500_000_000));
+    // line/N · η: 10 Gbit/s / 4 · 0.95 (cc/dasr.rs, DASR_UTILISATION).
+    assert_eq!(snap.rate, Rate::from_bps(2_375_000_000));
     // The look-ahead went out once, on the first packet, in REXT.
     let la = p
         .trace

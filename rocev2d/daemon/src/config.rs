@@ -22,10 +22,21 @@
 //!
 //! [stats]
 //! socket = "/run/rocev2d/eth0.sock"   # default: /run/rocev2d/IFACE.sock
+//!
+//! [cc]                     # congestion control of every QP (docs/congestion.md)
+//! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
+//! line_gbps = 10           # 0.001..=1000: the port's rate, where flows start
+//! mtu_bytes = 1024         # 256..=4096: M of DCQCN+'s eqs. (16), (17)
 //! ```
+//!
+//! Each QP the daemon creates gets its own controller of `cc.scheme`, and the endpoint the
+//! matching receiver side (notification point, DASR); `rocev2d stats` shows each QP's rate,
+//! target, α, N and CNPs.
 //!
 //! Deviations: none.
 
+use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
+use rocev2_core::time::Rate;
 use rocev2_datapath::Mode;
 use rocev2_datapath::auto::Options;
 use serde::Deserialize;
@@ -74,6 +85,16 @@ struct File {
     datapath: DatapathSection,
     #[serde(default)]
     stats: StatsSection,
+    #[serde(default)]
+    cc: CcSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CcSection {
+    scheme: Option<String>,
+    line_gbps: Option<f64>,
+    mtu_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -128,6 +149,41 @@ pub struct Config {
     pub options: Options,
     /// Stats socket path; `None` = `/run/rocev2d/IFACE.sock`.
     pub stats_socket: Option<PathBuf>,
+    /// Congestion control.
+    pub cc: CcSettings,
+}
+
+/// `[cc]`: the congestion control every QP runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcSettings {
+    /// The scheme.
+    pub scheme: CcScheme,
+    /// The port's line rate.
+    pub line: Rate,
+    /// Path MTU, bytes.
+    pub mtu_bytes: u32,
+}
+
+impl Default for CcSettings {
+    /// No congestion control (the engine's behaviour without a controller), 10 Gbit/s, 1024.
+    fn default() -> Self {
+        CcSettings {
+            scheme: CcScheme::None,
+            line: Rate::from_gbps(10),
+            mtu_bytes: 1024,
+        }
+    }
+}
+
+impl CcSettings {
+    /// The controller configuration of a new QP (`None`: no congestion control).
+    pub fn qp_config(&self) -> Option<CcConfig> {
+        self.scheme.qp_config(self.line, self.mtu_bytes)
+    }
+    /// The endpoint's receiver side.
+    pub fn receiver(&self) -> ReceiverCc {
+        self.scheme.receiver(self.line, self.mtu_bytes)
+    }
 }
 
 impl Default for Config {
@@ -140,6 +196,7 @@ impl Default for Config {
             tx_batch: 64,
             options: Options::default(),
             stats_socket: None,
+            cc: CcSettings::default(),
         }
     }
 }
@@ -241,6 +298,26 @@ impl Config {
             o.packet.sndbuf_bytes = v;
         }
         c.stats_socket = f.stats.socket;
+        if let Some(name) = f.cc.scheme {
+            c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Range {
+                key: "cc.scheme",
+                value: format!("{name:?}"),
+                range: "none, dcqcn, dcqcn_cx4, dcqcn_plus, dart",
+            })?;
+        }
+        if let Some(g) = f.cc.line_gbps {
+            if !(0.001..=1000.0).contains(&g) {
+                return Err(Error::Range {
+                    key: "cc.line_gbps",
+                    value: g.to_string(),
+                    range: "0.001..=1000",
+                });
+            }
+            c.cc.line = Rate::from_bps((g * 1e9).round() as u64);
+        }
+        if let Some(m) = ranged("cc.mtu_bytes", f.cc.mtu_bytes, 256..=4096, "256..=4096")? {
+            c.cc.mtu_bytes = u32::try_from(m).unwrap_or(1024);
+        }
         Ok(c)
     }
 }
@@ -282,6 +359,40 @@ mod tests {
         assert!(!c.options.packet.guard_udp_port);
         assert_eq!(c.stats_socket, Some(PathBuf::from("/tmp/x.sock")));
         assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn config_cc_section_selects_the_scheme() {
+        let c = Config::parse("[cc]\nscheme = \"dcqcn_plus\"\nline_gbps = 40\nmtu_bytes = 4096")
+            .unwrap();
+        assert_eq!(c.cc.scheme, CcScheme::DcqcnPlus);
+        assert_eq!(c.cc.line, Rate::from_gbps(40));
+        match c.cc.qp_config() {
+            Some(CcConfig::DcqcnPlus(p)) => {
+                assert_eq!(p.line_rate, Rate::from_gbps(40));
+                assert_eq!(p.mtu_bytes, 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+        let dart = Config::parse("[cc]\nscheme = \"dart\"").unwrap().cc;
+        assert_eq!(dart.line, Rate::from_gbps(10), "default line rate");
+        assert!(dart.receiver().dasr.is_some());
+        assert!(Config::default().cc.qp_config().is_none(), "default: none");
+        let e = Config::parse("[cc]\nscheme = \"timely\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`cc.scheme`") && e.contains("dcqcn_plus"), "{e}");
+        let e = Config::parse("[cc]\nline_gbps = 0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`cc.line_gbps`"), "{e}");
+        let e = Config::parse("[cc]\nmtu_bytes = 9000")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`cc.mtu_bytes`") && e.contains("256..=4096"),
+            "{e}"
+        );
     }
 
     #[test]

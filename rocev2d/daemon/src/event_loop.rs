@@ -102,12 +102,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, sig_tx.try_clone()?)?;
     }
-    let mut driver = Driver::new(
-        Endpoint::new(os_seed()?),
-        VecMemory::new(),
-        opened.datapath,
-        driver_config(cfg),
-    );
+    let mut ep = Endpoint::new(os_seed()?);
+    ep.set_receiver_cc(cfg.cc.receiver());
+    let mut driver = Driver::new(ep, VecMemory::new(), opened.datapath, driver_config(cfg));
     tracing::info!(
         iface = name,
         mac = %mac(iface.mac),
@@ -126,14 +123,24 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         }
         if ready.first().copied().unwrap_or(false) {
             while let Ok((mut client, _)) = listener.accept() {
-                let snap = stats::snapshot(&id, &driver.ep, &[], &driver.datapath_stats());
+                let snap = stats::snapshot(
+                    &id,
+                    &driver.ep,
+                    rocev2_datapath::clock::now(),
+                    &driver.datapath_stats(),
+                );
                 if let Err(e) = stats::send(&mut client, &snap) {
                     tracing::debug!(error = %e, "stats client went away");
                 }
             }
         }
     }
-    let snap = stats::snapshot(&id, &driver.ep, &[], &driver.datapath_stats());
+    let snap = stats::snapshot(
+        &id,
+        &driver.ep,
+        rocev2_datapath::clock::now(),
+        &driver.datapath_stats(),
+    );
     tracing::info!(
         rx_packets = snap.packets.get("rx_packets").copied().unwrap_or(0),
         tx_packets = snap.packets.get("tx_packets").copied().unwrap_or(0),

@@ -126,6 +126,10 @@ pub struct PeerArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub deadline_secs: u64,
+    /// A `rocev2d run` configuration file whose `[cc]` section chooses the QP's congestion
+    /// control (both peers should use the same scheme).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// What each side tells the other.
@@ -824,7 +828,13 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     let mut mem = VecMemory::new();
     mem.insert(mr.id, vec![0; usize::try_from(len)?]);
     let cq = ep.create_cq(1 << 16);
+    let cc = match &a.config {
+        Some(p) => crate::config::Config::load(p)?.cc,
+        None => crate::config::CcSettings::default(),
+    };
+    ep.set_receiver_cc(cc.receiver());
     let mut qp_cfg = QpConfig::new(pd, cq, cq);
+    qp_cfg.cc = cc.qp_config();
     if a.multipath {
         qp_cfg = qp_cfg.with_multipath(MpConfig {
             vp_count: a.vps,
@@ -918,7 +928,7 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
             rq_psn: Some(remote.psn),
             max_dest_rd_atomic: Some(16),
             min_rnr_timer: Some(1),
-            peer_ext: Some(ExtCaps::from_word(remote.rext.unwrap_or(0))),
+            peer_ext: Some(remote.rext.map_or(cc.scheme.peer_ext(), ExtCaps::from_word)),
             ..QpAttr::default()
         },
         now,
@@ -1145,7 +1155,12 @@ fn handle(peer: &mut Peer, cmd: &Value) -> anyhow::Result<Value> {
             peer.d
                 .ep
                 .poll_cq(peer.cq, &mut peer.completions, usize::MAX);
-            let snap = stats::snapshot(&peer.id, &peer.d.ep, &[peer.qpn], &peer.d.datapath_stats());
+            let snap = stats::snapshot(
+                &peer.id,
+                &peer.d.ep,
+                rocev2_datapath::clock::now(),
+                &peer.d.datapath_stats(),
+            );
             let capture: Vec<Value> = peer
                 .d
                 .datapath()

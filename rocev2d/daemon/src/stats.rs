@@ -6,11 +6,14 @@
 //! per-QP counters the field names of `rocev2_core::qp::QpCounters`, datapath counters
 //! [`DatapathStats::named`].
 //!
-//! Deviations: the core has no iterator over an endpoint's QPs, so the daemon lists the QPs it
-//! created itself.
+//! A QP with congestion control also shows its controller (`Qp::cc_snapshot`): allowed rate,
+//! target rate, α, DASR's N and the CNPs it reacted to, beside the `cnps_sent` and
+//! `cnps_received` counters.
+//!
+//! Deviations: none.
 
 use rocev2_core::qp::QpState;
-use rocev2_core::wire::Qpn;
+use rocev2_core::time::Instant;
 use rocev2_core::{DropReason, Endpoint};
 use rocev2_datapath::DatapathStats;
 use serde::{Deserialize, Serialize};
@@ -22,16 +25,34 @@ use std::path::Path;
 use std::time::Duration;
 
 /// One QP's state and counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QpSnapshot {
     /// QP state (`Rts`, `Error`, …).
     pub state: String,
     /// Counters by name.
     pub counters: BTreeMap<String, u64>,
+    /// The congestion controller, when the QP has one.
+    #[serde(default)]
+    pub cc: Option<CcStats>,
+}
+
+/// A QP's congestion controller as `rocev2d stats` shows it (docs/congestion.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CcStats {
+    /// Allowed rate, bit/s.
+    pub rate_bps: u64,
+    /// Target rate R_T, bit/s (DCQCN, DCQCN+).
+    pub target_bps: Option<u64>,
+    /// α (DCQCN, DCQCN+).
+    pub alpha: Option<f64>,
+    /// DASR's N (Dart).
+    pub n: Option<u16>,
+    /// CNPs that reached the controller.
+    pub cnps: u64,
 }
 
 /// Everything `rocev2d stats` shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Interface served.
     pub iface: String,
@@ -75,8 +96,8 @@ pub struct Identity {
     pub started: std::time::Instant,
 }
 
-/// Takes a snapshot.
-pub fn snapshot(id: &Identity, ep: &Endpoint, qpns: &[Qpn], dp: &DatapathStats) -> Snapshot {
+/// Takes a snapshot of every QP of `ep` at `now` (the controllers' α decays with time).
+pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) -> Snapshot {
     let s = ep.stats();
     let drops: BTreeMap<String, u64> = DropReason::ALL
         .iter()
@@ -84,8 +105,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, qpns: &[Qpn], dp: &DatapathStats) 
         .collect();
     let mut qps = BTreeMap::new();
     let (mut retransmits, mut naks_sent, mut naks_received) = (0, 0, 0);
-    for q in qpns {
-        let Some(qp) = ep.qp(*q) else { continue };
+    for qp in ep.qps() {
         let c = qp.counters();
         retransmits += c.retransmits;
         naks_sent += c.naks_sent;
@@ -101,15 +121,25 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, qpns: &[Qpn], dp: &DatapathStats) 
             ("duplicate_requests", c.duplicate_requests),
             ("out_of_sequence", c.out_of_sequence),
             ("unexpected_responses", c.unexpected_responses),
+            ("cnps_sent", c.cnps_sent),
+            ("cnps_received", c.cnps_received),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        let cc = qp.cc_snapshot(now).map(|s| CcStats {
+            rate_bps: s.rate.as_bps(),
+            target_bps: s.target.map(|t| t.as_bps()),
+            alpha: s.alpha,
+            n: s.n,
+            cnps: s.cnps,
+        });
         qps.insert(
-            format!("{:#08x}", q.value()),
+            format!("{:#08x}", qp.qpn().value()),
             QpSnapshot {
                 state: state_name(qp.state()).to_string(),
                 counters,
+                cc,
             },
         );
     }
@@ -181,6 +211,19 @@ pub fn render_text(s: &Snapshot) -> String {
         for (k, v) in &qs.counters {
             let _ = writeln!(o, "  {k} {v}");
         }
+        if let Some(cc) = &qs.cc {
+            let _ = writeln!(o, "  cc_rate_bps {}", cc.rate_bps);
+            if let Some(t) = cc.target_bps {
+                let _ = writeln!(o, "  cc_target_bps {t}");
+            }
+            if let Some(a) = cc.alpha {
+                let _ = writeln!(o, "  cc_alpha {a:.4}");
+            }
+            if let Some(n) = cc.n {
+                let _ = writeln!(o, "  cc_n {n}");
+            }
+            let _ = writeln!(o, "  cc_cnps {}", cc.cnps);
+        }
     }
     o
 }
@@ -229,13 +272,53 @@ mod tests {
             reason: "asked for".into(),
             started: std::time::Instant::now(),
         };
-        let s = snapshot(&id, &ep, &[], &DatapathStats::default());
+        let s = snapshot(&id, &ep, Instant::ZERO, &DatapathStats::default());
         assert_eq!(s.drops.len(), DropReason::ALL.len());
         assert_eq!(s.drops["truncated"], 1);
         assert_eq!(s.packets["rx_packets"], 1);
         let text = render_text(&s);
         assert!(text.contains("  truncated 1\n"), "{text}");
         assert!(text.contains("  icrc_error 0\n"), "{text}");
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn stats_show_each_qps_congestion_controller() {
+        use rocev2_core::cc::CcScheme;
+        use rocev2_core::qp::QpConfig;
+        use rocev2_core::time::Rate;
+        let mut ep = Endpoint::new(1);
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(16);
+        let line = Rate::from_gbps(10);
+        let mut with = QpConfig::new(pd, cq, cq);
+        with.cc = CcScheme::Dcqcn.qp_config(line, 1024);
+        let q_cc = ep.create_qp(with).unwrap();
+        let q_plain = ep.create_qp(QpConfig::new(pd, cq, cq)).unwrap();
+        let id = Identity {
+            iface: "veth0".into(),
+            datapath: "udp".into(),
+            reason: "asked for".into(),
+            started: std::time::Instant::now(),
+        };
+        let s = snapshot(&id, &ep, Instant::ZERO, &DatapathStats::default());
+        let key = |q: rocev2_core::wire::Qpn| format!("{:#08x}", q.value());
+        let cc = s.qps[&key(q_cc)]
+            .cc
+            .clone()
+            .expect("DCQCN QP shows its controller");
+        // A fresh DCQCN flow: line rate, R_T = line, α = 1 (seed 002 §II-B), no CNP yet.
+        assert_eq!(cc.rate_bps, 10_000_000_000);
+        assert_eq!(cc.target_bps, Some(10_000_000_000));
+        assert_eq!(cc.alpha, Some(1.0));
+        assert_eq!((cc.n, cc.cnps), (None, 0));
+        assert_eq!(s.qps[&key(q_plain)].cc, None);
+        assert_eq!(s.qps[&key(q_cc)].counters["cnps_received"], 0);
+        let text = render_text(&s);
+        assert!(text.contains("  cc_rate_bps 10000000000\n"), "{text}");
+        assert!(text.contains("  cc_alpha 1.0000\n"), "{text}");
+        assert!(text.contains("  cc_cnps 0\n"), "{text}");
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }

@@ -17,7 +17,7 @@
 //! no per-priority engine pull).
 
 use rocev2_core::Endpoint;
-use rocev2_core::cc::{CcConfig, DasrParams, DcqcnParams, DcqcnPlusParams, NpConfig, ReceiverCc};
+use rocev2_core::cc::{CcConfig, ReceiverCc};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
 use rocev2_core::qp::{CqId, ExtCaps};
@@ -116,43 +116,39 @@ pub enum CcScheme {
 }
 
 impl CcScheme {
+    /// The same rate-control scheme in the core, which builds controllers and receivers for
+    /// the daemon too; `None` for MP-RDMA, whose window lives in the multipath QP itself.
+    pub fn core(self) -> Option<rocev2_core::cc::CcScheme> {
+        use rocev2_core::cc::CcScheme as C;
+        Some(match self {
+            CcScheme::None => C::None,
+            CcScheme::Dcqcn => C::Dcqcn,
+            CcScheme::DcqcnCx4 => C::DcqcnCx4,
+            CcScheme::DcqcnPlus => C::DcqcnPlus,
+            CcScheme::Dart => C::Dart,
+            CcScheme::MpRdma => return None,
+        })
+    }
+
     /// The sender controller of a QP on a host of `line` rate and path MTU `mtu`.
     pub fn qp_config(self, line: Rate, mtu: u32) -> Option<CcConfig> {
-        match self {
-            CcScheme::None | CcScheme::MpRdma => None,
-            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(DcqcnParams::paper(line))),
-            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(DcqcnParams::cx4(line))),
-            CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu))),
-            CcScheme::Dart => Some(CcConfig::Dart(DcqcnParams::paper(line))),
-        }
+        self.core().and_then(|c| c.qp_config(line, mtu))
     }
 
     /// The receiver side of a host.
     pub fn receiver(self, line: Rate, mtu: u32) -> ReceiverCc {
-        let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
-            interval: p.cnp_interval,
-        };
-        match self {
-            CcScheme::None | CcScheme::MpRdma => ReceiverCc::default(),
-            CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
-            CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
-            CcScheme::DcqcnPlus => {
-                ReceiverCc::new(NpConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu)), None)
-            }
-            CcScheme::Dart => ReceiverCc::new(
-                dcqcn(DcqcnParams::paper(line)),
-                Some(DasrParams::paper(line)),
-            ),
-        }
+        self.core()
+            .map_or_else(ReceiverCc::default, |c| c.receiver(line, mtu))
     }
 
     /// The REXT fields both ends of a connection announce.
     pub fn peer_ext(self) -> ExtCaps {
-        ExtCaps {
-            dasr_n: self == CcScheme::Dart,
-            cnp_tau: self == CcScheme::DcqcnPlus,
-            lookahead: self == CcScheme::Dart,
-            multipath: self == CcScheme::MpRdma,
+        match self.core() {
+            Some(c) => c.peer_ext(),
+            None => ExtCaps {
+                multipath: true,
+                ..ExtCaps::default()
+            },
         }
     }
 }

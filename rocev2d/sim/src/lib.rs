@@ -21,13 +21,15 @@
 //! * [`switch`]: shared buffer, RED/ECN, PFC, the [`switch::SwitchPolicy`] hook;
 //! * [`host`]: the NIC model around the engine;
 //! * [`workload`]: flows (one RC QP pair per flow);
-//! * [`sim`]: the event loop and accounting; [`output`] and [`plot`]: CSV and SVG.
+//! * [`sim`]: the event loop and accounting; [`output`] and [`plot`]: CSV and SVG;
+//! * [`experiments`]: the papers' congestion-control experiments (`rocev2-sim experiments`).
 //!
 //! `docs/model.md` says what is modelled, what is not, and how to run scenarios.
 #![forbid(unsafe_code)]
 
 pub mod dist;
 pub mod event;
+pub mod experiments;
 pub mod host;
 pub mod link;
 pub mod output;

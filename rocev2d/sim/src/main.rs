@@ -1,5 +1,9 @@
 //! `rocev2-sim run scenario.toml`: runs a scenario of the network model and writes CSV files
-//! and SVG plots (see `docs/model.md`). The progress bar is the only thing that reads a clock.
+//! and SVG plots (see `docs/model.md`). `rocev2-sim experiments`: runs the papers' congestion
+//! control experiments at full size (`rocev2_sim::experiments`, docs/congestion.md). The
+//! progress bar is the only thing that reads a clock.
+
+mod cli_experiments;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -36,6 +40,18 @@ enum Cmd {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Run the papers' congestion-control experiments (docs/congestion.md) and write CSV + SVG.
+    Experiments {
+        /// Only this experiment: many_flows, dart_incast or fairness.
+        #[arg(long)]
+        only: Option<String>,
+        /// Output directory.
+        #[arg(long, default_value = "out/experiments")]
+        out: PathBuf,
+        /// The CI sizes instead of the full ones (seconds instead of minutes).
+        #[arg(long)]
+        quick: bool,
     },
 }
 
@@ -85,6 +101,7 @@ fn sim_stats_msg(now: u64) -> String {
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
+        Cmd::Experiments { only, out, quick } => cli_experiments::run(only.as_deref(), &out, quick),
         Cmd::Run {
             scenario,
             out,

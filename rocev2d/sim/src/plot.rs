@@ -189,6 +189,21 @@ pub fn fct_vs_load(name: &str, points: &[(f64, u64, u64)], path: &Path) -> io::R
     )
 }
 
+/// Named `(x, y)` series as lines (the experiments' queue, throughput and FCT CDF plots).
+///
+/// # Errors
+/// IO or drawing errors.
+pub fn series(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_x: bool,
+) -> io::Result<()> {
+    lines(path, title, x_desc, y_desc, series, log_x)
+}
+
 /// Draws the per-run plots into `dir` and returns their paths.
 ///
 /// # Errors

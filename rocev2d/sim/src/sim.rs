@@ -14,7 +14,7 @@ use crate::host::{CcScheme, Host, HostMemory, MR_BASE, host_ip, ip_host};
 use crate::link::{PRIO_CTRL, PRIO_DATA, Port, wire_bytes};
 use crate::routing::{Routes, ecmp_pick, five_tuple_hash};
 use crate::scenario::{LossScope, SamplePorts, Scenario, ScenarioError};
-use crate::switch::{Switch, SwitchPolicy};
+use crate::switch::{MarkAt, Switch, SwitchPolicy};
 use crate::topology::{NodeKind, Topology};
 use crate::workload::{self, Capacity, FlowSpec};
 use rand_core::RngCore;
@@ -315,6 +315,7 @@ impl Sim {
                 ports: nports,
                 salt: dist::mix64(scenario.seed ^ (node as u64) << 20),
                 policy,
+                mark_at: sw.red.map_or(MarkAt::Enqueue, |r| r.mark_at),
                 buffer_bytes: sw.buffer_bytes,
                 buffer_used: 0,
                 pfc: sw.pfc.enabled,
@@ -683,7 +684,8 @@ impl Sim {
             return;
         };
         // Buffer admission: shared pool, then (lossless, while this ingress is paused) headroom.
-        let in_headroom = if s.buffer_used + len <= s.buffer_bytes {
+        // The control class is always admitted (reserved space, see switch.rs).
+        let in_headroom = if s.buffer_used + len <= s.buffer_bytes || prio == PRIO_CTRL as usize {
             false
         } else if s.pfc && self.ports[ingress as usize].pause_sent[prio] {
             let headroom = headroom_bytes(&self.scenario, &self.ports[ingress as usize]);
@@ -697,26 +699,11 @@ impl Sim {
             self.switch_drop(sw, out, pkt, len);
             return;
         };
-        let qbytes = self.ports[out as usize].queue_bytes[prio];
-        let policy = self.ports[out as usize].policy.unwrap_or(s.policy);
-        let verdict = policy.on_enqueue(qbytes, ect, self.rng_policy.next_u32());
-        if ect && let Some(log) = &mut self.mark_log {
-            log.push((qbytes, verdict == Verdict::Mark));
-        }
-        match verdict {
-            Verdict::Pass => {}
-            Verdict::Mark => {
-                self.ports[out as usize].stats.ecn_marks += 1;
-                let p = &mut self.pkts[pkt as usize];
-                if !p.ce {
-                    p.ce = true;
-                    set_ce(&mut p.buf);
-                }
-            }
-            Verdict::Drop => {
-                self.switch_drop(sw, out, pkt, len);
-                return;
-            }
+        if s.mark_at == MarkAt::Enqueue
+            && self.apply_policy(sw, out, pkt, prio, ect) == Verdict::Drop
+        {
+            self.switch_drop(sw, out, pkt, len);
+            return;
         }
         let s = &mut self.switches[sw as usize];
         if !in_headroom {
@@ -745,6 +732,34 @@ impl Sim {
         if !o.txdone_pending {
             self.switch_start(out);
         }
+    }
+
+    /// Offers `pkt` to switch `sw`'s policy against the current bytes of egress `out`'s queue
+    /// `prio`, marks it CE on a `Mark` verdict and returns the verdict (the caller drops).
+    fn apply_policy(
+        &mut self,
+        sw: u32,
+        out: PortId,
+        pkt: PktId,
+        prio: usize,
+        ect: bool,
+    ) -> Verdict {
+        let port = &self.ports[out as usize];
+        let qbytes = port.queue_bytes[prio];
+        let policy = port.policy.unwrap_or(self.switches[sw as usize].policy);
+        let verdict = policy.on_enqueue(qbytes, ect, self.rng_policy.next_u32());
+        if ect && let Some(log) = &mut self.mark_log {
+            log.push((qbytes, verdict == Verdict::Mark));
+        }
+        if verdict == Verdict::Mark {
+            self.ports[out as usize].stats.ecn_marks += 1;
+            let p = &mut self.pkts[pkt as usize];
+            if !p.ce {
+                p.ce = true;
+                set_ce(&mut p.buf);
+            }
+        }
+        verdict
     }
 
     fn switch_drop(&mut self, sw: u32, out: PortId, pkt: PktId, len: u64) {
@@ -792,6 +807,11 @@ impl Sim {
         }
         if pfc && ing.pause_sent[prio] && ing.ingress_bytes[prio] <= xon {
             self.send_pfc(ingress, prio, false);
+        }
+        if self.switches[sw].mark_at == MarkAt::Dequeue {
+            // Judged on the queue it leaves behind; a Drop verdict needs enqueue marking.
+            let ect = self.pkts[pkt as usize].ect;
+            let _ = self.apply_policy(sw as u32, port, pkt, prio, ect);
         }
         let more = self.ports[port as usize].next_prio().is_some();
         self.transmit(port, pkt, more);

@@ -18,6 +18,12 @@
 //! decision is `rocev2_ebpf_common::red::decide`, the same code the XDP switch programs run. IOFD
 //! deflection and DVL isolation add arms with the switch issue.
 //!
+//! **Control priority.** ACK, NAK and CNP frames travel in their own strict-priority class and
+//! are admitted even when the shared pool is full: switches keep reserved space for that class
+//! (seed 002 §VI-D: "Priority should be supported to transport control signals such as CNPs"),
+//! so congestion feedback is never dropped behind the data it reports on. The class is tiny, so
+//! its use of the pool past `buffer_bytes` is bounded by a few frames per port.
+//!
 //! Deviations: PFC is XOFF/XON state, not pause quanta; PFC frames take the propagation delay
 //! plus an 84-byte serialisation but do not wait for the frame in progress; the buffer counts
 //! frame bytes, not cells.
@@ -62,6 +68,26 @@ pub struct RedSpec {
     /// Drop Not-ECT packets instead of marking (default false).
     #[serde(default)]
     pub drop_non_ect: bool,
+    /// When the queue is judged: as the packet joins it (default) or as it leaves.
+    #[serde(default)]
+    pub mark_at: MarkAt,
+}
+
+/// When RED/ECN looks at the egress queue.
+///
+/// Marking at enqueue sends the congestion signal behind the whole queue: the receiver sees the
+/// mark one queueing delay later (3.3 ms for 4 MB at 10 Gbit/s). Marking at dequeue judges the
+/// queue the packet leaves behind and delivers the signal at once. The DCQCN authors' ns-3 model
+/// (`bobzhuyb/ns3-rdma`, `QbbNetDevice::DequeueAndTransmit`), on which seed 002 ran DCQCN and
+/// DCQCN+ (§III-A, ref. [9]), marks at dequeue; the experiments that reproduce seed 002 do too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkAt {
+    /// On the queue a packet joins (counting the packets ahead of it).
+    #[default]
+    Enqueue,
+    /// On the queue a packet leaves behind; only marking applies (`drop_non_ect` needs enqueue).
+    Dequeue,
 }
 
 impl RedSpec {
@@ -122,6 +148,7 @@ impl Default for SwitchSpec {
                 kmax_bytes: 200_000,
                 pmax_percent: 1.0,
                 drop_non_ect: false,
+                mark_at: MarkAt::Enqueue,
             }),
             pfc: PfcSpec::default(),
         }
@@ -156,6 +183,8 @@ pub struct Switch {
     pub salt: u64,
     /// The policy hook.
     pub policy: SwitchPolicy,
+    /// When the policy judges the queue.
+    pub mark_at: MarkAt,
     /// Shared pool size.
     pub buffer_bytes: u64,
     /// Shared pool in use.

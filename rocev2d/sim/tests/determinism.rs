@@ -33,6 +33,7 @@ fn scenario(seed: u64) -> Scenario {
         kmax_bytes: 20_000,
         pmax_percent: 20.0,
         drop_non_ect: false,
+        mark_at: rocev2_sim::switch::MarkAt::Enqueue,
     });
     s.host.timeout = 4;
     s.output.sample_interval_ns = 5_000;

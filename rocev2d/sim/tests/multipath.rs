@@ -15,7 +15,7 @@ use rocev2_sim::Sim;
 use rocev2_sim::host::CcScheme;
 use rocev2_sim::output::Report;
 use rocev2_sim::scenario::Scenario;
-use rocev2_sim::switch::{RedSpec, SwitchPolicy};
+use rocev2_sim::switch::{MarkAt, RedSpec, SwitchPolicy};
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 
@@ -53,6 +53,7 @@ fn scenario(
         kmax_bytes: 20_000,
         pmax_percent: 100.0,
         drop_non_ect: false,
+        mark_at: MarkAt::Enqueue,
     });
     s
 }
@@ -275,6 +276,7 @@ fn marking_ratios(paths: [(u64, f64); 4]) -> (Vec<f64>, f64, f64) {
             kmax_bytes: 200_000,
             pmax_percent: pmax,
             drop_non_ect: false,
+            mark_at: MarkAt::Enqueue,
         };
         sim.set_port_policy(up, SwitchPolicy::RedEcn(red.config()));
         ports.push(up);
@@ -351,6 +353,7 @@ fn mp_eight_connections_share_one_bottleneck_fairly() {
         kmax_bytes: 200_000,
         pmax_percent: 80.0,
         drop_non_ect: false,
+        mark_at: MarkAt::Enqueue,
     });
     let mut sim = Sim::new(&s).unwrap();
     let got = goodput(&mut sim, 200_000, 800_000);

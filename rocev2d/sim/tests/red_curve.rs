@@ -4,12 +4,23 @@
 mod common;
 
 use rocev2_sim::Sim;
-use rocev2_sim::switch::RedSpec;
+use rocev2_sim::switch::{MarkAt, RedSpec};
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 
 #[test]
 fn red_marking_frequency_matches_curve() {
+    check_curve(MarkAt::Enqueue);
+}
+
+/// Marking as packets leave (the DCQCN authors' ns-3 model) follows the same curve, judged on
+/// the queue left behind.
+#[test]
+fn red_dequeue_marking_frequency_matches_curve() {
+    check_curve(MarkAt::Dequeue);
+}
+
+fn check_curve(mark_at: MarkAt) {
     let (kmin, kmax, pmax) = (10_000u64, 60_000u64, 0.5f64);
     // Rounds of a 4:1 incast (4 × 32 KB at 40 Gbit/s into a 10 Gbit/s port) build the egress
     // queue from empty to about 96 KB and let it drain again, so every round sweeps the whole
@@ -39,6 +50,7 @@ fn red_marking_frequency_matches_curve() {
         kmax_bytes: kmax as u32,
         pmax_percent: pmax * 100.0,
         drop_non_ect: false,
+        mark_at,
     });
     let mut sim = Sim::new(&s).unwrap();
     sim.record_marks();

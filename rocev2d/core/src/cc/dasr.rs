@@ -27,7 +27,12 @@
 //!
 //! Deviations: senders are identified by a 16-bit id, the low 16 bits of their IP address (the
 //! paper's example uses 2-byte sender ids). "Receive throughput at line rate" means at least
-//! `line_fraction` (95%) of the line rate over the last measurement interval.
+//! `line_fraction` (95%) of the line rate over the last measurement interval. With N ≥ 2 the
+//! sender's share is line·w/N·η with η = [`DASR_UTILISATION`] (95%), not line·w/N: shares that
+//! add up to exactly the line rate (more, on the wire, since the pacer counts frame bytes
+//! without preamble, gap and FCS) leave any queue built before N arrived standing for ever,
+//! because receiver congestion holds the CNPs that would drain it. η = 95% drains such a queue
+//! at about 3% of the line; seed 000 gives no mechanism of its own (docs/congestion.md).
 
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::BTreeMap;
@@ -245,7 +250,11 @@ impl DasrReceiver {
     }
 }
 
-/// The sender's side of DASR: the rate cap line_rate·w/N from the latest N.
+/// η: the fraction of the line rate DASR hands out when N ≥ 2 senders share the receiver
+/// (a deviation, see the module doc; HPCC's η is the same 95%).
+pub const DASR_UTILISATION: f64 = 0.95;
+
+/// The sender's side of DASR: the rate cap line_rate·w/N·η from the latest N.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DasrSender {
     line_rate: Rate,
@@ -274,9 +283,10 @@ impl DasrSender {
             self.n = n;
         }
     }
-    /// The cap: line_rate · w / N, never above line rate.
+    /// The cap: line_rate · w / N (· η when N ≥ 2), never above line rate.
     pub fn cap(&self) -> Rate {
-        let bps = self.line_rate.as_bps() as f64 * self.weight / self.n.max(1) as f64;
+        let eta = if self.n >= 2 { DASR_UTILISATION } else { 1.0 };
+        let bps = self.line_rate.as_bps() as f64 * self.weight * eta / self.n.max(1) as f64;
         Rate::from_bps(bps.min(self.line_rate.as_bps() as f64) as u64)
     }
 }
@@ -528,9 +538,10 @@ mod tests {
     #[test]
     fn dasr_sender_cap_is_line_over_n() {
         let mut s = DasrSender::new(G10);
-        assert_eq!(s.cap(), G10);
+        assert_eq!(s.cap(), G10, "alone: the whole line");
         s.on_n(4);
-        assert_eq!(s.cap(), Rate::from_bps(2_500_000_000));
+        // 10 Gbit/s · 0.95 / 4 = 2.375 Gbit/s.
+        assert_eq!(s.cap(), Rate::from_bps(2_375_000_000));
         s.on_n(0);
         assert_eq!(s.n, 4, "0 carries no information");
         assert_eq!(

@@ -20,9 +20,11 @@
 //!
 //! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
 //! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
-//! seed's "1000KB" reads as its 1000-byte MTU). A list record expires after `record_expiry`
-//! without ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the
-//! CNP's reserved bytes, which standard receivers must ignore and senders must zero).
+//! seed's "1000KB" reads as its 1000-byte MTU). K and K_α are recomputed from the last τ and
+//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`). A
+//! list record expires after max(`record_expiry`, [`EXPIRY_WALKS`] walks of the list) without
+//! ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the CNP's
+//! reserved bytes, which standard receivers must ignore and senders must zero).
 
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::VecDeque;
@@ -50,7 +52,8 @@ pub struct DcqcnPlusParams {
     pub delta: Duration,
     /// NP: minimum interval between two CNPs to the same flow (45 µs).
     pub min_cnp_interval: Duration,
-    /// NP: a flow without ECN marks for this long leaves the list.
+    /// NP: a flow without ECN marks for this long (at least [`EXPIRY_WALKS`] walks of the
+    /// list) leaves the list.
     pub record_expiry: Duration,
 }
 
@@ -148,9 +151,20 @@ impl DcqcnPlus {
         self.r_c = self.r_c.max(line / 10_000.0);
         self.s = 0;
         self.tau = tau;
-        match tau {
+        self.set_timers();
+        self.rate_timer = Some(now + self.k);
+        self.alpha_epoch = Some(now);
+    }
+
+    /// Sets K and K_α from the last τ and the current R_C: eqs. (16), (17) when τ > 50 µs,
+    /// DCQCN's 55 µs otherwise. Called at every cut and every time the rate timer is re-armed,
+    /// so that K keeps "long enough for the flow to send several packets" (§IV-B.3) as R_C
+    /// recovers; fixed at the value of the last cut, a flow cut to R_min (M/R_C = 8 ms at
+    /// 10 Gbit/s) would wait 16 ms per round through all 4F rounds before hyper increase.
+    fn set_timers(&mut self) {
+        match self.tau {
             Some(tau) if tau > self.p.tau_threshold => {
-                // M / R_C: the time to send one MTU at the new rate, in ns.
+                // M / R_C: the time to send one MTU at the current rate, in ns.
                 let mtu_time = self.p.mtu_bytes as f64 * 8.0 * 1e9 / self.r_c;
                 let base = (tau.as_nanos() as f64).max(mtu_time);
                 // eq. (16): K_α = λ_α · max(τ, M/R_C); eq. (17): K = λ · max(τ, M/R_C)
@@ -162,8 +176,18 @@ impl DcqcnPlus {
                 self.k_alpha = self.p.k_default;
             }
         }
-        self.rate_timer = Some(now + self.k);
-        self.alpha_epoch = Some(now);
+    }
+
+    /// Applies the eq. (23) decays of the whole `period`s since the epoch to α and moves the
+    /// epoch to the last period boundary, so that a new K_α applies from there on.
+    fn fold_alpha(&mut self, now: Instant, period: Duration) {
+        if let Some(t) = self.alpha_epoch
+            && period.as_nanos() > 0
+        {
+            let n = (now - t).as_nanos() / period.as_nanos();
+            self.alpha = super::decayed_alpha(self.alpha, self.p.g, Some(t), period, now);
+            self.alpha_epoch = Some(t + Duration::from_nanos(n * period.as_nanos()));
+        }
     }
 
     /// α at `now`: eq. (23), α = (1 − g) α, applied once per whole K_α since the last cut.
@@ -181,10 +205,18 @@ impl DcqcnPlus {
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.rate_timer.is_some_and(|t| t <= now) {
-            self.rate_timer = Some(now + self.k);
             if !self.paused {
                 self.s += 1;
                 self.increase(now);
+            }
+            if self.rate_timer.is_some() {
+                // α has decayed in whole K_α periods so far; fold them in before K_α changes.
+                let old_k_alpha = self.k_alpha;
+                self.set_timers();
+                if self.k_alpha != old_k_alpha {
+                    self.fold_alpha(now, old_k_alpha);
+                }
+                self.rate_timer = Some(now + self.k);
             }
         }
     }
@@ -216,6 +248,10 @@ impl DcqcnPlus {
         }
     }
 }
+
+/// A record expires after `record_expiry` or this many walks of the list (l·δ each) without an
+/// ECN mark, whichever is longer.
+pub const EXPIRY_WALKS: u64 = 4;
 
 /// One congested flow in the notification point's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,7 +319,14 @@ impl<F: Copy + PartialEq> DcqcnPlusNp<F> {
         if self.next_check.is_none_or(|t| t > now) {
             return None;
         }
-        self.list.retain(|r| now - r.last_mark < p.record_expiry);
+        // A record must outlive a few walks of the list: a flow at its fair share of a
+        // 2000-flow incast sends one packet per ~1.7 ms at 10 Gbit/s, so a fixed 1 ms expiry
+        // would drop most records between their marks and shrink l, and with it τ and K.
+        let expiry = p.record_expiry.max(
+            p.delta
+                .saturating_mul(EXPIRY_WALKS * self.list.len() as u64),
+        );
+        self.list.retain(|r| now - r.last_mark < expiry);
         if self.list.is_empty() {
             self.next_check = None;
             self.cursor = 0;
@@ -354,6 +397,44 @@ mod tests {
         assert_eq!(d.r_c, 4e6);
         assert_eq!(d.k, Duration::from_millis(4));
         assert_eq!(d.k_alpha, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn dcqcn_plus_eq17_k_follows_r_c_as_it_recovers() {
+        // A CNP with τ = 100 µs cuts 8 Mbit/s to 4 Mbit/s (α = 1): M/R_C = 8000 bit / 4 Mbit/s
+        // = 2 ms > τ, so K = 2 · 2 ms = 4 ms and K_α = 2 ms (eqs. (16), (17)).
+        let mut d = DcqcnPlus::new(p());
+        d.r_c = 8e6;
+        d.on_cnp(t(0), Some(Duration::from_micros(100)));
+        assert_eq!((d.r_c, d.k), (4e6, Duration::from_millis(4)));
+        // First round (S = 1, eq. (18)): R_C = (8 + 4)/2 = 6 Mbit/s. The re-armed timer uses
+        // the new R_C: M/R_C = 8000/6e6 s = 1.333… ms, K = 2.666… ms, K_α = 1.333… ms.
+        d.handle_timeout(t(4000));
+        assert_eq!(d.r_c, 6e6);
+        assert_eq!(d.k, Duration::from_nanos(2_666_666));
+        assert_eq!(d.k_alpha, Duration::from_nanos(1_333_333));
+        assert_eq!(
+            d.poll_timeout(),
+            Some(t(4000) + Duration::from_nanos(2_666_666))
+        );
+        // α decayed once per whole old K_α (2 ms) so far: twice by t = 4 ms (eq. (23)).
+        let g = 1.0 / 256.0;
+        let want = (1.0 - g) * (1.0 - g);
+        assert!((d.alpha_at(t(4000)) - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn dcqcn_plus_np_records_outlive_four_walks() {
+        // 500 flows: a walk takes 500 µs, so a record lives max(1 ms, 4 · 500 µs) = 2 ms.
+        let p = p();
+        let mut np = DcqcnPlusNp::default();
+        for f in 0..500u32 {
+            np.on_ce(t(0), f, &p);
+        }
+        np.handle_timeout(t(1500), &p);
+        assert_eq!(np.len(), 500, "a 1 ms expiry would have emptied the list");
+        np.handle_timeout(t(2001), &p);
+        assert!(np.is_empty());
     }
 
     #[test]

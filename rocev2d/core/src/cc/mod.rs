@@ -300,6 +300,89 @@ impl CcConfig {
     }
 }
 
+/// A congestion control scheme chosen by name (the daemon's `[cc] scheme`, the model's
+/// `[host] cc`): it builds each QP's controller, the endpoint's receiver side and the REXT fields
+/// both ends announce, so every user wires the three the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CcScheme {
+    /// No congestion control: the QP sends unpaced.
+    #[default]
+    None,
+    /// DCQCN with the paper's parameters (seed 002 Table I).
+    Dcqcn,
+    /// DCQCN with the Mellanox CX4 defaults (seed 002 Table I).
+    DcqcnCx4,
+    /// DCQCN+ (seed 002 §IV-B) with its notification point and τ in CNPs.
+    DcqcnPlus,
+    /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
+    Dart,
+}
+
+impl CcScheme {
+    /// Every scheme, in the order of [`CcScheme::NAMES`].
+    pub const ALL: [CcScheme; 5] = [
+        CcScheme::None,
+        CcScheme::Dcqcn,
+        CcScheme::DcqcnCx4,
+        CcScheme::DcqcnPlus,
+        CcScheme::Dart,
+    ];
+    /// The names configuration files use.
+    pub const NAMES: [&'static str; 5] = ["none", "dcqcn", "dcqcn_cx4", "dcqcn_plus", "dart"];
+
+    /// The scheme's configuration name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+    /// The scheme called `name`, if any.
+    pub fn from_name(name: &str) -> Option<CcScheme> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| Self::ALL[i])
+    }
+    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`.
+    pub fn qp_config(self, line: Rate, mtu_bytes: u32) -> Option<CcConfig> {
+        match self {
+            CcScheme::None => None,
+            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(DcqcnParams::paper(line))),
+            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(DcqcnParams::cx4(line))),
+            CcScheme::DcqcnPlus => {
+                Some(CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu_bytes)))
+            }
+            CcScheme::Dart => Some(CcConfig::Dart(DcqcnParams::paper(line))),
+        }
+    }
+    /// The receiver side of an endpoint.
+    pub fn receiver(self, line: Rate, mtu_bytes: u32) -> ReceiverCc {
+        let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
+            interval: p.cnp_interval,
+        };
+        match self {
+            CcScheme::None => ReceiverCc::default(),
+            CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
+            CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
+            CcScheme::DcqcnPlus => ReceiverCc::new(
+                NpConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu_bytes)),
+                None,
+            ),
+            CcScheme::Dart => ReceiverCc::new(
+                dcqcn(DcqcnParams::paper(line)),
+                Some(DasrParams::paper(line)),
+            ),
+        }
+    }
+    /// The REXT fields both ends of a connection announce.
+    pub fn peer_ext(self) -> crate::qp::ExtCaps {
+        crate::qp::ExtCaps {
+            dasr_n: self == CcScheme::Dart,
+            cnp_tau: self == CcScheme::DcqcnPlus,
+            lookahead: self == CcScheme::Dart,
+            ..crate::qp::ExtCaps::default()
+        }
+    }
+}
+
 /// How a receiver turns CE marks into CNPs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NpConfig {
@@ -486,6 +569,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cc_scheme_names_round_trip() {
+        for s in CcScheme::ALL {
+            assert_eq!(CcScheme::from_name(s.name()), Some(s));
+        }
+        assert_eq!(CcScheme::from_name("timely"), None);
+        let line = Rate::from_gbps(10);
+        assert!(CcScheme::None.qp_config(line, 1024).is_none());
+        assert!(matches!(
+            CcScheme::DcqcnPlus.qp_config(line, 1024),
+            Some(CcConfig::DcqcnPlus(p)) if p.mtu_bytes == 1024
+        ));
+        assert!(CcScheme::Dart.receiver(line, 1024).dasr.is_some());
+        assert!(CcScheme::DcqcnPlus.peer_ext().cnp_tau);
     }
 
     #[test]

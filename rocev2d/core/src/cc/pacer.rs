@@ -36,6 +36,16 @@ impl Pacer {
     pub fn set_rate(&mut self, rate: Rate) {
         self.rate = rate;
     }
+    /// Changes the rate at `now`: a wait still running is rescaled so that the bytes it owes
+    /// are paid at the new rate (`remaining · old / new`, rounded up).
+    pub fn set_rate_at(&mut self, now: Instant, rate: Rate) {
+        if rate != self.rate && self.next > now && rate.as_bps() > 0 {
+            let left = (self.next - now).as_nanos() as u128;
+            let scaled = (left * self.rate.as_bps() as u128).div_ceil(rate.as_bps() as u128);
+            self.next = now + Duration::from_nanos(u64::try_from(scaled).unwrap_or(u64::MAX));
+        }
+        self.rate = rate;
+    }
     /// True when a packet may leave at `now`.
     pub fn ready(&self, now: Instant) -> bool {
         now >= self.next
@@ -88,6 +98,26 @@ mod tests {
         // 4000 bytes of burst allow four packets back to back (plus the one that crosses).
         assert_eq!(n, 5);
         assert_eq!(p.next_send(), now + Duration::from_nanos(1000));
+    }
+
+    #[test]
+    fn pacer_rate_change_rescales_the_running_wait() {
+        // 1000 bytes at 1 Mbit/s owe 8 ms; 1 ms later 7 ms are left. The rate rises to
+        // 1 Gbit/s: the 875 bytes still owed take 7 µs.
+        let mut p = Pacer::new(Rate::from_bps(1_000_000), 0);
+        let t = Instant::from_nanos(10_000);
+        p.on_send(t, 1000);
+        assert_eq!(p.next_send(), t + Duration::from_millis(8));
+        let now = t + Duration::from_millis(1);
+        p.set_rate_at(now, Rate::from_gbps(1));
+        assert_eq!(p.next_send(), now + Duration::from_micros(7));
+        // A cut stretches it again: 7 µs at 1 Gbit/s owe 875 bytes, 14 µs at 500 Mbit/s.
+        p.set_rate_at(now, Rate::from_bps(500_000_000));
+        assert_eq!(p.next_send(), now + Duration::from_micros(14));
+        // No wait running: nothing to rescale.
+        let later = now + Duration::from_millis(1);
+        p.set_rate_at(later, Rate::from_gbps(8));
+        assert!(p.ready(later));
     }
 
     #[test]

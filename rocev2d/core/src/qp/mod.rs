@@ -553,6 +553,14 @@ impl Qp {
         }
     }
 
+    /// Applies the controller's current rate to a pacer wait already running, so that an
+    /// increase (recovery, a smaller DASR N) is not held back by a gap computed at the old rate.
+    pub(crate) fn sync_pacer(&mut self, now: Instant) {
+        if let (Some(p), Some(c)) = (&mut self.pacer, &self.cc) {
+            p.set_rate_at(now, c.as_dyn().rate());
+        }
+    }
+
     /// Queues a CNP to the peer's QP (DCQCN NP, or DCQCN+'s list walk with its τ).
     pub(crate) fn queue_cnp(&mut self, tau: Option<Duration>) {
         if self.can_respond() && self.path.is_some() {
@@ -566,6 +574,7 @@ impl Qp {
         if let Some(c) = &mut self.cc {
             c.as_dyn_mut().on_cnp(now, &CnpInfo::new(tau));
         }
+        self.sync_pacer(now);
     }
 
     /// The QP number.
@@ -838,6 +847,7 @@ impl Qp {
                 c.as_dyn_mut().handle_timeout(env.now);
             }
         }
+        self.sync_pacer(env.now);
         let fired = self.timers.expired(env.now);
         if fired[Timer::Rnr as usize] {
             // The wait is over: the retry goes out on the next poll_transmit.

@@ -661,6 +661,7 @@ pub(super) fn on_response(
     if let (Some(c), Some(_)) = (&mut qp.cc, roce.aeth) {
         let n = roce.ext.and_then(|e| e.dasr_n);
         c.as_dyn_mut().on_ack(env.now, &crate::cc::AckInfo::new(n));
+        qp.sync_pacer(env.now);
     }
     match (op, syndrome) {
         (Operation::Acknowledge, Some(Syndrome::Ack(_))) => match ack_through(qp, env, psn) {
