@@ -41,3 +41,8 @@ fn wire_bulk_write_udp() {
 fn wire_bulk_write_packet() {
     bulk("wire_bulk_write_packet", "packet");
 }
+
+#[test]
+fn wire_bulk_write_xdp() {
+    bulk("wire_bulk_write_xdp", "xdp");
+}

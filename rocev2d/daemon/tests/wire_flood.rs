@@ -57,3 +57,8 @@ fn wire_flood_udp_counted_by_reason() {
 fn wire_flood_packet_counted_by_reason() {
     flood("wire_flood_packet_counted_by_reason", "packet");
 }
+
+#[test]
+fn wire_flood_xdp_counted_by_reason() {
+    flood("wire_flood_xdp_counted_by_reason", "xdp");
+}

@@ -44,6 +44,11 @@ fn wire_verbs_packet_ipv4() {
 }
 
 #[test]
+fn wire_verbs_xdp_ipv4() {
+    verbs("wire_verbs_xdp_ipv4", "xdp", false);
+}
+
+#[test]
 fn wire_verbs_udp_ipv6() {
     verbs("wire_verbs_udp_ipv6", "udp", true);
 }
@@ -51,6 +56,11 @@ fn wire_verbs_udp_ipv6() {
 #[test]
 fn wire_verbs_packet_ipv6() {
     verbs("wire_verbs_packet_ipv6", "packet", true);
+}
+
+#[test]
+fn wire_verbs_xdp_ipv6() {
+    verbs("wire_verbs_xdp_ipv6", "xdp", true);
 }
 
 #[test]
