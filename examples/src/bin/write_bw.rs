@@ -56,7 +56,8 @@ struct Args {
     /// Check the data: one slot per message, CRC-32 compared at the server.
     #[arg(long)]
     verify: bool,
-    /// Datapath: auto, packet (AF_PACKET, needs CAP_NET_RAW) or udp.
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
     /// Server to connect to; none: be the server.
