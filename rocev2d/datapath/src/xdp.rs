@@ -7,12 +7,12 @@
 //! copy and zero-copy binds) and `docs/datapath.md`, "AF_XDP details".
 //!
 //! Per receive queue (`/sys/class/net/IF/queues/rx-*`) the datapath makes one UMEM of
-//! [`XdpConfig::frames_per_queue`] page-sized chunks (an anonymous mapping), one socket with its
+//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping),
+//! one socket with its
 //! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
 //! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies) —
-//! and registers it in the program's `XSKMAP` at that queue's index. The lower half of the chunks
-//! is lent to the kernel through the fill ring for receiving, the upper half is our transmit
-//! pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
+//! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
+//! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
 //! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
@@ -68,12 +68,17 @@ const SOL_XDP: libc::c_int = 283;
 /// `sendto` kicks per [`Datapath::send`] at most.
 const MAX_KICKS: usize = 64;
 
-/// Options of the AF_XDP datapath.
+/// Options of the AF_XDP datapath. Chunk counts are rounded up to a power of two (64 at least);
+/// a queue's UMEM is `(rx_frames + tx_frames) × 4 KiB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpConfig {
-    /// UMEM chunks (of 4 KiB) per queue, a power of two: half receive, half transmit. Each ring
-    /// has half as many entries.
-    pub frames_per_queue: u32,
+    /// Receive chunks per queue, all lent to the kernel; also the fill and rx ring sizes. Bounds
+    /// the burst a queue absorbs while we are busy (frames beyond it are `rx_kernel_drops`):
+    /// 8192, as many small frames as AF_PACKET's 8 MiB socket buffer holds.
+    pub rx_frames: u32,
+    /// Transmit chunks per queue; also the tx and completion ring sizes: 2048, several driver
+    /// passes (256 frames, at most 2 chunks each at a 4096-byte IBA MTU) of room.
+    pub tx_frames: u32,
     /// Ask the driver for zero-copy first (copy mode is the fallback either way).
     pub zero_copy: bool,
 }
@@ -81,7 +86,8 @@ pub struct XdpConfig {
 impl Default for XdpConfig {
     fn default() -> Self {
         XdpConfig {
-            frames_per_queue: 4096,
+            rx_frames: 8192,
+            tx_frames: 2048,
             zero_copy: true,
         }
     }
@@ -192,12 +198,14 @@ fn xerr(op: &'static str) -> impl FnOnce(xdpilone::Errno) -> Error {
 }
 
 impl Queue {
-    fn open(ifindex: u32, id: u32, frames: u32, zero_copy: bool) -> Result<Queue, Error> {
-        let half = frames / 2;
+    fn open(ifindex: u32, id: u32, cfg: &XdpConfig, zero_copy: bool) -> Result<Queue, Error> {
+        let ring = |n: u32| n.max(64).next_power_of_two();
+        let (rx_n, tx_n) = (ring(cfg.rx_frames), ring(cfg.tx_frames));
+        let frames = rx_n + tx_n;
         let area = Area::new(frames as usize * CHUNK as usize)?;
         let cfg = UmemConfig {
-            fill_size: half,
-            complete_size: half,
+            fill_size: rx_n,
+            complete_size: tx_n,
             frame_size: CHUNK,
             headroom: 0,
             flags: 0,
@@ -222,8 +230,8 @@ impl Queue {
             .rx_tx(
                 &sock,
                 &SocketConfig {
-                    rx_size: NonZeroU32::new(half),
-                    tx_size: NonZeroU32::new(half),
+                    rx_size: NonZeroU32::new(rx_n),
+                    tx_size: NonZeroU32::new(tx_n),
                     bind_flags: mode | SocketConfig::XDP_BIND_NEED_WAKEUP | XDP_USE_SG,
                 },
             )
@@ -239,17 +247,17 @@ impl Queue {
             borrowed,
             SOL_XDP,
             XDP_MAX_TX_SKB_BUDGET,
-            libc::c_int::try_from(half).unwrap_or(libc::c_int::MAX),
+            libc::c_int::try_from(tx_n).unwrap_or(libc::c_int::MAX),
         );
         let (mut fill, comp) = device.into_parts();
         let chunk = |i: u32| umem.frame(BufIdx(i)).map(|c| c.offset);
-        let rx_chunks: Vec<u64> = (0..half).filter_map(chunk).collect();
-        let free_tx: Vec<u64> = (half..frames).filter_map(chunk).collect();
-        let mut w = fill.fill(half);
+        let rx_chunks: Vec<u64> = (0..rx_n).filter_map(chunk).collect();
+        let free_tx: Vec<u64> = (rx_n..frames).filter_map(chunk).collect();
+        let mut w = fill.fill(rx_n);
         let lent = w.insert(rx_chunks.iter().copied());
         w.commit();
         drop(w);
-        if lent != half {
+        if lent != rx_n {
             return Err(Error::Io {
                 op: "AF_XDP fill ring",
                 source: io::Error::from_raw_os_error(libc::ENOBUFS),
@@ -264,8 +272,8 @@ impl Queue {
             dq_stats: user,
             zero_copy,
             free_tx,
-            recycle: Vec::with_capacity(half as usize),
-            descs: Vec::with_capacity(half as usize),
+            recycle: Vec::with_capacity(rx_n as usize),
+            descs: Vec::with_capacity(rx_n as usize),
             area,
         })
     }
@@ -558,7 +566,6 @@ impl XdpDatapath {
                 why: "more rx queues than the steering program's XSKMAP holds (64)",
             });
         }
-        let frames = cfg.frames_per_queue.max(64).next_power_of_two();
         let (mut steering, attach) = match Steering::attach(iface.index, AttachMode::Driver) {
             Ok(s) => (s, AttachMode::Driver),
             Err(native) => match Steering::attach(iface.index, AttachMode::Skb) {
@@ -572,11 +579,11 @@ impl XdpDatapath {
         let mut queues = Vec::with_capacity(nq as usize);
         for id in 0..nq {
             let q = match cfg.zero_copy && attach == AttachMode::Driver {
-                true => Queue::open(iface.index, id, frames, true).or_else(|zc| {
+                true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
                     tracing::debug!(queue = id, error = %zc, "zero-copy refused; copy mode");
-                    Queue::open(iface.index, id, frames, false)
+                    Queue::open(iface.index, id, &cfg, false)
                 })?,
-                false => Queue::open(iface.index, id, frames, false)?,
+                false => Queue::open(iface.index, id, &cfg, false)?,
             };
             steering
                 .register(id, &Raw(q.fd()))
