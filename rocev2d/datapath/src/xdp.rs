@@ -6,7 +6,8 @@
 //! Source: Linux `Documentation/networking/af_xdp.rst` (rings, `XDP_USE_SG`, `need_wakeup`,
 //! copy and zero-copy binds) and `docs/datapath.md`, "AF_XDP details".
 //!
-//! Per receive queue (`/sys/class/net/IF/queues/rx-*`) the datapath makes one UMEM of
+//! Per receive queue in use (`/sys/class/net/IF/queues/rx-*`; without that sysfs, every queue
+//! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM of
 //! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping),
 //! one socket with its
 //! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
@@ -188,6 +189,8 @@ struct Queue {
     free_tx: Vec<u64>,
     /// Chunk offsets received and copied out, to go back to the fill ring.
     recycle: Vec<u64>,
+    /// Frames this queue handed to the caller.
+    rx_packets: u64,
     /// Descriptors taken off the rx ring by one receive.
     descs: Vec<XdpDesc>,
     area: Area,
@@ -274,6 +277,7 @@ impl Queue {
             free_tx,
             recycle: Vec::with_capacity(rx_n as usize),
             descs: Vec::with_capacity(rx_n as usize),
+            rx_packets: 0,
             area,
         })
     }
@@ -334,6 +338,7 @@ impl Queue {
             fill,
             recycle,
             area,
+            rx_packets,
             ..
         } = self;
         let mut frame_descs = descs.split_inclusive(|d| d.options & XDP_PKT_CONTD == 0);
@@ -376,6 +381,7 @@ impl Queue {
             }
             st.rx_packets += 1;
             st.rx_bytes += len as u64;
+            *rx_packets += 1;
             *out += 1;
         }
         debug_assert!(
@@ -525,23 +531,30 @@ impl std::fmt::Debug for XdpDatapath {
     }
 }
 
-/// Receive queues of `iface`: the `rx-N` entries under `/sys/class/net/IF/queues` (sysfs of the
-/// caller's namespace, as `ip netns exec` mounts it), or 1 if that cannot be read.
-fn rx_queues(iface: &str) -> u32 {
-    let n = std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count()
-        })
-        .unwrap_or(0);
-    if n == 0 {
-        tracing::warn!(
-            iface,
-            "cannot count rx queues in sysfs; serving queue 0 only"
-        );
+/// Receive queues in use on `iface` from `/sys/class/net/IF/queues/rx-*`, if that sysfs is the
+/// caller's namespace's (`ip netns exec` mounts it; a thread that only `setns`ed sees another):
+/// checked by the interface index it reports.
+fn sysfs_rx_queues(iface: &Interface) -> Option<u32> {
+    let dir = format!("/sys/class/net/{}", iface.name);
+    let index: u32 = std::fs::read_to_string(format!("{dir}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if index != iface.index {
+        return None;
     }
-    u32::try_from(n).unwrap_or(u32::MAX).max(1)
+    let n = std::fs::read_dir(format!("{dir}/queues"))
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    u32::try_from(n).ok().filter(|&n| n > 0)
+}
+
+/// True for `EINVAL` from `bind`: the queue does not exist (beyond the number in use).
+fn no_such_queue(e: &Error) -> bool {
+    matches!(e, Error::Io { op: "AF_XDP bind", source } if source.raw_os_error() == Some(libc::EINVAL))
 }
 
 impl XdpDatapath {
@@ -559,7 +572,12 @@ impl XdpDatapath {
                 why: "MTU larger than 9000",
             });
         }
-        let nq = rx_queues(&iface.name);
+        // Every receive queue in use: sysfs says how many; without it, netlink's count of
+        // queues the device has is the bound and the first queue `bind` refuses ends the list.
+        let (nq, exact) = match sysfs_rx_queues(iface) {
+            Some(n) => (n, true),
+            None => (iface.rx_queues, false),
+        };
         if nq > MAX_QUEUES {
             return Err(Error::BadInterface {
                 name: iface.name.clone(),
@@ -578,12 +596,17 @@ impl XdpDatapath {
         };
         let mut queues = Vec::with_capacity(nq as usize);
         for id in 0..nq {
-            let q = match cfg.zero_copy && attach == AttachMode::Driver {
+            let opened = match cfg.zero_copy && attach == AttachMode::Driver {
                 true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
                     tracing::debug!(queue = id, error = %zc, "zero-copy refused; copy mode");
                     Queue::open(iface.index, id, &cfg, false)
-                })?,
-                false => Queue::open(iface.index, id, &cfg, false)?,
+                }),
+                false => Queue::open(iface.index, id, &cfg, false),
+            };
+            let q = match opened {
+                Ok(q) => q,
+                Err(e) if !exact && id > 0 && no_such_queue(&e) => break,
+                Err(e) => return Err(e),
             };
             steering
                 .register(id, &Raw(q.fd()))
@@ -630,6 +653,11 @@ impl XdpDatapath {
     /// Number of receive queues served (one socket each).
     pub fn queues(&self) -> usize {
         self.queues.len()
+    }
+
+    /// Frames received so far on each queue, in queue order.
+    pub fn rx_packets_per_queue(&self) -> Vec<u64> {
+        self.queues.iter().map(|q| q.rx_packets).collect()
     }
 
     /// The steering program's counters (summed over CPUs), named as in `rocev2d stats`.
