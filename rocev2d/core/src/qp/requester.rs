@@ -360,7 +360,7 @@ pub(super) fn transmit(
                 (_, false, true) => SendLast,
                 (_, true, true) => SendOnly,
             };
-            let ack_req = last || (k + 1) % ack_every == 0;
+            let ack_req = last || (k + 1).is_multiple_of(ack_every);
             let mut roce = RoceRepr::new(bth(qp, opcode, psn, ack_req, last && w.wr.solicited));
             match op {
                 SendOp::Write { remote_addr, rkey }

@@ -339,11 +339,11 @@ pub fn every_verb() -> Vec<Case> {
         let i = i as u32;
         let bth = BthRepr {
             opcode,
-            solicited: i % 3 == 0,
+            solicited: i.is_multiple_of(3),
             mig_req: i % 7 == 1,
             pad_cnt: 0,
             tver: 0,
-            p_key: if i % 2 == 0 { 0xffff } else { 0x8001 },
+            p_key: if i.is_multiple_of(2) { 0xffff } else { 0x8001 },
             fecn: i % 5 == 2,
             becn: i % 4 == 3,
             deflection_tokens: if i % 6 == 4 { 0x2a } else { 0 },
