@@ -4,7 +4,9 @@
 //! - [`steer`]: the XDP program that hands RoCEv2 frames to AF_XDP sockets.
 //!
 //! Every handle detaches what it attached when dropped, so a process that exits — cleanly or by
-//! a panic — leaves nothing attached behind.
+//! a panic — leaves nothing attached behind; attachments are BPF links, which the kernel also
+//! releases when a killed process's descriptors close (`rocev2d/daemon/tests/wire_daemon.rs`
+//! checks SIGTERM and SIGKILL).
 
 pub mod steer;
 
