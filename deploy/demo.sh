@@ -3,8 +3,8 @@
 # code, parses each back (ICRC verified), prints what the parser saw, writes them all to
 # /tmp/rocev2-demo.pcap and lets tshark, an independent decoder, read that file.
 # The tour sends nothing on a network. Extra arguments go to the frames binary (e.g. --verb read).
-# Then, as root, write_bw and rc_pingpong run between the two namespaces of a pair testbed
-# (see part two below), torn down on exit, also on failure.
+# Then, as root, write_bw and rc_pingpong run over AF_XDP between the two namespaces of a pair
+# testbed (see part two below), torn down on exit, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +25,10 @@ fi
 
 # Part two: two processes in two network namespaces (a pair testbed: one veth link) move data
 # over RoCEv2 with the rocev2 user API: write_bw (RDMA WRITE bandwidth, data CRC-checked at the
-# receiver) and rc_pingpong (ibv_rc_pingpong's SEND ping-pong), over the best datapath this
-# process may open ("auto": AF_PACKET as root). Needs root for the namespaces.
+# receiver) and rc_pingpong (ibv_rc_pingpong's SEND ping-pong), over AF_XDP: each process
+# attaches rocev2's steering XDP program to its veth end and moves frames through AF_XDP rings
+# (copy mode on veth). Needs root for the namespaces and the XDP program. DATAPATH=packet (or
+# udp, auto) picks another datapath.
 if [ "$(id -u)" != 0 ]; then
     printf '\nSkipping the two-namespace part: it needs root (network namespaces).\n'
     exit 0
@@ -41,6 +43,7 @@ printf '\nBringing up a pair testbed (%s): h0 10.0.0.1 <-> h1 10.0.0.2, one veth
 ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
 IF0=$(ifname h0)
 IF1=$(ifname h1)
+DP=${DATAPATH:-xdp}
 
 # Runs "$@" as server in h1 and, once it listens, as client in h0 toward 10.0.0.2.
 run_pair() {
@@ -55,10 +58,10 @@ run_pair() {
     sed 's/^/  server| /' /tmp/rocev2-demo-server.txt
 }
 
-printf '\n$ write_bw --verify -s 65536 -n 1024   (64 MiB of RDMA WRITEs, h0 -> h1)\n'
-run_pair "$BIN/write_bw" --verify -s 65536 -n 1024
-printf '\n$ write_bw -s 65536 -n 16384   (1 GiB of RDMA WRITEs, h0 -> h1)\n'
-run_pair "$BIN/write_bw" -s 65536 -n 16384
-printf '\n$ rc_pingpong -s 4096 -n 1000   (as ibv_rc_pingpong)\n'
-run_pair "$BIN/rc_pingpong" -s 4096 -n 1000
+printf '\n$ write_bw --datapath %s --verify -s 65536 -n 1024   (64 MiB of RDMA WRITEs, h0 -> h1)\n' "$DP"
+run_pair "$BIN/write_bw" --datapath "$DP" --verify -s 65536 -n 1024
+printf '\n$ write_bw --datapath %s -s 65536 -n 16384   (1 GiB of RDMA WRITEs, h0 -> h1)\n' "$DP"
+run_pair "$BIN/write_bw" --datapath "$DP" -s 65536 -n 16384
+printf '\n$ rc_pingpong --datapath %s -s 4096 -n 1000   (as ibv_rc_pingpong)\n' "$DP"
+run_pair "$BIN/rc_pingpong" --datapath "$DP" -s 4096 -n 1000
 printf '\nTearing the testbed down.\n'

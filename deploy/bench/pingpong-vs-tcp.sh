@@ -4,14 +4,15 @@
 #   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s);
 #   - latency: rc_pingpong --lat vs tcp_pingpong (TCP_NODELAY), 4096-byte messages, 5000
 #     round trips, median and p99 as the client measures them.
-# Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet").
+# Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
+# each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
 # Prints a Markdown table for BENCHMARKS.md. The testbed is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
 command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
-DATAPATHS=${DATAPATHS:-udp packet}
+DATAPATHS=${DATAPATHS:-udp packet xdp}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
 
@@ -37,12 +38,14 @@ wait_port() {
 }
 
 rows=()
+declare -A goodput
 for dp in $DATAPATHS; do
     in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$dp" >/dev/null &
     wait_port 18515
     bw=$(in_h0 "$BIN/write_bw" -d "$IF0" --datapath "$dp" -s 65536 -n 16384 10.0.0.2 |
         awk '$1 == 65536 { print $4 }')
     wait
+    goodput[$dp]=$bw
     rows+=("| goodput, write_bw 64 KiB x 16384, $dp | $bw Gbit/s |")
 
     in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" -s "$SIZE" -n "$ITERS" >/dev/null &
@@ -58,6 +61,10 @@ wait_port 5201
 tcp=$(in_h0 iperf3 -c 10.0.0.2 -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
 wait
 rows+=("| goodput, iperf3 one TCP stream, 5 s | $tcp Gbit/s |")
+for dp in $DATAPATHS; do
+    ratio=$(awk -v a="${goodput[$dp]}" -v b="$tcp" 'BEGIN { printf "%.2f", a / b }')
+    rows+=("| goodput ratio write_bw $dp / iperf3 | ${ratio}x |")
+done
 
 in_h1 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" >/dev/null &
 wait_port 18516

@@ -62,3 +62,8 @@ fn rc_pingpong_udp_completes() {
 fn rc_pingpong_packet_completes() {
     pingpong("rc_pingpong_packet_completes", "packet");
 }
+
+#[test]
+fn rc_pingpong_xdp_completes() {
+    pingpong("rc_pingpong_xdp_completes", "xdp");
+}

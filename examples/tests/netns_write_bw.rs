@@ -49,3 +49,8 @@ fn write_bw_verify_udp_64mib_matches() {
 fn write_bw_verify_packet_64mib_matches() {
     write_bw("write_bw_verify_packet_64mib_matches", "packet");
 }
+
+#[test]
+fn write_bw_verify_xdp_64mib_matches() {
+    write_bw("write_bw_verify_xdp_64mib_matches", "xdp");
+}

@@ -16,7 +16,7 @@
 //! RDMA device; `-g` indexes this interface's GID table (its addresses, IPv4 first; default:
 //! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled;
-//! `-c` checks one byte per page of every received message. `--datapath` (auto, packet, udp)
+//! `-c` checks one byte per page of every received message. `--datapath` (auto, xdp, packet, udp)
 //! `--lat` (round-trip median and p99), `--busy-poll`, `--accept-unverified-icrc` and
 //! `--multipath` are ours.
 //!
@@ -93,7 +93,8 @@ struct Args {
     /// Validate received buffers.
     #[arg(short = 'c', long = "chk")]
     chk: bool,
-    /// Datapath: auto, packet (AF_PACKET, needs CAP_NET_RAW) or udp.
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
     /// Also print the median and 99th percentile of the round trips (time between successive

@@ -76,7 +76,8 @@ struct Args {
     /// §3.2; the paper uses one BDP).
     #[arg(long = "iw", default_value_t = MpConfig::paper().iw)]
     iw: u32,
-    /// Datapath: auto, packet (AF_PACKET, needs CAP_NET_RAW) or udp.
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
     /// Server to connect to; none: be the server.

@@ -35,7 +35,8 @@ pub struct RunArgs {
     /// Interface to serve (overrides `iface` in the config file).
     #[arg(long)]
     pub iface: Option<String>,
-    /// Datapath: auto (best available), packet (AF_PACKET, CAP_NET_RAW) or udp (sockets).
+    /// Datapath: auto (best available), xdp (AF_XDP + steering program, root), packet
+    /// (AF_PACKET, CAP_NET_RAW) or udp (sockets).
     #[arg(long)]
     pub datapath: Option<Mode>,
     /// TOML configuration file (see `rocev2d/daemon/src/config.rs` for the keys).

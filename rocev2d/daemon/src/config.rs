@@ -5,7 +5,7 @@
 //! iface = "eth0"
 //!
 //! [datapath]
-//! mode = "auto"            # auto | packet | udp
+//! mode = "auto"            # auto | xdp | packet | udp
 //! busy_poll = false        # spin instead of sleeping in ppoll
 //! rx_batch = 64            # 1..=1024 frames per receive call
 //! tx_batch = 64            # 1..=1024 frames per send call
@@ -404,11 +404,11 @@ mod tests {
             e,
             "config key `datapath.rx_batch` = 0 is out of range (accepted: 1..=1024)"
         );
-        let e = Config::parse("[datapath]\nmode = \"xdp\"")
+        let e = Config::parse("[datapath]\nmode = \"af_xdp\"")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("`datapath.mode`") && e.contains("auto, packet, udp"),
+            e.contains("`datapath.mode`") && e.contains("auto, xdp, packet, udp"),
             "{e}"
         );
         let e = Config::parse("[datapath.udp]\nrcvbuf_bytes = 10")

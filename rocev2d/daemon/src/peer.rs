@@ -87,7 +87,7 @@ pub struct PeerArgs {
     /// Interface carrying the RoCEv2 traffic.
     #[arg(long)]
     pub iface: String,
-    /// Datapath: auto, packet or udp.
+    /// Datapath: auto, xdp, packet or udp.
     #[arg(long, default_value = "auto")]
     pub datapath: Mode,
     /// Serve: listen for the client's TCP connection on this port.

@@ -1,6 +1,7 @@
 //! `rocev2d run` on a real interface: it serves, counts garbage by drop reason, answers
 //! `rocev2d stats` (text and JSON) on its unix socket, and stops cleanly on SIGTERM, removing
-//! the socket.
+//! the socket. With `--datapath xdp`: the steering counters in `rocev2d stats`, non-RoCE
+//! traffic still reaching the kernel, and no XDP program or qdisc left after SIGTERM or SIGKILL.
 
 mod common;
 use common::*;
@@ -67,4 +68,125 @@ fn wire_daemon_run_stats_and_sigterm() {
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("rocev2d: stopped"), "{}", out.stdout);
     assert!(!std::path::Path::new(&sock).exists(), "socket removed");
+}
+
+/// `ip link show` and `tc qdisc show` of `dev` in `host`: what an XDP attachment changes.
+fn link_and_qdisc(tb: &rocev2_testbed::Testbed, host: &str, dev: &str) -> (String, String) {
+    let mut out = Vec::new();
+    for args in [
+        ["ip", "link", "show", "dev", dev],
+        ["tc", "qdisc", "show", "dev", dev],
+    ] {
+        let mut c = tb.command(host, args[0]).expect("command");
+        c.args(&args[1..]);
+        let r = exec::run(&mut c, SETUP).expect(args[0]);
+        assert!(r.status.success(), "{}", r.stderr);
+        out.push(r.stdout);
+    }
+    (out.remove(0), out.remove(0))
+}
+
+/// `rocev2d run --datapath xdp`: the steering program is attached while it serves, its counters
+/// and the core's drop reasons show in `rocev2d stats`, and nothing is left on the interface
+/// after SIGTERM (clean shutdown drops the BPF link) nor after SIGKILL (the kernel releases the
+/// link with the dead process's descriptors).
+#[test]
+fn wire_daemon_xdp_stats_and_detach_on_sigterm_and_sigkill() {
+    let test = "wire_daemon_xdp_stats_and_detach_on_sigterm_and_sigkill";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let dev = ifname(&tb, "h1");
+    let (link0, qdisc0) = link_and_qdisc(&tb, "h1", &dev);
+    assert!(!link0.contains(" xdp"), "{link0}");
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4");
+    for (round, signal) in ["TERM", "KILL"].into_iter().enumerate() {
+        let sock = format!("/tmp/rocev2d-test-{}-{round}.sock", std::process::id());
+        let mut cmd = tb.command("h1", BIN).expect("command");
+        cmd.args([
+            "run",
+            "--iface",
+            &dev,
+            "--datapath",
+            "xdp",
+            "--stats-socket",
+            &sock,
+        ]);
+        let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
+        d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
+            .expect("daemon serving");
+        let (link, _) = link_and_qdisc(&tb, "h1", &dev);
+        assert!(link.contains(" xdp"), "steering program attached: {link}");
+        // Other traffic still reaches h1's kernel through the program: a TCP connection to a
+        // closed port is refused (RST) at once, not left to time out.
+        let mut tcp = tb.command("h0", "bash").expect("command");
+        tcp.args(["-c", &format!("exec 3<>/dev/tcp/{h1}/9")]);
+        let refused = match exec::run(&mut tcp, SETUP) {
+            Ok(r) => r.stderr,
+            Err(e) => format!("{e:?}"),
+        };
+        assert!(
+            refused.contains("refused"),
+            "TCP through the XDP program: {refused}"
+        );
+        // Three datagrams to port 4791 from h0, too short for a BTH: the program redirects
+        // them, the core counts them as truncated.
+        let mut send = tb.command("h0", "bash").expect("command");
+        send.args([
+            "-c",
+            &format!("for i in 1 2 3; do printf 'xyz' > /dev/udp/{h1}/4791; done"),
+        ]);
+        exec::run(&mut send, SETUP).expect("send garbage");
+        let mut snap = serde_json::Value::Null;
+        for _ in 0..100 {
+            let out = exec::run(
+                std::process::Command::new(BIN).args(["stats", "--json", "--socket", &sock]),
+                SETUP,
+            )
+            .expect("stats");
+            assert!(out.status.success(), "{}", out.stderr);
+            snap = serde_json::from_str(&out.stdout).expect("stats JSON");
+            if snap["drops"]["truncated"] == 3 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(snap["datapath"], "xdp", "{snap}");
+        assert_eq!(snap["drops"]["truncated"], 3, "{snap}");
+        let c = &snap["datapath_counters"];
+        assert_eq!(c["steer_redirected"], 3, "{snap}");
+        assert_eq!(c["steer_no_socket"], 0, "{snap}");
+        // The TCP segments (and any ARP) went to the kernel.
+        assert!(c["steer_not_roce"].as_u64() > Some(0), "{snap}");
+        // The kernel's UDP stack left the checksums of these local datagrams for offload.
+        assert_eq!(c["rx_csum_unfinished"], 3, "{snap}");
+        exec::run(
+            std::process::Command::new("kill").args([&format!("-{signal}"), &d.id().to_string()]),
+            SETUP,
+        )
+        .expect("kill");
+        let out = d.wait(SETUP).expect("daemon exits");
+        if signal == "TERM" {
+            assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+            assert!(out.stdout.contains("rocev2d: stopped"), "{}", out.stdout);
+        } else {
+            let _ = std::fs::remove_file(&sock);
+        }
+        // The kernel may release a dead process's link a moment after it is reaped.
+        let mut after = link_and_qdisc(&tb, "h1", &dev);
+        for _ in 0..100 {
+            if !after.0.contains(" xdp") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            after = link_and_qdisc(&tb, "h1", &dev);
+        }
+        assert!(
+            !after.0.contains(" xdp"),
+            "SIG{signal}: still attached: {}",
+            after.0
+        );
+        assert_eq!(after.1, qdisc0, "SIG{signal}: qdiscs changed");
+    }
 }

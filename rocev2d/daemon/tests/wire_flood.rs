@@ -32,8 +32,8 @@ fn flood(test: &str, mode: &str) {
     // Nothing is lost on a veth with 8 MiB of socket buffer, so the accounting is exact.
     assert_eq!(
         drops, 6000,
-        "every injected frame is counted once: {}",
-        snap["drops"]
+        "every injected frame is counted once: {}\ndatapath: {}",
+        snap["drops"], snap["datapath_counters"]
     );
     assert_eq!(drop_count(&r, "unknown_qp"), 2000);
     // Corrupted frames are all icrc_error; a random UDP payload can also reach the ICRC check.
@@ -56,4 +56,9 @@ fn wire_flood_udp_counted_by_reason() {
 #[test]
 fn wire_flood_packet_counted_by_reason() {
     flood("wire_flood_packet_counted_by_reason", "packet");
+}
+
+#[test]
+fn wire_flood_xdp_counted_by_reason() {
+    flood("wire_flood_xdp_counted_by_reason", "xdp");
 }

@@ -47,3 +47,8 @@ fn wire_kill_server_udp_retry_exc_err() {
 fn wire_kill_server_packet_retry_exc_err() {
     kill("wire_kill_server_packet_retry_exc_err", "packet");
 }
+
+#[test]
+fn wire_kill_server_xdp_retry_exc_err() {
+    kill("wire_kill_server_xdp_retry_exc_err", "xdp");
+}

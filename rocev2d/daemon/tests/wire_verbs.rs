@@ -2,7 +2,7 @@
 //! packets), SEND with immediate, RDMA WRITE, WRITE with immediate, RDMA READ, FetchAdd and
 //! CmpSwap, every byte and completion checked by the client peer against the server's memory.
 //! Also `--datapath auto` on both sides, the server without privileges: it must fall back to UDP
-//! sockets (and say why) and still interoperate with an AF_PACKET client.
+//! sockets (and say why) and still interoperate with the root client, which picks AF_XDP.
 
 mod common;
 use common::*;
@@ -44,6 +44,11 @@ fn wire_verbs_packet_ipv4() {
 }
 
 #[test]
+fn wire_verbs_xdp_ipv4() {
+    verbs("wire_verbs_xdp_ipv4", "xdp", false);
+}
+
+#[test]
 fn wire_verbs_udp_ipv6() {
     verbs("wire_verbs_udp_ipv6", "udp", true);
 }
@@ -51,6 +56,11 @@ fn wire_verbs_udp_ipv6() {
 #[test]
 fn wire_verbs_packet_ipv6() {
     verbs("wire_verbs_packet_ipv6", "packet", true);
+}
+
+#[test]
+fn wire_verbs_xdp_ipv6() {
+    verbs("wire_verbs_xdp_ipv6", "xdp", true);
 }
 
 #[test]
@@ -85,13 +95,24 @@ fn wire_auto_without_cap_net_raw_falls_back_to_udp() {
     ];
     let srv = server_via(&tb, &nobody, &["--datapath", "auto"]);
     let cli = client(&tb, false, &["--datapath", "auto", "--workload", "verbs"]);
-    let r = result(&cli.wait(Duration::from_secs(60)).expect("client finished"));
+    let out = cli.wait(Duration::from_secs(60)).expect("client finished");
+    let ready = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("READY "))
+        .expect("client READY line");
+    let ready: serde_json::Value = serde_json::from_str(ready).expect("READY is JSON");
+    assert_eq!(
+        ready["datapath"], "xdp",
+        "auto prefers AF_XDP as root: {ready}"
+    );
+    let r = result(&out);
     let snap = &r["server"]["snapshot"];
     assert_eq!(snap["datapath"], "udp", "{snap}");
     assert!(
-        snap["datapath_reason"]
-            .as_str()
-            .is_some_and(|s| s.contains("AF_PACKET not permitted")),
+        snap["datapath_reason"].as_str().is_some_and(
+            |s| s.contains("AF_XDP unavailable") && s.contains("AF_PACKET not permitted")
+        ),
         "{snap}"
     );
     assert_eq!(r["final"], 42);

@@ -1,14 +1,17 @@
 //! Choosing a datapath: the best one this process may open on an interface, and why.
 //!
-//! Order of preference: AF_XDP (not implemented yet: issue 4, later part), then AF_PACKET
-//! (needs `CAP_NET_RAW`; verifies every ICRC; no kernel UDP processing), then UDP sockets (no
-//! privilege; see [`crate::udp`] for what it cannot verify). The choice and its reason are logged
-//! and returned, so `rocev2d stats` can show them.
+//! Order of preference: AF_XDP (root: loading and attaching the steering program; no system
+//! call per received batch, the kernel stack never sees RoCEv2 frames), then AF_PACKET (needs
+//! `CAP_NET_RAW`; verifies every ICRC), then UDP sockets (no privilege; see [`crate::udp`] for
+//! what it cannot verify). AF_XDP is tried first whatever the failure (no privileges, another
+//! XDP program on the interface, no BTF), and its error becomes part of the reason. The choice
+//! and its reason are logged and returned, so `rocev2d stats` can show them.
 //!
 //! Deviations: none.
 
 use crate::packet::{PacketConfig, PacketDatapath};
 use crate::udp::{UdpConfig, UdpDatapath};
+use crate::xdp::{XdpConfig, XdpDatapath};
 use crate::{Datapath, Error, Interface};
 use std::fmt;
 use std::str::FromStr;
@@ -23,6 +26,8 @@ pub enum Mode {
     Packet,
     /// UDP sockets.
     Udp,
+    /// AF_XDP sockets fed by the steering XDP program.
+    Xdp,
 }
 
 impl Mode {
@@ -32,6 +37,7 @@ impl Mode {
             Mode::Auto => "auto",
             Mode::Packet => "packet",
             Mode::Udp => "udp",
+            Mode::Xdp => "xdp",
         }
     }
 }
@@ -49,7 +55,8 @@ impl FromStr for Mode {
             "auto" => Ok(Mode::Auto),
             "packet" => Ok(Mode::Packet),
             "udp" => Ok(Mode::Udp),
-            _ => Err("one of auto, packet, udp"),
+            "xdp" => Ok(Mode::Xdp),
+            _ => Err("one of auto, xdp, packet, udp"),
         }
     }
 }
@@ -61,6 +68,8 @@ pub struct Options {
     pub packet: PacketConfig,
     /// UDP settings.
     pub udp: UdpConfig,
+    /// AF_XDP settings.
+    pub xdp: XdpConfig,
 }
 
 /// An open datapath and why it was chosen.
@@ -87,6 +96,13 @@ impl fmt::Debug for Opened {
 /// not permitted, or AF_PACKET's error when it failed for another reason.
 pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Error> {
     let opened = match mode {
+        Mode::Xdp => {
+            let x = XdpDatapath::open(iface, opts.xdp)?;
+            Opened {
+                reason: format!("xdp: asked for; {}", x.describe()),
+                datapath: Box::new(x),
+            }
+        }
         Mode::Packet => Opened {
             datapath: Box::new(PacketDatapath::open(iface, opts.packet)?),
             reason: "packet: asked for".into(),
@@ -95,19 +111,25 @@ pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Err
             datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
             reason: "udp: asked for".into(),
         },
-        Mode::Auto => match PacketDatapath::open(iface, opts.packet) {
-            Ok(p) => Opened {
-                datapath: Box::new(p),
-                reason: "packet: AF_XDP not available in this build; AF_PACKET permitted".into(),
+        Mode::Auto => match XdpDatapath::open(iface, opts.xdp) {
+            Ok(x) => Opened {
+                reason: format!("xdp: steering program loaded; {}", x.describe()),
+                datapath: Box::new(x),
             },
-            Err(e) if e.is_permission() => Opened {
-                datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
-                reason: format!(
-                    "udp: AF_XDP not available in this build; AF_PACKET not permitted ({e}); \
-                     IPv4 frames from senders with non-zero IP IDs cannot be ICRC-verified"
-                ),
+            Err(xdp) => match PacketDatapath::open(iface, opts.packet) {
+                Ok(p) => Opened {
+                    datapath: Box::new(p),
+                    reason: format!("packet: AF_XDP unavailable ({xdp}); AF_PACKET permitted"),
+                },
+                Err(e) if e.is_permission() => Opened {
+                    datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
+                    reason: format!(
+                        "udp: AF_XDP unavailable ({xdp}); AF_PACKET not permitted ({e}); \
+                         IPv4 frames from senders with non-zero IP IDs cannot be ICRC-verified"
+                    ),
+                },
+                Err(e) => return Err(e),
             },
-            Err(e) => return Err(e),
         },
     };
     tracing::info!(
@@ -125,9 +147,9 @@ mod tests {
 
     #[test]
     fn mode_names_roundtrip() {
-        for m in [Mode::Auto, Mode::Packet, Mode::Udp] {
+        for m in [Mode::Auto, Mode::Xdp, Mode::Packet, Mode::Udp] {
             assert_eq!(m.name().parse::<Mode>(), Ok(m));
         }
-        assert!("xdp".parse::<Mode>().is_err());
+        assert!("af_xdp".parse::<Mode>().is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! Which frames an AF_PACKET socket hands to rocev2: untagged IPv4 or IPv6 UDP to port 4791,
+//! Which frames an AF_PACKET (or AF_XDP) socket hands to rocev2: untagged IPv4 or IPv6 UDP to port 4791,
 //! IPv4 not fragmented. The same rule twice: a classic BPF socket filter, so the kernel copies
 //! nothing else to us, and [`is_roce`], the userspace check behind it (a frame can arrive
 //! between `socket()` and `SO_ATTACH_FILTER`, and attaching can fail).
@@ -9,6 +9,8 @@
 //!
 //! Deviations: 802.1Q-tagged frames are not accepted (on Linux the tag is usually stripped into
 //! packet metadata before the filter runs; rocev2 does not reinsert it yet).
+
+use rocev2_core::wire::frame::Ecn;
 
 /// One classic BPF instruction (`struct sock_filter`).
 pub type SockFilter = libc::sock_filter;
@@ -81,10 +83,71 @@ pub fn is_roce(frame: &[u8]) -> bool {
     }
 }
 
+/// Where the UDP header of an untagged IPv4/IPv6 frame starts.
+fn udp_at(f: &[u8]) -> Option<usize> {
+    match f.get(12..14) {
+        Some([0x08, 0x00]) => f.get(14).map(|b| 14 + usize::from(b & 0x0f) * 4),
+        Some([0x86, 0xdd]) => Some(14 + 40),
+        _ => None,
+    }
+}
+
+/// Zeroes the UDP checksum of an untagged IPv4/IPv6 UDP frame; `false` if it is not one.
+/// IPv4 and IPv6 RoCEv2 receivers accept a zero checksum, and the ICRC masks the field.
+pub(crate) fn zero_udp_checksum(f: &mut [u8]) -> bool {
+    match udp_at(f).and_then(|u| f.get_mut(u + 6..u + 8)) {
+        Some(c) => {
+            c.fill(0);
+            true
+        }
+        None => false,
+    }
+}
+
+/// True when the UDP checksum of an untagged IPv4/IPv6 frame holds exactly the folded
+/// pseudo-header sum: the value Linux writes when it leaves the checksum to offload
+/// (`CHECKSUM_PARTIAL`: `uh->check = ~csum_tcpudp_magic(…, 0)`, or `~csum_ipv6_magic`), which a
+/// frame crossing a local veth keeps. Used where no checksum status comes with the frame (XDP).
+pub(crate) fn udp_checksum_unfinished(f: &[u8]) -> bool {
+    let Some(u) = udp_at(f) else { return false };
+    let (Some(len), Some(check)) = (f.get(u + 4..u + 6), f.get(u + 6..u + 8)) else {
+        return false;
+    };
+    let check = u16::from_be_bytes([check[0], check[1]]);
+    if check == 0 {
+        return false;
+    }
+    let addrs = match f.get(12..14) {
+        Some([0x08, 0x00]) => f.get(26..34),
+        _ => f.get(22..54),
+    };
+    let Some(addrs) = addrs else { return false };
+    let mut sum: u32 = addrs
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    sum += 17 + u32::from(u16::from_be_bytes([len[0], len[1]]));
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    u32::from(check) == sum
+}
+
+/// The ECN bits of an untagged IPv4/IPv6 frame.
+pub(crate) fn frame_ecn(f: &[u8]) -> Ecn {
+    match f.get(12..14) {
+        Some([0x08, 0x00]) => f.get(15).map_or(Ecn::NotEct, |t| Ecn::from_bits(*t)),
+        Some([0x86, 0xdd]) => f.get(15).map_or(Ecn::NotEct, |b| Ecn::from_bits(b >> 4)),
+        _ => Ecn::NotEct,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use rocev2_core::wire::frame::{FrameRepr, IpRepr};
+    use std::net::Ipv4Addr;
 
     /// The subset of classic BPF the filters use, with the kernel's rule that a load past the
     /// end of the packet returns 0.
@@ -206,5 +269,102 @@ mod tests {
             }
             prop_assert_eq!(run(&ROCE_FILTER, &f) != 0, is_roce(&f));
         }
+    }
+
+    #[test]
+    fn filter_zero_udp_checksum_keeps_frame_valid() {
+        let ip = IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            dscp: 0,
+            ecn: Ecn::Ce,
+            flow_label: 7,
+            hop_limit: 64,
+        };
+        let mut f = crate::test_frames::ack(ip, 1000);
+        assert_ne!(
+            f[14 + 40 + 6..14 + 40 + 8],
+            [0, 0],
+            "IPv6 frames carry a checksum"
+        );
+        // A checksum "left for the NIC" is garbage to the core...
+        f[14 + 40 + 6] ^= 0x55;
+        assert_eq!(
+            FrameRepr::parse(&f).err(),
+            Some(rocev2_core::wire::Error::BadUdpChecksum)
+        );
+        // ...and zeroing it is what the datapath does with TP_STATUS_CSUMNOTREADY.
+        assert!(zero_udp_checksum(&mut f));
+        assert!(FrameRepr::parse(&f).is_ok());
+        assert_eq!(frame_ecn(&f), Ecn::Ce);
+        assert!(!zero_udp_checksum(&mut [0u8; 20]));
+    }
+
+    #[test]
+    fn filter_frame_ecn_v4() {
+        let ip = IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            identification: 0,
+            dont_fragment: true,
+            ttl: 64,
+        };
+        let f = crate::test_frames::ack(ip, 1000);
+        assert_eq!(frame_ecn(&f), Ecn::Ect0);
+        assert_eq!(frame_ecn(&[]), Ecn::NotEct);
+    }
+
+    #[test]
+    fn filter_unfinished_checksum_recognised_by_value() {
+        use rocev2_core::wire::frame::IpRepr;
+        for ip in [
+            IpRepr::V4 {
+                src: std::net::Ipv4Addr::new(10, 0, 0, 1),
+                dst: std::net::Ipv4Addr::new(10, 0, 0, 2),
+                dscp: 0,
+                ecn: Ecn::NotEct,
+                identification: 0,
+                dont_fragment: true,
+                ttl: 64,
+            },
+            IpRepr::V6 {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                dscp: 0,
+                ecn: Ecn::NotEct,
+                flow_label: 0,
+                hop_limit: 64,
+            },
+        ] {
+            let mut f = crate::test_frames::ack(ip, 0xc001);
+            let u = udp_at(&f).unwrap();
+            let len = u16::from_be_bytes([f[u + 4], f[u + 5]]);
+            // What Linux leaves for offload, computed independently: the folded one's-complement
+            // sum of the pseudo-header (addresses, protocol 17, UDP length).
+            let (a, b) = match ip {
+                IpRepr::V4 { .. } => (26, 34),
+                IpRepr::V6 { .. } => (22, 54),
+            };
+            let mut sum: u32 = f[a..b]
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum::<u32>()
+                + 17
+                + u32::from(len);
+            sum = (sum & 0xffff) + (sum >> 16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            f[u + 6..u + 8].copy_from_slice(&(sum as u16).to_be_bytes());
+            assert!(udp_checksum_unfinished(&f), "{ip:?}");
+            f[u + 7] ^= 1;
+            assert!(
+                !udp_checksum_unfinished(&f),
+                "another value is a real checksum"
+            );
+            f[u + 6..u + 8].fill(0);
+            assert!(!udp_checksum_unfinished(&f), "zero means no checksum");
+        }
+        assert!(!udp_checksum_unfinished(&[0u8; 20]));
     }
 }

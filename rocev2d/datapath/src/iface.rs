@@ -32,6 +32,9 @@ pub struct Interface {
     pub up: bool,
     /// Addresses, IPv4 first, in the kernel's order.
     pub addrs: Vec<IfAddr>,
+    /// Receive queues the device was created with (`IFLA_NUM_RX_QUEUES`, at least 1); the
+    /// number in use can be lower (`ethtool -L`).
+    pub rx_queues: u32,
 }
 
 /// One address of an [`Interface`].
@@ -98,10 +101,12 @@ impl Interface {
         }
         let mut mac = None;
         let mut mtu = None;
+        let mut rx_queues = 1;
         for a in &link.attributes {
             match a {
                 LinkAttribute::Address(b) => mac = <[u8; 6]>::try_from(b.as_slice()).ok(),
                 LinkAttribute::Mtu(m) => mtu = Some(*m),
+                LinkAttribute::NumRxQueues(n) => rx_queues = (*n).max(1),
                 _ => {}
             }
         }
@@ -146,6 +151,7 @@ impl Interface {
             mtu,
             up,
             addrs,
+            rx_queues,
         })
     }
 
@@ -206,6 +212,7 @@ mod tests {
             mtu: 1500,
             up: true,
             addrs: vec![],
+            rx_queues: 1,
         };
         assert_eq!(i.path_mtu(false), Some(Mtu::Mtu1024));
         i.mtu = 9000;

@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | AF_PACKET | [`packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
 //! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we rebuild them on receive |
-//! | AF_XDP | – | – | not yet (issue 4, later part); the trait is shaped for it: batches of caller buffers, one pollable fd |
+//! | AF_XDP | [`xdp`] | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
 //!
 //! [`auto`] picks the best mode available and says why. [`iface`] reads an interface's MAC, MTU,
 //! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
@@ -18,8 +18,8 @@
 //! Source: RoCEv2 Annex A17.4 (UDP encapsulation) and `docs/wire.md`, "ICRC in each datapath
 //! mode", for what the UDP datapath must do so that the ICRC the core computed stays valid.
 //!
-//! Deviations: 802.1Q tags are not handled by either datapath yet (the AF_PACKET filter accepts
-//! untagged frames only; the UDP datapath never sees tags); see each module.
+//! Deviations: 802.1Q tags are not handled by any datapath yet (the AF_PACKET and AF_XDP
+//! datapaths accept untagged frames only; the UDP datapath never sees tags); see each module.
 #![cfg_attr(
     not(test),
     deny(
@@ -41,6 +41,7 @@ mod netlink;
 pub mod packet;
 mod sys;
 pub mod udp;
+pub mod xdp;
 
 pub use auto::{Mode, open};
 pub use driver::{Driver, DriverConfig, Progress, WaitMode};
@@ -82,6 +83,10 @@ pub enum Error {
     /// A netlink reply could not be decoded.
     #[error("netlink: {0}")]
     Netlink(String),
+    /// The AF_XDP steering program could not be loaded, attached or given a socket (what the
+    /// loader reported: verifier, privileges, another XDP program on the interface).
+    #[error("XDP steering program: {0}")]
+    Xdp(String),
     /// The next hop's MAC address did not appear in the neighbour table in time.
     #[error("no neighbour entry for {0} (ARP/ND got no answer)")]
     Unresolved(std::net::IpAddr),
@@ -286,11 +291,19 @@ pub struct DatapathStats {
     /// UDP mode: frames sent from port 4791 with a recomputed ICRC because no socket could be
     /// bound to the QP's UDP source port.
     pub tx_sport_fallback: u64,
+    /// AF_XDP: RoCEv2 frames the steering program redirected to our sockets (all CPUs).
+    pub steer_redirected: u64,
+    /// AF_XDP: RoCEv2 frames that arrived on a queue without a socket, passed to the kernel.
+    pub steer_no_socket: u64,
+    /// AF_XDP: frames that are not RoCEv2, passed to the kernel.
+    pub steer_not_roce: u64,
+    /// AF_XDP: frames too short for the headers they announce, passed to the kernel.
+    pub steer_truncated: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
+    pub fn named(&self) -> [(&'static str, u64); 17] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -305,6 +318,10 @@ impl DatapathStats {
             ("tx_malformed", self.tx_malformed),
             ("tx_blocked", self.tx_blocked),
             ("tx_sport_fallback", self.tx_sport_fallback),
+            ("steer_redirected", self.steer_redirected),
+            ("steer_no_socket", self.steer_no_socket),
+            ("steer_not_roce", self.steer_not_roce),
+            ("steer_truncated", self.steer_truncated),
         ]
     }
 }
@@ -314,7 +331,7 @@ impl DatapathStats {
 /// Every call is non-blocking; the event loop waits on [`Datapath::fd`] (readable: frames to
 /// receive; writable: room to send) and on the core's next deadline.
 pub trait Datapath {
-    /// Short mode name for logs and stats: `"packet"`, `"udp"`, later `"xdp"`.
+    /// Short mode name for logs and stats: `"packet"`, `"udp"`, `"xdp"`.
     fn name(&self) -> &'static str;
 
     /// Receives up to `batch.capacity()` frames into the batch's slots and returns how many

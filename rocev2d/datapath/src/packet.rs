@@ -29,7 +29,6 @@
 
 use crate::sys::{self, Cmsg};
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
-use rocev2_core::wire::frame::Ecn;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::cell::Cell;
 use std::io;
@@ -183,31 +182,6 @@ impl PacketDatapath {
     }
 }
 
-/// Zeroes the UDP checksum of an untagged IPv4/IPv6 UDP frame; `false` if it is not one.
-fn zero_udp_checksum(f: &mut [u8]) -> bool {
-    let at = match f.get(12..14) {
-        Some([0x08, 0x00]) => f.get(14).map(|b| 14 + usize::from(b & 0x0f) * 4),
-        Some([0x86, 0xdd]) => Some(14 + 40),
-        _ => None,
-    };
-    match at.and_then(|u| f.get_mut(u + 6..u + 8)) {
-        Some(c) => {
-            c.fill(0);
-            true
-        }
-        None => false,
-    }
-}
-
-/// The ECN bits of an untagged IPv4/IPv6 frame.
-fn frame_ecn(f: &[u8]) -> Ecn {
-    match f.get(12..14) {
-        Some([0x08, 0x00]) => f.get(15).map_or(Ecn::NotEct, |t| Ecn::from_bits(*t)),
-        Some([0x86, 0xdd]) => f.get(15).map_or(Ecn::NotEct, |b| Ecn::from_bits(b >> 4)),
-        _ => Ecn::NotEct,
-    }
-}
-
 impl Datapath for PacketDatapath {
     fn name(&self) -> &'static str {
         "packet"
@@ -273,12 +247,13 @@ impl Datapath for PacketDatapath {
                 .find(|c| c.level == libc::SOL_PACKET && c.kind == libc::PACKET_AUXDATA)
                 .and_then(|c| c.data.get(..4).and_then(|b| b.try_into().ok()))
                 .map_or(0, u32::from_ne_bytes);
-            if status & libc::TP_STATUS_CSUMNOTREADY != 0 && zero_udp_checksum(frame) {
+            if status & libc::TP_STATUS_CSUMNOTREADY != 0 && crate::filter::zero_udp_checksum(frame)
+            {
                 self.stats.rx_csum_unfinished += 1;
             }
             meta[i] = RxMeta {
                 len,
-                ecn: frame_ecn(frame),
+                ecn: crate::filter::frame_ecn(frame),
             };
             if out != i {
                 slots.swap(out, i);
@@ -365,56 +340,5 @@ impl Datapath for PacketDatapath {
             rx_kernel_drops: self.kernel_drops.get(),
             ..self.stats
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rocev2_core::wire::frame::{FrameRepr, IpRepr};
-
-    #[test]
-    fn packet_zero_udp_checksum_keeps_frame_valid() {
-        let ip = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::Ce,
-            flow_label: 7,
-            hop_limit: 64,
-        };
-        let mut f = crate::test_frames::ack(ip, 1000);
-        assert_ne!(
-            f[14 + 40 + 6..14 + 40 + 8],
-            [0, 0],
-            "IPv6 frames carry a checksum"
-        );
-        // A checksum "left for the NIC" is garbage to the core...
-        f[14 + 40 + 6] ^= 0x55;
-        assert_eq!(
-            FrameRepr::parse(&f).err(),
-            Some(rocev2_core::wire::Error::BadUdpChecksum)
-        );
-        // ...and zeroing it is what the datapath does with TP_STATUS_CSUMNOTREADY.
-        assert!(zero_udp_checksum(&mut f));
-        assert!(FrameRepr::parse(&f).is_ok());
-        assert_eq!(frame_ecn(&f), Ecn::Ce);
-        assert!(!zero_udp_checksum(&mut [0u8; 20]));
-    }
-
-    #[test]
-    fn packet_frame_ecn_v4() {
-        let ip = IpRepr::V4 {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            identification: 0,
-            dont_fragment: true,
-            ttl: 64,
-        };
-        let f = crate::test_frames::ack(ip, 1000);
-        assert_eq!(frame_ecn(&f), Ecn::Ect0);
-        assert_eq!(frame_ecn(&[]), Ecn::NotEct);
     }
 }

@@ -124,7 +124,7 @@ impl Device {
         &self.iface
     }
 
-    /// The datapath's name: `"packet"` or `"udp"`.
+    /// The datapath's name: `"xdp"`, `"packet"` or `"udp"`.
     pub fn datapath_name(&self) -> &'static str {
         self.driver.datapath().name()
     }

@@ -1,6 +1,6 @@
 //! `rocev2`: a verbs-like API over the rocev2 RoCEv2 engine, running in-process.
 //!
-//! A [`Device`] opens one Ethernet interface with a datapath ([`DatapathKind`]: AF_PACKET,
+//! A [`Device`] opens one Ethernet interface with a datapath ([`DatapathKind`]: AF_XDP, AF_PACKET,
 //! UDP sockets, or the best available) and owns an engine, the registered memory and the
 //! event-loop driver. The verbs map one to one: [`Device::alloc_pd`],
 //! [`Device::register`] (`ibv_reg_mr`), [`Device::create_cq`], [`Device::create_rc_qp`],

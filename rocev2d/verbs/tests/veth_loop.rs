@@ -1,4 +1,5 @@
-//! Two [`rocev2::Device`]s in one process on the two ends of a veth pair (AF_PACKET): an RDMA
+//! Two [`rocev2::Device`]s in one process on the two ends of a veth pair (AF_PACKET, then
+//! AF_XDP, one test each): an RDMA
 //! WRITE and a SEND complete through the async API ([`Device::next_completion`] on a minimal
 //! executor), the receiver's [`Device::wait_cq`] sees the SEND, and the written bytes are in
 //! the receiver's region.
@@ -43,7 +44,7 @@ fn block_on<F: Future>(f: F, limit: Duration) -> F::Output {
     }
 }
 
-fn body() {
+fn body(kind: DatapathKind) {
     sh(&[
         "ip", "link", "add", "vla", "type", "veth", "peer", "name", "vlb",
     ]);
@@ -51,9 +52,10 @@ fn body() {
         sh(&["ip", "addr", "add", ip, "dev", dev]);
         sh(&["ip", "link", "set", dev, "up"]);
     }
-    let mut a = Device::open("vla", DatapathKind::Packet).unwrap();
-    let mut b = Device::open("vlb", DatapathKind::Packet).unwrap();
-    assert_eq!(a.datapath_name(), "packet");
+    let mut a = Device::open("vla", kind).unwrap();
+    let mut b = Device::open("vlb", kind).unwrap();
+    assert_eq!(a.datapath_name(), kind.name());
+    assert_eq!(b.datapath_name(), kind.name());
     let pd_a = a.alloc_pd();
     let pd_b = b.alloc_pd();
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 + 7) as u8).collect();
@@ -152,8 +154,18 @@ fn body() {
 
 #[test]
 fn veth_write_and_send_complete_async() {
+    in_netns("veth_write_and_send_complete_async", DatapathKind::Packet);
+}
+
+#[test]
+fn veth_write_and_send_complete_async_xdp() {
+    in_netns("veth_write_and_send_complete_async_xdp", DatapathKind::Xdp);
+}
+
+/// Runs [`body`] with `kind` in a fresh namespace: this test binary re-runs `test` inside it.
+fn in_netns(test: &str, kind: DatapathKind) {
     if std::env::var_os(INSIDE).is_some() {
-        body();
+        body(kind);
         return;
     }
     if !std::fs::read_to_string("/proc/self/status")
@@ -161,13 +173,10 @@ fn veth_write_and_send_complete_async() {
         .lines()
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
     {
-        let _ = writeln!(
-            std::io::stderr(),
-            "\nSKIPPED (needs root): veth_write_and_send_complete_async"
-        );
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
         return;
     }
-    let ns = format!("rv2vt{}", std::process::id());
+    let ns = format!("rv2vt{}{}", std::process::id(), kind.name());
     sh(&["ip", "netns", "add", &ns]);
     struct Del(String);
     impl Drop for Del {
@@ -180,11 +189,7 @@ fn veth_write_and_send_complete_async() {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns])
         .arg(exe)
-        .args([
-            "--exact",
-            "veth_write_and_send_complete_async",
-            "--nocapture",
-        ])
+        .args(["--exact", test, "--nocapture"])
         .env(INSIDE, "1")
         .output()
         .unwrap();

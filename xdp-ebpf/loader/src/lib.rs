@@ -3,7 +3,9 @@
 //!
 //! - [`steer`]: the XDP program that hands RoCEv2 frames to AF_XDP sockets. Its handle
 //!   detaches what it attached when dropped, so a process that exits — cleanly or by a panic —
-//!   leaves nothing attached behind.
+//!   leaves nothing attached behind; the attachment is a BPF link, which the kernel also
+//!   releases when a killed process's descriptors close (`rocev2d/daemon/tests/wire_daemon.rs`
+//!   checks SIGTERM and SIGKILL).
 //! - [`switch`]: the tc program that makes an interface a switch port (queue model, RED/ECN,
 //!   fault injection). Deliberately the opposite lifetime: a port stays configured after the
 //!   attaching process exits, until [`switch::Port::detach`] (or the namespace goes).

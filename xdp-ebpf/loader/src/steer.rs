@@ -8,12 +8,41 @@ use aya::{
     maps::{MapData, PerCpuArray, XskMap},
     programs::{Xdp, XdpMode},
 };
-use rocev2_ebpf_common::steer::{COUNTERS_MAP, Counter, XSKS_MAP};
+use rocev2_ebpf_common::steer::{COUNTERS_MAP, XSKS_MAP};
+pub use rocev2_ebpf_common::steer::{Counter, MAX_QUEUES};
 
 use crate::Error;
 
 const PROGRAM: &str = "rocev2_steer";
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer"));
+
+/// Where the program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    /// Native XDP, in the driver (veth and most NIC drivers); needed for zero-copy AF_XDP.
+    Driver,
+    /// Generic XDP, on the socket buffer after the driver: works on every interface, slower.
+    Skb,
+}
+
+impl AttachMode {
+    /// `"driver"` or `"skb"`, for logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttachMode::Driver => "driver",
+            AttachMode::Skb => "skb",
+        }
+    }
+}
+
+impl From<AttachMode> for XdpMode {
+    fn from(m: AttachMode) -> XdpMode {
+        match m {
+            AttachMode::Driver => XdpMode::Driver,
+            AttachMode::Skb => XdpMode::Skb,
+        }
+    }
+}
 
 /// The steering program attached to one interface; detached when dropped.
 pub struct Steering {
@@ -25,8 +54,14 @@ pub struct Steering {
 
 impl Steering {
     /// Loads the program and attaches it to interface `ifindex` in `mode` (veths and most
-    /// drivers accept [`XdpMode::Driver`]; [`XdpMode::Skb`] works everywhere, slower).
-    pub fn attach(ifindex: u32, mode: XdpMode) -> Result<Steering, Error> {
+    /// drivers accept [`AttachMode::Driver`]; [`AttachMode::Skb`] works everywhere, slower).
+    /// The attachment is a BPF link owned by this process: it goes away when the handle is
+    /// dropped or the process dies, however it dies.
+    ///
+    /// # Errors
+    /// [`Error::Load`] (verifier, no privileges), [`Error::Program`] (the interface refuses the
+    /// mode, or already has an XDP program), [`Error::Map`]/[`Error::Missing`].
+    pub fn attach(ifindex: u32, mode: AttachMode) -> Result<Steering, Error> {
         let mut ebpf = Ebpf::load(OBJECT)?;
         let program: &mut Xdp = ebpf
             .program_mut(PROGRAM)
@@ -41,7 +76,7 @@ impl Steering {
             source,
         })?;
         program
-            .attach_to_if_index(ifindex, mode)
+            .attach_to_if_index(ifindex, mode.into())
             .map_err(|source| Error::Program {
                 name: PROGRAM,
                 source,
@@ -67,6 +102,9 @@ impl Steering {
 
     /// Sends RoCEv2 frames arriving on rx `queue` to `socket` (an AF_XDP socket bound to that
     /// queue of this interface).
+    ///
+    /// # Errors
+    /// [`Error::Map`]: `queue` is not below [`MAX_QUEUES`] or `socket` is not an AF_XDP socket.
     pub fn register(&mut self, queue: u32, socket: &impl AsRawFd) -> Result<(), Error> {
         self.xsks
             .set(queue, socket.as_raw_fd(), 0)
@@ -77,6 +115,9 @@ impl Steering {
     }
 
     /// The program's counters, summed over CPUs, in [`Counter::ALL`] order.
+    ///
+    /// # Errors
+    /// [`Error::Map`] when the kernel refuses the lookup.
     pub fn counters(&self) -> Result<[(Counter, u64); Counter::ALL.len()], Error> {
         let mut out = Counter::ALL.map(|c| (c, 0));
         for (counter, total) in &mut out {

@@ -20,7 +20,10 @@ static XSKS: XskMap = XskMap::with_max_entries(MAX_QUEUES, 0);
 #[map(name = "ROCEV2_STEER_COUNTERS")]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
-#[xdp]
+/// `frags`: loaded with `BPF_F_XDP_HAS_FRAGS`, so it may run on interfaces whose MTU exceeds a
+/// page (jumbo frames arrive as several buffers; the headers it parses are in the first) and the
+/// AF_XDP socket receives such frames as several descriptors (`XDP_USE_SG`).
+#[xdp(frags)]
 pub fn rocev2_steer(ctx: XdpContext) -> u32 {
     // SAFETY: data..data_end is this packet as handed to us by the kernel.
     let class = unsafe { classify(ctx.data(), ctx.data_end()) };

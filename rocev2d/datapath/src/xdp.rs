@@ -1,0 +1,735 @@
+//! The AF_XDP datapath: whole Ethernet frames through AF_XDP sockets, one per receive queue of
+//! the interface, with the steering XDP program (`rocev2-ebpf`, `steer`) handing them RoCEv2
+//! frames and passing everything else (ARP, ND, other traffic) to the kernel. Needs
+//! `CAP_NET_ADMIN`, `CAP_BPF`/`CAP_SYS_ADMIN` and `CAP_NET_RAW` (in practice: root).
+//!
+//! Source: Linux `Documentation/networking/af_xdp.rst` (rings, `XDP_USE_SG`, `need_wakeup`,
+//! copy and zero-copy binds) and `docs/datapath.md`, "AF_XDP details".
+//!
+//! Per receive queue in use (`/sys/class/net/IF/queues/rx-*`; without that sysfs, every queue
+//! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM of
+//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping),
+//! one socket with its
+//! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
+//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies) —
+//! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
+//! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
+//! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
+//!
+//! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
+//! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
+//! is loaded with `xdp.frags`). Receiving copies a frame's chunks into the caller's [`RxBatch`]
+//! slot and returns the chunks to the fill ring at once; sending copies each frame of the
+//! [`TxBatch`] into free chunks of the transmit pool, queues their descriptors on the tx ring in
+//! one batch and, when the kernel asks for it (`need_wakeup`; always in copy mode), kicks it with
+//! `sendto`, repeated while the kernel reports it stopped at its per-call budget. Completed
+//! chunks come back through the completion ring before the next send. Every frame therefore
+//! costs one copy each way, as with AF_PACKET, but no system call per batch on receive and no
+//! socket-buffer allocation in zero-copy mode.
+//!
+//! Transmission uses the first queue's socket only, so frames leave in the order the core
+//! produced them.
+//!
+//! The kernel's UDP stack never sees a RoCEv2 frame the program redirected, so it sends no ICMP
+//! port unreachable and no guard socket is needed (unlike [`crate::packet`]).
+//!
+//! A frame the kernel's UDP stack of a local peer sent (a UDP-mode peer over a veth) may carry
+//! an unfinished checksum (the pseudo-header sum, left for offload): XDP gets no checksum status,
+//! so such a checksum is recognised by value, zeroed and counted as `rx_csum_unfinished`, as
+//! AF_PACKET does from `TP_STATUS_CSUMNOTREADY`.
+//!
+//! Deviations: with several queues the datapath's descriptor is an epoll set that reports only
+//! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
+//! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
+//! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
+
+use crate::sys::{self, Epoll};
+use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
+use rocev2_ebpf_loader::steer::{AttachMode, Counter, MAX_QUEUES, Steering};
+use std::io;
+use std::num::NonZeroU32;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::ptr::NonNull;
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{
+    BufIdx, CompletionQueue, FillQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem,
+    UmemConfig,
+};
+
+/// Bytes per UMEM chunk: one page, the largest the kernel accepts for ordinary memory.
+const CHUNK: u32 = 4096;
+/// `XDP_USE_SG` bind flag: frames larger than a chunk arrive and leave as several descriptors.
+const XDP_USE_SG: u16 = 1 << 4;
+/// `XDP_PKT_CONTD` descriptor option: more descriptors of this frame follow.
+const XDP_PKT_CONTD: u32 = 1;
+/// `SOL_XDP` socket option `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17): frames a copy-mode `sendto`
+/// may transmit at once (32 by default). Raised to the tx ring size where the kernel has it.
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+const SOL_XDP: libc::c_int = 283;
+/// `sendto` kicks per [`Datapath::send`] at most.
+const MAX_KICKS: usize = 64;
+
+/// Options of the AF_XDP datapath. Chunk counts are rounded up to a power of two (64 at least);
+/// a queue's UMEM is `(rx_frames + tx_frames) × 4 KiB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// Receive chunks per queue, all lent to the kernel; also the fill and rx ring sizes. Bounds
+    /// the burst a queue absorbs while we are busy (frames beyond it are `rx_kernel_drops`):
+    /// 8192, as many small frames as AF_PACKET's 8 MiB socket buffer holds.
+    pub rx_frames: u32,
+    /// Transmit chunks per queue; also the tx and completion ring sizes: 2048, several driver
+    /// passes (256 frames, at most 2 chunks each at a 4096-byte IBA MTU) of room.
+    pub tx_frames: u32,
+    /// Ask the driver for zero-copy first (copy mode is the fallback either way).
+    pub zero_copy: bool,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            rx_frames: 8192,
+            tx_frames: 2048,
+            zero_copy: true,
+        }
+    }
+}
+
+/// An anonymous, page-aligned mapping holding one queue's UMEM; unmapped when dropped.
+struct Area {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone; moving it to another thread moves that
+// ownership (the kernel's pins do not depend on the thread).
+unsafe impl Send for Area {}
+
+impl Area {
+    fn new(len: usize) -> Result<Area, Error> {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last("mmap (UMEM)"));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(Error::Io {
+            op: "mmap (UMEM)",
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        })?;
+        Ok(Area { ptr, len })
+    }
+
+    fn as_slice_ptr(&self) -> NonNull<[u8]> {
+        NonNull::slice_from_raw_parts(self.ptr, self.len)
+    }
+
+    /// Copies `len` bytes at UMEM offset `addr` into `dst`; `false` if out of bounds.
+    fn read(&self, addr: u64, dst: &mut [u8]) -> bool {
+        let Ok(at) = usize::try_from(addr) else {
+            return false;
+        };
+        if at.checked_add(dst.len()).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        // SAFETY: `at..at + dst.len()` lies inside the mapping (checked above); the chunk came
+        // from the rx ring, so the kernel has finished writing it and will not touch it until we
+        // give it back through the fill ring. `dst` is ours and does not overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), dst.as_mut_ptr(), dst.len());
+        }
+        true
+    }
+
+    /// Copies `src` to UMEM offset `addr`; `false` if out of bounds.
+    fn write(&mut self, addr: u64, src: &[u8]) -> bool {
+        let Ok(at) = usize::try_from(addr) else {
+            return false;
+        };
+        if at.checked_add(src.len()).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        // SAFETY: inside the mapping (checked above); the chunk is in our free transmit pool, so
+        // the kernel neither reads nor writes it until we queue its descriptor.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(at), src.len());
+        }
+        true
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned; every socket using the mapping was
+        // closed before (field order of `Queue`).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// One receive queue: its socket's four rings and its UMEM. Fields drop in order: the rings
+/// (and with the last of them the socket) before the memory they point into.
+struct Queue {
+    id: u32,
+    rx: RingRx,
+    tx: RingTx,
+    fill: FillQueue,
+    comp: CompletionQueue,
+    /// Statistics only (`XDP_STATISTICS`); shares the socket.
+    dq_stats: xdpilone::User,
+    zero_copy: bool,
+    /// Chunk offsets free for transmitting.
+    free_tx: Vec<u64>,
+    /// Chunk offsets received and copied out, to go back to the fill ring.
+    recycle: Vec<u64>,
+    /// Frames this queue handed to the caller.
+    rx_packets: u64,
+    /// Descriptors taken off the rx ring by one receive.
+    descs: Vec<XdpDesc>,
+    area: Area,
+}
+
+fn xerr(op: &'static str) -> impl FnOnce(xdpilone::Errno) -> Error {
+    move |e| Error::io(op, io::Error::from_raw_os_error(e.get_raw().abs()))
+}
+
+impl Queue {
+    fn open(ifindex: u32, id: u32, cfg: &XdpConfig, zero_copy: bool) -> Result<Queue, Error> {
+        let ring = |n: u32| n.max(64).next_power_of_two();
+        let (rx_n, tx_n) = (ring(cfg.rx_frames), ring(cfg.tx_frames));
+        let frames = rx_n + tx_n;
+        let area = Area::new(frames as usize * CHUNK as usize)?;
+        let cfg = UmemConfig {
+            fill_size: rx_n,
+            complete_size: tx_n,
+            frame_size: CHUNK,
+            headroom: 0,
+            flags: 0,
+        };
+        // SAFETY: the area is page-aligned (mmap), `frames` chunks long, and outlives every
+        // socket of this queue (it is the last field of `Queue`).
+        let umem = unsafe { Umem::new(cfg, area.as_slice_ptr()) }.map_err(xerr("XDP_UMEM_REG"))?;
+        let mut info = IfInfo::invalid();
+        info.from_ifindex(ifindex)
+            .map_err(xerr("if_indextoname (AF_XDP)"))?;
+        info.set_queue(id);
+        let sock = Socket::with_shared(&info, &umem).map_err(xerr("AF_XDP socket"))?;
+        let device = umem
+            .fq_cq(&sock)
+            .map_err(xerr("AF_XDP fill/completion rings"))?;
+        let mode = if zero_copy {
+            SocketConfig::XDP_BIND_ZEROCOPY
+        } else {
+            SocketConfig::XDP_BIND_COPY
+        };
+        let user = umem
+            .rx_tx(
+                &sock,
+                &SocketConfig {
+                    rx_size: NonZeroU32::new(rx_n),
+                    tx_size: NonZeroU32::new(tx_n),
+                    bind_flags: mode | SocketConfig::XDP_BIND_NEED_WAKEUP | XDP_USE_SG,
+                },
+            )
+            .map_err(xerr("AF_XDP rx/tx rings"))?;
+        let rx = user.map_rx().map_err(xerr("mmap AF_XDP rx ring"))?;
+        let tx = user.map_tx().map_err(xerr("mmap AF_XDP tx ring"))?;
+        umem.bind(&user).map_err(xerr("AF_XDP bind"))?;
+        // Best effort: older kernels lack the option and keep their budget of 32.
+        let fd = user.as_raw_fd();
+        // SAFETY: `fd` is the live socket held by `user`; the borrow ends before it can close.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = sys::setsockopt_int(
+            borrowed,
+            SOL_XDP,
+            XDP_MAX_TX_SKB_BUDGET,
+            libc::c_int::try_from(tx_n).unwrap_or(libc::c_int::MAX),
+        );
+        let (mut fill, comp) = device.into_parts();
+        let chunk = |i: u32| umem.frame(BufIdx(i)).map(|c| c.offset);
+        let rx_chunks: Vec<u64> = (0..rx_n).filter_map(chunk).collect();
+        let free_tx: Vec<u64> = (rx_n..frames).filter_map(chunk).collect();
+        let mut w = fill.fill(rx_n);
+        let lent = w.insert(rx_chunks.iter().copied());
+        w.commit();
+        drop(w);
+        if lent != rx_n {
+            return Err(Error::Io {
+                op: "AF_XDP fill ring",
+                source: io::Error::from_raw_os_error(libc::ENOBUFS),
+            });
+        }
+        Ok(Queue {
+            id,
+            rx,
+            tx,
+            fill,
+            comp,
+            dq_stats: user,
+            zero_copy,
+            free_tx,
+            recycle: Vec::with_capacity(rx_n as usize),
+            descs: Vec::with_capacity(rx_n as usize),
+            rx_packets: 0,
+            area,
+        })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.rx.as_raw_fd()
+    }
+
+    /// Takes the descriptors of up to `frames` whole frames off the rx ring into `self.descs`.
+    ///
+    /// The ring is released once, after reading: xdpilone's `ReadRx::release` is only correct
+    /// as the last call on a reader. A frame whose last descriptor is not visible yet stays in
+    /// the ring (the kernel publishes a frame's descriptors together, so this is not expected).
+    fn take(&mut self, frames: usize) {
+        self.descs.clear();
+        let mut whole = 0usize;
+        let mut taken = 0usize;
+        let mut r = self.rx.receive(u32::MAX);
+        while taken < frames {
+            let Some(d) = r.read() else { break };
+            self.descs.push(d);
+            if d.options & XDP_PKT_CONTD == 0 {
+                whole = self.descs.len();
+                taken += 1;
+            }
+        }
+        if whole == self.descs.len() {
+            r.release();
+            return;
+        }
+        // Give back the incomplete tail: cancel everything, then consume exactly `whole`.
+        drop(r);
+        self.descs.truncate(whole);
+        if whole > 0 {
+            let mut r = self.rx.receive(whole as u32);
+            for _ in 0..whole {
+                let _ = r.read();
+            }
+            r.release();
+        }
+    }
+
+    /// Receives frames into `slots[*out..]`, advancing `*out`; see the module docs.
+    fn recv(
+        &mut self,
+        slots: &mut [Vec<u8>],
+        meta: &mut [RxMeta],
+        out: &mut usize,
+        st: &mut DatapathStats,
+    ) {
+        let room = slots.len().min(meta.len()).saturating_sub(*out);
+        if room == 0 {
+            return;
+        }
+        self.take(room);
+        let Queue {
+            descs,
+            fill,
+            recycle,
+            area,
+            rx_packets,
+            ..
+        } = self;
+        let mut frame_descs = descs.split_inclusive(|d| d.options & XDP_PKT_CONTD == 0);
+        for parts in frame_descs.by_ref() {
+            let Some(slot) = slots.get_mut(*out) else {
+                break;
+            };
+            slot.resize(MAX_FRAME, 0);
+            let mut len = 0usize;
+            let mut fits = true;
+            for d in parts {
+                recycle.push(d.addr);
+                match len
+                    .checked_add(d.len as usize)
+                    .filter(|&end| end <= MAX_FRAME)
+                {
+                    Some(end) if fits && area.read(d.addr, &mut slot[len..end]) => len = end,
+                    _ => fits = false,
+                }
+            }
+            if !fits {
+                st.rx_truncated += 1;
+                continue;
+            }
+            let frame = &mut slot[..len];
+            if !crate::filter::is_roce(frame) {
+                st.rx_filtered += 1;
+                continue;
+            }
+            if crate::filter::udp_checksum_unfinished(frame)
+                && crate::filter::zero_udp_checksum(frame)
+            {
+                st.rx_csum_unfinished += 1;
+            }
+            if let Some(m) = meta.get_mut(*out) {
+                *m = RxMeta {
+                    len,
+                    ecn: crate::filter::frame_ecn(frame),
+                };
+            }
+            st.rx_packets += 1;
+            st.rx_bytes += len as u64;
+            *rx_packets += 1;
+            *out += 1;
+        }
+        debug_assert!(
+            frame_descs.next().is_none(),
+            "take() returned more frames than room"
+        );
+        if !recycle.is_empty() {
+            // The fill ring has room for every receive chunk, so this always takes them all.
+            let mut w = fill.fill(recycle.len() as u32);
+            let n = w.insert(recycle.iter().copied()) as usize;
+            w.commit();
+            drop(w);
+            recycle.drain(..n);
+        }
+        if fill.needs_wakeup() {
+            fill.wake();
+        }
+    }
+
+    /// Takes back the chunks the kernel finished sending.
+    fn reap(&mut self) {
+        let mut c = self.comp.complete(u32::MAX);
+        while let Some(addr) = c.read() {
+            // Aligned mode: any address inside a chunk names it; keep chunk starts.
+            self.free_tx.push(addr & !u64::from(CHUNK - 1));
+        }
+        c.release();
+    }
+
+    /// Queues as many frames of `batch` as the pool and the ring allow, kicks the kernel, and
+    /// returns how many frames were consumed.
+    fn send(&mut self, batch: &mut TxBatch, st: &mut DatapathStats) -> usize {
+        self.reap();
+        let mut consumed = 0usize;
+        let mut queued = 0usize;
+        {
+            let Queue {
+                tx, free_tx, area, ..
+            } = self;
+            let mut w = tx.transmit(u32::MAX);
+            let mut room = w.capacity() as usize;
+            for f in batch.frames() {
+                if f.is_empty() || f.len() > MAX_FRAME {
+                    // A bug upstream; drop it rather than wedge the queue.
+                    st.tx_malformed += 1;
+                    consumed += 1;
+                    continue;
+                }
+                let need = f.len().div_ceil(CHUNK as usize);
+                if need > room || need > free_tx.len() {
+                    st.tx_blocked += 1;
+                    break;
+                }
+                let parts = f.chunks(CHUNK as usize);
+                let last = need - 1;
+                for (i, part) in parts.enumerate() {
+                    let Some(addr) = free_tx.pop() else { break };
+                    let _ = area.write(addr, part);
+                    let desc = XdpDesc {
+                        addr,
+                        len: part.len() as u32,
+                        options: if i < last { XDP_PKT_CONTD } else { 0 },
+                    };
+                    let _ = w.insert_once(desc);
+                }
+                room -= need;
+                consumed += 1;
+                queued += 1;
+                st.tx_packets += 1;
+                st.tx_bytes += f.len() as u64;
+            }
+            w.commit();
+        }
+        batch.consume(consumed);
+        if queued > 0 || self.tx.pending() > 0 {
+            self.kick(st);
+        }
+        consumed
+    }
+
+    /// Tells the kernel about queued descriptors: needed in copy mode (the `sendto` does the
+    /// transmitting, a budget's worth per call) and in zero-copy mode when the driver asks.
+    fn kick(&mut self, st: &mut DatapathStats) {
+        for _ in 0..MAX_KICKS {
+            if !self.tx.needs_wakeup() || self.tx.pending() == 0 {
+                return;
+            }
+            let before = self.tx.pending();
+            // SAFETY: a zero-length `sendto` with no address on our own AF_XDP socket; the
+            // kernel reads nothing from user memory.
+            let rc = unsafe {
+                libc::sendto(
+                    self.tx.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    // EAGAIN: stopped at the budget, call again; EBUSY/ENOBUFS: the completion
+                    // ring or the device is full, retry on a later send.
+                    Some(libc::EAGAIN) if self.tx.pending() < before => continue,
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => {
+                        st.tx_blocked += 1;
+                        return;
+                    }
+                    _ => {
+                        tracing::debug!(error = %e, queue = self.id, "AF_XDP tx kick failed");
+                        st.tx_errors += 1;
+                        return;
+                    }
+                }
+            }
+            self.reap();
+        }
+    }
+
+    /// Frames the kernel dropped for want of room in our rings or fill buffers.
+    fn kernel_drops(&self) -> u64 {
+        self.dq_stats
+            .statistics_v2()
+            .map_or(0, |s| s.rx_dropped + s.rx_ring_full)
+    }
+}
+
+/// RoCEv2 frames through AF_XDP sockets on every receive queue; see the module docs.
+pub struct XdpDatapath {
+    // Drop order: detach the program before closing the sockets it redirects to.
+    steering: Steering,
+    attach: AttachMode,
+    queues: Vec<Queue>,
+    epoll: Option<Epoll>,
+    next_rx: usize,
+    stats: DatapathStats,
+}
+
+impl std::fmt::Debug for XdpDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpDatapath")
+            .field("describe", &self.describe())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Receive queues in use on `iface` from `/sys/class/net/IF/queues/rx-*`, if that sysfs is the
+/// caller's namespace's (`ip netns exec` mounts it; a thread that only `setns`ed sees another):
+/// checked by the interface index it reports.
+fn sysfs_rx_queues(iface: &Interface) -> Option<u32> {
+    let dir = format!("/sys/class/net/{}", iface.name);
+    let index: u32 = std::fs::read_to_string(format!("{dir}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if index != iface.index {
+        return None;
+    }
+    let n = std::fs::read_dir(format!("{dir}/queues"))
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    u32::try_from(n).ok().filter(|&n| n > 0)
+}
+
+/// True for `EINVAL` from `bind`: the queue does not exist (beyond the number in use).
+fn no_such_queue(e: &Error) -> bool {
+    matches!(e, Error::Io { op: "AF_XDP bind", source } if source.raw_os_error() == Some(libc::EINVAL))
+}
+
+impl XdpDatapath {
+    /// Attaches the steering program to `iface` and binds one AF_XDP socket per receive queue.
+    ///
+    /// # Errors
+    /// [`Error::Xdp`] when the program cannot be loaded or attached (no privileges, another XDP
+    /// program on the interface, a kernel without BTF); [`Error::Io`] from the sockets;
+    /// [`Error::BadInterface`] with more queues than the program's map holds or an MTU a
+    /// [`MAX_FRAME`] slot cannot carry.
+    pub fn open(iface: &Interface, cfg: XdpConfig) -> Result<XdpDatapath, Error> {
+        if iface.mtu as usize + 18 > MAX_FRAME {
+            return Err(Error::BadInterface {
+                name: iface.name.clone(),
+                why: "MTU larger than 9000",
+            });
+        }
+        // Every receive queue in use: sysfs says how many; without it, netlink's count of
+        // queues the device has is the bound and the first queue `bind` refuses ends the list.
+        let (nq, exact) = match sysfs_rx_queues(iface) {
+            Some(n) => (n, true),
+            None => (iface.rx_queues, false),
+        };
+        if nq > MAX_QUEUES {
+            return Err(Error::BadInterface {
+                name: iface.name.clone(),
+                why: "more rx queues than the steering program's XSKMAP holds (64)",
+            });
+        }
+        let (mut steering, attach) = match Steering::attach(iface.index, AttachMode::Driver) {
+            Ok(s) => (s, AttachMode::Driver),
+            Err(native) => match Steering::attach(iface.index, AttachMode::Skb) {
+                Ok(s) => {
+                    tracing::info!(iface = %iface.name, error = %native, "native XDP refused; generic (skb) mode");
+                    (s, AttachMode::Skb)
+                }
+                Err(_) => return Err(Error::Xdp(native.to_string())),
+            },
+        };
+        let mut queues = Vec::with_capacity(nq as usize);
+        for id in 0..nq {
+            let opened = match cfg.zero_copy && attach == AttachMode::Driver {
+                true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
+                    tracing::debug!(queue = id, error = %zc, "zero-copy refused; copy mode");
+                    Queue::open(iface.index, id, &cfg, false)
+                }),
+                false => Queue::open(iface.index, id, &cfg, false),
+            };
+            let q = match opened {
+                Ok(q) => q,
+                Err(e) if !exact && id > 0 && no_such_queue(&e) => break,
+                Err(e) => return Err(e),
+            };
+            steering
+                .register(id, &Raw(q.fd()))
+                .map_err(|e| Error::Xdp(e.to_string()))?;
+            queues.push(q);
+        }
+        let epoll = if queues.len() > 1 {
+            let ep = Epoll::new().map_err(|e| Error::io("epoll_create1", e))?;
+            for q in &queues {
+                ep.add_readable(q.fd())
+                    .map_err(|e| Error::io("epoll_ctl", e))?;
+            }
+            Some(ep)
+        } else {
+            None
+        };
+        let dp = XdpDatapath {
+            steering,
+            attach,
+            queues,
+            epoll,
+            next_rx: 0,
+            stats: DatapathStats::default(),
+        };
+        tracing::info!(iface = %iface.name, setup = %dp.describe(), "AF_XDP datapath ready");
+        Ok(dp)
+    }
+
+    /// One phrase for logs and the `auto` reason: queues, copy or zero-copy, program mode.
+    pub fn describe(&self) -> String {
+        let zc = self.queues.iter().filter(|q| q.zero_copy).count();
+        let copy = match (zc, self.queues.len()) {
+            (0, _) => "copy mode".to_string(),
+            (z, n) if z == n => "zero-copy".to_string(),
+            (z, n) => format!("zero-copy on {z} of {n} queues"),
+        };
+        format!(
+            "{} rx queue(s), {copy}, steering program in {} mode",
+            self.queues.len(),
+            self.attach.name()
+        )
+    }
+
+    /// Number of receive queues served (one socket each).
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Frames received so far on each queue, in queue order.
+    pub fn rx_packets_per_queue(&self) -> Vec<u64> {
+        self.queues.iter().map(|q| q.rx_packets).collect()
+    }
+
+    /// The steering program's counters (summed over CPUs), named as in `rocev2d stats`.
+    pub fn steering_counters(&self) -> Option<[(Counter, u64); Counter::ALL.len()]> {
+        self.steering.counters().ok()
+    }
+}
+
+/// A raw descriptor for [`Steering::register`], which only reads its number.
+struct Raw(RawFd);
+
+impl AsRawFd for Raw {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl Datapath for XdpDatapath {
+    fn name(&self) -> &'static str {
+        "xdp"
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
+        let (slots, meta) = batch.parts_mut();
+        let mut out = 0;
+        let n = self.queues.len();
+        // Start at a different queue each call so a busy queue cannot starve the others.
+        for k in 0..n {
+            let i = (self.next_rx + k) % n;
+            if let Some(q) = self.queues.get_mut(i) {
+                q.recv(slots, meta, &mut out, &mut self.stats);
+            }
+        }
+        self.next_rx = (self.next_rx + 1) % n.max(1);
+        batch.set_len(out);
+        Ok(out)
+    }
+
+    fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
+        match self.queues.first_mut() {
+            Some(q) => Ok(q.send(batch, &mut self.stats)),
+            None => Ok(0),
+        }
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        let raw = match (&self.epoll, self.queues.first()) {
+            (Some(ep), _) => return ep.fd(),
+            (None, Some(q)) => q.fd(),
+            // open() always binds at least one queue.
+            (None, None) => 0,
+        };
+        // SAFETY: the descriptor belongs to a socket owned by `self.queues`, which lives as long
+        // as the returned borrow of `self`.
+        unsafe { BorrowedFd::borrow_raw(raw) }
+    }
+
+    fn stats(&self) -> DatapathStats {
+        let mut s = DatapathStats {
+            rx_kernel_drops: self.queues.iter().map(Queue::kernel_drops).sum(),
+            ..self.stats
+        };
+        if let Some(c) = self.steering_counters() {
+            for (counter, v) in c {
+                match counter {
+                    Counter::Redirected => s.steer_redirected = v,
+                    Counter::NoSocket => s.steer_no_socket = v,
+                    Counter::NotRoce => s.steer_not_roce = v,
+                    Counter::Truncated => s.steer_truncated = v,
+                }
+            }
+        }
+        s
+    }
+}
