@@ -43,8 +43,8 @@ pub struct ManyFlows {
     pub tail_ns: u64,
     /// PFC on (seed 002 §IV-B.1: "PFC is necessary").
     pub pfc: bool,
-    /// When switches mark (seed 002's ns-3 model: dequeue).
-    pub mark_at: MarkAt,
+    /// Switch marking (K_min, K_max, P_max, enqueue or dequeue).
+    pub red: RedSpec,
     /// Seed.
     pub seed: u64,
 }
@@ -63,7 +63,13 @@ impl ManyFlows {
             sample_ns: 100_000,
             tail_ns: 50_000_000,
             pfc: true,
-            mark_at: MarkAt::Dequeue,
+            red: RedSpec {
+                kmin_bytes: 20_000,
+                kmax_bytes: 200_000,
+                pmax_percent: 1.0,
+                drop_non_ect: false,
+                mark_at: MarkAt::Dequeue,
+            },
             seed: 1,
         }
     }
@@ -96,13 +102,7 @@ impl ManyFlows {
             },
             switch: SwitchSpec {
                 buffer_bytes: 12_000_000,
-                red: Some(RedSpec {
-                    kmin_bytes: 20_000,
-                    kmax_bytes: 200_000,
-                    pmax_percent: 1.0,
-                    drop_non_ect: false,
-                    mark_at: self.mark_at,
-                }),
+                red: Some(self.red),
                 pfc: PfcSpec {
                     enabled: self.pfc,
                     ..Default::default()
