@@ -15,8 +15,8 @@
 //! namespace removes everything too.
 //!
 //! **Shaping.** The loader replaces the port's root qdisc with HTB (one class and a bfifo; with
-//! DVL a two-band strict-priority `prio` below the class, a bfifo per band) or TBF at the port
-//! rate, by running `tc` (the commands are logged at debug level, so a
+//! DVL two leaf classes below it, normal and congested-flow queue, a bfifo each) or TBF at the
+//! port rate, by running `tc` (the commands are logged at debug level, so a
 //! researcher can rebuild the port by hand). The shaper's own limit is twice the buffer: the
 //! model decides the drops; the shaper only paces. [`Shaper::None`] keeps a qdisc that is
 //! already there (the testbed's shaping, say).
@@ -61,8 +61,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The qdisc that plays the port's transmitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shaper {
-    /// HTB, one class at the rate, a bfifo below it; with DVL a two-band strict-priority `prio`
-    /// qdisc below the class instead, a bfifo in each band (normal, congested-flow queue).
+    /// HTB, one class at the rate, a bfifo below it; with DVL two leaf classes below it (1:10
+    /// normal, 1:20 congested-flow queue, which only borrows), a bfifo each.
     Htb,
     /// A token-bucket filter at the rate.
     Tbf,
@@ -88,7 +88,7 @@ pub struct PortSpec {
     /// IOFD deflection (seed 000 §IV), if on.
     pub iofd: Option<IofdSpec>,
     /// DVL congestion isolation (seed 003): the detection threshold on the normal queue,
-    /// bytes, if on. Needs the HTB shaper (its `prio` child holds the congested-flow queue).
+    /// bytes, if on. Needs the HTB shaper (its class 1:20 is the congested-flow queue).
     pub dvl_threshold_bytes: Option<u32>,
 }
 
@@ -167,7 +167,7 @@ impl PortSpec {
         }
         if self.dvl_threshold_bytes.is_some() && self.shaper == Shaper::Tbf {
             return Err(Error::Config(
-                "DVL needs the HTB shaper (or none: a prio qdisc handle 10: set up by hand)",
+                "DVL needs the HTB shaper (or none: HTB class 1:20 set up by hand)",
             ));
         }
         Ok(())
@@ -318,12 +318,11 @@ impl Maps {
         Ok(out)
     }
 
-    /// Puts `key` into the congested-flow table (if absent; isolated since `now_ns`).
+    /// Puts `key` into the congested-flow table, isolated since `now_ns` (refreshed if there).
     fn isolate(&mut self, key: &FlowKey, now_ns: u64) -> Result<(), Error> {
-        // BPF_NOEXIST (1): an entry already there (EEXIST, 17) keeps its isolation time.
-        match self.cft.insert(key, now_ns, 1) {
+        // BPF_ANY: a notification refreshes the time, so the hold counts from the last one.
+        match self.cft.insert(key, now_ns, 0) {
             Ok(()) => Ok(()),
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(17) => Ok(()),
             Err(source) => Err(Error::Map {
                 name: CFT_MAP,
                 source,
@@ -593,7 +592,8 @@ impl Port {
 
     /// DVL: isolates `key` on this port as if the port had detected it (the stand-in for the
     /// congestion notification a downstream switch sends, docs/switch.md). The flow is
-    /// released by the port's own rule. `key.port` is set to this port.
+    /// released by the port's own rule, no sooner than `dvl::HOLD_NS` after the last call.
+    /// `key.port` is set to this port.
     pub fn isolate(&mut self, key: &FlowKey) -> Result<(), Error> {
         let key = FlowKey {
             port: self.maps.config()?.ifindex,
@@ -659,59 +659,64 @@ pub fn shaper_commands(iface: &str, spec: &PortSpec, mtu: u32) -> Vec<Vec<String
     let limit = spec.buffer_bytes.saturating_mul(2).to_string();
     let v = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     match spec.shaper {
-        Shaper::Htb => vec![
-            v(&[
-                "qdisc", "replace", "dev", iface, "root", "handle", "1:", "htb", "default", "1",
-            ]),
-            v(&[
-                "class",
-                "replace",
-                "dev",
-                iface,
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                &rate,
-                "ceil",
-                &rate,
-                "burst",
-                &burst,
-                "cburst",
-                &burst,
-                "quantum",
-                &frame.to_string(),
-            ]),
-        ]
-        .into_iter()
-        .chain(if spec.dvl_threshold_bytes.is_some() {
-            // DVL: a strict-priority prio qdisc, band 0 (10:1) the normal queue, band 1 (10:2)
-            // the congested-flow queue the program selects by skb->priority = 10:2; every
-            // other priority maps to band 0.
-            vec![
+        Shaper::Htb => {
+            let dvl = spec.dvl_threshold_bytes.is_some();
+            let class = |parent: &str, id: &str, class_rate: &str, b: &str, prio: &str| {
                 v(&[
-                    "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", "prio",
-                    "bands", "2", "priomap", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0",
-                    "0", "0", "0", "0", "0",
-                ]),
+                    "class",
+                    "replace",
+                    "dev",
+                    iface,
+                    "parent",
+                    parent,
+                    "classid",
+                    id,
+                    "htb",
+                    "rate",
+                    class_rate,
+                    "ceil",
+                    &rate,
+                    "burst",
+                    b,
+                    "cburst",
+                    &burst,
+                    "prio",
+                    prio,
+                    "quantum",
+                    &frame.to_string(),
+                ])
+            };
+            let fifo = |parent: &str, handle: &str| {
                 v(&[
-                    "qdisc", "replace", "dev", iface, "parent", "10:1", "handle", "11:", "bfifo",
+                    "qdisc", "replace", "dev", iface, "parent", parent, "handle", handle, "bfifo",
                     "limit", &limit,
-                ]),
+                ])
+            };
+            let default = if dvl { "10" } else { "1" };
+            let mut cmds = vec![
                 v(&[
-                    "qdisc", "replace", "dev", iface, "parent", "10:2", "handle", "12:", "bfifo",
-                    "limit", &limit,
+                    "qdisc", "replace", "dev", iface, "root", "handle", "1:", "htb", "default",
+                    default,
                 ]),
-            ]
-        } else {
-            vec![v(&[
-                "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", "bfifo",
-                "limit", &limit,
-            ])]
-        })
-        .collect(),
+                class("1:", "1:1", &rate, &burst, "0"),
+            ];
+            if dvl {
+                // DVL: two leaves of the port class. 1:10, the normal queue, has the whole
+                // rate at priority 0; 1:20, the congested-flow queue (skb->priority 1:20, set
+                // by the program), is guaranteed only 8 bit/s with a one-byte bucket and
+                // borrows the rest at priority 1: HTB lends the parent's tokens to the lower
+                // prio value first, and the normal class's own traffic uses them up, so the
+                // CFQ sends only what the normal queue leaves — strict priority up to the one
+                // frame its own bucket lets through every frame·8 seconds (docs/switch.md).
+                cmds.push(class("1:1", "1:10", &rate, &burst, "0"));
+                cmds.push(class("1:1", "1:20", "8bit", "1", "1"));
+                cmds.push(fifo("1:10", "10:"));
+                cmds.push(fifo("1:20", "20:"));
+            } else {
+                cmds.push(fifo("1:1", "10:"));
+            }
+            cmds
+        }
         Shaper::Tbf => vec![v(&[
             "qdisc", "replace", "dev", iface, "root", "handle", "1:", "tbf", "rate", &rate,
             "burst", &burst, "limit", &limit,

@@ -498,18 +498,24 @@ fn switch_dvl_isolates_and_releases_flow() {
         step(&mut port, 30_000, 0, &congested),
         (TC_ACT_OK, CFQ_PRIORITY)
     );
-    // Both below, CFQ empty: released, back to the normal queue.
+    // Both below, CFQ empty, within the hold time: kept; after it: released, back to the
+    // normal queue.
+    assert_eq!(
+        step(&mut port, 29_999, 0, &congested),
+        (TC_ACT_OK, CFQ_PRIORITY)
+    );
+    std::thread::sleep(std::time::Duration::from_nanos(
+        rocev2_ebpf_common::dvl::HOLD_NS,
+    ));
     assert_eq!(step(&mut port, 29_999, 0, &congested), (TC_ACT_OK, 0));
     let s = port.stats().expect("stats");
     assert_eq!(s.counter(Counter::DvlReleased), 1);
-    assert_eq!(s.counter(Counter::DvlCongested), 3);
+    assert_eq!(s.counter(Counter::DvlCongested), 4);
     assert!(s.isolated.is_empty());
 
-    // The buffer is shared: a CFQ packet that does not fit beside the normal queue is dropped.
-    assert_eq!(
-        step(&mut port, 199_000, 0, &congested).0,
-        TC_ACT_SHOT,
-        "isolated at 199 kB but no room in the 200 kB buffer"
-    );
+    // Each queue has its own buffer: a CFQ packet that does not fit in the CFQ is dropped, a
+    // normal one beside a full CFQ is not.
+    assert_eq!(step(&mut port, 40_000, 199_500, &congested).0, TC_ACT_SHOT);
+    assert_eq!(step(&mut port, 10_000, 199_500, &victim), (TC_ACT_OK, 0));
     assert_eq!(port.stats().expect("stats").counter(Counter::DropBuffer), 1);
 }

@@ -12,8 +12,8 @@
 //! 4. DVL (`dvl`, seed 003), when configured: the two queues (normal, congested-flow) drain by
 //!    strict priority; a flow in the congested-flow table, or whose packet finds the normal
 //!    queue at the threshold, goes to the congested-flow queue (`skb->priority` selects the
-//!    `prio` qdisc's second band below the shaper);
-//! 5. tail drop if the packet does not fit in the buffer (shared by both queues), else RED/ECN
+//!    shaper's HTB class 1:20);
+//! 5. tail drop if the packet does not fit in the buffer (one per queue), else RED/ECN
 //!    on the modelled queue it joins (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the
 //!    packet joins the queue.
 //!
@@ -202,21 +202,16 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
         Some(ip) if dvl_on => isolate(ctx, &cfg, &ip, found, found_cfq, now),
         _ => Class::Normal,
     };
-    // The buffer is shared by both queues; RED acts on the queue the packet joins.
-    let (joins, other) = match class {
-        Class::Normal => (found, found_cfq),
-        Class::Congested => (found_cfq, found),
+    // Each queue has the buffer to itself and RED acts on the queue the packet joins: a
+    // shared buffer would let a backlogged CFQ (no PFC here to hold its flow back) take the
+    // normal queue's room (docs/switch.md, DVL).
+    let joins = match class {
+        Class::Normal => found,
+        Class::Congested => found_cfq,
     };
     let bucket = cfg.bucket(joins);
     hist(bucket);
-    let admitted = admit(
-        &cfg.red(),
-        cfg.buffer_bytes.saturating_sub(other),
-        joins,
-        len,
-        ect,
-        rand,
-    );
+    let admitted = admit(&cfg.red(), cfg.buffer_bytes, joins, len, ect, rand);
     if ect && !matches!(admitted, Admit::DropBuffer) {
         hist(HIST_BUCKETS + bucket);
     }
@@ -276,9 +271,9 @@ impl Dft for MapDft {
 struct MapCft;
 
 impl Cft for MapCft {
-    fn contains(&self, key: &FlowKey) -> bool {
-        // SAFETY: only the presence is read.
-        unsafe { CFT.get(key).is_some() }
+    fn since(&self, key: &FlowKey) -> Option<u64> {
+        // SAFETY: the value is copied out at once (RCU, as for the DFT).
+        unsafe { CFT.get(key).copied() }
     }
 
     fn insert(&mut self, key: &FlowKey, now_ns: u64) -> bool {
