@@ -695,7 +695,7 @@ mod tests {
             blackhole: false,
             seed: None,
             iofd: None,
-            dvl_threshold_bytes: None,
+            dvl: None,
         };
         let s = spec(&a).unwrap();
         assert_eq!((s.rate_bps, s.buffer_bytes), (1_000_000_000, 256 << 10));
@@ -703,6 +703,10 @@ mod tests {
         assert_eq!(s.red.kmax_bytes, 64 << 10);
         assert_eq!(s.faults.loss, 1 << 31);
         assert_eq!(s.faults.seed, 7);
+        assert_eq!(s.dvl_threshold_bytes, None);
+        a.dvl = Some("30kb".into());
+        assert_eq!(spec(&a).unwrap().dvl_threshold_bytes, Some(30 << 10));
+        a.dvl = None;
         a.rate = Some("2gbit".into());
         a.loss = Some("0".into());
         let s = spec(&a).unwrap();
