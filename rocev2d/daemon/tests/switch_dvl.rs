@@ -12,8 +12,7 @@
 //!
 //! The uplink's detection threshold is set at the buffer so that it never isolates by itself:
 //! its rule isolates whichever flow's packet crosses the threshold, which here may be the
-//! victim's (docs/switch.md). Reordering is read from the iperf3 receivers' `out_of_order` and
-//! printed, not asserted (docs/switch.md: unexplained counts in DVL runs).
+//! victim's (docs/switch.md). Reordering is read from the iperf3 receivers' `out_of_order`.
 
 mod common;
 use common::{BIN, need_root};
@@ -238,9 +237,18 @@ fn switch_dvl_victim_keeps_throughput() {
         with >= 0.9 * alone,
         "victim with DVL {with} < 90% of {alone} (without DVL {without})"
     );
-    // NOT ASSERTED: iperf3's receivers count some out-of-order packets in DVL runs (victim
-    // 0–18, congested flow 19–40 over runs; 0 without DVL): not explained yet, see
-    // docs/switch.md. The ordering rule itself is checked by BPF_PROG_TEST_RUN
-    // (`switch_dvl_isolates_and_releases_flow`) and the common unit tests.
-    let _ = (victim_ooo, congested_ooo);
+    // Reordering within a flow: iperf3 counts every packet older than the newest seen, so one
+    // CFQ packet overtaking the flow's packets still in the normal queue at isolation counts
+    // about as many as that queue held (19–40 with the first, HTB-class mapping, whose CFQ
+    // class sent its first frame at once). With pfifo_fast both flows counted 0, except the
+    // victim once in four runs counting 1 although it never left the normal band (a stray
+    // count not from DVL; veth's per-CPU receive backlog is the suspect): hence the bound 2.
+    assert!(
+        victim_ooo.is_some_and(|n| n <= 2),
+        "victim reordered: {victim_ooo:?}"
+    );
+    assert!(
+        congested_ooo.is_some_and(|n| n <= 2),
+        "congested flow reordered: {congested_ooo:?}"
+    );
 }

@@ -8,12 +8,10 @@
 //! CFQ+nCFQ < congestion detection threshold", with markings as synchronisation points between
 //! the two queues so that no packet of a flow overtakes an earlier one.
 //!
-//! On Linux the two queues are two leaf classes of the port's HTB class (docs/switch.md): the
-//! normal one has the port rate at priority 0, the CFQ only borrows at priority 1, so the
-//! normal queue is served first. That gives in-order isolation without markings: a packet moved
-//! to the CFQ cannot leave while the nCFQ holds anything, so it cannot overtake its flow's
-//! earlier packets still in the nCFQ (up to the one frame the CFQ class's 8 bit/s guarantee
-//! lets through every frame·8 seconds).
+//! On Linux the two queues are bands of the strict-priority pfifo_fast below the port's HTB
+//! class (docs/switch.md): band 1 (normal) is always served before band 2 (the CFQ). That gives
+//! in-order isolation without markings: a packet moved to the CFQ cannot leave while the nCFQ
+//! holds anything, so it cannot overtake its flow's earlier packets still in the nCFQ.
 //!
 //! The table is behind the [`Cft`] trait: the eBPF program uses a BPF hash map of
 //! [`CFT_ENTRIES`] entries per port (insert-if-absent and delete are atomic in the kernel, so

@@ -62,9 +62,10 @@ pub const CFQ_MAP: &str = "RV2_SW_CFQ";
 /// `HashMap<FlowKey, u64>` of [`crate::dvl::CFT_ENTRIES`]: the port's congested-flow table,
 /// the value the time the flow was isolated (ns).
 pub const CFT_MAP: &str = "RV2_SW_CFT";
-/// `skb->priority` of a packet of an isolated flow: HTB class `1:20`, the port's congested-flow
-/// queue (HTB takes a priority naming one of its leaf classes as the class).
-pub const CFQ_PRIORITY: u32 = 0x0001_0020;
+/// `skb->priority` of a packet of an isolated flow: `TC_PRIO_FILLER`, which the pfifo_fast
+/// below the port's HTB class puts in band 2, its lowest strict priority: the congested-flow
+/// queue. (HTB finds no class 0:1 and uses its default class.)
+pub const CFQ_PRIORITY: u32 = 1;
 
 /// `skb->mark` of a packet another port of this switch deflected here: queued and marked as
 /// usual, never deflected again at this switch.

@@ -15,8 +15,8 @@
 //! namespace removes everything too.
 //!
 //! **Shaping.** The loader replaces the port's root qdisc with HTB (one class and a bfifo; with
-//! DVL two leaf classes below it, normal and congested-flow queue, a bfifo each) or TBF at the
-//! port rate, by running `tc` (the commands are logged at debug level, so a
+//! DVL a strict-priority pfifo_fast instead of the bfifo, its lowest band the congested-flow
+//! queue) or TBF at the port rate, by running `tc` (the commands are logged at debug level, so a
 //! researcher can rebuild the port by hand). The shaper's own limit is twice the buffer: the
 //! model decides the drops; the shaper only paces. [`Shaper::None`] keeps a qdisc that is
 //! already there (the testbed's shaping, say).
@@ -61,8 +61,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The qdisc that plays the port's transmitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shaper {
-    /// HTB, one class at the rate, a bfifo below it; with DVL two leaf classes below it (1:10
-    /// normal, 1:20 congested-flow queue, which only borrows), a bfifo each.
+    /// HTB, one class at the rate, a bfifo below it; with DVL a pfifo_fast instead, whose lowest
+    /// band (skb->priority 1) is the congested-flow queue.
     Htb,
     /// A token-bucket filter at the rate.
     Tbf,
@@ -88,7 +88,7 @@ pub struct PortSpec {
     /// IOFD deflection (seed 000 §IV), if on.
     pub iofd: Option<IofdSpec>,
     /// DVL congestion isolation (seed 003): the detection threshold on the normal queue,
-    /// bytes, if on. Needs the HTB shaper (its class 1:20 is the congested-flow queue).
+    /// bytes, if on. Needs the HTB shaper (its pfifo_fast's band 2 is the congested-flow queue).
     pub dvl_threshold_bytes: Option<u32>,
 }
 
@@ -167,7 +167,7 @@ impl PortSpec {
         }
         if self.dvl_threshold_bytes.is_some() && self.shaper == Shaper::Tbf {
             return Err(Error::Config(
-                "DVL needs the HTB shaper (or none: HTB class 1:20 set up by hand)",
+                "DVL needs the HTB shaper (or none: a pfifo_fast below the shaper set up by hand)",
             ));
         }
         Ok(())
@@ -659,64 +659,56 @@ pub fn shaper_commands(iface: &str, spec: &PortSpec, mtu: u32) -> Vec<Vec<String
     let limit = spec.buffer_bytes.saturating_mul(2).to_string();
     let v = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     match spec.shaper {
-        Shaper::Htb => {
-            let dvl = spec.dvl_threshold_bytes.is_some();
-            let class = |parent: &str, id: &str, class_rate: &str, b: &str, prio: &str| {
+        Shaper::Htb => vec![
+            v(&[
+                "qdisc", "replace", "dev", iface, "root", "handle", "1:", "htb", "default", "1",
+            ]),
+            v(&[
+                "class",
+                "replace",
+                "dev",
+                iface,
+                "parent",
+                "1:",
+                "classid",
+                "1:1",
+                "htb",
+                "rate",
+                &rate,
+                "ceil",
+                &rate,
+                "burst",
+                &burst,
+                "cburst",
+                &burst,
+                "quantum",
+                &frame.to_string(),
+            ]),
+            if spec.dvl_threshold_bytes.is_some() {
+                // DVL: a pfifo_fast below the port class, three strict-priority bands chosen
+                // by skb->priority through its priomap: 0 (best effort) to band 1, the normal
+                // queue; 1 (TC_PRIO_FILLER, which the program writes for isolated flows) to
+                // band 2, served only when bands 0 and 1 are empty: the congested-flow queue.
+                // This kernel has no sch_prio or sch_ets; pfifo_fast is built in. Its limit is
+                // the interface's txqueuelen, in packets per band (docs/switch.md).
                 v(&[
-                    "class",
+                    "qdisc",
                     "replace",
                     "dev",
                     iface,
                     "parent",
-                    parent,
-                    "classid",
-                    id,
-                    "htb",
-                    "rate",
-                    class_rate,
-                    "ceil",
-                    &rate,
-                    "burst",
-                    b,
-                    "cburst",
-                    &burst,
-                    "prio",
-                    prio,
-                    "quantum",
-                    &frame.to_string(),
+                    "1:1",
+                    "handle",
+                    "10:",
+                    "pfifo_fast",
                 ])
-            };
-            let fifo = |parent: &str, handle: &str| {
+            } else {
                 v(&[
-                    "qdisc", "replace", "dev", iface, "parent", parent, "handle", handle, "bfifo",
+                    "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", "bfifo",
                     "limit", &limit,
                 ])
-            };
-            let default = if dvl { "10" } else { "1" };
-            let mut cmds = vec![
-                v(&[
-                    "qdisc", "replace", "dev", iface, "root", "handle", "1:", "htb", "default",
-                    default,
-                ]),
-                class("1:", "1:1", &rate, &burst, "0"),
-            ];
-            if dvl {
-                // DVL: two leaves of the port class. 1:10, the normal queue, has the whole
-                // rate at priority 0; 1:20, the congested-flow queue (skb->priority 1:20, set
-                // by the program), is guaranteed only 8 bit/s with a one-byte bucket and
-                // borrows the rest at priority 1: HTB lends the parent's tokens to the lower
-                // prio value first, and the normal class's own traffic uses them up, so the
-                // CFQ sends only what the normal queue leaves — strict priority up to the one
-                // frame its own bucket lets through every frame·8 seconds (docs/switch.md).
-                cmds.push(class("1:1", "1:10", &rate, &burst, "0"));
-                cmds.push(class("1:1", "1:20", "8bit", "1", "1"));
-                cmds.push(fifo("1:10", "10:"));
-                cmds.push(fifo("1:20", "20:"));
-            } else {
-                cmds.push(fifo("1:1", "10:"));
-            }
-            cmds
-        }
+            },
+        ],
         Shaper::Tbf => vec![v(&[
             "qdisc", "replace", "dev", iface, "root", "handle", "1:", "tbf", "rate", &rate,
             "burst", &burst, "limit", &limit,

@@ -12,7 +12,7 @@
 //! 4. DVL (`dvl`, seed 003), when configured: the two queues (normal, congested-flow) drain by
 //!    strict priority; a flow in the congested-flow table, or whose packet finds the normal
 //!    queue at the threshold, goes to the congested-flow queue (`skb->priority` selects the
-//!    shaper's HTB class 1:20);
+//!    lowest band of the pfifo_fast below the shaper);
 //! 5. tail drop if the packet does not fit in the buffer (one per queue), else RED/ECN
 //!    on the modelled queue it joins (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the
 //!    packet joins the queue.
