@@ -30,7 +30,9 @@
 //!   or two against the shaper's real CFQ; the live tests count reordering.
 //! - The CFQ is of lower strict priority, not a separate lane with its own flow control: there
 //!   is no PFC in the testbed, so the CFQ is not paused by downstream switches (enhanced DVL);
-//!   a starved CFQ fills and tail-drops at the shared buffer.
+//!   a starved CFQ fills and tail-drops.
+//! - Each queue tail-drops at the port buffer on its own (the program's admission): with a
+//!   shared buffer and no PFC, a backlogged CFQ took the normal queue's room.
 //! - NOT IMPLEMENTED (seed 003 slide 10, #4–#5): the ingress CFQ and the congestion
 //!   notification sent upstream; `rocev2d switch isolate` inserts a flow into another port's
 //!   table by hand (docs/switch.md).
