@@ -39,14 +39,21 @@
 //! `max_message`, `alternates = [..]` in the file) deflects short messages to the alternate
 //! ports (fabric ports only) above the threshold; docs/switch.md.
 //!
-//! Deviations: DVL options are not implemented yet (docs/switch.md).
+//! DVL (`--dvl SIZE`, or `[dvl]` with `threshold` in the file; HTB shaper) isolates the flow
+//! whose packet finds the normal queue at the threshold into a lower strict-priority
+//! congested-flow queue and releases it when both queues are below it. `rocev2d switch isolate
+//! --iface PORT --src IP --dst IP [--proto udp] [--sport N] [--dport N]` puts a flow into a
+//! port's table by hand: the stand-in for seed 003's upstream congestion notification.
+//!
+//! Deviations: no upstream notification is sent by the program (docs/switch.md, DVL).
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use rocev2_ebpf_common::{
+    dvl::FlowKey,
     fault::{FaultConfig, from_ppb},
     red::{PROB_ONE, RedConfig},
-    switch::Counter,
+    switch::{Counter, FLAG_DVL},
 };
 use rocev2_ebpf_loader::switch::{IofdSpec, Port, PortSpec, PortStats, Shaper, attach, ifindex};
 use serde::Deserialize;
@@ -70,6 +77,31 @@ pub enum SwitchCommand {
     Stats(PortArgs),
     /// Remove the program, the qdiscs attach added, and check the program is gone.
     Detach(PortArgs),
+    /// DVL: isolate a flow on a port (as a congestion notification from downstream would).
+    Isolate(IsolateArgs),
+}
+
+/// `rocev2d switch isolate`.
+#[derive(Debug, Args)]
+pub struct IsolateArgs {
+    /// The port.
+    #[arg(long)]
+    pub iface: String,
+    /// Source address of the flow.
+    #[arg(long)]
+    pub src: std::net::IpAddr,
+    /// Destination address of the flow.
+    #[arg(long)]
+    pub dst: std::net::IpAddr,
+    /// IP protocol: udp, tcp or a number.
+    #[arg(long, default_value = "udp")]
+    pub proto: String,
+    /// Transport source port (0 for protocols without ports).
+    #[arg(long, default_value_t = 0)]
+    pub sport: u16,
+    /// Transport destination port.
+    #[arg(long, default_value_t = 0)]
+    pub dport: u16,
 }
 
 /// `rocev2d switch attach`.
@@ -117,6 +149,9 @@ pub struct AttachArgs {
     /// IOFD deflection: threshold=SIZE,max-msg=SIZE,alt=IFACE[+IFACE…] (fabric ports only).
     #[arg(long)]
     pub iofd: Option<String>,
+    /// DVL congestion isolation: the detection threshold on the normal queue, e.g. 30kb.
+    #[arg(long)]
+    pub dvl: Option<String>,
 }
 
 /// `rocev2d switch stats` / `detach`.
@@ -143,6 +178,13 @@ struct FileConfig {
     #[serde(default)]
     faults: FileFaults,
     iofd: Option<FileIofd>,
+    dvl: Option<FileDvl>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDvl {
+    threshold: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,6 +247,16 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
             } else {
                 print!("{}", render_text(&a.iface, &stats));
             }
+            Ok(())
+        }
+        SwitchCommand::Isolate(a) => {
+            let mut port = open(&a.iface)?;
+            let key = flow_key(a)?;
+            port.isolate(&key)?;
+            println!(
+                "isolated {} {} -> {} proto {} sport {} dport {}",
+                a.iface, a.src, a.dst, key.protocol, a.sport, a.dport
+            );
             Ok(())
         }
         SwitchCommand::Detach(a) => {
@@ -304,6 +356,11 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         )?),
         (None, None) => None,
     };
+    let dvl_threshold_bytes = match (&a.dvl, &file.dvl) {
+        (Some(s), _) => Some(size_u32(s).with_context(|| format!("--dvl {s:?}"))?),
+        (None, Some(f)) => Some(size_u32(&f.threshold).context("dvl.threshold")?),
+        (None, None) => None,
+    };
     Ok(PortSpec {
         rate_bps,
         buffer_bytes,
@@ -312,6 +369,33 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         faults,
         shaper,
         iofd,
+        dvl_threshold_bytes,
+    })
+}
+
+/// The CFT key of `rocev2d switch isolate`'s flow (the port is filled in by the loader).
+fn flow_key(a: &IsolateArgs) -> anyhow::Result<FlowKey> {
+    let v6 = |ip: std::net::IpAddr| match ip {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(v6) => v6.octets(),
+    };
+    if a.src.is_ipv4() != a.dst.is_ipv4() {
+        bail!("--src and --dst must be of the same family");
+    }
+    let protocol = match a.proto.as_str() {
+        "udp" => 17,
+        "tcp" => 6,
+        n => n
+            .parse::<u8>()
+            .with_context(|| format!("--proto {n:?}: udp, tcp or 0..=255"))?,
+    };
+    Ok(FlowKey {
+        src: v6(a.src),
+        dst: v6(a.dst),
+        port: 0,
+        src_port: a.sport,
+        dst_port: a.dport,
+        protocol: u32::from(protocol),
     })
 }
 
@@ -479,6 +563,19 @@ fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
         "counters": counters,
         "queue_bytes": s.queue_bytes,
         "queue_max_bytes": s.queue_max_bytes,
+        "dvl": {
+            "threshold_bytes": (c.flags & FLAG_DVL != 0).then_some(c.dvl_threshold_bytes),
+            "cfq_bytes": s.cfq_bytes,
+            "cfq_max_bytes": s.cfq_max_bytes,
+            "isolated": s.isolated.iter().map(|(k, since)| json!({
+                "src": std::net::Ipv6Addr::from(k.src).to_canonical().to_string(),
+                "dst": std::net::Ipv6Addr::from(k.dst).to_canonical().to_string(),
+                "protocol": k.protocol,
+                "src_port": k.src_port,
+                "dst_port": k.dst_port,
+                "since_ns": since,
+            })).collect::<Vec<_>>(),
+        },
         "hist": {
             "bucket_bytes": c.hist_bucket_bytes,
             "packets": s.hist[0].to_vec(),
@@ -506,6 +603,16 @@ fn render_text(iface: &str, s: &PortStats) -> String {
         "queue_bytes {}\nqueue_max_bytes {}",
         s.queue_bytes, s.queue_max_bytes
     );
+    if c.flags & FLAG_DVL != 0 {
+        let _ = writeln!(
+            out,
+            "dvl_threshold_bytes {}\ncfq_bytes {}\ncfq_max_bytes {}\nisolated_flows {}",
+            c.dvl_threshold_bytes,
+            s.cfq_bytes,
+            s.cfq_max_bytes,
+            s.isolated.len()
+        );
+    }
     for (k, v) in &s.counters {
         let _ = writeln!(out, "{} {v}", k.name());
     }
@@ -588,6 +695,7 @@ mod tests {
             blackhole: false,
             seed: None,
             iofd: None,
+            dvl: None,
         };
         let s = spec(&a).unwrap();
         assert_eq!((s.rate_bps, s.buffer_bytes), (1_000_000_000, 256 << 10));
@@ -595,6 +703,10 @@ mod tests {
         assert_eq!(s.red.kmax_bytes, 64 << 10);
         assert_eq!(s.faults.loss, 1 << 31);
         assert_eq!(s.faults.seed, 7);
+        assert_eq!(s.dvl_threshold_bytes, None);
+        a.dvl = Some("30kb".into());
+        assert_eq!(spec(&a).unwrap().dvl_threshold_bytes, Some(30 << 10));
+        a.dvl = None;
         a.rate = Some("2gbit".into());
         a.loss = Some("0".into());
         let s = spec(&a).unwrap();

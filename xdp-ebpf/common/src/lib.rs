@@ -8,7 +8,8 @@
 //! in the model is the curve the XDP programs apply.
 //!
 //! It holds the RED/ECN decision ([`red`]), the switch port's queue model ([`queue`]) and
-//! seeded fault draws ([`fault`]), the IOFD deflection decision ([`iofd`]), and the map layouts of the AF_XDP steering program
+//! seeded fault draws ([`fault`]), the IOFD deflection decision ([`iofd`]), the DVL
+//! congested-flow table and isolation decision ([`dvl`]), and the map layouts of the AF_XDP steering program
 //! ([`steer`]) and the switch-port program ([`switch`]); map names and record layouts live here
 //! so the kernel programs and their loader cannot disagree. The `user` feature adds the
 //! `aya::Pod` impls the loader needs to read and write the records.
@@ -26,6 +27,7 @@
     )
 )]
 
+pub mod dvl;
 pub mod fault;
 pub mod iofd;
 pub mod queue;

@@ -54,6 +54,19 @@ pub const FLAG_IOFD: u32 = 1 << 5;
 /// search for a port's program never finds it).
 pub const FLAG_UNATTACHED: u32 = 1 << 6;
 
+/// [`PortConfig::flags`]: DVL congestion isolation on ([`crate::dvl`]).
+pub const FLAG_DVL: u32 = 1 << 7;
+/// `Array` of one [`crate::queue::QueueState`]: the modelled congested-flow queue (DVL); the
+/// normal queue is [`QUEUE_MAP`].
+pub const CFQ_MAP: &str = "RV2_SW_CFQ";
+/// `HashMap<FlowKey, u64>` of [`crate::dvl::CFT_ENTRIES`]: the port's congested-flow table,
+/// the value the time the flow was isolated (ns).
+pub const CFT_MAP: &str = "RV2_SW_CFT";
+/// `skb->priority` of a packet of an isolated flow: `TC_PRIO_FILLER`, which the pfifo_fast
+/// below the port's HTB class puts in band 2, its lowest strict priority: the congested-flow
+/// queue. (HTB finds no class 0:1 and uses its default class.)
+pub const CFQ_PRIORITY: u32 = 1;
+
 /// `skb->mark` of a packet another port of this switch deflected here: queued and marked as
 /// usual, never deflected again at this switch.
 pub const DEFLECTED_MARK: u32 = 0x7276_3266; // "rv2f"
@@ -92,8 +105,8 @@ pub struct PortConfig {
     pub corrupt: u32,
     /// Duplication probability, Q32.
     pub duplicate: u32,
-    /// Reserved, 0.
-    pub reserved: u32,
+    /// DVL: congestion detection threshold on the normal queue, bytes.
+    pub dvl_threshold_bytes: u32,
     /// Seed of the fault draws.
     pub seed: u64,
     /// IOFD: deflect above this queue, bytes.
@@ -156,6 +169,13 @@ impl PortConfig {
                 k += 1;
             }
             out
+        }
+    }
+
+    /// The DVL settings.
+    pub const fn dvl(&self) -> crate::dvl::DvlConfig {
+        crate::dvl::DvlConfig {
+            threshold_bytes: self.dvl_threshold_bytes as u64,
         }
     }
 
@@ -261,11 +281,19 @@ pub enum Counter {
     IofdNoTokens = 19,
     /// IOFD: packets another port deflected into this one.
     IofdReceived = 20,
+    /// DVL: flows this port isolated (entered the congested-flow table).
+    DvlIsolated = 21,
+    /// DVL: flows released from the table.
+    DvlReleased = 22,
+    /// DVL: packets queued in the congested-flow queue.
+    DvlCongested = 23,
+    /// DVL: flows not isolated for a full table.
+    DvlTableFull = 24,
 }
 
 impl Counter {
     /// Every counter, in slot order.
-    pub const ALL: [Counter; 21] = [
+    pub const ALL: [Counter; 25] = [
         Counter::Packets,
         Counter::Bytes,
         Counter::Roce,
@@ -287,6 +315,10 @@ impl Counter {
         Counter::IofdLong,
         Counter::IofdNoTokens,
         Counter::IofdReceived,
+        Counter::DvlIsolated,
+        Counter::DvlReleased,
+        Counter::DvlCongested,
+        Counter::DvlTableFull,
     ];
     /// Number of slots in [`COUNTERS_MAP`].
     pub const COUNT: u32 = Self::ALL.len() as u32;
@@ -315,6 +347,10 @@ impl Counter {
             Counter::IofdLong => "iofd_long",
             Counter::IofdNoTokens => "iofd_no_tokens",
             Counter::IofdReceived => "iofd_received",
+            Counter::DvlIsolated => "dvl_isolated",
+            Counter::DvlReleased => "dvl_released",
+            Counter::DvlCongested => "dvl_congested",
+            Counter::DvlTableFull => "dvl_table_full",
         }
     }
 }
@@ -328,6 +364,8 @@ mod pod {
     unsafe impl aya::Pod for crate::queue::QueueState {}
     // SAFETY: repr(C), 32 bytes then a u32: no padding.
     unsafe impl aya::Pod for crate::iofd::MessageKey {}
+    // SAFETY: repr(C), 32 bytes, a u32, two u16 and a u32: no padding.
+    unsafe impl aya::Pod for crate::dvl::FlowKey {}
 }
 
 #[cfg(test)]
@@ -413,6 +451,10 @@ mod tests {
             4 * 2 + 8 * 3 + 4 * 8 + 8 + 4 * 2 + 4 * MAX_ALTERNATES
         );
         assert_eq!(core::mem::size_of::<crate::queue::QueueState>(), 24);
+        assert_eq!(
+            core::mem::size_of::<crate::dvl::FlowKey>(),
+            32 + 4 + 2 + 2 + 4
+        );
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! qdiscs the attach added, and waits until the kernel has released the program. Deleting the
 //! namespace removes everything too.
 //!
-//! **Shaping.** The loader replaces the port's root qdisc with HTB (one class and a bfifo) or
-//! TBF at the port rate, by running `tc` (the commands are logged at debug level, so a
+//! **Shaping.** The loader replaces the port's root qdisc with HTB (one class and a bfifo; with
+//! DVL a strict-priority pfifo_fast instead of the bfifo, its lowest band the congested-flow
+//! queue) or TBF at the port rate, by running `tc` (the commands are logged at debug level, so a
 //! researcher can rebuild the port by hand). The shaper's own limit is twice the buffer: the
 //! model decides the drops; the shaper only paces. [`Shaper::None`] keeps a qdisc that is
 //! already there (the testbed's shaping, say).
@@ -30,20 +31,21 @@ use std::{
 
 use aya::{
     Ebpf,
-    maps::{Array, Map, MapData, PerCpuArray},
+    maps::{Array, HashMap, Map, MapData, MapError, PerCpuArray},
     programs::{
         ProgramError, SchedClassifier, TcAttachType, TestRun, TestRunOptions,
         tc::{NlOptions, TcAttachOptions},
     },
 };
 use rocev2_ebpf_common::{
+    dvl::{self, FlowKey},
     fault::FaultConfig,
     queue::QueueState,
     red::RedConfig,
     switch::{
-        CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE, FLAG_DROP_NON_ECT, FLAG_ENABLED,
-        FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, FLAG_UNATTACHED, HIST_BUCKETS, HIST_MAP,
-        MAX_ALTERNATES, PROGRAM, PortConfig, QUEUE_MAP,
+        CFQ_MAP, CFT_MAP, CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE, FLAG_DROP_NON_ECT,
+        FLAG_DVL, FLAG_ENABLED, FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, FLAG_UNATTACHED,
+        HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES, PROGRAM, PortConfig, QUEUE_MAP,
     },
 };
 
@@ -59,7 +61,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The qdisc that plays the port's transmitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shaper {
-    /// HTB, one class at the rate, a bfifo below it (what DVL's extra class will join).
+    /// HTB, one class at the rate, a bfifo below it; with DVL a pfifo_fast instead, whose lowest
+    /// band (skb->priority 1) is the congested-flow queue.
     Htb,
     /// A token-bucket filter at the rate.
     Tbf,
@@ -84,6 +87,9 @@ pub struct PortSpec {
     pub shaper: Shaper,
     /// IOFD deflection (seed 000 §IV), if on.
     pub iofd: Option<IofdSpec>,
+    /// DVL congestion isolation (seed 003): the detection threshold on the normal queue,
+    /// bytes, if on. Needs the HTB shaper (its pfifo_fast's band 2 is the congested-flow queue).
+    pub dvl_threshold_bytes: Option<u32>,
 }
 
 /// IOFD settings of a port.
@@ -123,6 +129,9 @@ impl PortSpec {
         if self.iofd.is_some() {
             flags |= FLAG_IOFD;
         }
+        if self.dvl_threshold_bytes.is_some() {
+            flags |= FLAG_DVL;
+        }
         PortConfig {
             ifindex,
             flags,
@@ -136,7 +145,7 @@ impl PortSpec {
             loss: self.faults.loss,
             corrupt: self.faults.corrupt,
             duplicate: self.faults.duplicate,
-            reserved: 0,
+            dvl_threshold_bytes: self.dvl_threshold_bytes.unwrap_or(0),
             seed: self.faults.seed,
             iofd_threshold_bytes: iofd.threshold_bytes,
             iofd_max_message_bytes: iofd.max_message_bytes,
@@ -156,6 +165,11 @@ impl PortSpec {
         {
             return Err(Error::Config("IOFD needs at least one alternate port"));
         }
+        if self.dvl_threshold_bytes.is_some() && self.shaper == Shaper::Tbf {
+            return Err(Error::Config(
+                "DVL needs the HTB shaper (or none: a pfifo_fast below the shaper set up by hand)",
+            ));
+        }
         Ok(())
     }
 }
@@ -166,6 +180,8 @@ struct Maps {
     queue: Array<MapData, QueueState>,
     counters: PerCpuArray<MapData, u64>,
     hist: PerCpuArray<MapData, u64>,
+    cfq: Array<MapData, QueueState>,
+    cft: HashMap<MapData, FlowKey, u64>,
 }
 
 impl Maps {
@@ -176,12 +192,15 @@ impl Maps {
             queue: array(take(QUEUE_MAP)?, QUEUE_MAP)?,
             counters: per_cpu(take(COUNTERS_MAP)?, COUNTERS_MAP)?,
             hist: per_cpu(take(HIST_MAP)?, HIST_MAP)?,
+            cfq: array(take(CFQ_MAP)?, CFQ_MAP)?,
+            cft: hash(take(CFT_MAP)?, CFT_MAP)?,
         })
     }
 
     /// The maps of a loaded program, by the map ids the kernel reports for it.
     fn of_program(ids: &[u32]) -> Result<Option<Maps>, Error> {
         let (mut config, mut queue, mut counters, mut hist) = (None, None, None, None);
+        let (mut cfq, mut cft) = (None, None);
         let by_id = |source| Error::Map {
             name: "by id",
             source,
@@ -194,6 +213,8 @@ impl Maps {
                 Some(QUEUE_MAP) => QUEUE_MAP,
                 Some(COUNTERS_MAP) => COUNTERS_MAP,
                 Some(HIST_MAP) => HIST_MAP,
+                Some(CFQ_MAP) => CFQ_MAP,
+                Some(CFT_MAP) => CFT_MAP,
                 _ => continue,
             };
             let map = Map::from_map_data(data).map_err(by_id)?;
@@ -201,16 +222,22 @@ impl Maps {
                 CONFIG_MAP => config = Some(array(map, CONFIG_MAP)?),
                 QUEUE_MAP => queue = Some(array(map, QUEUE_MAP)?),
                 COUNTERS_MAP => counters = Some(per_cpu(map, COUNTERS_MAP)?),
+                CFQ_MAP => cfq = Some(array(map, CFQ_MAP)?),
+                CFT_MAP => cft = Some(hash(map, CFT_MAP)?),
                 _ => hist = Some(per_cpu(map, HIST_MAP)?),
             }
         }
-        Ok(match (config, queue, counters, hist) {
-            (Some(config), Some(queue), Some(counters), Some(hist)) => Some(Maps {
-                config,
-                queue,
-                counters,
-                hist,
-            }),
+        Ok(match (config, queue, counters, hist, cfq, cft) {
+            (Some(config), Some(queue), Some(counters), Some(hist), Some(cfq), Some(cft)) => {
+                Some(Maps {
+                    config,
+                    queue,
+                    counters,
+                    hist,
+                    cfq,
+                    cft,
+                })
+            }
             _ => None,
         })
     }
@@ -249,16 +276,63 @@ impl Maps {
             name: QUEUE_MAP,
             source,
         })?;
-        let queue_max_bytes = queue.max_bytes;
-        let queue_bytes = queue.drain(cfg.rate_bps, monotonic_ns());
+        let mut cfq = self.cfq.get(&0, 0).map_err(|source| Error::Map {
+            name: CFQ_MAP,
+            source,
+        })?;
+        let (queue_max_bytes, cfq_max_bytes) = (queue.max_bytes, cfq.max_bytes);
+        let (queue_bytes, cfq_bytes) = if cfg.flags & FLAG_DVL != 0 {
+            dvl::drain(&mut queue, &mut cfq, cfg.rate_bps, monotonic_ns())
+        } else {
+            (queue.drain(cfg.rate_bps, monotonic_ns()), 0)
+        };
+        let isolated = self.isolated()?;
         Ok(PortStats {
             config: cfg,
             counters,
             queue_bytes,
             queue_max_bytes,
+            cfq_bytes,
+            cfq_max_bytes,
+            isolated,
             hist,
         })
     }
+
+    /// The flows in the congested-flow table, with the time each was isolated (ns).
+    fn isolated(&self) -> Result<Vec<(FlowKey, u64)>, Error> {
+        let mut out = self
+            .cft
+            .iter()
+            .filter_map(|r| match r {
+                // An entry deleted while iterating is simply gone.
+                Err(MapError::KeyNotFound) => None,
+                other => Some(other),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| Error::Map {
+                name: CFT_MAP,
+                source,
+            })?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Puts `key` into the congested-flow table, isolated since `now_ns` (refreshed if there).
+    fn isolate(&mut self, key: &FlowKey, now_ns: u64) -> Result<(), Error> {
+        // BPF_ANY: a notification refreshes the time, so the hold counts from the last one.
+        match self.cft.insert(key, now_ns, 0) {
+            Ok(()) => Ok(()),
+            Err(source) => Err(Error::Map {
+                name: CFT_MAP,
+                source,
+            }),
+        }
+    }
+}
+
+fn hash(map: Map, name: &'static str) -> Result<HashMap<MapData, FlowKey, u64>, Error> {
+    HashMap::try_from(map).map_err(|source| Error::Map { name, source })
 }
 
 fn array<V: aya::Pod>(map: Map, name: &'static str) -> Result<Array<MapData, V>, Error> {
@@ -280,6 +354,12 @@ pub struct PortStats {
     pub queue_bytes: u64,
     /// The largest modelled queue since attach, bytes.
     pub queue_max_bytes: u64,
+    /// DVL: the modelled congested-flow queue now, bytes (0 without DVL).
+    pub cfq_bytes: u64,
+    /// DVL: the largest congested-flow queue since attach, bytes.
+    pub cfq_max_bytes: u64,
+    /// DVL: the isolated flows and when each was isolated (`CLOCK_MONOTONIC` ns).
+    pub isolated: Vec<(FlowKey, u64)>,
     /// Per histogram bucket (`config.hist_bucket_bytes` wide, the last open-ended) of the queue
     /// a packet found: all packets, ECN-capable ones that fit in the buffer (RED decided on
     /// them), and those marked CE.
@@ -330,6 +410,23 @@ impl Unattached {
         Ok((result.return_value, out))
     }
 
+    /// Runs the program once on `frame`; returns its tc verdict and the `skb->priority` it left
+    /// (DVL: `CFQ_PRIORITY` for a packet of an isolated flow).
+    pub fn run_priority(&mut self, frame: &[u8]) -> Result<(u32, u32), Error> {
+        // struct __sk_buff as the kernel copies it back; `priority` is its ninth u32.
+        let mut ctx = [0u8; 256];
+        let result = classifier(&mut self.ebpf)?
+            .test_run(TestRunOptions {
+                data_in: Some(frame),
+                ctx_out: Some(&mut ctx),
+                repeat: 1,
+                ..Default::default()
+            })
+            .map_err(program_error)?;
+        let priority = u32::from_ne_bytes([ctx[32], ctx[33], ctx[34], ctx[35]]);
+        Ok((result.return_value, priority))
+    }
+
     /// Overwrites the modelled queue (tests set the queue a packet will find).
     pub fn set_queue(&mut self, state: &QueueState) -> Result<(), Error> {
         self.maps
@@ -344,6 +441,14 @@ impl Unattached {
     /// Counters, queue and histogram.
     pub fn stats(&self) -> Result<PortStats, Error> {
         self.maps.stats(self.maps.config()?)
+    }
+
+    /// Overwrites the modelled congested-flow queue (DVL tests).
+    pub fn set_cfq(&mut self, state: &QueueState) -> Result<(), Error> {
+        self.maps.cfq.set(0, state, 0).map_err(|source| Error::Map {
+            name: CFQ_MAP,
+            source,
+        })
     }
 }
 
@@ -485,6 +590,18 @@ impl Port {
         self.maps.stats(self.maps.config()?)
     }
 
+    /// DVL: isolates `key` on this port as if the port had detected it (the stand-in for the
+    /// congestion notification a downstream switch sends, docs/switch.md). The flow is
+    /// released by the port's own rule, no sooner than `dvl::HOLD_NS` after the last call.
+    /// `key.port` is set to this port.
+    pub fn isolate(&mut self, key: &FlowKey) -> Result<(), Error> {
+        let key = FlowKey {
+            port: self.maps.config()?.ifindex,
+            ..*key
+        };
+        self.maps.isolate(&key, monotonic_ns())
+    }
+
     /// Removes the program's filter, the qdiscs [`attach`] added, and waits until the kernel
     /// has released the program.
     pub fn detach(self) -> Result<(), Error> {
@@ -567,10 +684,30 @@ pub fn shaper_commands(iface: &str, spec: &PortSpec, mtu: u32) -> Vec<Vec<String
                 "quantum",
                 &frame.to_string(),
             ]),
-            v(&[
-                "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", "bfifo",
-                "limit", &limit,
-            ]),
+            if spec.dvl_threshold_bytes.is_some() {
+                // DVL: a pfifo_fast below the port class, three strict-priority bands chosen
+                // by skb->priority through its priomap: 0 (best effort) to band 1, the normal
+                // queue; 1 (TC_PRIO_FILLER, which the program writes for isolated flows) to
+                // band 2, served only when bands 0 and 1 are empty: the congested-flow queue.
+                // This kernel has no sch_prio or sch_ets; pfifo_fast is built in. Its limit is
+                // the interface's txqueuelen, in packets per band (docs/switch.md).
+                v(&[
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    iface,
+                    "parent",
+                    "1:1",
+                    "handle",
+                    "10:",
+                    "pfifo_fast",
+                ])
+            } else {
+                v(&[
+                    "qdisc", "replace", "dev", iface, "parent", "1:1", "handle", "10:", "bfifo",
+                    "limit", &limit,
+                ])
+            },
         ],
         Shaper::Tbf => vec![v(&[
             "qdisc", "replace", "dev", iface, "root", "handle", "1:", "tbf", "rate", &rate,

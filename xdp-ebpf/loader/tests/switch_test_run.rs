@@ -32,6 +32,7 @@ fn spec() -> PortSpec {
         faults: FaultConfig::default(),
         shaper: Shaper::None,
         iofd: None,
+        dvl_threshold_bytes: None,
     }
 }
 
@@ -433,4 +434,88 @@ fn switch_iofd_deflects_short_messages_in_order() {
     assert_eq!(c(Counter::IofdNoTokens), 1);
     assert_eq!(c(Counter::IofdTableFull), 1);
     assert_eq!(c(Counter::HelperError), 0);
+}
+
+/// DVL (seed 003 slides 10, 12): a flow whose packet finds the normal queue at the threshold is
+/// isolated (table entry, `skb->priority` = the CFQ band, bytes in the modelled CFQ); its next
+/// packets follow it while the CFQ holds anything; another flow is untouched; the flow is
+/// released when both queues are below the threshold and the CFQ is empty.
+#[test]
+fn switch_dvl_isolates_and_releases_flow() {
+    use rocev2_ebpf_common::switch::CFQ_PRIORITY;
+    if !need_root("switch_dvl_isolates_and_releases_flow") {
+        return;
+    }
+    let mut port = Unattached::load(
+        &PortSpec {
+            dvl_threshold_bytes: Some(30_000),
+            ..spec()
+        },
+        1,
+    )
+    .expect("load");
+    let congested = frame_v4(2, 4791, 1000);
+    // Same addresses, another destination port: another flow.
+    let victim = frame_v4(2, 4792, 1000);
+    let len = congested.len() as u64;
+    let step = |port: &mut Unattached, normal: u64, cfq: u64, frame: &[u8]| {
+        port.set_queue(&frozen(normal)).expect("queue");
+        port.set_cfq(&frozen(cfq)).expect("cfq");
+        port.run_priority(frame).expect("run")
+    };
+
+    // Below the threshold: normal queue, priority untouched.
+    assert_eq!(step(&mut port, 29_999, 0, &congested), (TC_ACT_OK, 0));
+    let s = port.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlIsolated), 0);
+    assert!(s.isolated.is_empty());
+
+    // At the threshold: isolated, into the CFQ band.
+    assert_eq!(
+        step(&mut port, 30_000, 0, &congested),
+        (TC_ACT_OK, CFQ_PRIORITY)
+    );
+    let s = port.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlIsolated), 1);
+    assert_eq!(s.counter(Counter::DvlCongested), 1);
+    assert_eq!(s.cfq_bytes, len);
+    assert_eq!(s.queue_bytes, 30_000, "nothing joined the normal queue");
+    assert_eq!(s.isolated.len(), 1);
+    let key = s.isolated[0].0;
+    assert_eq!(&key.src[10..], &[0xff, 0xff, 10, 0, 0, 1]);
+    assert_eq!(&key.dst[10..], &[0xff, 0xff, 10, 0, 0, 2]);
+    assert_eq!(
+        (key.src_port, key.dst_port, key.protocol, key.port),
+        (0xc000, 4791, 17, 1)
+    );
+
+    // Another flow below the threshold stays normal, even with the CFQ busy.
+    assert_eq!(step(&mut port, 10_000, 5_000, &victim), (TC_ACT_OK, 0));
+    // The isolated flow stays isolated while its CFQ holds a byte, with the normal queue empty.
+    assert_eq!(step(&mut port, 0, 1, &congested), (TC_ACT_OK, CFQ_PRIORITY));
+    // ... and while the normal queue is at the threshold, CFQ empty.
+    assert_eq!(
+        step(&mut port, 30_000, 0, &congested),
+        (TC_ACT_OK, CFQ_PRIORITY)
+    );
+    // Both below, CFQ empty, within the hold time: kept; after it: released, back to the
+    // normal queue.
+    assert_eq!(
+        step(&mut port, 29_999, 0, &congested),
+        (TC_ACT_OK, CFQ_PRIORITY)
+    );
+    std::thread::sleep(std::time::Duration::from_nanos(
+        rocev2_ebpf_common::dvl::HOLD_NS,
+    ));
+    assert_eq!(step(&mut port, 29_999, 0, &congested), (TC_ACT_OK, 0));
+    let s = port.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlReleased), 1);
+    assert_eq!(s.counter(Counter::DvlCongested), 4);
+    assert!(s.isolated.is_empty());
+
+    // Each queue has its own buffer: a CFQ packet that does not fit in the CFQ is dropped, a
+    // normal one beside a full CFQ is not.
+    assert_eq!(step(&mut port, 40_000, 199_500, &congested).0, TC_ACT_SHOT);
+    assert_eq!(step(&mut port, 10_000, 199_500, &victim), (TC_ACT_OK, 0));
+    assert_eq!(port.stats().expect("stats").counter(Counter::DropBuffer), 1);
 }

@@ -9,8 +9,13 @@
 //! 2. the queue model (`queue`): drain at the port rate to `bpf_ktime_get_ns()`;
 //! 3. IOFD (`iofd`, seed 000 §IV), when configured: a short message's packets may leave by an
 //!    alternate port (`bpf_redirect_neigh`) instead of joining this queue;
-//! 4. tail drop if the packet does not fit in the buffer, else RED/ECN on the modelled queue
-//!    (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the packet joins the queue.
+//! 4. DVL (`dvl`, seed 003), when configured: the two queues (normal, congested-flow) drain by
+//!    strict priority; a flow in the congested-flow table, or whose packet finds the normal
+//!    queue at the threshold, goes to the congested-flow queue (`skb->priority` selects the
+//!    lowest band of the pfifo_fast below the shaper);
+//! 5. tail drop if the packet does not fit in the buffer (one per queue), else RED/ECN
+//!    on the modelled queue it joins (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the
+//!    packet joins the queue.
 //!
 //! Fails open: no config, a frame it cannot parse, a helper error — the packet passes
 //! (counted).
@@ -20,10 +25,10 @@
 //! have none — aya-ebpf 0.2.1's `btf_maps` might allow it, not tried). When two CPUs send on
 //! the port at the same instant, one's update can be lost: the queue then misses one packet's
 //! bytes (or drains one interval twice). Counters are per-CPU and exact. The IOFD table is a
-//! hash map whose insert-if-absent is atomic. docs/switch.md measures the model against the
+//! hash map whose insert-if-absent is atomic, as is the congested-flow table's. docs/switch.md measures the model against the
 //! shaper's backlog.
 //!
-//! Deviations: see docs/switch.md (DVL is not implemented).
+//! Deviations: see docs/switch.md (DVL: no upstream notification, no markings).
 #![no_std]
 #![no_main]
 
@@ -39,12 +44,13 @@ use aya_ebpf::{
 };
 use rocev2_ebpf::parse::{Headers, Ip, headers};
 use rocev2_ebpf_common::{
+    dvl::{self, CFT_ENTRIES, Cft, Class, Event, FlowKey},
     fault::Fault,
     iofd::{self, Action, DFT_ENTRIES, Dft, MessageKey, Position, Refusal},
     queue::QueueState,
     switch::{
-        Admit, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_ENABLED, FLAG_IOFD, HIST_BUCKETS,
-        PortConfig, admit,
+        Admit, CFQ_PRIORITY, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_DVL, FLAG_ENABLED,
+        FLAG_IOFD, HIST_BUCKETS, PortConfig, admit,
     },
 };
 
@@ -68,6 +74,15 @@ static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(3 * HIST_BUCKETS, 
 /// kernel, so a live entry is never overwritten and a full table refuses.
 #[map(name = "RV2_SW_DFT")]
 static DFT: HashMap<MessageKey, u32> = HashMap::with_max_entries(DFT_ENTRIES, 0);
+
+/// The modelled congested-flow queue (`switch::CFQ_MAP`), DVL only.
+#[map(name = "RV2_SW_CFQ")]
+static CFQ: Array<QueueState> = Array::with_max_entries(1, 0);
+
+/// The port's congested-flow table (`switch::CFT_MAP`): insert-if-absent and delete are atomic
+/// in the kernel, so CPUs racing on one flow agree.
+#[map(name = "RV2_SW_CFT")]
+static CFT: HashMap<FlowKey, u64> = HashMap::with_max_entries(CFT_ENTRIES, 0);
 
 /// BTH length: the corruptible range starts after it, so that a flipped bit is never in BTH
 /// byte 4, the one transport byte the ICRC masks (docs/wire.md).
@@ -162,10 +177,18 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     }
 
     let queue = QUEUE.get_ptr_mut(0).ok_or(TC_ACT_OK)?;
+    let cfq = CFQ.get_ptr_mut(0).ok_or(TC_ACT_OK)?;
+    let dvl_on = cfg.flags & FLAG_DVL != 0;
     // SAFETY: plain helper calls.
     let (now, rand) = unsafe { (bpf_ktime_get_ns(), bpf_get_prandom_u32()) };
-    // SAFETY: a valid map value; concurrent updates race as documented above.
-    let found = unsafe { (*queue).drain(cfg.rate_bps, now) };
+    // SAFETY: valid map values; concurrent updates race as documented above.
+    let (found, found_cfq) = unsafe {
+        if dvl_on {
+            dvl::drain(&mut *queue, &mut *cfq, cfg.rate_bps, now)
+        } else {
+            ((*queue).drain(cfg.rate_bps, now), 0)
+        }
+    };
     if cfg.flags & FLAG_IOFD != 0
         && let Some(ip) = ip
         && ip.roce
@@ -175,9 +198,20 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
     {
         return Ok(action);
     }
-    let bucket = cfg.bucket(found);
+    let class = match ip {
+        Some(ip) if dvl_on => isolate(ctx, &cfg, &ip, found, found_cfq, now),
+        _ => Class::Normal,
+    };
+    // Each queue has the buffer to itself and RED acts on the queue the packet joins: a
+    // shared buffer would let a backlogged CFQ (no PFC here to hold its flow back) take the
+    // normal queue's room (docs/switch.md, DVL).
+    let joins = match class {
+        Class::Normal => found,
+        Class::Congested => found_cfq,
+    };
+    let bucket = cfg.bucket(joins);
     hist(bucket);
-    let admitted = admit(&cfg.red(), cfg.buffer_bytes, found, len, ect, rand);
+    let admitted = admit(&cfg.red(), cfg.buffer_bytes, joins, len, ect, rand);
     if ect && !matches!(admitted, Admit::DropBuffer) {
         hist(HIST_BUCKETS + bucket);
     }
@@ -199,8 +233,18 @@ fn try_switch(ctx: &TcContext) -> Result<i32, i32> {
         }
         Admit::Pass => {}
     }
-    // SAFETY: as above.
-    unsafe { (*queue).enqueue(len) };
+    match class {
+        // SAFETY: as above.
+        Class::Normal => unsafe { (*queue).enqueue(len) },
+        Class::Congested => {
+            add(Counter::DvlCongested, 1);
+            // SAFETY: as above; `priority` is writable from a tc program.
+            unsafe {
+                (*cfq).enqueue(len);
+                (*ctx.skb.skb).priority = CFQ_PRIORITY;
+            }
+        }
+    }
     Ok(TC_ACT_OK)
 }
 
@@ -221,6 +265,87 @@ impl Dft for MapDft {
     fn remove(&mut self, key: &MessageKey) {
         let _ = DFT.remove(key);
     }
+}
+
+/// The port's congested-flow table as the policy sees it.
+struct MapCft;
+
+impl Cft for MapCft {
+    fn since(&self, key: &FlowKey) -> Option<u64> {
+        // SAFETY: the value is copied out at once (RCU, as for the DFT).
+        unsafe { CFT.get(key).copied() }
+    }
+
+    fn insert(&mut self, key: &FlowKey, now_ns: u64) -> bool {
+        CFT.insert(key, now_ns, u64::from(BPF_NOEXIST)).is_ok()
+    }
+
+    fn remove(&mut self, key: &FlowKey) {
+        let _ = CFT.remove(key);
+    }
+}
+
+/// DVL (seed 003): the queue this packet joins; isolates or releases its flow.
+#[inline(always)]
+fn isolate(
+    ctx: &TcContext,
+    cfg: &PortConfig,
+    ip: &Ip,
+    normal_bytes: u64,
+    congested_bytes: u64,
+    now: u64,
+) -> Class {
+    let Some(key) = flow_key(ctx, cfg, ip) else {
+        return Class::Normal;
+    };
+    let (class, event) = dvl::decide(
+        &mut MapCft,
+        &cfg.dvl(),
+        &key,
+        normal_bytes,
+        congested_bytes,
+        now,
+    );
+    match event {
+        Event::Isolated => add(Counter::DvlIsolated, 1),
+        Event::Released => add(Counter::DvlReleased, 1),
+        Event::TableFull => add(Counter::DvlTableFull, 1),
+        Event::None => 0,
+    };
+    class
+}
+
+/// The packet's 5-tuple on this port; ports are read for UDP and TCP only.
+#[inline(always)]
+fn flow_key(ctx: &TcContext, cfg: &PortConfig, ip: &Ip) -> Option<FlowKey> {
+    let mut key = FlowKey {
+        port: cfg.ifindex,
+        ..FlowKey::default()
+    };
+    let protocol: u8 = if ip.ipv6 {
+        key.src = ctx.load(ip.l3 + 8).ok()?;
+        key.dst = ctx.load(ip.l3 + 24).ok()?;
+        // The next header of the fixed header; extension headers are not walked (the flow is
+        // then keyed by that header's number and no ports).
+        ctx.load(ip.l3 + 6).ok()?
+    } else {
+        let src: [u8; 4] = ctx.load(ip.l3 + 12).ok()?;
+        let dst: [u8; 4] = ctx.load(ip.l3 + 16).ok()?;
+        key.src[10] = 0xff;
+        key.src[11] = 0xff;
+        key.dst[10] = 0xff;
+        key.dst[11] = 0xff;
+        key.src[12..].copy_from_slice(&src);
+        key.dst[12..].copy_from_slice(&dst);
+        ctx.load(ip.l3 + 9).ok()?
+    };
+    key.protocol = u32::from(protocol);
+    if protocol == 6 || protocol == 17 {
+        let ports: [u8; 4] = ctx.load(ip.l4).ok()?;
+        key.src_port = u16::from_be_bytes([ports[0], ports[1]]);
+        key.dst_port = u16::from_be_bytes([ports[2], ports[3]]);
+    }
+    Some(key)
 }
 
 /// IOFD (seed 000 §IV): `Some(action)` when the packet leaves by an alternate port.
