@@ -4,6 +4,7 @@
 //! stops.
 
 use rocev2_core::cc::{CcConfig, DasrParams, DcqcnParams, DcqcnPlusParams, NpConfig, ReceiverCc};
+use rocev2_core::cq::WcStatus;
 use rocev2_core::qp::{ExtCaps, SendOp, SendWr, Sge};
 use rocev2_core::testing::{Conn, ConnectOptions, LinkConfig, Pair};
 use rocev2_core::time::{Duration, Instant, Rate};
@@ -232,4 +233,57 @@ fn standard_peer_never_sees_rext() {
         all.iter()
             .all(|f| f.roce.bth.tver == 0 && f.roce.ext.is_none())
     );
+}
+
+#[test]
+fn iofd_tokens_only_on_short_messages_and_the_peer_accepts_them() {
+    use rocev2_core::qp::{IofdTokens, QpConfig};
+    let link = LinkConfig::default()
+        .delay(Duration::from_micros(2))
+        .rate(G10);
+    let mut p = Pair::new(link.clone(), link);
+    p.trace = Some(Vec::new());
+    let c = p
+        .connect(ConnectOptions {
+            mr_len: 1 << 20,
+            caps: |pd, cq| {
+                QpConfig::new(pd, cq, cq).with_iofd_tokens(IofdTokens {
+                    tokens: 4,
+                    max_message_bytes: 8192,
+                })
+            },
+            ..ConnectOptions::default()
+        })
+        .unwrap();
+    // A short WRITE (several packets), then a long one.
+    let short = write(&mut p, &c, 1, 8192);
+    p.a.ep.post_send(c.qa, short).unwrap();
+    let long = write(&mut p, &c, 2, 64 * 1024);
+    p.a.ep.post_send(c.qa, long).unwrap();
+    assert!(p.drive(1_000_000));
+    // Both completed: B accepted the frames (the ICRC masks Resv6a).
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 2, "{wcs:?}");
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    let data: Vec<FrameRepr> = p
+        .trace
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|(a, _)| *a)
+        .map(|(_, f)| FrameRepr::parse(f).unwrap().0)
+        .filter(|f| f.roce.bth.opcode != Opcode::rc(Operation::Acknowledge))
+        .collect();
+    let tokens: Vec<u8> = data.iter().map(|f| f.roce.bth.deflection_tokens).collect();
+    let short_pkts = tokens.iter().take_while(|&&t| t == 4).count();
+    assert!(
+        short_pkts >= 2,
+        "short message has tokens on every packet: {tokens:?}"
+    );
+    assert!(
+        tokens[short_pkts..].iter().all(|&t| t == 0) && tokens.len() > short_pkts,
+        "long message has none: {tokens:?}"
+    );
+    // B's ACKs carry none.
+    assert!(from_b(&p).iter().all(|f| f.roce.bth.deflection_tokens == 0));
 }

@@ -27,6 +27,8 @@
 //! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
 //! line_gbps = 10           # 0.001..=1000: the port's rate, where flows start
 //! mtu_bytes = 1024         # 256..=4096: M of DCQCN+'s eqs. (16), (17)
+//! min_rate_mbps = 100      # 0.001..=1000000: DCQCN's R_min (dcqcn, dcqcn_cx4, dart);
+//!                          # default the paper's 100 Mbit/s, too high for a slow testbed port
 //! ```
 //!
 //! Each QP the daemon creates gets its own controller of `cc.scheme`, and the endpoint the
@@ -95,6 +97,7 @@ struct CcSection {
     scheme: Option<String>,
     line_gbps: Option<f64>,
     mtu_bytes: Option<u64>,
+    min_rate_mbps: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +165,8 @@ pub struct CcSettings {
     pub line: Rate,
     /// Path MTU, bytes.
     pub mtu_bytes: u32,
+    /// DCQCN's R_min when set (seed 002 Table I: 100 Mbit/s otherwise).
+    pub r_min: Option<Rate>,
 }
 
 impl Default for CcSettings {
@@ -171,6 +176,7 @@ impl Default for CcSettings {
             scheme: CcScheme::None,
             line: Rate::from_gbps(10),
             mtu_bytes: 1024,
+            r_min: None,
         }
     }
 }
@@ -178,7 +184,11 @@ impl Default for CcSettings {
 impl CcSettings {
     /// The controller configuration of a new QP (`None`: no congestion control).
     pub fn qp_config(&self) -> Option<CcConfig> {
-        self.scheme.qp_config(self.line, self.mtu_bytes)
+        let mut c = self.scheme.qp_config(self.line, self.mtu_bytes)?;
+        if let (Some(r), CcConfig::Dcqcn(p) | CcConfig::Dart(p)) = (self.r_min, &mut c) {
+            p.r_min = r;
+        }
+        Some(c)
     }
     /// The endpoint's receiver side.
     pub fn receiver(&self) -> ReceiverCc {
@@ -318,6 +328,16 @@ impl Config {
         if let Some(m) = ranged("cc.mtu_bytes", f.cc.mtu_bytes, 256..=4096, "256..=4096")? {
             c.cc.mtu_bytes = u32::try_from(m).unwrap_or(1024);
         }
+        if let Some(m) = f.cc.min_rate_mbps {
+            if !(0.001..=1_000_000.0).contains(&m) {
+                return Err(Error::Range {
+                    key: "cc.min_rate_mbps",
+                    value: m.to_string(),
+                    range: "0.001..=1000000",
+                });
+            }
+            c.cc.r_min = Some(Rate::from_bps((m * 1e6).round() as u64));
+        }
         Ok(c)
     }
 }
@@ -382,6 +402,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`cc.scheme`") && e.contains("dcqcn_plus"), "{e}");
+        let r = Config::parse("[cc]\nscheme = \"dcqcn\"\nmin_rate_mbps = 5").unwrap();
+        match r.cc.qp_config() {
+            Some(CcConfig::Dcqcn(p)) => assert_eq!(p.r_min, Rate::from_bps(5_000_000)),
+            other => panic!("{other:?}"),
+        }
+        let e = Config::parse("[cc]\nmin_rate_mbps = 0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`cc.min_rate_mbps`"), "{e}");
         let e = Config::parse("[cc]\nline_gbps = 0")
             .unwrap_err()
             .to_string();

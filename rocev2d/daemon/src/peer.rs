@@ -49,7 +49,7 @@ use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::Rkey;
 use rocev2_core::mr::{AccessFlags, MrInfo, VecMemory};
 use rocev2_core::qp::{
-    CqId, ExtCaps, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+    CqId, ExtCaps, IofdTokens, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
 };
 use rocev2_core::wire::frame::Ecn;
 use rocev2_core::wire::{EthRepr, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, UdpRepr};
@@ -130,6 +130,13 @@ pub struct PeerArgs {
     /// control (both peers should use the same scheme).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
+    /// Put this many IOFD deflection tokens (1..=63) on the packets of SEND/WRITE messages of
+    /// at most `--iofd-max-msg` bytes (seed 000 §IV-A; docs/switch.md). Off by default.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=63))]
+    pub iofd_tokens: Option<u8>,
+    /// Largest message that gets `--iofd-tokens`.
+    #[arg(long, default_value_t = 8192)]
+    pub iofd_max_msg: u32,
 }
 
 /// What each side tells the other.
@@ -835,6 +842,10 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     ep.set_receiver_cc(cc.receiver());
     let mut qp_cfg = QpConfig::new(pd, cq, cq);
     qp_cfg.cc = cc.qp_config();
+    qp_cfg.iofd_tokens = a.iofd_tokens.map(|tokens| IofdTokens {
+        tokens,
+        max_message_bytes: a.iofd_max_msg,
+    });
     if a.multipath {
         qp_cfg = qp_cfg.with_multipath(MpConfig {
             vp_count: a.vps,

@@ -306,6 +306,25 @@ pub struct QpConfig {
     /// announces it too ([`QpMode`]). A multipath QP ignores `cc`: its window is its congestion
     /// control (§3.2).
     pub multipath: Option<crate::mprdma::MpConfig>,
+    /// Put IOFD deflection tokens on short messages' packets (seed 000 §IV-A); `None` (the
+    /// default) sends every packet with 0, as a standard sender does.
+    pub iofd_tokens: Option<IofdTokens>,
+}
+
+/// Which messages carry IOFD deflection tokens, and how many (seed 000 §IV-A: "short flows"
+/// get tokens, long flows none; the paper uses 4). Every packet of a SEND or RDMA WRITE
+/// message of at most `max_message_bytes` carries `tokens` in BTH Resv6a (docs/wire.md);
+/// READ requests, atomics, responses and ACKs carry none.
+///
+/// Deviation (docs/wire.md, "Negotiation"): not negotiated yet. Resv6a is reserved, ignored on
+/// receipt by IBA and masked by the ICRC, so a standard peer accepts such frames; but the bytes
+/// differ from a standard sender's, so the option stays off unless the caller asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IofdTokens {
+    /// Tokens per packet, 1–63 (six bits; more are truncated to the low six).
+    pub tokens: u8,
+    /// Largest message (bytes) that still counts as short.
+    pub max_message_bytes: u32,
 }
 
 impl QpConfig {
@@ -326,7 +345,14 @@ impl QpConfig {
             cc: None,
             pacer_burst_bytes: 16 * 1024,
             multipath: None,
+            iofd_tokens: None,
         }
+    }
+
+    /// The same configuration putting IOFD deflection tokens on short messages.
+    pub fn with_iofd_tokens(mut self, t: IofdTokens) -> QpConfig {
+        self.iofd_tokens = Some(t);
+        self
     }
 
     /// The same configuration with congestion control `cc`.

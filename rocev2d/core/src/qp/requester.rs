@@ -467,6 +467,10 @@ pub(super) fn emit_packet(
             };
             let ack_req = last || (k + 1).is_multiple_of(ack_every);
             let mut roce = RoceRepr::new(bth(qp, opcode, psn, ack_req, last && w.wr.solicited));
+            // seed 000 §IV-A: a short message's packets leave with the deflection tokens.
+            if let Some(t) = qp.cfg.iofd_tokens.filter(|t| w.len <= t.max_message_bytes) {
+                roce.bth.deflection_tokens = t.tokens & 0x3f;
+            }
             match op {
                 SendOp::Write { remote_addr, rkey }
                 | SendOp::WriteWithImm {
