@@ -166,11 +166,13 @@ fn lossy_path_goodputs() -> (f64, f64) {
 /// DCQCN flow hashed onto it suffers go-back-N; MP-RDMA moves its load to the good paths and
 /// keeps near the ideal goodput.
 ///
-/// The issue's 2x over DCQCN is out of reach in this model (see the ignored test below): the
-/// engine's RC recovers a loss with one sequence NAK and go-back-N within about an RTT (10 µs
-/// here), so DCQCN keeps about 24 Gbit/s at 1% loss, and even an ideal multipath flow (36.1
-/// Gbit/s of payload) is 1.5x that. The paper's hardware DCQCN (ConnectX-3) fell to near zero
-/// at 1% (§5.1.1). What is asserted is what the model shows.
+/// This window (100–900 µs) is shorter than the gap between RC retransmission timeouts, so it
+/// sees DCQCN's go-back-N alone (one sequence NAK per loss, about 24 Gbit/s left at 1% loss)
+/// and not the timeouts that dominate its goodput over a longer run: the responder NAKs a gap
+/// once (IBA §9.7.5.2), so when the resent NAKed packet is lost too (1% of losses) the
+/// requester waits for the timeout. Over 40 ms (`mp_lossy_path_goodput_over_many_timeouts`)
+/// DCQCN averages 18.8 Gbit/s with the 1 ms timeout set here (MP-RDMA 36.0: 1.91x) and 9.6
+/// Gbit/s with the model's default 4.2 ms (3.7x). What is asserted is the short window's.
 #[test]
 fn mp_lossy_path_beats_dcqcn_on_that_path() {
     let (multipath, dcqcn) = lossy_path_goodputs();
@@ -185,11 +187,12 @@ fn mp_lossy_path_beats_dcqcn_on_that_path() {
     );
 }
 
-/// The issue's threshold for the lossy path: MP-RDMA ≥ 2x DCQCN. Measured 1.33x; unreachable
-/// against this model's DCQCN (see `mp_lossy_path_beats_dcqcn_on_that_path`).
+/// The issue's threshold for the lossy path: MP-RDMA ≥ 2x DCQCN. Not met in the 800 µs window
+/// (1.33x), which holds no RC timeout; over 40 ms it is 1.91x with a 1 ms timeout and 3.7x with
+/// 4.2 ms (see `mp_lossy_path_beats_dcqcn_on_that_path`).
 #[test]
-#[ignore = "2x needs a DCQCN that collapses under 1% loss as ConnectX-3 did; the model's RC \
-            keeps ~24 Gbit/s, so the ceiling is ~1.5x (measured 1.33x)"]
+#[ignore = "1.33x over 800 µs, which sees go-back-N but no RC timeout; over 40 ms 1.91x (1 ms \
+            timeout) to 3.7x (4.2 ms): mp_lossy_path_goodput_over_many_timeouts"]
 fn mp_lossy_path_doubles_dcqcn() {
     let (multipath, dcqcn) = lossy_path_goodputs();
     assert!(multipath >= 2.0 * dcqcn, "{:.2}x", multipath / dcqcn);
@@ -492,4 +495,59 @@ fn mp_same_seed_same_trace() {
     assert!(vps > 16, "per-VP rows for both sides: {vps}");
     assert_eq!(a, trace(21).0, "same seed, same bytes");
     assert_ne!(a, trace(22).0, "another seed, another run");
+}
+
+/// A measurement, not a check (run with `--ignored --nocapture`, release build: about 2 s):
+/// the lossy-path goodputs over 40 ms, long enough to hold several RC retransmission
+/// timeouts. `lossy_path_goodputs` measures 100–900 µs, before the first one (at about 3 ms
+/// with this seed), so it sees go-back-N alone. A timeout comes when the resent NAKed packet is
+/// lost too (1% of losses at 1% loss): the responder NAKs a gap only once (IBA §9.7.5.2) and
+/// drops everything after it, so nothing answers until the requester's timer fires. Prints the
+/// goodput per 1 ms window, the mean and the sender's counters.
+#[test]
+#[ignore = "measurement over 40 ms of model time; minutes in a debug build"]
+fn mp_lossy_path_goodput_over_many_timeouts() {
+    let flows = vec![(0, 1, LONG, 0)];
+    let topo = leaf_spine(1, GBPS);
+    // The tests' timeout code 8 (1 ms), then the model's default 10 (4.2 ms) for DCQCN: the
+    // paper does not give its NICs' timeout, and the stalls scale with it.
+    for (cc, timeout) in [
+        (CcScheme::Dcqcn, 8),
+        (CcScheme::MpRdma, 8),
+        (CcScheme::Dcqcn, 10),
+    ] {
+        let mut s = scenario(topo.clone(), flows.clone(), cc, 1);
+        s.host.timeout = timeout;
+        let mut sim = Sim::new(&s).unwrap();
+        let mut probe =
+            Sim::new(&scenario(topo.clone(), flows.clone(), CcScheme::Dcqcn, 1)).unwrap();
+        let bad = uplink_used(&mut probe, 1);
+        let (_, at_spine) = sim.link_ports(leaf(1, 0), spine(1, bad)).unwrap();
+        sim.set_port_loss(at_spine, 0.01);
+        let mut windows = Vec::new();
+        let counters = |sim: &Sim| {
+            let c = sim.host(0).ep.qps().next().unwrap().counters();
+            (c.retransmits, c.timeouts, c.naks_received)
+        };
+        for ms in 0..40u64 {
+            let from = 100_000 + ms * 1_000_000;
+            windows.push(goodput(&mut sim, from, from + 1_000_000)[0]);
+            if ms < 6 {
+                eprintln!(
+                    "  {cc:?} ms {ms}: {:.1} Gbit/s, (retransmits, timeouts, NAKs) {:?}, rate {:?}",
+                    windows[ms as usize],
+                    counters(&sim),
+                    sim.cc_snapshot(0).map(|c| c.rate)
+                );
+            }
+        }
+        let mean = windows.iter().sum::<f64>() / windows.len() as f64;
+        let w: Vec<String> = windows.iter().map(|g| format!("{g:.0}")).collect();
+        eprintln!(
+            "{cc:?}, timeout code {timeout}: 1% loss on spine {bad}, 40 ms: mean {mean:.1} Gbit/s; per ms [{}]; \
+             (retransmits, timeouts, NAKs) {:?}",
+            w.join(" "),
+            counters(&sim)
+        );
+    }
 }

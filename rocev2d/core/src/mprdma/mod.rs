@@ -44,6 +44,10 @@ pub struct MpConfig {
     pub initial_rtt: Duration,
     /// Idle time, in RTTs, after which a sender restarts from IW (§3.4: 3).
     pub idle_restart_rtts: u32,
+    /// Age, in smoothed RTTs, after which an unacknowledged packet is resent by early
+    /// retransmission when there is no new data (§3.4 cites FUSO without a threshold; 2 is
+    /// ours: younger packets are still in flight, not lost).
+    pub early_retx_rtts: u32,
     /// First UDP source port used as a VP.
     pub vp_base: u16,
     /// Number of VPs (ports from `vp_base`).
@@ -54,7 +58,7 @@ pub struct MpConfig {
 
 impl MpConfig {
     /// The paper's values: L = 64, Δ = 32 (§5.1), p = 1% (§3.4), 3 idle RTTs (§3.4), with an
-    /// IW of 16 packets, α = 2, a 10 µs first RTT guess and VPs over the whole dynamic port
+    /// IW of 16 packets, α = 2, a 10 µs first RTT guess, early retransmission after 2 RTTs and VPs over the whole dynamic port
     /// range 49152–65535.
     pub fn paper() -> MpConfig {
         MpConfig {
@@ -65,6 +69,7 @@ impl MpConfig {
             probe_p: 0.01,
             initial_rtt: Duration::from_micros(10),
             idle_restart_rtts: 3,
+            early_retx_rtts: 2,
             vp_base: 49152,
             vp_count: 16384,
             seed: 0,

@@ -15,6 +15,10 @@
 //!   NIC keeps no per-packet state and resends everything from `snd_retx`);
 //! * a NACK for a synchronise packet that arrived too early (§3.4) re-enters or extends recovery
 //!   for that one PSN, instead of the whole window: it was not lost, only early;
+//! * early retransmission resends only packets sent at least a given age ago (2 smoothed RTTs
+//!   by default, `MpConfig::early_retx_rtts`): §3.4 names no threshold, and resending every
+//!   packet still in flight whenever the window has room and nothing new is queued sent a
+//!   ping-pong's every packet twice and a lone 1 MiB WRITE 1070 packets for 1024;
 //! * the RTT is measured from the send time kept per PSN (a smoothed average, 1/8 gain, of
 //!   samples from ACKs of packets sent once), which the paper needs for the burst timer, the
 //!   synchronise delay and probing but does not say how to obtain.
@@ -179,10 +183,35 @@ impl Scoreboard {
         self.first_unacked(self.snd_retx, self.recovery?)
     }
 
-    /// With no new data to send, the unacknowledged PSN to resend early (FUSO, §3.4); each PSN
-    /// at most once until the next timeout.
-    pub fn peek_early(&self) -> Option<Psn> {
-        self.first_unacked(self.early, self.nxt())
+    /// With no new data to send, the unacknowledged PSN to resend early (FUSO, §3.4): the first
+    /// one after the early cursor, if it was sent at least `after` before `now`. Each PSN at
+    /// most once until the next timeout.
+    pub fn peek_early(&self, now: Instant, after: Duration) -> Option<Psn> {
+        let psn = self.first_unacked(self.early, self.nxt())?;
+        let due = self.sent[self.at(psn)?].at + after;
+        (due <= now).then_some(psn)
+    }
+
+    /// When [`Scoreboard::peek_early`] will next have a PSN for `after`, if anything is left to
+    /// resend early.
+    pub fn early_due(&self, after: Duration) -> Option<Instant> {
+        let psn = self.first_unacked(self.early, self.nxt())?;
+        Some(self.sent[self.at(psn)?].at + after)
+    }
+
+    /// How many unacknowledged PSNs after the early cursor are due by `now` (at most `max`).
+    pub fn early_due_count(&self, now: Instant, after: Duration, max: u32) -> u32 {
+        let from = if self.early.distance(self.una) < 0 {
+            self.una
+        } else {
+            self.early
+        };
+        let start = (from.distance(self.una) as usize).min(self.sent.len());
+        self.sent
+            .range(start..)
+            .filter(|s| !s.sacked && s.at + after <= now)
+            .take(max as usize)
+            .count() as u32
     }
 
     /// `psn` was sent again at `now`, by recovery or (`early`) as early retransmission; the
@@ -252,15 +281,34 @@ mod tests {
     #[test]
     fn recovery_early_retransmit_each_once_until_timeout() {
         let mut b = board(3);
+        let (now, after) = (Instant::from_nanos(20_000), Duration::from_micros(20));
         b.on_sack(Psn::new(101), Instant::ZERO);
         for p in [100, 102] {
-            assert_eq!(b.peek_early(), Some(Psn::new(p)));
+            assert_eq!(b.peek_early(now, after), Some(Psn::new(p)));
             b.on_retransmit(Psn::new(p), Instant::ZERO, true);
         }
-        assert_eq!(b.peek_early(), None);
+        assert_eq!(b.peek_early(now, after), None);
         b.on_timeout();
-        assert_eq!(b.peek_early(), Some(Psn::new(100)));
+        assert_eq!(b.peek_early(now, after), Some(Psn::new(100)));
         assert_eq!(b.peek_retransmission(), Some(Psn::new(100)));
+    }
+
+    // §3.4 (our threshold): a packet in flight for less than `after` is not resent early; it
+    // becomes due `after` past its send time, and only the due ones count.
+    #[test]
+    fn recovery_early_retransmit_waits_for_overdue_packets() {
+        let mut b = Scoreboard::new(Psn::new(100), Duration::from_micros(10));
+        b.on_send_new(Instant::from_nanos(0));
+        b.on_send_new(Instant::from_nanos(5_000));
+        let after = Duration::from_micros(20);
+        assert_eq!(b.peek_early(Instant::from_nanos(19_999), after), None);
+        assert_eq!(b.early_due(after), Some(Instant::from_nanos(20_000)));
+        let now = Instant::from_nanos(20_000);
+        assert_eq!(b.peek_early(now, after), Some(Psn::new(100)));
+        assert_eq!(b.early_due_count(now, after, 8), 1);
+        assert_eq!(b.early_due_count(Instant::from_nanos(25_000), after, 8), 2);
+        b.on_retransmit(Psn::new(100), now, true);
+        assert_eq!(b.early_due(after), Some(Instant::from_nanos(25_000)));
     }
 
     #[test]

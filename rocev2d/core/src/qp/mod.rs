@@ -888,7 +888,10 @@ impl Qp {
             }
         }
         if fired[Timer::MpBurst as usize] {
-            multipath::on_burst_timeout(self);
+            multipath::on_burst_timeout(self, env.now);
+        }
+        if fired[Timer::MpEarly as usize] {
+            multipath::on_early_timeout(self, env.now);
         }
     }
 

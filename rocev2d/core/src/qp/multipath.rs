@@ -209,14 +209,39 @@ fn peek(qp: &Qp, mp: &Mp, now: Instant) -> Option<Next> {
     if requester::has_unsent(qp) {
         return (!requester::blocked(qp) && sync_wait(qp, mp, now).is_none()).then_some(Next::New);
     }
-    mp.board.peek_early().map(Next::Early)
+    mp.board.peek_early(now, early_after(mp)).map(Next::Early)
 }
 
 /// True when something is waiting to be sent: §3.4's test for "no new data available".
-fn has_data(qp: &Qp, mp: &Mp) -> bool {
+fn has_data(qp: &Qp, mp: &Mp, now: Instant) -> bool {
     mp.board.peek_retransmission().is_some()
         || requester::has_unsent(qp)
-        || mp.board.peek_early().is_some()
+        || mp.board.peek_early(now, early_after(mp)).is_some()
+}
+
+/// How long a packet goes unacknowledged before early retransmission may resend it: §3.4
+/// resends "unacknowledged packets", and a packet younger than this is taken to be in flight
+/// still, not lost (the threshold is ours, `MpConfig::early_retx_rtts`).
+fn early_after(mp: &Mp) -> Duration {
+    mp.board
+        .rtt()
+        .saturating_mul(mp.cfg.early_retx_rtts.max(1) as u64)
+}
+
+/// With no new data and no recovery, arms the early-retransmission timer for the moment the
+/// oldest unacknowledged packet becomes due, so a lost tail is resent without waiting for the
+/// retransmission timeout even when no ACK comes back to clock it (§3.4).
+fn arm_early(qp: &mut Qp) {
+    let due = qp.mp.as_deref().and_then(|mp| {
+        if requester::has_unsent(qp) || mp.board.peek_retransmission().is_some() {
+            return None;
+        }
+        mp.board.early_due(early_after(mp))
+    });
+    match due {
+        Some(at) => qp.timers.set(Timer::MpEarly, at),
+        None => qp.timers.stop(Timer::MpEarly),
+    }
 }
 
 /// With nothing in flight there is no ACK clock: the window goes out on random VPs (§3.2's
@@ -315,6 +340,7 @@ pub(super) fn transmit_data(
     }
     mp.paths.counters_mut(vp).packets += 1;
     mp.last_activity = now;
+    arm_early(qp);
     Some(n)
 }
 
@@ -421,9 +447,10 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
             return;
         }
     }
+    arm_early(qp);
     let has_data = {
         let Some(mp) = qp.mp.as_deref() else { return };
-        has_data(qp, mp)
+        has_data(qp, mp, now)
     };
     let Some(mp) = qp.mp.as_deref_mut() else {
         return;
@@ -468,15 +495,31 @@ pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
 }
 
 /// The burst timer fired: what the window still allows goes to random VPs (§3.4).
-pub(super) fn on_burst_timeout(qp: &mut Qp) {
+pub(super) fn on_burst_timeout(qp: &mut Qp, now: Instant) {
     let has_data = match qp.mp.as_deref() {
-        Some(mp) => has_data(qp, mp),
+        Some(mp) => has_data(qp, mp, now),
         None => return,
     };
     if let Some(mp) = qp.mp.as_deref_mut() {
         let room = mp.room();
         if has_data && room > 0 {
             mp.paths.release_free(room);
+        }
+    }
+}
+
+/// The early-retransmission timer fired: the packets now overdue go to random VPs as far as
+/// the window allows (§3.4: "if there is no new data to transmit and awnd allows"), since no
+/// ACK is coming back to clock them out.
+pub(super) fn on_early_timeout(qp: &mut Qp, now: Instant) {
+    if requester::has_unsent(qp) {
+        return;
+    }
+    if let Some(mp) = qp.mp.as_deref_mut() {
+        let room = mp.room();
+        let due = mp.board.early_due_count(now, early_after(mp), room);
+        if due > 0 {
+            mp.paths.release_free(due);
         }
     }
 }
@@ -505,6 +548,7 @@ pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
     let room = mp.room();
     mp.paths.release_free(room);
     qp.arm_retransmit(env.now);
+    arm_early(qp);
 }
 
 /// When a synchronise message held back by its delay may start (§3.4), if one is waiting.

@@ -17,9 +17,12 @@ pub(crate) enum Timer {
     /// Multipath sender: packets the window allows but no ACK clocked out go to random VPs
     /// after ½ RTT (seed 001 §3.4, burst control).
     MpBurst = 2,
+    /// Multipath sender with no new data: the oldest unacknowledged packet becomes due for
+    /// early retransmission (seed 001 §3.4; the age threshold is ours, `MpConfig::early_retx_rtts`).
+    MpEarly = 3,
 }
 
-const COUNT: usize = 3;
+const COUNT: usize = 4;
 
 /// One optional deadline per [`Timer`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,8 +66,11 @@ mod tests {
         t.set(Timer::Retransmit, Instant::from_nanos(50));
         t.set(Timer::Rnr, Instant::from_nanos(20));
         assert_eq!(t.next(), Some(Instant::from_nanos(20)));
-        assert_eq!(t.expired(Instant::from_nanos(10)), [false, false, false]);
-        assert_eq!(t.expired(Instant::from_nanos(30)), [false, true, false]);
+        assert_eq!(t.expired(Instant::from_nanos(10)), [false; COUNT]);
+        assert_eq!(
+            t.expired(Instant::from_nanos(30)),
+            [false, true, false, false]
+        );
         assert!(!t.is_set(Timer::Rnr) && t.is_set(Timer::Retransmit));
         t.stop(Timer::Retransmit);
         assert_eq!(t.next(), None);
