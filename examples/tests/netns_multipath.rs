@@ -244,11 +244,13 @@ fn multipath_write_bw_uses_every_spine() {
     assert!(total >= 4096, "the uplinks carried too little: {sent:?}");
     // Every spine carried part of the QP, none most of it. Not an even split: the testbed's
     // qdiscs cannot mark ECN, so §3.2's balancing has no signal, and a spine whose VPs §3.3
-    // pruned gets traffic back only from probes (docs/multipath.md, "On real wires").
+    // pruned gets traffic back only from probes (docs/multipath.md, "On real wires"). The
+    // floor is 0.2% (≥ 8 packets of 4096): runs have seen a pruned spine at 0.5%, so a 1%
+    // floor failed about one run in three without anything being broken.
     for (port, n) in up.iter().zip(&sent) {
         assert!(
-            *n * 100 >= total && *n * 2 < total,
-            "spine {} carried under 1% or over half of the multipath QP's packets: {sent:?}",
+            *n * 500 >= total && *n * 2 < total,
+            "spine {} carried under 0.2% or over half of the multipath QP's packets: {sent:?}",
             port.peer
         );
     }
