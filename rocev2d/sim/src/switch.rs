@@ -79,7 +79,7 @@ pub struct RedSpec {
 /// mark one queueing delay later (3.3 ms for 4 MB at 10 Gbit/s). Marking at dequeue judges the
 /// queue the packet leaves behind and delivers the signal at once. The DCQCN authors' ns-3 model
 /// (`bobzhuyb/ns3-rdma`, `QbbNetDevice::DequeueAndTransmit`), on which seed 002 ran DCQCN and
-/// DCQCN+ (§III-A, ref. [9]), marks at dequeue; the experiments that reproduce seed 002 do too.
+/// DCQCN+ (§III-A, ref. \[9\]), marks at dequeue; the experiments that reproduce seed 002 do too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkAt {
