@@ -26,7 +26,7 @@ pub enum Counter {
     NoSocket = 1,
     /// Frames that are not RoCEv2 (other protocols, ports): passed to the kernel.
     NotRoce = 2,
-    /// Frames too short for the headers they announce: passed to the kernel.
+    /// Frames too short for their Ethernet, VLAN or IP headers: passed to the kernel.
     Truncated = 3,
 }
 

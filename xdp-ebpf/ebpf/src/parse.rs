@@ -30,73 +30,6 @@ pub unsafe fn load<T: Copy>(start: usize, end: usize, offset: usize) -> Option<T
     Some(unsafe { core::ptr::read_unaligned(at as *const T) })
 }
 
-/// What [`classify`] found in a frame.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// UDP to the RoCEv2 port; `l3` is the offset of the IP header.
-    Roce {
-        /// Offset of the IPv4/IPv6 header.
-        l3: usize,
-    },
-    /// Anything else, fully parsed.
-    Other,
-    /// Shorter than the headers it announces.
-    Truncated,
-}
-
-/// Walks Ethernet, up to two VLAN tags, IPv4 (with options) or IPv6 (no extension headers,
-/// which RoCEv2 does not use) and UDP, and says whether the frame is RoCEv2.
-///
-/// # Safety
-/// `start..end` must be the packet's data as given by the program context.
-#[inline(always)]
-pub unsafe fn classify(start: usize, end: usize) -> Class {
-    let mut off = ETH_HLEN - 2;
-    let mut ethertype = match unsafe { load::<u16>(start, end, off) } {
-        Some(t) => u16::from_be(t),
-        None => return Class::Truncated,
-    };
-    // Bounded loop: at most two tags (802.1ad outer + 802.1Q inner).
-    for _ in 0..2 {
-        if ethertype != ETH_P_8021Q && ethertype != ETH_P_8021AD {
-            break;
-        }
-        off += VLAN_HLEN;
-        ethertype = match unsafe { load::<u16>(start, end, off) } {
-            Some(t) => u16::from_be(t),
-            None => return Class::Truncated,
-        };
-    }
-    let l3 = off + 2;
-    let (proto, l4) = match ethertype {
-        ETH_P_IPV4 => {
-            let Some(vihl) = (unsafe { load::<u8>(start, end, l3) }) else {
-                return Class::Truncated;
-            };
-            let Some(proto) = (unsafe { load::<u8>(start, end, l3 + 9) }) else {
-                return Class::Truncated;
-            };
-            (proto, l3 + usize::from(vihl & 0x0f) * 4)
-        }
-        ETH_P_IPV6 => {
-            let Some(next) = (unsafe { load::<u8>(start, end, l3 + 6) }) else {
-                return Class::Truncated;
-            };
-            (next, l3 + IPV6_HLEN)
-        }
-        _ => return Class::Other,
-    };
-    if proto != IPPROTO_UDP {
-        return Class::Other;
-    }
-    match unsafe { load::<u16>(start, end, l4 + 2) } {
-        None => Class::Truncated,
-        Some(_) if l4 + UDP_HLEN > end - start => Class::Truncated,
-        Some(port) if u16::from_be(port) == ROCEV2_PORT => Class::Roce { l3 },
-        Some(_) => Class::Other,
-    }
-}
-
 /// The IP and UDP layout of a frame, as [`headers`] finds it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Ip {
@@ -123,8 +56,9 @@ pub enum Headers {
     Truncated,
 }
 
-/// Like [`classify`], for a switch port: finds the IP header of any IPv4/IPv6 frame (behind up
-/// to two VLAN tags), its ECN field, the transport header and whether it is RoCEv2.
+/// Walks Ethernet, up to two VLAN tags, IPv4 (with options) or IPv6 (no extension headers,
+/// which RoCEv2 does not use) and finds the IP header, its ECN field, the transport header and
+/// whether the frame is RoCEv2. Used by every program: the steering program needs only `roce`.
 ///
 /// # Safety
 /// `start..end` must be the packet's data as given by the program context.

@@ -9,7 +9,7 @@ use aya_ebpf::{
     maps::{PerCpuArray, XskMap},
     programs::XdpContext,
 };
-use rocev2_ebpf::parse::{Class, classify};
+use rocev2_ebpf::parse::{Headers, Ip, headers};
 use rocev2_ebpf_common::steer::{Counter, MAX_QUEUES};
 
 /// Socket per rx queue, filled by the loader (`steer::XSKS_MAP`).
@@ -26,14 +26,14 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT
 #[xdp(frags)]
 pub fn rocev2_steer(ctx: XdpContext) -> u32 {
     // SAFETY: data..data_end is this packet as handed to us by the kernel.
-    let class = unsafe { classify(ctx.data(), ctx.data_end()) };
-    let (counter, action) = match class {
-        Class::Roce { .. } => match XSKS.redirect(ctx.rx_queue_index(), 0) {
+    let found = unsafe { headers(ctx.data(), ctx.data_end()) };
+    let (counter, action) = match found {
+        Headers::Ip(Ip { roce: true, .. }) => match XSKS.redirect(ctx.rx_queue_index(), 0) {
             Ok(action) => (Counter::Redirected, action),
             Err(_) => (Counter::NoSocket, xdp_action::XDP_PASS),
         },
-        Class::Other => (Counter::NotRoce, xdp_action::XDP_PASS),
-        Class::Truncated => (Counter::Truncated, xdp_action::XDP_PASS),
+        Headers::Ip(_) | Headers::NotIp => (Counter::NotRoce, xdp_action::XDP_PASS),
+        Headers::Truncated => (Counter::Truncated, xdp_action::XDP_PASS),
     };
     count(counter);
     action
