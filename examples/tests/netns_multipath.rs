@@ -485,9 +485,10 @@ fn rc_pingpong_multipath_negotiated_in_the_exchange() {
     assert!(total >= 1000, "{sent:?}");
     // 500 messages of 4 packets from the client, 4 ACKs for each of the server's: 4000 when
     // every packet goes once. Early retransmission that resends packets still in flight (seed
-    // 001 §3.4 taken literally) sent about 8000.
+    // 001 §3.4 taken literally) sent about 8000. Quiet runs: 4116–4225; a CI run 4544 (RTT
+    // jitter under load lets the 2-sRTT early retransmission fire): bound 5000.
     assert!(
-        total <= 4400,
+        total <= 5000,
         "packets resent without loss: {total} for 4000 ({sent:?})"
     );
     assert!(
