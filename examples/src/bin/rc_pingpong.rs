@@ -324,34 +324,9 @@ fn main() -> Result<()> {
             }
         }
     }
-    let usec = start.elapsed().as_secs_f64() * 1e6;
-    let bytes = u64::from(a.size) * u64::from(a.iters) * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        a.iters,
-        usec / 1e6,
-        usec / f64::from(a.iters)
-    );
-    if a.lat && !rtts.is_empty() {
-        // The server's first interval includes waiting for the client's first message.
-        let skip = usize::from(a.servername.is_none());
-        let mut v: Vec<f64> = rtts[skip.min(rtts.len() - 1)..]
-            .iter()
-            .map(|d| d.as_secs_f64() * 1e6)
-            .collect();
-        v.sort_by(f64::total_cmp);
-        let pct = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        println!(
-            "round trip: median {:.2} usec, p99 {:.2} usec, {} samples",
-            pct(0.5),
-            pct(0.99),
-            v.len()
-        );
+    rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
+    if a.lat {
+        rocev2_examples::print_round_trips(&rtts, a.servername.is_none());
     }
     // The peer's last message still needs our ACK: keep the engine running until it left.
     if let Err(e) = dev.drain(Duration::from_secs(2)) {

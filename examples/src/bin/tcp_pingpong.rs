@@ -52,33 +52,9 @@ fn main() -> Result<()> {
             s.read_exact(&mut buf)?;
             s.write_all(&buf)?;
         }
-        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        rtts.push(t.elapsed());
     }
-    let usec = start.elapsed().as_secs_f64() * 1e6;
-    let bytes = a.size as u64 * u64::from(a.iters) * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        a.iters,
-        usec / 1e6,
-        usec / f64::from(a.iters)
-    );
-    // The server's first round includes waiting for the client.
-    let skip = usize::from(a.servername.is_none()).min(rtts.len().saturating_sub(1));
-    let mut v = rtts[skip..].to_vec();
-    v.sort_by(f64::total_cmp);
-    if !v.is_empty() {
-        let pct = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        println!(
-            "round trip: median {:.2} usec, p99 {:.2} usec, {} samples",
-            pct(0.5),
-            pct(0.99),
-            v.len()
-        );
-    }
+    rocev2_examples::print_summary(a.size as u64, a.iters, start.elapsed());
+    rocev2_examples::print_round_trips(&rtts, a.servername.is_none());
     Ok(())
 }
