@@ -15,7 +15,7 @@
 //! * `verbs`: SEND (1, 1000 and 5000 bytes: one packet, one, several), SEND with immediate,
 //!   RDMA WRITE, WRITE with immediate, RDMA READ, FetchAdd and CmpSwap, each checked against
 //!   the server's memory and completions;
-//! * `bulk`: `--bulk-mib` MiB of RDMA WRITE in 4 MiB messages, 16 outstanding, checked by
+//! * `bulk`: `--bulk-mib` MiB of RDMA WRITE in `--msg-bytes` messages (4 MiB), 16 outstanding, checked by
 //!   CRC-32 of both buffers; prints the goodput;
 //! * `flood`: `bulk` while injecting malformed and random RoCEv2 frames through the same
 //!   datapath at the server, whose drop counters must account for them;
@@ -102,6 +102,9 @@ pub struct PeerArgs {
     /// MiB moved by `bulk` and `flood` (both sides must agree: it sizes the buffers).
     #[arg(long, default_value_t = 64)]
     pub bulk_mib: u64,
+    /// Size of each RDMA WRITE message of `bulk` and `flood` (short messages exercise IOFD).
+    #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub msg_bytes: u64,
     /// Use the interface's IPv6 address as GID instead of its IPv4 address.
     #[arg(long)]
     pub ipv6: bool,
@@ -161,7 +164,6 @@ const WRITE_OFF: u64 = 64 << 10;
 const READ_OFF: u64 = 128 << 10;
 const ATOMIC_OFF: u64 = 192 << 10;
 const BULK_OFF: u64 = 1 << 20;
-const BULK_MSG: u64 = 4 << 20;
 const BASE_VA: u64 = 0x7f00_0000_0000;
 
 /// A datapath wrapper recording the first received frames' IPv4 ID/DF (the wire capture of the
@@ -571,19 +573,19 @@ impl Peer {
         )
     }
 
-    fn bulk(&mut self, bytes: u64) -> anyhow::Result<Value> {
+    fn bulk(&mut self, bytes: u64, msg: u64) -> anyhow::Result<Value> {
         let data = pattern(0xb01c, usize::try_from(bytes)?);
         self.write_local(BULK_OFF, &data)?;
         let local_crc = crc32fast::hash(&data);
         drop(data);
         let r = self.remote;
-        let msgs = bytes.div_ceil(BULK_MSG);
+        let msgs = bytes.div_ceil(msg);
         let start = StdInstant::now();
         let (mut posted, mut done) = (0u64, 0u64);
         while done < msgs {
             while posted < msgs && posted - done < 16 {
-                let off = BULK_OFF + posted * BULK_MSG;
-                let len = BULK_MSG.min(bytes - posted * BULK_MSG);
+                let off = BULK_OFF + posted * msg;
+                let len = msg.min(bytes - posted * msg);
                 let wr = SendWr::new(
                     1000 + posted,
                     SendOp::Write {
@@ -1002,9 +1004,9 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     } else {
         let result = match a.workload {
             Workload::Verbs => peer.verbs()?,
-            Workload::Bulk => peer.bulk(a.bulk_mib << 20)?,
-            Workload::Flood => flood(&mut peer, a.bulk_mib << 20, false)?,
-            Workload::Rxe => flood(&mut peer, 0, true)?,
+            Workload::Bulk => peer.bulk(a.bulk_mib << 20, a.msg_bytes)?,
+            Workload::Flood => flood(&mut peer, a.bulk_mib << 20, a.msg_bytes, false)?,
+            Workload::Rxe => flood(&mut peer, 0, a.msg_bytes, true)?,
             Workload::Outlive => outlive(&mut peer)?,
         };
         let mut result = result;
@@ -1018,14 +1020,14 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     }
 }
 
-fn flood(peer: &mut Peer, bytes: u64, rxe_ids: bool) -> anyhow::Result<Value> {
+fn flood(peer: &mut Peer, bytes: u64, msg: u64, rxe_ids: bool) -> anyhow::Result<Value> {
     let (frames, injected) = peer.flood_frames(if rxe_ids { 500 } else { 2000 }, rxe_ids)?;
     let total = frames.len() as u64;
     peer.d.datapath_mut().inject.extend(frames);
     let bulk = if rxe_ids {
         Value::Null
     } else {
-        peer.bulk(bytes)?
+        peer.bulk(bytes, msg)?
     };
     // Whatever is still queued goes out now.
     while !peer.d.datapath().inject.is_empty() {

@@ -121,6 +121,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
             ("duplicate_requests", c.duplicate_requests),
             ("out_of_sequence", c.out_of_sequence),
             ("unexpected_responses", c.unexpected_responses),
+            ("ce_received", c.ce_received),
             ("cnps_sent", c.cnps_sent),
             ("cnps_received", c.cnps_received),
         ]

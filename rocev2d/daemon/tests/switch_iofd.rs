@@ -7,10 +7,15 @@
 //! quiet uplink must not be deflected.
 //!
 //! The messages are crafted by a small Python sender (no ICRC check happens on the way: the
-//! switch reads BTH, RETH and Resv6a only) and read back by a Python receiver on `l1h0`.
+//! switch reads BTH, RETH and Resv6a only) and read back by a Python receiver on `l1h0`, which
+//! sees each packet's tokens and PSN.
+//!
+//! The second test runs real `rocev2d peer` QPs through the same fabric: short WRITEs with
+//! tokens are deflected and complete byte-checked, a long message with tokens is refused and
+//! stays in line, and the receiver counts fewer CE marks than the same transfer without IOFD.
 
 mod common;
-use common::{BIN, need_root};
+use common::{BIN, need_root, run_between};
 use rocev2_testbed::topology::{LinkParams, Topology};
 use rocev2_testbed::{Process, exec};
 use serde_json::Value;
@@ -197,5 +202,198 @@ fn switch_iofd_deflects_whole_short_messages_off_a_congested_uplink() {
     for p in &up {
         sw(&["detach", "--iface", p]);
     }
+    tb.down().expect("down");
+}
+
+/// Both uplinks of `l0` as switch ports (50 Mbit/s, RED), with IOFD naming each other when
+/// `iofd`; returns their names.
+fn attach_uplinks(tb: &rocev2_testbed::Testbed, iofd: bool) -> Vec<String> {
+    let l0 = tb.node("l0").expect("l0");
+    let up: Vec<String> = ["s0", "s1"]
+        .iter()
+        .map(|s| l0.port_toward(s).expect("uplink").ifname.clone())
+        .collect();
+    for (me, other) in [(&up[0], &up[1]), (&up[1], &up[0])] {
+        let mut cmd = tb.command("l0", BIN).expect("command");
+        cmd.args([
+            "switch", "attach", "--iface", me, "--rate", "50mbit", "--buffer", "256kb",
+        ])
+        .args(["--red", "kmin=32kb,kmax=128kb,pmax=0.1"]);
+        if iofd {
+            cmd.args(["--iofd", &format!("threshold=15kb,max-msg=8kb,alt={other}")]);
+        }
+        exec::run(&mut cmd, T).expect("rocev2d switch attach");
+    }
+    up
+}
+
+/// `switch stats --json` counters of `l0`'s `port`.
+fn port_counters(tb: &rocev2_testbed::Testbed, port: &str) -> Value {
+    let mut cmd = tb.command("l0", BIN).expect("command");
+    cmd.args(["switch", "stats", "--iface", port, "--json"]);
+    let v: Value = exec::run(&mut cmd, T)
+        .expect("rocev2d switch stats")
+        .json()
+        .expect("stats JSON");
+    v["counters"].clone()
+}
+
+fn detach(tb: &rocev2_testbed::Testbed, ports: &[String]) {
+    for p in ports {
+        let mut cmd = tb.command("l0", BIN).expect("command");
+        cmd.args(["switch", "detach", "--iface", p]);
+        exec::run(&mut cmd, T).expect("rocev2d switch detach");
+    }
+}
+
+/// The server QP's counter `name` in a client result.
+fn server_qp(r: &Value, name: &str) -> u64 {
+    let qps = r["server"]["snapshot"]["qps"].as_object().expect("qps");
+    let qp = qps.values().next().expect("server QP");
+    qp["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {name} in {qp}"))
+}
+
+#[test]
+fn switch_iofd_deflects_real_short_writes_not_long_ones_and_saves_marks() {
+    const NAME: &str = "switch_iofd_deflects_real_short_writes_not_long_ones_and_saves_marks";
+    if !need_root(NAME) {
+        return;
+    }
+    let tb = rocev2_testbed::Testbed::up_topology(&Topology::LeafSpine {
+        leaves: 2,
+        spines: 2,
+        hosts_per_leaf: 1,
+        link: LinkParams::new().mtu(1500),
+        fabric: None,
+    })
+    .expect("leaf-spine");
+    // Hash on addresses only, so the flood and every QP from l0h0 to l1h0 share one uplink.
+    let mut sysctl = tb.command("l0", "sysctl").expect("command");
+    sysctl.args(["-qw", "net.ipv4.fib_multipath_hash_policy=0"]);
+    exec::run(&mut sysctl, T).expect("sysctl");
+    let dst = tb
+        .node("l1h0")
+        .expect("l1h0")
+        .ipv4()
+        .expect("v4")
+        .to_string();
+
+    // 60 Mbit/s of UDP into a 50 Mbit/s uplink keeps its modelled queue at the buffer, far
+    // above the deflection threshold and K_max, for every phase below.
+    let mut srv = tb.command("l1h0", "iperf3").expect("command");
+    srv.args(["-s", "-1", "-p", "5201"]);
+    let _srv = Process::spawn(&mut srv).expect("iperf3 -s");
+    exec::wait_for_port(
+        &tb.node("l1h0").expect("h").netns,
+        exec::Proto::Tcp,
+        5201,
+        T,
+    )
+    .expect("iperf3 listening");
+    let mut flood = tb.command("l0h0", "iperf3").expect("command");
+    flood.args([
+        "-c", &dst, "-p", "5201", "-u", "-b", "60M", "-l", "1400", "-t", "120",
+    ]);
+    let mut flood = Process::spawn(&mut flood).expect("flood");
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let hosts = ("l0h0", "l1h0");
+    let limit = Duration::from_secs(120);
+    // 4 KiB WRITEs: 4 packets of 1024 bytes, each with 4 tokens.
+    let short = ["--msg-bytes", "4096", "--bulk-mib", "1"];
+    let tokens = ["--iofd-tokens", "4"];
+    let short_tokens = [&short[..], &tokens].concat();
+    let short_client = [&short_tokens[..], &["--workload", "bulk"]].concat();
+
+    let up = attach_uplinks(&tb, true);
+    let r_iofd = run_between(&tb, hosts, false, &short_tokens, &short_client, limit);
+    let c1: Vec<Value> = up.iter().map(|p| port_counters(&tb, p)).collect();
+    // 16 KiB WRITEs carrying tokens (the sender's own limit raised): long for the switch.
+    let long = [
+        "--msg-bytes",
+        "16384",
+        "--bulk-mib",
+        "1",
+        "--iofd-tokens",
+        "4",
+        "--iofd-max-msg",
+        "1048576",
+    ];
+    let long_client = [&long[..], &["--workload", "bulk"]].concat();
+    let r_long = run_between(&tb, hosts, false, &long, &long_client, limit);
+    let c2: Vec<Value> = up.iter().map(|p| port_counters(&tb, p)).collect();
+    detach(&tb, &up);
+
+    let up = attach_uplinks(&tb, false);
+    let short_plain = [&short[..], &["--workload", "bulk"]].concat();
+    let r_plain = run_between(&tb, hosts, false, &short, &short_plain, limit);
+    let c3: Vec<Value> = up.iter().map(|p| port_counters(&tb, p)).collect();
+    detach(&tb, &up);
+    flood.kill();
+
+    let n = |c: &Value, k: &str| c[k].as_u64().unwrap_or_else(|| panic!("no {k} in {c}"));
+    for (phase, c) in [
+        ("short, IOFD", &c1),
+        ("+ long, IOFD", &c2),
+        ("short, no IOFD", &c3),
+    ] {
+        for (p, c) in up.iter().zip(c) {
+            eprintln!("{phase}: {p}: {c}");
+        }
+    }
+    let hot = if n(&c1[0], "drop_buffer") > n(&c1[1], "drop_buffer") {
+        0
+    } else {
+        1
+    };
+    let cold = 1 - hot;
+    assert!(n(&c1[hot], "drop_buffer") > 0, "no uplink was congested");
+
+    // Short messages: deflected whole onto the quiet uplink, and every byte arrived.
+    let deflected = n(&c1[hot], "iofd_deflected");
+    assert!(deflected > 0, "nothing deflected: {}", c1[hot]);
+    assert_eq!(deflected % 4, 0, "whole 4-packet messages only");
+    assert_eq!(n(&c1[cold], "iofd_received"), deflected);
+    assert_eq!(
+        n(&c1[cold], "iofd_deflected"),
+        0,
+        "the quiet uplink deflected"
+    );
+    assert_eq!(r_iofd["bytes"], 1 << 20, "{r_iofd}");
+    assert_eq!(common::drop_count(&r_iofd, "icrc_error"), 0, "{r_iofd}");
+
+    // The long message carried tokens but was refused: nothing more was deflected.
+    assert_eq!(r_long["bytes"], 1 << 20, "{r_long}");
+    assert!(
+        n(&c2[hot], "iofd_long") > n(&c1[hot], "iofd_long"),
+        "long messages not refused: {}",
+        c2[hot]
+    );
+    assert_eq!(
+        n(&c2[hot], "iofd_deflected"),
+        deflected,
+        "a long message was deflected"
+    );
+
+    // Deflected packets skip the marking queue.
+    let (ce_iofd, ce_plain) = (
+        server_qp(&r_iofd, "ce_received"),
+        server_qp(&r_plain, "ce_received"),
+    );
+    eprintln!(
+        "short WRITEs: {deflected} packets deflected; CE at the receiver {ce_iofd} with IOFD, \
+         {ce_plain} without; {:.1} vs {:.1} Mbit/s; receiver out-of-sequence {} vs {}",
+        r_iofd["gbit_per_s"].as_f64().unwrap_or(0.0) * 1e3,
+        r_plain["gbit_per_s"].as_f64().unwrap_or(0.0) * 1e3,
+        server_qp(&r_iofd, "out_of_sequence"),
+        server_qp(&r_plain, "out_of_sequence"),
+    );
+    assert!(ce_plain > 0, "no CE marks without IOFD: {r_plain}");
+    assert!(
+        ce_iofd * 2 < ce_plain,
+        "IOFD {ce_iofd} vs plain {ce_plain} CE marks"
+    );
     tb.down().expect("down");
 }

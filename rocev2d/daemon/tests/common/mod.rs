@@ -1,5 +1,5 @@
 //! Helpers shared by the wire scenarios: the loud root skip, a pair testbed, and running a
-//! `rocev2d peer` server in `h1` and client in `h0`.
+//! `rocev2d peer` server and client (in `h1` and `h0` of the pair, or any two hosts).
 //!
 //! Each scenario runs the real `rocev2d` binary inside the testbed's namespaces through the
 //! testbed's exec helpers (`ip netns exec`), one process per side, so every packet crosses the
@@ -48,25 +48,24 @@ pub fn bulk_mib(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// `host`'s interface toward the other host.
+/// `host`'s interface (a host has one port, toward its switch or the other host).
 pub fn ifname(tb: &Testbed, host: &str) -> String {
-    let peer = if host == "h0" { "h1" } else { "h0" };
-    tb.node(host)
-        .expect("host")
-        .port_toward(peer)
-        .expect("port")
-        .ifname
-        .clone()
+    tb.node(host).expect("host").ports[0].ifname.clone()
 }
 
-/// The server's OOB address as the client connects to it.
-pub fn server_addr(tb: &Testbed, ipv6: bool) -> String {
-    let h1 = tb.node("h1").expect("h1");
+/// The OOB address of a server in `host` as a client connects to it.
+fn oob_addr(tb: &Testbed, host: &str, ipv6: bool) -> String {
+    let h = tb.node(host).expect("server host");
     if ipv6 {
-        format!("[{}]:{OOB_PORT}", h1.ipv6().expect("v6"))
+        format!("[{}]:{OOB_PORT}", h.ipv6().expect("v6"))
     } else {
-        format!("{}:{OOB_PORT}", h1.ipv4().expect("v4"))
+        format!("{}:{OOB_PORT}", h.ipv4().expect("v4"))
     }
+}
+
+/// The pair's server (`h1`) OOB address as the client connects to it.
+pub fn server_addr(tb: &Testbed, ipv6: bool) -> String {
+    oob_addr(tb, "h1", ipv6)
 }
 
 /// Starts the server peer in `h1` and waits until it listens.
@@ -76,15 +75,20 @@ pub fn server(tb: &Testbed, args: &[&str]) -> Process {
 
 /// [`server`] run through a wrapper command (`setpriv …` to drop privileges).
 pub fn server_via(tb: &Testbed, wrapper: &[&str], args: &[&str]) -> Process {
+    server_in(tb, "h1", wrapper, args)
+}
+
+/// Starts a server peer in `host`, through `wrapper` if not empty, and waits until it listens.
+pub fn server_in(tb: &Testbed, host: &str, wrapper: &[&str], args: &[&str]) -> Process {
     let mut cmd = match wrapper.split_first() {
         Some((prog, rest)) => {
-            let mut c = tb.command("h1", prog).expect("command");
+            let mut c = tb.command(host, prog).expect("command");
             c.args(rest).arg(BIN);
             c
         }
-        None => tb.command("h1", BIN).expect("command"),
+        None => tb.command(host, BIN).expect("command"),
     };
-    cmd.args(["peer", "--iface", &ifname(tb, "h1"), "--listen", OOB_PORT])
+    cmd.args(["peer", "--iface", &ifname(tb, host), "--listen", OOB_PORT])
         .args(args);
     let mut p = Process::spawn(&mut cmd).expect("spawn server");
     p.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)
@@ -94,13 +98,24 @@ pub fn server_via(tb: &Testbed, wrapper: &[&str], args: &[&str]) -> Process {
 
 /// Starts the client peer in `h0`.
 pub fn client(tb: &Testbed, ipv6: bool, args: &[&str]) -> Process {
-    let mut cmd = tb.command("h0", BIN).expect("command");
+    client_in(tb, "h0", "h1", ipv6, args)
+}
+
+/// Starts a client peer in `host` toward the server in `server_host`.
+pub fn client_in(
+    tb: &Testbed,
+    host: &str,
+    server_host: &str,
+    ipv6: bool,
+    args: &[&str],
+) -> Process {
+    let mut cmd = tb.command(host, BIN).expect("command");
     cmd.args([
         "peer",
         "--iface",
-        &ifname(tb, "h0"),
+        &ifname(tb, host),
         "--connect",
-        &server_addr(tb, ipv6),
+        &oob_addr(tb, server_host, ipv6),
     ])
     .args(args);
     if ipv6 {
@@ -136,12 +151,24 @@ pub fn run(
     client_args: &[&str],
     limit: Duration,
 ) -> Value {
+    run_between(tb, ("h0", "h1"), ipv6, server_args, client_args, limit)
+}
+
+/// [`run`] with the client and server in the given hosts (`(client, server)`).
+pub fn run_between(
+    tb: &Testbed,
+    (client_host, server_host): (&str, &str),
+    ipv6: bool,
+    server_args: &[&str],
+    client_args: &[&str],
+    limit: Duration,
+) -> Value {
     let mut s_args = server_args.to_vec();
     if ipv6 {
         s_args.push("--ipv6");
     }
-    let srv = server(tb, &s_args);
-    let cli = client(tb, ipv6, client_args);
+    let srv = server_in(tb, server_host, &[], &s_args);
+    let cli = client_in(tb, client_host, server_host, ipv6, client_args);
     let out = cli.wait(limit).expect("client finished in time");
     let r = result(&out);
     let s = srv.wait(SETUP).expect("server exits after quit");
