@@ -17,7 +17,7 @@
 mod common;
 use common::{BIN, need_root, run_between};
 use rocev2_testbed::topology::{LinkParams, Topology};
-use rocev2_testbed::{Process, exec};
+use rocev2_testbed::{Process, Testbed, exec};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,63 +63,11 @@ fn switch_iofd_deflects_whole_short_messages_off_a_congested_uplink() {
     if !need_root("switch_iofd_deflects_whole_short_messages_off_a_congested_uplink") {
         return;
     }
-    let tb = rocev2_testbed::Testbed::up_topology(&Topology::LeafSpine {
-        leaves: 2,
-        spines: 2,
-        hosts_per_leaf: 1,
-        link: LinkParams::new().mtu(1500),
-        fabric: None,
-    })
-    .expect("leaf-spine");
-    let l0 = tb.node("l0").expect("l0");
-    let up: Vec<String> = ["s0", "s1"]
-        .iter()
-        .map(|s| l0.port_toward(s).expect("uplink").ifname.clone())
-        .collect();
-    let sw = |args: &[&str]| {
-        let mut cmd = tb.command("l0", BIN).expect("command");
-        cmd.arg("switch").args(args);
-        exec::run(&mut cmd, T).expect("rocev2d switch")
-    };
-    for (me, other) in [(&up[0], &up[1]), (&up[1], &up[0])] {
-        let iofd = format!("threshold=15kb,max-msg=8kb,alt={other}");
-        sw(&[
-            "attach",
-            "--iface",
-            me,
-            "--rate",
-            "50mbit",
-            "--buffer",
-            "256kb",
-            "--red",
-            "kmin=32kb,kmax=128kb,pmax=0.1",
-            "--iofd",
-            &iofd,
-        ]);
-    }
-    let dst = tb
-        .node("l1h0")
-        .expect("l1h0")
-        .ipv4()
-        .expect("v4")
-        .to_string();
-
+    let tb = leaf_spine();
+    let up = attach_uplinks(&tb, true);
+    let dst = host_v4(&tb, "l1h0");
     // The flood: 80 Mbit/s of UDP into 50 Mbit/s uplinks; ECMP puts it on one of them.
-    let mut srv = tb.command("l1h0", "iperf3").expect("command");
-    srv.args(["-s", "-1", "-p", "5201"]);
-    let _srv = Process::spawn(&mut srv).expect("iperf3 -s");
-    exec::wait_for_port(
-        &tb.node("l1h0").expect("h").netns,
-        exec::Proto::Tcp,
-        5201,
-        T,
-    )
-    .expect("iperf3 listening");
-    let mut flood = tb.command("l0h0", "iperf3").expect("command");
-    flood.args([
-        "-c", &dst, "-p", "5201", "-u", "-b", "80M", "-l", "1400", "-t", "5",
-    ]);
-    let flood = Process::spawn(&mut flood).expect("flood");
+    let (_srv, flood) = flood(&tb, "80M", 5);
 
     let mut rx = tb.command("l1h0", "python3").expect("command");
     rx.args(["-c", RECEIVER]);
@@ -133,15 +81,8 @@ fn switch_iofd_deflects_whole_short_messages_off_a_congested_uplink() {
     let got = rx.wait(T).expect("receiver done");
     let _ = flood.wait(T);
 
-    let stats: Vec<Value> = up
-        .iter()
-        .map(|p| {
-            sw(&["stats", "--iface", p, "--json"])
-                .json()
-                .expect("stats")
-        })
-        .collect();
-    let n = |i: usize, k: &str| stats[i]["counters"][k].as_u64().expect(k);
+    let stats: Vec<Value> = up.iter().map(|p| port_counters(&tb, p)).collect();
+    let n = |i: usize, k: &str| stats[i][k].as_u64().expect(k);
     for (i, p) in up.iter().enumerate() {
         eprintln!("{p}: {}", stats[i]["counters"]);
     }
@@ -199,15 +140,43 @@ fn switch_iofd_deflects_whole_short_messages_off_a_congested_uplink() {
         n(hot, "iofd_deflected"),
         "deflected packets all arrived"
     );
-    for p in &up {
-        sw(&["detach", "--iface", p]);
-    }
+    detach(&tb, &up);
     tb.down().expect("down");
+}
+
+/// Two leaves, two spines, one host per leaf.
+fn leaf_spine() -> Testbed {
+    Testbed::up_topology(&Topology::LeafSpine {
+        leaves: 2,
+        spines: 2,
+        hosts_per_leaf: 1,
+        link: LinkParams::new().mtu(1500),
+        fabric: None,
+    })
+    .expect("leaf-spine")
+}
+
+fn host_v4(tb: &Testbed, host: &str) -> String {
+    tb.node(host).expect("host").ipv4().expect("v4").to_string()
+}
+
+/// `rate` of 1400-byte UDP datagrams from `l0h0` to `l1h0` for `secs`: the iperf3 server
+/// (one test) and client.
+fn flood(tb: &Testbed, rate: &str, secs: u32) -> (Process, Process) {
+    let mut srv = tb.command("l1h0", "iperf3").expect("command");
+    srv.args(["-s", "-1", "-p", "5201"]);
+    let srv = Process::spawn(&mut srv).expect("iperf3 -s");
+    let netns = &tb.node("l1h0").expect("l1h0").netns;
+    exec::wait_for_port(netns, exec::Proto::Tcp, 5201, T).expect("iperf3 listening");
+    let mut c = tb.command("l0h0", "iperf3").expect("command");
+    c.args(["-c", &host_v4(tb, "l1h0"), "-p", "5201", "-u", "-b", rate])
+        .args(["-l", "1400", "-t", &secs.to_string()]);
+    (srv, Process::spawn(&mut c).expect("flood"))
 }
 
 /// Both uplinks of `l0` as switch ports (50 Mbit/s, RED), with IOFD naming each other when
 /// `iofd`; returns their names.
-fn attach_uplinks(tb: &rocev2_testbed::Testbed, iofd: bool) -> Vec<String> {
+fn attach_uplinks(tb: &Testbed, iofd: bool) -> Vec<String> {
     let l0 = tb.node("l0").expect("l0");
     let up: Vec<String> = ["s0", "s1"]
         .iter()
@@ -228,7 +197,7 @@ fn attach_uplinks(tb: &rocev2_testbed::Testbed, iofd: bool) -> Vec<String> {
 }
 
 /// `switch stats --json` counters of `l0`'s `port`.
-fn port_counters(tb: &rocev2_testbed::Testbed, port: &str) -> Value {
+fn port_counters(tb: &Testbed, port: &str) -> Value {
     let mut cmd = tb.command("l0", BIN).expect("command");
     cmd.args(["switch", "stats", "--iface", port, "--json"]);
     let v: Value = exec::run(&mut cmd, T)
@@ -238,7 +207,7 @@ fn port_counters(tb: &rocev2_testbed::Testbed, port: &str) -> Value {
     v["counters"].clone()
 }
 
-fn detach(tb: &rocev2_testbed::Testbed, ports: &[String]) {
+fn detach(tb: &Testbed, ports: &[String]) {
     for p in ports {
         let mut cmd = tb.command("l0", BIN).expect("command");
         cmd.args(["switch", "detach", "--iface", p]);
@@ -261,42 +230,14 @@ fn switch_iofd_deflects_real_short_writes_not_long_ones_and_saves_marks() {
     if !need_root(NAME) {
         return;
     }
-    let tb = rocev2_testbed::Testbed::up_topology(&Topology::LeafSpine {
-        leaves: 2,
-        spines: 2,
-        hosts_per_leaf: 1,
-        link: LinkParams::new().mtu(1500),
-        fabric: None,
-    })
-    .expect("leaf-spine");
+    let tb = leaf_spine();
     // Hash on addresses only, so the flood and every QP from l0h0 to l1h0 share one uplink.
     let mut sysctl = tb.command("l0", "sysctl").expect("command");
     sysctl.args(["-qw", "net.ipv4.fib_multipath_hash_policy=0"]);
     exec::run(&mut sysctl, T).expect("sysctl");
-    let dst = tb
-        .node("l1h0")
-        .expect("l1h0")
-        .ipv4()
-        .expect("v4")
-        .to_string();
-
     // 60 Mbit/s of UDP into a 50 Mbit/s uplink keeps its modelled queue at the buffer, far
     // above the deflection threshold and K_max, for every phase below.
-    let mut srv = tb.command("l1h0", "iperf3").expect("command");
-    srv.args(["-s", "-1", "-p", "5201"]);
-    let _srv = Process::spawn(&mut srv).expect("iperf3 -s");
-    exec::wait_for_port(
-        &tb.node("l1h0").expect("h").netns,
-        exec::Proto::Tcp,
-        5201,
-        T,
-    )
-    .expect("iperf3 listening");
-    let mut flood = tb.command("l0h0", "iperf3").expect("command");
-    flood.args([
-        "-c", &dst, "-p", "5201", "-u", "-b", "60M", "-l", "1400", "-t", "120",
-    ]);
-    let mut flood = Process::spawn(&mut flood).expect("flood");
+    let (_srv, mut flood) = flood(&tb, "60M", 120);
     std::thread::sleep(Duration::from_millis(1500));
 
     let hosts = ("l0h0", "l1h0");
