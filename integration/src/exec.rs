@@ -40,6 +40,53 @@ pub fn display(cmd: &Command) -> String {
     s
 }
 
+/// The environment variable that marks a test binary re-run by [`in_fresh_netns`].
+const INSIDE_NETNS: &str = "ROCEV2_TESTBED_INSIDE_NETNS";
+
+/// For a test that builds its own interfaces (veths, XDP programs) in a namespace nobody else
+/// sees: the first call (as root) creates a fresh namespace named `ns`, re-runs this test binary
+/// with `--exact test` inside it (`ip netns exec`, at most `limit`), checks that the re-run
+/// passed exactly one test, deletes the namespace, and returns `Ok(false)`. Inside the re-run it
+/// returns `Ok(true)`: run the test's body then. Without root it prints the loud skip line and
+/// returns `Ok(false)`. A failed re-run is an error carrying its output.
+///
+/// Deleting the namespace removes every interface the body created, even when it panicked.
+pub fn in_fresh_netns(test: &str, ns: &str, limit: Duration) -> Result<bool, Error> {
+    if std::env::var_os(INSIDE_NETNS).is_some() {
+        return Ok(true);
+    }
+    if !crate::running_as_root() {
+        use std::io::Write as _;
+        // Straight to stderr: the harness hides the output of passing tests.
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
+        return Ok(false);
+    }
+    struct Del<'a>(&'a str);
+    impl Drop for Del<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", self.0]).status();
+        }
+    }
+    run(Command::new("ip").args(["netns", "add", ns]), limit)?;
+    let _del = Del(ns);
+    let exe = std::env::current_exe().map_err(|source| Error::Spawn {
+        cmd: format!("{test} (the test binary)"),
+        source,
+    })?;
+    let mut cmd = netns_command(ns, exe);
+    cmd.args(["--exact", test, "--nocapture"])
+        .env(INSIDE_NETNS, "1");
+    let out = run(&mut cmd, limit)?;
+    if !out.stdout.contains("1 passed") {
+        return Err(Error::Failed {
+            cmd: out.cmd,
+            status: "the test did not run inside the namespace".into(),
+            stderr: format!("{}\n{}", out.stdout, out.stderr),
+        });
+    }
+    Ok(false)
+}
+
 /// The output of a command that has finished.
 #[derive(Debug, Clone)]
 pub struct Captured {

@@ -9,11 +9,9 @@
 use rocev2_datapath::packet::{PacketConfig, PacketDatapath};
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, Interface, RxBatch, TxBatch};
-use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const INSIDE: &str = "ROCEV2_XDP_QUEUES_INSIDE_NETNS";
 const FRAMES: u16 = 256;
 
 fn sh(args: &[&str]) {
@@ -99,43 +97,10 @@ fn body() {
 #[test]
 fn xdp_serves_every_rx_queue() {
     let test = "xdp_serves_every_rx_queue";
-    if std::env::var_os(INSIDE).is_some() {
-        body();
-        return;
-    }
-    if !std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    {
-        let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
-        return;
-    }
     let ns = format!("rv2xq{}", std::process::id());
-    sh(&["ip", "netns", "add", &ns]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
+    if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(600))
+        .expect("re-run in a fresh namespace")
+    {
+        body();
     }
-    let _del = Del(ns.clone());
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["--exact", test, "--nocapture"])
-        .env(INSIDE, "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "inside the namespace:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "the test did not run inside the namespace"
-    );
 }

@@ -12,14 +12,11 @@ use rocev2::{
     WcStatus,
 };
 use std::future::Future;
-use std::io::Write;
 use std::pin::pin;
 use std::process::Command;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-
-const INSIDE: &str = "ROCEV2_VERBS_TEST_INSIDE_NETNS";
 
 fn sh(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
@@ -164,43 +161,10 @@ fn veth_write_and_send_complete_async_xdp() {
 
 /// Runs [`body`] with `kind` in a fresh namespace: this test binary re-runs `test` inside it.
 fn in_netns(test: &str, kind: DatapathKind) {
-    if std::env::var_os(INSIDE).is_some() {
-        body(kind);
-        return;
-    }
-    if !std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    {
-        let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
-        return;
-    }
     let ns = format!("rv2vt{}{}", std::process::id(), kind.name());
-    sh(&["ip", "netns", "add", &ns]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
+    if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(600))
+        .expect("re-run in a fresh namespace")
+    {
+        body(kind);
     }
-    let _del = Del(ns.clone());
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["--exact", test, "--nocapture"])
-        .env(INSIDE, "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "inside the namespace:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "the test did not run inside the namespace"
-    );
 }
