@@ -55,10 +55,7 @@ pub fn in_fresh_netns(test: &str, ns: &str, limit: Duration) -> Result<bool, Err
     if std::env::var_os(INSIDE_NETNS).is_some() {
         return Ok(true);
     }
-    if !crate::running_as_root() {
-        use std::io::Write as _;
-        // Straight to stderr: the harness hides the output of passing tests.
-        let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
+    if !crate::need_root(test) {
         return Ok(false);
     }
     struct Del<'a>(&'a str);

@@ -61,6 +61,19 @@ pub fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
+/// For tests: true when running as root; otherwise print the loud `SKIPPED (needs root): test`
+/// line and return false, so that a skipped test never passes silently.
+pub fn need_root(test: &str) -> bool {
+    if running_as_root() {
+        return true;
+    }
+    use std::io::Write as _;
+    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests, which
+    // would hide the skip exactly when it matters.
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
+    false
+}
+
 /// What a named testbed's state file (`STATE_DIR/NAME.json`) records: enough to exec into it
 /// and to tear it down from another process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,21 +13,12 @@
 use rocev2_testbed::exec::{Proto, wait_for_port};
 use rocev2_testbed::topology::{LinkParams, Topology};
 use rocev2_testbed::{Captured, Process, Testbed};
-use std::io::Write;
 use std::time::Duration;
 
 /// Out-of-band TCP port (the tools' default).
 pub const PORT: u16 = 18515;
 
-/// True when running as root; otherwise print the loud skip line and return false.
-pub fn need_root(test: &str) -> bool {
-    if rocev2_testbed::running_as_root() {
-        return true;
-    }
-    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests.
-    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
-    false
-}
+pub use rocev2_testbed::need_root;
 
 /// Two hosts on one veth link, MTU 4200 (IBA path MTU 4096), as deploy/testbeds/pair.toml.
 pub fn pair() -> Testbed {

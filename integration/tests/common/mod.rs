@@ -5,7 +5,6 @@
 
 use rocev2_testbed::probe::PingReport;
 use rocev2_testbed::{NodePlan, Process, Testbed, TopologyFile};
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,16 +16,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(20);
 /// RoCEv2's UDP port, and another one: the testbed must not care which.
 pub const PORTS: [u16; 2] = [4791, 5001];
 
-/// True when running as root; otherwise print the loud skip line and return false.
-pub fn need_root(test: &str) -> bool {
-    if rocev2_testbed::running_as_root() {
-        return true;
-    }
-    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests, which
-    // would hide the skip exactly when it matters.
-    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
-    false
-}
+pub use rocev2_testbed::need_root;
 
 /// Read and check `deploy/testbeds/FILE`.
 pub fn topology_file(file: &str) -> TopologyFile {

@@ -19,17 +19,7 @@ pub const OOB_PORT: &str = "18515";
 /// Bound for setting up one side.
 pub const SETUP: Duration = Duration::from_secs(30);
 
-/// True when running as root; otherwise print the loud skip line and return false.
-pub fn need_root(test: &str) -> bool {
-    if rocev2_testbed::running_as_root() {
-        return true;
-    }
-    // Straight to the stderr handle: the harness hides `eprintln!` of passing tests, which
-    // would hide the skip exactly when it matters.
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "\nSKIPPED (needs root): {test}");
-    false
-}
+pub use rocev2_testbed::need_root;
 
 /// Two hosts on one veth link with a 9000-byte MTU (IBA path MTU 4096).
 pub fn pair() -> Testbed {
