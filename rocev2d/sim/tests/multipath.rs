@@ -286,7 +286,14 @@ fn mp_degraded_path_keeps_ood_within_bitmap() {
 
 /// Marking ratio of each of four paths (leaf 0 → spine uplinks) with these (Gbit/s, P_max %)
 /// (K_min 20 KB, K_max 200 KB), ten MP-RDMA connections from leaf 0 to leaf 1, measured over
-/// 1 ms after 200 µs; with (max deviation from the mean, max/min).
+/// 2–4 ms; with (max deviation from the mean, max/min).
+///
+/// The window starts late because the balance is slow to reach on a slow, gently marking path:
+/// a VP's window drifts by (1 − F)/cwnd − F/2 packets per ACK (eq. (6)), so near the fixed
+/// point a 20 Gbit/s path (a quarter of the fastest's ACKs) with P_max 0.2 (a quarter of its
+/// marking per queued byte) takes about 2 ms to build the queue its curve needs (measured: 38
+/// KB at 250 µs, 60–80 KB from 1.5–2 ms on). Measured from 200 µs, its ratio stayed about 30%
+/// below the others'.
 fn marking_ratios(paths: [(u64, f64); 4]) -> (Vec<f64>, f64, f64) {
     let h = 10;
     let flows = (0..h).map(|i| (i, h + i, LONG, 0)).collect();
@@ -324,9 +331,9 @@ fn marking_ratios(paths: [(u64, f64); 4]) -> (Vec<f64>, f64, f64) {
             })
             .collect()
     };
-    sim.run_until(200_000);
+    sim.run_until(2_000_000);
     let before = count(&sim);
-    sim.run_until(1_200_000);
+    sim.run_until(4_000_000);
     let ratios: Vec<f64> = count(&sim)
         .iter()
         .zip(&before)
@@ -353,14 +360,14 @@ fn marking_ratios(paths: [(u64, f64); 4]) -> (Vec<f64>, f64, f64) {
 #[test]
 fn mp_ecn_marking_ratios_balance_over_unequal_paths() {
     let (_, spread, max_min) = marking_ratios([(20, 20.0), (40, 40.0), (60, 60.0), (80, 80.0)]);
-    // Not quite the paper's "same value": the slowest path stays below the others in this model
-    // (docs/multipath.md). What holds is the balancing: P_max differs 4x, so equal queues would
-    // leave the ratios 4x apart.
+    // Seeds 5–9 gave 0.06–0.145 of the mean (max/min 1.12–1.25), the lowest ratio on each of
+    // the four paths in some seed: counting noise (about 220 marks on the 20 Gbit/s path) and
+    // the queues' slow wander. Equal queues would leave the ratios 4x apart.
     assert!(
-        spread <= 0.35,
+        spread <= 0.2,
         "marking ratios differ by {spread:.2} of their mean"
     );
-    assert!(max_min <= 2.0, "max/min marking ratio {max_min:.2}");
+    assert!(max_min <= 1.35, "max/min marking ratio {max_min:.2}");
 }
 
 /// Fig. 5's RED curves on four equal 40 Gbit/s paths: with the capacities equal, the ratios
