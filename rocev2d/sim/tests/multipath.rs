@@ -451,6 +451,70 @@ fn mp_failed_path_drained_and_transfer_completes() {
     );
 }
 
+/// seed 001 §5.1.1 / Fig. 11(b) and §3.4's new path probing: a failed path that comes back is
+/// used again. Four paths of 10 Gbit/s as the paper's; spine 2 stops delivering from 300 µs to
+/// 1 ms and the connection leaves it (no ACKs return from it). Once it is restored only a
+/// packet to a random VP can find it again, mostly a probe (every RTT with p = 1%, instead of
+/// the ACK's VP): one that lands there arrives ahead of the queued paths, and §3.3's pruning
+/// then moves load onto it. With four spines that takes about 4/p = 400 RTTs on average, so
+/// milliseconds here (the paper: "less than 1s" for a restored path to be fully utilized).
+#[test]
+fn mp_restored_path_found_again_by_probing() {
+    let h = 1;
+    let (fail, restore, step) = (300_000, 1_000_000, 500_000);
+    for seed in 11..=13 {
+        let s = scenario(
+            leaf_spine(h, 10.0),
+            vec![(0, 1, LONG, 0)],
+            CcScheme::MpRdma,
+            seed,
+        );
+        let mut sim = Sim::new(&s).unwrap();
+        let uplinks: Vec<u32> = (0..4)
+            .map(|s| sim.link_ports(leaf(h, 0), spine(h, s)).unwrap().0)
+            .collect();
+        let tx = |sim: &Sim| -> Vec<u64> {
+            uplinks
+                .iter()
+                .map(|&p| sim.ports()[p as usize].stats.tx_packets)
+                .collect()
+        };
+        let (_, at_spine) = sim.link_ports(leaf(h, 0), spine(h, 2)).unwrap();
+        sim.run_until(fail);
+        sim.set_port_loss(at_spine, 1.0);
+        sim.run_until(restore);
+        sim.set_port_loss(at_spine, 0.0);
+        let random0 = sim.mp_snapshot(0, true).unwrap().random_vp_sends;
+        // The first 500 µs window in which the restored spine carries 20% of the packets (a
+        // fair share is 25%).
+        let mut t = restore;
+        let mut before = tx(&sim);
+        let back = loop {
+            t += step;
+            sim.run_until(t);
+            let now = tx(&sim);
+            let d: Vec<u64> = now.iter().zip(&before).map(|(a, b)| a - b).collect();
+            before = now;
+            if d[2] as f64 >= 0.2 * d.iter().sum::<u64>() as f64 {
+                break Some(t - restore);
+            }
+            if t >= restore + 40_000_000 {
+                break None;
+            }
+        };
+        let random = sim.mp_snapshot(0, true).unwrap().random_vp_sends - random0;
+        let Some(back) = back else {
+            panic!("seed {seed}: the restored spine never came back within 40 ms");
+        };
+        eprintln!(
+            "seed {seed}: restored spine carries 20% after {} µs ({random} random-VP sends \
+             since the restore), then {:.1} Gbit/s over 1 ms",
+            back / 1000,
+            goodput(&mut sim, t, t + 1_000_000)[0]
+        );
+    }
+}
+
 /// seed 001 §3.4 in the model: a WRITE of data followed by a synchronised WRITE of an 8-byte
 /// flag (each flow's last work request), over four paths of which one is degraded to 1 Gbit/s
 /// and one to 10 Gbit/s, so packets of one message arrive up to tens of microseconds apart.
