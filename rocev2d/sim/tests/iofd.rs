@@ -132,3 +132,37 @@ fn iofd_deflects_short_messages_in_order_and_cuts_marks() {
     // And without IOFD nothing is deflected.
     assert!(off.sim.ports().iter().all(|p| p.stats.iofd_deflected == 0));
 }
+
+#[test]
+fn iofd_and_dvl_scenario_keys_parse_and_bad_tokens_are_refused() {
+    let text = |tokens: u8| {
+        format!(
+            "duration_ns = 100000\n\
+             [topology]\nkind = \"star\"\nhosts = 2\nrate_gbps = 10\ndelay_ns = 100\n\
+             [switch]\nbuffer_bytes = 100000\n\
+             [switch.iofd]\nthreshold_bytes = 15000\nmax_message_bytes = 8192\n\
+             [switch.dvl]\nthreshold_bytes = 30000\n\
+             [host.iofd]\ntokens = {tokens}\nmax_message_bytes = 8192\n\
+             [[workload]]\nkind = \"flows\"\nflows = [[0, 1, 4096, 0]]\n"
+        )
+    };
+    let s = rocev2_sim::Scenario::from_toml(&text(4)).unwrap();
+    assert_eq!(s.switch.iofd.unwrap().threshold_bytes, 15_000);
+    assert_eq!(s.switch.dvl.unwrap().hold_ns, 100_000, "default hold");
+    assert_eq!(s.host.iofd.unwrap().tokens, 4);
+    let mut sim = Sim::new(&s).unwrap();
+    sim.run();
+    assert!(sim.flows()[0].finish_ns.is_some());
+    for bad in [0, 64] {
+        let s = rocev2_sim::Scenario::from_toml(&text(bad)).unwrap();
+        let e = Sim::new(&s).unwrap_err();
+        assert!(e.to_string().contains("host.iofd.tokens"), "{e}");
+    }
+    assert!(
+        rocev2_sim::Scenario::from_toml(&text(4).replace(
+            "max_message_bytes = 8192\n[switch.dvl]",
+            "max_message_bytes = 8192\nbogus = 1\n[switch.dvl]"
+        ))
+        .is_err()
+    );
+}
