@@ -1244,6 +1244,7 @@ impl Sim {
                 p.flow = NO_FLOW;
                 p.prio = PRIO_DATA;
                 p.opcode = u8::MAX;
+                (p.src_ip, p.dst_ip, p.sport, p.message_bytes) = ([0; 4], [0; 4], 0, None);
             }
         }
     }
