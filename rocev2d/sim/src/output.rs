@@ -7,7 +7,7 @@
 //! * `ports.csv`: per port at the end: every counter of `link::PortStats` (IOFD and DVL
 //!   included);
 //! * `switches.csv`: per switch: bytes received, sent, dropped, no-route drops, peak buffer,
-//!   and its ports' IOFD and DVL counters summed;
+//!   and its ports' counters summed (`ports_*`: IOFD and DVL per switch);
 //! * `queues.csv`: per sampled port over time: queue bytes and cumulative ECN/drop/PAUSE/tx;
 //! * `rates.csv`: per traced flow and bin: wire bytes sent and the rate in Gbit/s;
 //! * `vps.csv`: per MP-RDMA flow, side (`tx` sender, `rx` receiver) and virtual path (UDP
@@ -385,10 +385,13 @@ impl Report {
         }
         put("ports.csv", s)?;
 
-        let mut s = format!(
-            "node,kind,rx_bytes,tx_bytes,drop_bytes,no_route,max_buffer_bytes,{}\n",
-            PortStats::CSV_HEADER
-        );
+        // The ports' sums are prefixed `ports_` so no column name repeats the switch's own.
+        let mut s =
+            String::from("node,kind,rx_bytes,tx_bytes,drop_bytes,no_route,max_buffer_bytes");
+        for c in PortStats::CSV_HEADER.split(',') {
+            let _ = write!(s, ",ports_{c}");
+        }
+        s.push('\n');
         for w in &self.switches {
             let t = &w.stats;
             let _ = writeln!(
