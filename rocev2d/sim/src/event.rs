@@ -53,6 +53,18 @@ pub enum Event {
     },
     /// Periodic sampling of queues and rates.
     Sample,
+    /// A DVL congestion notification (seed 003 slide 10 #5) reached the switch of egress
+    /// `port`, for the flow (`src`, `dst`, `sport`) that port sends toward the congestion.
+    DvlNotify {
+        /// The upstream switch's egress port toward the notifying switch.
+        port: PortId,
+        /// IPv4 source of the flow.
+        src: u32,
+        /// IPv4 destination.
+        dst: u32,
+        /// UDP source port.
+        sport: u16,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -107,6 +107,8 @@ impl ManyFlows {
                     enabled: self.pfc,
                     ..Default::default()
                 },
+                iofd: None,
+                dvl: None,
             },
             host,
             workload: vec![WorkloadSpec::Flows { flows }],
@@ -312,6 +314,8 @@ impl DartIncast {
                     enabled: true,
                     ..Default::default()
                 },
+                iofd: None,
+                dvl: None,
             },
             host,
             workload: vec![

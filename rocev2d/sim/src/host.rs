@@ -20,7 +20,7 @@ use rocev2_core::Endpoint;
 use rocev2_core::cc::{CcConfig, ReceiverCc};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
-use rocev2_core::qp::{CqId, ExtCaps};
+use rocev2_core::qp::{CqId, ExtCaps, IofdTokens};
 use rocev2_core::time::Rate;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,30 @@ pub struct HostSpec {
     /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
     /// updates memory only after all earlier ones, as a "data, then flag" pair.
     pub synchronise_last_wr: bool,
+    /// IOFD deflection tokens on short messages (seed 000 §IV-A, `QpConfig::iofd_tokens`);
+    /// none = every packet carries 0, as a standard sender's. Flows are split into WRITEs of
+    /// `wr_bytes`, so a message is short when its WRITE is.
+    pub iofd: Option<IofdHostSpec>,
+}
+
+/// `[host.iofd]`: which messages carry deflection tokens, and how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IofdHostSpec {
+    /// Tokens per packet, 1–63 (the paper: 4).
+    pub tokens: u8,
+    /// Largest message (bytes) that carries them.
+    pub max_message_bytes: u32,
+}
+
+impl IofdHostSpec {
+    /// The QP option.
+    pub fn tokens(self) -> IofdTokens {
+        IofdTokens {
+            tokens: self.tokens,
+            max_message_bytes: self.max_message_bytes,
+        }
+    }
 }
 
 /// `[host.mp]`: MP-RDMA parameters (seed 001 §3; docs/multipath.md).
@@ -172,6 +196,7 @@ impl Default for HostSpec {
             cc: CcScheme::None,
             mp: MpSpec::default(),
             synchronise_last_wr: false,
+            iofd: None,
         }
     }
 }

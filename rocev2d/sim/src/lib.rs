@@ -5,7 +5,7 @@
 //!                                 ^ handle_frame / handle_timeout            │ serialise at
 //!                                 │                                          v line rate
 //!                           Arrive ◄── link (delay) ◄── switch egress queue ◄── ECMP route
-//!                                                        RED/ECN (rocev2-ebpf-common), PFC
+//!                                  RED/ECN, IOFD, DVL (rocev2-ebpf-common), PFC
 //! ```
 //!
 //! Every host runs a real [`rocev2_core::Endpoint`]: frames on the modelled wire are the bytes it
@@ -18,7 +18,8 @@
 //! * [`topology`]: star, dumbbell, leaf-spine, 3-tier Clos / fat-tree;
 //! * [`routing`]: shortest paths, ECMP on the 5-tuple;
 //! * [`link`]: ports, serialisation, priorities;
-//! * [`switch`]: shared buffer, RED/ECN, PFC, the [`switch::SwitchPolicy`] hook;
+//! * [`switch`]: shared buffer, RED/ECN, PFC, IOFD deflection and DVL isolation (all three
+//!   decisions from `rocev2-ebpf-common`);
 //! * [`host`]: the NIC model around the engine;
 //! * [`workload`]: flows (one RC QP pair per flow);
 //! * [`sim`]: the event loop and accounting; [`output`] and [`plot`]: CSV and SVG;

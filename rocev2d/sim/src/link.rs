@@ -16,6 +16,8 @@
 
 use crate::event::PktId;
 use crate::topology::LinkSpec;
+use rocev2_ebpf_common::dvl::{ArrayCft, DvlConfig};
+use rocev2_ebpf_common::iofd::{ArrayDft, IofdConfig};
 use std::collections::VecDeque;
 
 /// Bytes a frame of `len` bytes (without FCS) occupies on the wire.
@@ -27,12 +29,15 @@ pub const fn wire_bytes(len: u32) -> u32 {
 pub const WIRE_OVERHEAD: u32 = 24;
 
 /// Priorities per port: 0 carries ACK/NAK/CNP (strict priority, seed 000 §VI-A: "high-priority
-/// queues only for ACKs"), 1 carries data.
-pub const NPRIO: usize = 2;
+/// queues only for ACKs"), 1 carries data, 2 is DVL's congested-flow queue (seed 003 slide 10),
+/// served only when the data queue is empty.
+pub const NPRIO: usize = 3;
 /// Priority of ACK, NAK, atomic ACK and CNP packets.
 pub const PRIO_CTRL: u8 = 0;
 /// Priority of everything else.
 pub const PRIO_DATA: u8 = 1;
+/// DVL's congested-flow queue (CFQ): a lane of its own, with its own PFC (enhanced DVL).
+pub const PRIO_CFQ: u8 = 2;
 
 /// Counters of one port, named as the CSV columns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,7 +68,57 @@ pub struct PortStats {
     pub paused_ns: u64,
     /// Largest queue seen, bytes.
     pub max_queue_bytes: u64,
+    /// IOFD: packets this port's table sent to an alternate port instead (seed 000 §IV-A).
+    pub iofd_deflected: u64,
+    /// IOFD: start packets above the threshold refused because the table was full.
+    pub iofd_table_full: u64,
+    /// IOFD: start packets above the threshold refused as long (or of unknown length).
+    pub iofd_long: u64,
+    /// IOFD: start packets above the threshold refused for want of tokens.
+    pub iofd_no_tokens: u64,
+    /// DVL: flows isolated by this port's own detection (seed 003 slide 10 #1).
+    pub dvl_isolated: u64,
+    /// DVL: flows released (slide 12).
+    pub dvl_released: u64,
+    /// DVL: packets queued in the congested-flow queue.
+    pub dvl_congested: u64,
+    /// DVL: flows that should have been isolated but the table was full.
+    pub dvl_table_full: u64,
+    /// DVL: notifications this port's switch sent upstream for flows on this port.
+    pub dvl_notify_sent: u64,
+    /// DVL: notifications received for flows on this port (isolated or refreshed by them).
+    pub dvl_notify_received: u64,
 }
+
+/// Generates the CSV header, the CSV row and the field-wise sum of [`PortStats`] from one
+/// list of its fields, so the three cannot disagree.
+macro_rules! port_stats_csv {
+    ($($f:ident),* ; max: $m:ident) => {
+        impl PortStats {
+            /// The CSV column names, in [`PortStats::csv`] order.
+            pub const CSV_HEADER: &'static str =
+                concat!($(stringify!($f), ",",)* stringify!($m));
+            /// The counters as one CSV row fragment.
+            pub fn csv(&self) -> String {
+                let v = [$(self.$f,)* self.$m];
+                v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+            }
+            /// Field-wise sum (the largest of `max_queue_bytes`), for per-switch totals.
+            pub fn sum(&self, o: &PortStats) -> PortStats {
+                PortStats {
+                    $($f: self.$f + o.$f,)*
+                    $m: self.$m.max(o.$m),
+                }
+            }
+        }
+    };
+}
+port_stats_csv!(
+    tx_packets, tx_bytes, rx_packets, rx_bytes, drops, drop_bytes, lost, ecn_marks, pause_sent,
+    resume_sent, pause_received, paused_ns, iofd_deflected, iofd_table_full, iofd_long,
+    iofd_no_tokens, dvl_isolated, dvl_released, dvl_congested, dvl_table_full, dvl_notify_sent,
+    dvl_notify_received; max: max_queue_bytes
+);
 
 /// One port.
 #[derive(Debug, Clone)]
@@ -78,6 +133,11 @@ pub struct Port {
     pub loss_q32: u64,
     /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
     pub policy: Option<crate::switch::SwitchPolicy>,
+    /// IOFD on this egress port, and its deflected-flow table (one per port, as the eBPF
+    /// program's).
+    pub iofd: Option<(IofdConfig, ArrayDft)>,
+    /// DVL on this egress port, and its congested-flow table.
+    pub dvl: Option<(DvlConfig, ArrayCft)>,
     /// The current packet's last bit leaves at this time, ns (free when `<= now`).
     pub busy_until: u64,
     /// A `TxDone` event is scheduled for this port. Switch ports schedule one only when a
@@ -111,6 +171,8 @@ impl Port {
             link,
             loss_q32: 0,
             policy: None,
+            iofd: None,
+            dvl: None,
             busy_until: 0,
             txdone_pending: false,
             paused: [false; NPRIO],
@@ -129,9 +191,15 @@ impl Port {
         self.queue_bytes.iter().sum()
     }
 
-    /// The next priority allowed to send, highest first.
+    /// The next priority allowed to send, highest first. The CFQ waits while the data queue
+    /// holds anything, even paused: an isolated flow's earlier packets may be there, and the CFQ
+    /// must not overtake them (seed 003 slide 12's markings, which this strict order replaces).
     pub fn next_prio(&self) -> Option<usize> {
-        (0..NPRIO).find(|&p| !self.paused[p] && !self.queues[p].is_empty())
+        (0..NPRIO).find(|&p| {
+            !self.paused[p]
+                && !self.queues[p].is_empty()
+                && (p != PRIO_CFQ as usize || self.queues[PRIO_DATA as usize].is_empty())
+        })
     }
 }
 

@@ -2,8 +2,12 @@
 //!
 //! Files written by [`Report::write_csv`] (one directory per run):
 //! * `flows.csv`: per flow: endpoints, size, class, start, finish, FCT, goodput, retransmits,
-//!   timeouts, CE-marked data packets, status, and its byte balance;
-//! * `ports.csv`: per port at the end: every counter of `link::PortStats`;
+//!   timeouts, CE-marked data packets, status, its byte balance, the responder's out-of-sequence
+//!   packets and NAKs, and its IOFD-deflected and DVL-isolated packet-hops;
+//! * `ports.csv`: per port at the end: every counter of `link::PortStats` (IOFD and DVL
+//!   included);
+//! * `switches.csv`: per switch: bytes received, sent, dropped, no-route drops, peak buffer,
+//!   and its ports' counters summed (`ports_*`: IOFD and DVL per switch);
 //! * `queues.csv`: per sampled port over time: queue bytes and cumulative ECN/drop/PAUSE/tx;
 //! * `rates.csv`: per traced flow and bin: wire bytes sent and the rate in Gbit/s;
 //! * `vps.csv`: per MP-RDMA flow, side (`tx` sender, `rx` receiver) and virtual path (UDP
@@ -14,6 +18,7 @@
 
 use crate::link::PortStats;
 use crate::sim::{PortSample, RateSample, RunStats, Sim};
+use crate::switch::SwitchStats;
 use crate::topology::NodeKind;
 use std::fmt::Write as _;
 use std::io;
@@ -52,6 +57,14 @@ pub struct FlowRecord {
     pub delivered_bytes: u64,
     /// Frame bytes dropped or lost.
     pub dropped_bytes: u64,
+    /// Packets the responder received out of sequence.
+    pub rx_out_of_sequence: u64,
+    /// NAKs the responder sent.
+    pub rx_naks_sent: u64,
+    /// Packet-hops IOFD deflected.
+    pub deflected: u64,
+    /// Packet-hops queued in a DVL congested-flow queue.
+    pub cfq_packets: u64,
 }
 
 impl FlowRecord {
@@ -89,6 +102,20 @@ pub struct PortRecord {
     pub stats: PortStats,
 }
 
+/// One switch's final counters, with its ports' IOFD and DVL counters summed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchRecord {
+    /// Node id.
+    pub node: u32,
+    /// `tier1`, `tier2`, `tier3`.
+    pub kind: &'static str,
+    /// Buffer counters.
+    pub stats: SwitchStats,
+    /// The ports' counters summed (queue and PFC fields summed too; `max_queue_bytes` is the
+    /// largest).
+    pub ports: PortStats,
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -102,6 +129,8 @@ pub struct Report {
     pub flows: Vec<FlowRecord>,
     /// Ports.
     pub ports: Vec<PortRecord>,
+    /// Switches.
+    pub switches: Vec<SwitchRecord>,
     /// Queue samples.
     pub samples: Vec<PortSample>,
     /// Rate samples.
@@ -167,6 +196,10 @@ impl Report {
                     sent_bytes: f.sent_bytes,
                     delivered_bytes: f.delivered_bytes,
                     dropped_bytes: f.dropped_bytes,
+                    rx_out_of_sequence: f.rx_out_of_sequence,
+                    rx_naks_sent: f.rx_naks_sent,
+                    deflected: f.deflected,
+                    cfq_packets: f.cfq_packets,
                 }
             })
             .collect();
@@ -185,6 +218,21 @@ impl Report {
                     NodeKind::Switch { .. } => "tier3",
                 },
                 stats: p.stats,
+            })
+            .collect::<Vec<PortRecord>>();
+        let switches = sim
+            .switches()
+            .iter()
+            .map(|sw| {
+                let mine = sw.first_port as usize..(sw.first_port + sw.ports) as usize;
+                SwitchRecord {
+                    node: sw.node,
+                    kind: ports[sw.first_port as usize].kind,
+                    stats: sw.stats,
+                    ports: ports[mine]
+                        .iter()
+                        .fold(PortStats::default(), |a, p| a.sum(&p.stats)),
+                }
             })
             .collect();
         let mut vps = Vec::new();
@@ -211,6 +259,7 @@ impl Report {
             end_ns: end,
             flows,
             ports,
+            switches,
             samples: sim.port_samples().to_vec(),
             rates: sim.rate_samples().to_vec(),
             rate_bin_ns: sim.scenario().output.rate_bin_ns.max(1),
@@ -238,6 +287,8 @@ impl Report {
         let lost: u64 = self.ports.iter().map(|p| p.stats.lost).sum();
         let marks: u64 = self.ports.iter().map(|p| p.stats.ecn_marks).sum();
         let pauses: u64 = self.ports.iter().map(|p| p.stats.pause_sent).sum();
+        let deflected: u64 = self.ports.iter().map(|p| p.stats.iofd_deflected).sum();
+        let isolated: u64 = self.ports.iter().map(|p| p.stats.dvl_isolated).sum();
         let opt = |v: Option<u64>| v.map_or(String::from(""), |x| x.to_string());
         vec![
             ("name".into(), self.name.clone()),
@@ -259,6 +310,8 @@ impl Report {
             ("lost".into(), lost.to_string()),
             ("ecn_marks".into(), marks.to_string()),
             ("pause_sent".into(), pauses.to_string()),
+            ("iofd_deflected".into(), deflected.to_string()),
+            ("dvl_isolated".into(), isolated.to_string()),
             ("events".into(), self.stats.events.to_string()),
             ("packet_hops".into(), self.stats.packet_hops.to_string()),
             ("frames_tx".into(), self.stats.frames_tx.to_string()),
@@ -286,12 +339,13 @@ impl Report {
 
         let mut s = String::from(
             "id,src,dst,size_bytes,class,start_ns,finish_ns,fct_ns,goodput_gbps,acked_bytes,\
-             retransmits,timeouts,ce_received,status,sent_bytes,delivered_bytes,dropped_bytes\n",
+             retransmits,timeouts,ce_received,status,sent_bytes,delivered_bytes,dropped_bytes,\
+             rx_out_of_sequence,rx_naks_sent,deflected,cfq_packets\n",
         );
         for f in &self.flows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{},{},{},{}",
                 f.id,
                 f.src,
                 f.dst,
@@ -308,40 +362,52 @@ impl Report {
                 f.status,
                 f.sent_bytes,
                 f.delivered_bytes,
-                f.dropped_bytes
+                f.dropped_bytes,
+                f.rx_out_of_sequence,
+                f.rx_naks_sent,
+                f.deflected,
+                f.cfq_packets
             );
         }
         put("flows.csv", s)?;
 
-        let mut s = String::from(
-            "port,node,peer_node,kind,tx_packets,tx_bytes,rx_packets,rx_bytes,drops,drop_bytes,\
-             lost,ecn_marks,pause_sent,resume_sent,pause_received,paused_ns,max_queue_bytes\n",
-        );
+        let mut s = format!("port,node,peer_node,kind,{}\n", PortStats::CSV_HEADER);
         for p in &self.ports {
-            let t = &p.stats;
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{}",
                 p.port,
                 p.node,
                 p.peer_node,
                 p.kind,
-                t.tx_packets,
-                t.tx_bytes,
-                t.rx_packets,
-                t.rx_bytes,
-                t.drops,
-                t.drop_bytes,
-                t.lost,
-                t.ecn_marks,
-                t.pause_sent,
-                t.resume_sent,
-                t.pause_received,
-                t.paused_ns,
-                t.max_queue_bytes
+                p.stats.csv()
             );
         }
         put("ports.csv", s)?;
+
+        // The ports' sums are prefixed `ports_` so no column name repeats the switch's own.
+        let mut s =
+            String::from("node,kind,rx_bytes,tx_bytes,drop_bytes,no_route,max_buffer_bytes");
+        for c in PortStats::CSV_HEADER.split(',') {
+            let _ = write!(s, ",ports_{c}");
+        }
+        s.push('\n');
+        for w in &self.switches {
+            let t = &w.stats;
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{}",
+                w.node,
+                w.kind,
+                t.rx_bytes,
+                t.tx_bytes,
+                t.drop_bytes,
+                t.no_route,
+                t.max_buffer_bytes,
+                w.ports.csv()
+            );
+        }
+        put("switches.csv", s)?;
 
         let mut s = String::from("time_ns,port,queue_bytes,ecn_marks,drops,pause_sent,tx_bytes\n");
         for q in &self.samples {

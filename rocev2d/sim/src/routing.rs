@@ -11,7 +11,8 @@
 //! polarisation).
 //!
 //! Deviations: the hash is a 64-bit integer mixer rather than a switch ASIC's CRC; routes are
-//! static (no failures, no adaptive routing; IOFD deflection arrives with the switch issue).
+//! static (no failures, no adaptive routing; IOFD deflection, `switch.rs`, picks among the same
+//! equal-cost sets).
 
 use crate::dist::mix64;
 use crate::event::PortId;

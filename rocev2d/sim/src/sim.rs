@@ -11,7 +11,7 @@
 use crate::dist::{self, SimRng};
 use crate::event::{Event, EventQueue, PktId, PortId};
 use crate::host::{CcScheme, Host, HostMemory, MR_BASE, host_ip, ip_host};
-use crate::link::{PRIO_CTRL, PRIO_DATA, Port, wire_bytes};
+use crate::link::{PRIO_CFQ, PRIO_CTRL, PRIO_DATA, Port, wire_bytes};
 use crate::routing::{Routes, ecmp_pick, five_tuple_hash};
 use crate::scenario::{LossScope, SamplePorts, Scenario, ScenarioError};
 use crate::switch::{MarkAt, Switch, SwitchPolicy};
@@ -21,10 +21,14 @@ use rand_core::RngCore;
 use rocev2_core::Endpoint;
 use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 use rocev2_core::mr::{AccessFlags, NullMemory, VecMemory};
-use rocev2_core::qp::{MpSnapshot, Mtu, Path, QpAttr, QpConfig, QpState, SendOp, SendWr, Sge};
+use rocev2_core::qp::{
+    MpSnapshot, Mtu, Path, QpAttr, QpConfig, QpCounters, QpState, SendOp, SendWr, Sge,
+};
 use rocev2_core::time::{Instant, Rate};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::frame::{Ecn, Frame};
+use rocev2_ebpf_common::dvl::{self, Cft, Class, DvlConfig, FlowKey};
+use rocev2_ebpf_common::iofd::{self, Action, MessageKey, Position, Refusal};
 use rocev2_ebpf_common::red::Verdict;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -34,6 +38,8 @@ pub const NO_FLOW: u32 = u32::MAX;
 
 /// Offset of the IPv4 header in the engine's untagged frames.
 const L3: usize = 14;
+/// Offset of the BTH (IPv4 without options, checked by `classify`, and UDP).
+const BTH: usize = L3 + 20 + 8;
 
 /// A packet in the network.
 #[derive(Debug, Clone, Default)]
@@ -56,6 +62,20 @@ pub struct Packet {
     pub ce: bool,
     /// Ingress port at the current switch.
     pub ingress: PortId,
+    /// Priority (lane) it arrived in at the current switch, for that ingress's PFC counts.
+    pub ingress_prio: u8,
+    /// IPv4 source and destination.
+    pub src_ip: [u8; 4],
+    /// IPv4 destination.
+    pub dst_ip: [u8; 4],
+    /// UDP source port.
+    pub sport: u16,
+    /// BTH opcode.
+    pub opcode: u8,
+    /// BTH destination QP.
+    pub dest_qp: u32,
+    /// Its message's length, when the packet tells (RETH, or a single-packet message).
+    pub message_bytes: Option<u64>,
     /// Held in that ingress's PFC headroom rather than the shared pool.
     pub in_headroom: bool,
     /// Has left its host NIC.
@@ -93,6 +113,14 @@ pub struct Flow {
     pub retransmits: u64,
     /// Requester timeouts.
     pub timeouts: u64,
+    /// Packets the responder received out of sequence (PSN gaps), read at teardown.
+    pub rx_out_of_sequence: u64,
+    /// NAKs the responder sent, read at teardown.
+    pub rx_naks_sent: u64,
+    /// Packet-hops of the flow that IOFD deflected.
+    pub deflected: u64,
+    /// Packet-hops of the flow queued in a DVL congested-flow queue.
+    pub cfq_packets: u64,
     /// MP-RDMA state of the sending QP (window, per-VP counters), read at teardown.
     pub mp_tx: Option<MpSnapshot>,
     /// MP-RDMA state of the receiving QP (per-VP counters, out-of-order histogram), read at
@@ -192,6 +220,7 @@ pub struct Sim {
     qp_flow: HashMap<u64, u32>,
     rng_policy: SimRng,
     rng_loss: SimRng,
+    rng_iofd: SimRng,
     wcs: Vec<WorkCompletion>,
     stats: RunStats,
     sampled: Vec<PortId>,
@@ -221,6 +250,12 @@ impl Sim {
             return Err(ScenarioError::Invalid {
                 key: "host.wr_bytes / host.wr_depth",
                 why: "wr_bytes >= 1 and wr_depth in 1..=256".into(),
+            });
+        }
+        if hs.iofd.is_some_and(|t| !(1..=63).contains(&t.tokens)) {
+            return Err(ScenarioError::Invalid {
+                key: "host.iofd.tokens",
+                why: "must be in 1..=63 (six bits)".into(),
             });
         }
         let host_rate = topo
@@ -298,6 +333,10 @@ impl Sim {
         let routes = Routes::build(topo.hosts, &adj);
 
         let sw = scenario.switch;
+        for pt in ports.iter_mut().filter(|p| p.node >= topo.hosts) {
+            pt.iofd = sw.iofd.map(|c| (c.config(), Default::default()));
+            pt.dvl = sw.dvl.map(|c| (c.config(), Default::default()));
+        }
         let policy = match sw.red {
             Some(r) => SwitchPolicy::RedEcn(r.config()),
             None => SwitchPolicy::Forward,
@@ -382,6 +421,10 @@ impl Sim {
                 ce_received: 0,
                 retransmits: 0,
                 timeouts: 0,
+                rx_out_of_sequence: 0,
+                rx_naks_sent: 0,
+                deflected: 0,
+                cfq_packets: 0,
                 mp_tx: None,
                 mp_rx: None,
                 bin: 0,
@@ -413,6 +456,7 @@ impl Sim {
             qp_flow: HashMap::new(),
             rng_policy: dist::rng(scenario.seed, 1),
             rng_loss: dist::rng(scenario.seed, 2),
+            rng_iofd: dist::rng(scenario.seed, 3),
             wcs: Vec::new(),
             stats: RunStats::default(),
             sampled,
@@ -533,6 +577,12 @@ impl Sim {
             Event::HostWake { host } => self.on_wake(host),
             Event::FlowStart { flow } => self.on_flow_start(flow),
             Event::Sample => self.on_sample(),
+            Event::DvlNotify {
+                port,
+                src,
+                dst,
+                sport,
+            } => self.on_dvl_notify(port, src, dst, sport),
         }
     }
 
@@ -677,12 +727,18 @@ impl Sim {
         };
         let s = &mut self.switches[sw as usize];
         s.stats.rx_bytes += len;
-        let Some(out) = ecmp_pick(self.routes.next_hops(sw, dst), hash, s.salt) else {
+        let Some(chosen) = ecmp_pick(self.routes.next_hops(sw, dst), hash, s.salt) else {
             s.stats.no_route += 1;
             s.stats.drop_bytes += len;
             self.drop_pkt(pkt);
             return;
         };
+        let out = if prio == PRIO_CTRL as usize {
+            chosen
+        } else {
+            self.deflect(sw, chosen, pkt)
+        };
+        let s = &mut self.switches[sw as usize];
         // Buffer admission: shared pool, then (lossless, while this ingress is paused) headroom.
         // The control class is always admitted (reserved space, see switch.rs).
         let in_headroom = if s.buffer_used + len <= s.buffer_bytes || prio == PRIO_CTRL as usize {
@@ -699,8 +755,13 @@ impl Sim {
             self.switch_drop(sw, out, pkt, len);
             return;
         };
-        if s.mark_at == MarkAt::Enqueue
-            && self.apply_policy(sw, out, pkt, prio, ect) == Verdict::Drop
+        let qprio = if prio == PRIO_CTRL as usize {
+            prio
+        } else {
+            self.dvl_class(out, ingress, pkt)
+        };
+        if self.switches[sw as usize].mark_at == MarkAt::Enqueue
+            && self.apply_policy(sw, out, pkt, qprio, ect) == Verdict::Drop
         {
             self.switch_drop(sw, out, pkt, len);
             return;
@@ -714,6 +775,8 @@ impl Sim {
         {
             let p = &mut self.pkts[pkt as usize];
             p.ingress = ingress;
+            p.ingress_prio = prio as u8;
+            p.prio = qprio as u8;
             p.in_headroom = in_headroom;
         }
         let ing = &mut self.ports[ingress as usize];
@@ -725,8 +788,8 @@ impl Sim {
             self.send_pfc(ingress, prio, true);
         }
         let o = &mut self.ports[out as usize];
-        o.queues[prio].push_back(pkt);
-        o.queue_bytes[prio] += len;
+        o.queues[qprio].push_back(pkt);
+        o.queue_bytes[qprio] += len;
         let q = o.queued_bytes();
         o.stats.max_queue_bytes = o.stats.max_queue_bytes.max(q);
         if !o.txdone_pending {
@@ -770,6 +833,159 @@ impl Sim {
         self.drop_pkt(pkt);
     }
 
+    /// IOFD (seed 000 §IV, `iofd::decide`) at the egress port `chosen` that ECMP picked for
+    /// data packet `pkt`: returns the port it leaves by. The alternate for a new deflection is
+    /// drawn among the other equal-cost next hops; a deflected packet loses one token.
+    fn deflect(&mut self, sw: u32, chosen: PortId, pkt: PktId) -> PortId {
+        let Some(cfg) = self.ports[chosen as usize].iofd.as_ref().map(|(c, _)| *c) else {
+            return chosen;
+        };
+        let (position, dst) = {
+            let p = &self.pkts[pkt as usize];
+            (Position::of_opcode(p.opcode), p.dst)
+        };
+        let n = self.routes.next_hops(sw, dst).len() as u64;
+        if position == Position::None || n < 2 {
+            return chosen;
+        }
+        // The paper's "randomly-selected output port" among the alternates.
+        let k = (self.rng_iofd.next_u32() as u64 * (n - 1)) >> 32;
+        let alternate = self
+            .routes
+            .next_hops(sw, dst)
+            .iter()
+            .copied()
+            .filter(|&h| h != chosen)
+            .nth(k as usize)
+            .unwrap_or(chosen);
+        let p = &self.pkts[pkt as usize];
+        let tokens = p.buf[BTH + 4] & 0x3f;
+        let ipkt = iofd::Packet {
+            key: MessageKey {
+                src: v4_mapped(p.src_ip),
+                dst: v4_mapped(p.dst_ip),
+                dest_qp: p.dest_qp,
+            },
+            position,
+            message_bytes: p.message_bytes,
+            tokens,
+        };
+        let pt = &mut self.ports[chosen as usize];
+        let queue = pt.queue_bytes[PRIO_DATA as usize] + pt.queue_bytes[PRIO_CFQ as usize];
+        let Some((_, dft)) = &mut pt.iofd else {
+            return chosen;
+        };
+        let (action, refusal) = iofd::decide(dft, &cfg, &ipkt, queue, alternate);
+        match refusal {
+            Some(Refusal::TableFull) => pt.stats.iofd_table_full += 1,
+            Some(Refusal::Long) => pt.stats.iofd_long += 1,
+            Some(Refusal::NoTokens) => pt.stats.iofd_no_tokens += 1,
+            None => {}
+        }
+        let Action::Deflect { port } = action else {
+            return chosen;
+        };
+        pt.stats.iofd_deflected += 1;
+        let p = &mut self.pkts[pkt as usize];
+        // BTH byte 4, bits 5–0; the ICRC masks the byte and the UDP checksum is 0 (IPv4).
+        if tokens > 0 {
+            p.buf[BTH + 4] -= 1;
+        }
+        if let Some(f) = self.flows.get_mut(p.flow as usize) {
+            f.deflected += 1;
+        }
+        port
+    }
+
+    /// DVL (seed 003, `dvl::decide`) at egress `out` for data packet `pkt` that came in on
+    /// `ingress`: returns the queue it joins, and notifies the previous hop when the flow is
+    /// isolated here (or, while it stays congested, again every half hold time).
+    fn dvl_class(&mut self, out: PortId, ingress: PortId, pkt: PktId) -> usize {
+        let now = self.now;
+        let p = &self.pkts[pkt as usize];
+        let (src, dst, sport, flow) = (p.src_ip, p.dst_ip, p.sport, p.flow);
+        let pt = &mut self.ports[out as usize];
+        let (normal, cfq) = (
+            pt.queue_bytes[PRIO_DATA as usize],
+            pt.queue_bytes[PRIO_CFQ as usize],
+        );
+        let Some((cfg, cft)) = &mut pt.dvl else {
+            return PRIO_DATA as usize;
+        };
+        let key = flow_key(src, dst, sport, out);
+        let (class, event) = dvl::decide(cft, cfg, &key, normal, cfq, now);
+        let mut notify = false;
+        match event {
+            dvl::Event::Isolated => {
+                pt.stats.dvl_isolated += 1;
+                notify = true;
+            }
+            dvl::Event::Released => pt.stats.dvl_released += 1,
+            dvl::Event::TableFull => pt.stats.dvl_table_full += 1,
+            dvl::Event::None => {}
+        }
+        if class == Class::Normal {
+            return PRIO_DATA as usize;
+        }
+        // Slide 10 #4–#5: the congested flow's queue keeps growing; refresh and tell upstream.
+        if !notify
+            && cfq >= cfg.threshold_bytes
+            && cft
+                .since(&key)
+                .is_some_and(|t| now.saturating_sub(t) >= cfg.hold_ns / 2)
+        {
+            cft.remove(&key);
+            cft.insert(&key, now);
+            notify = true;
+        }
+        pt.stats.dvl_congested += 1;
+        if let Some(f) = self.flows.get_mut(flow as usize) {
+            f.cfq_packets += 1;
+        }
+        if notify {
+            self.dvl_notify(out, ingress, src, dst, sport);
+        }
+        PRIO_CFQ as usize
+    }
+
+    /// Sends the DVL notification for a flow isolated at `out` to the switch behind `ingress`
+    /// (slide 10 #5): it takes the propagation delay plus a minimum frame's serialisation, as a
+    /// PFC frame does. Hosts have no congested-flow table and get none.
+    fn dvl_notify(&mut self, out: PortId, ingress: PortId, src: [u8; 4], dst: [u8; 4], sport: u16) {
+        let up = self.ports[ingress as usize].peer;
+        if self.ports[up as usize].node < self.topo.hosts {
+            return;
+        }
+        self.ports[out as usize].stats.dvl_notify_sent += 1;
+        let link = self.ports[ingress as usize].link;
+        let delay = link.delay_ns + link.rate.transmit_time(wire_bytes(60) as u64).as_nanos();
+        self.q.push(
+            self.now + delay,
+            Event::DvlNotify {
+                port: up,
+                src: u32::from_be_bytes(src),
+                dst: u32::from_be_bytes(dst),
+                sport,
+            },
+        );
+    }
+
+    /// A DVL notification reached the switch of egress `port`: the flow is isolated there (or
+    /// its isolation refreshed), as the eBPF loader's `isolate` does.
+    fn on_dvl_notify(&mut self, port: PortId, src: u32, dst: u32, sport: u16) {
+        let now = self.now;
+        let pt = &mut self.ports[port as usize];
+        let Some((_, cft)) = &mut pt.dvl else {
+            return;
+        };
+        let key = flow_key(src.to_be_bytes(), dst.to_be_bytes(), sport, port);
+        pt.stats.dvl_notify_received += 1;
+        cft.remove(&key);
+        if !cft.insert(&key, now) {
+            pt.stats.dvl_table_full += 1;
+        }
+    }
+
     fn switch_start(&mut self, port: PortId) {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
@@ -788,9 +1004,14 @@ impl Sim {
         let Some(pkt) = pt.queues[prio].pop_front() else {
             return;
         };
-        let (len, ingress, in_headroom) = {
+        let (len, ingress, iprio, in_headroom) = {
             let p = &self.pkts[pkt as usize];
-            (p.len as u64, p.ingress, p.in_headroom)
+            (
+                p.len as u64,
+                p.ingress,
+                p.ingress_prio as usize,
+                p.in_headroom,
+            )
         };
         pt.queue_bytes[prio] -= len;
         let sw = (pt.node - self.topo.hosts) as usize;
@@ -801,12 +1022,12 @@ impl Sim {
         }
         let (pfc, xon) = (s.pfc, s.xon);
         let ing = &mut self.ports[ingress as usize];
-        ing.ingress_bytes[prio] -= len;
+        ing.ingress_bytes[iprio] -= len;
         if in_headroom {
-            ing.headroom_bytes[prio] -= len;
+            ing.headroom_bytes[iprio] -= len;
         }
-        if pfc && ing.pause_sent[prio] && ing.ingress_bytes[prio] <= xon {
-            self.send_pfc(ingress, prio, false);
+        if pfc && ing.pause_sent[iprio] && ing.ingress_bytes[iprio] <= xon {
+            self.send_pfc(ingress, iprio, false);
         }
         if self.switches[sw].mark_at == MarkAt::Dequeue {
             // Judged on the queue it leaves behind; a Drop verdict needs enqueue marking.
@@ -824,7 +1045,7 @@ impl Sim {
         let p = &self.pkts[pkt as usize];
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
-            if p.ce && p.prio == PRIO_DATA {
+            if p.ce && p.prio != PRIO_CTRL {
                 f.ce_received += 1;
             }
         }
@@ -970,11 +1191,34 @@ impl Sim {
             let src: [u8; 4] = ip[12..16].try_into().ok()?;
             let dst: [u8; 4] = ip[16..20].try_into().ok()?;
             let sport = u16::from_be_bytes([udp[0], udp[1]]);
-            let bth = fr.transport().bth();
-            Some((src, dst, sport, ip[1] & 3, bth.opcode().0, bth.dest_qp()))
+            let t = fr.transport();
+            let bth = t.bth();
+            let opcode = bth.opcode().0;
+            let message_bytes = match t.reth() {
+                Some(r) if Position::has_reth(opcode) => Some(r.dma_len() as u64),
+                _ if Position::of_opcode(opcode) == Position::Only => {
+                    Some(fr.payload().len() as u64)
+                }
+                _ => None,
+            };
+            Some((
+                src,
+                dst,
+                sport,
+                ip[1] & 3,
+                opcode,
+                bth.dest_qp(),
+                message_bytes,
+            ))
         });
         match parsed {
-            Some((src, dst, sport, ecn, opcode, dest_qp)) => {
+            Some((src, dst, sport, ecn, opcode, dest_qp, message_bytes)) => {
+                p.src_ip = src;
+                p.dst_ip = dst;
+                p.sport = sport;
+                p.opcode = opcode;
+                p.dest_qp = dest_qp.value();
+                p.message_bytes = message_bytes;
                 p.dst = ip_host(dst);
                 p.hash = five_tuple_hash(src, dst, sport);
                 p.prio = if matches!(opcode, 0x11 | 0x12 | 0x81) {
@@ -999,6 +1243,8 @@ impl Sim {
                 p.dst = u32::MAX;
                 p.flow = NO_FLOW;
                 p.prio = PRIO_DATA;
+                p.opcode = u8::MAX;
+                (p.src_ip, p.dst_ip, p.sport, p.message_bytes) = ([0; 4], [0; 4], 0, None);
             }
         }
     }
@@ -1070,6 +1316,45 @@ impl Sim {
         }
     }
 
+    /// Gives switch egress `port` its own DVL settings (`None`: no isolation there), keeping its
+    /// table (e.g. a threshold above the buffer, so only notifications isolate).
+    pub fn set_port_dvl(&mut self, port: PortId, cfg: Option<DvlConfig>) {
+        if let Some(pt) = self.ports.get_mut(port as usize)
+            && pt.node >= self.topo.hosts
+        {
+            let cft = pt.dvl.map(|(_, t)| t).unwrap_or_default();
+            pt.dvl = cfg.map(|c| (c, cft));
+        }
+    }
+
+    /// The egress port ECMP gives `flow`'s data packets at switch node `node` (before any
+    /// deflection), if the switch routes toward its receiver.
+    pub fn route(&self, node: u32, flow: u32) -> Option<PortId> {
+        let f = self.flows.get(flow as usize)?;
+        let sw = self
+            .switches
+            .get(node.checked_sub(self.topo.hosts)? as usize)?;
+        let (s, d) = (f.spec.src, f.spec.dst);
+        let hash = five_tuple_hash(host_ip(s), host_ip(d), f.sport);
+        ecmp_pick(
+            self.routes.next_hops(node - self.topo.hosts, d),
+            hash,
+            sw.salt,
+        )
+    }
+
+    /// The QP counters of `flow`'s sending (`sender`) or receiving QP now; `None` before it
+    /// started or after teardown (then see the flow's fields).
+    pub fn qp_counters(&self, flow: u32, sender: bool) -> Option<QpCounters> {
+        let f = self.flows.get(flow as usize)?;
+        let (h, q) = if sender {
+            (f.spec.src, f.qp_src?)
+        } else {
+            (f.spec.dst, f.qp_dst?)
+        };
+        Some(*self.hosts.get(h as usize)?.ep.qp(q)?.counters())
+    }
+
     /// Sets the loss probability of packets arriving at `port` from its peer (1.0: the link
     /// delivers nothing), from now on.
     pub fn set_port_loss(&mut self, port: PortId, p: f64) {
@@ -1099,6 +1384,7 @@ impl Sim {
             cfg.ack_req_every = hs.ack_req_every;
             cfg.max_send_wr = hs.wr_depth.max(1);
             cfg.cc = hs.cc.qp_config(host_line_rate(&self.ports, h), hs.mtu);
+            cfg.iofd_tokens = hs.iofd.map(|t| t.tokens());
             if hs.cc == CcScheme::MpRdma {
                 let seed = dist::mix64(self.scenario.seed ^ 0x3d ^ (f as u64) << 8 ^ h as u64);
                 cfg.multipath = Some(hs.mp.config(seed));
@@ -1257,7 +1543,11 @@ impl Sim {
         }
         if let Some(q) = fl.qp_dst.take() {
             let ep = &mut self.hosts[d as usize].ep;
-            fl.mp_rx = ep.qp(q).and_then(|qp| qp.mp_snapshot());
+            if let Some(qp) = ep.qp(q) {
+                fl.rx_out_of_sequence = qp.counters().out_of_sequence;
+                fl.rx_naks_sent = qp.counters().naks_sent;
+                fl.mp_rx = qp.mp_snapshot();
+            }
             let _ = ep.destroy_qp(q);
             self.qp_flow.remove(&qp_key(d, q));
         }
@@ -1329,6 +1619,27 @@ impl Sim {
     /// The kind of node `n`.
     pub fn node_kind(&self, n: u32) -> NodeKind {
         self.topo.nodes[n as usize]
+    }
+}
+
+/// An IPv4 address as the shared tables key it (v4-mapped IPv6, `::ffff:a.b.c.d`).
+fn v4_mapped(ip: [u8; 4]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[10] = 0xff;
+    a[11] = 0xff;
+    a[12..].copy_from_slice(&ip);
+    a
+}
+
+/// The DVL key of a RoCEv2 flow on egress `port` (UDP to 4791).
+fn flow_key(src: [u8; 4], dst: [u8; 4], sport: u16, port: PortId) -> FlowKey {
+    FlowKey {
+        src: v4_mapped(src),
+        dst: v4_mapped(dst),
+        port,
+        src_port: sport,
+        dst_port: 4791,
+        protocol: 17,
     }
 }
 

@@ -13,10 +13,28 @@
 //! order follows seed 003 slide 9 ("shared pool → PG headroom"); the static per-port space and
 //! global headroom of that slide are not modelled.
 //!
-//! **Policy.** [`SwitchPolicy`] is the hook where per-switch behaviour is decided. Today it has
-//! one real arm: RED/ECN marking on the egress queue's bytes (seed 002 §II-B.1, Fig. 1), whose
-//! decision is `rocev2_ebpf_common::red::decide`, the same code the XDP switch programs run. IOFD
-//! deflection and DVL isolation add arms with the switch issue.
+//! **Policy.** [`SwitchPolicy`] is the per-packet marking decision: RED/ECN on the egress
+//! queue's bytes (seed 002 §II-B.1, Fig. 1), whose decision is `rocev2_ebpf_common::red::decide`,
+//! the same code the XDP switch programs run. IOFD and DVL also run the shared code:
+//!
+//! * **IOFD** (`[switch.iofd]`, seed 000 §IV): a data packet consults the deflected-flow table
+//!   of the egress port ECMP chose (`iofd::decide` on an `iofd::ArrayDft` per port, as the eBPF
+//!   program keeps one per port). A deflected packet leaves by an alternate drawn at random
+//!   among the *other* equal-cost next hops toward its destination, so a leaf never deflects
+//!   down toward a host (its down port is the only next hop), and loses one token from BTH
+//!   byte 4 (bits 5–0). The ICRC masks that byte and the model's IPv4 senders leave the UDP
+//!   checksum at 0, so the frame stays valid for the receiver's checks.
+//! * **DVL** (`[switch.dvl]`, seed 003): each egress port has a congested-flow queue, priority
+//!   `PRIO_CFQ`, served only when the normal data queue is empty. `dvl::decide` on the port's
+//!   `dvl::ArrayCft` picks the queue; a flow isolated by detection is notified upstream: a
+//!   notification reaches the previous hop's switch after the link's propagation delay plus a
+//!   minimum frame's serialisation, and isolates the flow in that switch's port toward this one
+//!   (slide 10 #5). The CFQ is a lane of its own: its packets arrive downstream in priority
+//!   `PRIO_CFQ`, whose PFC pauses only the upstream CFQ (enhanced DVL), so a paused congested
+//!   flow no longer blocks the normal queue (the HoL blocking DVL removes). While a flow's
+//!   packets keep joining a CFQ at or above the threshold and its entry is older than half the
+//!   hold time, the switch refreshes its own entry and notifies upstream again (the ingress CFQ
+//!   growing, slide 10 #4–#5), so the isolation holds hop by hop while the congestion does.
 //!
 //! **Control priority.** ACK, NAK and CNP frames travel in their own strict-priority class and
 //! are admitted even when the shared pool is full: switches keep reserved space for that class
@@ -26,8 +44,13 @@
 //!
 //! Deviations: PFC is XOFF/XON state, not pause quanta; PFC frames take the propagation delay
 //! plus an 84-byte serialisation but do not wait for the frame in progress; the buffer counts
-//! frame bytes, not cells.
+//! frame bytes, not cells. IOFD as in `iofd.rs` (one table per port; a multi-packet SEND counts
+//! as long; virtual-lane deadlock avoidance not modelled). DVL as in `dvl.rs` (release only with
+//! the CFQ empty; no markings, the strict order replaces them; no ingress CFQ: the output-queued
+//! model has no ingress queues, so the notification goes upstream when the egress isolates).
 
+use rocev2_ebpf_common::dvl::DvlConfig;
+use rocev2_ebpf_common::iofd::IofdConfig;
 use rocev2_ebpf_common::red::{self, RedConfig, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -135,6 +158,59 @@ pub struct SwitchSpec {
     /// PFC.
     #[serde(default)]
     pub pfc: PfcSpec,
+    /// IOFD deflection on every switch port with equal-cost alternates; none = off.
+    #[serde(default)]
+    pub iofd: Option<IofdSpec>,
+    /// DVL congestion isolation on every switch port; none = off.
+    #[serde(default)]
+    pub dvl: Option<DvlSpec>,
+}
+
+/// `[switch.iofd]`: in-order flow deflection (seed 000 §IV; the paper: 15 KB threshold under a
+/// 22.5 KB ECN threshold, short flows up to 8 KB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IofdSpec {
+    /// Deflect only while the chosen port's data queue holds more than this, bytes.
+    pub threshold_bytes: u64,
+    /// Messages up to this many bytes may be deflected.
+    pub max_message_bytes: u64,
+}
+
+impl IofdSpec {
+    /// The shared crate's configuration.
+    pub fn config(&self) -> IofdConfig {
+        IofdConfig {
+            threshold_bytes: self.threshold_bytes,
+            max_message_bytes: self.max_message_bytes,
+        }
+    }
+}
+
+/// `[switch.dvl]`: dynamic virtual lanes (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DvlSpec {
+    /// Congestion detection threshold on a port's normal data queue, bytes.
+    pub threshold_bytes: u64,
+    /// Least time a flow stays isolated after its isolation or last notification, ns
+    /// (default 100 µs, tens of round trips in the model's fabrics).
+    #[serde(default = "default_hold_ns")]
+    pub hold_ns: u64,
+}
+
+fn default_hold_ns() -> u64 {
+    100_000
+}
+
+impl DvlSpec {
+    /// The shared crate's configuration.
+    pub fn config(&self) -> DvlConfig {
+        DvlConfig {
+            threshold_bytes: self.threshold_bytes,
+            hold_ns: self.hold_ns,
+        }
+    }
 }
 
 impl Default for SwitchSpec {
@@ -151,6 +227,8 @@ impl Default for SwitchSpec {
                 mark_at: MarkAt::Enqueue,
             }),
             pfc: PfcSpec::default(),
+            iofd: None,
+            dvl: None,
         }
     }
 }

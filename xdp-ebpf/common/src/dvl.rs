@@ -23,7 +23,8 @@
 //!   threshold *and* the CFQ is empty (in the model). Releasing with packets still in the CFQ
 //!   would let the flow's next packet, in the strictly preferred nCFQ, overtake them; the
 //!   paper's release marking would hold the nCFQ instead, which a Linux qdisc cannot do.
-//! - A flow stays isolated at least [`HOLD_NS`] after its isolation or its last notification.
+//! - A flow stays isolated at least [`DvlConfig::hold_ns`] after its isolation or its last
+//!   notification.
 //! - No markings (the strict priority replaces them for isolation, the stricter release for
 //!   deallocation). Because the release decision reads the *model* and the real shaper may lag
 //!   it by about one token-bucket burst (docs/switch.md), a release may still reorder a packet
@@ -33,19 +34,20 @@
 //!   a starved CFQ fills and tail-drops.
 //! - Each queue tail-drops at the port buffer on its own (the program's admission): with a
 //!   shared buffer and no PFC, a backlogged CFQ took the normal queue's room.
-//! - NOT IMPLEMENTED (seed 003 slide 10, #4–#5): the ingress CFQ and the congestion
-//!   notification sent upstream; `rocev2d switch isolate` inserts a flow into another port's
-//!   table by hand (docs/switch.md).
+//! - NOT IMPLEMENTED (seed 003 slide 10, #4–#5): the ingress CFQ. The congestion notification
+//!   sent upstream exists in the network model (`rocev2d/sim/src/switch.rs`), not as a frame of
+//!   the eBPF program: there `rocev2d switch isolate` inserts a flow into another port's table
+//!   by hand (docs/switch.md).
 
 use crate::queue::QueueState;
 
 /// Entries of one port's congested-flow table.
 pub const CFT_ENTRIES: u32 = 16;
 
-/// A flow stays isolated at least this long after its isolation (or its last notification),
-/// ns. Deviation: the paper has no hold time; here it keeps a notified flow isolated between
-/// notifications (docs/switch.md), where the CFQ may drain empty without the queue being
-/// uncongested.
+/// The eBPF program's [`DvlConfig::hold_ns`]: a flow stays isolated at least this long after
+/// its isolation (or its last notification), ns. Deviation: the paper has no hold time; here it
+/// keeps a notified flow isolated between notifications (docs/switch.md), where the CFQ may
+/// drain empty without the queue being uncongested.
 pub const HOLD_NS: u64 = 100_000_000;
 
 /// A flow: its 5-tuple (IPv4 as v4-mapped IPv6; ports 0 for protocols without them) and the
@@ -82,6 +84,10 @@ pub trait Cft {
 pub struct DvlConfig {
     /// Congestion detection threshold on the normal queue, bytes.
     pub threshold_bytes: u64,
+    /// Least time a flow stays isolated after its isolation or last notification, ns: the
+    /// program uses [`HOLD_NS`] (its notifications come every 50 ms), the model a hold matched
+    /// to its notification refresh (microseconds).
+    pub hold_ns: u64,
 }
 
 /// The queue a packet joins.
@@ -119,11 +125,11 @@ pub fn decide<T: Cft>(
     if let Some(since) = cft.since(key) {
         // Slide 12: "Deallocation if occupancy of CFQ+nCFQ < Congestion detection threshold";
         // here also only once the CFQ is empty, so the flow's next packet, in the preferred
-        // normal queue, has nothing of its own left to overtake, and not within HOLD_NS of
-        // the isolation (module doc).
+        // normal queue, has nothing of its own left to overtake, and not within the hold time
+        // of the isolation (module doc).
         if congested_bytes == 0
             && normal_bytes < cfg.threshold_bytes
-            && now_ns.saturating_sub(since) >= HOLD_NS
+            && now_ns.saturating_sub(since) >= cfg.hold_ns
         {
             cft.remove(key);
             return (Class::Normal, Event::Released);
@@ -237,6 +243,7 @@ mod tests {
 
     const CFG: DvlConfig = DvlConfig {
         threshold_bytes: 20_000,
+        hold_ns: HOLD_NS,
     };
 
     fn flow(n: u16) -> FlowKey {

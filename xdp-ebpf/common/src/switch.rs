@@ -176,6 +176,7 @@ impl PortConfig {
     pub const fn dvl(&self) -> crate::dvl::DvlConfig {
         crate::dvl::DvlConfig {
             threshold_bytes: self.dvl_threshold_bytes as u64,
+            hold_ns: crate::dvl::HOLD_NS,
         }
     }
 
