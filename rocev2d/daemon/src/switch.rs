@@ -247,7 +247,7 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
             if a.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&to_json(&a.iface, port.prog_id(), &stats))?
+                    serde_json::to_string_pretty(&to_json(&a.iface, &port, &stats))?
                 );
             } else {
                 print!("{}", render_text(&a.iface, &stats));
@@ -555,7 +555,7 @@ fn parse_red(s: &str) -> anyhow::Result<RedConfig> {
     })
 }
 
-fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
+fn to_json(iface: &str, port: &Port, s: &PortStats) -> serde_json::Value {
     let c = &s.config;
     let counters: serde_json::Map<String, serde_json::Value> = s
         .counters
@@ -564,7 +564,8 @@ fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
         .collect();
     json!({
         "iface": iface,
-        "prog_id": prog_id,
+        "prog_id": port.prog_id(),
+        "accept_prog_id": port.accept_prog_id(),
         "config": {
             "rate_bps": c.rate_bps,
             "buffer_bytes": c.buffer_bytes,
