@@ -343,21 +343,24 @@ fn isolate(
         Event::TableFull => add(Counter::DvlTableFull, 1),
         Event::None => 0,
     };
-    // SAFETY: copied out at once (RCU, as for the DFT).
-    let last = unsafe { NOTIFIED.get(&key).copied() };
-    if dvl::notify_due(class, event, last, now) {
-        // Recorded before sending, failed or not: a missing route is retried a period later,
-        // not on every packet. Two CPUs may both find the notification due and send two.
-        let _ = NOTIFIED.insert(&key, now, u64::from(BPF_ANY));
-        let sent = notify(ctx, cfg, ip, &key);
-        add(
-            if sent {
-                Counter::DvlNotifySent
-            } else {
-                Counter::DvlNotifyFailed
-            },
-            1,
-        );
+    if class == Class::Congested {
+        // SAFETY: copied out at once (RCU, as for the DFT).
+        let last = unsafe { NOTIFIED.get(&key).copied() };
+        if dvl::notify_due(class, event, last, now) {
+            // Recorded before sending, failed or not: a missing route is retried a period
+            // later, not on every packet; if it cannot be recorded nothing is sent, for the same
+            // reason. Two CPUs may both find the notification due and send two.
+            let sent = NOTIFIED.insert(&key, now, u64::from(BPF_ANY)).is_ok()
+                && notify(ctx, cfg, ip, &key);
+            add(
+                if sent {
+                    Counter::DvlNotifySent
+                } else {
+                    Counter::DvlNotifyFailed
+                },
+                1,
+            );
+        }
     }
     class
 }
