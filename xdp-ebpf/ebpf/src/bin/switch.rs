@@ -337,7 +337,7 @@ fn isolate(
     match event {
         Event::Isolated => add(Counter::DvlIsolated, 1),
         Event::Released => {
-            let _ = NOTIFIED.remove(&key);
+            let _ = NOTIFIED.remove(key);
             add(Counter::DvlReleased, 1)
         }
         Event::TableFull => add(Counter::DvlTableFull, 1),
@@ -345,13 +345,13 @@ fn isolate(
     };
     if class == Class::Congested {
         // SAFETY: copied out at once (RCU, as for the DFT).
-        let last = unsafe { NOTIFIED.get(&key).copied() };
+        let last = unsafe { NOTIFIED.get(key).copied() };
         if dvl::notify_due(class, event, last, now) {
             // Recorded before sending, failed or not: a missing route is retried a period
             // later, not on every packet; if it cannot be recorded nothing is sent, for the same
             // reason. Two CPUs may both find the notification due and send two.
-            let sent = NOTIFIED.insert(&key, now, u64::from(BPF_ANY)).is_ok()
-                && notify(ctx, cfg, ip, &key);
+            let sent =
+                NOTIFIED.insert(key, now, u64::from(BPF_ANY)).is_ok() && notify(ctx, cfg, ip, &key);
             add(
                 if sent {
                     Counter::DvlNotifySent
@@ -494,7 +494,7 @@ pub fn rocev2_dvl_rx(ctx: TcContext) -> i32 {
     };
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
-    if CFT.insert(&key, now, u64::from(BPF_ANY)).is_ok() {
+    if CFT.insert(key, now, u64::from(BPF_ANY)).is_ok() {
         add(Counter::DvlNotifyAccepted, 1);
     } else {
         add(Counter::DvlNotifyTableFull, 1);
