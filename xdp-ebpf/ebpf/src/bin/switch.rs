@@ -478,19 +478,25 @@ fn words(a: &[u8; 16]) -> [u32; 4] {
 /// ports cannot be read is counted and dropped as well. Every other frame passes untouched.
 #[classifier]
 pub fn rocev2_dvl_rx(ctx: TcContext) -> i32 {
+    match try_accept(&ctx) {
+        Ok(action) | Err(action) => action,
+    }
+}
+
+fn try_accept(ctx: &TcContext) -> Result<i32, i32> {
     let cfg = match CONFIG.get(0) {
         Some(c) if c.flags & (FLAG_ENABLED | FLAG_DVL_ACCEPT) == FLAG_ENABLED | FLAG_DVL_ACCEPT => {
             *c
         }
-        _ => return TC_ACT_OK,
+        _ => return Ok(TC_ACT_OK),
     };
-    match ctx.load::<u16>(ETH_HLEN - 2) {
-        Ok(t) if u16::from_be(t) == NOTIFY_ETHERTYPE => {}
-        _ => return TC_ACT_OK,
+    let ethertype: u16 = ctx.load(ETH_HLEN - 2).map_err(|_| TC_ACT_OK)?;
+    if u16::from_be(ethertype) != NOTIFY_ETHERTYPE {
+        return Ok(TC_ACT_OK);
     }
-    let Some(key) = notified_flow(&ctx, &cfg) else {
+    let Some(key) = notified_flow(ctx, &cfg) else {
         add(Counter::DvlNotifyMalformed, 1);
-        return TC_ACT_SHOT;
+        return Ok(TC_ACT_SHOT);
     };
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -499,7 +505,7 @@ pub fn rocev2_dvl_rx(ctx: TcContext) -> i32 {
     } else {
         add(Counter::DvlNotifyTableFull, 1);
     }
-    TC_ACT_SHOT
+    Ok(TC_ACT_SHOT)
 }
 
 /// The flow a notification names, keyed for this port: the IP header right after the
