@@ -3,7 +3,7 @@
 //!
 //! Topology: a dumbbell of routers, `a0, a1 — swa — swb — b0, b1`. The uplink `swa → swb` is a
 //! 100 Mbit/s switch port, `swb → b0` a 20 Mbit/s one (the congested port). The congested flow
-//! offers 150 Mbit/s of UDP a0 → b0; the victim 50 Mbit/s a1 → b1. Without DVL both share the
+//! offers 150 Mbit/s of UDP a0 → b0 over IPv6; the victim 50 Mbit/s a1 → b1 over IPv4. Without DVL both share the
 //! uplink's one queue (tail drop): the victim loses the share the congested flow takes. With
 //! DVL, `swb`'s b0 port isolates the congested flow (its own detection) and sends congestion
 //! notifications back toward a0 (seed 003 slide 10 #5); they reach `swa`'s uplink, attached
@@ -46,6 +46,11 @@ fn addr(tb: &Testbed, host: &str) -> String {
     tb.node(host).expect("host").ipv4().expect("v4").to_string()
 }
 
+/// The congested flow runs over IPv6 (the notification's v6 path), the victim over IPv4.
+fn addr6(tb: &Testbed, host: &str) -> String {
+    tb.node(host).expect("host").ipv6().expect("v6").to_string()
+}
+
 /// An iperf3 server on `host`, one test, JSON on exit.
 fn server(tb: &Testbed, host: &str, port: u16) -> Process {
     let mut srv = tb.command(host, "iperf3").expect("command");
@@ -63,16 +68,8 @@ fn server(tb: &Testbed, host: &str, port: u16) -> Process {
 
 fn client(tb: &Testbed, from: &str, to: &str, port: u16, rate: &str, secs: u64) -> Process {
     let mut cli = tb.command(from, "iperf3").expect("command");
-    cli.args([
-        "-c",
-        &addr(tb, to),
-        "-p",
-        &port.to_string(),
-        "-u",
-        "-b",
-        rate,
-    ])
-    .args(["-l", "1400", "-t", &secs.to_string()]);
+    cli.args(["-c", to, "-p", &port.to_string(), "-u", "-b", rate])
+        .args(["-l", "1400", "-t", &secs.to_string()]);
     Process::spawn(&mut cli).expect("iperf3 -c")
 }
 
@@ -146,10 +143,10 @@ fn run(tb: &Testbed, dvl: bool) -> Run {
     sw(tb, "swb", &b);
 
     let congested_srv = server(tb, "b0", 5301);
-    let congested = client(tb, "a0", "b0", 5301, FLOOD, VICTIM_SECS + 3);
+    let congested = client(tb, "a0", &addr6(tb, "b0"), 5301, FLOOD, VICTIM_SECS + 3);
     std::thread::sleep(Duration::from_millis(1800));
     let victim_srv = server(tb, "b1", 5302);
-    let victim = client(tb, "a1", "b1", 5302, "50M", VICTIM_SECS);
+    let victim = client(tb, "a1", &addr(tb, "b1"), 5302, "50M", VICTIM_SECS);
     let _ = victim.wait(T);
     let (victim_bps, victim_ooo) = received(victim_srv);
     let stats = |node: &str, iface: &str| -> Value {
@@ -224,7 +221,7 @@ fn switch_dvl_victim_keeps_throughput() {
         ],
     );
     let srv = server(&tb, "b1", 5302);
-    let _ = client(&tb, "a1", "b1", 5302, "50M", VICTIM_SECS).wait(T);
+    let _ = client(&tb, "a1", &addr(&tb, "b1"), 5302, "50M", VICTIM_SECS).wait(T);
     let (alone, alone_ooo) = received(srv);
     sw(&tb, "swa", &["detach", "--iface", &up]);
 
@@ -275,8 +272,8 @@ fn switch_dvl_victim_keeps_throughput() {
         1,
         "only the congested flow is isolated on the uplink: {up}"
     );
-    assert_eq!(isolated[0]["src"].as_str(), Some(addr(&tb, "a0").as_str()));
-    assert_eq!(isolated[0]["dst"].as_str(), Some(addr(&tb, "b0").as_str()));
+    assert_eq!(isolated[0]["src"].as_str(), Some(addr6(&tb, "a0").as_str()));
+    assert_eq!(isolated[0]["dst"].as_str(), Some(addr6(&tb, "b0").as_str()));
     assert_eq!(isolated[0]["dst_port"].as_u64(), Some(5301));
     assert!(
         with >= 0.9 * alone,
