@@ -39,13 +39,15 @@
 //! `max_message`, `alternates = [..]` in the file) deflects short messages to the alternate
 //! ports (fabric ports only) above the threshold; docs/switch.md.
 //!
-//! DVL (`--dvl SIZE`, or `[dvl]` with `threshold` in the file; HTB shaper) isolates the flow
-//! whose packet finds the normal queue at the threshold into a lower strict-priority
-//! congested-flow queue and releases it when both queues are below it. `rocev2d switch isolate
-//! --iface PORT --src IP --dst IP [--proto udp] [--sport N] [--dport N]` puts a flow into a
-//! port's table by hand: the stand-in for seed 003's upstream congestion notification.
+//! DVL (`--dvl SIZE[,accept]`, or `[dvl]` with `threshold` and `accept = true|false` in the
+//! file; HTB shaper) isolates the flow whose packet finds the normal queue at the threshold
+//! into a lower strict-priority congested-flow queue, releases it when both queues are below
+//! it, and sends congestion notifications for it to the previous hop. `accept` makes the port
+//! also accept the notifications arriving on it (a port facing a downstream switch).
+//! `rocev2d switch isolate --iface PORT --src IP --dst IP [--proto udp] [--sport N] [--dport
+//! N]` puts a flow into a port's table by hand, as a notification does.
 //!
-//! Deviations: no upstream notification is sent by the program (docs/switch.md, DVL).
+//! Deviations: none here (DVL's are in docs/switch.md).
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
@@ -53,7 +55,7 @@ use rocev2_ebpf_common::{
     dvl::FlowKey,
     fault::{FaultConfig, from_ppb},
     red::{PROB_ONE, RedConfig},
-    switch::{Counter, FLAG_DVL},
+    switch::{Counter, FLAG_DVL, FLAG_DVL_ACCEPT},
 };
 use rocev2_ebpf_loader::switch::{IofdSpec, Port, PortSpec, PortStats, Shaper, attach, ifindex};
 use serde::Deserialize;
@@ -149,7 +151,8 @@ pub struct AttachArgs {
     /// IOFD deflection: threshold=SIZE,max-msg=SIZE,alt=IFACE[+IFACE…] (fabric ports only).
     #[arg(long)]
     pub iofd: Option<String>,
-    /// DVL congestion isolation: the detection threshold on the normal queue, e.g. 30kb.
+    /// DVL congestion isolation: THRESHOLD[,accept] — the detection threshold on the normal
+    /// queue (e.g. 30kb); `accept`: also accept congestion notifications arriving on the port.
     #[arg(long)]
     pub dvl: Option<String>,
 }
@@ -185,6 +188,8 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct FileDvl {
     threshold: String,
+    #[serde(default)]
+    accept: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -242,7 +247,7 @@ pub fn run(args: &SwitchArgs) -> anyhow::Result<()> {
             if a.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&to_json(&a.iface, port.prog_id(), &stats))?
+                    serde_json::to_string_pretty(&to_json(&a.iface, &port, &stats))?
                 );
             } else {
                 print!("{}", render_text(&a.iface, &stats));
@@ -356,10 +361,16 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         )?),
         (None, None) => None,
     };
-    let dvl_threshold_bytes = match (&a.dvl, &file.dvl) {
-        (Some(s), _) => Some(size_u32(s).with_context(|| format!("--dvl {s:?}"))?),
-        (None, Some(f)) => Some(size_u32(&f.threshold).context("dvl.threshold")?),
-        (None, None) => None,
+    let (dvl_threshold_bytes, dvl_accept) = match (&a.dvl, &file.dvl) {
+        (Some(s), _) => {
+            let (threshold, accept) = parse_dvl(s).with_context(|| format!("--dvl {s:?}"))?;
+            (Some(threshold), accept)
+        }
+        (None, Some(f)) => (
+            Some(size_u32(&f.threshold).context("dvl.threshold")?),
+            f.accept,
+        ),
+        (None, None) => (None, false),
     };
     Ok(PortSpec {
         rate_bps,
@@ -370,7 +381,18 @@ fn spec(a: &AttachArgs) -> anyhow::Result<PortSpec> {
         shaper,
         iofd,
         dvl_threshold_bytes,
+        dvl_accept,
     })
+}
+
+/// `THRESHOLD[,accept]`.
+fn parse_dvl(s: &str) -> anyhow::Result<(u32, bool)> {
+    let (threshold, accept) = match s.split_once(',') {
+        None => (s, false),
+        Some((t, "accept")) => (t, true),
+        Some((_, other)) => bail!("{other:?}: the only option is `accept`"),
+    };
+    Ok((size_u32(threshold)?, accept))
 }
 
 /// The CFT key of `rocev2d switch isolate`'s flow (the port is filled in by the loader).
@@ -533,7 +555,7 @@ fn parse_red(s: &str) -> anyhow::Result<RedConfig> {
     })
 }
 
-fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
+fn to_json(iface: &str, port: &Port, s: &PortStats) -> serde_json::Value {
     let c = &s.config;
     let counters: serde_json::Map<String, serde_json::Value> = s
         .counters
@@ -542,7 +564,8 @@ fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
         .collect();
     json!({
         "iface": iface,
-        "prog_id": prog_id,
+        "prog_id": port.prog_id(),
+        "accept_prog_id": port.accept_prog_id(),
         "config": {
             "rate_bps": c.rate_bps,
             "buffer_bytes": c.buffer_bytes,
@@ -565,6 +588,7 @@ fn to_json(iface: &str, prog_id: u32, s: &PortStats) -> serde_json::Value {
         "queue_max_bytes": s.queue_max_bytes,
         "dvl": {
             "threshold_bytes": (c.flags & FLAG_DVL != 0).then_some(c.dvl_threshold_bytes),
+            "accept": c.flags & FLAG_DVL_ACCEPT != 0,
             "cfq_bytes": s.cfq_bytes,
             "cfq_max_bytes": s.cfq_max_bytes,
             "isolated": s.isolated.iter().map(|(k, since)| json!({
@@ -606,8 +630,9 @@ fn render_text(iface: &str, s: &PortStats) -> String {
     if c.flags & FLAG_DVL != 0 {
         let _ = writeln!(
             out,
-            "dvl_threshold_bytes {}\ncfq_bytes {}\ncfq_max_bytes {}\nisolated_flows {}",
+            "dvl_threshold_bytes {}\ndvl_accept {}\ncfq_bytes {}\ncfq_max_bytes {}\nisolated_flows {}",
             c.dvl_threshold_bytes,
+            c.flags & FLAG_DVL_ACCEPT != 0,
             s.cfq_bytes,
             s.cfq_max_bytes,
             s.isolated.len()
@@ -705,13 +730,32 @@ mod tests {
         assert_eq!(s.faults.seed, 7);
         assert_eq!(s.dvl_threshold_bytes, None);
         a.dvl = Some("30kb".into());
-        assert_eq!(spec(&a).unwrap().dvl_threshold_bytes, Some(30 << 10));
+        let s = spec(&a).unwrap();
+        assert_eq!(
+            (s.dvl_threshold_bytes, s.dvl_accept),
+            (Some(30 << 10), false)
+        );
+        a.dvl = Some("30kb,accept".into());
+        let s = spec(&a).unwrap();
+        assert_eq!(
+            (s.dvl_threshold_bytes, s.dvl_accept),
+            (Some(30 << 10), true)
+        );
+        a.dvl = Some("30kb,notify".into());
+        assert!(spec(&a).is_err(), "unknown DVL option refused");
         a.dvl = None;
         a.rate = Some("2gbit".into());
         a.loss = Some("0".into());
         let s = spec(&a).unwrap();
         assert_eq!(s.rate_bps, 2_000_000_000);
         assert_eq!(s.faults.loss, 0);
+        std::fs::write(
+            &path,
+            "rate = \"1gbit\"\nbuffer = \"1kb\"\n[dvl]\nthreshold = \"8kb\"\naccept = true\n",
+        )
+        .unwrap();
+        let s = spec(&a).unwrap();
+        assert_eq!((s.dvl_threshold_bytes, s.dvl_accept), (Some(8 << 10), true));
         std::fs::write(&path, "rate = \"1gbit\"\nbufer = \"1kb\"\n").unwrap();
         assert!(spec(&a).is_err(), "unknown key refused");
         std::fs::remove_dir_all(&dir).unwrap();

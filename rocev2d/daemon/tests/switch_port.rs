@@ -251,14 +251,46 @@ fn switch_attach_outlives_cli_until_netns_goes() {
         "switch", "attach", "--iface", &p, "--rate", "1gbit", "--buffer", "1mb",
     ]);
     assert!(exec::run(&mut dup, T).is_err(), "double attach must fail");
-    // …and deleting the namespace releases the program.
+    // The port toward tx0 with DVL accepting notifications: a second program, on ingress.
+    let up = tb
+        .node("sw")
+        .expect("sw")
+        .port_toward("tx0")
+        .expect("port")
+        .ifname
+        .clone();
+    sw(
+        &tb,
+        &[
+            "switch",
+            "attach",
+            "--iface",
+            &up,
+            "--rate",
+            "1gbit",
+            "--buffer",
+            "1mb",
+            "--dvl",
+            "30kb,accept",
+        ],
+    );
+    let s = stats(&tb, &up);
+    let ids = [
+        id,
+        s["prog_id"].as_u64().expect("id") as u32,
+        s["accept_prog_id"].as_u64().expect("accept id") as u32,
+    ];
+    assert!(tc(&tb, &["filter", "show", "dev", &up, "ingress"]).contains("rocev2_dvl_rx"));
+    // …and deleting the namespace releases the programs.
     tb.down().expect("down");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while program_loaded(id).expect("query") {
-        assert!(
-            Instant::now() < deadline,
-            "program {id} outlived its namespace"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    for id in ids {
+        while program_loaded(id).expect("query") {
+            assert!(
+                Instant::now() < deadline,
+                "program {id} outlived its namespace"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

@@ -34,10 +34,13 @@
 //!   a starved CFQ fills and tail-drops.
 //! - Each queue tail-drops at the port buffer on its own (the program's admission): with a
 //!   shared buffer and no PFC, a backlogged CFQ took the normal queue's room.
-//! - NOT IMPLEMENTED (seed 003 slide 10, #4–#5): the ingress CFQ. The congestion notification
-//!   sent upstream exists in the network model (`rocev2d/sim/src/switch.rs`), not as a frame of
-//!   the eBPF program: there `rocev2d switch isolate` inserts a flow into another port's table
-//!   by hand (docs/switch.md).
+//! - The congestion notification (slide 10 #5; the network model sends its own, see
+//!   `rocev2d/sim/src/switch.rs`) is the isolating packet itself, re-addressed to
+//!   the previous hop under [`NOTIFY_ETHERTYPE`] ([`notify_due`] says when; docs/switch.md has
+//!   the frame): the paper does not specify a format. It is sent again every
+//!   [`NOTIFY_PERIOD_NS`] while the flow stays isolated, so the upstream port's hold
+//!   ([`HOLD_NS`]) does not lapse while the downstream port is still congested.
+//! - NOT IMPLEMENTED (seed 003 slide 10, #4): the ingress CFQ.
 
 use crate::queue::QueueState;
 
@@ -49,6 +52,28 @@ pub const CFT_ENTRIES: u32 = 16;
 /// keeps a notified flow isolated between notifications (docs/switch.md), where the CFQ may
 /// drain empty without the queue being uncongested.
 pub const HOLD_NS: u64 = 100_000_000;
+
+/// EtherType of a congestion notification: IEEE 802 "local experimental" 1. A frame of this
+/// type is the isolated flow's IP packet unchanged behind an Ethernet header to the previous
+/// hop. A kernel without the accepting program drops it as an unknown protocol, so a
+/// notification is never routed on as data, whoever receives it.
+pub const NOTIFY_ETHERTYPE: u16 = 0x88b5;
+
+/// While a flow stays isolated its port notifies upstream again at most this often, ns: four
+/// notifications per [`HOLD_NS`], so the upstream port keeps the flow isolated through three
+/// lost ones.
+pub const NOTIFY_PERIOD_NS: u64 = HOLD_NS / 4;
+
+/// Seed 003 slide 10 #5: whether the packet just classified by [`decide`] (`class`, `event`)
+/// sends a congestion notification upstream, its flow's last one sent at `last_ns` (`None`:
+/// never). On isolation always; while isolated, once every [`NOTIFY_PERIOD_NS`].
+pub fn notify_due(class: Class, event: Event, last_ns: Option<u64>, now_ns: u64) -> bool {
+    match (class, event, last_ns) {
+        (Class::Congested, Event::Isolated, _) | (Class::Congested, _, None) => true,
+        (Class::Congested, _, Some(last)) => now_ns.saturating_sub(last) >= NOTIFY_PERIOD_NS,
+        (Class::Normal, ..) => false,
+    }
+}
 
 /// A flow: its 5-tuple (IPv4 as v4-mapped IPv6; ports 0 for protocols without them) and the
 /// output port it is queued on (the port's interface index), as the CFT is keyed.
@@ -325,6 +350,30 @@ mod tests {
             decide(&mut cft, &CFG, &flow(999), 50_000, 0, 0),
             (Class::Normal, Event::TableFull)
         );
+    }
+
+    #[test]
+    fn dvl_slide10_notifies_on_isolation_then_periodically() {
+        use Class::*;
+        assert!(notify_due(Congested, Event::Isolated, Some(5), 5));
+        assert!(notify_due(Congested, Event::None, None, 0));
+        assert!(!notify_due(
+            Congested,
+            Event::None,
+            Some(10),
+            10 + NOTIFY_PERIOD_NS - 1
+        ));
+        assert!(notify_due(
+            Congested,
+            Event::None,
+            Some(10),
+            10 + NOTIFY_PERIOD_NS
+        ));
+        // A clock going back never notifies early.
+        assert!(!notify_due(Congested, Event::None, Some(10), 9));
+        assert!(!notify_due(Normal, Event::Released, Some(0), u64::MAX));
+        assert!(!notify_due(Normal, Event::TableFull, None, 0));
+        assert!(!notify_due(Normal, Event::None, None, 0));
     }
 
     #[test]

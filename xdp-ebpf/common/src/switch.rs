@@ -62,6 +62,15 @@ pub const CFQ_MAP: &str = "RV2_SW_CFQ";
 /// `HashMap<FlowKey, u64>` of [`crate::dvl::CFT_ENTRIES`]: the port's congested-flow table,
 /// the value the time the flow was isolated (ns).
 pub const CFT_MAP: &str = "RV2_SW_CFT";
+/// [`PortConfig::flags`]: DVL: accept congestion notifications arriving on this port (the
+/// [`ACCEPT_PROGRAM`] on its ingress puts their flows into this port's table).
+pub const FLAG_DVL_ACCEPT: u32 = 1 << 8;
+/// The ingress classifier that accepts congestion notifications (seed 003 slide 10 #5),
+/// loaded from the same object as [`PROGRAM`] so that it shares the port's maps.
+pub const ACCEPT_PROGRAM: &str = "rocev2_dvl_rx";
+/// `HashMap<FlowKey, u64>` of [`crate::dvl::CFT_ENTRIES`]: when this port last sent a
+/// congestion notification for an isolated flow (ns), for [`crate::dvl::notify_due`].
+pub const NOTIFIED_MAP: &str = "RV2_SW_NOTIFIED";
 /// `skb->priority` of a packet of an isolated flow: `TC_PRIO_FILLER`, which the pfifo_fast
 /// below the port's HTB class puts in band 2, its lowest strict priority: the congested-flow
 /// queue. (HTB finds no class 0:1 and uses its default class.)
@@ -290,11 +299,23 @@ pub enum Counter {
     DvlCongested = 23,
     /// DVL: flows not isolated for a full table.
     DvlTableFull = 24,
+    /// DVL: congestion notifications sent toward the previous hop.
+    DvlNotifySent = 25,
+    /// DVL: notifications not sent: no route or neighbour back to the source (FIB lookup),
+    /// or a helper failed (the packet itself passed unchanged).
+    DvlNotifyFailed = 26,
+    /// DVL: notifications received on this port and their flow isolated here.
+    DvlNotifyAccepted = 27,
+    /// DVL: frames of the notification EtherType this port could not read a flow from
+    /// (truncated, not IPv4/IPv6): dropped.
+    DvlNotifyMalformed = 28,
+    /// DVL: notifications received whose flow did not fit in the full table: dropped.
+    DvlNotifyTableFull = 29,
 }
 
 impl Counter {
     /// Every counter, in slot order.
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 30] = [
         Counter::Packets,
         Counter::Bytes,
         Counter::Roce,
@@ -320,6 +341,11 @@ impl Counter {
         Counter::DvlReleased,
         Counter::DvlCongested,
         Counter::DvlTableFull,
+        Counter::DvlNotifySent,
+        Counter::DvlNotifyFailed,
+        Counter::DvlNotifyAccepted,
+        Counter::DvlNotifyMalformed,
+        Counter::DvlNotifyTableFull,
     ];
     /// Number of slots in [`COUNTERS_MAP`].
     pub const COUNT: u32 = Self::ALL.len() as u32;
@@ -352,6 +378,11 @@ impl Counter {
             Counter::DvlReleased => "dvl_released",
             Counter::DvlCongested => "dvl_congested",
             Counter::DvlTableFull => "dvl_table_full",
+            Counter::DvlNotifySent => "dvl_notify_sent",
+            Counter::DvlNotifyFailed => "dvl_notify_failed",
+            Counter::DvlNotifyAccepted => "dvl_notify_accepted",
+            Counter::DvlNotifyMalformed => "dvl_notify_malformed",
+            Counter::DvlNotifyTableFull => "dvl_notify_table_full",
         }
     }
 }

@@ -14,6 +14,11 @@
 //! qdiscs the attach added, and waits until the kernel has released the program. Deleting the
 //! namespace removes everything too.
 //!
+//! **DVL notifications.** With [`PortSpec::dvl_accept`] the object's second classifier,
+//! [`ACCEPT_PROGRAM`], hangs off the same `clsact`'s ingress: loaded from the same object, it
+//! shares the port's maps and puts the flows of congestion notifications arriving on the port
+//! into its congested-flow table. [`Port::detach`] removes it too.
+//!
 //! **Shaping.** The loader replaces the port's root qdisc with HTB (one class and a bfifo; with
 //! DVL a strict-priority pfifo_fast instead of the bfifo, its lowest band the congested-flow
 //! queue) or TBF at the port rate, by running `tc` (the commands are logged at debug level, so a
@@ -43,9 +48,10 @@ use rocev2_ebpf_common::{
     queue::QueueState,
     red::RedConfig,
     switch::{
-        CFQ_MAP, CFT_MAP, CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE, FLAG_DROP_NON_ECT,
-        FLAG_DVL, FLAG_ENABLED, FLAG_IOFD, FLAG_OWNS_CLSACT, FLAG_OWNS_SHAPER, FLAG_UNATTACHED,
-        HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES, PROGRAM, PortConfig, QUEUE_MAP,
+        ACCEPT_PROGRAM, CFQ_MAP, CFT_MAP, CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE,
+        FLAG_DROP_NON_ECT, FLAG_DVL, FLAG_DVL_ACCEPT, FLAG_ENABLED, FLAG_IOFD, FLAG_OWNS_CLSACT,
+        FLAG_OWNS_SHAPER, FLAG_UNATTACHED, HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES, PROGRAM,
+        PortConfig, QUEUE_MAP,
     },
 };
 
@@ -90,6 +96,9 @@ pub struct PortSpec {
     /// DVL congestion isolation (seed 003): the detection threshold on the normal queue,
     /// bytes, if on. Needs the HTB shaper (its pfifo_fast's band 2 is the congested-flow queue).
     pub dvl_threshold_bytes: Option<u32>,
+    /// DVL: accept congestion notifications arriving on this port (seed 003 slide 10 #5) —
+    /// set it on a port facing a downstream switch. Needs `dvl_threshold_bytes`.
+    pub dvl_accept: bool,
 }
 
 /// IOFD settings of a port.
@@ -132,6 +141,9 @@ impl PortSpec {
         if self.dvl_threshold_bytes.is_some() {
             flags |= FLAG_DVL;
         }
+        if self.dvl_accept {
+            flags |= FLAG_DVL_ACCEPT;
+        }
         PortConfig {
             ifindex,
             flags,
@@ -164,6 +176,11 @@ impl PortSpec {
             && iofd.alternates[0] == 0
         {
             return Err(Error::Config("IOFD needs at least one alternate port"));
+        }
+        if self.dvl_accept && self.dvl_threshold_bytes.is_none() {
+            return Err(Error::Config(
+                "accepting DVL notifications needs DVL on the port (a threshold)",
+            ));
         }
         if self.dvl_threshold_bytes.is_some() && self.shaper == Shaper::Tbf {
             return Err(Error::Config(
@@ -386,7 +403,12 @@ impl Unattached {
     pub fn load(spec: &PortSpec, ifindex: u32) -> Result<Unattached, Error> {
         spec.validate()?;
         let mut ebpf = Ebpf::load(OBJECT)?;
-        classifier(&mut ebpf)?.load().map_err(program_error)?;
+        classifier(&mut ebpf, PROGRAM)?
+            .load()
+            .map_err(program_error)?;
+        classifier(&mut ebpf, ACCEPT_PROGRAM)?
+            .load()
+            .map_err(program_error)?;
         let mut maps = Maps::take(&mut ebpf)?;
         let mut record = spec.record(ifindex, netns_ino()?);
         record.flags |= FLAG_UNATTACHED;
@@ -397,8 +419,17 @@ impl Unattached {
     /// Runs the program once on `frame`; returns its tc verdict (`TC_ACT_OK` = 0,
     /// `TC_ACT_SHOT` = 2) and the frame as it left the program.
     pub fn run(&mut self, frame: &[u8]) -> Result<(u32, Vec<u8>), Error> {
+        self.run_program(PROGRAM, frame)
+    }
+
+    /// Runs the ingress program ([`ACCEPT_PROGRAM`]) once on `frame`, as [`Unattached::run`].
+    pub fn run_accept(&mut self, frame: &[u8]) -> Result<(u32, Vec<u8>), Error> {
+        self.run_program(ACCEPT_PROGRAM, frame)
+    }
+
+    fn run_program(&mut self, name: &'static str, frame: &[u8]) -> Result<(u32, Vec<u8>), Error> {
         let mut out = vec![0; frame.len() + 256];
-        let result = classifier(&mut self.ebpf)?
+        let result = classifier(&mut self.ebpf, name)?
             .test_run(TestRunOptions {
                 data_in: Some(frame),
                 data_out: Some(&mut out),
@@ -415,7 +446,7 @@ impl Unattached {
     pub fn run_priority(&mut self, frame: &[u8]) -> Result<(u32, u32), Error> {
         // struct __sk_buff as the kernel copies it back; `priority` is its ninth u32.
         let mut ctx = [0u8; 256];
-        let result = classifier(&mut self.ebpf)?
+        let result = classifier(&mut self.ebpf, PROGRAM)?
             .test_run(TestRunOptions {
                 data_in: Some(frame),
                 ctx_out: Some(&mut ctx),
@@ -452,9 +483,12 @@ impl Unattached {
     }
 }
 
-fn classifier(ebpf: &mut Ebpf) -> Result<&mut SchedClassifier, Error> {
-    ebpf.program_mut(PROGRAM)
-        .ok_or(Error::Missing("switch program"))?
+fn classifier<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut SchedClassifier, Error> {
+    ebpf.program_mut(name)
+        .ok_or(Error::Missing(name))?
         .try_into()
         .map_err(program_error)
 }
@@ -480,7 +514,14 @@ pub fn attach(iface: &str, spec: &PortSpec) -> Result<Port, Error> {
     }
     let ifindex = ifindex(iface)?;
     let mut ebpf = Ebpf::load(OBJECT)?;
-    classifier(&mut ebpf)?.load().map_err(program_error)?;
+    classifier(&mut ebpf, PROGRAM)?
+        .load()
+        .map_err(program_error)?;
+    if spec.dvl_accept {
+        classifier(&mut ebpf, ACCEPT_PROGRAM)?
+            .load()
+            .map_err(program_error)?;
+    }
     let mut maps = Maps::take(&mut ebpf)?;
     let mut record = spec.record(ifindex, netns_ino()?);
 
@@ -506,31 +547,56 @@ pub fn attach(iface: &str, spec: &PortSpec) -> Result<Port, Error> {
         }
         // Written before the filter exists, so the first packet sees the whole config.
         maps.set_config(&record)?;
-        let program = classifier(&mut ebpf)?;
-        let link = program
-            .attach_with_options(
-                iface,
-                TcAttachType::Egress,
-                TcAttachOptions::Netlink(NlOptions::default()),
-            )
-            .map_err(program_error)?;
-        // The filter must outlive this process: dropping the link would remove it. A netlink
-        // link holds no file descriptor, so forgetting it leaks nothing.
-        let link = program.take_link(link).map_err(program_error)?;
-        std::mem::forget(link);
-        Ok(())
+        if spec.dvl_accept {
+            hang(&mut ebpf, ACCEPT_PROGRAM, iface, TcAttachType::Ingress)?;
+        }
+        hang(&mut ebpf, PROGRAM, iface, TcAttachType::Egress)
     })();
     if let Err(e) = result {
+        if spec.dvl_accept {
+            let _ = aya::programs::tc::qdisc_detach_program(
+                iface,
+                TcAttachType::Ingress,
+                ACCEPT_PROGRAM,
+            );
+        }
         undo(&record);
         return Err(e);
     }
-    let prog_id = classifier(&mut ebpf)?.info().map_err(program_error)?.id();
-    tracing::info!(iface, prog_id, "switch program attached");
+    let prog_id = classifier(&mut ebpf, PROGRAM)?
+        .info()
+        .map_err(program_error)?
+        .id();
+    let accept_prog_id = if spec.dvl_accept {
+        let id = classifier(&mut ebpf, ACCEPT_PROGRAM)?
+            .info()
+            .map_err(program_error)?
+            .id();
+        Some(id)
+    } else {
+        None
+    };
+    tracing::info!(iface, prog_id, ?accept_prog_id, "switch program attached");
     Ok(Port {
         iface: iface.to_owned(),
         prog_id,
+        accept_prog_id,
         maps,
     })
+}
+
+/// Attaches the loaded classifier `name` to `iface`'s clsact hook `hook` by a netlink filter
+/// that outlives this process.
+fn hang(ebpf: &mut Ebpf, name: &'static str, iface: &str, hook: TcAttachType) -> Result<(), Error> {
+    let program = classifier(ebpf, name)?;
+    let link = program
+        .attach_with_options(iface, hook, TcAttachOptions::Netlink(NlOptions::default()))
+        .map_err(program_error)?;
+    // The filter must outlive this process: dropping the link would remove it. A netlink
+    // link holds no file descriptor, so forgetting it leaks nothing.
+    let link = program.take_link(link).map_err(program_error)?;
+    std::mem::forget(link);
+    Ok(())
 }
 
 /// A port with the switch program attached, found by [`Port::open`] or made by [`attach`].
@@ -538,6 +604,8 @@ pub fn attach(iface: &str, spec: &PortSpec) -> Result<Port, Error> {
 pub struct Port {
     iface: String,
     prog_id: u32,
+    /// The ingress program accepting DVL notifications, if the port has one.
+    accept_prog_id: Option<u32>,
     maps: Maps,
 }
 
@@ -546,8 +614,17 @@ impl Port {
     pub fn open(iface: &str) -> Result<Option<Port>, Error> {
         let ifindex = ifindex(iface)?;
         let netns = netns_ino()?;
+        let mut accept = Vec::new();
+        let mut found = None;
         for info in aya::programs::loaded_programs() {
             let info = info.map_err(program_error)?;
+            if info.name_as_str() == Some(ACCEPT_PROGRAM) {
+                // Matched to the port below, by the maps it shares with the egress program.
+                if let Some(ids) = info.map_ids().map_err(program_error)? {
+                    accept.push((info.id(), ids));
+                }
+                continue;
+            }
             if info.name_as_str() != Some(PROGRAM) {
                 continue;
             }
@@ -560,19 +637,25 @@ impl Port {
                 continue;
             };
             let cfg = maps.config()?;
-            if cfg.flags & FLAG_ENABLED != 0
+            if found.is_none()
+                && cfg.flags & FLAG_ENABLED != 0
                 && cfg.flags & FLAG_UNATTACHED == 0
                 && cfg.ifindex == ifindex
                 && cfg.netns_ino == netns
             {
-                return Ok(Some(Port {
-                    iface: iface.to_owned(),
-                    prog_id: info.id(),
-                    maps,
-                }));
+                found = Some((info.id(), ids, maps));
             }
         }
-        Ok(None)
+        Ok(found.map(|(prog_id, ids, maps)| Port {
+            iface: iface.to_owned(),
+            prog_id,
+            // The accepting program uses the config map too: the same map ids.
+            accept_prog_id: accept
+                .iter()
+                .find(|(_, theirs)| theirs.iter().all(|m| ids.contains(m)))
+                .map(|(id, _)| *id),
+            maps,
+        }))
     }
 
     /// The interface.
@@ -585,13 +668,18 @@ impl Port {
         self.prog_id
     }
 
+    /// The kernel's id of the ingress program accepting DVL notifications, if attached.
+    pub fn accept_prog_id(&self) -> Option<u32> {
+        self.accept_prog_id
+    }
+
     /// Counters, queue and histogram.
     pub fn stats(&self) -> Result<PortStats, Error> {
         self.maps.stats(self.maps.config()?)
     }
 
-    /// DVL: isolates `key` on this port as if the port had detected it (the stand-in for the
-    /// congestion notification a downstream switch sends, docs/switch.md). The flow is
+    /// DVL: isolates `key` on this port as a congestion notification from downstream does (a
+    /// manual tool; the notifications themselves arrive as frames, docs/switch.md). The flow is
     /// released by the port's own rule, no sooner than `dvl::HOLD_NS` after the last call.
     /// `key.port` is set to this port.
     pub fn isolate(&mut self, key: &FlowKey) -> Result<(), Error> {
@@ -602,15 +690,22 @@ impl Port {
         self.maps.isolate(&key, monotonic_ns())
     }
 
-    /// Removes the program's filter, the qdiscs [`attach`] added, and waits until the kernel
-    /// has released the program.
+    /// Removes the programs' filters, the qdiscs [`attach`] added, and waits until the kernel
+    /// has released the programs.
     pub fn detach(self) -> Result<(), Error> {
         let cfg = self.maps.config()?;
-        aya::programs::tc::qdisc_detach_program(&self.iface, TcAttachType::Egress, PROGRAM)
-            .map_err(|e| Error::Program {
-                name: PROGRAM,
-                source: ProgramError::from(e),
+        let mut hooks = vec![(TcAttachType::Egress, PROGRAM)];
+        if self.accept_prog_id.is_some() {
+            hooks.push((TcAttachType::Ingress, ACCEPT_PROGRAM));
+        }
+        for (hook, name) in hooks {
+            aya::programs::tc::qdisc_detach_program(&self.iface, hook, name).map_err(|e| {
+                Error::Program {
+                    name,
+                    source: ProgramError::from(e),
+                }
             })?;
+        }
         if cfg.flags & FLAG_OWNS_CLSACT != 0 {
             // Only if nobody else hung a filter there meanwhile.
             let others = ["ingress", "egress"].iter().any(|dir| {
@@ -627,14 +722,19 @@ impl Port {
         if cfg.flags & FLAG_OWNS_SHAPER != 0 {
             tc(&["qdisc", "del", "dev", &self.iface, "root"])?;
         }
-        let prog_id = self.prog_id;
+        let ids: Vec<u32> = [Some(self.prog_id), self.accept_prog_id]
+            .into_iter()
+            .flatten()
+            .collect();
         drop(self);
         let deadline = Instant::now() + RELEASE_TIMEOUT;
-        while program_loaded(prog_id)? {
-            if Instant::now() > deadline {
-                return Err(Error::StillLoaded(prog_id));
+        for id in ids {
+            while program_loaded(id)? {
+                if Instant::now() > deadline {
+                    return Err(Error::StillLoaded(id));
+                }
+                thread::sleep(Duration::from_millis(20));
             }
-            thread::sleep(Duration::from_millis(20));
         }
         Ok(())
     }

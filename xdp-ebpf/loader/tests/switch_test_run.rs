@@ -33,6 +33,7 @@ fn spec() -> PortSpec {
         shaper: Shaper::None,
         iofd: None,
         dvl_threshold_bytes: None,
+        dvl_accept: false,
     }
 }
 
@@ -518,4 +519,332 @@ fn switch_dvl_isolates_and_releases_flow() {
     assert_eq!(step(&mut port, 40_000, 199_500, &congested).0, TC_ACT_SHOT);
     assert_eq!(step(&mut port, 10_000, 199_500, &victim), (TC_ACT_OK, 0));
     assert_eq!(port.stats().expect("stats").counter(Counter::DropBuffer), 1);
+}
+
+/// A network namespace made for one test and deleted with it.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("rv2-{tag}-{}", std::process::id());
+        ip(&["netns", "add", &name]);
+        Netns(name)
+    }
+
+    /// `ip -n NS args…`, which must succeed.
+    fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", &self.0];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
+    /// Runs `f` on a thread that has entered the namespace (BPF_PROG_TEST_RUN then builds its
+    /// packet there: the FIB lookup and the redirect see this namespace's routes and links).
+    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                use std::os::fd::AsFd as _;
+                let ns = std::fs::File::open(&path).expect("netns file");
+                rustix::thread::move_into_link_name_space(
+                    ns.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .expect("setns");
+                f()
+            })
+            .join()
+            .expect("thread")
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) -> String {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The frames of a pcap file (classic format, as `tcpdump -w` writes).
+fn pcap_frames(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        out.push(bytes[at + 16..at + 16 + caplen].to_vec());
+        at += 16 + caplen;
+    }
+    out
+}
+
+const PREV_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x77, 0x02];
+const PORT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x77, 0x01];
+
+/// DVL notification, the sending side (seed 003 slide 10 #5): in a namespace of its own, `n1`
+/// plays the congested port and the route back to the flows' sources (10.0.0.1, fd00::1) leads
+/// out of `n0` to a previous hop with a known MAC. The packet that isolates its flow leaves the
+/// program byte for byte as it came, and a copy — the previous hop's MAC, `n0`'s MAC,
+/// EtherType 0x88b5, the IP packet unchanged — leaves by `n0` (captured on its peer `n1`).
+/// While isolated, the next notification waits for `NOTIFY_PERIOD_NS`; a flow with no route
+/// back counts a failure and its packet is untouched too. IPv4 and IPv6.
+#[test]
+fn switch_dvl_notification_sent_upstream_original_untouched() {
+    use rocev2_ebpf_common::dvl::{NOTIFY_ETHERTYPE, NOTIFY_PERIOD_NS};
+    if !need_root("switch_dvl_notification_sent_upstream_original_untouched") {
+        return;
+    }
+    let ns = Netns::new("dvltx");
+    for cmd in [
+        "link add n0 type veth peer name n1",
+        "link set n0 address 02:00:00:00:77:01",
+        "link set lo up",
+        "link set n0 up",
+        "link set n1 up",
+        "addr add 10.77.0.1/24 dev n0",
+        "addr add fd77::1/64 dev n0 nodad",
+        "neigh add 10.77.0.2 lladdr 02:00:00:00:77:02 dev n0 nud permanent",
+        "neigh add fd77::2 lladdr 02:00:00:00:77:02 dev n0 nud permanent",
+        "route add 10.0.0.1/32 via 10.77.0.2 dev n0",
+        "route add fd00::1/128 via fd77::2 dev n0",
+    ] {
+        ns.ip(&cmd.split(' ').collect::<Vec<_>>());
+    }
+    ip(&[
+        "netns",
+        "exec",
+        &ns.0,
+        "sysctl",
+        "-qw",
+        "net.ipv4.conf.all.forwarding=1",
+        "net.ipv6.conf.all.forwarding=1",
+    ]);
+    let port: u32 = ns
+        .ip(&["-o", "link", "show", "n1"])
+        .split(':')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .expect("ifindex");
+
+    // Capture what arrives on n1 from n0 with the notification EtherType.
+    let pcap = std::env::temp_dir().join(format!("{}.pcap", ns.0));
+    let mut tcpdump = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &ns.0, "tcpdump", "-i", "n1", "-U", "-c", "3", "-w",
+        ])
+        .arg(&pcap)
+        .args(["ether", "proto", "0x88b5"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tcpdump");
+    {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        let mut err = std::io::BufReader::new(tcpdump.stderr.as_mut().expect("stderr"));
+        while !line.contains("listening on") {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).expect("tcpdump stderr") > 0,
+                "tcpdump quit"
+            );
+        }
+    }
+
+    let v4 = frame_v4(2, 4791, 1000);
+    let v6 = frame_v6(2);
+    let mut unrouted = frame_v4(2, 4791, 1000);
+    unrouted[26] = 11; // source 11.0.0.1: no route back (the IP checksum is not checked)
+    let (runs, stats) = ns.run(|| {
+        let mut sw = Unattached::load(
+            &PortSpec {
+                dvl_threshold_bytes: Some(30_000),
+                ..spec()
+            },
+            port,
+        )
+        .expect("load");
+        let mut step = |frame: &[u8]| {
+            sw.set_queue(&frozen(30_000)).expect("queue");
+            sw.set_cfq(&frozen(0)).expect("cfq");
+            sw.run(frame).expect("run")
+        };
+        let mut runs = vec![step(&v4), step(&v4)];
+        std::thread::sleep(std::time::Duration::from_nanos(NOTIFY_PERIOD_NS));
+        runs.push(step(&v4));
+        runs.push(step(&v6));
+        runs.push(step(&unrouted));
+        (runs, sw.stats().expect("stats"))
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while tcpdump.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = tcpdump.kill();
+            let _ = tcpdump.wait();
+            panic!("tcpdump saw fewer than 3 notifications");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let frames = pcap_frames(&std::fs::read(&pcap).expect("pcap"));
+    let _ = std::fs::remove_file(&pcap);
+
+    // The packets themselves: passed, byte-identical.
+    for (i, ((verdict, out), sent)) in runs.iter().zip([&v4, &v4, &v4, &v6, &unrouted]).enumerate()
+    {
+        assert_eq!(*verdict, TC_ACT_OK, "packet {i}");
+        assert_eq!(out, sent, "packet {i} left changed");
+    }
+    let c = |k| stats.counter(k);
+    // Isolation of v4 (sent), the second v4 packet within the period (none), the third after
+    // it (sent), v6 isolation (sent), the unrouted flow's isolation (failed).
+    assert_eq!(c(Counter::DvlIsolated), 3);
+    assert_eq!(c(Counter::DvlNotifySent), 3);
+    assert_eq!(c(Counter::DvlNotifyFailed), 1);
+    assert_eq!(c(Counter::HelperError), 0);
+    // The notifications on the wire: new Ethernet header, the IP packet unchanged.
+    assert_eq!(frames.len(), 3);
+    for (got, sent) in frames.iter().zip([&v4, &v4, &v6]) {
+        assert_eq!(&got[..6], &PREV_HOP_MAC);
+        assert_eq!(&got[6..12], &PORT_MAC);
+        assert_eq!(&got[12..14], &NOTIFY_ETHERTYPE.to_be_bytes());
+        assert_eq!(&got[14..], &sent[14..], "IP packet unchanged");
+    }
+}
+
+/// A notification frame as a downstream port sends it for `frame`'s flow.
+fn notification(frame: &[u8]) -> Vec<u8> {
+    let mut n = frame.to_vec();
+    n[12..14].copy_from_slice(&rocev2_ebpf_common::dvl::NOTIFY_ETHERTYPE.to_be_bytes());
+    n
+}
+
+/// DVL notification, the accepting side: on a port configured to accept, the ingress program
+/// puts a notification's flow into the port's table (refreshing its time when there) and drops
+/// the frame; the port's egress then queues that flow's packets in the CFQ though its own
+/// queue is empty. Malformed notifications are counted and dropped, a full table counted;
+/// other frames pass untouched; a port not configured to accept ignores notifications.
+#[test]
+fn switch_dvl_notification_accepted_into_table() {
+    use rocev2_ebpf_common::switch::CFQ_PRIORITY;
+    if !need_root("switch_dvl_notification_accepted_into_table") {
+        return;
+    }
+    let dvl = PortSpec {
+        dvl_threshold_bytes: Some(30_000),
+        dvl_accept: true,
+        ..spec()
+    };
+    let mut sw = Unattached::load(&dvl, 7).expect("load");
+    let v4 = frame_v4(2, 4791, 1000);
+    let note = notification(&v4);
+    assert_eq!(sw.run_accept(&note).expect("run").0, TC_ACT_SHOT);
+    let s = sw.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlNotifyAccepted), 1);
+    assert_eq!(s.isolated.len(), 1);
+    let (key, since) = s.isolated[0];
+    assert_eq!(&key.src[10..], &[0xff, 0xff, 10, 0, 0, 1]);
+    assert_eq!(&key.dst[10..], &[0xff, 0xff, 10, 0, 0, 2]);
+    assert_eq!(
+        (key.src_port, key.dst_port, key.protocol, key.port),
+        (0xc000, 4791, 17, 7)
+    );
+    // Again: refreshed, still one entry.
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    assert_eq!(sw.run_accept(&note).expect("run").0, TC_ACT_SHOT);
+    let s = sw.stats().expect("stats");
+    assert_eq!(s.isolated.len(), 1);
+    assert!(s.isolated[0].1 > since, "time refreshed");
+    // The egress program now sends the flow to the CFQ with its queues empty (no detection).
+    sw.set_queue(&frozen(0)).expect("queue");
+    sw.set_cfq(&frozen(0)).expect("cfq");
+    assert_eq!(
+        sw.run_priority(&v4).expect("run"),
+        (TC_ACT_OK, CFQ_PRIORITY)
+    );
+    assert_eq!(sw.stats().expect("stats").counter(Counter::DvlIsolated), 0);
+
+    // IPv6.
+    assert_eq!(
+        sw.run_accept(&notification(&frame_v6(2))).expect("run").0,
+        TC_ACT_SHOT
+    );
+    let s = sw.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlNotifyAccepted), 3);
+    assert!(
+        s.isolated
+            .iter()
+            .any(|(k, _)| k.src[0] == 0xfd && k.src[15] == 1)
+    );
+
+    // Malformed: cut inside the UDP ports, IPv4 header length below 5, IP version 5, nothing
+    // after the Ethernet header.
+    let mut short_ihl = note.clone();
+    short_ihl[14] = 0x44;
+    let mut version5 = note.clone();
+    version5[14] = 0x55;
+    for bad in [
+        &note[..14 + 20 + 2],
+        &short_ihl[..],
+        &version5[..],
+        &note[..14],
+    ] {
+        assert_eq!(
+            sw.run_accept(bad).expect("run"),
+            (TC_ACT_SHOT, bad.to_vec())
+        );
+    }
+    let s = sw.stats().expect("stats");
+    assert_eq!(s.counter(Counter::DvlNotifyMalformed), 4);
+    assert_eq!(s.counter(Counter::DvlNotifyAccepted), 3);
+
+    // Other frames pass untouched, uncounted.
+    assert_eq!(sw.run_accept(&v4).expect("run"), (TC_ACT_OK, v4.clone()));
+
+    // A full table: counted, dropped.
+    for n in 0..rocev2_ebpf_common::dvl::CFT_ENTRIES {
+        let mut other = notification(&frame_v4(2, 5000 + n as u16, 10));
+        other[14 + 20] = 0x10; // another source port too
+        sw.run_accept(&other).expect("run");
+    }
+    let s = sw.stats().expect("stats");
+    assert_eq!(
+        s.counter(Counter::DvlNotifyAccepted) + s.counter(Counter::DvlNotifyTableFull),
+        3 + u64::from(rocev2_ebpf_common::dvl::CFT_ENTRIES)
+    );
+    assert_eq!(
+        s.isolated.len(),
+        rocev2_ebpf_common::dvl::CFT_ENTRIES as usize
+    );
+    assert!(s.counter(Counter::DvlNotifyTableFull) >= 1);
+
+    // A DVL port not configured to accept: the notification passes as any other frame (the
+    // stack drops an unknown EtherType), nothing enters its table.
+    let mut plain = Unattached::load(
+        &PortSpec {
+            dvl_accept: false,
+            ..dvl
+        },
+        7,
+    )
+    .expect("load");
+    assert_eq!(
+        plain.run_accept(&note).expect("run"),
+        (TC_ACT_OK, note.clone())
+    );
+    let s = plain.stats().expect("stats");
+    assert!(s.isolated.is_empty());
+    assert_eq!(s.counter(Counter::DvlNotifyAccepted), 0);
 }

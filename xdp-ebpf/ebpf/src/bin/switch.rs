@@ -12,10 +12,16 @@
 //! 4. DVL (`dvl`, seed 003), when configured: the two queues (normal, congested-flow) drain by
 //!    strict priority; a flow in the congested-flow table, or whose packet finds the normal
 //!    queue at the threshold, goes to the congested-flow queue (`skb->priority` selects the
-//!    lowest band of the pfifo_fast below the shaper);
+//!    lowest band of the pfifo_fast below the shaper); on isolation, and periodically while
+//!    isolated, a copy of the packet goes back to the previous hop as a congestion
+//!    notification ([`notify`]);
 //! 5. tail drop if the packet does not fit in the buffer (one per queue), else RED/ECN
 //!    on the modelled queue it joins (`red`): CE by `bpf_skb_ecn_set_ce` on ECT packets; the
 //!    packet joins the queue.
+//!
+//! A second classifier, [`rocev2_dvl_rx`], on the ingress of a port configured to accept
+//! notifications, puts the notified flow into that port's congested-flow table (the maps are
+//! shared: both programs come from one loaded object).
 //!
 //! Fails open: no config, a frame it cannot parse, a helper error — the packet passes
 //! (counted).
@@ -28,15 +34,15 @@
 //! hash map whose insert-if-absent is atomic, as is the congested-flow table's. docs/switch.md measures the model against the
 //! shaper's backlog.
 //!
-//! Deviations: see docs/switch.md (DVL: no upstream notification, no markings).
+//! Deviations: see docs/switch.md (DVL: notification format, no markings).
 #![no_std]
 #![no_main]
 
 use aya_ebpf::{
-    bindings::{BPF_NOEXIST, TC_ACT_OK, TC_ACT_SHOT},
+    bindings::{BPF_ANY, BPF_NOEXIST, TC_ACT_OK, TC_ACT_SHOT, bpf_fib_lookup},
     helpers::{
-        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_redirect_neigh,
-        bpf_skb_ecn_set_ce,
+        bpf_fib_lookup as fib_lookup, bpf_get_prandom_u32, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns, bpf_redirect_neigh, bpf_skb_ecn_set_ce,
     },
     macros::{classifier, map},
     maps::{Array, HashMap, PerCpuArray},
@@ -44,13 +50,13 @@ use aya_ebpf::{
 };
 use rocev2_ebpf::parse::{Headers, Ip, headers};
 use rocev2_ebpf_common::{
-    dvl::{self, CFT_ENTRIES, Cft, Class, Event, FlowKey},
+    dvl::{self, CFT_ENTRIES, Cft, Class, Event, FlowKey, NOTIFY_ETHERTYPE},
     fault::Fault,
     iofd::{self, Action, DFT_ENTRIES, Dft, MessageKey, Position, Refusal},
     queue::QueueState,
     switch::{
-        Admit, CFQ_PRIORITY, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_DVL, FLAG_ENABLED,
-        FLAG_IOFD, HIST_BUCKETS, PortConfig, admit,
+        Admit, CFQ_PRIORITY, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_DVL, FLAG_DVL_ACCEPT,
+        FLAG_ENABLED, FLAG_IOFD, HIST_BUCKETS, PortConfig, admit,
     },
 };
 
@@ -83,6 +89,28 @@ static CFQ: Array<QueueState> = Array::with_max_entries(1, 0);
 /// in the kernel, so CPUs racing on one flow agree.
 #[map(name = "RV2_SW_CFT")]
 static CFT: HashMap<FlowKey, u64> = HashMap::with_max_entries(CFT_ENTRIES, 0);
+
+/// When this port last notified upstream for each isolated flow (`switch::NOTIFIED_MAP`).
+#[map(name = "RV2_SW_NOTIFIED")]
+static NOTIFIED: HashMap<FlowKey, u64> = HashMap::with_max_entries(CFT_ENTRIES, 0);
+
+/// Per-CPU scratch space of [`notify`].
+#[map(name = "RV2_SW_SCRATCH")]
+static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// [`notify`]'s FIB lookup and the Ethernet header it restores.
+#[repr(C)]
+struct Scratch {
+    fib: bpf_fib_lookup,
+    original: [u8; ETH_HLEN],
+}
+
+const ETH_HLEN: usize = 14;
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+/// `skb->priority` of a notification: linux/pkt_sched.h `TC_PRIO_CONTROL`, band 0 of
+/// pfifo_fast, ahead of the normal queue of a DVL port on the way back.
+const TC_PRIO_CONTROL: u32 = 7;
 
 /// BTH length: the corruptible range starts after it, so that a flipped bit is never in BTH
 /// byte 4, the one transport byte the ICRC masks (docs/wire.md).
@@ -308,11 +336,196 @@ fn isolate(
     );
     match event {
         Event::Isolated => add(Counter::DvlIsolated, 1),
-        Event::Released => add(Counter::DvlReleased, 1),
+        Event::Released => {
+            let _ = NOTIFIED.remove(key);
+            add(Counter::DvlReleased, 1)
+        }
         Event::TableFull => add(Counter::DvlTableFull, 1),
         Event::None => 0,
     };
+    if class == Class::Congested {
+        // SAFETY: copied out at once (RCU, as for the DFT).
+        let last = unsafe { NOTIFIED.get(key).copied() };
+        if dvl::notify_due(class, event, last, now) {
+            // Recorded before sending, failed or not: a missing route is retried a period
+            // later, not on every packet; if it cannot be recorded nothing is sent, for the same
+            // reason. Two CPUs may both find the notification due and send two.
+            let sent =
+                NOTIFIED.insert(key, now, u64::from(BPF_ANY)).is_ok() && notify(ctx, cfg, ip, &key);
+            add(
+                if sent {
+                    Counter::DvlNotifySent
+                } else {
+                    Counter::DvlNotifyFailed
+                },
+                1,
+            );
+        }
+    }
     class
+}
+
+/// Seed 003 slide 10 #5, "congestion information sent upstream": sends a copy of this packet
+/// of an isolated flow back to the previous hop as a congestion notification, and leaves the
+/// packet itself byte for byte as it was. The previous hop is the route back to the packet's
+/// source (`bpf_fib_lookup` from this port as input, source and destination swapped), which
+/// gives the interface and both MAC addresses; the copy gets those addresses and the EtherType
+/// [`NOTIFY_ETHERTYPE`] in place of the Ethernet header (the IP packet, hence the flow's
+/// 5-tuple, unchanged), `skb->priority` `TC_PRIO_CONTROL` (band 0 of a DVL port's pfifo_fast)
+/// and no mark, and leaves by `bpf_clone_redirect` to that interface's egress. False when no
+/// route or neighbour is known (a neighbour is learnt from traffic the other way) or a helper
+/// failed. Only untagged frames: behind VLAN tags the IP header is not at byte 14.
+#[inline(always)]
+fn notify(ctx: &TcContext, cfg: &PortConfig, ip: &Ip, key: &FlowKey) -> bool {
+    if ip.l3 != ETH_HLEN {
+        return false;
+    }
+    // The lookup's 64 bytes and the saved header live in a per-CPU map: the program's 512-byte
+    // stack has no room left for them.
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: this CPU's slot, used by nobody else during this program run.
+    let scratch = unsafe { &mut *scratch };
+    let Ok(original) = ctx.load::<[u8; ETH_HLEN]>(0) else {
+        return false;
+    };
+    scratch.original = original;
+    let fib = &mut scratch.fib;
+    // Every input field is written: the slot holds the previous lookup's results.
+    fib.l4_protocol = key.protocol as u8;
+    fib.sport = key.dst_port.to_be();
+    fib.dport = key.src_port.to_be();
+    fib.__bindgen_anon_1.tot_len = 0;
+    // The ingress interface of the reverse lookup: this port (forwarding must be on, as on
+    // any router port).
+    fib.ifindex = cfg.ifindex;
+    fib.__bindgen_anon_2.flowinfo = 0;
+    fib.__bindgen_anon_5.tbid = 0;
+    if ip.ipv6 {
+        fib.family = AF_INET6;
+        fib.__bindgen_anon_3.ipv6_src = words(&key.dst);
+        fib.__bindgen_anon_4.ipv6_dst = words(&key.src);
+    } else {
+        fib.family = AF_INET;
+        fib.__bindgen_anon_3.ipv4_src =
+            u32::from_ne_bytes([key.dst[12], key.dst[13], key.dst[14], key.dst[15]]);
+        fib.__bindgen_anon_4.ipv4_dst =
+            u32::from_ne_bytes([key.src[12], key.src[13], key.src[14], key.src[15]]);
+    }
+    // SAFETY: the context's skb and a map value of the size passed.
+    let rc = unsafe {
+        fib_lookup(
+            ctx.skb.skb.cast(),
+            fib,
+            core::mem::size_of::<bpf_fib_lookup>() as i32,
+            0,
+        )
+    };
+    if rc != 0 {
+        return false;
+    }
+    if ctx.store(0, &fib.dmac, 0).is_err()
+        || ctx.store(6, &fib.smac, 0).is_err()
+        || ctx.store(12, &NOTIFY_ETHERTYPE.to_be_bytes(), 0).is_err()
+    {
+        restore(ctx, &scratch.original);
+        return false;
+    }
+    // SAFETY: the context's skb; priority and mark are writable from a tc program.
+    let (priority, mark) = unsafe { ((*ctx.skb.skb).priority, (*ctx.skb.skb).mark) };
+    // SAFETY: as above.
+    unsafe {
+        (*ctx.skb.skb).priority = TC_PRIO_CONTROL;
+    }
+    ctx.set_mark(0);
+    let sent = ctx.clone_redirect(fib.ifindex, 0).is_ok();
+    // SAFETY: as above.
+    unsafe {
+        (*ctx.skb.skb).priority = priority;
+    }
+    ctx.set_mark(mark);
+    restore(ctx, &scratch.original);
+    sent
+}
+
+/// Puts the packet's original Ethernet header back: it continues as if nothing happened. A
+/// failing store of bytes just written would forward a mangled frame; it cannot fail short of
+/// a kernel bug and is counted as a helper error if it does.
+#[inline(always)]
+fn restore(ctx: &TcContext, original: &[u8; ETH_HLEN]) {
+    if ctx.store(0, original, 0).is_err() {
+        add(Counter::HelperError, 1);
+    }
+}
+
+/// 16 address bytes as the four network-order words `bpf_fib_lookup` holds.
+#[inline(always)]
+fn words(a: &[u8; 16]) -> [u32; 4] {
+    [
+        u32::from_ne_bytes([a[0], a[1], a[2], a[3]]),
+        u32::from_ne_bytes([a[4], a[5], a[6], a[7]]),
+        u32::from_ne_bytes([a[8], a[9], a[10], a[11]]),
+        u32::from_ne_bytes([a[12], a[13], a[14], a[15]]),
+    ]
+}
+
+/// DVL, the upstream side of seed 003 slide 10 #5: on the ingress of a port configured to
+/// accept notifications ([`FLAG_DVL_ACCEPT`]), a frame of [`NOTIFY_ETHERTYPE`] puts its flow
+/// into this port's congested-flow table — inserted, or its time refreshed (as
+/// `rocev2d switch isolate`), so the hold counts from the last notification — and is dropped:
+/// it is addressed to this switch and goes no further. A notification frame whose IP header or
+/// ports cannot be read is counted and dropped as well. Every other frame passes untouched.
+#[classifier]
+pub fn rocev2_dvl_rx(ctx: TcContext) -> i32 {
+    match try_accept(&ctx) {
+        Ok(action) | Err(action) => action,
+    }
+}
+
+fn try_accept(ctx: &TcContext) -> Result<i32, i32> {
+    let cfg = match CONFIG.get(0) {
+        Some(c) if c.flags & (FLAG_ENABLED | FLAG_DVL_ACCEPT) == FLAG_ENABLED | FLAG_DVL_ACCEPT => {
+            *c
+        }
+        _ => return Ok(TC_ACT_OK),
+    };
+    let ethertype: u16 = ctx.load(ETH_HLEN - 2).map_err(|_| TC_ACT_OK)?;
+    if u16::from_be(ethertype) != NOTIFY_ETHERTYPE {
+        return Ok(TC_ACT_OK);
+    }
+    let Some(key) = notified_flow(ctx, &cfg) else {
+        add(Counter::DvlNotifyMalformed, 1);
+        return Ok(TC_ACT_SHOT);
+    };
+    // SAFETY: plain helper call.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if CFT.insert(key, now, u64::from(BPF_ANY)).is_ok() {
+        add(Counter::DvlNotifyAccepted, 1);
+    } else {
+        add(Counter::DvlNotifyTableFull, 1);
+    }
+    Ok(TC_ACT_SHOT)
+}
+
+/// The flow a notification names, keyed for this port: the IP header right after the
+/// Ethernet header (IPv4 with a valid header length, or IPv6), as [`flow_key`] reads it.
+#[inline(always)]
+fn notified_flow(ctx: &TcContext, cfg: &PortConfig) -> Option<FlowKey> {
+    let first: u8 = ctx.load(ETH_HLEN).ok()?;
+    let (ipv6, l4) = match first >> 4 {
+        4 if first & 0x0f >= 5 => (false, ETH_HLEN + usize::from(first & 0x0f) * 4),
+        6 => (true, ETH_HLEN + 40),
+        _ => return None,
+    };
+    let ip = Ip {
+        l3: ETH_HLEN,
+        l4,
+        ipv6,
+        ecn: 0,
+        roce: false,
+    };
+    flow_key(ctx, cfg, &ip)
 }
 
 /// The packet's 5-tuple on this port; ports are read for UDP and TCP only.
