@@ -155,9 +155,31 @@ fn dart_incast_short_flow_p99_at_least_twice_lower_than_dcqcn() {
     );
 }
 
-/// Seed 002 Fig. 6 at CI size: 64 long flows from 8 senders start within 10 ms into one
-/// 40 Gbit/s receiver (PFC on, RED 20 KB / 200 KB / 1%). DCQCN+ keeps the converged queue
-/// under 200 KB; its throughput falls short of the paper's 90% (docs/congestion.md).
+/// Seed 002 Fig. 6 at CI size, 10 Gbit/s: 64 long flows from 8 senders start within 20 ms into
+/// one receiver (PFC on, RED 20 KB / 200 KB / 1%); over the last 20 ms of 60 ms DCQCN+ keeps
+/// the queue under the paper's 200 KB and the link at least 85% busy (measured 90–95%, ~85 KB,
+/// over seeds 1–3; the paper's 90% is not reliable here, docs/congestion.md).
+#[test]
+fn dcqcn_plus_64_flows_10g_queue_under_200kb() {
+    let mut e = ManyFlows::paper(CcScheme::DcqcnPlus, 64, 10.0);
+    e.spread_ns = 20_000_000;
+    e.duration_ns = 60_000_000;
+    e.tail_ns = 20_000_000;
+    let r = e.run();
+    eprintln!(
+        "DCQCN+, 64 flows at 10G: queue mean {:.0} B (max {}), throughput {:.3}, {} CNPs",
+        r.queue_mean_bytes, r.queue_max_tail_bytes, r.throughput, r.cnps
+    );
+    assert!(
+        r.queue_mean_bytes < 200_000.0,
+        "queue {}",
+        r.queue_mean_bytes
+    );
+    assert!(r.throughput >= 0.85, "throughput {}", r.throughput);
+}
+
+/// The same at 40 Gbit/s, 64 flows starting within 10 ms, last 10 ms of 30 ms: queue under
+/// 200 KB, throughput at least 75% (measured 46 KB, 89%).
 #[test]
 fn dcqcn_plus_64_flows_40g_queue_under_200kb() {
     let mut e = ManyFlows::paper(CcScheme::DcqcnPlus, 64, 40.0);

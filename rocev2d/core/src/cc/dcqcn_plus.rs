@@ -21,10 +21,13 @@
 //! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
 //! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
 //! seed's "1000KB" reads as its 1000-byte MTU). K and K_α are recomputed from the last τ and
-//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`). A
-//! list record expires after max(`record_expiry`, [`EXPIRY_WALKS`] walks of the list) without
-//! ECN marks, so l counts flows congested now. τ travels in rocev2's REXT header (not the CNP's
-//! reserved bytes, which standard receivers must ignore and senders must zero).
+//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`). The
+//! paper does not say when a record leaves the list; here it does once its flow's sender can no
+//! longer be in fast recovery or additive increase under the τ of its last CNP
+//! ([`DcqcnPlusParams::record_lifetime`]), so that l counts the flows of the incast (§V-D
+//! configures τ = N·δ for N flows) and not only those marked in the last few walks. τ travels
+//! in rocev2's REXT header (not the CNP's reserved bytes, which standard receivers must ignore
+//! and senders must zero).
 
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::VecDeque;
@@ -52,9 +55,6 @@ pub struct DcqcnPlusParams {
     pub delta: Duration,
     /// NP: minimum interval between two CNPs to the same flow (45 µs).
     pub min_cnp_interval: Duration,
-    /// NP: a flow without ECN marks for this long (at least [`EXPIRY_WALKS`] walks of the
-    /// list) leaves the list.
-    pub record_expiry: Duration,
 }
 
 impl DcqcnPlusParams {
@@ -72,8 +72,27 @@ impl DcqcnPlusParams {
             tau_threshold: Duration::from_micros(50),
             delta: Duration::from_micros(1),
             min_cnp_interval: Duration::from_micros(45),
-            record_expiry: Duration::from_millis(1),
         }
+    }
+
+    /// R_min of eq. (15), R_l / 10000.
+    pub fn r_min_bps(&self) -> f64 {
+        self.line_rate.as_bps() as f64 / 10_000.0
+    }
+
+    /// How long a notification point record outlives its flow's last ECN mark, with `l` flows
+    /// in the list: 4F rounds of the longest K of eq. (17), λ·max(τ, M/R_min) with τ = l·δ
+    /// (11), the longest the flow's sender can stay in fast recovery and additive increase
+    /// under the τ of its last CNP. A shorter life forgets the incast's flows between two
+    /// congestion episodes: l and τ shrink, and the first CNPs of the next episode carry
+    /// τ ≤ 50 µs, whose 55 µs timers reach hyper increase within about a millisecond (a
+    /// 1 ms life, or four walks of the list, did that at 64 and 2000 flows; docs/congestion.md).
+    pub fn record_lifetime(&self, l: usize) -> Duration {
+        let tau = self.delta.saturating_mul(l as u64).as_nanos() as f64;
+        // M / R_min in ns: one MTU at the slowest rate a flow can be cut to.
+        let slowest = self.mtu_bytes as f64 * 8.0 * 1e9 / self.r_min_bps();
+        let rounds = 4.0 * self.f as f64;
+        Duration::from_nanos((rounds * self.lambda * tau.max(slowest)) as u64)
     }
 }
 
@@ -140,7 +159,6 @@ impl DcqcnPlus {
     pub fn on_cnp(&mut self, now: Instant, tau: Option<Duration>) {
         self.cuts += 1;
         self.alpha = self.alpha_at(now);
-        let line = self.p.line_rate.as_bps() as f64;
         // seed 002 §IV-B eq. (12): R_T = R_C
         self.r_t = self.r_c;
         // eq. (13): R_C = R_C (1 − α/2)
@@ -148,7 +166,7 @@ impl DcqcnPlus {
         // eq. (14): α = (1 − g) α + g
         self.alpha = (1.0 - self.p.g) * self.alpha + self.p.g;
         // eq. (15): R_C = max(R_C, R_min), R_min = R_l / 10000
-        self.r_c = self.r_c.max(line / 10_000.0);
+        self.r_c = self.r_c.max(self.p.r_min_bps());
         self.s = 0;
         self.tau = tau;
         self.set_timers();
@@ -249,10 +267,6 @@ impl DcqcnPlus {
     }
 }
 
-/// A record expires after `record_expiry` or this many walks of the list (l·δ each) without an
-/// ECN mark, whichever is longer.
-pub const EXPIRY_WALKS: u64 = 4;
-
 /// One congested flow in the notification point's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Record<F> {
@@ -319,14 +333,8 @@ impl<F: Copy + PartialEq> DcqcnPlusNp<F> {
         if self.next_check.is_none_or(|t| t > now) {
             return None;
         }
-        // A record must outlive a few walks of the list: a flow at its fair share of a
-        // 2000-flow incast sends one packet per ~1.7 ms at 10 Gbit/s, so a fixed 1 ms expiry
-        // would drop most records between their marks and shrink l, and with it τ and K.
-        let expiry = p.record_expiry.max(
-            p.delta
-                .saturating_mul(EXPIRY_WALKS * self.list.len() as u64),
-        );
-        self.list.retain(|r| now - r.last_mark < expiry);
+        let life = p.record_lifetime(self.list.len());
+        self.list.retain(|r| now - r.last_mark < life);
         if self.list.is_empty() {
             self.next_check = None;
             self.cursor = 0;
@@ -424,16 +432,25 @@ mod tests {
     }
 
     #[test]
-    fn dcqcn_plus_np_records_outlive_four_walks() {
-        // 500 flows: a walk takes 500 µs, so a record lives max(1 ms, 4 · 500 µs) = 2 ms.
+    fn dcqcn_plus_np_records_outlive_the_senders_recovery() {
+        // 40 Gbit/s, 1000-byte MTU: R_min = 4 Mbit/s (eq. (15)), M/R_min = 2 ms. With 64
+        // flows τ = 64 µs (eq. (11)), so the longest K of eq. (17) is λ·M/R_min = 4 ms and a
+        // record lives 4F = 20 such rounds: 80 ms after its last mark.
         let p = p();
+        assert_eq!(p.record_lifetime(64), Duration::from_millis(80));
+        // 50 000 flows: τ = 50 ms exceeds M/R_min, K = 100 ms, the life 2 s.
+        assert_eq!(p.record_lifetime(50_000), Duration::from_secs(2));
         let mut np = DcqcnPlusNp::default();
-        for f in 0..500u32 {
+        for f in 0..64u32 {
             np.on_ce(t(0), f, &p);
         }
-        np.handle_timeout(t(1500), &p);
-        assert_eq!(np.len(), 500, "a 1 ms expiry would have emptied the list");
-        np.handle_timeout(t(2001), &p);
+        // A 3 ms lull between two congestion episodes keeps every record, so the next CNPs
+        // still carry τ = 64 µs, not the τ of a list refilling from empty.
+        np.handle_timeout(t(3_000), &p);
+        assert_eq!(np.len(), 64, "a 1 ms expiry would have emptied the list");
+        np.handle_timeout(t(79_999), &p);
+        assert_eq!(np.len(), 64);
+        np.handle_timeout(t(80_001), &p);
         assert!(np.is_empty());
     }
 
@@ -520,7 +537,10 @@ mod tests {
         np.on_ce(t(0), 7u32, &p);
         assert_eq!(np.len(), 1);
         np.handle_timeout(t(1), &p);
-        np.handle_timeout(t(2000), &p);
+        // One flow: the life is 4F·λ·M/R_min = 20 · 2 · 2 ms (see above).
+        np.handle_timeout(t(79_000), &p);
+        assert_eq!(np.len(), 1);
+        np.handle_timeout(t(80_001), &p);
         assert!(np.is_empty());
         assert_eq!(np.poll_timeout(), None);
     }
