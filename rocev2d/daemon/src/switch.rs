@@ -151,7 +151,7 @@ pub struct AttachArgs {
     /// IOFD deflection: threshold=SIZE,max-msg=SIZE,alt=IFACE[+IFACE…] (fabric ports only).
     #[arg(long)]
     pub iofd: Option<String>,
-    /// DVL congestion isolation: THRESHOLD[,accept] — the detection threshold on the normal
+    /// DVL congestion isolation: THRESHOLD or THRESHOLD,accept — the detection threshold on the normal
     /// queue (e.g. 30kb); `accept`: also accept congestion notifications arriving on the port.
     #[arg(long)]
     pub dvl: Option<String>,
