@@ -38,7 +38,7 @@ fn cc_name(cc: CcScheme) -> &'static str {
 fn many_flows(dir: &Path, quick: bool) -> Result<()> {
     let ns: &[u32] = if quick { &[64] } else { &[64, 512, 2000] };
     let mut summary = String::from(
-        "cc,gbps,flows,queue_mean_bytes,queue_max_tail_bytes,throughput,pause_ns,cnps\n",
+        "cc,gbps,flows,queue_mean_bytes,queue_max_tail_bytes,throughput,tail_jain,pause_ns,cnps\n",
     );
     for gbps in [10.0, 40.0] {
         for cc in [CcScheme::Dcqcn, CcScheme::DcqcnPlus] {
@@ -53,19 +53,21 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
                 }
                 let r = e.run();
                 println!(
-                    "many_flows {} {gbps}G N={n}: queue {:.0} B (max {}), throughput {:.3}",
-                    cc_name(cc),
-                    r.queue_mean_bytes,
-                    r.queue_max_tail_bytes,
-                    r.throughput
-                );
-                writeln!(
-                    summary,
-                    "{},{gbps},{n},{:.0},{},{:.4},{},{}",
+                    "many_flows {} {gbps}G N={n}: queue {:.0} B (max {}), throughput {:.3}, Jain {:.3}",
                     cc_name(cc),
                     r.queue_mean_bytes,
                     r.queue_max_tail_bytes,
                     r.throughput,
+                    r.tail_jain
+                );
+                writeln!(
+                    summary,
+                    "{},{gbps},{n},{:.0},{},{:.4},{:.4},{},{}",
+                    cc_name(cc),
+                    r.queue_mean_bytes,
+                    r.queue_max_tail_bytes,
+                    r.throughput,
+                    r.tail_jain,
                     r.pause_ns,
                     r.cnps
                 )?;

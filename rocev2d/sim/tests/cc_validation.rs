@@ -157,16 +157,24 @@ fn dart_incast_short_flow_p99_at_least_twice_lower_than_dcqcn() {
 
 /// Seed 002 Fig. 6 at CI size: 64 long flows from 8 senders start within `spread_ms` into one
 /// `gbps` receiver (PFC on, RED 20 KB / 200 KB / 1%); over the last `tail_ms` of `run_ms`
-/// DCQCN+ keeps the mean queue under the paper's 200 KB and the link at least `min_busy` busy.
-fn dcqcn_plus_64_flows(gbps: f64, spread_ms: u64, run_ms: u64, tail_ms: u64, min_busy: f64) {
+/// DCQCN+ keeps the mean queue under the paper's 200 KB, the link at least `min_busy` busy and
+/// the flows' shares at least `min_jain` even (seed 002 §VI-C).
+fn dcqcn_plus_64_flows(
+    gbps: f64,
+    spread_ms: u64,
+    run_ms: u64,
+    tail_ms: u64,
+    min_busy: f64,
+    min_jain: f64,
+) {
     let mut e = ManyFlows::paper(CcScheme::DcqcnPlus, 64, gbps);
     e.spread_ns = spread_ms * 1_000_000;
     e.duration_ns = run_ms * 1_000_000;
     e.tail_ns = tail_ms * 1_000_000;
     let r = e.run();
     eprintln!(
-        "DCQCN+, 64 flows at {gbps}G: queue mean {:.0} B (max {}), throughput {:.3}, {} CNPs",
-        r.queue_mean_bytes, r.queue_max_tail_bytes, r.throughput, r.cnps
+        "DCQCN+, 64 flows at {gbps}G: queue mean {:.0} B (max {}), throughput {:.3}, Jain {:.3}, {} CNPs",
+        r.queue_mean_bytes, r.queue_max_tail_bytes, r.throughput, r.tail_jain, r.cnps
     );
     assert!(
         r.queue_mean_bytes < 200_000.0,
@@ -174,17 +182,21 @@ fn dcqcn_plus_64_flows(gbps: f64, spread_ms: u64, run_ms: u64, tail_ms: u64, min
         r.queue_mean_bytes
     );
     assert!(r.throughput >= min_busy, "throughput {}", r.throughput);
+    assert!(r.tail_jain >= min_jain, "Jain index {}", r.tail_jain);
 }
 
-/// 10 Gbit/s, starts within 20 ms, last 20 ms of 60 ms: at least 85% busy (measured 90–95%,
-/// ~85 KB, over seeds 1–3; the paper's 90% is not reliable here, docs/congestion.md).
+/// 10 Gbit/s, starts within 20 ms, last 20 ms of 60 ms. Measured over seeds 1–3: 121–135 KB,
+/// 81–83% busy (the paper's 90% is not reached, docs/congestion.md), Jain 0.92–0.95; eq. (17)
+/// without the fair-share floor gave 90–94% busy with Jain 0.05–0.08, a few flows holding the
+/// link.
 #[test]
-fn dcqcn_plus_64_flows_10g_queue_under_200kb() {
-    dcqcn_plus_64_flows(10.0, 20, 60, 20, 0.85);
+fn dcqcn_plus_64_flows_10g_queue_under_200kb_and_fair() {
+    dcqcn_plus_64_flows(10.0, 20, 60, 20, 0.75, 0.85);
 }
 
-/// 40 Gbit/s, starts within 10 ms, last 10 ms of 30 ms: at least 75% busy (measured 46 KB, 89%).
+/// 40 Gbit/s, starts within 10 ms, last 10 ms of 30 ms: measured 65–70 KB, 82–83% busy,
+/// Jain 0.65–0.71 (0.08–0.11 without the floor); the shares are still converging this early.
 #[test]
 fn dcqcn_plus_64_flows_40g_queue_under_200kb() {
-    dcqcn_plus_64_flows(40.0, 10, 30, 10, 0.75);
+    dcqcn_plus_64_flows(40.0, 10, 30, 10, 0.75, 0.5);
 }

@@ -5,7 +5,8 @@
 //! ```text
 //!  CNP(τ) ──> R_T = R_C (12); R_C = R_C (1 − α/2) (13); α = (1 − g) α + g (14);
 //!             R_C = max(R_C, R_min) (15), R_min = R_l / 10000;  S = 0
-//!             if τ > 50 µs: K_α = λ_α · max(τ, M/R_C) (16), K = λ · max(τ, M/R_C) (17)
+//!             if τ > 50 µs: K_α = λ_α · max(τ, M/R) (16), K = λ · max(τ, M/R) (17),
+//!                           R = max(R_C, R_l·δ/τ)  (deviation, below)
 //!  every K: S += 1;  S < F : R_C = (R_T + R_C)/2                                    (18)
 //!                    S < 4F: R_T += min(R_C/5, R_l/50) if α > 0.1 else
 //!                                   min(R_C/10, R_l/100);        R_C = (R_T + R_C)/2 (19),(20)
@@ -21,7 +22,16 @@
 //! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
 //! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
 //! seed's "1000KB" reads as its 1000-byte MTU). K and K_α are recomputed from the last τ and
-//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`). The
+//! the current R_C whenever the rate timer re-arms, not only at the cut (see `set_timers`).
+//! Eqs. (16), (17) take the flow's rate no lower than its fair share R_l/l = R_l·δ/τ, the rate
+//! §V-D itself puts there (K = 2·max{540·1 µs, 8000 bit/(10 Gbit/s / 540)} for 540 flows).
+//! Taken literally, M/R_C makes every recovery round last λ packets of the flow's own rate, so a
+//! flow recovers in relative terms at a speed proportional to its rate: the flows the start-up
+//! cut deepest (to R_min, rounds of 16 ms at 10 Gbit/s) never caught up with the others, and in
+//! the 8-sender incast of §V-A a handful of flows kept the link (Jain index of the per-flow
+//! throughput 0.11, 0.03, 0.26 at 64, 512, 2000 flows, 10 Gbit/s), against the paper's equal
+//! shares (§VI-C) and its recovery within 0.1 s (§V-A). With the paper's δ = 1 µs, no slower
+//! than one MTU time on the link, the floor makes K = λ·τ whenever τ > 50 µs. The
 //! paper does not say when a record leaves the list; here it does once its flow's sender can no
 //! longer be in fast recovery or additive increase under the τ of its last CNP
 //! ([`DcqcnPlusParams::record_lifetime`]), so that l counts the flows of the incast (§V-D
@@ -81,12 +91,14 @@ impl DcqcnPlusParams {
     }
 
     /// How long a notification point record outlives its flow's last ECN mark, with `l` flows
-    /// in the list: 4F rounds of the longest K of eq. (17), λ·max(τ, M/R_min) with τ = l·δ
-    /// (11), the longest the flow's sender can stay in fast recovery and additive increase
-    /// under the τ of its last CNP. A shorter life forgets the incast's flows between two
-    /// congestion episodes: l and τ shrink, and the first CNPs of the next episode carry
-    /// τ ≤ 50 µs, whose 55 µs timers reach hyper increase within about a millisecond (a
-    /// 1 ms life, or four walks of the list, did that at 64 and 2000 flows; docs/congestion.md).
+    /// in the list: 4F rounds of λ·max(τ, M/R_min) with τ = l·δ (11), the longest a sender cut
+    /// to R_min would spend in fast recovery and additive increase under eq. (17) read
+    /// literally (without the fair-share floor of [`DcqcnPlus`]'s timers). The point is a life
+    /// long enough that l counts the incast's flows across congestion episodes. A shorter life
+    /// forgets them between two episodes: l and τ shrink, and the first CNPs of the next
+    /// episode carry τ ≤ 50 µs, whose 55 µs timers reach hyper increase within about a
+    /// millisecond (a 1 ms life, or four walks of the list, did that at 64 and 2000 flows;
+    /// docs/congestion.md).
     pub fn record_lifetime(&self, l: usize) -> Duration {
         let tau = self.delta.saturating_mul(l as u64).as_nanos() as f64;
         // M / R_min in ns: one MTU at the slowest rate a flow can be cut to.
@@ -176,14 +188,17 @@ impl DcqcnPlus {
 
     /// Sets K and K_α from the last τ and the current R_C: eqs. (16), (17) when τ > 50 µs,
     /// DCQCN's 55 µs otherwise. Called at every cut and every time the rate timer is re-armed,
-    /// so that K keeps "long enough for the flow to send several packets" (§IV-B.3) as R_C
-    /// recovers; fixed at the value of the last cut, a flow cut to R_min (M/R_C = 8 ms at
-    /// 10 Gbit/s) would wait 16 ms per round through all 4F rounds before hyper increase.
+    /// so that K follows R_C as it recovers rather than keeping the value of the last cut.
     fn set_timers(&mut self) {
         match self.tau {
             Some(tau) if tau > self.p.tau_threshold => {
-                // M / R_C: the time to send one MTU at the current rate, in ns.
-                let mtu_time = self.p.mtu_bytes as f64 * 8.0 * 1e9 / self.r_c;
+                // M / R: one MTU at the current rate, R_C, but never at less than the fair
+                // share R_l/l = R_l·δ/τ of the l flows the notification point walks (11), the
+                // rate §V-D puts into eq. (17). Literal M/R_C made a slow flow's rounds longer
+                // the slower it was, so flows cut deep never caught up (module docs).
+                let fair_share = self.p.line_rate.as_bps() as f64 * self.p.delta.as_nanos() as f64
+                    / tau.as_nanos() as f64;
+                let mtu_time = self.p.mtu_bytes as f64 * 8.0 * 1e9 / self.r_c.max(fair_share);
                 let base = (tau.as_nanos() as f64).max(mtu_time);
                 // eq. (16): K_α = λ_α · max(τ, M/R_C); eq. (17): K = λ · max(τ, M/R_C)
                 self.k_alpha = Duration::from_nanos((self.p.lambda_alpha * base) as u64);
@@ -398,22 +413,59 @@ mod tests {
         d.on_cnp(t(0), Some(Duration::from_millis(2)));
         assert_eq!(d.k_alpha, Duration::from_millis(2));
         assert_eq!(d.k, Duration::from_millis(4));
-        // A slow flow: R_C = 4 Mbit/s, M/R_C = 8000/4e6 s = 2 ms > τ = 100 µs → K = 4 ms.
+        // A slow flow: R_C = 4 Mbit/s, τ = 100 µs, so l = τ/δ = 100 flows share 40 Gbit/s:
+        // the fair share is 400 Mbit/s, M/400 Mbit/s = 20 µs < τ, and K = λ·τ = 200 µs
+        // (literal M/R_C = 8000/4e6 s = 2 ms would give K = 4 ms).
         let mut d = DcqcnPlus::new(p());
         d.r_c = 8e6;
         d.on_cnp(t(0), Some(Duration::from_micros(100)));
         assert_eq!(d.r_c, 4e6);
+        assert_eq!(d.k, Duration::from_micros(200));
+        assert_eq!(d.k_alpha, Duration::from_micros(100));
+    }
+
+    /// A notification point checking a record every 100 ns (δ < M/R_l = 200 ns), so that the
+    /// M/R term of eqs. (16), (17) can exceed τ.
+    fn fast_np() -> DcqcnPlusParams {
+        DcqcnPlusParams {
+            delta: Duration::from_nanos(100),
+            ..p()
+        }
+    }
+
+    #[test]
+    fn dcqcn_plus_eq17_rate_floored_at_the_fair_share() {
+        // τ = 100 µs with δ = 100 ns: l = 1000 flows, fair share R_l·δ/τ = 40 Mbit/s. A flow
+        // cut to 4 Mbit/s times its rounds at 40 Mbit/s: M/R = 8000/40e6 s = 200 µs > τ, so
+        // K = λ·200 µs = 400 µs and K_α = 200 µs.
+        let mut d = DcqcnPlus::new(fast_np());
+        d.r_c = 8e6;
+        d.on_cnp(t(0), Some(Duration::from_micros(100)));
+        assert_eq!(d.r_c, 4e6);
+        assert_eq!(d.k, Duration::from_micros(400));
+        assert_eq!(d.k_alpha, Duration::from_micros(200));
+        // Above the fair share the flow's own rate counts: cut from 200 to 100 Mbit/s,
+        // M/R_C = 80 µs < τ, so K = λ·τ = 200 µs.
+        let mut d = DcqcnPlus::new(fast_np());
+        d.r_c = 200e6;
+        d.on_cnp(t(0), Some(Duration::from_micros(100)));
+        assert_eq!((d.r_c, d.k), (100e6, Duration::from_micros(200)));
+        // τ = 1 ms (l = 10 000): the fair share is R_min = 4 Mbit/s, M/R = 2 ms > τ, and
+        // K = 4 ms, what eq. (17) gives a flow at R_min.
+        let mut d = DcqcnPlus::new(fast_np());
+        d.r_c = 4e6;
+        d.on_cnp(t(0), Some(Duration::from_millis(1)));
         assert_eq!(d.k, Duration::from_millis(4));
-        assert_eq!(d.k_alpha, Duration::from_millis(2));
     }
 
     #[test]
     fn dcqcn_plus_eq17_k_follows_r_c_as_it_recovers() {
-        // A CNP with τ = 100 µs cuts 8 Mbit/s to 4 Mbit/s (α = 1): M/R_C = 8000 bit / 4 Mbit/s
-        // = 2 ms > τ, so K = 2 · 2 ms = 4 ms and K_α = 2 ms (eqs. (16), (17)).
-        let mut d = DcqcnPlus::new(p());
+        // A CNP with τ = 1 ms (fair share 4 Mbit/s with δ = 100 ns) cuts 8 Mbit/s to 4 Mbit/s
+        // (α = 1): M/R_C = 8000 bit / 4 Mbit/s = 2 ms > τ, so K = 2 · 2 ms = 4 ms and
+        // K_α = 2 ms (eqs. (16), (17)).
+        let mut d = DcqcnPlus::new(fast_np());
         d.r_c = 8e6;
-        d.on_cnp(t(0), Some(Duration::from_micros(100)));
+        d.on_cnp(t(0), Some(Duration::from_millis(1)));
         assert_eq!((d.r_c, d.k), (4e6, Duration::from_millis(4)));
         // First round (S = 1, eq. (18)): R_C = (8 + 4)/2 = 6 Mbit/s. The re-armed timer uses
         // the new R_C: M/R_C = 8000/6e6 s = 1.333… ms, K = 2.666… ms, K_α = 1.333… ms.
