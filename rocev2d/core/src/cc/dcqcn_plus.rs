@@ -32,10 +32,10 @@
 //! throughput 0.11, 0.03, 0.26 at 64, 512, 2000 flows, 10 Gbit/s), against the paper's equal
 //! shares (§VI-C) and its recovery within 0.1 s (§V-A). With the paper's δ = 1 µs, no slower
 //! than one MTU time on the link, the floor makes K = λ·τ whenever τ > 50 µs. The
-//! paper does not say when a record leaves the list; here it does once its flow's sender can no
-//! longer be in fast recovery or additive increase under the τ of its last CNP
-//! ([`DcqcnPlusParams::record_lifetime`]), so that l counts the flows of the incast (§V-D
-//! configures τ = N·δ for N flows) and not only those marked in the last few walks. τ travels
+//! paper does not say when a record leaves the list; here it does 4F·λ·max(τ, M/R_min) after
+//! its flow's last mark ([`DcqcnPlusParams::record_lifetime`]), so that l counts the flows of
+//! the incast (§V-D configures τ = N·δ for N flows) and not only those marked in the last few
+//! walks. τ travels
 //! in rocev2's REXT header (not the CNP's reserved bytes, which standard receivers must ignore
 //! and senders must zero).
 
@@ -200,7 +200,7 @@ impl DcqcnPlus {
                     / tau.as_nanos() as f64;
                 let mtu_time = self.p.mtu_bytes as f64 * 8.0 * 1e9 / self.r_c.max(fair_share);
                 let base = (tau.as_nanos() as f64).max(mtu_time);
-                // eq. (16): K_α = λ_α · max(τ, M/R_C); eq. (17): K = λ · max(τ, M/R_C)
+                // eq. (16): K_α = λ_α · max(τ, M/R); eq. (17): K = λ · max(τ, M/R)
                 self.k_alpha = Duration::from_nanos((self.p.lambda_alpha * base) as u64);
                 self.k = Duration::from_nanos((self.p.lambda * base) as u64);
             }
