@@ -40,6 +40,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::time::{Duration, Instant, Rate};
+use crate::wire::frame::Ecn;
+use crate::wire::ip;
 
 /// Parameters of a [`Link`]. `Default` is an ideal link: no delay, infinite rate, no faults.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,61 +165,8 @@ impl Chance {
     }
 }
 
-/// Where the IP header starts in an Ethernet frame (after an optional 802.1Q tag), and its
-/// version.
-fn ip_header(frame: &[u8]) -> Option<(usize, u8)> {
-    let mut at = 12;
-    if frame.get(at..at + 2)? == [0x81, 0x00] {
-        at += 4;
-    }
-    let ethertype = frame.get(at..at + 2)?;
-    let ip = at + 2;
-    match ethertype {
-        [0x08, 0x00] => Some((ip, 4)),
-        [0x86, 0xdd] => Some((ip, 6)),
-        _ => None,
-    }
-}
-
-/// The ECN bits of an IP frame.
-fn ecn_bits(frame: &[u8]) -> Option<u8> {
-    let (ip, v) = ip_header(frame)?;
-    match v {
-        4 => frame.get(ip + 1).map(|tos| tos & 3),
-        _ => frame.get(ip + 1).map(|b| (b >> 4) & 3),
-    }
-}
-
 fn is_ect(frame: &[u8]) -> bool {
-    matches!(ecn_bits(frame), Some(1 | 2))
-}
-
-/// Sets ECN to CE (RFC 3168) and fixes the IPv4 header checksum.
-fn mark_ce(frame: &mut [u8]) {
-    let Some((ip, v)) = ip_header(frame) else {
-        return;
-    };
-    if v == 6 {
-        if let Some(b) = frame.get_mut(ip + 1) {
-            *b |= 0x30;
-        }
-        return;
-    }
-    let ihl = frame.get(ip).map_or(0, |b| (b & 0x0f) as usize * 4);
-    let Some(hdr) = frame.get_mut(ip..ip + ihl) else {
-        return;
-    };
-    hdr[1] |= 3;
-    hdr[10] = 0;
-    hdr[11] = 0;
-    let mut sum: u32 = hdr
-        .chunks(2)
-        .map(|w| u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0)))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    hdr[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    matches!(ip::ecn(frame), Some(Ecn::Ect0 | Ecn::Ect1))
 }
 
 /// A seeded one-way in-memory link carrying opaque frames.
@@ -294,7 +243,7 @@ impl Link {
             }
         }
         if self.ce_mark.0 != 0 && is_ect(&frame) && self.ce_mark.roll(&mut self.rng) {
-            mark_ce(&mut frame);
+            ip::mark_ce(&mut frame);
             self.stats.ce_marked += 1;
         }
         let arrival = departure + self.cfg.delay;

@@ -177,19 +177,6 @@ pub struct Frame<'a> {
     udp_repr: UdpRepr,
 }
 
-/// True when an IPv4 header's checksum is right: the ones' complement sum of all its 16-bit
-/// words, checksum included, is 0xFFFF (RFC 1071).
-fn ipv4_checksum_ok(hdr: &[u8]) -> bool {
-    let mut sum: u32 = hdr
-        .chunks_exact(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum == 0xffff
-}
-
 fn short_or(slice_len: usize, min: usize, header: Header) -> Error {
     if slice_len < min {
         Error::Truncated(header)
@@ -245,7 +232,7 @@ impl<'a> Frame<'a> {
                 if h.protocol() != IpNumber::UDP {
                     return Err(Error::NotUdp);
                 }
-                if !ipv4_checksum_ok(h.slice()) {
+                if super::ip::ipv4_header_checksum(h.slice()) != 0 {
                     return Err(Error::BadIpChecksum);
                 }
                 let repr = IpRepr::V4 {

@@ -81,6 +81,7 @@ pub mod frame;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod ip;
 pub mod opcode;
 pub mod packet;
 pub mod psn;
