@@ -4,22 +4,26 @@
 # about a second.
 #
 #   bash deploy/prereqs.sh        everything deploy/test.sh needs
-#   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, nightly, bpf-linker, tshark)
+#   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, nightly, bpf-linker, the
+#                                 programs of deploy/tools.list)
 #
 # What and why:
 #   Rust stable + rustfmt + clippy   build, format check, lints
-#   tshark                           independent RoCEv2 decoder in interop tests; demo output
 #   python3 + scapy                  independent RoCEv2 encoder/decoder in interop tests
 #   nightly rust-src                 eBPF builds (-Z build-std=core) and cargo-fuzz (sanitizers)
 #   bpf-linker (+ LLVM 22 dev libs)  links the eBPF programs; rustc's LLVM is 22, so bpf-linker
 #                                    is built against llvm-22 (llvm-config must be on PATH)
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
-#   iproute2 + procps                netns testbeds (ip, tc, ss, bridge; sysctl) for integration/
+#   deploy/tools.list                every external program a test, tool or script runs (iproute2,
+#                                    procps, iperf3, tcpdump, tshark, …), with its package
+#
+#   bash deploy/prereqs.sh check  installs nothing: fails, naming the install line, when a
+#                                 program of deploy/tools.list is missing (CI runs it before tests)
 set -euo pipefail
 
 log() { printf '[prereqs] %s\n' "$*"; }
 
-if [ "$(id -u)" -ne 0 ]; then
+if [ "$(id -u)" -ne 0 ] && [ "${1:-all}" != check ]; then
     log "run as root (installs Debian packages)" >&2
     exit 1
 fi
@@ -58,8 +62,34 @@ ensure_rust() {
     done
 }
 
-ensure_tshark() {
-    apt_install tshark
+TOOLS_LIST="$(dirname "${BASH_SOURCE[0]}")/tools.list"
+
+# "program package" for every program of deploy/tools.list that is not on PATH.
+missing_tools() {
+    local prog pkg _
+    while read -r prog pkg _; do
+        case "$prog" in '' | '#'*) continue ;; esac
+        command -v "$prog" >/dev/null || echo "$prog $pkg"
+    done <"$TOOLS_LIST"
+}
+
+ensure_tools() {
+    local pkgs
+    pkgs=$(missing_tools | awk '{ print $2 }' | sort -u)
+    [ -z "$pkgs" ] && return 0
+    # shellcheck disable=SC2086 # one word per package
+    apt_install $pkgs
+}
+
+check_tools() {
+    local missing
+    missing=$(missing_tools)
+    if [ -n "$missing" ]; then
+        while read -r prog pkg; do
+            log "missing: $prog (install: apt-get install -y $pkg, or bash deploy/prereqs.sh)" >&2
+        done <<<"$missing"
+        exit 1
+    fi
 }
 
 ensure_scapy() {
@@ -74,10 +104,6 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNAL
     fi
     log "installing scapy for $(command -v python3)"
     python3 -m pip install "${flags[@]}" scapy
-}
-
-ensure_netns_tools() {
-    apt_install iproute2 procps
 }
 
 ensure_nightly_src() {
@@ -107,21 +133,23 @@ ensure_cargo_fuzz() {
 case "${1:-all}" in
     demo)
         ensure_rust
-        ensure_tshark
+        ensure_tools
         ensure_nightly_src
         ensure_bpf_linker
         ;;
     all)
         ensure_rust
-        ensure_tshark
+        ensure_tools
         ensure_scapy
         ensure_nightly_src
         ensure_bpf_linker
         ensure_cargo_fuzz
-        ensure_netns_tools
+        ;;
+    check)
+        check_tools
         ;;
     *)
-        log "usage: $0 [all|demo]" >&2
+        log "usage: $0 [all|demo|check]" >&2
         exit 2
         ;;
 esac

@@ -25,6 +25,10 @@ bash deploy/prereqs.sh
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH" # rustup just installed it
 ok
 
+step "external programs the tests run are installed (deploy/prereqs.sh check)"
+bash deploy/prereqs.sh check
+ok
+
 step "ground-truth captures present (../shared/captures)"
 if ! ls ../shared/captures/*.pcap >/dev/null 2>&1; then
     echo "../shared/captures/*.pcap not found: the shared folder must sit beside the repository" >&2

@@ -209,12 +209,14 @@ impl Process {
     /// Start `cmd` with stdin closed and stdout/stderr captured.
     ///
     /// # Errors
-    /// [`Error::Spawn`] if it cannot start.
+    /// [`Error::MissingTool`] if the program (or, for `ip netns exec`, the program it runs) is
+    /// not installed; [`Error::Spawn`] if it cannot start.
     pub fn spawn(cmd: &mut Command) -> Result<Process, Error> {
         Self::spawn_with_input(cmd, None)
     }
 
     fn spawn_with_input(cmd: &mut Command, input: Option<&str>) -> Result<Process, Error> {
+        crate::tools::require_for(cmd)?;
         let line = display(cmd);
         tracing::debug!(cmd = %line, "spawn");
         cmd.stdin(if input.is_some() {

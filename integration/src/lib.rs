@@ -50,6 +50,7 @@ pub mod plan;
 pub mod ports;
 pub mod probe;
 pub mod sweep;
+pub mod tools;
 pub mod topology;
 
 pub use exec::{Captured, Process, collect_json};
@@ -80,6 +81,14 @@ pub enum Error {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// A program a command runs is not installed.
+    #[error("`{program}` is not installed: {install}")]
+    MissingTool {
+        /// The program.
+        program: String,
+        /// How to install it.
+        install: String,
     },
     /// A command exited unsuccessfully.
     #[error("`{cmd}` failed ({status}): {stderr}")]
