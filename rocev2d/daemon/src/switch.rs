@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `attach` returns once the port is live and leaves it so (the program hangs off a tc filter,
-//! see `rocev2_ebpf_loader::switch`); `stats` and `detach` find it again by interface. Sizes
+//! see `rocev2_ebpf_loader::switch_port`); `stats` and `detach` find it again by interface. Sizes
 //! follow tc: `b`, `kb`/`k` (1024), `mb`/`m` (1024²), `gb`/`g`; rates follow tc's bit units:
 //! `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers of 1000). Probabilities are fractions
 //! (`0.01`) or percentages (`1%`).
@@ -55,9 +55,11 @@ use rocev2_ebpf_common::{
     dvl::FlowKey,
     fault::{FaultConfig, from_ppb},
     red::{PROB_ONE, RedConfig},
-    switch::{Counter, FLAG_DVL, FLAG_DVL_ACCEPT},
+    switch_port::{Counter, FLAG_DVL, FLAG_DVL_ACCEPT},
 };
-use rocev2_ebpf_loader::switch::{IofdSpec, Port, PortSpec, PortStats, Shaper, attach, ifindex};
+use rocev2_ebpf_loader::switch_port::{
+    IofdSpec, Port, PortSpec, PortStats, Shaper, attach, ifindex,
+};
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;

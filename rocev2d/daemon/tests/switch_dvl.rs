@@ -17,7 +17,7 @@
 
 mod common;
 use common::{BIN, need_root};
-use rocev2_ebpf_loader::switch::program_loaded;
+use rocev2_ebpf_loader::switch_port::program_loaded;
 use rocev2_testbed::topology::{LinkParams, Topology};
 use rocev2_testbed::{Process, SwitchKind, Testbed, exec};
 use serde_json::Value;

@@ -10,7 +10,7 @@
 //! It holds the RED/ECN decision ([`red`]), the switch port's queue model ([`queue`]) and
 //! seeded fault draws ([`fault`]), the IOFD deflection decision ([`iofd`]), the DVL
 //! congested-flow table and isolation decision ([`dvl`]), and the map layouts of the AF_XDP steering program
-//! ([`steer`]) and the switch-port program ([`switch`]); map names and record layouts live here
+//! ([`steer`]) and the switch-port program ([`switch_port`]); map names and record layouts live here
 //! so the kernel programs and their loader cannot disagree. The `user` feature adds the
 //! `aya::Pod` impls the loader needs to read and write the records.
 //!
@@ -33,4 +33,4 @@ pub mod iofd;
 pub mod queue;
 pub mod red;
 pub mod steer;
-pub mod switch;
+pub mod switch_port;

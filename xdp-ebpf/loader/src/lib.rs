@@ -6,12 +6,12 @@
 //!   leaves nothing attached behind; the attachment is a BPF link, which the kernel also
 //!   releases when a killed process's descriptors close (`rocev2d/daemon/tests/wire_daemon.rs`
 //!   checks SIGTERM and SIGKILL).
-//! - [`switch`]: the tc program that makes an interface a switch port (queue model, RED/ECN,
+//! - [`switch_port`]: the tc program that makes an interface a switch port (queue model, RED/ECN,
 //!   fault injection). Deliberately the opposite lifetime: a port stays configured after the
-//!   attaching process exits, until [`switch::Port::detach`] (or the namespace goes).
+//!   attaching process exits, until [`switch_port::Port::detach`] (or the namespace goes).
 
 pub mod steer;
-pub mod switch;
+pub mod switch_port;
 
 /// Errors of loading, attaching and reading programs.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! The switch-port program: attach it to a port's egress with a shaper at the port's rate,
 //! find it again from another process, read its counters and histogram, detach it.
 //!
-//! What the program does per packet is documented in `rocev2_ebpf_common::switch`; the queue
+//! What the program does per packet is documented in `rocev2_ebpf_common::switch_port`; the queue
 //! model and its accuracy in `docs/switch.md`.
 //!
 //! **Lifetime.** [`attach`] leaves the port configured after the process exits: the program
@@ -47,7 +47,7 @@ use rocev2_ebpf_common::{
     fault::FaultConfig,
     queue::QueueState,
     red::RedConfig,
-    switch::{
+    switch_port::{
         ACCEPT_PROGRAM, CFQ_MAP, CFT_MAP, CONFIG_MAP, COUNTERS_MAP, Counter, FLAG_BLACKHOLE,
         FLAG_DROP_NON_ECT, FLAG_DVL, FLAG_DVL_ACCEPT, FLAG_ENABLED, FLAG_IOFD, FLAG_OWNS_CLSACT,
         FLAG_OWNS_SHAPER, FLAG_UNATTACHED, HIST_BUCKETS, HIST_MAP, MAX_ALTERNATES, PROGRAM,
@@ -57,7 +57,7 @@ use rocev2_ebpf_common::{
 
 use crate::Error;
 
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch"));
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch_port"));
 
 /// Bytes of Ethernet header tc counts on top of the IP MTU.
 const ETHERNET_HEADER_BYTES: u64 = 14;

@@ -54,43 +54,43 @@ use rocev2_ebpf_common::{
     fault::Fault,
     iofd::{self, Action, DFT_ENTRIES, Dft, MessageKey, Position, Refusal},
     queue::QueueState,
-    switch::{
+    switch_port::{
         Admit, CFQ_PRIORITY, Counter, DEFLECTED_MARK, DUPLICATE_MARK, FLAG_DVL, FLAG_DVL_ACCEPT,
         FLAG_ENABLED, FLAG_IOFD, HIST_BUCKETS, PortConfig, admit,
     },
 };
 
-/// The port's configuration (`switch::CONFIG_MAP`).
+/// The port's configuration (`switch_port::CONFIG_MAP`).
 #[map(name = "RV2_SW_CONFIG")]
 static CONFIG: Array<PortConfig> = Array::with_max_entries(1, 0);
 
-/// The modelled queue (`switch::QUEUE_MAP`).
+/// The modelled queue (`switch_port::QUEUE_MAP`).
 #[map(name = "RV2_SW_QUEUE")]
 static QUEUE: Array<QueueState> = Array::with_max_entries(1, 0);
 
-/// Per-CPU counters indexed by [`Counter`] (`switch::COUNTERS_MAP`).
+/// Per-CPU counters indexed by [`Counter`] (`switch_port::COUNTERS_MAP`).
 #[map(name = "RV2_SW_COUNTERS")]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
-/// Per-CPU queue histogram (`switch::HIST_MAP`).
+/// Per-CPU queue histogram (`switch_port::HIST_MAP`).
 #[map(name = "RV2_SW_HIST")]
 static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(3 * HIST_BUCKETS, 0);
 
-/// The port's deflected-flow table (`switch::DFT_MAP`): insert-if-absent is atomic in the
+/// The port's deflected-flow table (`switch_port::DFT_MAP`): insert-if-absent is atomic in the
 /// kernel, so a live entry is never overwritten and a full table refuses.
 #[map(name = "RV2_SW_DFT")]
 static DFT: HashMap<MessageKey, u32> = HashMap::with_max_entries(DFT_ENTRIES, 0);
 
-/// The modelled congested-flow queue (`switch::CFQ_MAP`), DVL only.
+/// The modelled congested-flow queue (`switch_port::CFQ_MAP`), DVL only.
 #[map(name = "RV2_SW_CFQ")]
 static CFQ: Array<QueueState> = Array::with_max_entries(1, 0);
 
-/// The port's congested-flow table (`switch::CFT_MAP`): insert-if-absent and delete are atomic
+/// The port's congested-flow table (`switch_port::CFT_MAP`): insert-if-absent and delete are atomic
 /// in the kernel, so CPUs racing on one flow agree.
 #[map(name = "RV2_SW_CFT")]
 static CFT: HashMap<FlowKey, u64> = HashMap::with_max_entries(CFT_ENTRIES, 0);
 
-/// When this port last notified upstream for each isolated flow (`switch::NOTIFIED_MAP`).
+/// When this port last notified upstream for each isolated flow (`switch_port::NOTIFIED_MAP`).
 #[map(name = "RV2_SW_NOTIFIED")]
 static NOTIFIED: HashMap<FlowKey, u64> = HashMap::with_max_entries(CFT_ENTRIES, 0);
 

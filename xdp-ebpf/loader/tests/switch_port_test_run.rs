@@ -5,13 +5,14 @@
 //! The modelled queue is set by hand before each packet with a last-update time in the future,
 //! so it does not drain: every packet finds exactly the queue the test chose.
 
+use rocev2_core::wire::ip::ipv4_header_checksum;
 use rocev2_ebpf_common::{
     fault::{FaultConfig, from_ppb},
     queue::{NANOBITS_PER_BYTE, QueueState},
     red::{PROB_ONE, RedConfig, probability},
-    switch::{Counter, HIST_BUCKETS},
+    switch_port::{Counter, HIST_BUCKETS},
 };
-use rocev2_ebpf_loader::switch::{IofdSpec, PortSpec, Shaper, Unattached};
+use rocev2_ebpf_loader::switch_port::{IofdSpec, PortSpec, Shaper, Unattached};
 
 const TC_ACT_OK: u32 = 0;
 const TC_ACT_SHOT: u32 = 2;
@@ -54,17 +55,6 @@ fn need_root(test: &str) -> bool {
     root
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// Ethernet + IPv4 + UDP + BTH + `payload` bytes + ICRC, ECN field `ecn`, to UDP port `port`.
 fn frame_v4(ecn: u8, port: u16, payload: usize) -> Vec<u8> {
     let udp_len = 8 + 12 + payload + 4;
@@ -92,7 +82,7 @@ fn frame_v4(ecn: u8, port: u16, payload: usize) -> Vec<u8> {
         0,
         2,
     ];
-    let c = ipv4_checksum(&ip);
+    let c = ipv4_header_checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&[0xc0, 0x00]);
@@ -152,7 +142,7 @@ fn switch_red_marking_follows_curve() {
                 3 => {
                     marked += 1;
                     // The helper keeps the IPv4 checksum valid.
-                    assert_eq!(ipv4_checksum(&out[14..34]), 0);
+                    assert_eq!(ipv4_header_checksum(&out[14..34]), 0);
                 }
                 2 => assert_eq!(out, frame),
                 other => panic!("ECN field became {other}"),
@@ -365,7 +355,7 @@ fn write_packet(opcode: u8, qp: u32, tokens: u8, len: u32) -> Vec<u8> {
     let ip_len = (f.len() - 14) as u16;
     f[16..18].copy_from_slice(&ip_len.to_be_bytes());
     f[24..26].copy_from_slice(&[0, 0]);
-    let c = ipv4_checksum(&f[14..34]);
+    let c = ipv4_header_checksum(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
     f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
     f
@@ -443,7 +433,7 @@ fn switch_iofd_deflects_short_messages_in_order() {
 /// released when both queues are below the threshold and the CFQ is empty.
 #[test]
 fn switch_dvl_isolates_and_releases_flow() {
-    use rocev2_ebpf_common::switch::CFQ_PRIORITY;
+    use rocev2_ebpf_common::switch_port::CFQ_PRIORITY;
     if !need_root("switch_dvl_isolates_and_releases_flow") {
         return;
     }
@@ -738,7 +728,7 @@ fn notification(frame: &[u8]) -> Vec<u8> {
 /// other frames pass untouched; a port not configured to accept ignores notifications.
 #[test]
 fn switch_dvl_notification_accepted_into_table() {
-    use rocev2_ebpf_common::switch::CFQ_PRIORITY;
+    use rocev2_ebpf_common::switch_port::CFQ_PRIORITY;
     if !need_root("switch_dvl_notification_accepted_into_table") {
         return;
     }

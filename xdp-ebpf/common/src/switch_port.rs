@@ -1,5 +1,5 @@
 //! The switch-port program's maps: names, records and counter slots, defined once for the
-//! program (`rocev2-ebpf`, bin `switch`), its loader (`rocev2-ebpf-loader::switch`) and
+//! program (`rocev2-ebpf`, bin `switch_port`), its loader (`rocev2-ebpf-loader::switch_port`) and
 //! `rocev2d switch`.
 //!
 //! Per packet on a port's egress the program applies, in order: fault injection to RoCEv2
