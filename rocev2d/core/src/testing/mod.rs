@@ -6,6 +6,8 @@
 //! - [`link`]: a seeded one-way in-memory link with delay, rate, loss, duplication, reordering
 //!   and corruption. Two of them joined back to back carry traffic between two engines.
 //! - [`pair`]: two endpoints on such links with a virtual clock, and a one-call RC connection.
+//! - [`soak`]: one seeded connection of mixed verbs over faulty links, checked byte for byte
+//!   (the soak command, `examples/soak.rs`, runs thousands).
 //!
 //! Source: none (test infrastructure, modelled on quinn-proto's `tests/util.rs` and smoltcp's
 //! `phy/fault_injector.rs`).
@@ -14,6 +16,7 @@
 
 pub mod link;
 pub mod pair;
+pub mod soak;
 
 pub use link::{Link, LinkConfig, LinkStats};
 pub use pair::{Conn, ConnectOptions, Host, Pair};
