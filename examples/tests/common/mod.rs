@@ -43,13 +43,24 @@ pub fn ifname(tb: &Testbed, host: &str) -> String {
 /// `bin args <h1's IPv4>` as client in `h0`; returns (server, client) output, both checked for
 /// success.
 pub fn run_pair(tb: &Testbed, bin: &str, args: &[&str], timeout: Duration) -> (Captured, Captured) {
-    let with_iface = |host: &str| {
+    run_pair_args(tb, bin, args, args, timeout)
+}
+
+/// [`run_pair`] with different arguments for the server and the client.
+pub fn run_pair_args(
+    tb: &Testbed,
+    bin: &str,
+    server_args: &[&str],
+    client_args: &[&str],
+    timeout: Duration,
+) -> (Captured, Captured) {
+    let with_iface = |host: &str, args: &[&str]| {
         let mut v: Vec<String> = vec!["-d".into(), ifname(tb, host)];
         v.extend(args.iter().map(|s| s.to_string()));
         v
     };
     let mut cmd = tb.command("h1", bin).expect("command");
-    cmd.args(with_iface("h1"));
+    cmd.args(with_iface("h1", server_args));
     let server = Process::spawn(&mut cmd).expect("spawn server");
     wait_for_port(
         &tb.node("h1").expect("h1").netns,
@@ -60,7 +71,7 @@ pub fn run_pair(tb: &Testbed, bin: &str, args: &[&str], timeout: Duration) -> (C
     .expect("server listening");
     let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
     let mut cmd = tb.command("h0", bin).expect("command");
-    cmd.args(with_iface("h0")).arg(h1);
+    cmd.args(with_iface("h0", client_args)).arg(h1);
     let client = Process::spawn(&mut cmd)
         .expect("spawn client")
         .wait(timeout)
