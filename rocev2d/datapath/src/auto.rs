@@ -9,7 +9,7 @@
 //!
 //! Deviations: none.
 
-use crate::packet::{PacketConfig, PacketDatapath};
+use crate::af_packet::{PacketConfig, PacketDatapath};
 use crate::udp::{UdpConfig, UdpDatapath};
 use crate::xdp::{XdpConfig, XdpDatapath};
 use crate::{Datapath, Error, Interface};

@@ -6,7 +6,7 @@
 //!
 //! | mode | module | privileges | what the kernel does |
 //! |---|---|---|---|
-//! | AF_PACKET | [`packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
+//! | AF_PACKET | [`af_packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
 //! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we rebuild them on receive |
 //! | AF_XDP | [`xdp`] | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
 //!
@@ -31,6 +31,7 @@
     )
 )]
 
+pub mod af_packet;
 pub mod auto;
 pub mod clock;
 pub mod driver;
@@ -38,7 +39,7 @@ pub mod filter;
 pub mod iface;
 pub mod neigh;
 mod netlink;
-pub mod packet;
+
 mod sys;
 pub mod udp;
 pub mod xdp;
