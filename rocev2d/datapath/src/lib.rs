@@ -12,8 +12,9 @@
 //!
 //! [`auto`] picks the best mode available and says why. [`iface`] reads an interface's MAC, MTU,
 //! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
-//! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`, and
-//! [`Driver`] is the event loop joining an endpoint, its memory and a datapath.
+//! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`,
+//! [`entropy`] the only one that reads the OS's randomness, and [`Driver`] is the event loop
+//! joining an endpoint, its memory and a datapath.
 //!
 //! Source: RoCEv2 Annex A17.4 (UDP encapsulation) and `docs/wire.md`, "ICRC in each datapath
 //! mode", for what the UDP datapath must do so that the ICRC the core computed stays valid.
@@ -35,6 +36,7 @@ pub mod af_packet;
 pub mod auto;
 pub mod clock;
 pub mod driver;
+pub mod entropy;
 pub mod filter;
 pub mod iface;
 pub mod neigh;
