@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | AF_PACKET | [`af_packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
 //! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we rebuild them on receive |
-//! | AF_XDP | [`xdp`] | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
+//! | AF_XDP | `xdp` (cargo feature `xdp`, default on) | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
 //!
 //! [`auto`] picks the best mode available and says why. [`iface`] reads an interface's MAC, MTU,
 //! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
@@ -44,6 +44,7 @@ mod netlink;
 
 mod sys;
 pub mod udp;
+#[cfg(feature = "xdp")]
 pub mod xdp;
 
 pub use auto::{Mode, open};
