@@ -377,6 +377,7 @@ impl Queue {
                 *m = RxMeta {
                     len,
                     ecn: crate::filter::frame_ecn(frame),
+                    datagram: None,
                 };
             }
             st.rx_packets += 1;
