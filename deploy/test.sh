@@ -48,6 +48,20 @@ step "cargo clippy (host crates) --all-targets --all-features -- -D warnings"
 cargo clippy "${HOST[@]}" --all-targets --all-features -- -D warnings
 ok
 
+# AF_XDP sits behind the default `xdp` feature of rocev2-datapath and rocev2, so that everything
+# but it builds on stable without bpf-linker (the loader's build script needs it). Checked with
+# a PATH holding the stable toolchain and the system only, and a target dir of its own.
+step "crates above the core build without bpf-linker (cargo check --no-default-features)"
+STABLE_BIN="$(rustc +stable --print sysroot)/bin"
+env PATH="/usr/bin:/bin:$STABLE_BIN" bash -c '
+    if command -v bpf-linker >/dev/null; then
+        echo "bpf-linker is reachable at $(command -v bpf-linker): the check would prove nothing" >&2
+        exit 1
+    fi
+    cargo check -p rocev2-datapath -p rocev2 --no-default-features --all-targets \
+        --target-dir target/no-bpf-linker'
+ok
+
 step "cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -- -D warnings"
 cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -Z build-std=core -- -D warnings
 ok

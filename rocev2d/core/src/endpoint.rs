@@ -4,7 +4,9 @@
 //! This is the object the daemon, the verbs API and the network model drive, in the style of
 //! quinn-proto's `Endpoint`/`Connection`: feed it frames with [`Endpoint::handle_frame`], pull
 //! frames with [`Endpoint::poll_transmit`], and call [`Endpoint::handle_timeout`] at
-//! [`Endpoint::poll_timeout`]. It never reads a clock and holds no application memory; bytes move
+//! [`Endpoint::poll_timeout`]. A datapath whose kernel writes and strips the IP and UDP headers
+//! (UDP sockets) uses [`Endpoint::handle_datagram`] and [`Endpoint::poll_transmit_datagram`]
+//! instead, with a [`DatagramMeta`] beside each UDP payload. It never reads a clock and holds no application memory; bytes move
 //! through the [`Memory`] passed to each call.
 //!
 //! Deviations: none.
@@ -14,7 +16,9 @@ use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
 use crate::qp::{CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr};
 use crate::time::{Duration, Instant};
-use crate::wire::{self, FrameRepr, IpRepr, Qpn, RoceRepr, frame::Frame};
+use crate::wire::{
+    self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame,
+};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::net::IpAddr;
@@ -149,9 +153,10 @@ impl From<wire::Error> for DropReason {
 /// Endpoint-wide counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointStats {
-    /// Frames handed to [`Endpoint::handle_frame`].
+    /// Frames handed to [`Endpoint::handle_frame`] and datagrams to
+    /// [`Endpoint::handle_datagram`].
     pub rx_frames: u64,
-    /// Their bytes.
+    /// Their bytes (a datagram counts as the untagged frame that carried it).
     pub rx_bytes: u64,
     /// Frames produced by [`Endpoint::poll_transmit`].
     pub tx_frames: u64,
@@ -387,16 +392,35 @@ impl Endpoint {
         bytes: &[u8],
         mem: &mut dyn Memory,
     ) -> Result<(), DropReason> {
+        let result = self.deliver_frame(now, bytes, mem);
+        self.count_rx(bytes.len(), result)
+    }
+
+    /// Handles one received UDP payload (BTH … ICRC) whose IP and UDP headers the kernel
+    /// stripped, described by `meta`: the UDP-socket datapath's entry point. Everything after
+    /// L2–L4 parsing is [`Self::handle_frame`]'s; the ICRC is checked over the headers `meta`
+    /// stands for ([`DatagramMeta::verify_icrc`]). Counted as the frame that carried it.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        meta: &DatagramMeta,
+        payload: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), DropReason> {
+        let result = self.deliver_datagram(now, meta, payload, mem);
+        self.count_rx(meta.frame_len(payload.len()), result)
+    }
+
+    fn count_rx(&mut self, len: usize, result: Result<(), DropReason>) -> Result<(), DropReason> {
         self.stats.rx_frames += 1;
-        self.stats.rx_bytes += bytes.len() as u64;
-        let result = self.deliver(now, bytes, mem);
+        self.stats.rx_bytes += len as u64;
         if let Err(reason) = result {
             self.stats.drops[reason.index()] += 1;
         }
         result
     }
 
-    fn deliver(
+    fn deliver_frame(
         &mut self,
         now: Instant,
         bytes: &[u8],
@@ -405,7 +429,53 @@ impl Endpoint {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
         let repr = FrameRepr::parse_frame(&frame)?;
-        let roce: &RoceRepr = &repr.roce;
+        let src: IpAddr = match repr.ip {
+            IpRepr::V4 { src, .. } => src.into(),
+            IpRepr::V6 { src, .. } => src.into(),
+        };
+        let rx = Received {
+            src,
+            sport: repr.udp.src_port,
+            ecn: repr.ip.ecn(),
+            roce: &repr.roce,
+            payload: frame.payload(),
+            len: bytes.len(),
+        };
+        self.deliver(now, rx, mem)
+    }
+
+    fn deliver_datagram(
+        &mut self,
+        now: Instant,
+        meta: &DatagramMeta,
+        payload: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), DropReason> {
+        if meta.dst.port() != ROCEV2_UDP_PORT {
+            return Err(DropReason::NotRoce);
+        }
+        let packet = RocePacket::new_checked(payload)?;
+        meta.verify_icrc(payload)?;
+        let roce = RoceRepr::parse(&packet)?;
+        let rx = Received {
+            src: meta.src.ip(),
+            sport: meta.src.port(),
+            ecn: meta.ecn,
+            roce: &roce,
+            payload: packet.payload_slice(),
+            len: meta.frame_len(payload.len()),
+        };
+        self.deliver(now, rx, mem)
+    }
+
+    /// The demux shared by frames and datagrams, once L2–L4 are read and the ICRC checked.
+    fn deliver(
+        &mut self,
+        now: Instant,
+        rx: Received<'_>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), DropReason> {
+        let roce = rx.roce;
         let transport = roce.bth.opcode.transport();
         if !matches!(transport, wire::Transport::Rc | wire::Transport::Cnp) {
             return Err(DropReason::WrongTransport);
@@ -426,11 +496,7 @@ impl Endpoint {
         if matches!(qp.state(), QpState::Reset | QpState::Init) {
             return Err(DropReason::QpNotReady);
         }
-        let src: IpAddr = match repr.ip {
-            IpRepr::V4 { src, .. } => src.into(),
-            IpRepr::V6 { src, .. } => src.into(),
-        };
-        if src != path.dst_ip {
+        if rx.src != path.dst_ip {
             return Err(DropReason::WrongSource);
         }
         if !pkey_match(roce.bth.p_key, qp.p_key()) {
@@ -445,9 +511,8 @@ impl Endpoint {
             qp.on_cnp(now, tau);
             return Ok(());
         }
-        let (payload, ecn, sport) = (frame.payload(), repr.ip.ecn(), repr.udp.src_port);
         drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
-            qp.handle_packet(env, roce, payload, ecn, bytes.len(), sport)
+            qp.handle_packet(env, roce, rx.payload, rx.ecn, rx.len, rx.sport)
         });
         Ok(())
     }
@@ -483,6 +548,26 @@ impl Endpoint {
         stats.tx_frames += 1;
         stats.tx_bytes += n as u64;
         Some(n)
+    }
+
+    /// [`Self::poll_transmit`] for a datapath whose kernel writes the IP and UDP headers: leaves
+    /// only the UDP payload (BTH … ICRC) in `buf` and returns it with the header fields the
+    /// socket calls need. The ICRC in it was computed over the headers the metadata stands for,
+    /// so the bytes on the wire are the same as in every other mode.
+    pub fn poll_transmit_datagram(
+        &mut self,
+        now: Instant,
+        mem: &mut dyn Memory,
+        buf: &mut Vec<u8>,
+    ) -> Option<(DatagramMeta, usize)> {
+        let n = self.poll_transmit(now, mem, buf)?;
+        // The QPs frame every packet whole; the headers go here until they can write the
+        // transport alone.
+        let (meta, payload) = DatagramMeta::split_frame(&buf[..n]).ok()?;
+        let len = payload.len();
+        buf.copy_within(payload, 0);
+        buf.truncate(len);
+        Some((meta, len))
     }
 
     /// The earliest timer deadline of any QP or of the notification point.
@@ -522,6 +607,20 @@ impl Endpoint {
             .values()
             .all(|q| !q.wants_to_send(now) && q.poll_timeout().is_none())
     }
+}
+
+/// A received packet once its L2–L4 headers are read and its ICRC checked: what the demux and
+/// the QP need from either entry point.
+struct Received<'a> {
+    /// IP source: must be the QP's peer.
+    src: IpAddr,
+    /// UDP source port (multipath: the path it came by).
+    sport: u16,
+    ecn: wire::frame::Ecn,
+    roce: &'a RoceRepr,
+    payload: &'a [u8],
+    /// The carrying frame's length, for byte accounting.
+    len: usize,
 }
 
 /// Runs `f` on `qp` with the environment it needs: time, keys, memory, the CQs its completions
@@ -571,6 +670,62 @@ mod tests {
         );
         assert!(!pkey_match(0x8001, 0x8002));
         assert!(!pkey_match(0x8000, 0x8000), "the invalid P_Key");
+    }
+
+    /// A WRITE whose packets travel as (metadata, UDP payload) both ways completes, and the
+    /// counters see each datagram as the frame that would have carried it.
+    #[test]
+    fn datagram_entry_points_carry_a_write() {
+        use crate::cq::WcStatus;
+        use crate::qp::{SendOp, Sge};
+        use crate::testing::{ConnectOptions, Pair};
+        let mut p = Pair::new(Default::default(), Default::default());
+        let c = p
+            .connect(ConnectOptions {
+                mr_len: 64 << 10,
+                ..ConnectOptions::default()
+            })
+            .unwrap();
+        let data: Vec<u8> = (0..64u32 << 10).map(|i| (i * 7 + 3) as u8).collect();
+        p.a.mem.get_mut(c.mr_a.id).unwrap().copy_from_slice(&data);
+        let write = SendOp::Write {
+            remote_addr: c.mr_b.addr,
+            rkey: c.mr_b.rkey,
+        };
+        let sge = Sge {
+            addr: c.mr_a.addr,
+            length: 64 << 10,
+            lkey: c.mr_a.lkey,
+        };
+        p.a.ep
+            .post_send(c.qa, SendWr::new(1, write).sge(sge))
+            .unwrap();
+        let (now, mut buf, mut wcs) = (p.now, Vec::new(), Vec::new());
+        let mut frame_bytes = 0;
+        for _ in 0..1000 {
+            while let Some((m, n)) = p.a.ep.poll_transmit_datagram(now, &mut p.a.mem, &mut buf) {
+                assert_eq!(m.dst.port(), ROCEV2_UDP_PORT);
+                frame_bytes += m.frame_len(n) as u64;
+                assert_eq!(
+                    p.b.ep.handle_datagram(now, &m, &buf[..n], &mut p.b.mem),
+                    Ok(())
+                );
+            }
+            while let Some((m, n)) = p.b.ep.poll_transmit_datagram(now, &mut p.b.mem, &mut buf) {
+                assert_eq!(
+                    p.a.ep.handle_datagram(now, &m, &buf[..n], &mut p.a.mem),
+                    Ok(())
+                );
+            }
+            if p.a.ep.poll_cq(c.cq_a, &mut wcs, 1) > 0 {
+                break;
+            }
+        }
+        assert_eq!(wcs.first().map(|w| w.status), Some(WcStatus::Success));
+        assert_eq!(p.b.mem.get(c.mr_b.id).unwrap(), &data[..]);
+        let s = p.b.ep.stats();
+        assert_eq!((s.rx_bytes, s.total_drops()), (frame_bytes, 0));
+        assert_eq!(s.rx_bytes, p.a.ep.stats().tx_bytes);
     }
 
     #[test]

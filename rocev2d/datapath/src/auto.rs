@@ -7,10 +7,15 @@
 //! XDP program on the interface, no BTF), and its error becomes part of the reason. The choice
 //! and its reason are logged and returned, so `rocev2d stats` can show them.
 //!
+//! In a build without the `xdp` cargo feature, opening AF_XDP fails with [`Error::Xdp`] ("built
+//! without the `xdp` feature"): asked for, that is the error; in [`Mode::Auto`] it is the reason
+//! AF_PACKET (or UDP) was chosen, as any other AF_XDP failure would be.
+//!
 //! Deviations: none.
 
-use crate::packet::{PacketConfig, PacketDatapath};
+use crate::af_packet::{PacketConfig, PacketDatapath};
 use crate::udp::{UdpConfig, UdpDatapath};
+#[cfg(feature = "xdp")]
 use crate::xdp::{XdpConfig, XdpDatapath};
 use crate::{Datapath, Error, Interface};
 use std::fmt;
@@ -69,7 +74,25 @@ pub struct Options {
     /// UDP settings.
     pub udp: UdpConfig,
     /// AF_XDP settings.
+    #[cfg(feature = "xdp")]
     pub xdp: XdpConfig,
+}
+
+/// An open AF_XDP datapath and its description (queues, copy mode, attach mode).
+type OpenedXdp = (Box<dyn Datapath + Send>, String);
+
+#[cfg(feature = "xdp")]
+fn open_xdp(iface: &Interface, opts: &Options) -> Result<OpenedXdp, Error> {
+    let x = XdpDatapath::open(iface, opts.xdp)?;
+    let describe = x.describe();
+    Ok((Box::new(x), describe))
+}
+
+#[cfg(not(feature = "xdp"))]
+fn open_xdp(_: &Interface, _: &Options) -> Result<OpenedXdp, Error> {
+    Err(Error::Xdp(
+        "rocev2-datapath was built without the `xdp` feature".into(),
+    ))
 }
 
 /// An open datapath and why it was chosen.
@@ -97,10 +120,10 @@ impl fmt::Debug for Opened {
 pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Error> {
     let opened = match mode {
         Mode::Xdp => {
-            let x = XdpDatapath::open(iface, opts.xdp)?;
+            let (datapath, describe) = open_xdp(iface, opts)?;
             Opened {
-                reason: format!("xdp: asked for; {}", x.describe()),
-                datapath: Box::new(x),
+                reason: format!("xdp: asked for; {describe}"),
+                datapath,
             }
         }
         Mode::Packet => Opened {
@@ -111,10 +134,10 @@ pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Err
             datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
             reason: "udp: asked for".into(),
         },
-        Mode::Auto => match XdpDatapath::open(iface, opts.xdp) {
-            Ok(x) => Opened {
-                reason: format!("xdp: steering program loaded; {}", x.describe()),
-                datapath: Box::new(x),
+        Mode::Auto => match open_xdp(iface, opts) {
+            Ok((datapath, describe)) => Opened {
+                reason: format!("xdp: steering program loaded; {describe}"),
+                datapath,
             },
             Err(xdp) => match PacketDatapath::open(iface, opts.packet) {
                 Ok(p) => Opened {
@@ -151,5 +174,24 @@ mod tests {
             assert_eq!(m.name().parse::<Mode>(), Ok(m));
         }
         assert!("af_xdp".parse::<Mode>().is_err());
+    }
+
+    #[cfg(not(feature = "xdp"))]
+    #[test]
+    fn xdp_without_the_feature_says_so() {
+        let lo = Interface {
+            name: "lo".into(),
+            index: 1,
+            mac: [0; 6],
+            mtu: 65536,
+            up: true,
+            addrs: Vec::new(),
+            rx_queues: 1,
+        };
+        let e = open(&lo, Mode::Xdp, &Options::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("built without the `xdp` feature"),
+            "{e}"
+        );
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! One [`Driver::poll`] pass:
 //!
-//! 1. receive up to a few batches and hand every frame to [`Endpoint::handle_frame`] (drops are
-//!    counted there by reason);
+//! 1. receive up to a few batches and hand every frame to [`Endpoint::handle_frame`], or every
+//!    UDP payload to [`Endpoint::handle_datagram`] (drops are counted there by reason);
 //! 2. run the QP timers that are due ([`Endpoint::poll_timeout`] / [`Endpoint::handle_timeout`]);
-//! 3. pull frames with [`Endpoint::poll_transmit`] straight into the transmit batch and send it,
+//! 3. pull frames with [`Endpoint::poll_transmit`] (UDP payloads with
+//!    [`Endpoint::poll_transmit_datagram`] when the datapath [`Datapath::carries_datagrams`])
+//!    straight into the transmit batch and send it,
 //!    until the core has nothing left, the kernel pushes back, or the per-pass budget is spent
 //!    (so a long transfer never starves the receive side).
 //!
@@ -154,9 +156,12 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         for _ in 0..cfg.rx_batches_per_pass.max(1) {
             let n = dp.recv(rx)?;
             let now = clock.now();
-            for (frame, _meta) in rx.iter() {
+            for (bytes, meta) in rx.iter() {
                 // A drop is counted by the endpoint under its reason; nothing to do here.
-                let _ = ep.handle_frame(now, frame, mem);
+                let _ = match &meta.datagram {
+                    Some(d) => ep.handle_datagram(now, d, bytes, mem),
+                    None => ep.handle_frame(now, bytes, mem),
+                };
             }
             p.rx += n;
             if n < rx.capacity() {
@@ -173,8 +178,19 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             p.tx += dp.send(tx)?;
         }
         let now = clock.now();
+        let datagrams = dp.carries_datagrams();
+        let mut pull = |tx: &mut TxBatch| {
+            if datagrams {
+                tx.push_datagram_with(|buf| {
+                    ep.poll_transmit_datagram(now, mem, buf)
+                        .map(|(m, n)| (Some(m), n))
+                })
+            } else {
+                tx.push_with(|buf| ep.poll_transmit(now, mem, buf))
+            }
+        };
         while tx.is_empty() && p.tx < cfg.tx_frames_per_pass {
-            while !tx.is_full() && tx.push_with(|buf| ep.poll_transmit(now, mem, buf)) {}
+            while !tx.is_full() && pull(tx) {}
             if tx.is_empty() {
                 break;
             }
@@ -258,15 +274,20 @@ mod tests {
     use super::*;
     use crate::RxMeta;
     use rocev2_core::mr::VecMemory;
+    use rocev2_core::wire::DatagramMeta;
     use std::collections::VecDeque;
     use std::os::fd::AsFd;
 
-    /// A datapath that delivers queued frames and records sent ones; `room` limits how many
-    /// frames each send takes, to play a kernel that pushes back.
+    /// An entry as it travels: a frame, or a UDP payload with its metadata.
+    type Entry = (Option<DatagramMeta>, Vec<u8>);
+
+    /// A datapath that delivers queued entries and records sent ones; `room` limits how many
+    /// each send takes, to play a kernel that pushes back; `datagrams` plays the UDP datapath.
     struct Fake {
-        inbox: VecDeque<Vec<u8>>,
-        sent: Vec<Vec<u8>>,
+        inbox: VecDeque<Entry>,
+        sent: Vec<Entry>,
         room: usize,
+        datagrams: bool,
         file: std::fs::File,
     }
 
@@ -274,16 +295,20 @@ mod tests {
         fn name(&self) -> &'static str {
             "fake"
         }
+        fn carries_datagrams(&self) -> bool {
+            self.datagrams
+        }
         fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
             let (slots, meta) = batch.parts_mut();
             let mut n = 0;
             while n < slots.len() {
-                let Some(f) = self.inbox.pop_front() else {
+                let Some((datagram, f)) = self.inbox.pop_front() else {
                     break;
                 };
                 slots[n][..f.len()].copy_from_slice(&f);
                 meta[n] = RxMeta {
                     len: f.len(),
+                    datagram,
                     ..RxMeta::default()
                 };
                 n += 1;
@@ -293,7 +318,9 @@ mod tests {
         }
         fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
             let n = batch.pending().min(self.room);
-            self.sent.extend(batch.frames().take(n).map(<[u8]>::to_vec));
+            let sent = batch.frames().take(n).enumerate();
+            self.sent
+                .extend(sent.map(|(i, f)| (batch.datagram(i), f.to_vec())));
             batch.consume(n);
             Ok(n)
         }
@@ -305,11 +332,12 @@ mod tests {
         }
     }
 
-    fn fake(room: usize) -> Fake {
+    fn fake(room: usize, datagrams: bool) -> Fake {
         Fake {
             inbox: VecDeque::new(),
             sent: Vec::new(),
             room,
+            datagrams,
             file: std::fs::File::open("/dev/null").unwrap(),
         }
     }
@@ -319,11 +347,11 @@ mod tests {
         let mut d = Driver::new(
             Endpoint::new(1),
             VecMemory::new(),
-            fake(64),
+            fake(64, false),
             DriverConfig::default(),
         );
-        d.dp.inbox.push_back(vec![0xab; 60]);
-        d.dp.inbox.push_back(crate::test_frames::ack(
+        d.dp.inbox.push_back((None, vec![0xab; 60]));
+        let ack = crate::test_frames::ack(
             rocev2_core::wire::IpRepr::V4 {
                 src: "10.0.0.1".parse().unwrap(),
                 dst: "10.0.0.2".parse().unwrap(),
@@ -334,7 +362,8 @@ mod tests {
                 ttl: 64,
             },
             1,
-        ));
+        );
+        d.dp.inbox.push_back((None, ack));
         let p = d.poll().unwrap();
         assert_eq!((p.rx, p.tx, p.more), (2, 0, false));
         let s = d.ep.stats();
@@ -344,9 +373,16 @@ mod tests {
     }
 
     /// Two drivers over fake datapaths joined by hand: a WRITE larger than one pass's budget
-    /// completes, and a datapath that takes one frame per call never loses a frame.
+    /// completes, and a datapath that takes one frame per call never loses a frame; with frames
+    /// and with UDP payloads plus metadata alike.
     #[test]
     fn driver_write_completes_through_pushback() {
+        for datagrams in [false, true] {
+            write_through_pushback(datagrams);
+        }
+    }
+
+    fn write_through_pushback(datagrams: bool) {
         use rocev2_core::cq::WcStatus;
         use rocev2_core::qp::{SendOp, SendWr, Sge};
         use rocev2_core::testing::{ConnectOptions, Pair};
@@ -384,13 +420,14 @@ mod tests {
             wait: WaitMode::Spin,
             ..DriverConfig::default()
         };
-        let mut a = Driver::new(pair.a.ep, pair.a.mem, fake(1), cfg);
-        let mut b = Driver::new(pair.b.ep, pair.b.mem, fake(64), cfg);
+        let mut a = Driver::new(pair.a.ep, pair.a.mem, fake(1, datagrams), cfg);
+        let mut b = Driver::new(pair.b.ep, pair.b.mem, fake(64, datagrams), cfg);
         let mut done = false;
         for _ in 0..100_000 {
             a.poll().unwrap();
             b.poll().unwrap();
             let ab: Vec<_> = a.dp.sent.drain(..).collect();
+            assert!(ab.iter().all(|(m, _)| m.is_some() == datagrams));
             b.dp.inbox.extend(ab);
             let ba: Vec<_> = b.dp.sent.drain(..).collect();
             a.dp.inbox.extend(ba);

@@ -108,6 +108,7 @@ pub(crate) fn zero_udp_checksum(f: &mut [u8]) -> bool {
 /// pseudo-header sum: the value Linux writes when it leaves the checksum to offload
 /// (`CHECKSUM_PARTIAL`: `uh->check = ~csum_tcpudp_magic(…, 0)`, or `~csum_ipv6_magic`), which a
 /// frame crossing a local veth keeps. Used where no checksum status comes with the frame (XDP).
+#[cfg(any(feature = "xdp", test))]
 pub(crate) fn udp_checksum_unfinished(f: &[u8]) -> bool {
     let Some(u) = udp_at(f) else { return false };
     let (Some(len), Some(check)) = (f.get(u + 4..u + 6), f.get(u + 6..u + 8)) else {

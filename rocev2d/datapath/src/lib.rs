@@ -1,19 +1,21 @@
 //! Real wires for the sans-IO core: how whole RoCEv2 Ethernet frames get from
 //! [`rocev2_core::Endpoint`] onto an interface and back.
 //!
-//! The core consumes and produces whole frames (Ethernet, IPv4 or IPv6, UDP 4791, BTH … ICRC);
-//! a [`Datapath`] moves them in batches:
+//! The core consumes and produces whole frames (Ethernet, IPv4 or IPv6, UDP 4791, BTH … ICRC),
+//! or UDP payloads with a [`DatagramMeta`] for a datapath whose kernel writes the headers; a
+//! [`Datapath`] moves them in batches:
 //!
 //! | mode | module | privileges | what the kernel does |
 //! |---|---|---|---|
-//! | AF_PACKET | [`packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
-//! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we rebuild them on receive |
-//! | AF_XDP | [`xdp`] | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
+//! | AF_PACKET | [`af_packet`] | `CAP_NET_RAW` | nothing: we read and write every byte of every frame |
+//! | UDP sockets | [`udp`] | none | writes/strips Ethernet, IP and UDP; we move UDP payloads and their metadata |
+//! | AF_XDP | `xdp` (cargo feature `xdp`, default on) | root (`CAP_BPF`, `CAP_NET_ADMIN`, `CAP_NET_RAW`) | runs our XDP program, which hands RoCEv2 frames to our sockets' rings and everything else to the kernel |
 //!
 //! [`auto`] picks the best mode available and says why. [`iface`] reads an interface's MAC, MTU,
 //! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
-//! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`, and
-//! [`Driver`] is the event loop joining an endpoint, its memory and a datapath.
+//! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`,
+//! [`entropy`] the only one that reads the OS's randomness, and [`Driver`] is the event loop
+//! joining an endpoint, its memory and a datapath.
 //!
 //! Source: RoCEv2 Annex A17.4 (UDP encapsulation) and `docs/wire.md`, "ICRC in each datapath
 //! mode", for what the UDP datapath must do so that the ICRC the core computed stays valid.
@@ -31,16 +33,19 @@
     )
 )]
 
+pub mod af_packet;
 pub mod auto;
 pub mod clock;
 pub mod driver;
+pub mod entropy;
 pub mod filter;
 pub mod iface;
 pub mod neigh;
 mod netlink;
-pub mod packet;
+
 mod sys;
 pub mod udp;
+#[cfg(feature = "xdp")]
 pub mod xdp;
 
 pub use auto::{Mode, open};
@@ -50,6 +55,7 @@ pub use iface::Interface;
 use std::io;
 use std::os::fd::BorrowedFd;
 
+use rocev2_core::wire::DatagramMeta;
 use rocev2_core::wire::frame::Ecn;
 
 /// Largest frame a batch slot holds: a 9000-byte jumbo IP packet plus Ethernet and one 802.1Q
@@ -115,11 +121,14 @@ impl Error {
 /// What the datapath knows about one received frame besides its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RxMeta {
-    /// Frame length in bytes, from the start of the slot.
+    /// Length in bytes, from the start of the slot.
     pub len: usize,
     /// The IP ECN codepoint as received (also inside the frame's IP header; here so a datapath
     /// that reads it from ancillary data need not be trusted to have written it back).
     pub ecn: Ecn,
+    /// Set when the slot holds a UDP payload (BTH … ICRC) rather than a frame: the IP and UDP
+    /// fields the kernel reported, for [`rocev2_core::Endpoint::handle_datagram`].
+    pub datagram: Option<DatagramMeta>,
 }
 
 /// A batch of receive slots the caller owns and reuses; a datapath fills the first
@@ -180,6 +189,8 @@ impl RxBatch {
 #[derive(Debug, Default)]
 pub struct TxBatch {
     frames: Vec<Vec<u8>>,
+    /// Per slot: `Some` when it holds a UDP payload rather than a frame.
+    datagrams: Vec<Option<DatagramMeta>>,
     /// Frames `head..len` are waiting.
     head: usize,
     len: usize,
@@ -192,6 +203,7 @@ impl TxBatch {
             frames: (0..n.max(1))
                 .map(|_| Vec::with_capacity(MAX_FRAME))
                 .collect(),
+            datagrams: vec![None; n.max(1)],
             head: 0,
             len: 0,
         }
@@ -219,6 +231,15 @@ impl TxBatch {
     /// Lets `fill` write the next frame into a reusable buffer and return its length (`None`
     /// leaves the batch unchanged). Returns whether a frame was added.
     pub fn push_with(&mut self, fill: impl FnOnce(&mut Vec<u8>) -> Option<usize>) -> bool {
+        self.push_datagram_with(|buf| fill(buf).map(|n| (None, n)))
+    }
+    /// As [`Self::push_with`] for a datapath that [`Datapath::carries_datagrams`]: `fill`
+    /// writes a UDP payload and returns its metadata with its length
+    /// ([`rocev2_core::Endpoint::poll_transmit_datagram`] fits).
+    pub fn push_datagram_with(
+        &mut self,
+        fill: impl FnOnce(&mut Vec<u8>) -> Option<(Option<DatagramMeta>, usize)>,
+    ) -> bool {
         if self.head == self.len {
             self.head = 0;
             self.len = 0;
@@ -227,8 +248,11 @@ impl TxBatch {
             return false;
         };
         match fill(buf) {
-            Some(n) => {
+            Some((meta, n)) => {
                 buf.truncate(n);
+                if let Some(d) = self.datagrams.get_mut(self.len) {
+                    *d = meta;
+                }
                 self.len += 1;
                 true
             }
@@ -243,7 +267,15 @@ impl TxBatch {
         }
         self.frames.get_mut(at)
     }
-    /// The waiting frames, oldest first.
+    /// The metadata of the `i`-th waiting entry when it is a UDP payload, `None` for a frame.
+    pub(crate) fn datagram(&self, i: usize) -> Option<DatagramMeta> {
+        let at = self.head.checked_add(i)?;
+        if at >= self.len {
+            return None;
+        }
+        *self.datagrams.get(at)?
+    }
+    /// The waiting frames (or UDP payloads), oldest first.
     pub fn frames(&self) -> impl Iterator<Item = &[u8]> {
         self.frames[self.head..self.len].iter().map(Vec::as_slice)
     }
@@ -276,7 +308,7 @@ pub struct DatapathStats {
     pub rx_truncated: u64,
     /// Frames the kernel dropped before we read them (AF_PACKET `tp_drops`).
     pub rx_kernel_drops: u64,
-    /// UDP mode: frames whose ICRC did not verify against the rebuilt IPv4 header (ID 0, DF) and
+    /// UDP mode: packets whose ICRC did not verify against the IPv4 header (ID 0, DF) and
     /// were accepted anyway because `accept_unverified_icrc` is on (`docs/wire.md`, option 2).
     pub icrc_unverifiable: u64,
     /// AF_PACKET: frames whose UDP checksum the kernel had left unfinished (checksum offload on
@@ -334,6 +366,13 @@ pub trait Datapath {
     /// Short mode name for logs and stats: `"packet"`, `"udp"`, `"xdp"`.
     fn name(&self) -> &'static str;
 
+    /// True when the datapath would rather send UDP payloads with their [`DatagramMeta`]
+    /// ([`TxBatch::push_datagram_with`]) than whole frames, because its kernel writes the
+    /// headers. It must still accept whole frames, which it takes apart.
+    fn carries_datagrams(&self) -> bool {
+        false
+    }
+
     /// Receives up to `batch.capacity()` frames into the batch's slots and returns how many
     /// (0 when nothing is waiting). Frames that are not RoCEv2 may be filtered out and counted.
     ///
@@ -359,6 +398,9 @@ pub trait Datapath {
 impl<D: Datapath + ?Sized> Datapath for Box<D> {
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn carries_datagrams(&self) -> bool {
+        (**self).carries_datagrams()
     }
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
         (**self).recv(batch)
@@ -448,10 +490,12 @@ mod tests {
         meta[0] = RxMeta {
             len: 3,
             ecn: Ecn::Ce,
+            datagram: None,
         };
         meta[1] = RxMeta {
             len: MAX_FRAME + 1,
             ecn: Ecn::NotEct,
+            datagram: None,
         };
         b.set_len(5);
         assert_eq!(b.len(), 2);
@@ -461,7 +505,8 @@ mod tests {
                 &[9, 8, 7][..],
                 RxMeta {
                     len: 3,
-                    ecn: Ecn::Ce
+                    ecn: Ecn::Ce,
+                    datagram: None,
                 }
             ))
         );

@@ -1,43 +1,45 @@
 //! The UDP-socket datapath: RoCEv2 over ordinary UDP sockets on port 4791, without any
-//! privilege. The kernel writes and strips Ethernet, IP and UDP; this module turns the core's
-//! whole frames into `sendmmsg` calls and received datagrams back into whole frames.
+//! privilege. The kernel writes and strips Ethernet, IP and UDP; this module moves UDP payloads
+//! (BTH … ICRC) and their [`DatagramMeta`] between `sendmmsg`/`recvmmsg` and the core's datagram
+//! entry points ([`rocev2_core::Endpoint::poll_transmit_datagram`],
+//! [`rocev2_core::Endpoint::handle_datagram`]).
 //!
 //! Source: RoCEv2 Annex A17.4 and A17.8, and `docs/wire.md`, "ICRC in each datapath mode",
 //! which derives from Linux's `ip_select_ident_segs()` why the ICRC the core computes (over an
 //! IPv4 header with Identification 0 and DF) is what goes on the wire:
 //!
-//! * **Send.** Each frame's IP and UDP fields become socket arguments: destination address and
+//! * **Send.** Each payload's metadata becomes socket arguments: destination address and
 //!   port in `msg_name`; source address in an `IP_PKTINFO`/`IPV6_PKTINFO` control message; DSCP
 //!   and ECN in `IP_TOS`/`IPV6_TCLASS`; TTL in `IP_TTL`/`IPV6_HOPLIMIT`. The UDP source port is
 //!   the port the sending socket is bound to, so there is one socket per source port in use
 //!   (created on first use). Every socket is **unconnected** and has
 //!   `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, which makes Linux write DF and Identification 0,
 //!   exactly the header the core's ICRC covers. No UDP GSO (it numbers segments 0, 1, 2, …).
+//!   A whole frame in the batch (a wrapper injecting frames) is taken apart with
+//!   [`DatagramMeta::split_frame`] and sent the same way.
 //! * **Receive.** `recvmmsg` on the port-4791 sockets with `IP_PKTINFO`, `IP_RECVTOS` and
 //!   `IP_RECVTTL` (IPv6: `IPV6_RECVPKTINFO`, `IPV6_RECVTCLASS`, `IPV6_RECVHOPLIMIT`) gives the
-//!   addresses, ECN and TTL; the datagram lands in its slot after room for the headers, which
-//!   are then written in front of it: Ethernet (destination = our MAC, source = all zeros,
-//!   which the core never reads), IPv4 with Identification 0, DF and a valid header checksum
-//!   (or IPv6 with flow label 0), and UDP with checksum 0. The frame is then handed to the core
-//!   like any other, and the core checks the ICRC.
+//!   addresses, ECN, TTL and interface; the datagram lands at the start of its slot with that
+//!   metadata beside it, and the core checks the ICRC over the headers the metadata stands for:
+//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP.
 //!
 //! Consequences, measured by the namespace tests: frames from rocev2 in any mode verify
 //! completely; IPv6 frames from anyone verify; IPv4 frames from a sender using non-zero
 //! Identifications (rdma_rxe: `__ip_select_ident()` per packet) fail the ICRC here and are
 //! counted by the core as `icrc_error`. [`UdpConfig::accept_unverified_icrc`] accepts them
-//! instead (`docs/wire.md`, option 2): the datapath checks the ICRC against the rebuilt header
-//! itself and, on a mismatch, writes the matching value so the core accepts the frame, counting
-//! it as `icrc_unverifiable`. Such frames are protected only by the UDP checksum, if the sender
+//! instead (`docs/wire.md`, option 2): the datapath checks the ICRC against the metadata itself
+//! and, on a mismatch, writes the matching value so the core accepts the packet, counting it as
+//! `icrc_unverifiable`. Such frames are protected only by the UDP checksum, if the sender
 //! set one. The option changes nothing for IPv6 (always verifiable) and nothing in the core.
 //!
-//! Deviations: the IPv6 flow label is neither sent (the kernel picks one) nor received (0 in the
-//! rebuilt header); both are masked by the ICRC. 802.1Q tags in the core's frames are ignored:
-//! the route decides the VLAN. The source MAC of received frames is unknown (zeros).
+//! Deviations: the IPv6 flow label is neither sent (the kernel picks one) nor received; it is
+//! masked by the ICRC. 802.1Q tags in frames given whole are ignored: the route decides the
+//! VLAN. MAC addresses are neither known nor needed.
 
 use crate::sys::{self, Cmsg, Epoll};
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
+use rocev2_core::wire::DatagramMeta;
 use rocev2_core::wire::frame::{Ecn, ROCEV2_UDP_PORT};
-use rocev2_core::wire::{icrc, ip};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::HashMap;
 use std::io;
@@ -46,18 +48,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 /// Frames per `recvmmsg`/`sendmmsg` call.
 const BATCH: usize = 64;
-const ETH_LEN: usize = 14;
-const UDP_LEN: usize = 8;
-/// Bytes in front of an IPv4 datagram in its slot: Ethernet, IPv4, UDP.
-pub const HDR_V4: usize = ETH_LEN + 20 + UDP_LEN;
-/// Bytes in front of an IPv6 datagram in its slot.
-pub const HDR_V6: usize = ETH_LEN + 40 + UDP_LEN;
 
 /// Options of the UDP datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpConfig {
-    /// Accept IPv4 frames whose ICRC does not verify against the rebuilt header (Identification
-    /// 0, DF), counting them as `icrc_unverifiable`, instead of letting the core drop them as
+    /// Accept IPv4 packets whose ICRC does not verify against the header a rocev2 sender writes
+    /// (Identification 0, DF), counting them as `icrc_unverifiable`, instead of letting the core drop them as
     /// `icrc_error`. Needed to talk to rdma_rxe over UDP sockets; off by default because it
     /// gives up the ICRC's protection for exactly those frames.
     pub accept_unverified_icrc: bool,
@@ -92,7 +88,6 @@ enum TxSock {
 /// RoCEv2 over UDP sockets; see the module docs.
 #[derive(Debug)]
 pub struct UdpDatapath {
-    mac: [u8; 6],
     rx4: Option<Socket>,
     rx6: Option<Socket>,
     /// Both receive sockets, when there are two.
@@ -236,7 +231,6 @@ impl UdpDatapath {
             _ => None,
         };
         Ok(UdpDatapath {
-            mac: iface.mac,
             rx4,
             rx6,
             epoll,
@@ -255,7 +249,7 @@ impl UdpDatapath {
         }
     }
 
-    /// Receives into `slots`, compacting good frames to the front; returns how many.
+    /// Receives into `slots`, compacting good datagrams to the front; returns how many.
     fn recv_family(
         &mut self,
         v6: bool,
@@ -266,7 +260,8 @@ impl UdpDatapath {
             return Ok(0);
         };
         let fd = sock.as_raw_fd();
-        let hdr = if v6 { HDR_V6 } else { HDR_V4 };
+        // A datagram fits when the frame that carried it would fit a slot, as in other modes.
+        let room = MAX_FRAME - frame_headers(v6);
         let n = slots.len().min(meta.len()).min(BATCH);
         if n == 0 {
             return Ok(0);
@@ -283,8 +278,8 @@ impl UdpDatapath {
             let slot = &mut slots[i];
             slot.resize(MAX_FRAME, 0);
             iovs[i] = libc::iovec {
-                iov_base: slot[hdr..].as_mut_ptr().cast(),
-                iov_len: MAX_FRAME - hdr,
+                iov_base: slot.as_mut_ptr().cast(),
+                iov_len: room,
             };
             let h = &mut msgs[i].msg_hdr;
             h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
@@ -318,7 +313,7 @@ impl UdpDatapath {
         for i in 0..got.min(n) {
             let m = &msgs[i];
             let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || hdr + len > MAX_FRAME {
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > room {
                 self.stats.rx_truncated += 1;
                 continue;
             }
@@ -326,30 +321,20 @@ impl UdpDatapath {
                 continue;
             };
             let info = parse_rx_cmsgs(&ctrl[i].0, m.msg_hdr.msg_controllen, v6);
-            let Some(dst) = info.dst else {
-                continue;
-            };
-            let rebuilt = Rebuild {
-                src,
-                dst,
-                dst_port: ROCEV2_UDP_PORT,
-                tos: info.tos,
-                ttl: info.ttl,
-                dst_mac: self.mac,
-                payload_len: len,
-            };
-            let Some(flen) = write_headers(&mut slots[i], &rebuilt) else {
+            let Some(dm) = rx_meta(src, &info) else {
                 continue;
             };
             if self.cfg.accept_unverified_icrc
                 && !v6
-                && accept_unverified(&mut slots[i][..flen], hdr)
+                && accept_unverified(&dm, &mut slots[i][..len])
             {
                 self.stats.icrc_unverifiable += 1;
             }
+            let flen = dm.frame_len(len);
             meta[i] = RxMeta {
-                len: flen,
-                ecn: Ecn::from_bits(info.tos),
+                len,
+                ecn: dm.ecn,
+                datagram: Some(dm),
             };
             if out != i {
                 slots.swap(out, i);
@@ -395,6 +380,7 @@ struct RxInfo {
     dst: Option<IpAddr>,
     tos: u8,
     ttl: u8,
+    ifindex: u32,
 }
 
 fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
@@ -402,6 +388,7 @@ fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
         dst: None,
         tos: 0,
         ttl: 64,
+        ifindex: 0,
     };
     let int = |d: &[u8]| {
         d.get(..4)
@@ -416,6 +403,7 @@ fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
                 if let Some(b) = c.data.get(8..12) {
                     info.dst = Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])));
                 }
+                info.ifindex = int(c.data).map_or(0, |i| i as u32);
             }
             (libc::IPPROTO_IP, libc::IP_TOS) => {
                 if let Some(&t) = c.data.first() {
@@ -432,6 +420,7 @@ fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
                 if let Some(b) = c.data.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok()) {
                     info.dst = Some(IpAddr::V6(Ipv6Addr::from(b)));
                 }
+                info.ifindex = c.data.get(16..).and_then(int).map_or(0, |i| i as u32);
             }
             (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
                 if let Some(t) = int(c.data) {
@@ -472,204 +461,99 @@ fn sockaddr_to_std(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// The headers a received datagram is given back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rebuild {
-    /// Sender's address and UDP source port.
-    pub src: SocketAddr,
-    /// The datagram's destination address (from `IP_PKTINFO`).
-    pub dst: IpAddr,
-    /// UDP destination port.
-    pub dst_port: u16,
-    /// IPv4 TOS or IPv6 traffic class: DSCP and ECN.
-    pub tos: u8,
-    /// TTL or hop limit.
-    pub ttl: u8,
-    /// Ethernet destination (our MAC).
-    pub dst_mac: [u8; 6],
-    /// UDP payload bytes, already in the slot after the headers.
-    pub payload_len: usize,
-}
-
-/// Writes Ethernet, IP and UDP headers in front of a UDP payload that already sits at
-/// [`HDR_V4`] (or [`HDR_V6`]) in `buf`, as a rocev2 sender's kernel wrote them: IPv4 with
-/// Identification 0, DF, no options and a correct header checksum; IPv6 with flow label 0; UDP
-/// checksum 0. Returns the frame length, or `None` when the addresses mix families or the
-/// lengths do not fit.
-pub fn write_headers(buf: &mut [u8], r: &Rebuild) -> Option<usize> {
-    let v6 = r.src.is_ipv6();
-    if v6 != r.dst.is_ipv6() {
-        return None;
-    }
-    let hdr = if v6 { HDR_V6 } else { HDR_V4 };
-    let udp_len = u16::try_from(UDP_LEN + r.payload_len).ok()?;
-    let total = hdr.checked_add(r.payload_len)?;
-    let frame = buf.get_mut(..total)?;
-    frame[0..6].copy_from_slice(&r.dst_mac);
-    frame[6..12].fill(0);
-    match (r.src.ip(), r.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-            let ip_total = u16::try_from(20 + UDP_LEN + r.payload_len).ok()?;
-            let h = &mut frame[ETH_LEN..ETH_LEN + 20];
-            h[0] = 0x45;
-            h[1] = r.tos;
-            h[2..4].copy_from_slice(&ip_total.to_be_bytes());
-            h[4..6].fill(0); // Identification 0
-            h[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF, offset 0
-            h[8] = r.ttl;
-            h[9] = 17;
-            h[10..12].fill(0);
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let sum = ip::ipv4_header_checksum(h);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-            let ip = &mut frame[ETH_LEN..ETH_LEN + 40];
-            ip[0] = 0x60 | (r.tos >> 4);
-            ip[1] = r.tos << 4; // flow label 0
-            ip[2..4].fill(0);
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = r.ttl;
-            ip[8..24].copy_from_slice(&s.octets());
-            ip[24..40].copy_from_slice(&d.octets());
-        }
-        _ => return None,
-    }
-    let u = &mut frame[hdr - UDP_LEN..hdr];
-    u[0..2].copy_from_slice(&r.src.port().to_be_bytes());
-    u[2..4].copy_from_slice(&r.dst_port.to_be_bytes());
-    u[4..6].copy_from_slice(&udp_len.to_be_bytes());
-    u[6..8].fill(0);
-    Some(total)
-}
-
-/// With `accept_unverified_icrc`: if the ICRC does not verify against the rebuilt IPv4 header,
-/// overwrite it with the value that does. Returns whether it was rewritten.
-fn accept_unverified(frame: &mut [u8], hdr: usize) -> bool {
-    let n = frame.len();
-    if n < hdr + 12 + 4 {
-        return false; // the core will count it as truncated
-    }
-    let (head, transport) = frame.split_at_mut(hdr);
-    let ip = &head[ETH_LEN..hdr - UDP_LEN];
-    let udp = &head[hdr - UDP_LEN..];
-    if icrc::verify(ip, udp, transport).is_ok() {
-        return false;
-    }
-    let body_len = transport.len() - 4;
-    match icrc::compute(ip, udp, &transport[..body_len]) {
-        Ok(crc) => {
-            transport[body_len..].copy_from_slice(&crc.to_le_bytes());
-            true
-        }
-        Err(_) => false,
-    }
-}
-
-/// A core frame taken apart for `sendmsg`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct TxParts {
-    src: IpAddr,
-    dst: SocketAddr,
-    sport: u16,
-    tos: u8,
-    ttl: u8,
-    /// The UDP header's offset in the frame, then the payload after it.
-    udp_at: usize,
-    payload: std::ops::Range<usize>,
-}
-
-/// Splits a frame the core produced (Ethernet [802.1Q] / IPv4 without options or IPv6 / UDP).
-fn split_frame(f: &[u8]) -> Option<TxParts> {
-    let be16 = |at: usize| f.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let mut at = ETH_LEN;
-    let mut et = be16(12)?;
-    if et == 0x8100 {
-        et = be16(16)?;
-        at += 4;
-    }
-    let (src, dst, tos, ttl, udp_at) = match et {
-        0x0800 => {
-            let h = f.get(at..at + 20)?;
-            if h[0] != 0x45 || h[9] != 17 {
-                return None;
-            }
-            let s = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
-            let d = Ipv4Addr::new(h[16], h[17], h[18], h[19]);
-            (IpAddr::V4(s), IpAddr::V4(d), h[1], h[8], at + 20)
-        }
-        0x86dd => {
-            let h = f.get(at..at + 40)?;
-            if h[0] >> 4 != 6 || h[6] != 17 {
-                return None;
-            }
-            let tc = (h[0] << 4) | (h[1] >> 4);
-            let s = Ipv6Addr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
-            let d = Ipv6Addr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
-            (IpAddr::V6(s), IpAddr::V6(d), tc, h[7], at + 40)
-        }
-        _ => return None,
+/// Ethernet, IP and UDP header bytes of the untagged frame a datagram of the family stands for.
+fn frame_headers(v6: bool) -> usize {
+    let any = if v6 {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     };
-    let sport = be16(udp_at)?;
-    let dport = be16(udp_at + 2)?;
-    let ulen = usize::from(be16(udp_at + 4)?);
-    if ulen < UDP_LEN || udp_at + ulen > f.len() {
+    DatagramMeta {
+        src: SocketAddr::new(any, 0),
+        dst: SocketAddr::new(any, 0),
+        dscp: 0,
+        ecn: Ecn::NotEct,
+        ttl: 0,
+        ifindex: 0,
+    }
+    .frame_len(0)
+}
+
+/// The metadata of a datagram from `src`, from what its control messages said; `None` without
+/// a destination address or with mixed families.
+fn rx_meta(src: SocketAddr, info: &RxInfo) -> Option<DatagramMeta> {
+    let dst = info.dst?;
+    if src.is_ipv6() != dst.is_ipv6() {
         return None;
     }
-    Some(TxParts {
+    Some(DatagramMeta {
         src,
-        dst: SocketAddr::new(dst, dport),
-        sport,
-        tos,
-        ttl,
-        udp_at,
-        payload: udp_at + UDP_LEN..udp_at + ulen,
+        dst: SocketAddr::new(dst, ROCEV2_UDP_PORT),
+        dscp: info.tos >> 2,
+        ecn: Ecn::from_bits(info.tos),
+        ttl: info.ttl,
+        ifindex: info.ifindex,
     })
 }
 
-/// Rewrites the UDP source port of a frame to 4791 and recomputes its ICRC (source-port
-/// fallback; the peer only sees a different port).
-fn rewrite_sport(frame: &mut [u8], p: &TxParts) -> bool {
-    let Some(udp) = frame.get_mut(p.udp_at..p.udp_at + 2) else {
-        return false;
-    };
-    udp.copy_from_slice(&ROCEV2_UDP_PORT.to_be_bytes());
-    let ip_at = if p.src.is_ipv6() {
-        p.udp_at - 40
-    } else {
-        p.udp_at - 20
-    };
-    let (head, rest) = frame.split_at_mut(p.udp_at + UDP_LEN);
-    let transport = &mut rest[..p.payload.len()];
-    if transport.len() < 16 {
-        return false;
-    }
-    let body = transport.len() - 4;
-    match icrc::compute(
-        &head[ip_at..p.udp_at],
-        &head[p.udp_at..],
-        &transport[..body],
-    ) {
-        Ok(crc) => {
-            transport[body..].copy_from_slice(&crc.to_le_bytes());
-            true
+/// With `accept_unverified_icrc`: if the ICRC does not verify against the metadata, overwrite
+/// it with the value that does. Returns whether it was rewritten (a payload too short for an
+/// ICRC is left for the core to count as truncated).
+fn accept_unverified(meta: &DatagramMeta, transport: &mut [u8]) -> bool {
+    meta.verify_icrc(transport).is_err() && meta.write_icrc(transport).is_ok()
+}
+
+/// One waiting entry of a [`TxBatch`], ready for `sendmsg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TxParts {
+    meta: DatagramMeta,
+    /// Where the UDP payload lies in the entry (all of it unless it is a whole frame).
+    payload: std::ops::Range<usize>,
+    /// The frame's length, for `tx_bytes`: the same in every mode.
+    frame_len: usize,
+}
+
+impl TxParts {
+    /// The `i`-th waiting entry `bytes`: a UDP payload with its metadata, or a whole frame
+    /// taken apart.
+    fn of(batch: &TxBatch, i: usize, bytes: &[u8]) -> Option<TxParts> {
+        match batch.datagram(i) {
+            Some(meta) => Some(TxParts {
+                meta,
+                payload: 0..bytes.len(),
+                frame_len: meta.frame_len(bytes.len()),
+            }),
+            None => DatagramMeta::split_frame(bytes)
+                .ok()
+                .map(|(meta, payload)| TxParts {
+                    meta,
+                    payload,
+                    frame_len: bytes.len(),
+                }),
         }
-        Err(_) => false,
+    }
+
+    /// Source-port fallback: the entry leaves from port 4791, so its ICRC is recomputed for
+    /// that port (the peer only sees a different port).
+    fn fall_back_to_4791(&mut self, entry: &mut [u8]) -> bool {
+        self.meta.src.set_port(ROCEV2_UDP_PORT);
+        entry
+            .get_mut(self.payload.clone())
+            .is_some_and(|t| self.meta.write_icrc(t).is_ok())
     }
 }
 
-/// The control messages that carry one frame's source address, TOS and TTL.
+/// The control messages that carry one datagram's source address, TOS and TTL.
 fn tx_cmsgs(p: &TxParts, buf: &mut [u8]) -> usize {
     let mut at = 0;
-    let ttl = libc::c_int::from(p.ttl);
-    match p.src {
+    let m = &p.meta;
+    let ttl = libc::c_int::from(m.ttl);
+    let ifindex = libc::c_int::try_from(m.ifindex).unwrap_or(0).to_ne_bytes();
+    match m.src.ip() {
         IpAddr::V4(s) => {
-            // struct in_pktinfo: ipi_ifindex 0 (the route decides), ipi_spec_dst = source.
+            // struct in_pktinfo: ipi_ifindex (0: the route decides), ipi_spec_dst = source.
             let mut pi = [0u8; 12];
+            pi[..4].copy_from_slice(&ifindex);
             pi[4..8].copy_from_slice(&s.octets());
             sys::push_cmsg(buf, &mut at, libc::IPPROTO_IP, libc::IP_PKTINFO, &pi);
             sys::push_cmsg(
@@ -677,7 +561,7 @@ fn tx_cmsgs(p: &TxParts, buf: &mut [u8]) -> usize {
                 &mut at,
                 libc::IPPROTO_IP,
                 libc::IP_TOS,
-                &libc::c_int::from(p.tos).to_ne_bytes(),
+                &libc::c_int::from(m.tos()).to_ne_bytes(),
             );
             if ttl > 0 {
                 sys::push_cmsg(
@@ -690,15 +574,17 @@ fn tx_cmsgs(p: &TxParts, buf: &mut [u8]) -> usize {
             }
         }
         IpAddr::V6(s) => {
+            // struct in6_pktinfo: source, then ipi6_ifindex.
             let mut pi = [0u8; 20];
             pi[..16].copy_from_slice(&s.octets());
+            pi[16..].copy_from_slice(&ifindex);
             sys::push_cmsg(buf, &mut at, libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, &pi);
             sys::push_cmsg(
                 buf,
                 &mut at,
                 libc::IPPROTO_IPV6,
                 libc::IPV6_TCLASS,
-                &libc::c_int::from(p.tos).to_ne_bytes(),
+                &libc::c_int::from(m.tos()).to_ne_bytes(),
             );
             if ttl > 0 {
                 sys::push_cmsg(
@@ -717,6 +603,10 @@ fn tx_cmsgs(p: &TxParts, buf: &mut [u8]) -> usize {
 impl Datapath for UdpDatapath {
     fn name(&self) -> &'static str {
         "udp"
+    }
+
+    fn carries_datagrams(&self) -> bool {
+        true
     }
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
@@ -739,14 +629,14 @@ impl Datapath for UdpDatapath {
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
         let mut consumed = 0;
         while !batch.is_empty() {
-            // Take a run of frames that leave from the same socket.
+            // Take a run of entries that leave from the same socket.
             let mut parts: Vec<TxParts> = Vec::with_capacity(BATCH);
             let mut key = None;
             let mut bad = false;
-            for f in batch.frames().take(BATCH) {
-                match split_frame(f) {
+            for (i, f) in batch.frames().take(BATCH).enumerate() {
+                match TxParts::of(batch, i, f) {
                     Some(p) => {
-                        let k = (p.src.is_ipv6(), p.sport);
+                        let k = (p.meta.src.is_ipv6(), p.meta.src.port());
                         if key.is_some_and(|x| x != k) {
                             break;
                         }
@@ -771,9 +661,9 @@ impl Datapath for UdpDatapath {
             let fd = match self.tx_fd(v6, sport) {
                 Some(fd) => fd,
                 None => {
-                    for (i, p) in parts.iter().enumerate() {
+                    for (i, p) in parts.iter_mut().enumerate() {
                         if let Some(f) = batch.frame_mut(i) {
-                            rewrite_sport(f, p);
+                            p.fall_back_to_4791(f);
                         }
                     }
                     self.stats.tx_sport_fallback += parts.len() as u64;
@@ -793,7 +683,7 @@ impl Datapath for UdpDatapath {
             let mut ctrl = vec![Cmsg::default(); n];
             let mut ctrl_len = Vec::with_capacity(n);
             for (i, p) in parts.iter().enumerate() {
-                names.push(SockAddr::from(p.dst));
+                names.push(SockAddr::from(p.meta.dst));
                 ctrl_len.push(tx_cmsgs(p, &mut ctrl[i].0));
             }
             // SAFETY: all-zero is a valid iovec/mmsghdr (null pointers, zero lengths).
@@ -806,7 +696,7 @@ impl Datapath for UdpDatapath {
             for (i, f) in batch.frames().take(n).enumerate() {
                 let p = &parts[i];
                 let payload = &f[p.payload.clone()];
-                bytes.push(f.len());
+                bytes.push(p.frame_len);
                 iovs[i] = libc::iovec {
                     iov_base: payload.as_ptr() as *mut libc::c_void,
                     iov_len: payload.len(),
@@ -834,7 +724,7 @@ impl Datapath for UdpDatapath {
                 }
                 // This frame can never go (EMSGSIZE above the path MTU, EINVAL for a source
                 // address that is not ours, unreachable): drop it, the core retransmits or fails.
-                tracing::debug!(error = %e, dst = %parts[0].dst, "sendmmsg refused a frame");
+                tracing::debug!(error = %e, dst = %parts[0].meta.dst, "sendmmsg refused a frame");
                 self.stats.tx_errors += 1;
                 batch.consume(1);
                 consumed += 1;
@@ -870,7 +760,8 @@ impl Datapath for UdpDatapath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocev2_core::wire::frame::{Frame, FrameRepr, IpRepr};
+    use rocev2_core::wire::frame::IpRepr;
+    use rocev2_core::wire::{Error as WireError, RocePacket, RoceRepr};
 
     fn ack_frame(ip: IpRepr) -> Vec<u8> {
         crate::test_frames::ack(ip, 49152)
@@ -888,47 +779,54 @@ mod tests {
         }
     }
 
-    /// What the UDP datapath does to a frame end to end, without sockets: strip to the UDP
-    /// payload as `sendmsg` would, put the payload in a slot, rebuild from what `recvmsg` reports.
-    fn through_udp(frame: &[u8], mac: [u8; 6]) -> (TxParts, Vec<u8>) {
-        let p = split_frame(frame).unwrap();
-        let hdr = if p.src.is_ipv6() { HDR_V6 } else { HDR_V4 };
-        let mut slot = vec![0u8; MAX_FRAME];
-        let payload = &frame[p.payload.clone()];
-        slot[hdr..hdr + payload.len()].copy_from_slice(payload);
-        let r = Rebuild {
-            src: SocketAddr::new(p.src, p.sport),
-            dst: p.dst.ip(),
-            dst_port: p.dst.port(),
-            tos: p.tos,
-            ttl: p.ttl,
-            dst_mac: mac,
-            payload_len: payload.len(),
+    /// Sends the frame whole through a one-entry batch, as `send` takes it apart.
+    fn parts(frame: &[u8]) -> TxParts {
+        let mut b = TxBatch::new(1);
+        assert!(b.push(frame));
+        TxParts::of(&b, 0, frame).unwrap()
+    }
+
+    /// What the UDP datapath does to a frame end to end, without sockets: the payload `sendmsg`
+    /// would get, and the metadata `recvmsg` would report for it.
+    fn through_udp(frame: &[u8]) -> (TxParts, DatagramMeta, Vec<u8>) {
+        let p = parts(frame);
+        let info = RxInfo {
+            dst: Some(p.meta.dst.ip()),
+            tos: p.meta.tos(),
+            ttl: p.meta.ttl,
+            ifindex: 7,
         };
-        let n = write_headers(&mut slot, &r).unwrap();
-        slot.truncate(n);
-        (p, slot)
+        let m = rx_meta(p.meta.src, &info).unwrap();
+        (p.clone(), m, frame[p.payload].to_vec())
+    }
+
+    /// What the core does with a received datagram up to the demux.
+    fn core_accepts(m: &DatagramMeta, payload: &[u8]) -> Result<RoceRepr, WireError> {
+        let packet = RocePacket::new_checked(payload)?;
+        m.verify_icrc(payload)?;
+        RoceRepr::parse(&packet)
     }
 
     #[test]
-    fn udp_rebuild_ipv4_equals_core_frame_except_macs() {
+    fn udp_datagram_ipv4_verifies_like_the_core_frame() {
         let orig = ack_frame(v4(0));
-        let (p, rebuilt) = through_udp(&orig, [2, 0, 0, 0, 0, 2]);
-        assert_eq!(p.sport, 49152);
-        assert_eq!(p.tos, (26 << 2) | 3, "DSCP and ECN go into IP_TOS");
-        assert_eq!(p.ttl, 63);
-        assert_eq!(rebuilt.len(), orig.len());
-        // Everything from the IP header on is byte-identical: ID 0, DF, checksum, UDP (the
-        // core leaves the IPv4 UDP checksum 0), transport and ICRC.
-        assert_eq!(rebuilt[14..], orig[14..]);
-        assert_eq!(rebuilt[..6], orig[..6]);
-        assert_eq!(rebuilt[6..12], [0; 6], "source MAC unknown in UDP mode");
-        let (repr, _) = FrameRepr::parse(&rebuilt).expect("the core accepts the rebuilt frame");
-        assert_eq!(repr.ip.ecn(), Ecn::Ce);
+        let (p, m, payload) = through_udp(&orig);
+        assert_eq!(p.meta.src.port(), 49152);
+        assert_eq!(p.meta.tos(), (26 << 2) | 3, "DSCP and ECN go into IP_TOS");
+        assert_eq!(p.meta.ttl, 63);
+        assert_eq!(p.frame_len, orig.len());
+        assert_eq!(m.frame_len(payload.len()), orig.len());
+        assert_eq!(
+            payload,
+            orig[42..],
+            "the payload is the frame's UDP payload"
+        );
+        assert!(core_accepts(&m, &payload).is_ok(), "the core accepts it");
+        assert_eq!((m.ecn, m.ifindex), (Ecn::Ce, 7));
     }
 
     #[test]
-    fn udp_rebuild_ipv6_verifies_with_zero_udp_checksum() {
+    fn udp_datagram_ipv6_verifies_without_flow_label() {
         let ip = IpRepr::V6 {
             src: "fd00::1".parse().unwrap(),
             dst: "fd00::2".parse().unwrap(),
@@ -937,101 +835,85 @@ mod tests {
             flow_label: 0x12345,
             hop_limit: 9,
         };
-        let orig = ack_frame(ip);
-        let (_, rebuilt) = through_udp(&orig, [2, 0, 0, 0, 0, 2]);
-        let (repr, _) = FrameRepr::parse(&rebuilt).expect("ICRC masks flow label and checksum");
-        match repr.ip {
-            IpRepr::V6 {
-                dscp,
-                ecn,
-                hop_limit,
-                flow_label,
-                ..
-            } => assert_eq!((dscp, ecn, hop_limit, flow_label), (10, Ecn::Ect0, 9, 0)),
-            other => panic!("{other:?}"),
-        }
-        assert!(!repr.udp.checksum, "rebuilt with checksum 0");
+        let (_, m, payload) = through_udp(&ack_frame(ip));
+        assert!(
+            core_accepts(&m, &payload).is_ok(),
+            "ICRC masks flow label and checksum"
+        );
+        assert_eq!((m.dscp, m.ecn, m.ttl), (10, Ecn::Ect0, 9));
     }
 
     #[test]
-    fn udp_rebuild_nonzero_ip_id_fails_icrc_unless_accepted() {
+    fn udp_nonzero_ip_id_fails_icrc_unless_accepted() {
         // An rxe-like sender: Identification 0x1234. Its ICRC covers that ID, which recvmsg
-        // cannot report, so the rebuilt frame (ID 0) fails the ICRC.
-        let orig = ack_frame(v4(0x1234));
-        let (_, mut rebuilt) = through_udp(&orig, [0; 6]);
-        assert_eq!(
-            FrameRepr::parse(&rebuilt).err(),
-            Some(rocev2_core::wire::Error::BadIcrc)
-        );
-        assert!(accept_unverified(&mut rebuilt, HDR_V4), "rewritten");
-        assert!(FrameRepr::parse(&rebuilt).is_ok());
+        // cannot report, so the datagram fails the ICRC.
+        let (_, m, mut payload) = through_udp(&ack_frame(v4(0x1234)));
+        assert_eq!(core_accepts(&m, &payload).err(), Some(WireError::BadIcrc));
+        assert!(accept_unverified(&m, &mut payload), "rewritten");
+        assert!(core_accepts(&m, &payload).is_ok());
         assert!(
-            !accept_unverified(&mut rebuilt, HDR_V4),
+            !accept_unverified(&m, &mut payload),
             "now verifies: left alone"
         );
-        let good = through_udp(&ack_frame(v4(0)), [0; 6]).1;
+        let (_, m, good) = through_udp(&ack_frame(v4(0)));
         let mut g = good.clone();
-        assert!(!accept_unverified(&mut g, HDR_V4));
+        assert!(!accept_unverified(&m, &mut g));
         assert_eq!(g, good);
-    }
-
-    #[test]
-    fn udp_rebuild_refuses_mixed_families_and_short_slots() {
-        let mut slot = vec![0u8; 100];
-        let r = Rebuild {
-            src: "10.0.0.1:1".parse().unwrap(),
-            dst: "fd00::1".parse().unwrap(),
-            dst_port: 4791,
-            tos: 0,
-            ttl: 1,
-            dst_mac: [0; 6],
-            payload_len: 10,
-        };
-        assert_eq!(write_headers(&mut slot, &r), None);
-        let r = Rebuild {
-            dst: "10.0.0.2".parse().unwrap(),
-            payload_len: 100,
-            ..r
-        };
-        assert_eq!(write_headers(&mut slot, &r), None, "slot too short");
-        let r = Rebuild {
-            payload_len: 70_000,
-            ..r
-        };
-        assert_eq!(
-            write_headers(&mut vec![0; 80_000], &r),
-            None,
-            "UDP length overflow"
+        assert!(
+            !accept_unverified(&m, &mut [0; 15]),
+            "too short: the core's"
         );
     }
 
     #[test]
-    fn udp_split_rejects_non_udp_and_bad_lengths() {
+    fn udp_rx_meta_refuses_mixed_families_and_no_destination() {
+        let info = RxInfo {
+            dst: Some("fd00::1".parse().unwrap()),
+            tos: 0,
+            ttl: 1,
+            ifindex: 0,
+        };
+        assert_eq!(rx_meta("10.0.0.1:1".parse().unwrap(), &info), None);
+        let info = RxInfo { dst: None, ..info };
+        assert_eq!(rx_meta("[fd00::2]:1".parse().unwrap(), &info), None);
+    }
+
+    #[test]
+    fn udp_batch_entries_are_payloads_or_frames() {
         let f = ack_frame(v4(0));
-        let mut tcp = f.clone();
-        tcp[14 + 9] = 6;
-        assert_eq!(split_frame(&tcp), None);
-        let mut long = f.clone();
-        long[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&1000u16.to_be_bytes());
-        assert_eq!(split_frame(&long), None);
-        assert_eq!(split_frame(&f[..30]), None);
-        assert_eq!(split_frame(&[]), None);
+        let (meta, payload) = DatagramMeta::split_frame(&f).unwrap();
+        let mut b = TxBatch::new(2);
+        assert!(b.push_datagram_with(|buf| {
+            buf.clear();
+            buf.extend_from_slice(&f[payload.clone()]);
+            Some((Some(meta), payload.len()))
+        }));
+        assert!(b.push(&f));
+        let entries: Vec<_> = b.frames().map(<[u8]>::to_vec).collect();
+        let (d, w) = (
+            TxParts::of(&b, 0, &entries[0]).unwrap(),
+            TxParts::of(&b, 1, &entries[1]).unwrap(),
+        );
+        assert_eq!((d.meta, d.frame_len), (w.meta, w.frame_len));
+        assert_eq!(entries[0][d.payload], entries[1][w.payload]);
+        assert!(
+            TxParts::of(&TxBatch::new(1), 0, &f[..30]).is_none(),
+            "a frame too short to take apart is malformed"
+        );
     }
 
     #[test]
     fn udp_sport_fallback_keeps_icrc_valid() {
         let mut f = ack_frame(v4(0));
-        let p = split_frame(&f).unwrap();
-        assert!(rewrite_sport(&mut f, &p));
-        let (repr, _) = FrameRepr::parse(&f).unwrap();
-        assert_eq!(repr.udp.src_port, ROCEV2_UDP_PORT);
-        let fr = Frame::new_checked(&f).unwrap();
-        assert!(fr.verify_icrc().is_ok());
+        let mut p = parts(&f);
+        assert!(p.fall_back_to_4791(&mut f));
+        assert_eq!(p.meta.src.port(), ROCEV2_UDP_PORT);
+        assert!(core_accepts(&p.meta, &f[p.payload.clone()]).is_ok());
     }
 
     #[test]
     fn udp_tx_cmsgs_carry_source_tos_ttl() {
-        let p = split_frame(&ack_frame(v4(0))).unwrap();
+        let p = parts(&ack_frame(v4(0)));
         let mut buf = [0u8; 128];
         let n = tx_cmsgs(&p, &mut buf);
         let c: Vec<_> = sys::cmsgs(&buf, n)
@@ -1066,7 +948,8 @@ mod tests {
             RxInfo {
                 dst: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
                 tos: 0x6b,
-                ttl: 63
+                ttl: 63,
+                ifindex: 0,
             }
         );
     }

@@ -31,7 +31,7 @@
 //! produced them.
 //!
 //! The kernel's UDP stack never sees a RoCEv2 frame the program redirected, so it sends no ICMP
-//! port unreachable and no guard socket is needed (unlike [`crate::packet`]).
+//! port unreachable and no guard socket is needed (unlike [`crate::af_packet`]).
 //!
 //! A frame the kernel's UDP stack of a local peer sent (a UDP-mode peer over a veth) may carry
 //! an unfinished checksum (the pseudo-header sum, left for offload): XDP gets no checksum status,
@@ -377,6 +377,7 @@ impl Queue {
                 *m = RxMeta {
                     len,
                     ecn: crate::filter::frame_ecn(frame),
+                    datagram: None,
                 };
             }
             st.rx_packets += 1;

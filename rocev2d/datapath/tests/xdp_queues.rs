@@ -6,7 +6,7 @@
 //! Needs root: the test re-runs itself inside a fresh network namespace (`ip netns exec`), so the
 //! veth pair never appears in the caller's namespace and deleting the namespace removes it.
 
-use rocev2_datapath::packet::{PacketConfig, PacketDatapath};
+use rocev2_datapath::af_packet::{PacketConfig, PacketDatapath};
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, Interface, RxBatch, TxBatch};
 use std::process::Command;

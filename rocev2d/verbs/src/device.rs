@@ -72,19 +72,13 @@ impl std::fmt::Debug for Device {
     }
 }
 
-/// 64 random bits from the OS (`/dev/urandom`), or from std's per-process hash keys if that
-/// cannot be read.
+/// 64 random bits from the OS ([`rocev2_datapath::entropy::os_seed`]), or from std's
+/// per-process hash keys if that cannot be read.
 pub fn random_u64() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u64::from_ne_bytes(b);
-    }
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::process::id())
+    rocev2_datapath::entropy::os_seed().unwrap_or_else(|_| {
+        use std::hash::{BuildHasher, RandomState};
+        RandomState::new().hash_one(std::process::id())
+    })
 }
 
 /// A random 24-bit initial PSN, as `ibv_rc_pingpong` draws with `lrand48() & 0xffffff`.

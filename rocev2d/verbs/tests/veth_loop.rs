@@ -154,6 +154,7 @@ fn veth_write_and_send_complete_async() {
     in_netns("veth_write_and_send_complete_async", DatapathKind::Packet);
 }
 
+#[cfg(feature = "xdp")]
 #[test]
 fn veth_write_and_send_complete_async_xdp() {
     in_netns("veth_write_and_send_complete_async_xdp", DatapathKind::Xdp);

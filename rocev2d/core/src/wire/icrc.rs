@@ -27,7 +27,8 @@ const MAX_IP_LEN: usize = 60;
 /// Computes the ICRC from its three parts: the IP header (IPv4 of any IHL, or the 40-byte IPv6
 /// header), the UDP header, and the UDP payload from the BTH up to (excluding) the ICRC.
 ///
-/// Datapaths that never see the IP header (UDP sockets) rebuild one and call this.
+/// Packets whose IP header was never seen (UDP sockets) go through
+/// [`super::DatagramMeta::verify_icrc`], which builds the headers and calls this.
 pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<u32, Error> {
     if transport.len() < BTH_LEN {
         return Err(Error::Truncated(Header::Bth));

@@ -75,6 +75,7 @@ pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
 pub mod cnp;
+pub mod datagram;
 pub mod deth;
 pub mod ext;
 pub mod frame;
@@ -92,6 +93,7 @@ pub use atomic_ack_eth::{Packet as AtomicAckEthPacket, Repr as AtomicAckEthRepr}
 pub use atomic_eth::{Packet as AtomicEthPacket, Repr as AtomicEthRepr};
 pub use bth::{Packet as BthPacket, Qpn, Repr as BthRepr};
 pub use cnp::Packet as CnpPacket;
+pub use datagram::DatagramMeta;
 pub use deth::{Packet as DethPacket, Repr as DethRepr};
 pub use ext::{Packet as ExtPacket, Repr as ExtRepr};
 pub use frame::{EthRepr, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr, VlanRepr};

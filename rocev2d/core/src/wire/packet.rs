@@ -5,8 +5,8 @@
 //!
 //! [`Packet`] proves every header of the opcode's [`Layout`] in bounds and splits off payload,
 //! pad and ICRC; [`Repr`] is the meaning of all headers together. Neither computes the ICRC,
-//! which also covers the IP and UDP headers: that is [`super::frame`]'s job (or a UDP-socket
-//! datapath's, which rebuilds the IP header).
+//! which also covers the IP and UDP headers: that is [`super::frame`]'s job (or
+//! [`super::datagram`]'s, for packets whose headers a UDP socket stripped).
 //!
 //! Deviations: none.
 

@@ -254,6 +254,7 @@ impl Datapath for PacketDatapath {
             meta[i] = RxMeta {
                 len,
                 ecn: crate::filter::frame_ecn(frame),
+                datagram: None,
             };
             if out != i {
                 slots.swap(out, i);
