@@ -38,7 +38,8 @@ use alloc::vec::Vec;
 use core::net::IpAddr;
 use requester::Requester;
 use responder::Responder;
-pub use state::{ExtCaps, ModifyError, Mtu, Path, QpAttr, QpState};
+pub use crate::wire::ext::ExtCaps;
+pub use state::{ModifyError, Mtu, Path, QpAttr, QpState};
 use timer::{Timer, TimerTable};
 
 pub use multipath::MpSnapshot;
