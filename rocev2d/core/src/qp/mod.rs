@@ -39,7 +39,7 @@ use core::net::IpAddr;
 use requester::Requester;
 use responder::Responder;
 pub use crate::wire::ext::ExtCaps;
-pub use state::{ModifyError, Mtu, Path, QpAttr, QpState};
+pub use state::{ConnectAttr, ModifyError, Mtu, Path, QpAttr, QpState};
 use timer::{Timer, TimerTable};
 
 pub use multipath::MpSnapshot;

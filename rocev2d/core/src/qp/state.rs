@@ -141,6 +141,65 @@ pub struct QpAttr {
     pub peer_ext: Option<ExtCaps>,
 }
 
+/// Everything INIT→RTR→RTS needs, in one value: the peer's QP and the path to it, the PSNs of
+/// both directions, the timers and limits (IBA §11.2.4.2's required attributes of both
+/// transitions). Every bring-up (tests, the `rocev2` API, the model, tools) goes through
+/// [`crate::Endpoint::connect_qp`] with one of these, so the two transitions are written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectAttr {
+    /// Address vector towards the peer.
+    pub path: Path,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// The peer's QP number.
+    pub dest_qpn: Qpn,
+    /// First PSN we expect from the peer (its first send PSN), 24 bits.
+    pub rq_psn: u32,
+    /// First PSN we send, 24 bits.
+    pub sq_psn: u32,
+    /// READ/atomic requests outstanding in each direction (`max_dest_rd_atomic` and
+    /// `max_rd_atomic`).
+    pub rd_atomic: u8,
+    /// RNR NAK timer code we send to the peer, 0–31.
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout code, 0 = infinite, 0–31.
+    pub timeout: u8,
+    /// Retries after a timeout or sequence NAK, 0–7.
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK, 7 = infinite.
+    pub rnr_retry: u8,
+    /// rocev2 extensions the peer announced.
+    pub peer_ext: ExtCaps,
+}
+
+impl ConnectAttr {
+    /// The INIT→RTR attributes.
+    pub fn rtr(&self) -> QpAttr {
+        QpAttr {
+            path: Some(self.path),
+            path_mtu: Some(self.mtu),
+            dest_qpn: Some(self.dest_qpn),
+            rq_psn: Some(self.rq_psn),
+            max_dest_rd_atomic: Some(self.rd_atomic),
+            min_rnr_timer: Some(self.min_rnr_timer),
+            peer_ext: Some(self.peer_ext),
+            ..QpAttr::default()
+        }
+    }
+
+    /// The RTR→RTS attributes.
+    pub fn rts(&self) -> QpAttr {
+        QpAttr {
+            sq_psn: Some(self.sq_psn),
+            timeout: Some(self.timeout),
+            retry_cnt: Some(self.retry_cnt),
+            rnr_retry: Some(self.rnr_retry),
+            max_rd_atomic: Some(self.rd_atomic),
+            ..QpAttr::default()
+        }
+    }
+}
+
 /// The most READ/atomic requests a QP keeps outstanding in either direction (the device's
 /// `max_qp_rd_atom`, 16 as for rxe and ConnectX).
 pub const MAX_RD_ATOMIC: u8 = 16;
