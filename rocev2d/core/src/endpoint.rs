@@ -13,7 +13,8 @@ use crate::cc::ReceiverCc;
 use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
 use crate::qp::{
-    ConnectAttr, CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr};
+    ConnectAttr, CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr,
+};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, FrameRepr, IpRepr, Qpn, RoceRepr, frame::Frame};
 use alloc::collections::BTreeMap;

@@ -232,7 +232,7 @@ fn early_after(mp: &Mp) -> Duration {
 /// oldest unacknowledged packet becomes due, so a lost tail is resent without waiting for the
 /// retransmission timeout even when no ACK comes back to clock it (§3.4).
 fn arm_early(qp: &mut Qp) {
-    let due = qp.mp.as_deref().and_then(|mp| {
+    let due = qp.transport.mp().and_then(|mp| {
         if requester::has_unsent(qp) || mp.board.peek_retransmission().is_some() {
             return None;
         }
@@ -248,7 +248,7 @@ fn arm_early(qp: &mut Qp) {
 /// initial window), after restarting from IW if the sender idled for 3 RTTs (§3.4).
 fn start_clock_if_idle(qp: &mut Qp, now: Instant) {
     let unsent = requester::has_unsent(qp);
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     if mp.board.in_flight() > 0 || mp.paths.has_clock() || !unsent {
@@ -271,7 +271,7 @@ fn start_clock_if_idle(qp: &mut Qp, now: Instant) {
 
 /// True when [`transmit_data`] would send a packet now.
 pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
-    let Some(mp) = qp.mp.as_deref() else {
+    let Some(mp) = qp.transport.mp() else {
         return false;
     };
     let idle_start = mp.board.in_flight() == 0 && requester::has_unsent(qp);
@@ -289,7 +289,7 @@ pub(super) fn transmit_data(
 ) -> Option<usize> {
     let now = env.now;
     start_clock_if_idle(qp, now);
-    let mp = qp.mp.as_deref_mut()?;
+    let mp = qp.transport.mp_mut()?;
     if !mp.paths.has_clock() {
         return None;
     }
@@ -298,7 +298,7 @@ pub(super) fn transmit_data(
         mp.paths.clear();
         return None;
     }
-    let next = peek(qp, qp.mp.as_deref()?, now)?;
+    let next = peek(qp, qp.transport.mp()?, now)?;
     let (at, k, retx) = match next {
         Next::Recover(p) | Next::Early(p) => {
             let (at, k) = requester::position_of(qp, env, p)?;
@@ -309,7 +309,7 @@ pub(super) fn transmit_data(
             (at, k, false)
         }
     };
-    let vp = qp.mp.as_deref_mut()?.paths.take()?;
+    let vp = qp.transport.mp_mut()?.paths.take()?;
     let vp_path = Path {
         udp_src_port: vp,
         ..*path
@@ -324,7 +324,7 @@ pub(super) fn transmit_data(
     } else {
         requester::sent_new(qp, now, at, k, psn_end);
     }
-    let mp = qp.mp.as_deref_mut()?;
+    let mp = qp.transport.mp_mut()?;
     match next {
         Next::Recover(p) => mp.board.on_retransmit(p, now, false),
         Next::Early(p) => mp.board.on_retransmit(p, now, true),
@@ -376,7 +376,7 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
         qp.counters.unexpected_responses += 1;
         return;
     };
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     if aack_psn.distance(mp.board.nxt()) > 0 {
@@ -449,10 +449,10 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
     }
     arm_early(qp);
     let has_data = {
-        let Some(mp) = qp.mp.as_deref() else { return };
+        let Some(mp) = qp.transport.mp() else { return };
         has_data(qp, mp, now)
     };
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     if mp.win.awnd(mp.board.in_flight()) < 1.0 {
@@ -487,7 +487,7 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
 
 /// An RNR wait ended: no ACK clock survived the pause, so the window goes to random VPs.
 pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
-    if let Some(mp) = qp.mp.as_deref_mut() {
+    if let Some(mp) = qp.transport.mp_mut() {
         mp.paths.clear();
         let room = mp.room();
         mp.paths.release_free(room);
@@ -496,11 +496,11 @@ pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
 
 /// The burst timer fired: what the window still allows goes to random VPs (§3.4).
 pub(super) fn on_burst_timeout(qp: &mut Qp, now: Instant) {
-    let has_data = match qp.mp.as_deref() {
+    let has_data = match qp.transport.mp() {
         Some(mp) => has_data(qp, mp, now),
         None => return,
     };
-    if let Some(mp) = qp.mp.as_deref_mut() {
+    if let Some(mp) = qp.transport.mp_mut() {
         let room = mp.room();
         if has_data && room > 0 {
             mp.paths.release_free(room);
@@ -515,7 +515,7 @@ pub(super) fn on_early_timeout(qp: &mut Qp, now: Instant) {
     if requester::has_unsent(qp) {
         return;
     }
-    if let Some(mp) = qp.mp.as_deref_mut() {
+    if let Some(mp) = qp.transport.mp_mut() {
         let room = mp.room();
         let due = mp.board.early_due_count(now, early_after(mp), room);
         if due > 0 {
@@ -527,7 +527,7 @@ pub(super) fn on_early_timeout(qp: &mut Qp, now: Instant) {
 /// The retransmission timer fired: resend everything unacknowledged, as the last resort of
 /// §3.4, spending a retry as RC does.
 pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     if mp.board.in_flight() == 0 || !matches!(qp.state, QpState::Rts | QpState::Sqd) {
@@ -539,7 +539,7 @@ pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
         return;
     }
     qp.req.retry_left -= 1;
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     mp.board.on_timeout();
@@ -553,7 +553,7 @@ pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
 
 /// When a synchronise message held back by its delay may start (§3.4), if one is waiting.
 pub(super) fn sync_deadline(qp: &Qp, now: Instant) -> Option<Instant> {
-    sync_wait(qp, qp.mp.as_deref()?, now)
+    sync_wait(qp, qp.transport.mp()?, now)
 }
 
 // ---- receiver -----------------------------------------------------------------------------
@@ -577,7 +577,7 @@ pub(super) fn on_data(
         return responder::fatal(qp, env, psn, NakCode::InvalidRequest);
     };
     {
-        let Some(mp) = qp.mp.as_deref_mut() else {
+        let Some(mp) = qp.transport.mp_mut() else {
             return;
         };
         let c = mp.rx_vps.entry(vp).or_default();
@@ -599,7 +599,7 @@ pub(super) fn on_data(
         retx,
         kind: AckKind::Ack,
     };
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     match mp.bitmap.check(psn) {
@@ -642,7 +642,7 @@ pub(super) fn on_data(
         Ok(slot) => slot,
         Err(Refused::NoWqe) => {
             // IBA §9.7.5.2.8's RNR NAK, per packet: the sender waits and resends it.
-            if let Some(mp) = qp.mp.as_deref_mut() {
+            if let Some(mp) = qp.transport.mp_mut() {
                 mp.rx.rnr_drops += 1;
                 mp.acks.push_back(AckOut {
                     kind: AckKind::Rnr,
@@ -654,7 +654,7 @@ pub(super) fn on_data(
         }
         Err(Refused::Fatal) => return,
     };
-    let Some(mp) = qp.mp.as_deref_mut() else {
+    let Some(mp) = qp.transport.mp_mut() else {
         return;
     };
     mp.bitmap.mark(psn, slot);
@@ -706,7 +706,7 @@ fn place(
             op,
             Operation::RdmaWriteLastWithImmediate | Operation::RdmaWriteOnlyWithImmediate
         );
-    let rq_msn = qp.mp.as_deref().map_or(0, |mp| mp.rq_msn);
+    let rq_msn = qp.transport.mp().map_or(0, |mp| mp.rq_msn);
     let rq_index = pl.msn.wrapping_sub(rq_msn) & 0xff_ffff;
     if needs_wqe && qp.resp.rq.get(rq_index as usize).is_none() {
         return Err(Refused::NoWqe);
@@ -774,7 +774,7 @@ fn place(
             invalidated_rkey: roce.ieth.map(|i| i.r_key),
         })
     };
-    Ok(match (ends, tail, qp.mp.as_deref_mut()) {
+    Ok(match (ends, tail, qp.transport.mp_mut()) {
         (false, _, _) => Slot::Received,
         (true, Some(t), Some(mp)) => {
             mp.tails.push(t);
@@ -787,7 +787,7 @@ fn place(
 /// Moves `rcv_nxt` over the received head slots and completes messages in order (Fig. 6).
 fn advance(qp: &mut Qp, env: &mut Env<'_>) {
     loop {
-        let Some(mp) = qp.mp.as_deref_mut() else {
+        let Some(mp) = qp.transport.mp_mut() else {
             return;
         };
         let at = mp.bitmap.head();
@@ -829,13 +829,13 @@ fn advance(qp: &mut Qp, env: &mut Env<'_>) {
 
 /// True when an ACK or NACK is waiting.
 pub(super) fn has_ack(qp: &Qp) -> bool {
-    qp.mp.as_deref().is_some_and(|mp| !mp.acks.is_empty())
+    qp.transport.mp().is_some_and(|mp| !mp.acks.is_empty())
 }
 
 /// Sends the next ACK or NACK: AETH as in RC (BTH PSN = `rcv_nxt − 1` for an ACK, the NACKed
 /// PSN for a NACK) and REXT's multipath block, on the VP of the packet it answers.
 pub(super) fn transmit_ack(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
-    let mp = qp.mp.as_deref()?;
+    let mp = qp.transport.mp()?;
     let a = *mp.acks.front()?;
     let aack = mp.bitmap.head();
     let (syndrome, bth_psn) = match a.kind {
@@ -874,7 +874,7 @@ pub(super) fn transmit_ack(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Optio
         udp_src_port: a.vp,
         ..*path
     };
-    let n = qp.emit(&vp_path, roce, 0, buf, |_| {})?;
-    qp.mp.as_deref_mut()?.acks.pop_front();
+    let n = super::framing::emit(&vp_path, roce, 0, buf, |_| {})?;
+    qp.transport.mp_mut()?.acks.pop_front();
     Some(n)
 }

@@ -18,8 +18,8 @@
 
 use crate::mr::AccessFlags;
 use crate::time::Duration;
-use crate::wire::frame::Ecn;
 use crate::wire::ext::ExtCaps;
+use crate::wire::frame::Ecn;
 use crate::wire::{Psn, Qpn, VlanRepr};
 use core::net::IpAddr;
 
