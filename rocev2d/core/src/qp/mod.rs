@@ -9,9 +9,16 @@
 //!
 //! Nothing here reads a clock or touches application memory directly: time comes in as
 //! [`Instant`], and bytes move through [`Memory`] after [`MrTable`] has checked the key, bounds
-//! and rights. The code is split by role: `requester` (send queue, segmentation, ACK/NAK
-//! handling, retransmission) and `responder` (receive queue, placement, READ responses,
-//! atomics, ACK/NAK generation).
+//! and rights.
+//!
+//! A received packet enters at `Qp::handle_packet`, which dispatches once on the QP's
+//! transport (an enum chosen at INIT→RTR): RC goes to `responder::on_request` (requests) or
+//! `requester::on_response` (ACKs, READ responses); multipath to `multipath::on_data` or
+//! `multipath::on_ack`. Files by job: `requester` (send queue, segmentation, ACK/NAK handling,
+//! retransmission), `responder` (receive queue, placement, READ responses, atomics, ACK/NAK
+//! generation), `multipath` (MP-RDMA over both), `state` (states, attributes, [`ConnectAttr`]),
+//! `wr` (work requests), `config`, `counters`, `sgl` (scatter/gather), `framing` (a transport
+//! packet to a frame on the QP's path) and `timer`.
 //!
 //! Deviations (also in `docs/transport.md`):
 //! * end-to-end credits are neither honoured nor advertised: every ACK carries the "invalid"
