@@ -33,26 +33,28 @@ mod config;
 mod counters;
 mod framing;
 mod multipath;
+mod rc;
 mod requester;
 mod responder;
 mod sgl;
+mod shared;
 pub mod state;
 mod timer;
 mod wr;
 
-use crate::cc::{AnyController, CcSnapshot, CnpInfo, Pacer, ReceiverCc};
-use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::cc::{CcSnapshot, CnpInfo, ReceiverCc};
+use crate::cq::WorkCompletion;
 use crate::mr::{Memory, MrTable};
 use crate::time::{Duration, Instant};
 pub use crate::wire::ext::ExtCaps;
 use crate::wire::frame::Ecn;
 use crate::wire::{Psn, Qpn, RoceRepr};
 use alloc::vec::Vec;
-use core::net::IpAddr;
-use requester::Requester;
-use responder::Responder;
+use multipath::Mp;
+use rc::Rc;
+use shared::{Shared, wc};
 pub use state::{ConnectAttr, ModifyError, Mtu, Path, QpAttr, QpState};
-use timer::{Timer, TimerTable};
+use timer::Timer;
 
 pub use config::{CqId, IofdTokens, QpConfig};
 pub use counters::QpCounters;
@@ -81,253 +83,167 @@ pub(crate) struct Env<'a> {
     pub rx_cc: &'a mut ReceiverCc,
 }
 
-/// A Reliable Connected queue pair.
+/// A Reliable Connected queue pair: what both modes share, and its transport.
 #[derive(Debug)]
 pub struct Qp {
-    qpn: Qpn,
-    cfg: QpConfig,
-    state: QpState,
-    p_key: u16,
-    access: crate::mr::AccessFlags,
-    path: Option<Path>,
-    mtu: u32,
-    dest_qpn: Qpn,
-    max_dest_rd_atomic: u8,
-    min_rnr_timer: u8,
-    timeout: Option<Duration>,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    max_rd_atomic: u8,
-    req: Requester,
-    resp: Responder,
-    timers: TimerTable,
-    /// Whose turn it is when both halves have something to send.
-    responder_next: bool,
-    counters: QpCounters,
-    /// Extensions the peer announced at connection setup (docs/wire.md).
-    peer_ext: ExtCaps,
-    cc: Option<AnyController>,
-    pacer: Option<Pacer>,
-    /// A CNP to send (with DCQCN+'s τ), ahead of everything else.
-    cnp_out: Option<Option<Duration>>,
-    /// The latest time the endpoint drove this QP: a pacer deadline at or before it is no timer
-    /// but a packet ready to go, and is not reported by `poll_timeout`.
-    last_now: Instant,
+    sh: Shared,
     /// RC or multipath, chosen once at INIT→RTR.
     transport: Transport,
 }
 
 /// How a QP moves its messages: the [`QpMode`] with the state only that mode has. Every entry
-/// point of [`Qp`] dispatches on it once; the requester's send queue and the responder's
-/// receive queue are shared by both modes (multipath reuses RC's queues, PSNs, placement and
-/// completion, seed 001 §3.1).
+/// point of [`Qp`] dispatches on it once and hands the variant the [`Shared`] state.
 #[derive(Debug)]
 enum Transport {
-    /// Single-path RC (`requester`, `responder`).
-    Rc,
+    /// Single-path RC (`rc`, over `requester` and `responder`).
+    Rc(Rc),
     /// MP-RDMA (`multipath`), from INIT→RTR on when both ends offered it.
-    MultiPath(alloc::boxed::Box<multipath::Mp>),
-}
-
-impl Transport {
-    fn mp(&self) -> Option<&multipath::Mp> {
-        match self {
-            Transport::Rc => None,
-            Transport::MultiPath(mp) => Some(mp),
-        }
-    }
-    fn mp_mut(&mut self) -> Option<&mut multipath::Mp> {
-        match self {
-            Transport::Rc => None,
-            Transport::MultiPath(mp) => Some(mp),
-        }
-    }
+    MultiPath(alloc::boxed::Box<Mp>),
 }
 
 impl Qp {
     /// A QP in the Reset state.
     pub fn new(qpn: Qpn, cfg: QpConfig) -> Qp {
         Qp {
-            qpn,
-            cfg,
-            state: QpState::Reset,
-            p_key: 0xffff,
-            access: crate::mr::AccessFlags::empty(),
-            path: None,
-            mtu: 1024,
-            dest_qpn: Qpn::new(0),
-            max_dest_rd_atomic: 0,
-            min_rnr_timer: 0,
-            timeout: None,
-            retry_cnt: 0,
-            rnr_retry: 0,
-            max_rd_atomic: 0,
-            req: Requester::default(),
-            resp: Responder::default(),
-            timers: TimerTable::default(),
-            responder_next: true,
-            counters: QpCounters::default(),
-            peer_ext: ExtCaps::default(),
-            cc: cfg.cc.map(|c| c.build()),
-            pacer: cfg
-                .cc
-                .map(|c| Pacer::new(c.line_rate(), cfg.pacer_burst_bytes)),
-            cnp_out: None,
-            last_now: Instant::ZERO,
-            transport: Transport::Rc,
+            sh: Shared::new(qpn, cfg),
+            transport: Transport::Rc(Rc::default()),
         }
     }
 
     /// The transport mode: [`QpMode::MultiPath`] once both ends offered it at INIT→RTR.
     pub fn mode(&self) -> QpMode {
         match self.transport {
-            Transport::Rc => QpMode::Rc,
+            Transport::Rc(_) => QpMode::Rc,
             Transport::MultiPath(_) => QpMode::MultiPath,
         }
     }
 
     /// MP-RDMA window, per-VP counters and receiver statistics, in multipath mode.
     pub fn mp_snapshot(&self) -> Option<MpSnapshot> {
-        self.transport.mp().map(|m| m.snapshot())
+        match &self.transport {
+            Transport::Rc(_) => None,
+            Transport::MultiPath(mp) => Some(mp.snapshot()),
+        }
     }
 
     /// The congestion controller's state at `now`, for traces and stats.
     pub fn cc_snapshot(&self, now: Instant) -> Option<CcSnapshot> {
-        self.cc.as_ref().map(|c| c.as_dyn().snapshot(now))
+        self.sh.cc.as_ref().map(|c| c.as_dyn().snapshot(now))
     }
 
     /// PFC paused or resumed this QP's priority (DCQCN+ holds recovery while paused).
     pub fn set_paused(&mut self, paused: bool) {
-        if let Some(c) = &mut self.cc {
+        if let Some(c) = &mut self.sh.cc {
             c.as_dyn_mut().set_paused(paused);
-        }
-    }
-
-    /// Accounts a paced packet of `bytes` that just left; the pacer spaces the next one at the
-    /// controller's current rate.
-    fn on_paced_send(&mut self, now: Instant, bytes: usize) {
-        if let (Some(p), Some(c)) = (&mut self.pacer, &self.cc) {
-            p.set_rate(c.as_dyn().rate());
-            p.on_send(now, bytes as u64);
-        }
-        if let Some(c) = &mut self.cc {
-            c.as_dyn_mut().on_packet_sent(now, bytes as u64);
-        }
-    }
-
-    /// Applies the controller's current rate to a pacer wait already running, so that an
-    /// increase (recovery, a smaller DASR N) is not held back by a gap computed at the old rate.
-    pub(crate) fn sync_pacer(&mut self, now: Instant) {
-        if let (Some(p), Some(c)) = (&mut self.pacer, &self.cc) {
-            p.set_rate_at(now, c.as_dyn().rate());
         }
     }
 
     /// Queues a CNP to the peer's QP (DCQCN NP, or DCQCN+'s list walk with its τ).
     pub(crate) fn queue_cnp(&mut self, tau: Option<Duration>) {
-        if self.can_respond() && self.path.is_some() {
-            self.cnp_out = Some(tau);
-        }
+        self.sh.queue_cnp(tau);
     }
 
     /// A CNP for this QP arrived: the sender's controller reacts (seed 002 §II-B, §IV-B).
     pub(crate) fn on_cnp(&mut self, now: Instant, tau: Option<Duration>) {
-        self.counters.cnps_received += 1;
-        if let Some(c) = &mut self.cc {
+        self.sh.counters.cnps_received += 1;
+        if let Some(c) = &mut self.sh.cc {
             c.as_dyn_mut().on_cnp(now, &CnpInfo::new(tau));
         }
-        self.sync_pacer(now);
+        self.sh.sync_pacer(now);
     }
 
     /// The QP number.
     pub fn qpn(&self) -> Qpn {
-        self.qpn
+        self.sh.qpn
     }
     /// The current state.
     pub fn state(&self) -> QpState {
-        self.state
+        self.sh.state
     }
     /// The creation-time configuration.
     pub fn config(&self) -> &QpConfig {
-        &self.cfg
+        &self.sh.cfg
     }
     /// The path set at INIT→RTR.
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_ref()
+        self.sh.path.as_ref()
     }
     /// The partition key.
     pub fn p_key(&self) -> u16 {
-        self.p_key
+        self.sh.p_key
     }
     /// Counters.
     pub fn counters(&self) -> &QpCounters {
-        &self.counters
+        &self.sh.counters
     }
 
     /// Moves the QP to `to`, applying `attr` (IBA §11.2.4.2). Entering Error flushes every
     /// outstanding work request with `WR_FLUSH_ERR` (through `complete`); Reset clears all state.
+    /// INIT→RTR chooses the transport: multipath when this QP offers it and the peer announced
+    /// it.
     pub(crate) fn modify(
         &mut self,
         to: QpState,
         attr: &QpAttr,
         env: &mut Env<'_>,
     ) -> Result<(), ModifyError> {
-        state::validate(self.state, to, attr)?;
+        let sh = &mut self.sh;
+        state::validate(sh.state, to, attr)?;
         if let Some(v) = attr.p_key {
-            self.p_key = v;
+            sh.p_key = v;
         }
         if let Some(v) = attr.access {
-            self.access = v;
+            sh.access = v;
         }
         if let Some(v) = attr.path {
-            self.path = Some(v);
+            sh.path = Some(v);
         }
         if let Some(v) = attr.path_mtu {
-            self.mtu = v.bytes();
+            sh.mtu = v.bytes();
         }
         if let Some(v) = attr.dest_qpn {
-            self.dest_qpn = v;
+            sh.dest_qpn = v;
         }
         if let Some(v) = attr.rq_psn {
-            self.resp.reset(Psn::new(v));
+            sh.resp.reset(Psn::new(v));
         }
         if let Some(v) = attr.max_dest_rd_atomic {
-            self.max_dest_rd_atomic = v;
+            sh.max_dest_rd_atomic = v;
         }
         if let Some(v) = attr.min_rnr_timer {
-            self.min_rnr_timer = v;
+            sh.min_rnr_timer = v;
         }
         if let Some(v) = attr.sq_psn {
-            self.req.reset(Psn::new(v));
+            sh.req.reset(Psn::new(v));
         }
         if let Some(v) = attr.timeout {
-            self.timeout = state::ack_timeout(v);
+            sh.timeout = state::ack_timeout(v);
         }
         if let Some(v) = attr.retry_cnt {
-            self.retry_cnt = v;
-            self.req.retry_left = v;
+            sh.retry_cnt = v;
+            sh.req.retry_left = v;
         }
         if let Some(v) = attr.rnr_retry {
-            self.rnr_retry = v;
-            self.req.rnr_left = v;
+            sh.rnr_retry = v;
+            sh.req.rnr_left = v;
         }
         if let Some(v) = attr.max_rd_atomic {
-            self.max_rd_atomic = v;
+            sh.max_rd_atomic = v;
         }
         if let Some(v) = attr.peer_ext {
-            self.peer_ext = v;
+            sh.peer_ext = v;
         }
-        if let (Some(mp), true) = (self.cfg.multipath, self.peer_ext.multipath) {
+        if let (Some(mp), true) = (sh.cfg.multipath, sh.peer_ext.multipath) {
             // The window is a multipath QP's congestion control (seed 001 §3.2): no rate
             // controller or pacer runs beside it.
-            self.cc = None;
-            self.pacer = None;
-            let (rq, sq) = (self.resp.epsn(), self.req.snd_una());
-            if let Transport::Rc = self.transport {
-                let m = multipath::Mp::new(mp, self.qpn.value(), rq, sq);
+            sh.cc = None;
+            sh.pacer = None;
+            let (rq, sq) = (sh.resp.epsn(), sh.req.snd_una());
+            if let Transport::Rc(_) = self.transport {
+                let m = Mp::new(mp, sh.qpn.value(), rq, sq);
                 self.transport = Transport::MultiPath(alloc::boxed::Box::new(m));
             }
-            if let Some(m) = self.transport.mp_mut() {
+            if let Transport::MultiPath(m) = &mut self.transport {
                 if let Some(v) = attr.rq_psn {
                     m.reset_receiver(Psn::new(v));
                 }
@@ -337,12 +253,12 @@ impl Qp {
             }
         }
         match to {
-            QpState::Error => self.enter_error(None, env),
+            QpState::Error => self.sh.enter_error(None, env),
             QpState::Reset => {
-                let cfg = self.cfg;
-                *self = Qp::new(self.qpn, cfg);
+                let cfg = self.sh.cfg;
+                *self = Qp::new(self.sh.qpn, cfg);
             }
-            _ => self.state = to,
+            _ => self.sh.state = to,
         }
         Ok(())
     }
@@ -350,169 +266,88 @@ impl Qp {
     /// Posts a send work request (`ibv_post_send`): allowed in RTS and SQD (IBA §10.3.1;
     /// requests posted in SQD start after the QP returns to RTS).
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
-        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
-            return Err(PostError::WrongState(self.state));
+        let sh = &mut self.sh;
+        if !matches!(sh.state, QpState::Rts | QpState::Sqd) {
+            return Err(PostError::WrongState(sh.state));
         }
-        if self.req.sq_len() >= self.cfg.max_send_wr as usize {
+        if sh.req.sq_len() >= sh.cfg.max_send_wr as usize {
             return Err(PostError::QueueFull);
         }
-        if wr.sg_list.len() > self.cfg.max_send_sge as usize {
+        if wr.sg_list.len() > sh.cfg.max_send_sge as usize {
             return Err(PostError::TooManySge);
         }
-        if self.mode() == QpMode::MultiPath && wr.op.is_rd_atomic() {
-            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
-            return Err(PostError::Unsupported);
+        if let Transport::MultiPath(_) = self.transport {
+            if wr.op.is_rd_atomic() {
+                // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
+                return Err(PostError::Unsupported);
+            }
         }
-        self.req.push(wr, self.cfg.max_inline_data, self.mtu)
+        sh.req.push(wr, sh.cfg.max_inline_data, sh.mtu)
     }
 
     /// Posts a receive work request (`ibv_post_recv`): allowed from Init on (IBA §10.3.1), so
     /// receive buffers are in place before the peer sends.
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
-        if matches!(self.state, QpState::Reset | QpState::Error) {
-            return Err(PostError::WrongState(self.state));
+        let sh = &mut self.sh;
+        if matches!(sh.state, QpState::Reset | QpState::Error) {
+            return Err(PostError::WrongState(sh.state));
         }
-        if self.resp.rq_len() >= self.cfg.max_recv_wr as usize {
+        if sh.resp.rq_len() >= sh.cfg.max_recv_wr as usize {
             return Err(PostError::QueueFull);
         }
-        if wr.sg_list.len() > self.cfg.max_recv_sge as usize {
+        if wr.sg_list.len() > sh.cfg.max_recv_sge as usize {
             return Err(PostError::TooManySge);
         }
         let total: u64 = wr.sg_list.iter().map(|s| s.length as u64).sum();
         if total > 1 << 31 {
             return Err(PostError::MessageTooLong);
         }
-        self.resp.push(wr);
+        sh.resp.push(wr);
         Ok(())
     }
 
     /// True when the QP has a packet to send now (used by the endpoint's scheduler).
     pub(crate) fn wants_to_send(&self, now: Instant) -> bool {
-        match self.transport {
-            Transport::Rc => {
-                self.cnp_out.is_some()
-                    || self.resp.has_fatal_nak()
-                    || (self.can_respond() && responder::has_sendable(self, now))
-                    || (self.can_request() && requester::has_sendable(self, now))
-            }
-            Transport::MultiPath(_) => {
-                self.resp.has_fatal_nak()
-                    || (self.can_respond() && multipath::has_ack(self))
-                    || (self.can_request() && multipath::has_sendable(self, now))
-            }
+        match &self.transport {
+            Transport::Rc(rc) => rc.wants_to_send(&self.sh, now),
+            Transport::MultiPath(mp) => mp.wants_to_send(&self.sh, now),
         }
-    }
-
-    /// True when the pacer lets a data packet leave at `now` (always, without congestion
-    /// control).
-    fn pacer_ready(&self, now: Instant) -> bool {
-        self.pacer.is_none_or(|p| p.ready(now))
-    }
-
-    /// True when paced work is waiting for nothing but the pacer.
-    fn paced_work_waiting(&self) -> bool {
-        (self.can_respond() && self.resp.read_pending())
-            || (self.can_request() && !requester::blocked(self))
-    }
-
-    fn can_respond(&self) -> bool {
-        matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
-    }
-    fn can_request(&self) -> bool {
-        matches!(self.state, QpState::Rts | QpState::Sqd) && !self.timers.is_set(Timer::Rnr)
     }
 
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
-        self.last_now = self.last_now.max(env.now);
-        let path = self.path?;
+        let sh = &mut self.sh;
+        sh.last_now = sh.last_now.max(env.now);
+        let path = sh.path?;
         // A CNP and the fatal NAK go first in both modes.
-        let n = match self
+        let n = match sh
             .transmit_cnp(&path, buf)
-            .or_else(|| responder::transmit_fatal_nak(self, &path, buf))
+            .or_else(|| responder::transmit_fatal_nak(sh, &path, buf))
         {
             Some(n) => n,
-            None => match self.transport {
-                Transport::Rc => self.transmit_rc(env, &path, buf)?,
-                Transport::MultiPath(_) => self.transmit_mp(env, &path, buf)?,
+            None => match &mut self.transport {
+                Transport::Rc(rc) => rc.poll_transmit(sh, env, &path, buf)?,
+                Transport::MultiPath(mp) => mp.poll_transmit(sh, env, &path, buf)?,
             },
         };
-        self.counters.tx_packets += 1;
+        sh.counters.tx_packets += 1;
         Some(n)
     }
 
-    /// RC: the responder and the requester take turns when both have a packet.
-    fn transmit_rc(&mut self, env: &mut Env<'_>, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
-        let order = if self.responder_next {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for responder_turn in order {
-            let sent = if responder_turn {
-                if self.can_respond() {
-                    responder::transmit(self, env, path, buf)
-                } else {
-                    None
-                }
-            } else if self.can_request() {
-                requester::transmit(self, env, path, buf)
-            } else {
-                None
-            };
-            if sent.is_some() {
-                self.responder_next = !responder_turn;
-                return sent;
-            }
-        }
-        None
-    }
-
-    /// Multipath: ACKs first (seed 001 §3.1: "immediately"), then data.
-    fn transmit_mp(&mut self, env: &mut Env<'_>, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
-        let ack = if self.can_respond() {
-            multipath::transmit_ack(self, path, buf)
-        } else {
-            None
-        };
-        match ack {
-            Some(n) => Some(n),
-            None if self.can_request() => multipath::transmit_data(self, env, path, buf),
-            None => None,
-        }
-    }
-
-    /// Sends a queued CNP (RoCEv2 Annex A17.9.1), with τ in REXT when the peer reads it.
-    fn transmit_cnp(&mut self, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
-        let tau = self.cnp_out?;
-        let mut roce = RoceRepr::new(crate::wire::cnp::bth(self.dest_qpn, self.p_key));
-        if let Some(tau) = tau.filter(|_| self.peer_ext.cnp_tau) {
-            roce.bth.tver = crate::wire::ext::TVER;
-            let tau_ns = u32::try_from(tau.as_nanos()).unwrap_or(u32::MAX);
-            roce.ext = Some(crate::wire::ExtRepr {
-                tau_ns: Some(tau_ns),
-                ..Default::default()
-            });
-        }
-        let n = framing::emit(path, roce, 0, buf, |_| {})?;
-        self.cnp_out = None;
-        self.counters.cnps_sent += 1;
-        Some(n)
-    }
-
-    /// The earliest deadline: QP timers, the controller's timers, and the pacer when paced work
-    /// waits for it.
+    /// The earliest deadline: QP timers, the controller's timers, the pacer when paced work
+    /// waits for it, and the transport's own deadline.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let pacer = self
+        let sh = &self.sh;
+        let pacer = sh
             .pacer
-            .filter(|p| p.next_send() > self.last_now && self.paced_work_waiting())
+            .filter(|p| p.next_send() > sh.last_now && sh.paced_work_waiting())
             .map(|p| p.next_send());
-        let cc = self.cc.as_ref().and_then(|c| c.as_dyn().poll_timeout());
-        let sync = match self.transport {
-            Transport::Rc => None,
-            Transport::MultiPath(_) => multipath::sync_deadline(self, self.last_now),
+        let cc = sh.cc.as_ref().and_then(|c| c.as_dyn().poll_timeout());
+        let own = match &self.transport {
+            Transport::Rc(_) => None,
+            Transport::MultiPath(mp) => mp.poll_timeout(sh),
         };
-        [self.timers.next(), cc, pacer, sync]
+        [sh.timers.next(), cc, pacer, own]
             .into_iter()
             .flatten()
             .min()
@@ -520,39 +355,18 @@ impl Qp {
 
     /// Runs the timers whose deadline passed; a spurious call does nothing.
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
-        self.last_now = self.last_now.max(env.now);
-        if let Some(c) = &mut self.cc {
+        let sh = &mut self.sh;
+        sh.last_now = sh.last_now.max(env.now);
+        if let Some(c) = &mut sh.cc {
             if c.as_dyn().poll_timeout().is_some_and(|t| t <= env.now) {
                 c.as_dyn_mut().handle_timeout(env.now);
             }
         }
-        self.sync_pacer(env.now);
-        let fired = self.timers.expired(env.now);
-        match self.transport {
-            Transport::Rc => {
-                if fired[Timer::Rnr as usize] {
-                    // The wait is over: the retry goes out on the next poll_transmit.
-                    self.arm_retransmit(env.now);
-                }
-                if fired[Timer::Retransmit as usize] {
-                    requester::on_retransmit_timeout(self, env);
-                }
-            }
-            Transport::MultiPath(_) => {
-                if fired[Timer::Rnr as usize] {
-                    self.arm_retransmit(env.now);
-                    multipath::on_rnr_wait_over(self);
-                }
-                if fired[Timer::Retransmit as usize] {
-                    multipath::on_retransmit_timeout(self, env);
-                }
-                if fired[Timer::MpBurst as usize] {
-                    multipath::on_burst_timeout(self, env.now);
-                }
-                if fired[Timer::MpEarly as usize] {
-                    multipath::on_early_timeout(self, env.now);
-                }
-            }
+        sh.sync_pacer(env.now);
+        let fired = sh.timers.expired(env.now);
+        match &mut self.transport {
+            Transport::Rc(rc) => rc.handle_timeout(sh, env, &fired),
+            Transport::MultiPath(mp) => mp.handle_timeout(sh, env, &fired),
         }
     }
 
@@ -571,133 +385,14 @@ impl Qp {
         let Some(op) = roce.bth.opcode.operation() else {
             return;
         };
-        self.counters.rx_packets += 1;
-        if let Transport::MultiPath(_) = self.transport {
-            // Multipath: ECN is echoed per ACK (seed 001 §3.2), no notification point runs.
-            let ce = ecn == Ecn::Ce;
-            self.counters.ce_received += ce as u64;
-            if op.is_request() {
-                if self.can_respond() {
-                    multipath::on_data(self, env, roce, op, payload, udp_src_port, ce);
-                }
-            } else if matches!(self.state, QpState::Rts | QpState::Sqd) {
-                multipath::on_ack(self, env, roce);
+        self.sh.counters.rx_packets += 1;
+        match &mut self.transport {
+            Transport::Rc(rc) => {
+                rc.handle_packet(&mut self.sh, env, roce, op, payload, ecn, frame_len)
             }
-            return;
-        }
-        // RC: data feeds the receiver's congestion control, then the responder or requester.
-        if op.is_send() || op.is_rdma_write() || op.is_read_response() {
-            // Frame bytes: Dart compares the receive throughput with the line rate (§III-C).
-            self.notify_data(env, roce, op, frame_len, ecn);
-        }
-        if op.is_request() {
-            if self.can_respond() {
-                responder::on_request(self, env, roce, op, payload);
+            Transport::MultiPath(mp) => {
+                mp.handle_packet(&mut self.sh, env, roce, op, payload, ecn, udp_src_port)
             }
-        } else if matches!(self.state, QpState::Rts | QpState::Sqd) {
-            requester::on_response(self, env, roce, op, payload);
         }
-    }
-
-    /// The peer's 16-bit id for DASR: the low 16 bits of its address (`cc::dasr`).
-    fn peer_id(&self) -> u16 {
-        match self.path.map(|p| p.dst_ip) {
-            Some(IpAddr::V4(a)) => u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
-            Some(IpAddr::V6(a)) => u16::from_be_bytes([a.octets()[14], a.octets()[15]]),
-            None => 0,
-        }
-    }
-
-    /// Feeds a data packet to the endpoint's receiver-side congestion control (notification
-    /// point, DASR) and queues the CNP it asks for.
-    fn notify_data(
-        &mut self,
-        env: &mut Env<'_>,
-        roce: &RoceRepr,
-        op: crate::wire::Operation,
-        bytes: usize,
-        ecn: Ecn,
-    ) {
-        if self.path.is_none() {
-            return;
-        }
-        let ce = ecn == Ecn::Ce;
-        self.counters.ce_received += ce as u64;
-        let sender = self.peer_id();
-        let p_key = roce.bth.p_key;
-        if let Some(l) = roce.ext.as_ref().and_then(|e| e.lookahead.as_ref()) {
-            env.rx_cc
-                .on_lookahead(env.now, p_key, l.group_size, l.members());
-        }
-        let pos = op.position();
-        let arrival = crate::cc::DataArrival {
-            p_key,
-            sender,
-            starts: pos.starts_message() && !op.is_read_response(),
-            ends: pos.ends_message() && !op.is_read_response(),
-            bytes: bytes as u64,
-            ce,
-        };
-        if let crate::cc::Notify::Cnp(tau) = env.rx_cc.on_data(env.now, self.qpn, &arrival) {
-            self.queue_cnp(tau);
-        }
-    }
-
-    /// (Re)arms the retransmission timer if anything is outstanding and a timeout is set.
-    fn arm_retransmit(&mut self, now: Instant) {
-        match self.timeout {
-            Some(t) if self.req.outstanding() => self.timers.set(Timer::Retransmit, now + t),
-            _ => self.timers.stop(Timer::Retransmit),
-        }
-    }
-
-    /// Enters Error: a queued fatal NAK still goes out; every outstanding work request
-    /// completes, the one at send-queue index `failed.0` with status `failed.1`, all others with
-    /// `WR_FLUSH_ERR` (IBA §10.3.1 and §11.4.2.1: flushed WQEs complete even when unsignaled).
-    fn enter_error(&mut self, failed: Option<(usize, WcStatus)>, env: &mut Env<'_>) {
-        self.state = QpState::Error;
-        self.timers = TimerTable::default();
-        let (qpn, dest) = (self.qpn, self.dest_qpn);
-        let (send_cq, recv_cq) = (self.cfg.send_cq, self.cfg.recv_cq);
-        for (i, wr) in self.req.drain().enumerate() {
-            let s = match failed {
-                Some((at, status)) if at == i => status,
-                _ => WcStatus::WrFlushErr,
-            };
-            (env.complete)(send_cq, wc(wr.wr_id, s, wr.op.wc_opcode(), 0, qpn, dest));
-        }
-        for wr_id in self.resp.drain() {
-            (env.complete)(
-                recv_cq,
-                wc(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, qpn, dest),
-            );
-        }
-    }
-
-    /// Delivers a completion; a full CQ is a CQ overrun, which IBA makes fatal for the QP.
-    fn complete(&mut self, env: &mut Env<'_>, cq: CqId, c: WorkCompletion) {
-        if !(env.complete)(cq, c) && self.state != QpState::Error {
-            self.enter_error(None, env);
-        }
-    }
-}
-
-fn wc(
-    wr_id: u64,
-    status: WcStatus,
-    opcode: WcOpcode,
-    byte_len: u32,
-    qp_num: Qpn,
-    src_qp: Qpn,
-) -> WorkCompletion {
-    WorkCompletion {
-        wr_id,
-        status,
-        opcode,
-        byte_len,
-        imm_data: None,
-        invalidated_rkey: None,
-        qp_num,
-        src_qp,
     }
 }
