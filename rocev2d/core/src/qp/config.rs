@@ -43,7 +43,7 @@ pub struct QpConfig {
     /// Bytes a paced QP may send back to back after idling (the pacer's bucket).
     pub pacer_burst_bytes: u64,
     /// Offer MP-RDMA multipath mode with these parameters (seed 001 §3); used when the peer
-    /// announces it too ([`QpMode`]). A multipath QP ignores `cc`: its window is its congestion
+    /// announces it too ([`super::QpMode`]). A multipath QP ignores `cc`: its window is its congestion
     /// control (§3.2).
     pub multipath: Option<crate::mprdma::MpConfig>,
     /// Put IOFD deflection tokens on short messages' packets (seed 000 §IV-A); `None` (the

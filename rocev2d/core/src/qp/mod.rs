@@ -11,12 +11,17 @@
 //! [`Instant`], and bytes move through [`Memory`] after [`MrTable`] has checked the key, bounds
 //! and rights.
 //!
-//! A received packet enters at `Qp::handle_packet`, which dispatches once on the QP's
-//! transport (an enum chosen at INIT→RTR): RC goes to `responder::on_request` (requests) or
-//! `requester::on_response` (ACKs, READ responses); multipath to `multipath::on_data` or
-//! `multipath::on_ack`. Files by job: `requester` (send queue, segmentation, ACK/NAK handling,
-//! retransmission), `responder` (receive queue, placement, READ responses, atomics, ACK/NAK
-//! generation), `multipath` (MP-RDMA over both), `state` (states, attributes, [`ConnectAttr`]),
+//! A [`Qp`] is its `Shared` state (attributes, the requester's send queue, the responder's
+//! receive queue, timers, counters, congestion control) and a transport chosen once at
+//! INIT→RTR: RC (`rc`) or multipath (`multipath`). Each entry point dispatches on the transport
+//! once and hands it the shared state. A received packet goes `Qp::handle_packet` →
+//! `Rc::handle_packet` → `responder::on_request` (requests) or `requester::on_response` (ACKs,
+//! READ responses); in multipath mode `Mp::handle_packet` → `multipath::receiver::on_data` or
+//! `multipath::on_ack`.
+//!
+//! Files by job: `requester` (send queue, segmentation, ACK/NAK handling, retransmission),
+//! `responder` (receive queue, placement, READ responses, atomics, ACK/NAK generation), `rc`,
+//! `multipath` (MP-RDMA over both), `shared`, `state` (states, attributes, [`ConnectAttr`]),
 //! `wr` (work requests), `config`, `counters`, `sgl` (scatter/gather), `framing` (a transport
 //! packet to a frame on the QP's path) and `timer`.
 //!
