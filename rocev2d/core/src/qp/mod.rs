@@ -53,7 +53,7 @@ use crate::mr::{Memory, MrTable};
 use crate::time::{Duration, Instant};
 pub use crate::wire::ext::ExtCaps;
 use crate::wire::frame::Ecn;
-use crate::wire::{Psn, Qpn, RoceRepr};
+use crate::wire::{Operation, Psn, Qpn, RoceRepr};
 use alloc::vec::Vec;
 use multipath::Mp;
 use rc::Rc;
@@ -86,6 +86,20 @@ pub(crate) struct Env<'a> {
     pub complete: &'a mut dyn FnMut(CqId, WorkCompletion) -> bool,
     /// The endpoint's receiver-side congestion state (notification point, DASR).
     pub rx_cc: &'a mut ReceiverCc,
+}
+
+/// A received transport packet, as [`Qp::handle_packet`] hands it to the transport.
+#[derive(Debug, Clone, Copy)]
+struct Inbound<'a> {
+    roce: &'a RoceRepr,
+    op: Operation,
+    payload: &'a [u8],
+    /// The IP header's ECN codepoint.
+    ecn: Ecn,
+    /// Bytes on the wire without FCS (Dart measures receive throughput in them).
+    frame_len: usize,
+    /// The UDP source port: a multipath packet's virtual path.
+    udp_src_port: u16,
 }
 
 /// A Reliable Connected queue pair: what both modes share, and its transport.
@@ -391,13 +405,17 @@ impl Qp {
             return;
         };
         self.sh.counters.rx_packets += 1;
+        let pkt = Inbound {
+            roce,
+            op,
+            payload,
+            ecn,
+            frame_len,
+            udp_src_port,
+        };
         match &mut self.transport {
-            Transport::Rc(rc) => {
-                rc.handle_packet(&mut self.sh, env, roce, op, payload, ecn, frame_len)
-            }
-            Transport::MultiPath(mp) => {
-                mp.handle_packet(&mut self.sh, env, roce, op, payload, ecn, udp_src_port)
-            }
+            Transport::Rc(rc) => rc.handle_packet(&mut self.sh, env, &pkt),
+            Transport::MultiPath(mp) => mp.handle_packet(&mut self.sh, env, &pkt),
         }
     }
 }

@@ -27,7 +27,7 @@ mod receiver;
 
 use super::requester::{self, MpTag};
 use super::timer::Fired;
-use super::{Env, Path, QpState, Shared, Timer};
+use super::{Env, Inbound, Path, QpState, Shared, Timer};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mprdma::bitmap::TrackingBitmap;
 use crate::mprdma::path::{MAX_PER_ACK, PathSelector};
@@ -225,25 +225,15 @@ impl Mp {
 
     /// A received packet: data to the receiver, ACKs and NACKs to the sender. ECN is echoed per
     /// ACK (§3.2); no notification point runs.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn handle_packet(
-        &mut self,
-        qp: &mut Shared,
-        env: &mut Env<'_>,
-        roce: &RoceRepr,
-        op: Operation,
-        payload: &[u8],
-        ecn: Ecn,
-        udp_src_port: u16,
-    ) {
-        let ce = ecn == Ecn::Ce;
+    pub(super) fn handle_packet(&mut self, qp: &mut Shared, env: &mut Env<'_>, pkt: &Inbound<'_>) {
+        let ce = pkt.ecn == Ecn::Ce;
         qp.counters.ce_received += ce as u64;
-        if op.is_request() {
+        if pkt.op.is_request() {
             if qp.can_respond() {
-                receiver::on_data(qp, self, env, roce, op, payload, udp_src_port, ce);
+                receiver::on_data(qp, self, env, pkt, ce);
             }
         } else if matches!(qp.state, QpState::Rts | QpState::Sqd) {
-            on_ack(qp, self, env, roce);
+            on_ack(qp, self, env, pkt.roce);
         }
     }
 }

@@ -14,10 +14,8 @@
 //! Deviations: none beyond those in the module docs of [`super`].
 
 use super::timer::{Fired, Timer};
-use super::{Env, Path, QpState, Shared, requester, responder};
+use super::{Env, Inbound, Path, QpState, Shared, requester, responder};
 use crate::time::Instant;
-use crate::wire::frame::Ecn;
-use crate::wire::{Operation, RoceRepr};
 use alloc::vec::Vec;
 
 /// RC mode's own state.
@@ -90,20 +88,13 @@ impl Rc {
 
     /// A received packet: data feeds the receiver's congestion control, then the responder
     /// takes requests and the requester responses.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn handle_packet(
-        &mut self,
-        qp: &mut Shared,
-        env: &mut Env<'_>,
-        roce: &RoceRepr,
-        op: Operation,
-        payload: &[u8],
-        ecn: Ecn,
-        frame_len: usize,
-    ) {
+    pub(super) fn handle_packet(&mut self, qp: &mut Shared, env: &mut Env<'_>, pkt: &Inbound<'_>) {
+        let Inbound {
+            roce, op, payload, ..
+        } = *pkt;
         if op.is_send() || op.is_rdma_write() || op.is_read_response() {
             // Frame bytes: Dart compares the receive throughput with the line rate (§III-C).
-            qp.notify_data(env, roce, op, frame_len, ecn);
+            qp.notify_data(env, roce, op, pkt.frame_len, pkt.ecn);
         }
         if op.is_request() {
             if qp.can_respond() {

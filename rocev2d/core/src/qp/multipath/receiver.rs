@@ -14,7 +14,7 @@ use crate::mprdma::sync;
 use crate::mr::{AccessFlags, Rkey};
 use crate::qp::requester;
 use crate::qp::responder::{self, Target};
-use crate::qp::{Env, Path, Shared, resolve_local, scatter, wc};
+use crate::qp::{Env, Inbound, Path, Shared, resolve_local, scatter, wc};
 use crate::wire::ext::MultipathAck;
 use crate::wire::opcode::Position;
 use crate::wire::{
@@ -24,17 +24,20 @@ use alloc::vec::Vec;
 
 /// Handles a data packet of a multipath QP (seed 001 §3.1, §3.3, §3.4). `vp` is its UDP source
 /// port.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn on_data(
     qp: &mut Shared,
     mp: &mut Mp,
     env: &mut Env<'_>,
-    roce: &RoceRepr,
-    op: Operation,
-    payload: &[u8],
-    vp: u16,
+    pkt: &Inbound<'_>,
     ce: bool,
 ) {
+    let Inbound {
+        roce,
+        op,
+        payload,
+        udp_src_port: vp,
+        ..
+    } = *pkt;
     let psn = roce.bth.psn;
     let placement = roce.ext.and_then(|e| e.placement);
     let (sync, retx) = roce.ext.map_or((false, false), |e| (e.synchronise, e.retx));
