@@ -5,7 +5,8 @@
 //! (`ack_through`); only the choice of *which* PSN goes *where* and *when* is MP-RDMA's. The
 //! receiver reuses the responder's receive queue, key checks and placement, but accepts
 //! packets out of order within its tracking bitmap and answers every data packet with its own
-//! ACK.
+//! ACK. [`Mp`] holds the mode's state and the entry points the QP dispatches to; the sender is
+//! below, the receiver in `multipath/receiver.rs`.
 //!
 //! ```text
 //!  sender                                             receiver
