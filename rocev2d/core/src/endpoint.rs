@@ -14,7 +14,9 @@
 use crate::cc::ReceiverCc;
 use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
-use crate::qp::{CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr};
+use crate::qp::{
+    ConnectAttr, CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr,
+};
 use crate::time::{Duration, Instant};
 use crate::wire::{
     self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame,
@@ -363,6 +365,23 @@ impl Endpoint {
         Ok(drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
             qp.modify(to, attr, env)
         })?)
+    }
+
+    /// Connects a QP in INIT to its peer: INIT→RTR then RTR→RTS with `attr` (the one bring-up
+    /// path every user shares).
+    ///
+    /// # Errors
+    /// The first transition the QP refused ([`EndpointError::Modify`]); after a refused RTS the
+    /// QP stays in RTR.
+    pub fn connect_qp(
+        &mut self,
+        qpn: Qpn,
+        attr: &ConnectAttr,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> Result<(), EndpointError> {
+        self.modify_qp(qpn, QpState::Rtr, &attr.rtr(), now, mem)?;
+        self.modify_qp(qpn, QpState::Rts, &attr.rts(), now, mem)
     }
 
     /// Posts a send work request.

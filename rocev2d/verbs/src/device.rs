@@ -17,7 +17,7 @@ use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, VecMemory};
-use rocev2_core::qp::{Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{ConnectAttr, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_core::wire::frame::Ecn;
 use rocev2_datapath::auto::{self, Options};
@@ -286,26 +286,20 @@ impl Device {
         };
         let now = self.driver.now();
         let Driver { ep, mem, .. } = &mut self.driver;
-        let rtr = QpAttr {
-            path: Some(path),
-            path_mtu: Some(mtu),
-            dest_qpn: Some(remote.qpn),
-            rq_psn: Some(remote.psn & 0xff_ffff),
-            max_dest_rd_atomic: Some(opts.rd_atomic),
-            min_rnr_timer: Some(opts.min_rnr_timer),
-            peer_ext: Some(opts.peer_ext),
-            ..QpAttr::default()
+        let attr = ConnectAttr {
+            path,
+            mtu,
+            dest_qpn: remote.qpn,
+            rq_psn: remote.psn & 0xff_ffff,
+            sq_psn: opts.local_psn & 0xff_ffff,
+            rd_atomic: opts.rd_atomic,
+            min_rnr_timer: opts.min_rnr_timer,
+            timeout: opts.timeout,
+            retry_cnt: opts.retry_cnt,
+            rnr_retry: opts.rnr_retry,
+            peer_ext: opts.peer_ext,
         };
-        ep.modify_qp(qp.0, QpState::Rtr, &rtr, now, mem)?;
-        let rts = QpAttr {
-            sq_psn: Some(opts.local_psn & 0xff_ffff),
-            timeout: Some(opts.timeout),
-            retry_cnt: Some(opts.retry_cnt),
-            rnr_retry: Some(opts.rnr_retry),
-            max_rd_atomic: Some(opts.rd_atomic),
-            ..QpAttr::default()
-        };
-        ep.modify_qp(qp.0, QpState::Rts, &rts, now, mem)?;
+        ep.connect_qp(qp.0, &attr, now, mem)?;
         Ok(())
     }
 

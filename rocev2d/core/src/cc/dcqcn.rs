@@ -15,6 +15,7 @@
 //! ns-3 model. α starts at 1, as in that model. Recovery stops once both rates are back at
 //! line rate, since further increases would be clamped anyway.
 
+use super::{CcSnapshot, CnpInfo, CongestionController};
 use crate::time::{Duration, Instant, Rate};
 
 /// DCQCN parameters (seed 002 Table I).
@@ -228,6 +229,33 @@ impl DcqcnNp {
         }
         self.last_cnp = Some(now);
         true
+    }
+}
+
+impl CongestionController for Dcqcn {
+    fn rate(&self) -> Rate {
+        Dcqcn::rate(self)
+    }
+    fn on_packet_sent(&mut self, _now: Instant, bytes: u64) {
+        self.on_sent(bytes);
+    }
+    fn on_cnp(&mut self, now: Instant, _cnp: &CnpInfo) {
+        Dcqcn::on_cnp(self, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Dcqcn::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Dcqcn::handle_timeout(self, now);
+    }
+    fn snapshot(&self, now: Instant) -> CcSnapshot {
+        CcSnapshot {
+            rate: Dcqcn::rate(self),
+            target: Some(Rate::from_bps(self.r_t as u64)),
+            alpha: Some(self.alpha_at(now)),
+            n: None,
+            cnps: self.cuts,
+        }
     }
 }
 

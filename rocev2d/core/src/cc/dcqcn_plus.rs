@@ -39,6 +39,7 @@
 //! in rocev2's REXT header (not the CNP's reserved bytes, which standard receivers must ignore
 //! and senders must zero).
 
+use super::{CcSnapshot, CnpInfo, CongestionController};
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::VecDeque;
 
@@ -368,6 +369,33 @@ impl<F: Copy + PartialEq> DcqcnPlusNp<F> {
             return Some((r.flow, tau));
         }
         None
+    }
+}
+
+impl CongestionController for DcqcnPlus {
+    fn rate(&self) -> Rate {
+        DcqcnPlus::rate(self)
+    }
+    fn on_cnp(&mut self, now: Instant, cnp: &CnpInfo) {
+        DcqcnPlus::on_cnp(self, now, cnp.tau);
+    }
+    fn set_paused(&mut self, paused: bool) {
+        DcqcnPlus::set_paused(self, paused);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        DcqcnPlus::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        DcqcnPlus::handle_timeout(self, now);
+    }
+    fn snapshot(&self, now: Instant) -> CcSnapshot {
+        CcSnapshot {
+            rate: DcqcnPlus::rate(self),
+            target: Some(Rate::from_bps(self.r_t as u64)),
+            alpha: Some(self.alpha_at(now)),
+            n: None,
+            cnps: self.cuts,
+        }
     }
 }
 

@@ -13,10 +13,11 @@
 //! |---|---|---|
 //! | DCQCN (seed 002 §II-B) | [`dcqcn::Dcqcn`] | [`dcqcn::DcqcnNp`]: one CNP per N per QP |
 //! | DCQCN+ (seed 002 §IV-B) | [`dcqcn_plus::DcqcnPlus`] | [`dcqcn_plus::DcqcnPlusNp`]: round robin, τ = l·δ |
-//! | Dart = DASR + DCQCN (seed 000 §III) | [`Dart`]: min(DCQCN, line/N) | [`dasr::DasrReceiver`] + DCQCN NP |
+//! | Dart = DASR + DCQCN (seed 000 §III) | [`dart::Dart`]: min(DCQCN, line/N) | [`dasr::DasrReceiver`] + DCQCN NP |
 //!
 //! NOT IMPLEMENTED (issue 6): TIMELY (optional in the issue).
 
+pub mod dart;
 pub mod dasr;
 pub mod dcqcn;
 pub mod dcqcn_plus;
@@ -26,6 +27,7 @@ use crate::time::{Duration, Instant, Rate};
 use crate::wire::Qpn;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
+pub use dart::Dart;
 pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DataArrival};
 pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
 pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
@@ -115,99 +117,6 @@ pub struct CcSnapshot {
     pub n: Option<u16>,
     /// CNPs that reached the controller.
     pub cnps: u64,
-}
-
-impl CongestionController for Dcqcn {
-    fn rate(&self) -> Rate {
-        Dcqcn::rate(self)
-    }
-    fn on_packet_sent(&mut self, _now: Instant, bytes: u64) {
-        self.on_sent(bytes);
-    }
-    fn on_cnp(&mut self, now: Instant, _cnp: &CnpInfo) {
-        Dcqcn::on_cnp(self, now);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Dcqcn::poll_timeout(self)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Dcqcn::handle_timeout(self, now);
-    }
-    fn snapshot(&self, now: Instant) -> CcSnapshot {
-        CcSnapshot {
-            rate: Dcqcn::rate(self),
-            target: Some(Rate::from_bps(self.r_t as u64)),
-            alpha: Some(self.alpha_at(now)),
-            n: None,
-            cnps: self.cuts,
-        }
-    }
-}
-
-impl CongestionController for DcqcnPlus {
-    fn rate(&self) -> Rate {
-        DcqcnPlus::rate(self)
-    }
-    fn on_cnp(&mut self, now: Instant, cnp: &CnpInfo) {
-        DcqcnPlus::on_cnp(self, now, cnp.tau);
-    }
-    fn set_paused(&mut self, paused: bool) {
-        DcqcnPlus::set_paused(self, paused);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        DcqcnPlus::poll_timeout(self)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        DcqcnPlus::handle_timeout(self, now);
-    }
-    fn snapshot(&self, now: Instant) -> CcSnapshot {
-        CcSnapshot {
-            rate: DcqcnPlus::rate(self),
-            target: Some(Rate::from_bps(self.r_t as u64)),
-            alpha: Some(self.alpha_at(now)),
-            n: None,
-            cnps: self.cuts,
-        }
-    }
-}
-
-/// Dart's sender (seed 000 §III): DCQCN for non-receiver congestion, capped at line/N by DASR.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dart {
-    /// The DCQCN fall-back.
-    pub dcqcn: Dcqcn,
-    /// The DASR cap.
-    pub dasr: DasrSender,
-}
-
-impl CongestionController for Dart {
-    fn rate(&self) -> Rate {
-        self.dcqcn.rate().min(self.dasr.cap())
-    }
-    fn on_packet_sent(&mut self, _now: Instant, bytes: u64) {
-        self.dcqcn.on_sent(bytes);
-    }
-    fn on_ack(&mut self, _now: Instant, ack: &AckInfo) {
-        if let Some(n) = ack.dasr_n {
-            self.dasr.on_n(n);
-        }
-    }
-    fn on_cnp(&mut self, now: Instant, _cnp: &CnpInfo) {
-        self.dcqcn.on_cnp(now);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.dcqcn.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.dcqcn.handle_timeout(now);
-    }
-    fn snapshot(&self, now: Instant) -> CcSnapshot {
-        CcSnapshot {
-            n: Some(self.dasr.n),
-            rate: self.rate(),
-            ..self.dcqcn.snapshot(now)
-        }
-    }
 }
 
 /// No congestion control: always line rate (the pacer still enforces it).
@@ -373,12 +282,12 @@ impl CcScheme {
         }
     }
     /// The REXT fields both ends of a connection announce.
-    pub fn peer_ext(self) -> crate::qp::ExtCaps {
-        crate::qp::ExtCaps {
+    pub fn peer_ext(self) -> crate::wire::ext::ExtCaps {
+        crate::wire::ext::ExtCaps {
             dasr_n: self == CcScheme::Dart,
             cnp_tau: self == CcScheme::DcqcnPlus,
             lookahead: self == CcScheme::Dart,
-            ..crate::qp::ExtCaps::default()
+            ..crate::wire::ext::ExtCaps::default()
         }
     }
 }

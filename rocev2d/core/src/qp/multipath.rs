@@ -5,7 +5,8 @@
 //! (`ack_through`); only the choice of *which* PSN goes *where* and *when* is MP-RDMA's. The
 //! receiver reuses the responder's receive queue, key checks and placement, but accepts
 //! packets out of order within its tracking bitmap and answers every data packet with its own
-//! ACK.
+//! ACK. [`Mp`] holds the mode's state and the entry points the QP dispatches to; the sender is
+//! below, the receiver in `multipath/receiver.rs`.
 //!
 //! ```text
 //!  sender                                             receiver
@@ -23,22 +24,21 @@
 //! PSN; ACKs leave on the VP they acknowledge, so an ACK path fails together with its data path; no DCQCN runs on a multipath QP (the window is its
 //! congestion control, §3.2), so the receiver sends no CNPs for it.
 
+mod receiver;
+
 use super::requester::{self, MpTag};
-use super::responder::{self, Target};
-use super::{Env, Path, Qp, QpState, Timer, resolve_local, scatter, wc};
+use super::timer::Fired;
+use super::{Env, Inbound, Path, QpState, Shared, Timer};
 use crate::cq::{WcOpcode, WcStatus};
-use crate::mprdma::bitmap::{Mark, Slot, TrackingBitmap};
+use crate::mprdma::bitmap::TrackingBitmap;
 use crate::mprdma::path::{MAX_PER_ACK, PathSelector};
 use crate::mprdma::recovery::Scoreboard;
 use crate::mprdma::window::Window;
 use crate::mprdma::{MpConfig, MpRxStats, VpCounters, sync};
-use crate::mr::{AccessFlags, Rkey};
 use crate::time::{Duration, Instant};
 use crate::wire::ext::MultipathAck;
-use crate::wire::opcode::Position;
-use crate::wire::{
-    AethRepr, Credits, ExtRepr, NakCode, Operation, Psn, RnrTimer, RoceRepr, Syndrome, Transport,
-};
+use crate::wire::frame::Ecn;
+use crate::wire::{NakCode, Operation, Psn, RoceRepr, Syndrome};
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -172,6 +172,73 @@ impl Mp {
     }
 }
 
+/// The entry points [`super::Qp`] dispatches to in multipath mode.
+impl Mp {
+    /// True when a packet may leave now: an ACK, or data the window and the ACK clock allow.
+    pub(super) fn wants_to_send(&self, qp: &Shared, now: Instant) -> bool {
+        qp.resp.has_fatal_nak()
+            || (qp.can_respond() && !self.acks.is_empty())
+            || (qp.can_request() && has_sendable(qp, self, now))
+    }
+
+    /// ACKs first (seed 001 §3.1: "immediately"), then data.
+    pub(super) fn poll_transmit(
+        &mut self,
+        qp: &mut Shared,
+        env: &mut Env<'_>,
+        path: &Path,
+        buf: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let ack = if qp.can_respond() {
+            receiver::transmit_ack(qp, self, path, buf)
+        } else {
+            None
+        };
+        match ack {
+            Some(n) => Some(n),
+            None if qp.can_request() => transmit_data(qp, self, env, path, buf),
+            None => None,
+        }
+    }
+
+    /// When a synchronise message held back by its delay may start (§3.4), if one is waiting.
+    pub(super) fn poll_timeout(&self, qp: &Shared) -> Option<Instant> {
+        sync_wait(qp, self, qp.last_now)
+    }
+
+    /// Runs the expired timers: the RNR wait, the retransmission timeout, burst control and
+    /// early retransmission (§3.4).
+    pub(super) fn handle_timeout(&mut self, qp: &mut Shared, env: &mut Env<'_>, fired: &Fired) {
+        if fired[Timer::Rnr as usize] {
+            qp.arm_retransmit(env.now);
+            on_rnr_wait_over(self);
+        }
+        if fired[Timer::Retransmit as usize] {
+            on_retransmit_timeout(qp, self, env);
+        }
+        if fired[Timer::MpBurst as usize] {
+            on_burst_timeout(qp, self, env.now);
+        }
+        if fired[Timer::MpEarly as usize] {
+            on_early_timeout(qp, self, env.now);
+        }
+    }
+
+    /// A received packet: data to the receiver, ACKs and NACKs to the sender. ECN is echoed per
+    /// ACK (§3.2); no notification point runs.
+    pub(super) fn handle_packet(&mut self, qp: &mut Shared, env: &mut Env<'_>, pkt: &Inbound<'_>) {
+        let ce = pkt.ecn == Ecn::Ce;
+        qp.counters.ce_received += ce as u64;
+        if pkt.op.is_request() {
+            if qp.can_respond() {
+                receiver::on_data(qp, self, env, pkt, ce);
+            }
+        } else if matches!(qp.state, QpState::Rts | QpState::Sqd) {
+            on_ack(qp, self, env, pkt.roce);
+        }
+    }
+}
+
 // ---- sender -------------------------------------------------------------------------------
 
 /// What the next data packet would be.
@@ -186,7 +253,7 @@ enum Next {
 }
 
 /// The synchronise delay still to wait before the WQE at the cursor may start (§3.4).
-fn sync_wait(qp: &Qp, mp: &Mp, now: Instant) -> Option<Instant> {
+fn sync_wait(qp: &Shared, mp: &Mp, now: Instant) -> Option<Instant> {
     let w = requester::unstarted_at_cursor(qp)?;
     if !w.wr.synchronise {
         return None;
@@ -202,7 +269,7 @@ fn sync_wait(qp: &Qp, mp: &Mp, now: Instant) -> Option<Instant> {
 }
 
 /// The next packet's kind, without changing anything.
-fn peek(qp: &Qp, mp: &Mp, now: Instant) -> Option<Next> {
+fn peek(qp: &Shared, mp: &Mp, now: Instant) -> Option<Next> {
     if let Some(p) = mp.board.peek_retransmission() {
         return Some(Next::Recover(p));
     }
@@ -213,7 +280,7 @@ fn peek(qp: &Qp, mp: &Mp, now: Instant) -> Option<Next> {
 }
 
 /// True when something is waiting to be sent: §3.4's test for "no new data available".
-fn has_data(qp: &Qp, mp: &Mp, now: Instant) -> bool {
+fn has_data(qp: &Shared, mp: &Mp, now: Instant) -> bool {
     mp.board.peek_retransmission().is_some()
         || requester::has_unsent(qp)
         || mp.board.peek_early(now, early_after(mp)).is_some()
@@ -231,13 +298,12 @@ fn early_after(mp: &Mp) -> Duration {
 /// With no new data and no recovery, arms the early-retransmission timer for the moment the
 /// oldest unacknowledged packet becomes due, so a lost tail is resent without waiting for the
 /// retransmission timeout even when no ACK comes back to clock it (§3.4).
-fn arm_early(qp: &mut Qp) {
-    let due = qp.mp.as_deref().and_then(|mp| {
-        if requester::has_unsent(qp) || mp.board.peek_retransmission().is_some() {
-            return None;
-        }
+fn arm_early(qp: &mut Shared, mp: &Mp) {
+    let due = if requester::has_unsent(qp) || mp.board.peek_retransmission().is_some() {
+        None
+    } else {
         mp.board.early_due(early_after(mp))
-    });
+    };
     match due {
         Some(at) => qp.timers.set(Timer::MpEarly, at),
         None => qp.timers.stop(Timer::MpEarly),
@@ -246,11 +312,8 @@ fn arm_early(qp: &mut Qp) {
 
 /// With nothing in flight there is no ACK clock: the window goes out on random VPs (§3.2's
 /// initial window), after restarting from IW if the sender idled for 3 RTTs (§3.4).
-fn start_clock_if_idle(qp: &mut Qp, now: Instant) {
+fn start_clock_if_idle(qp: &Shared, mp: &mut Mp, now: Instant) {
     let unsent = requester::has_unsent(qp);
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
     if mp.board.in_flight() > 0 || mp.paths.has_clock() || !unsent {
         return;
     }
@@ -270,10 +333,7 @@ fn start_clock_if_idle(qp: &mut Qp, now: Instant) {
 }
 
 /// True when [`transmit_data`] would send a packet now.
-pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
-    let Some(mp) = qp.mp.as_deref() else {
-        return false;
-    };
+fn has_sendable(qp: &Shared, mp: &Mp, now: Instant) -> bool {
     let idle_start = mp.board.in_flight() == 0 && requester::has_unsent(qp);
     (mp.paths.has_clock() || idle_start)
         && mp.win.awnd(mp.board.in_flight()) >= 1.0
@@ -281,15 +341,15 @@ pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
 }
 
 /// Sends the next data packet on the VP the ACK clock gives it.
-pub(super) fn transmit_data(
-    qp: &mut Qp,
+fn transmit_data(
+    qp: &mut Shared,
+    mp: &mut Mp,
     env: &mut Env<'_>,
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Option<usize> {
     let now = env.now;
-    start_clock_if_idle(qp, now);
-    let mp = qp.mp.as_deref_mut()?;
+    start_clock_if_idle(qp, mp, now);
     if !mp.paths.has_clock() {
         return None;
     }
@@ -298,7 +358,7 @@ pub(super) fn transmit_data(
         mp.paths.clear();
         return None;
     }
-    let next = peek(qp, qp.mp.as_deref()?, now)?;
+    let next = peek(qp, mp, now)?;
     let (at, k, retx) = match next {
         Next::Recover(p) | Next::Early(p) => {
             let (at, k) = requester::position_of(qp, env, p)?;
@@ -309,7 +369,7 @@ pub(super) fn transmit_data(
             (at, k, false)
         }
     };
-    let vp = qp.mp.as_deref_mut()?.paths.take()?;
+    let vp = mp.paths.take()?;
     let vp_path = Path {
         udp_src_port: vp,
         ..*path
@@ -324,7 +384,6 @@ pub(super) fn transmit_data(
     } else {
         requester::sent_new(qp, now, at, k, psn_end);
     }
-    let mp = qp.mp.as_deref_mut()?;
     match next {
         Next::Recover(p) => mp.board.on_retransmit(p, now, false),
         Next::Early(p) => mp.board.on_retransmit(p, now, true),
@@ -340,12 +399,12 @@ pub(super) fn transmit_data(
     }
     mp.paths.counters_mut(vp).packets += 1;
     mp.last_activity = now;
-    arm_early(qp);
+    arm_early(qp, mp);
     Some(n)
 }
 
 /// An ACK or NACK with the multipath block arrived (seed 001 §3.2–§3.4).
-pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
+fn on_ack(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>, roce: &RoceRepr) {
     let now = env.now;
     let Some(aeth) = roce.aeth else {
         qp.counters.unexpected_responses += 1;
@@ -374,9 +433,6 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
     }) = ext.multipath
     else {
         qp.counters.unexpected_responses += 1;
-        return;
-    };
-    let Some(mp) = qp.mp.as_deref_mut() else {
         return;
     };
     if aack_psn.distance(mp.board.nxt()) > 0 {
@@ -447,14 +503,8 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
             return;
         }
     }
-    arm_early(qp);
-    let has_data = {
-        let Some(mp) = qp.mp.as_deref() else { return };
-        has_data(qp, mp, now)
-    };
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
+    arm_early(qp, mp);
+    let has_data = has_data(qp, mp, now);
     if mp.win.awnd(mp.board.in_flight()) < 1.0 {
         mp.paths.clear();
     }
@@ -486,50 +536,38 @@ pub(super) fn on_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr) {
 }
 
 /// An RNR wait ended: no ACK clock survived the pause, so the window goes to random VPs.
-pub(super) fn on_rnr_wait_over(qp: &mut Qp) {
-    if let Some(mp) = qp.mp.as_deref_mut() {
-        mp.paths.clear();
-        let room = mp.room();
-        mp.paths.release_free(room);
-    }
+fn on_rnr_wait_over(mp: &mut Mp) {
+    mp.paths.clear();
+    let room = mp.room();
+    mp.paths.release_free(room);
 }
 
 /// The burst timer fired: what the window still allows goes to random VPs (§3.4).
-pub(super) fn on_burst_timeout(qp: &mut Qp, now: Instant) {
-    let has_data = match qp.mp.as_deref() {
-        Some(mp) => has_data(qp, mp, now),
-        None => return,
-    };
-    if let Some(mp) = qp.mp.as_deref_mut() {
-        let room = mp.room();
-        if has_data && room > 0 {
-            mp.paths.release_free(room);
-        }
+fn on_burst_timeout(qp: &Shared, mp: &mut Mp, now: Instant) {
+    let has_data = has_data(qp, mp, now);
+    let room = mp.room();
+    if has_data && room > 0 {
+        mp.paths.release_free(room);
     }
 }
 
 /// The early-retransmission timer fired: the packets now overdue go to random VPs as far as
 /// the window allows (§3.4: "if there is no new data to transmit and awnd allows"), since no
 /// ACK is coming back to clock them out.
-pub(super) fn on_early_timeout(qp: &mut Qp, now: Instant) {
+fn on_early_timeout(qp: &Shared, mp: &mut Mp, now: Instant) {
     if requester::has_unsent(qp) {
         return;
     }
-    if let Some(mp) = qp.mp.as_deref_mut() {
-        let room = mp.room();
-        let due = mp.board.early_due_count(now, early_after(mp), room);
-        if due > 0 {
-            mp.paths.release_free(due);
-        }
+    let room = mp.room();
+    let due = mp.board.early_due_count(now, early_after(mp), room);
+    if due > 0 {
+        mp.paths.release_free(due);
     }
 }
 
 /// The retransmission timer fired: resend everything unacknowledged, as the last resort of
 /// §3.4, spending a retry as RC does.
-pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
+fn on_retransmit_timeout(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>) {
     if mp.board.in_flight() == 0 || !matches!(qp.state, QpState::Rts | QpState::Sqd) {
         return;
     }
@@ -539,342 +577,11 @@ pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
         return;
     }
     qp.req.retry_left -= 1;
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
     mp.board.on_timeout();
     mp.win.on_timeout(mp.board.in_flight());
     mp.paths.clear();
     let room = mp.room();
     mp.paths.release_free(room);
     qp.arm_retransmit(env.now);
-    arm_early(qp);
-}
-
-/// When a synchronise message held back by its delay may start (§3.4), if one is waiting.
-pub(super) fn sync_deadline(qp: &Qp, now: Instant) -> Option<Instant> {
-    sync_wait(qp, qp.mp.as_deref()?, now)
-}
-
-// ---- receiver -----------------------------------------------------------------------------
-
-/// Handles a data packet of a multipath QP (seed 001 §3.1, §3.3, §3.4). `vp` is its UDP source
-/// port.
-pub(super) fn on_data(
-    qp: &mut Qp,
-    env: &mut Env<'_>,
-    roce: &RoceRepr,
-    op: Operation,
-    payload: &[u8],
-    vp: u16,
-    ce: bool,
-) {
-    let psn = roce.bth.psn;
-    let placement = roce.ext.and_then(|e| e.placement);
-    let (sync, retx) = roce.ext.map_or((false, false), |e| (e.synchronise, e.retx));
-    let Some(pl) = placement.filter(|_| op.is_send() || op.is_rdma_write()) else {
-        // READ and atomics do not run over multipath, and every data packet says where it goes.
-        return responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-    };
-    {
-        let Some(mp) = qp.mp.as_deref_mut() else {
-            return;
-        };
-        let c = mp.rx_vps.entry(vp).or_default();
-        c.packets += 1;
-        c.ecn_marks += ce as u64;
-        let d = psn.distance(mp.bitmap.head());
-        if d >= 0 {
-            let last = mp.rx.ood_hist.len() - 1;
-            mp.rx.ood_hist[(d as usize).min(last)] += 1;
-            if d > mp.cfg.delta as i32 {
-                c.ood += 1;
-            }
-        }
-    }
-    let ack = AckOut {
-        psn,
-        vp,
-        ece: ce,
-        retx,
-        kind: AckKind::Ack,
-    };
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
-    match mp.bitmap.check(psn) {
-        Mark::Duplicate => {
-            qp.counters.duplicate_requests += 1;
-            mp.acks.push_back(ack);
-            return;
-        }
-        Mark::Beyond => {
-            // seed 001 §3.3: beyond rcv_nxt + L the packet is dropped; §3.4: the overflow
-            // NACKs the missing rcv_nxt, once.
-            mp.rx.bitmap_drops += 1;
-            let head = mp.bitmap.head();
-            if mp.nacked != Some(head) {
-                mp.nacked = Some(head);
-                mp.rx.loss_nacks += 1;
-                mp.acks.push_back(AckOut {
-                    psn: head,
-                    kind: AckKind::Nak,
-                    ..ack
-                });
-                qp.counters.naks_sent += 1;
-            }
-            return;
-        }
-        Mark::Accepted => {}
-    }
-    let msg_first = psn.sub(pl.ipsn);
-    if sync && !sync::may_apply(msg_first, mp.bitmap.head()) {
-        // seed 001 §3.4: never update memory ahead of earlier messages; NACK so it is resent.
-        mp.rx.sync_nacks += 1;
-        mp.acks.push_back(AckOut {
-            kind: AckKind::Nak,
-            ..ack
-        });
-        qp.counters.naks_sent += 1;
-        return;
-    }
-    let slot = match place(qp, env, roce, op, payload, pl) {
-        Ok(slot) => slot,
-        Err(Refused::NoWqe) => {
-            // IBA §9.7.5.2.8's RNR NAK, per packet: the sender waits and resends it.
-            if let Some(mp) = qp.mp.as_deref_mut() {
-                mp.rx.rnr_drops += 1;
-                mp.acks.push_back(AckOut {
-                    kind: AckKind::Rnr,
-                    ..ack
-                });
-                qp.counters.naks_sent += 1;
-            }
-            return;
-        }
-        Err(Refused::Fatal) => return,
-    };
-    let Some(mp) = qp.mp.as_deref_mut() else {
-        return;
-    };
-    mp.bitmap.mark(psn, slot);
-    mp.acks.push_back(ack);
-    advance(qp, env);
-}
-
-/// Why [`place`] refused a packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refused {
-    /// A protocol or access error: the QP is in Error, its fatal NAK queued.
-    Fatal,
-    /// The SEND's receive WQE is not posted yet.
-    NoWqe,
-}
-
-/// Validates a packet and writes its payload where it belongs; the slot it fills.
-fn place(
-    qp: &mut Qp,
-    env: &mut Env<'_>,
-    roce: &RoceRepr,
-    op: Operation,
-    payload: &[u8],
-    pl: crate::wire::ext::Placement,
-) -> Result<Slot, Refused> {
-    let psn = roce.bth.psn;
-    let mtu = qp.mtu as u64;
-    let pos = op.position();
-    let len_ok = match pos {
-        Position::First | Position::Middle => payload.len() as u64 == mtu,
-        Position::Last => !payload.is_empty() && payload.len() as u64 <= mtu,
-        Position::Only => payload.len() as u64 <= mtu,
-    };
-    let first_ok = pos.starts_message() == (pl.ipsn == 0);
-    if roce.bth.opcode.transport() != Transport::Rc
-        || !len_ok
-        || !first_ok
-        || !qp.access.contains(responder::needed_access(op))
-    {
-        responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-        return Err(Refused::Fatal);
-    }
-    let off = pl.ipsn as u64 * mtu;
-    let n = payload.len() as u64;
-    let ends = pos.ends_message();
-    let imm = roce.immdt.map(|i| i.imm);
-    let needs_wqe = op.is_send()
-        || matches!(
-            op,
-            Operation::RdmaWriteLastWithImmediate | Operation::RdmaWriteOnlyWithImmediate
-        );
-    let rq_msn = qp.mp.as_deref().map_or(0, |mp| mp.rq_msn);
-    let rq_index = pl.msn.wrapping_sub(rq_msn) & 0xff_ffff;
-    if needs_wqe && qp.resp.rq.get(rq_index as usize).is_none() {
-        return Err(Refused::NoWqe);
-    }
-    let tail = if op.is_rdma_write() {
-        let reth = if pos.starts_message() {
-            roce.reth
-        } else {
-            pl.reth
-        };
-        let Some(reth) = reth else {
-            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return Err(Refused::Fatal);
-        };
-        let total = reth.dma_len as u64;
-        if off + n > total || (ends && off + n != total) {
-            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return Err(Refused::Fatal);
-        }
-        let target = Target::check(
-            qp.cfg.pd,
-            env,
-            Rkey::new(reth.r_key),
-            reth.va.wrapping_add(off),
-            n,
-            AccessFlags::REMOTE_WRITE,
-        );
-        match target {
-            Ok(Target {
-                mr: Some(mr),
-                offset,
-                ..
-            }) => env.mem.write(mr, offset, payload),
-            Ok(_) => {}
-            Err(_) => {
-                responder::fatal(qp, env, psn, NakCode::RemoteAccessError);
-                return Err(Refused::Fatal);
-            }
-        }
-        (ends && needs_wqe).then_some(TailInfo {
-            psn,
-            opcode: WcOpcode::RecvRdmaWithImm,
-            byte_len: reth.dma_len,
-            imm,
-            invalidated_rkey: None,
-        })
-    } else {
-        let wr = qp.resp.rq.get(rq_index as usize).ok_or(Refused::NoWqe)?;
-        let Ok(segs) = resolve_local(env.mrs, qp.cfg.pd, &wr.sg_list, AccessFlags::LOCAL_WRITE)
-        else {
-            responder::fatal(qp, env, psn, NakCode::RemoteOperationalError);
-            return Err(Refused::Fatal);
-        };
-        let cap: u64 = segs.iter().map(|s| s.len as u64).sum();
-        if off + n > cap {
-            responder::fatal(qp, env, psn, NakCode::InvalidRequest);
-            return Err(Refused::Fatal);
-        }
-        scatter(env.mem, &segs, off, payload);
-        ends.then_some(TailInfo {
-            psn,
-            opcode: WcOpcode::Recv,
-            byte_len: (off + n) as u32,
-            imm,
-            invalidated_rkey: roce.ieth.map(|i| i.r_key),
-        })
-    };
-    Ok(match (ends, tail, qp.mp.as_deref_mut()) {
-        (false, _, _) => Slot::Received,
-        (true, Some(t), Some(mp)) => {
-            mp.tails.push(t);
-            Slot::TailWithCompletion
-        }
-        (true, _, _) => Slot::Tail,
-    })
-}
-
-/// Moves `rcv_nxt` over the received head slots and completes messages in order (Fig. 6).
-fn advance(qp: &mut Qp, env: &mut Env<'_>) {
-    loop {
-        let Some(mp) = qp.mp.as_deref_mut() else {
-            return;
-        };
-        let at = mp.bitmap.head();
-        let Some(slot) = mp.bitmap.pop() else {
-            return;
-        };
-        mp.nacked = None;
-        match slot {
-            Slot::Empty | Slot::Received => continue,
-            Slot::Tail => {
-                qp.resp.msn = qp.resp.msn.next();
-            }
-            Slot::TailWithCompletion => {
-                let Some(i) = mp.tails.iter().position(|t| t.psn == at) else {
-                    continue;
-                };
-                let t = mp.tails.swap_remove(i);
-                mp.rq_msn = mp.rq_msn.wrapping_add(1) & 0xff_ffff;
-                qp.resp.msn = qp.resp.msn.next();
-                let Some(wr) = qp.resp.rq.pop_front() else {
-                    continue;
-                };
-                let mut c = wc(
-                    wr.wr_id,
-                    WcStatus::Success,
-                    t.opcode,
-                    t.byte_len,
-                    qp.qpn,
-                    qp.dest_qpn,
-                );
-                c.imm_data = t.imm;
-                c.invalidated_rkey = t.invalidated_rkey;
-                let cq = qp.cfg.recv_cq;
-                qp.complete(env, cq, c);
-            }
-        }
-    }
-}
-
-/// True when an ACK or NACK is waiting.
-pub(super) fn has_ack(qp: &Qp) -> bool {
-    qp.mp.as_deref().is_some_and(|mp| !mp.acks.is_empty())
-}
-
-/// Sends the next ACK or NACK: AETH as in RC (BTH PSN = `rcv_nxt − 1` for an ACK, the NACKed
-/// PSN for a NACK) and REXT's multipath block, on the VP of the packet it answers.
-pub(super) fn transmit_ack(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
-    let mp = qp.mp.as_deref()?;
-    let a = *mp.acks.front()?;
-    let aack = mp.bitmap.head();
-    let (syndrome, bth_psn) = match a.kind {
-        AckKind::Ack => (Syndrome::Ack(Credits::UNLIMITED), aack.sub(1)),
-        AckKind::Nak => (Syndrome::Nak(NakCode::PsnSequenceError), a.psn),
-        AckKind::Rnr => (
-            Syndrome::RnrNak(RnrTimer::from_code(qp.min_rnr_timer)),
-            a.psn,
-        ),
-    };
-    let mut roce = RoceRepr {
-        aeth: Some(AethRepr {
-            syndrome,
-            msn: qp.resp.msn,
-        }),
-        ..RoceRepr::new(requester::bth(
-            qp,
-            Operation::Acknowledge,
-            bth_psn,
-            false,
-            false,
-        ))
-    };
-    roce.bth.tver = crate::wire::ext::TVER;
-    roce.ext = Some(ExtRepr {
-        multipath: Some(MultipathAck {
-            vp: a.vp,
-            sack_psn: a.psn,
-            aack_psn: aack,
-        }),
-        ece: a.ece,
-        retx: a.retx,
-        ..ExtRepr::default()
-    });
-    let vp_path = Path {
-        udp_src_port: a.vp,
-        ..*path
-    };
-    let n = qp.emit(&vp_path, roce, 0, buf, |_| {})?;
-    qp.mp.as_deref_mut()?.acks.pop_front();
-    Some(n)
+    arm_early(qp, mp);
 }

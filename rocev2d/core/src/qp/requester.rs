@@ -13,7 +13,9 @@
 //!
 //! Deviations: none beyond those in the module docs of [`super`].
 
-use super::{Env, Path, PostError, Qp, QpState, Seg, SendOp, SendWr, Timer, gather, scatter, wc};
+use super::{
+    Env, Path, PostError, QpState, Seg, SendOp, SendWr, Shared, Timer, gather, scatter, wc,
+};
 use crate::cq::WcStatus;
 use crate::mr::AccessFlags;
 use crate::time::Instant;
@@ -183,7 +185,7 @@ impl Requester {
 }
 
 /// True when the requester cannot start or continue right now, the pacer aside.
-pub(super) fn blocked(qp: &Qp) -> bool {
+pub(super) fn blocked(qp: &Shared) -> bool {
     let r = &qp.req;
     let Some(w) = r.sq.get(r.cursor) else {
         return true;
@@ -201,11 +203,11 @@ pub(super) fn blocked(qp: &Qp) -> bool {
 }
 
 /// True when [`transmit`] would produce a packet.
-pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
+pub(super) fn has_sendable(qp: &Shared, now: Instant) -> bool {
     !blocked(qp) && qp.pacer_ready(now)
 }
 
-pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bool) -> BthRepr {
+pub(super) fn bth(qp: &Shared, op: Operation, psn: Psn, ack_req: bool, solicited: bool) -> BthRepr {
     BthRepr {
         solicited,
         ack_req,
@@ -216,7 +218,7 @@ pub(super) fn bth(qp: &Qp, op: Operation, psn: Psn, ack_req: bool, solicited: bo
 /// (Re)checks the local SGEs of the WQE at `at` unless they were checked under the current MR
 /// generation. `false` when a bad L_Key, bound or right put the QP into Error: the WQE completes
 /// with a local protection error (IBA §11.6.2 completion status table).
-fn check_segs(qp: &mut Qp, env: &mut Env<'_>, at: usize) -> bool {
+fn check_segs(qp: &mut Shared, env: &mut Env<'_>, at: usize) -> bool {
     let generation = env.mrs.generation();
     let Some(w) = qp.req.sq.get_mut(at) else {
         return false;
@@ -247,7 +249,7 @@ fn check_segs(qp: &mut Qp, env: &mut Env<'_>, at: usize) -> bool {
 
 /// Starts the WQE at the cursor: checks its local SGEs and assigns its PSNs. `false` when a
 /// local protection error put the QP into Error.
-fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
+fn start(qp: &mut Shared, env: &mut Env<'_>) -> bool {
     let at = qp.req.cursor;
     if !check_segs(qp, env, at) {
         return false;
@@ -276,7 +278,7 @@ fn start(qp: &mut Qp, env: &mut Env<'_>) -> bool {
 
 /// Builds the next request packet, if the send queue has one that may go now.
 pub(super) fn transmit(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     path: &Path,
     buf: &mut Vec<u8>,
@@ -293,7 +295,7 @@ pub(super) fn transmit(
 
 /// The send-queue position (WQE index, packet index) of the next new packet, starting its WQE
 /// if needed; `None` when blocked or when starting failed (the QP is then in Error).
-pub(super) fn next_new(qp: &mut Qp, env: &mut Env<'_>) -> Option<(usize, u32)> {
+pub(super) fn next_new(qp: &mut Shared, env: &mut Env<'_>) -> Option<(usize, u32)> {
     if blocked(qp) {
         return None;
     }
@@ -309,7 +311,7 @@ pub(super) fn next_new(qp: &mut Qp, env: &mut Env<'_>) -> Option<(usize, u32)> {
 
 /// The send-queue position of a PSN already sent, with its local SGEs checked (for a
 /// multipath retransmission); `None` if no started WQE holds it.
-pub(super) fn position_of(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Option<(usize, u32)> {
+pub(super) fn position_of(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) -> Option<(usize, u32)> {
     let at = qp.req.index_of(psn)?;
     if !check_segs(qp, env, at) {
         return None;
@@ -318,13 +320,13 @@ pub(super) fn position_of(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Option<(u
 }
 
 /// True when the send queue holds packets never sent (started or not).
-pub(super) fn has_unsent(qp: &Qp) -> bool {
+pub(super) fn has_unsent(qp: &Shared) -> bool {
     // A multipath sender never moves the cursor back, so everything from it on is unsent.
     qp.req.cursor < qp.req.sq.len()
 }
 
 /// The WQE at the cursor, if it has not started yet.
-pub(super) fn unstarted_at_cursor(qp: &Qp) -> Option<&SendWqe> {
+pub(super) fn unstarted_at_cursor(qp: &Shared) -> Option<&SendWqe> {
     let r = &qp.req;
     (r.cursor == r.assigned)
         .then(|| r.sq.get(r.cursor))
@@ -333,7 +335,7 @@ pub(super) fn unstarted_at_cursor(qp: &Qp) -> Option<&SendWqe> {
 
 /// Accounts the packet `k` of WQE `at` (ending at `psn_end`) as sent: moves the cursor past
 /// it and arms the retransmission timer.
-pub(super) fn sent_new(qp: &mut Qp, now: Instant, at: usize, k: u32, psn_end: Psn) {
+pub(super) fn sent_new(qp: &mut Shared, now: Instant, at: usize, k: u32, psn_end: Psn) {
     let r = &mut qp.req;
     let w = &r.sq[at];
     let psn = w.first_psn.add(k);
@@ -356,7 +358,7 @@ pub(super) fn sent_new(qp: &mut Qp, now: Instant, at: usize, k: u32, psn_end: Ps
 }
 
 /// True when packet `k` of WQE `at` is its message's last.
-pub(super) fn ends_message(qp: &Qp, at: usize, k: u32) -> bool {
+pub(super) fn ends_message(qp: &Shared, at: usize, k: u32) -> bool {
     qp.req.sq.get(at).is_some_and(|w| k + 1 >= w.npkts)
 }
 
@@ -370,7 +372,7 @@ pub(super) struct MpTag {
 /// Builds and emits packet `k` of WQE `at`; returns its length and the PSN after it. A
 /// multipath packet (`mp`) also carries its placement, synchronise and ReTx fields in REXT.
 pub(super) fn emit_packet(
-    qp: &Qp,
+    qp: &Shared,
     env: &mut Env<'_>,
     path: &Path,
     at: usize,
@@ -531,7 +533,7 @@ pub(super) fn emit_packet(
         }
     };
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = qp.emit(path, roce, plen, buf, |dst| match &w.wr.inline_data {
+    let n = super::framing::emit(path, roce, plen, buf, |dst| match &w.wr.inline_data {
         Some(d) => dst.copy_from_slice(&d[offset as usize..offset as usize + dst.len()]),
         None => gather(mem, &w.segs, offset, dst),
     })?;
@@ -551,7 +553,7 @@ pub(super) enum Acked {
 }
 
 /// Completes the front WQE with `status`.
-fn pop_front(qp: &mut Qp, env: &mut Env<'_>, status: WcStatus) {
+fn pop_front(qp: &mut Shared, env: &mut Env<'_>, status: WcStatus) {
     let r = &mut qp.req;
     let Some(w) = r.sq.pop_front() else { return };
     r.assigned = r.assigned.saturating_sub(1);
@@ -578,7 +580,7 @@ fn pop_front(qp: &mut Qp, env: &mut Env<'_>, status: WcStatus) {
 }
 
 /// Forward progress resets the retry counters and restarts the timer (IBA §9.7.6.1.3).
-fn progressed(qp: &mut Qp, now: Instant) {
+fn progressed(qp: &mut Shared, now: Instant) {
     qp.req.retry_left = qp.retry_cnt;
     qp.req.rnr_left = qp.rnr_retry;
     qp.req.goback_at = None;
@@ -586,7 +588,7 @@ fn progressed(qp: &mut Qp, now: Instant) {
 }
 
 /// Acknowledges every PSN up to and including `psn` (IBA §9.7.5.1: ACKs are cumulative).
-pub(super) fn ack_through(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Acked {
+pub(super) fn ack_through(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) -> Acked {
     let r = &qp.req;
     if psn.distance(r.snd_una) < -1 || psn.distance(r.snd_max) >= 0 {
         return Acked::Ignored;
@@ -627,7 +629,7 @@ pub(super) fn ack_through(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) -> Acked {
 
 /// A sequence error, implied NAK or timeout: spend a retry and go back to `psn`, or fail the
 /// front WQE with `RETRY_EXC_ERR` when none are left (IBA §9.7.6.1.3).
-fn retry_from(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) {
+fn retry_from(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) {
     if qp.req.goback_at == Some(psn) {
         return;
     }
@@ -641,7 +643,7 @@ fn retry_from(qp: &mut Qp, env: &mut Env<'_>, psn: Psn) {
 }
 
 /// The retransmission timer fired: no ACK arrived within the local ACK timeout.
-pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
+pub(super) fn on_retransmit_timeout(qp: &mut Shared, env: &mut Env<'_>) {
     if !qp.req.outstanding() || !matches!(qp.state, QpState::Rts | QpState::Sqd) {
         return;
     }
@@ -653,7 +655,7 @@ pub(super) fn on_retransmit_timeout(qp: &mut Qp, env: &mut Env<'_>) {
 
 /// Handles a response packet: ACK/NAK, READ response or ATOMIC Acknowledge.
 pub(super) fn on_response(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     roce: &RoceRepr,
     op: Operation,
@@ -729,7 +731,7 @@ pub(super) fn on_response(
 
 /// Finds the READ (`read`) or atomic WQE a response belongs to and acknowledges everything
 /// before it; `true` when the response is the next one expected for the front WQE.
-fn settle_before(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, read: bool) -> bool {
+fn settle_before(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, read: bool) -> bool {
     let r = &qp.req;
     let found = r.sq.iter().take(r.assigned).find(|w| {
         w.contains(psn)
@@ -772,7 +774,7 @@ fn settle_before(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, read: bool) -> bool {
     true
 }
 
-fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, payload: &[u8]) {
+fn on_read_response(qp: &mut Shared, env: &mut Env<'_>, op: Operation, psn: Psn, payload: &[u8]) {
     if !settle_before(qp, env, psn, true) || !check_segs(qp, env, 0) {
         return;
     }
@@ -805,7 +807,7 @@ fn on_read_response(qp: &mut Qp, env: &mut Env<'_>, op: Operation, psn: Psn, pay
     progressed(qp, env.now);
 }
 
-fn on_atomic_ack(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
+fn on_atomic_ack(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     if !settle_before(qp, env, psn, false) || !check_segs(qp, env, 0) {
         return;
     }

@@ -19,7 +19,7 @@
 //! Deviations: none beyond those in the module docs of [`super`].
 
 use super::requester::bth;
-use super::{Env, Path, Qp, RecvWr, Seg, gather, resolve_local, scatter, wc};
+use super::{Env, Path, RecvWr, Seg, Shared, gather, resolve_local, scatter, wc};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, PdId, Rkey};
 use crate::time::Instant;
@@ -217,7 +217,7 @@ pub(super) fn needed_access(op: Operation) -> AccessFlags {
 
 /// A fatal responder error: NAK the packet, then put the QP into Error (IBA §9.9.3 classes A
 /// and C).
-pub(super) fn fatal(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, code: NakCode) {
+pub(super) fn fatal(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, code: NakCode) {
     qp.resp.fatal_nak = Some((psn, code));
     qp.counters.naks_sent += 1;
     qp.enter_error(None, env);
@@ -225,7 +225,7 @@ pub(super) fn fatal(qp: &mut Qp, env: &mut Env<'_>, psn: Psn, code: NakCode) {
 
 /// Completes a receive WQE.
 fn complete_recv(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     wr_id: u64,
     status: WcStatus,
@@ -242,7 +242,7 @@ fn complete_recv(
 
 /// Our own receive buffer is bad (L_Key, bound or right): local protection error here, remote
 /// operational error for the peer.
-fn bad_recv_buffer(qp: &mut Qp, env: &mut Env<'_>, wr_id: u64, psn: Psn, roce: &RoceRepr) {
+fn bad_recv_buffer(qp: &mut Shared, env: &mut Env<'_>, wr_id: u64, psn: Psn, roce: &RoceRepr) {
     complete_recv(
         qp,
         env,
@@ -257,7 +257,7 @@ fn bad_recv_buffer(qp: &mut Qp, env: &mut Env<'_>, wr_id: u64, psn: Psn, roce: &
 
 /// Handles a request packet (IBA §9.7.4).
 pub(super) fn on_request(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     roce: &RoceRepr,
     op: Operation,
@@ -323,7 +323,7 @@ pub(super) fn on_request(
 }
 
 /// Advances the expected PSN past a SEND/WRITE packet and queues its ACK when asked for.
-fn finish_packet(qp: &mut Qp, roce: &RoceRepr, psn: Psn, ends: bool) {
+fn finish_packet(qp: &mut Shared, roce: &RoceRepr, psn: Psn, ends: bool) {
     qp.resp.epsn = psn.next();
     if roce.bth.ack_req || ends {
         qp.resp.ack(psn);
@@ -331,7 +331,7 @@ fn finish_packet(qp: &mut Qp, roce: &RoceRepr, psn: Psn, ends: bool) {
 }
 
 fn on_send(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     roce: &RoceRepr,
     op: Operation,
@@ -420,7 +420,7 @@ fn on_send(
 }
 
 fn on_write(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     roce: &RoceRepr,
     op: Operation,
@@ -507,7 +507,7 @@ fn on_write(
 }
 
 /// The READ response job for a request, or the access error that refuses it.
-fn read_job(qp: &Qp, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out, AccessError> {
+fn read_job(qp: &Shared, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out, AccessError> {
     let reth = roce.reth.ok_or(AccessError::UnknownKey)?;
     let rkey = Rkey::new(reth.r_key);
     let source = Target::check(
@@ -527,7 +527,7 @@ fn read_job(qp: &Qp, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out, Ac
     })
 }
 
-fn on_read(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
+fn on_read(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     if qp.resp.pending_reads() >= qp.max_dest_rd_atomic as usize {
         // More READ/atomics outstanding than we advertised: invalid request.
         return fatal(qp, env, psn, NakCode::InvalidRequest);
@@ -544,7 +544,7 @@ fn on_read(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     }
 }
 
-fn on_atomic(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
+fn on_atomic(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
     let Some(a) = roce.atomic_eth else { return };
     if qp.max_dest_rd_atomic == 0 || qp.resp.pending_reads() >= qp.max_dest_rd_atomic as usize {
         return fatal(qp, env, psn, NakCode::InvalidRequest);
@@ -577,7 +577,7 @@ fn on_atomic(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
 
 /// A request older than expected: the requester resent it because our response was lost
 /// (IBA §9.7.7).
-fn on_duplicate(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, op: Operation, psn: Psn) {
+fn on_duplicate(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, op: Operation, psn: Psn) {
     qp.counters.duplicate_requests += 1;
     match op {
         Operation::RdmaReadRequest => {
@@ -600,7 +600,7 @@ fn on_duplicate(qp: &mut Qp, env: &mut Env<'_>, roce: &RoceRepr, op: Operation, 
 
 /// Builds the next queued response.
 pub(super) fn transmit(
-    qp: &mut Qp,
+    qp: &mut Shared,
     env: &mut Env<'_>,
     path: &Path,
     buf: &mut Vec<u8>,
@@ -611,7 +611,7 @@ pub(super) fn transmit(
     }
     let pd = qp.cfg.pd;
     let ack = Syndrome::Ack(Credits::UNLIMITED);
-    let aeth = |qp: &Qp, syndrome| {
+    let aeth = |qp: &Shared, syndrome| {
         Some(AethRepr {
             syndrome,
             msn: qp.resp.msn,
@@ -670,7 +670,7 @@ pub(super) fn transmit(
     };
     let roce = with_dasr_n(qp, env, roce);
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = qp.emit(path, roce, plen, buf, |dst| {
+    let n = super::framing::emit(path, roce, plen, buf, |dst| {
         if let Some(Target {
             mr: Some(mr),
             offset,
@@ -711,13 +711,13 @@ pub(super) fn transmit(
 }
 
 /// True when [`transmit`] would produce a packet.
-pub(super) fn has_sendable(qp: &Qp, now: Instant) -> bool {
+pub(super) fn has_sendable(qp: &Shared, now: Instant) -> bool {
     !qp.resp.out.is_empty() && (!qp.resp.read_pending() || qp.pacer_ready(now))
 }
 
 /// Adds DASR's N to a packet carrying an AETH when the peer reads it (seed 000 §III-A: "N is
 /// piggybacked on every ACK").
-fn with_dasr_n(qp: &Qp, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
+fn with_dasr_n(qp: &Shared, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
     if roce.aeth.is_some() && qp.peer_ext.dasr_n {
         if let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key, qp.peer_id()) {
             roce.bth.tver = crate::wire::ext::TVER;
@@ -731,7 +731,7 @@ fn with_dasr_n(qp: &Qp, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
 }
 
 /// Sends the NAK that put the QP into Error, once.
-pub(super) fn transmit_fatal_nak(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
+pub(super) fn transmit_fatal_nak(qp: &mut Shared, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
     let (psn, code) = qp.resp.fatal_nak?;
     let roce = RoceRepr {
         aeth: Some(AethRepr {
@@ -740,7 +740,7 @@ pub(super) fn transmit_fatal_nak(qp: &mut Qp, path: &Path, buf: &mut Vec<u8>) ->
         }),
         ..RoceRepr::new(bth(qp, Operation::Acknowledge, psn, false, false))
     };
-    let n = qp.emit(path, roce, 0, buf, |_| {})?;
+    let n = super::framing::emit(path, roce, 0, buf, |_| {})?;
     qp.resp.fatal_nak = None;
     Some(n)
 }

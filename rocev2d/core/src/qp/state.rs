@@ -18,6 +18,7 @@
 
 use crate::mr::AccessFlags;
 use crate::time::Duration;
+use crate::wire::ext::ExtCaps;
 use crate::wire::frame::Ecn;
 use crate::wire::{Psn, Qpn, VlanRepr};
 use core::net::IpAddr;
@@ -105,50 +106,6 @@ pub struct Path {
     pub flow_label: u32,
 }
 
-/// The rocev2 extensions a peer announced it understands (docs/wire.md, "Negotiation"). A QP
-/// sends a REXT field or IOFD tokens only when the peer announced it; a standard peer announces
-/// nothing and never sees them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExtCaps {
-    /// DASR's N on ACKs (seed 000 §III-A).
-    pub dasr_n: bool,
-    /// DCQCN+'s τ on CNPs (seed 002 eq. (11)).
-    pub cnp_tau: bool,
-    /// Dart's look-ahead on first packets (seed 000 §III-D).
-    pub lookahead: bool,
-    /// MP-RDMA (seed 001 §3): the peer runs multipath mode, with placement on data packets
-    /// and the multipath block on ACKs. Both ends must offer it for a QP to use it.
-    pub multipath: bool,
-}
-
-impl ExtCaps {
-    /// True when the peer understands at least one REXT field.
-    pub const fn any(&self) -> bool {
-        self.dasr_n || self.cnp_tau || self.lookahead || self.multipath
-    }
-
-    /// The 32-bit capability word a side announces at connection setup (docs/wire.md,
-    /// "Negotiation"): bit 0 `dasr_n`, bit 1 `cnp_tau`, bit 2 `lookahead`, bit 3 `multipath`,
-    /// every other bit 0.
-    pub const fn to_word(&self) -> u32 {
-        (self.dasr_n as u32)
-            | (self.cnp_tau as u32) << 1
-            | (self.lookahead as u32) << 2
-            | (self.multipath as u32) << 3
-    }
-
-    /// The capabilities a peer's word announces; bits not assigned yet are ignored, so a newer
-    /// peer's word still yields what both understand.
-    pub const fn from_word(word: u32) -> ExtCaps {
-        ExtCaps {
-            dasr_n: word & 1 != 0,
-            cnp_tau: word & (1 << 1) != 0,
-            lookahead: word & (1 << 2) != 0,
-            multipath: word & (1 << 3) != 0,
-        }
-    }
-}
-
 /// Attributes for [`super::Qp`] state transitions; `None` means "not in the attribute mask".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpAttr {
@@ -182,6 +139,65 @@ pub struct QpAttr {
     pub max_rd_atomic: Option<u8>,
     /// rocev2 extensions the peer announced (optional at INIT→RTR).
     pub peer_ext: Option<ExtCaps>,
+}
+
+/// Everything INIT→RTR→RTS needs, in one value: the peer's QP and the path to it, the PSNs of
+/// both directions, the timers and limits (IBA §11.2.4.2's required attributes of both
+/// transitions). Every bring-up (tests, the `rocev2` API, the model, tools) goes through
+/// [`crate::Endpoint::connect_qp`] with one of these, so the two transitions are written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectAttr {
+    /// Address vector towards the peer.
+    pub path: Path,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// The peer's QP number.
+    pub dest_qpn: Qpn,
+    /// First PSN we expect from the peer (its first send PSN), 24 bits.
+    pub rq_psn: u32,
+    /// First PSN we send, 24 bits.
+    pub sq_psn: u32,
+    /// READ/atomic requests outstanding in each direction (`max_dest_rd_atomic` and
+    /// `max_rd_atomic`).
+    pub rd_atomic: u8,
+    /// RNR NAK timer code we send to the peer, 0–31.
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout code, 0 = infinite, 0–31.
+    pub timeout: u8,
+    /// Retries after a timeout or sequence NAK, 0–7.
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK, 7 = infinite.
+    pub rnr_retry: u8,
+    /// rocev2 extensions the peer announced.
+    pub peer_ext: ExtCaps,
+}
+
+impl ConnectAttr {
+    /// The INIT→RTR attributes.
+    pub fn rtr(&self) -> QpAttr {
+        QpAttr {
+            path: Some(self.path),
+            path_mtu: Some(self.mtu),
+            dest_qpn: Some(self.dest_qpn),
+            rq_psn: Some(self.rq_psn),
+            max_dest_rd_atomic: Some(self.rd_atomic),
+            min_rnr_timer: Some(self.min_rnr_timer),
+            peer_ext: Some(self.peer_ext),
+            ..QpAttr::default()
+        }
+    }
+
+    /// The RTR→RTS attributes.
+    pub fn rts(&self) -> QpAttr {
+        QpAttr {
+            sq_psn: Some(self.sq_psn),
+            timeout: Some(self.timeout),
+            retry_cnt: Some(self.retry_cnt),
+            rnr_retry: Some(self.rnr_retry),
+            max_rd_atomic: Some(self.rd_atomic),
+            ..QpAttr::default()
+        }
+    }
 }
 
 /// The most READ/atomic requests a QP keeps outstanding in either direction (the device's
@@ -502,25 +518,5 @@ mod tests {
         assert_eq!(ack_timeout(1), Some(Duration::from_nanos(8_192)));
         // ibv_rc_pingpong's default timeout 14: 4.096 us * 2^14 = 67.108864 ms.
         assert_eq!(ack_timeout(14), Some(Duration::from_nanos(67_108_864)));
-    }
-
-    #[test]
-    fn ext_caps_word_bits_as_wire_md_assigns_them() {
-        let mp = ExtCaps {
-            multipath: true,
-            ..ExtCaps::default()
-        };
-        assert_eq!(mp.to_word(), 0b1000);
-        let all = ExtCaps {
-            dasr_n: true,
-            cnp_tau: true,
-            lookahead: true,
-            multipath: true,
-        };
-        assert_eq!(all.to_word(), 0b1111);
-        assert_eq!(ExtCaps::from_word(0b0101).to_word(), 0b0101);
-        // Unassigned bits are ignored, no word means nothing.
-        assert_eq!(ExtCaps::from_word(0xffff_fff0), ExtCaps::default());
-        assert_eq!(ExtCaps::from_word(0xffff_ff08), mp);
     }
 }

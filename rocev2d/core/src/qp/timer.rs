@@ -24,6 +24,9 @@ pub(crate) enum Timer {
 
 const COUNT: usize = 4;
 
+/// Which timers [`TimerTable::expired`] found due, indexed by [`Timer`].
+pub(crate) type Fired = [bool; COUNT];
+
 /// One optional deadline per [`Timer`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct TimerTable([Option<Instant>; COUNT]);
@@ -43,7 +46,7 @@ impl TimerTable {
         self.0.iter().flatten().min().copied()
     }
     /// Clears and returns the timers whose deadline is at or before `now`.
-    pub(crate) fn expired(&mut self, now: Instant) -> [bool; COUNT] {
+    pub(crate) fn expired(&mut self, now: Instant) -> Fired {
         let mut out = [false; COUNT];
         for (slot, fired) in self.0.iter_mut().zip(out.iter_mut()) {
             if slot.is_some_and(|d| d <= now) {

@@ -3,7 +3,8 @@
 //! [`Pair::drive`] runs until nothing is left to do or a step budget runs out.
 //!
 //! Each side owns a [`VecMemory`]; [`Pair::connect`] registers one buffer per side, creates a
-//! CQ and an RC QP on each, and moves both QPs to RTS pointed at each other, so a test can go
+//! CQ and an RC QP on each, and moves both QPs to RTS pointed at each other
+//! ([`Endpoint::connect_qp`]), so a test can go
 //! straight to posting work requests.
 
 use super::{Link, LinkConfig};
@@ -11,7 +12,7 @@ use crate::cc::CcConfig;
 use crate::cq::WorkCompletion;
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::mr::{AccessFlags, MrInfo, PdId, VecMemory};
-use crate::qp::{CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
+use crate::qp::{ConnectAttr, CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
 use crate::time::Instant;
 use crate::wire::Qpn;
 use crate::wire::frame::Ecn;
@@ -198,26 +199,20 @@ impl Pair {
             (&mut self.a, path_ab, qa, qb, o.psn_b, o.psn_a),
             (&mut self.b, path_ba, qb, qa, o.psn_a, o.psn_b),
         ] {
-            let rtr = QpAttr {
-                path: Some(path),
-                path_mtu: Some(o.mtu),
-                dest_qpn: Some(dest),
-                rq_psn: Some(rq_psn),
-                max_dest_rd_atomic: Some(o.rd_atomic),
-                min_rnr_timer: Some(o.min_rnr_timer),
-                peer_ext: Some(o.peer_ext),
-                ..QpAttr::default()
+            let attr = ConnectAttr {
+                path,
+                mtu: o.mtu,
+                dest_qpn: dest,
+                rq_psn,
+                sq_psn,
+                rd_atomic: o.rd_atomic,
+                min_rnr_timer: o.min_rnr_timer,
+                timeout: o.timeout,
+                retry_cnt: o.retry_cnt,
+                rnr_retry: o.rnr_retry,
+                peer_ext: o.peer_ext,
             };
-            h.ep.modify_qp(qpn, QpState::Rtr, &rtr, now, &mut h.mem)?;
-            let rts = QpAttr {
-                sq_psn: Some(sq_psn),
-                timeout: Some(o.timeout),
-                retry_cnt: Some(o.retry_cnt),
-                rnr_retry: Some(o.rnr_retry),
-                max_rd_atomic: Some(o.rd_atomic),
-                ..QpAttr::default()
-            };
-            h.ep.modify_qp(qpn, QpState::Rts, &rts, now, &mut h.mem)?;
+            h.ep.connect_qp(qpn, &attr, now, &mut h.mem)?;
         }
         Ok(Conn {
             qa,

@@ -6,7 +6,8 @@
 //! echoes the virtual path, SACK PSN, AACK, ECE and ReTx bit; a data packet may carry the
 //! synchronise flag); seed 002 (DCQCN+) §IV-B eq. (11) (a CNP carries the NP's period
 //! τ = l·δ). IOFD deflection tokens are not here: they live in BTH Resv6a (see
-//! [`super::bth`]) so that switches can spend them without touching the ICRC.
+//! [`super::bth`]) so that switches can spend them without touching the ICRC. [`ExtCaps`] is
+//! what each side announces at connection setup, and decides which fields a QP may send.
 //!
 //! # Placement
 //!
@@ -451,6 +452,50 @@ impl fmt::Display for Repr {
     }
 }
 
+/// The rocev2 extensions a peer announced it understands (docs/wire.md, "Negotiation"). A QP
+/// sends a REXT field or IOFD tokens only when the peer announced it; a standard peer announces
+/// nothing and never sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExtCaps {
+    /// DASR's N on ACKs (seed 000 §III-A).
+    pub dasr_n: bool,
+    /// DCQCN+'s τ on CNPs (seed 002 eq. (11)).
+    pub cnp_tau: bool,
+    /// Dart's look-ahead on first packets (seed 000 §III-D).
+    pub lookahead: bool,
+    /// MP-RDMA (seed 001 §3): the peer runs multipath mode, with placement on data packets
+    /// and the multipath block on ACKs. Both ends must offer it for a QP to use it.
+    pub multipath: bool,
+}
+
+impl ExtCaps {
+    /// True when the peer understands at least one REXT field.
+    pub const fn any(&self) -> bool {
+        self.dasr_n || self.cnp_tau || self.lookahead || self.multipath
+    }
+
+    /// The 32-bit capability word a side announces at connection setup (docs/wire.md,
+    /// "Negotiation"): bit 0 `dasr_n`, bit 1 `cnp_tau`, bit 2 `lookahead`, bit 3 `multipath`,
+    /// every other bit 0.
+    pub const fn to_word(&self) -> u32 {
+        (self.dasr_n as u32)
+            | (self.cnp_tau as u32) << 1
+            | (self.lookahead as u32) << 2
+            | (self.multipath as u32) << 3
+    }
+
+    /// The capabilities a peer's word announces; bits not assigned yet are ignored, so a newer
+    /// peer's word still yields what both understand.
+    pub const fn from_word(word: u32) -> ExtCaps {
+        ExtCaps {
+            dasr_n: word & 1 != 0,
+            cnp_tau: word & (1 << 1) != 0,
+            lookahead: word & (1 << 2) != 0,
+            multipath: word & (1 << 3) != 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,5 +645,25 @@ mod tests {
             Packet::new_checked(&EVERYTHING[..3]),
             Err(Error::Truncated(Header::Ext))
         );
+    }
+
+    #[test]
+    fn ext_caps_word_bits_as_wire_md_assigns_them() {
+        let mp = ExtCaps {
+            multipath: true,
+            ..ExtCaps::default()
+        };
+        assert_eq!(mp.to_word(), 0b1000);
+        let all = ExtCaps {
+            dasr_n: true,
+            cnp_tau: true,
+            lookahead: true,
+            multipath: true,
+        };
+        assert_eq!(all.to_word(), 0b1111);
+        assert_eq!(ExtCaps::from_word(0b0101).to_word(), 0b0101);
+        // Unassigned bits are ignored, no word means nothing.
+        assert_eq!(ExtCaps::from_word(0xffff_fff0), ExtCaps::default());
+        assert_eq!(ExtCaps::from_word(0xffff_ff08), mp);
     }
 }
