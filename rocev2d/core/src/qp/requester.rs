@@ -83,6 +83,9 @@ pub(super) struct Requester {
     /// The PSN the last go-back-N restarted from, so that a burst of out-of-order responses
     /// costs one retry, not one per packet.
     goback_at: Option<Psn>,
+    /// A retry was spent and nothing has progressed since: the NAKs the retry provokes do not
+    /// spend more ([`retry_from`]).
+    retrying: bool,
 }
 
 impl Requester {
@@ -584,7 +587,17 @@ fn progressed(qp: &mut Shared, now: Instant) {
     qp.req.retry_left = qp.retry_cnt;
     qp.req.rnr_left = qp.rnr_retry;
     qp.req.goback_at = None;
+    qp.req.retrying = false;
     qp.arm_retransmit(now);
+}
+
+/// What sent the requester back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// The local ACK timeout expired.
+    Timeout,
+    /// A sequence NAK or an implied NAK.
+    Nak,
 }
 
 /// Acknowledges every PSN up to and including `psn` (IBA §9.7.5.1: ACKs are cumulative).
@@ -629,8 +642,21 @@ pub(super) fn ack_through(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) -> Acked
 
 /// A sequence error, implied NAK or timeout: spend a retry and go back to `psn`, or fail the
 /// front WQE with `RETRY_EXC_ERR` when none are left (IBA §9.7.6.1.3).
-fn retry_from(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) {
+///
+/// Once a retry is spent and until something progresses, NAKs go back without spending: the
+/// go-back-N resend of a deep pipeline draws a sequence NAK for each packet reordered at the
+/// responder's new frontier, and an incomplete READ or atomic at the front turns every later
+/// ACK into an implied NAK, so charging each one drained the whole budget while the first retry
+/// was still being answered (the soak found it: `testing::soak`, seeds 4, 1588 and 1835 at MTU
+/// 256 with 2–10% faults). Such a NAK neither spends nor restarts the timer, so a sequence that
+/// makes no progress still ends, by timeouts, each of which spends; rdma_rxe does the same
+/// (its completer's `started_retry`).
+fn retry_from(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, why: Retry) {
     if qp.req.goback_at == Some(psn) {
+        return;
+    }
+    if why == Retry::Nak && qp.req.retrying {
+        qp.req.go_back(psn);
         return;
     }
     if qp.req.retry_left == 0 {
@@ -638,6 +664,7 @@ fn retry_from(qp: &mut Shared, env: &mut Env<'_>, psn: Psn) {
         return;
     }
     qp.req.retry_left -= 1;
+    qp.req.retrying = true;
     qp.req.go_back(psn);
     qp.arm_retransmit(env.now);
 }
@@ -650,7 +677,7 @@ pub(super) fn on_retransmit_timeout(qp: &mut Shared, env: &mut Env<'_>) {
     qp.counters.timeouts += 1;
     qp.req.goback_at = None;
     let una = qp.req.snd_una;
-    retry_from(qp, env, una);
+    retry_from(qp, env, una, Retry::Timeout);
 }
 
 /// Handles a response packet: ACK/NAK, READ response or ATOMIC Acknowledge.
@@ -674,7 +701,7 @@ pub(super) fn on_response(
             Acked::Ok => {}
             Acked::ImpliedNak => {
                 let una = qp.req.snd_una;
-                retry_from(qp, env, una);
+                retry_from(qp, env, una, Retry::Nak);
             }
             Acked::Ignored => qp.counters.unexpected_responses += 1,
         },
@@ -711,7 +738,7 @@ pub(super) fn on_response(
                     // missing (the implied NAK ack_through just found).
                     qp.req.goback_at = None;
                     let una = qp.req.snd_una;
-                    retry_from(qp, env, una);
+                    retry_from(qp, env, una, Retry::Nak);
                     return;
                 }
                 NakCode::InvalidRequest => WcStatus::RemInvReqErr,
@@ -748,7 +775,7 @@ fn settle_before(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, read: bool) -> bo
             Acked::Ok => {}
             Acked::ImpliedNak => {
                 let una = qp.req.snd_una;
-                retry_from(qp, env, una);
+                retry_from(qp, env, una, Retry::Nak);
                 return false;
             }
             Acked::Ignored => {
@@ -768,7 +795,7 @@ fn settle_before(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, read: bool) -> bo
     if d > 0 {
         // A response is missing: an implied NAK for it.
         let una = qp.req.snd_una;
-        retry_from(qp, env, una);
+        retry_from(qp, env, una, Retry::Nak);
         return false;
     }
     true
