@@ -72,15 +72,21 @@ fn rc_pingpong_xdp_completes() {
 /// page it sends once, and the server checks, after the loop, that every page it received
 /// starts with 0 (buffers start as 0x7b). A client without `-c` sends 0x7b there, so the
 /// server reports both pages of an 8 KiB message; with `-c` on both sides it reports none.
+/// Both sides pass `-g 1`, which is the IPv4-mapped GID as on rdma_rxe (0 is link-local).
 #[test]
 fn rc_pingpong_chk_validates_like_rdma_core() {
     if !need_root("rc_pingpong_chk_validates_like_rdma_core") {
         return;
     }
     let tb = pair();
-    let args = ["--datapath", "udp", "-s", "8192", "-n", "20"];
+    let args = ["--datapath", "udp", "-s", "8192", "-n", "20", "-g", "1"];
     let chk: Vec<&str> = args.iter().copied().chain(["-c"]).collect();
-    let (s, _) = run_pair_args(&tb, BIN, &chk, &chk, Duration::from_secs(60));
+    let (s, c) = run_pair_args(&tb, BIN, &chk, &chk, Duration::from_secs(60));
+    for out in [&s.stdout, &c.stdout] {
+        // Asserts the IPv4-mapped GID on both address lines.
+        qpn_psn(out, "  local address:  ");
+        qpn_psn(out, "  remote address: ");
+    }
     assert!(!s.stdout.contains("invalid data"), "{}", s.stdout);
     assert_eq!(s.stdout.lines().count(), 4, "{}", s.stdout);
 

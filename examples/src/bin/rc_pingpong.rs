@@ -13,8 +13,10 @@
 //! ```
 //!
 //! Deviations: `-d` names an Ethernet interface (default: the first one that opens), not an
-//! RDMA device; `-g` indexes this interface's GID table (its addresses, IPv4 first; default:
-//! the first IPv4 address) rather than the kernel's; `-i`, `-l`, `-o`, `-t`, `-j` are
+//! RDMA device; `-g` indexes this interface's GID table, laid out as rdma_rxe's (0 link-local,
+//! 1 the first IPv4-mapped address, then the others: docs/datapath.md, "GID table"), and
+//! without `-g` the first IPv4 address is used (rdma-core would send without a GRH, which
+//! RoCE cannot); `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled.
 //! `-c` is rdma-core's: buffers start as 0x7b bytes, the client sets the first byte of each
 //! 4 KiB page of what it sends to 0 once, and the server checks, after the last message, that
@@ -47,7 +49,7 @@ use rocev2::{
     QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
 use rocev2_core::wire::Psn;
-use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 const RECV_WRID: u64 = 1;
@@ -164,7 +166,7 @@ fn main() -> Result<()> {
     };
     let gids = dev.gids();
     let my_ip = match a.gid_idx {
-        Some(i) => rocev2_datapath_gid_to_ip(
+        Some(i) => rocev2::gid_to_ip(
             *gids
                 .get(i)
                 .with_context(|| format!("-g {i}: the interface has {} GIDs", gids.len()))?,
@@ -334,12 +336,4 @@ fn main() -> Result<()> {
         eprintln!("rc_pingpong: draining the QP: {e}");
     }
     Ok(())
-}
-
-/// The IP address a GID stands for (IPv4-mapped GIDs become IPv4).
-fn rocev2_datapath_gid_to_ip(gid: std::net::Ipv6Addr) -> IpAddr {
-    match gid.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(gid),
-    }
 }

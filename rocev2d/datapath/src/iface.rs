@@ -63,6 +63,31 @@ pub fn gid(ip: IpAddr) -> Ipv6Addr {
     }
 }
 
+/// The link-local GID every RoCE device has at index 0: `fe80::/64` with the interface
+/// identifier made from the MAC (modified EUI-64: `ff:fe` in the middle, the universal/local
+/// bit flipped; RFC 4291 Appendix A).
+pub fn default_gid(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        a ^ 0x02,
+        b,
+        c,
+        0xff,
+        0xfe,
+        d,
+        e,
+        f,
+    ])
+}
+
 /// The IP address a GID stands for: IPv4-mapped GIDs become IPv4.
 pub fn gid_to_ip(gid: Ipv6Addr) -> IpAddr {
     match gid.to_ipv4_mapped() {
@@ -155,9 +180,18 @@ impl Interface {
         })
     }
 
-    /// The GID table: one GID per address, in [`Interface::addrs`] order.
+    /// The GID table, in rdma_rxe's order so that `-g N` means the same GID as with
+    /// rdma-core's tools on Linux soft-RoCE (docs/datapath.md, "GID table"):
+    /// 0 is the default GID, `fe80::` plus the MAC's modified EUI-64 (RFC 4291 App. A, as the
+    /// kernel's `make_default_gid` builds it); then every IPv4 address, IPv4-mapped; then every
+    /// IPv6 address except one equal to the default GID.
     pub fn gids(&self) -> Vec<Ipv6Addr> {
-        self.addrs.iter().map(IfAddr::gid).collect()
+        let default = default_gid(self.mac);
+        let v4 = self.addrs.iter().filter(|a| a.ip.is_ipv4());
+        let v6 = self.addrs.iter().filter(|a| a.ip.is_ipv6());
+        core::iter::once(default)
+            .chain(v4.chain(v6).map(IfAddr::gid).filter(|g| *g != default))
+            .collect()
     }
 
     /// The first global address of the given family (IPv4 when `v6` is false).
@@ -201,6 +235,40 @@ mod tests {
         let v6: Ipv6Addr = "fd00::1".parse().unwrap();
         assert_eq!(gid(IpAddr::V6(v6)), v6);
         assert_eq!(gid_to_ip(v6), IpAddr::V6(v6));
+    }
+
+    /// rxe-vm's server (MAC 52:54:00:77:00:0a, 192.168.77.10) shows this table in
+    /// `ibv_devinfo -v`: index 0 the EUI-64 link-local GID, index 1 the IPv4-mapped one.
+    #[test]
+    fn gids_in_rxe_order() {
+        let mut i = Interface {
+            name: "x".into(),
+            index: 1,
+            mac: [0x52, 0x54, 0x00, 0x77, 0x00, 0x0a],
+            mtu: 1500,
+            up: true,
+            addrs: vec![],
+            rx_queues: 1,
+        };
+        let addr = |ip: &str, link_local| IfAddr {
+            ip: ip.parse().unwrap(),
+            prefix_len: 64,
+            link_local,
+        };
+        // The kernel lists IPv6 first on a veth; the table still puts IPv4 at index 1.
+        i.addrs = vec![
+            addr("fe80::5054:ff:fe77:a", true),
+            addr("fd00::10", false),
+            addr("192.168.77.10", false),
+        ];
+        let g: Vec<String> = i.gids().iter().map(|g| g.to_string()).collect();
+        assert_eq!(
+            g,
+            ["fe80::5054:ff:fe77:a", "::ffff:192.168.77.10", "fd00::10"]
+        );
+        // Without any address the default GID is still there.
+        i.addrs.clear();
+        assert_eq!(i.gids().len(), 1);
     }
 
     #[test]

@@ -128,7 +128,8 @@ impl Device {
         &self.reason
     }
 
-    /// The GID table: one per interface address, IPv4 (mapped) first.
+    /// The GID table, laid out as rdma_rxe's: 0 the link-local default GID, then the IPv4
+    /// (mapped) addresses, then the IPv6 ones ([`rocev2_datapath::Interface::gids`]).
     pub fn gids(&self) -> Vec<Ipv6Addr> {
         self.iface.gids()
     }
