@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use rocev2_testbed::exec::{Proto, wait_for_port};
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rc_pingpong");
@@ -104,4 +105,144 @@ fn rc_pingpong_chk_validates_like_rdma_core() {
     );
     // Only the server validates, as in rdma-core.
     assert!(!c.stdout.contains("invalid data"), "{}", c.stdout);
+}
+
+/// Two namespaces joined as rxe-vm joins its VMs to the host: the server's veth `s0` is a
+/// port of a bridge that lives in the server's own namespace, and the bridge device (Linux's
+/// default `arp_ignore=0`) answers ARP for the server's address too. Dropped: both go.
+struct ArpFlux {
+    server: String,
+    client: String,
+}
+
+impl ArpFlux {
+    fn up() -> ArpFlux {
+        let id = std::process::id();
+        let f = ArpFlux {
+            server: format!("rv2fl{id}s"),
+            client: format!("rv2fl{id}c"),
+        };
+        let (s, c) = (f.server.as_str(), f.client.as_str());
+        for line in [
+            format!("netns add {s}"),
+            format!("netns add {c}"),
+            format!("-n {s} link set lo up"),
+            format!("-n {c} link set lo up"),
+            format!("-n {s} link add br0 type bridge"),
+            format!("-n {s} link set br0 up"),
+            format!("-n {s} link add s0 type veth peer name s0b"),
+            format!("-n {s} link set s0b master br0 up"),
+            format!("-n {s} addr add 10.77.0.1/24 dev s0"),
+            format!("-n {s} link set s0 up"),
+            format!("-n {s} link add c0b type veth peer name c0 netns {c}"),
+            format!("-n {s} link set c0b master br0 up"),
+            format!("-n {c} addr add 10.77.0.2/24 dev c0"),
+            format!("-n {c} link set c0 up"),
+        ] {
+            let mut cmd = std::process::Command::new("ip");
+            cmd.args(line.split(' '));
+            rocev2_testbed::exec::run(&mut cmd, Duration::from_secs(10)).expect("ip");
+        }
+        f
+    }
+
+    fn mac(ns: &str, dev: &str) -> String {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(["-n", ns, "-br", "link", "show", dev]);
+        let out = rocev2_testbed::exec::run(&mut cmd, Duration::from_secs(10)).expect("ip");
+        out.stdout
+            .split_whitespace()
+            .nth(2)
+            .expect("MAC")
+            .to_string()
+    }
+
+    /// The MAC the client's kernel holds for the server's address.
+    fn client_entry(&self) -> String {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args([
+            "-n",
+            &self.client,
+            "neigh",
+            "show",
+            "10.77.0.1",
+            "dev",
+            "c0",
+        ]);
+        let out = rocev2_testbed::exec::run(&mut cmd, Duration::from_secs(10)).expect("ip");
+        let words: Vec<&str> = out.stdout.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "lladdr").expect("an entry");
+        words[at + 1].to_string()
+    }
+}
+
+impl Drop for ArpFlux {
+    fn drop(&mut self) {
+        for ns in [&self.server, &self.client] {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", ns])
+                .status();
+        }
+    }
+}
+
+/// The rdma_rxe client of issue 20 whose first messages were lost for 5 s: its kernel had
+/// cached the server namespace's *bridge* MAC for the server's address (the bridge answered
+/// its ARP first), so its frames never reached the interface our datapath serves. The client
+/// here starts from that state (its entry set to the bridge's MAC, as the first ARP reply
+/// leaves it) and sends first; the server announces its MAC when its QP connects (gratuitous
+/// ARP), before it sends its address, so the client's QP is built toward the right MAC. Without
+/// the announcement the client sends to the bridge and ends in RETRY_EXC_ERR.
+#[test]
+fn rc_pingpong_server_behind_arp_flux() {
+    if !need_root("rc_pingpong_server_behind_arp_flux") {
+        return;
+    }
+    let f = ArpFlux::up();
+    let (bridge, s0) = (
+        ArpFlux::mac(&f.server, "br0"),
+        ArpFlux::mac(&f.server, "s0"),
+    );
+    // What the client's ARP left: the client holds the bridge's MAC, and the server learned the
+    // client's from that ARP request, so the server's kernel has no reason to ARP (which would
+    // correct the client as the kernel's delayed probe did after 5 s on rxe-vm).
+    let c0 = ArpFlux::mac(&f.client, "c0");
+    for (ns, ip, mac, dev, nud) in [
+        (&f.client, "10.77.0.1", &bridge, "c0", "stale"),
+        (&f.server, "10.77.0.2", &c0, "s0", "permanent"),
+    ] {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(["-n", ns, "neigh", "replace", ip, "lladdr", mac]);
+        cmd.args(["dev", dev, "nud", nud]);
+        rocev2_testbed::exec::run(&mut cmd, Duration::from_secs(10)).expect("ip neigh");
+    }
+    assert_eq!(f.client_entry(), bridge);
+
+    let args = ["--datapath", "packet", "-s", "4096", "-n", "20"];
+    // One CPU for the server, so its announcement and its TCP reply reach the client in order.
+    let mut cmd = rocev2_testbed::exec::netns_command(&f.server, "taskset");
+    cmd.args(["-c", "0", BIN, "-d", "s0"]).args(args);
+    let server = rocev2_testbed::Process::spawn(&mut cmd).expect("server");
+    wait_for_port(&f.server, Proto::Tcp, PORT, Duration::from_secs(30)).expect("listening");
+    let mut cmd = rocev2_testbed::exec::netns_command(&f.client, BIN);
+    cmd.args(["-d", "c0"]).args(args).arg("10.77.0.1");
+    let client = rocev2_testbed::Process::spawn(&mut cmd)
+        .expect("client")
+        .wait(Duration::from_secs(60))
+        .expect("client exits");
+    let server = server.wait(Duration::from_secs(60)).expect("server exits");
+    for out in [&server, &client] {
+        assert!(
+            out.status.success(),
+            "{}:\n{}\n{}",
+            out.cmd,
+            out.stdout,
+            out.stderr
+        );
+    }
+    assert_eq!(
+        f.client_entry(),
+        s0,
+        "the announcement moved the client to s0's MAC"
+    );
 }

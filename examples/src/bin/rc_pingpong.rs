@@ -18,10 +18,10 @@
 //! without `-g` the first IPv4 address is used (rdma-core would send without a GRH, which
 //! RoCE cannot); `-i`, `-l`, `-o`, `-t`, `-j` are
 //! accepted and ignored; `-e` (completion events) is accepted but the CQ is always polled.
-//! `-c` is rdma-core's: buffers start as 0x7b bytes, the client sets the first byte of each
-//! 4 KiB page of what it sends to 0 once, and the server checks, after the last message, that
-//! the first byte of each page it received is 0, printing `invalid data in page N` otherwise
-//! (as rdma-core, without changing the exit status). `--datapath` (auto, xdp, packet, udp)
+//! `-c` is rdma-core's: one buffer serves receives and sends and starts as 0x7b bytes, the
+//! client sets the first byte of each 4 KiB page to 0 once, and the server checks, after the
+//! last message, that the first byte of each page of its buffer is 0, printing `invalid data in
+//! page N` otherwise (as rdma-core, without changing the exit status). `--datapath` (auto, xdp, packet, udp)
 //! `--lat` (round-trip median and p99), `--busy-poll`, `--accept-unverified-icrc` and
 //! `--multipath` are ours.
 //!
@@ -176,9 +176,10 @@ fn main() -> Result<()> {
 
     let size = a.size as usize;
     let pd = dev.alloc_pd();
-    // [0, size): receive buffer; [size, 2 size): send buffer. rdma-core fills its buffer with
-    // 0x7b, which `-c` relies on: a page-start byte still 0x7b at the server was not received.
-    let mr = dev.register(pd, vec![0x7bu8; 2 * size], AccessFlags::LOCAL_WRITE)?;
+    // One buffer for receives and sends, filled with 0x7b, as rdma-core's: the server sends back
+    // what it last received, which `-c` relies on (a page-start byte still 0x7b at the server
+    // was not received, and a client's zeroes come back to it).
+    let mr = dev.register(pd, vec![0x7bu8; size], AccessFlags::LOCAL_WRITE)?;
     let cq = dev.create_cq(a.rx_depth as usize + 16);
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = 16;
@@ -267,12 +268,12 @@ fn main() -> Result<()> {
 
     // rdma-core's page size (`sysconf(_SC_PAGESIZE)` on x86-64 and most Linux machines).
     let page = 4096usize;
-    let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(a.size as u64, a.size));
+    let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(0, a.size));
     let mut pending = RECV_WRID;
     if a.servername.is_some() && a.chk {
         // rdma-core writes `i / page_size % sizeof(char)`, which is 0 for every page.
         let b = dev.mr_bytes_mut(&mr)?;
-        for i in (size..2 * size).step_by(page) {
+        for i in (0..size).step_by(page) {
             b[i] = 0;
         }
     }

@@ -9,6 +9,14 @@
 //! privilege (unlike `RTM_NEWNEIGH` with `NTF_USE`), and the peer at worst answers with an ICMP
 //! port unreachable. The table is then polled for a bounded time.
 //!
+//! [`announcement`] builds the frame a raw datapath sends when a QP connects: a gratuitous ARP
+//! (RFC 5227 §3 "ARP Announcement") or an unsolicited Neighbor Advertisement with the Override
+//! flag (RFC 4861 §7.2.6), sent to the next hop's MAC. It makes the peer's kernel map our address
+//! to *this* interface's MAC. Without it a host whose other interfaces also answer ARP for our
+//! address (Linux's default `arp_ignore=0`, e.g. a bridge device in the same namespace, as in
+//! rxe-vm's) can leave the peer sending to a MAC our interface never sees: an rdma_rxe client
+//! then lost its first messages for 5 s, until the kernel's own ARP probe corrected it.
+//!
 //! Deviations: an entry is read once per resolution; rocev2 does not follow later changes of
 //! the neighbour table (a peer whose MAC changes needs its QP's path updated).
 
@@ -154,6 +162,54 @@ fn trigger(iface: &str, dst: IpAddr) -> Result<(), Error> {
     Ok(())
 }
 
+/// The frame that announces `ip` at `mac` to the next hop `to_mac` (see the module docs):
+/// a gratuitous ARP request for IPv4, an unsolicited Neighbor Advertisement (Override set, to
+/// all nodes, hop limit 255) for IPv6.
+pub fn announcement(mac: [u8; 6], ip: IpAddr, to_mac: [u8; 6]) -> Vec<u8> {
+    use etherparse::{
+        ArpHardwareId, ArpOperation, ArpPacket, EtherType, Icmpv6Type, PacketBuilder,
+        icmpv6::NeighborAdvertisementHeader,
+    };
+    let mut frame = Vec::new();
+    let eth = PacketBuilder::ethernet2(mac, to_mac);
+    let written = match ip {
+        IpAddr::V4(v4) => {
+            // RFC 5227 §3: sender and target protocol address both ours, target MAC zero.
+            let ip = v4.octets();
+            ArpPacket::new(
+                ArpHardwareId::ETHERNET,
+                EtherType::IPV4,
+                ArpOperation::REQUEST,
+                &mac,
+                &ip,
+                &[0; 6],
+                &ip,
+            )
+            .map_err(|_| ())
+            .and_then(|arp| eth.arp(arp).write_to_vec(&mut frame).map_err(|_| ()))
+        }
+        IpAddr::V6(v6) => {
+            // RFC 4861 §4.4: the target address, then the Target Link-Layer Address option.
+            let mut body = v6.octets().to_vec();
+            body.extend_from_slice(&[2, 1]);
+            body.extend_from_slice(&mac);
+            let all_nodes = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+            let na = Icmpv6Type::NeighborAdvertisement(NeighborAdvertisementHeader {
+                router: false,
+                solicited: false,
+                r#override: true,
+            });
+            eth.ipv6(v6.octets(), all_nodes, 255)
+                .icmpv6(na)
+                .write_to_vec(&mut frame, &body)
+                .map_err(|_| ())
+        }
+    };
+    // Every length above is fixed and within the builders' limits.
+    debug_assert!(written.is_ok());
+    frame
+}
+
 /// The MAC address frames to `dst` must carry, leaving through interface `iface`: the next
 /// hop's from the neighbour table, resolved first if missing, waiting at most `wait`.
 ///
@@ -196,6 +252,45 @@ pub fn resolve(iface: &crate::Interface, dst: IpAddr, wait: Duration) -> Result<
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    /// The announcement as tshark and the kernel read it: a gratuitous ARP whose sender and
+    /// target IP are ours; an NA with Override, our target and our MAC in the option, and a
+    /// checksum that verifies.
+    #[test]
+    fn announcement_frames_say_our_address_is_at_our_mac() {
+        let mac = [0x02, 0, 0, 0, 0, 1];
+        let peer = [0x02, 0, 0, 0, 0, 2];
+        let f = announcement(mac, "10.0.0.1".parse().unwrap(), peer);
+        assert_eq!(f.len(), 42);
+        assert_eq!(&f[0..6], &peer);
+        assert_eq!(&f[12..14], &[0x08, 0x06]);
+        assert_eq!(&f[20..22], &[0, 1], "request");
+        assert_eq!(&f[22..28], &mac);
+        assert_eq!(&f[28..32], &[10, 0, 0, 1]);
+        assert_eq!(
+            &f[38..42],
+            &[10, 0, 0, 1],
+            "gratuitous: target IP = sender IP"
+        );
+
+        let v6: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let f = announcement(mac, IpAddr::V6(v6), peer);
+        let (eth, rest) = etherparse::Ethernet2Header::from_slice(&f).unwrap();
+        assert_eq!(eth.destination, peer);
+        let (ip6, icmp) = etherparse::Ipv6Header::from_slice(rest).unwrap();
+        assert_eq!(ip6.hop_limit, 255);
+        assert_eq!(icmp[0], 136, "Neighbor Advertisement");
+        assert_eq!(icmp[4] & 0x20, 0x20, "Override");
+        assert_eq!(&icmp[8..24], &v6.octets());
+        assert_eq!(&icmp[24..26], &[2, 1], "Target Link-Layer Address option");
+        assert_eq!(&icmp[26..32], &mac);
+        let (hdr, payload) = etherparse::Icmpv6Header::from_slice(icmp).unwrap();
+        let want = hdr
+            .icmp_type
+            .calc_checksum(ip6.source, ip6.destination, payload)
+            .unwrap();
+        assert_eq!(hdr.checksum, want);
+    }
 
     #[test]
     fn usable_states_only() {

@@ -21,7 +21,7 @@ use rocev2_core::qp::{ConnectAttr, Path, QpAttr, QpConfig, QpMode, QpState, Recv
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_core::wire::frame::Ecn;
 use rocev2_datapath::auto::{self, Options};
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, Progress, neigh};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, Progress, TxBatch, neigh};
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
@@ -301,6 +301,16 @@ impl Device {
             peer_ext: opts.peer_ext,
         };
         ep.connect_qp(qp.0, &attr, now, mem)?;
+        // A raw datapath sees only frames sent to this interface's MAC: announce it to the peer,
+        // which may have cached another interface's answer to its ARP (docs/datapath.md,
+        // "Neighbours"). Best effort: if it is lost, the peer's kernel corrects itself later.
+        if !self.driver.datapath().carries_datagrams() {
+            let frame = neigh::announcement(self.iface.mac, src_ip, dst_mac);
+            let mut batch = TxBatch::new(1);
+            if batch.push(&frame) {
+                let _ = self.driver.datapath_mut().send(&mut batch);
+            }
+        }
         Ok(())
     }
 
