@@ -13,7 +13,8 @@ use crate::host::ip_host;
 use crate::link::{PRIO_CTRL, PRIO_DATA, wire_bytes};
 use crate::routing::five_tuple_hash;
 use rocev2_core::time::Instant;
-use rocev2_core::wire::frame::Frame;
+use rocev2_core::wire::frame::{Ecn, Frame};
+use rocev2_core::wire::{FrameRepr, IpRepr, Opcode, Operation, Qpn, ip};
 use rocev2_ebpf_common::iofd::Position;
 
 impl Sim {
@@ -126,62 +127,34 @@ impl Sim {
         self.transmit(h as PortId, pkt, true);
     }
 
-    /// Parses a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
+    /// Reads a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
     fn classify(&mut self, id: PktId, n: usize) {
         let p = &mut self.pkts[id as usize];
         p.len = n as u32;
         p.live = true;
         p.on_wire = false;
         p.in_headroom = false;
-        let parsed = Frame::new_checked(&p.buf[..n]).ok().and_then(|fr| {
-            let ip = fr.ip_header();
-            let udp = fr.udp_header();
-            if ip.len() != 20 {
-                return None;
-            }
-            let src: [u8; 4] = ip[12..16].try_into().ok()?;
-            let dst: [u8; 4] = ip[16..20].try_into().ok()?;
-            let sport = u16::from_be_bytes([udp[0], udp[1]]);
-            let t = fr.transport();
-            let bth = t.bth();
-            let opcode = bth.opcode().0;
-            let message_bytes = match t.reth() {
-                Some(r) if Position::has_reth(opcode) => Some(r.dma_len() as u64),
-                _ if Position::of_opcode(opcode) == Position::Only => {
-                    Some(fr.payload().len() as u64)
-                }
-                _ => None,
-            };
-            Some((
-                src,
-                dst,
-                sport,
-                ip[1] & 3,
-                opcode,
-                bth.dest_qp(),
-                message_bytes,
-            ))
-        });
-        match parsed {
-            Some((src, dst, sport, ecn, opcode, dest_qp, message_bytes)) => {
-                p.src_ip = src;
-                p.dst_ip = dst;
-                p.sport = sport;
-                p.opcode = opcode;
-                p.dest_qp = dest_qp.value();
-                p.message_bytes = message_bytes;
-                p.dst = ip_host(dst);
-                p.hash = five_tuple_hash(src, dst, sport);
-                p.prio = if matches!(opcode, 0x11 | 0x12 | 0x81) {
+        match Headers::read(&p.buf[..n]) {
+            Some(h) => {
+                p.src_ip = h.src;
+                p.dst_ip = h.dst;
+                p.sport = h.sport;
+                p.opcode = h.opcode.0;
+                p.bth_offset = h.bth_offset;
+                p.dest_qp = h.dest_qp.value();
+                p.message_bytes = h.message_bytes;
+                p.dst = ip_host(h.dst);
+                p.hash = five_tuple_hash(h.src, h.dst, h.sport);
+                p.prio = if is_control(h.opcode) {
                     PRIO_CTRL
                 } else {
                     PRIO_DATA
                 };
-                p.ect = ecn != 0;
-                p.ce = ecn == 3;
+                p.ect = h.ecn != Ecn::NotEct;
+                p.ce = h.ecn == Ecn::Ce;
                 p.flow = self
                     .qp_flow
-                    .get(&qp_key(p.dst, dest_qp))
+                    .get(&qp_key(p.dst, h.dest_qp))
                     .copied()
                     .unwrap_or(NO_FLOW);
                 if p.flow == NO_FLOW {
@@ -195,8 +168,62 @@ impl Sim {
                 p.flow = NO_FLOW;
                 p.prio = PRIO_DATA;
                 p.opcode = u8::MAX;
+                p.bth_offset = 0;
                 (p.src_ip, p.dst_ip, p.sport, p.message_bytes) = ([0; 4], [0; 4], 0, None);
             }
         }
+    }
+}
+
+/// The control class: RC ACK/NAK, atomic ACK and CNP travel at [`PRIO_CTRL`] (seed 000 §VI-A:
+/// "high-priority queues only for ACKs").
+fn is_control(op: Opcode) -> bool {
+    op == Opcode::rc(Operation::Acknowledge)
+        || op == Opcode::rc(Operation::AtomicAcknowledge)
+        || op == Opcode::CNP
+}
+
+/// What the model reads from a frame once, as it leaves its host: switches decide on these
+/// and never parse again.
+struct Headers {
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    ecn: Ecn,
+    opcode: Opcode,
+    dest_qp: Qpn,
+    /// The message's length when the packet tells (RETH, or a single-packet message), as IOFD
+    /// wants it.
+    message_bytes: Option<u64>,
+    /// Where the BTH starts in the frame.
+    bth_offset: u32,
+}
+
+impl Headers {
+    /// The headers of an IPv4 RoCEv2 frame; `None` for anything the engine should not emit.
+    fn read(frame: &[u8]) -> Option<Headers> {
+        let fr = Frame::new_checked(frame).ok()?;
+        let repr = FrameRepr::parse_frame(&fr).ok()?;
+        let IpRepr::V4 { src, dst, ecn, .. } = repr.ip else {
+            return None;
+        };
+        let (ip_at, _) = ip::ip_header(frame)?;
+        let bth = repr.roce.bth;
+        let op = bth.opcode.0;
+        let message_bytes = match repr.roce.reth {
+            Some(r) if Position::has_reth(op) => Some(r.dma_len as u64),
+            _ if Position::of_opcode(op) == Position::Only => Some(fr.payload().len() as u64),
+            _ => None,
+        };
+        Some(Headers {
+            src: src.octets(),
+            dst: dst.octets(),
+            sport: repr.udp.src_port,
+            ecn,
+            opcode: bth.opcode,
+            dest_qp: bth.dest_qp,
+            message_bytes,
+            bth_offset: (ip_at + fr.ip_header().len() + fr.udp_header().len()) as u32,
+        })
     }
 }

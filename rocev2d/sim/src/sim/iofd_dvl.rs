@@ -7,15 +7,12 @@
 //! notification goes upstream when the egress isolates, as the model has no ingress queues).
 
 use super::Sim;
-use super::switch_path::L3;
 use crate::event::{Event, PktId, PortId};
 use crate::link::{PRIO_CFQ, PRIO_DATA, wire_bytes};
 use rand_core::RngCore;
+use rocev2_core::wire::BthPacket;
 use rocev2_ebpf_common::dvl::{self, Cft, Class, FlowKey};
 use rocev2_ebpf_common::iofd::{self, Action, MessageKey, Position, Refusal};
-
-/// Offset of the BTH (IPv4 without options, checked by `classify`, and UDP).
-const BTH: usize = L3 + 20 + 8;
 
 impl Sim {
     /// IOFD (seed 000 §IV, `iofd::decide`) at the egress port `chosen` that ECMP picked for
@@ -44,7 +41,8 @@ impl Sim {
             .nth(k as usize)
             .unwrap_or(chosen);
         let p = &self.pkts[pkt as usize];
-        let tokens = p.buf[BTH + 4] & 0x3f;
+        let bth = p.bth_offset as usize;
+        let tokens = BthPacket::new_unchecked(&p.buf[bth..]).deflection_tokens();
         let ipkt = iofd::Packet {
             key: MessageKey {
                 src: v4_mapped(p.src_ip),
@@ -72,9 +70,9 @@ impl Sim {
         };
         pt.stats.iofd_deflected += 1;
         let p = &mut self.pkts[pkt as usize];
-        // BTH byte 4, bits 5–0; the ICRC masks the byte and the UDP checksum is 0 (IPv4).
+        // BTH Resv6a; the ICRC masks its byte and the UDP checksum is 0 (IPv4).
         if tokens > 0 {
-            p.buf[BTH + 4] -= 1;
+            BthPacket::new_unchecked(&mut p.buf[bth..]).set_deflection_tokens(tokens - 1);
         }
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.deflected += 1;
@@ -136,14 +134,7 @@ impl Sim {
     /// Sends the DVL notification for a flow isolated at `out` to the switch behind `ingress`
     /// (slide 10 #5): it takes the propagation delay plus a minimum frame's serialisation, as a
     /// PFC frame does. Hosts have no congested-flow table and get none.
-    fn dvl_notify(
-        &mut self,
-        out: PortId,
-        ingress: PortId,
-        src: [u8; 4],
-        dst: [u8; 4],
-        sport: u16,
-    ) {
+    fn dvl_notify(&mut self, out: PortId, ingress: PortId, src: [u8; 4], dst: [u8; 4], sport: u16) {
         let up = self.ports[ingress as usize].peer;
         if self.ports[up as usize].node < self.topo.hosts {
             return;

@@ -40,8 +40,10 @@ pub struct Packet {
     pub dst_ip: [u8; 4],
     /// UDP source port.
     pub sport: u16,
-    /// BTH opcode.
+    /// BTH opcode byte, as the shared IOFD code takes it.
     pub opcode: u8,
+    /// Where the BTH starts in `buf` (IOFD spends deflection tokens there).
+    pub bth_offset: u32,
     /// BTH destination QP.
     pub dest_qp: u32,
     /// Its message's length, when the packet tells (RETH, or a single-packet message).

@@ -14,10 +14,8 @@ use crate::link::PRIO_CTRL;
 use crate::routing::ecmp_pick;
 use crate::switch::MarkAt;
 use rand_core::RngCore;
+use rocev2_core::wire::ip;
 use rocev2_ebpf_common::red::Verdict;
-
-/// Offset of the IPv4 header in the engine's untagged frames.
-pub(super) const L3: usize = 14;
 
 impl Sim {
     pub(super) fn switch_receive(&mut self, sw: u32, ingress: PortId, pkt: PktId) {
@@ -119,7 +117,9 @@ impl Sim {
             let p = &mut self.pkts[pkt as usize];
             if !p.ce {
                 p.ce = true;
-                set_ce(&mut p.buf);
+                // The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so the frame stays valid.
+                let marked = ip::mark_ce(&mut p.buf[..p.len as usize]);
+                debug_assert!(marked, "classified frames are IPv4");
             }
         }
         verdict
@@ -183,57 +183,5 @@ impl Sim {
         }
         let more = self.ports[port as usize].next_prio().is_some();
         self.transmit(port, pkt, more);
-    }
-}
-
-/// Sets the IPv4 ECN field to CE and rewrites the header checksum (RFC 1624 would do it
-/// incrementally; ten words are cheap). The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so it
-/// stays valid.
-fn set_ce(buf: &mut [u8]) {
-    buf[L3 + 1] |= 3;
-    buf[L3 + 10] = 0;
-    buf[L3 + 11] = 0;
-    let mut sum: u32 = 0;
-    for w in buf[L3..L3 + 20].chunks_exact(2) {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
-    buf[L3 + 10..L3 + 12].copy_from_slice(&c.to_be_bytes());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn set_ce_keeps_ip_checksum_valid() {
-        // A valid IPv4 header with ECT(0) (TOS 0x02) from the engine's emitter.
-        let mut f = vec![0u8; 14];
-        let mut ip = [
-            0x45, 0x02, 0x00, 0x3c, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0, 0, 10, 0, 0, 1, 10, 0,
-            0, 2,
-        ];
-        let mut sum: u32 = ip
-            .chunks_exact(2)
-            .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        f.extend_from_slice(&ip);
-        set_ce(&mut f);
-        assert_eq!(f[L3 + 1] & 3, 3);
-        let mut sum: u32 = f[L3..L3 + 20]
-            .chunks_exact(2)
-            .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        assert_eq!(sum, 0xffff, "a valid header sums to all ones");
     }
 }
