@@ -14,7 +14,7 @@ use crate::Sim;
 use crate::dist;
 use crate::host::CcScheme;
 use crate::scenario::{OutputSpec, SamplePorts, Scenario};
-use crate::switch::{MarkAt, PfcSpec, RedSpec, SwitchSpec};
+use crate::switch_node::{MarkAt, PfcSpec, RedSpec, SwitchSpec};
 use crate::topology::TopologySpec;
 use crate::workload::WorkloadSpec;
 

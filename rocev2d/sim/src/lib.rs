@@ -18,7 +18,7 @@
 //! * [`topology`]: star, dumbbell, leaf-spine, 3-tier Clos / fat-tree;
 //! * [`routing`]: shortest paths, ECMP on the 5-tuple;
 //! * [`link`]: ports, serialisation, priorities;
-//! * [`switch`]: shared buffer, RED/ECN, PFC, IOFD deflection and DVL isolation (all three
+//! * [`switch_node`]: shared buffer, RED/ECN, PFC, IOFD deflection and DVL isolation (all three
 //!   decisions from `rocev2-ebpf-common`);
 //! * [`host`]: the NIC model around the engine;
 //! * [`workload`]: flows (one RC QP pair per flow);
@@ -38,7 +38,7 @@ pub mod plot;
 pub mod routing;
 pub mod scenario;
 pub mod sim;
-pub mod switch;
+pub mod switch_node;
 pub mod topology;
 pub mod workload;
 

@@ -132,7 +132,7 @@ pub struct Port {
     /// Loss probability of packets arriving on this port, Q32 (0 = none).
     pub loss_q32: u64,
     /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
-    pub policy: Option<crate::switch::SwitchPolicy>,
+    pub policy: Option<crate::switch_node::SwitchPolicy>,
     /// IOFD on this egress port, and its deflected-flow table (one per port, as the eBPF
     /// program's).
     pub iofd: Option<(IofdConfig, ArrayDft)>,

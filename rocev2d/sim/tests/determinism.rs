@@ -29,21 +29,21 @@ fn scenario(seed: u64, iofd_dvl: bool) -> Scenario {
     );
     s.seed = seed;
     s.switch.buffer_bytes = 60_000;
-    s.switch.red = Some(rocev2_sim::switch::RedSpec {
+    s.switch.red = Some(rocev2_sim::switch_node::RedSpec {
         kmin_bytes: 5_000,
         kmax_bytes: 20_000,
         pmax_percent: 20.0,
         drop_non_ect: false,
-        mark_at: rocev2_sim::switch::MarkAt::Enqueue,
+        mark_at: rocev2_sim::switch_node::MarkAt::Enqueue,
     });
     s.host.timeout = 4;
     s.output.sample_interval_ns = 5_000;
     if iofd_dvl {
-        s.switch.iofd = Some(rocev2_sim::switch::IofdSpec {
+        s.switch.iofd = Some(rocev2_sim::switch_node::IofdSpec {
             threshold_bytes: 3_000,
             max_message_bytes: 30_000,
         });
-        s.switch.dvl = Some(rocev2_sim::switch::DvlSpec {
+        s.switch.dvl = Some(rocev2_sim::switch_node::DvlSpec {
             threshold_bytes: 10_000,
             hold_ns: 20_000,
         });
@@ -124,7 +124,7 @@ fn traces_match_pinned_hashes() {
     let mut s = scenario(11, false);
     s.switch.pfc.enabled = true;
     if let Some(r) = &mut s.switch.red {
-        r.mark_at = rocev2_sim::switch::MarkAt::Dequeue;
+        r.mark_at = rocev2_sim::switch_node::MarkAt::Dequeue;
     }
     s.host.cc = CcScheme::Dcqcn;
     s.faults = Some(rocev2_sim::scenario::FaultSpec {

@@ -7,7 +7,7 @@ mod common;
 use rocev2_core::time::Rate;
 use rocev2_sim::Sim;
 use rocev2_sim::host::{CcScheme, IofdHostSpec};
-use rocev2_sim::switch::IofdSpec;
+use rocev2_sim::switch_node::IofdSpec;
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 

@@ -16,7 +16,7 @@ use rocev2_sim::Sim;
 use rocev2_sim::host::CcScheme;
 use rocev2_sim::output::Report;
 use rocev2_sim::scenario::Scenario;
-use rocev2_sim::switch::{MarkAt, RedSpec, SwitchPolicy};
+use rocev2_sim::switch_node::{MarkAt, RedSpec, SwitchPolicy};
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 

@@ -6,6 +6,8 @@
 
 use super::Sim;
 use crate::event::{Event, PktId, PortId};
+use crate::link::Port;
+use crate::switch_node::Switch;
 
 /// One sample of a port over time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,9 +160,15 @@ impl Sim {
                 rx: s.stats.rx_bytes,
                 tx: s.stats.tx_bytes,
                 dropped: s.stats.drop_bytes,
-                held: crate::switch::held_bytes(s, &self.ports),
+                held: held_bytes(s, &self.ports),
             })
             .collect();
         (flows, switches)
     }
+}
+
+/// Bytes held in a switch: everything queued at its ports, shared pool and headroom alike.
+fn held_bytes(sw: &Switch, ports: &[Port]) -> u64 {
+    let p = sw.first_port as usize..(sw.first_port + sw.ports) as usize;
+    ports[p].iter().map(|p| p.queued_bytes()).sum()
 }

@@ -13,7 +13,7 @@ use crate::host::{Host, HostMemory, MR_BASE, host_ip};
 use crate::link::Port;
 use crate::routing::Routes;
 use crate::scenario::{LossScope, SamplePorts, Scenario, ScenarioError};
-use crate::switch::{MarkAt, Switch, SwitchPolicy};
+use crate::switch_node::{MarkAt, Switch, SwitchPolicy};
 use crate::workload::{self, Capacity};
 use rocev2_core::Endpoint;
 use rocev2_core::mr::{AccessFlags, NullMemory, VecMemory};

@@ -3,7 +3,7 @@
 //! `iofd::decide`) and DVL isolation of congested flows into their own queue, with its
 //! notifications upstream (seed 003 slides 10–12, `dvl::decide`).
 //!
-//! Deviations: those of `switch.rs` (one table per port; release only with the CFQ empty; the
+//! Deviations: those of `switch_node.rs` (one table per port; release only with the CFQ empty; the
 //! notification goes upstream when the egress isolates, as the model has no ingress queues).
 
 use super::Sim;

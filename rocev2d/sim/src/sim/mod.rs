@@ -19,7 +19,7 @@
 //! host NICs = bytes delivered to hosts + bytes dropped or lost + bytes in the network at the end
 //! ([`Sim::conservation`]); per switch, bytes received = sent + dropped + held.
 //!
-//! Deviations: none beyond those of the parts (`link.rs`, `switch.rs`, `host.rs`).
+//! Deviations: none beyond those of the parts (`link.rs`, `switch_node.rs`, `host.rs`).
 
 use crate::dist::SimRng;
 use crate::event::{Event, EventQueue, PktId, PortId};
@@ -27,7 +27,7 @@ use crate::host::{Host, HostMemory, host_ip};
 use crate::link::{Port, wire_bytes};
 use crate::routing::{Routes, ecmp_pick, five_tuple_hash};
 use crate::scenario::Scenario;
-use crate::switch::{Switch, SwitchPolicy};
+use crate::switch_node::{Switch, SwitchPolicy};
 use crate::topology::{NodeKind, Topology};
 use rand_core::RngCore;
 use rocev2_core::cq::WorkCompletion;

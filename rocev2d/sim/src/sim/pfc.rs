@@ -3,7 +3,7 @@
 //! priority, and a host NIC tells the QPs behind it (DCQCN+ holds recovery while paused, seed
 //! 002 §IV-B). The thresholds and headroom are set in `build.rs` and used in `switch_path.rs`.
 //!
-//! Deviations: as in `switch.rs`: XOFF/XON state rather than pause quanta; a PFC frame takes the
+//! Deviations: as in `switch_node.rs`: XOFF/XON state rather than pause quanta; a PFC frame takes the
 //! propagation delay plus a minimum frame's serialisation and does not wait for the frame in
 //! progress.
 

@@ -2,17 +2,17 @@
 //! admission with PFC headroom, DVL queue choice, RED/ECN at enqueue or dequeue, the egress
 //! queues, and the start of the next transmission.
 //!
-//! Source: `switch.rs` for the switch model and its sources (seed 002 §II-B.1 for RED/ECN,
+//! Source: `switch_node.rs` for the switch model and its sources (seed 002 §II-B.1 for RED/ECN,
 //! seed 003 slide 9 for the buffer fill order).
 //!
-//! Deviations: those of `switch.rs`.
+//! Deviations: those of `switch_node.rs`.
 
 use super::Sim;
 use super::pfc::headroom_bytes;
 use crate::event::{Event, PktId, PortId};
 use crate::link::PRIO_CTRL;
 use crate::routing::ecmp_pick;
-use crate::switch::MarkAt;
+use crate::switch_node::MarkAt;
 use rand_core::RngCore;
 use rocev2_core::wire::ip;
 use rocev2_ebpf_common::red::Verdict;
@@ -38,7 +38,7 @@ impl Sim {
         };
         let s = &mut self.switches[sw as usize];
         // Buffer admission: shared pool, then (lossless, while this ingress is paused) headroom.
-        // The control class is always admitted (reserved space, see switch.rs).
+        // The control class is always admitted (reserved space, see switch_node.rs).
         let in_headroom = if s.buffer_used + len <= s.buffer_bytes || prio == PRIO_CTRL as usize {
             false
         } else if s.pfc && self.ports[ingress as usize].pause_sent[prio] {

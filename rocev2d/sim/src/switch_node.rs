@@ -276,9 +276,3 @@ pub struct Switch {
     /// Counters.
     pub stats: SwitchStats,
 }
-
-/// Bytes held in a switch: shared pool plus headroom (for the conservation check).
-pub fn held_bytes(sw: &Switch, ports: &[crate::link::Port]) -> u64 {
-    let p = sw.first_port as usize..(sw.first_port + sw.ports) as usize;
-    ports[p].iter().map(|p| p.queued_bytes()).sum()
-}
