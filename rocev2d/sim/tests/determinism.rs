@@ -2,7 +2,8 @@
 
 mod common;
 
-use rocev2_sim::host::CcScheme;
+use rocev2_core::cc::CcScheme;
+use rocev2_sim::host::HostCc;
 use rocev2_sim::workload::{LoadReference, SizeDist, WorkloadSpec};
 use rocev2_sim::{Report, Scenario, Sim};
 
@@ -126,7 +127,7 @@ fn traces_match_pinned_hashes() {
     if let Some(r) = &mut s.switch.red {
         r.mark_at = rocev2_sim::switch_node::MarkAt::Dequeue;
     }
-    s.host.cc = CcScheme::Dcqcn;
+    s.host.cc = CcScheme::Dcqcn.into();
     s.faults = Some(rocev2_sim::scenario::FaultSpec {
         loss: 0.001,
         scope: rocev2_sim::scenario::LossScope::Fabric,
@@ -134,7 +135,7 @@ fn traces_match_pinned_hashes() {
     s.output.sample_ports = rocev2_sim::scenario::SamplePorts::All;
     let (pfc, rp) = trace_of(&s, "pfc");
     let mut s = scenario(11, false);
-    s.host.cc = CcScheme::MpRdma;
+    s.host.cc = HostCc::MpRdma;
     s.host.verify_mr_bytes = 32_768;
     let (mp, rm) = trace_of(&s, "mp");
     // The extra runs exercise what they are for.

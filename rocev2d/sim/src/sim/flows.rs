@@ -11,7 +11,7 @@ use super::Sim;
 use super::build::host_line_rate;
 use crate::dist::{self};
 use crate::event::Event;
-use crate::host::{CcScheme, host_ip};
+use crate::host::{HostCc, host_ip};
 use crate::workload::FlowSpec;
 use rocev2_core::cq::{WcOpcode, WcStatus};
 use rocev2_core::mr::AccessFlags;
@@ -115,7 +115,7 @@ impl Sim {
             cfg.max_send_wr = hs.wr_depth.max(1);
             cfg.cc = hs.cc.qp_config(host_line_rate(&self.ports, h), hs.mtu);
             cfg.iofd_tokens = hs.iofd.map(|t| t.tokens());
-            if hs.cc == CcScheme::MpRdma {
+            if hs.cc == HostCc::MpRdma {
                 let seed = dist::mix64(self.scenario.seed ^ 0x3d ^ (f as u64) << 8 ^ h as u64);
                 cfg.multipath = Some(hs.mp.config(seed));
             }
