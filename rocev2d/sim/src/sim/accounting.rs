@@ -82,11 +82,11 @@ pub struct SwitchBalance {
 
 impl Sim {
     pub(super) fn drop_pkt(&mut self, id: PktId) {
-        let p = &self.pkts[id as usize];
+        let p = &self.pkts[id];
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.dropped_bytes += p.len as u64;
         }
-        self.release(id);
+        self.pkts.release(id);
     }
 
     /// Writes flow `f`'s current bin and zero bins up to `next` (bounded), then opens `next`.
@@ -137,8 +137,8 @@ impl Sim {
     /// Byte balance of every flow and every switch at the current time.
     pub fn conservation(&self) -> (Vec<FlowBalance>, Vec<SwitchBalance>) {
         let mut in_flight = vec![0u64; self.flows.len()];
-        for p in &self.pkts {
-            if p.live && p.on_wire && (p.flow as usize) < in_flight.len() {
+        for p in self.pkts.live() {
+            if p.on_wire && (p.flow as usize) < in_flight.len() {
                 in_flight[p.flow as usize] += p.len as u64;
             }
         }

@@ -6,6 +6,7 @@
 //!
 //! Deviations: none.
 
+use super::pool::PacketPool;
 use super::{Flow, RunStats, Sim};
 use crate::dist::{self};
 use crate::event::{Event, EventQueue, PortId};
@@ -236,8 +237,7 @@ impl Sim {
             hosts,
             switches,
             routes,
-            pkts: Vec::new(),
-            free: Vec::new(),
+            pkts: PacketPool::default(),
             flows,
             next_flow: 0,
             qp_flow: HashMap::new(),

@@ -20,7 +20,7 @@ use rocev2_ebpf_common::iofd::Position;
 impl Sim {
     pub(super) fn host_receive(&mut self, h: u32, pkt: PktId) {
         let now = Instant::from_nanos(self.now);
-        let p = &self.pkts[pkt as usize];
+        let p = &self.pkts[pkt];
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
             if p.ce && p.prio != PRIO_CTRL {
@@ -35,7 +35,7 @@ impl Sim {
         {
             self.stats.frames_rejected += 1;
         }
-        self.release(pkt);
+        self.pkts.release(pkt);
         self.poll_completions(h);
         self.host_kick(h);
     }
@@ -64,7 +64,7 @@ impl Sim {
                 let pt = &mut self.ports[port as usize];
                 if let Some(prio) = pt.next_prio() {
                     if let Some(pkt) = pt.queues[prio].pop_front() {
-                        let len = self.pkts[pkt as usize].len as u64;
+                        let len = self.pkts[pkt].len as u64;
                         pt.queue_bytes[prio] -= len;
                         self.host_transmit(h, pkt);
                     }
@@ -73,19 +73,19 @@ impl Sim {
                 if !pt.queues[PRIO_DATA as usize].is_empty() {
                     break; // data is paused; pull nothing more behind it
                 }
-                let id = self.alloc();
+                let id = self.pkts.alloc();
                 let host = &mut self.hosts[h as usize];
                 let now = Instant::from_nanos(self.now);
-                let pkt = &mut self.pkts[id as usize];
+                let pkt = &mut self.pkts[id];
                 match host.ep.poll_transmit(now, &mut host.mem, &mut pkt.buf) {
                     None => {
-                        self.free.push(id);
+                        self.pkts.release(id);
                         break;
                     }
                     Some(n) => {
                         self.stats.frames_tx += 1;
                         self.classify(id, n);
-                        let p = &self.pkts[id as usize];
+                        let p = &self.pkts[id];
                         let (prio, len) = (p.prio as usize, p.len as u64);
                         let pt = &mut self.ports[port as usize];
                         pt.queues[prio].push_back(id);
@@ -109,7 +109,7 @@ impl Sim {
     }
 
     fn host_transmit(&mut self, h: u32, pkt: PktId) {
-        let p = &self.pkts[pkt as usize];
+        let p = &self.pkts[pkt];
         let (flow, len, prio) = (p.flow, p.len, p.prio);
         if let Some(f) = self.flows.get_mut(flow as usize) {
             f.sent_bytes += len as u64;
@@ -129,7 +129,7 @@ impl Sim {
 
     /// Reads a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
     fn classify(&mut self, id: PktId, n: usize) {
-        let p = &mut self.pkts[id as usize];
+        let p = &mut self.pkts[id];
         p.len = n as u32;
         p.live = true;
         p.on_wire = false;

@@ -23,7 +23,7 @@ impl Sim {
             return chosen;
         };
         let (position, dst) = {
-            let p = &self.pkts[pkt as usize];
+            let p = &self.pkts[pkt];
             (Position::of_opcode(p.opcode), p.dst)
         };
         let n = self.routes.next_hops(sw, dst).len() as u64;
@@ -40,7 +40,7 @@ impl Sim {
             .filter(|&h| h != chosen)
             .nth(k as usize)
             .unwrap_or(chosen);
-        let p = &self.pkts[pkt as usize];
+        let p = &self.pkts[pkt];
         let bth = p.bth_offset as usize;
         let tokens = BthPacket::new_unchecked(&p.buf[bth..]).deflection_tokens();
         let ipkt = iofd::Packet {
@@ -69,7 +69,7 @@ impl Sim {
             return chosen;
         };
         pt.stats.iofd_deflected += 1;
-        let p = &mut self.pkts[pkt as usize];
+        let p = &mut self.pkts[pkt];
         // BTH Resv6a; the ICRC masks its byte and the UDP checksum is 0 (IPv4).
         if tokens > 0 {
             BthPacket::new_unchecked(&mut p.buf[bth..]).set_deflection_tokens(tokens - 1);
@@ -85,7 +85,7 @@ impl Sim {
     /// isolated here (or, while it stays congested, again every half hold time).
     pub(super) fn dvl_class(&mut self, out: PortId, ingress: PortId, pkt: PktId) -> usize {
         let now = self.now;
-        let p = &self.pkts[pkt as usize];
+        let p = &self.pkts[pkt];
         let (src, dst, sport, flow) = (p.src_ip, p.dst_ip, p.sport, p.flow);
         let pt = &mut self.ports[out as usize];
         let (normal, cfq) = (

@@ -47,6 +47,7 @@ mod switch_path;
 
 pub use accounting::{FlowBalance, PortSample, RateSample, RunStats, SwitchBalance};
 pub use flows::Flow;
+use pool::PacketPool;
 pub use pool::{NO_FLOW, Packet};
 
 /// The network model.
@@ -60,8 +61,7 @@ pub struct Sim {
     hosts: Vec<Host>,
     switches: Vec<Switch>,
     routes: Routes,
-    pkts: Vec<Packet>,
-    free: Vec<PktId>,
+    pkts: PacketPool,
     flows: Vec<Flow>,
     next_flow: usize,
     /// (host, QPN on that host) → flow. Looked up, never iterated.
@@ -216,7 +216,7 @@ impl Sim {
     /// switch port with more packets waiting).
     pub(super) fn transmit(&mut self, port: PortId, pkt: PktId, txdone: bool) {
         let now = self.now;
-        let p = &mut self.pkts[pkt as usize];
+        let p = &mut self.pkts[pkt];
         p.on_wire = true;
         let len = p.len;
         let pt = &mut self.ports[port as usize];
@@ -245,7 +245,7 @@ impl Sim {
             self.drop_pkt(pkt);
             return;
         }
-        let len = self.pkts[pkt as usize].len as u64;
+        let len = self.pkts[pkt].len as u64;
         pt.stats.rx_packets += 1;
         pt.stats.rx_bytes += len;
         let node = pt.node;

@@ -5,8 +5,8 @@
 //!
 //! Deviations: none.
 
-use super::Sim;
 use crate::event::{PktId, PortId};
+use std::ops::{Index, IndexMut};
 
 /// "No flow": a packet the model could not attribute (never expected).
 pub const NO_FLOW: u32 = u32::MAX;
@@ -56,21 +56,49 @@ pub struct Packet {
     pub live: bool,
 }
 
-impl Sim {
+/// Every packet in the network, indexed by [`PktId`]; released slots are reused (with their
+/// buffers) before new ones are made.
+#[derive(Debug, Default)]
+pub(super) struct PacketPool {
+    slots: Vec<Packet>,
+    free: Vec<PktId>,
+}
+
+impl PacketPool {
+    /// A slot for a new packet.
     pub(super) fn alloc(&mut self) -> PktId {
         match self.free.pop() {
             Some(id) => id,
             None => {
-                self.pkts.push(Packet::default());
-                self.pkts.len() as PktId - 1
+                self.slots.push(Packet::default());
+                self.slots.len() as PktId - 1
             }
         }
     }
 
+    /// Returns packet `id`'s slot to the pool (delivered, dropped, or never filled).
     pub(super) fn release(&mut self, id: PktId) {
-        let p = &mut self.pkts[id as usize];
+        let p = &mut self.slots[id as usize];
         p.live = false;
         p.on_wire = false;
         self.free.push(id);
+    }
+
+    /// The packets in use.
+    pub(super) fn live(&self) -> impl Iterator<Item = &Packet> {
+        self.slots.iter().filter(|p| p.live)
+    }
+}
+
+impl Index<PktId> for PacketPool {
+    type Output = Packet;
+    fn index(&self, id: PktId) -> &Packet {
+        &self.slots[id as usize]
+    }
+}
+
+impl IndexMut<PktId> for PacketPool {
+    fn index_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id as usize]
     }
 }

@@ -20,7 +20,7 @@ use rocev2_ebpf_common::red::Verdict;
 impl Sim {
     pub(super) fn switch_receive(&mut self, sw: u32, ingress: PortId, pkt: PktId) {
         let (dst, hash, prio, len, ect) = {
-            let p = &self.pkts[pkt as usize];
+            let p = &self.pkts[pkt];
             (p.dst, p.hash, p.prio as usize, p.len as u64, p.ect)
         };
         let s = &mut self.switches[sw as usize];
@@ -71,7 +71,7 @@ impl Sim {
         }
         let (pfc, xoff) = (s.pfc, s.xoff);
         {
-            let p = &mut self.pkts[pkt as usize];
+            let p = &mut self.pkts[pkt];
             p.ingress = ingress;
             p.ingress_prio = prio as u8;
             p.prio = qprio as u8;
@@ -114,7 +114,7 @@ impl Sim {
         }
         if verdict == Verdict::Mark {
             self.ports[out as usize].stats.ecn_marks += 1;
-            let p = &mut self.pkts[pkt as usize];
+            let p = &mut self.pkts[pkt];
             if !p.ce {
                 p.ce = true;
                 // The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so the frame stays valid.
@@ -152,7 +152,7 @@ impl Sim {
             return;
         };
         let (len, ingress, iprio, in_headroom) = {
-            let p = &self.pkts[pkt as usize];
+            let p = &self.pkts[pkt];
             (
                 p.len as u64,
                 p.ingress,
@@ -178,7 +178,7 @@ impl Sim {
         }
         if self.switches[sw].mark_at == MarkAt::Dequeue {
             // Judged on the queue it leaves behind; a Drop verdict needs enqueue marking.
-            let ect = self.pkts[pkt as usize].ect;
+            let ect = self.pkts[pkt].ect;
             let _ = self.apply_policy(sw as u32, port, pkt, prio, ect);
         }
         let more = self.ports[port as usize].next_prio().is_some();
