@@ -88,8 +88,7 @@ impl Sim {
                         let p = &self.pkts[id];
                         let (prio, len) = (p.prio as usize, p.len as u64);
                         let pt = &mut self.ports[port as usize];
-                        pt.queues[prio].push_back(id);
-                        pt.queue_bytes[prio] += len;
+                        pt.enqueue(prio, id, len);
                     }
                 }
             }

@@ -8,7 +8,7 @@
 
 use super::Sim;
 use crate::event::{Event, PktId, PortId};
-use crate::link::{PRIO_CFQ, PRIO_DATA, wire_bytes};
+use crate::link::{PRIO_CFQ, PRIO_DATA};
 use rand_core::RngCore;
 use rocev2_core::wire::BthPacket;
 use rocev2_ebpf_common::dvl::{self, Cft, Class, FlowKey};
@@ -140,8 +140,7 @@ impl Sim {
             return;
         }
         self.ports[out as usize].stats.dvl_notify_sent += 1;
-        let link = self.ports[ingress as usize].link;
-        let delay = link.delay_ns + link.rate.transmit_time(wire_bytes(60) as u64).as_nanos();
+        let delay = self.ports[ingress as usize].control_delay_ns();
         self.q.push(
             self.now + delay,
             Event::DvlNotify {

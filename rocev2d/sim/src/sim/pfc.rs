@@ -9,26 +9,17 @@
 
 use super::Sim;
 use crate::event::{Event, PortId};
-use crate::link::{Port, wire_bytes};
+use crate::link::Port;
 use crate::scenario::Scenario;
 
 impl Sim {
     pub(super) fn on_pfc(&mut self, port: PortId, prio: usize, pause: bool) {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
-        let was_paused = pt.paused.iter().any(|&p| p);
-        pt.paused[prio] = pause;
+        let changed = pt.pfc_received(prio, pause, now);
         let is_paused = pt.paused.iter().any(|&p| p);
-        if pause {
-            pt.stats.pause_received += 1;
-        }
-        if !was_paused && is_paused {
-            pt.paused_since = now;
-        } else if was_paused && !is_paused {
-            pt.stats.paused_ns += now - pt.paused_since;
-        }
         let (node, kick) = (pt.node, !pause && !pt.txdone_pending);
-        if was_paused != is_paused && node < self.topo.hosts {
+        if changed && node < self.topo.hosts {
             // The QPs behind a paused NIC port learn it: DCQCN+ holds recovery while paused
             // (seed 002 §IV-B).
             let host = &mut self.hosts[node as usize];
@@ -47,14 +38,8 @@ impl Sim {
     /// serialisation of a minimum frame.
     pub(super) fn send_pfc(&mut self, port: PortId, prio: usize, pause: bool) {
         let pt = &mut self.ports[port as usize];
-        pt.pause_sent[prio] = pause;
-        if pause {
-            pt.stats.pause_sent += 1;
-        } else {
-            pt.stats.resume_sent += 1;
-        }
-        let delay = pt.link.delay_ns + pt.link.rate.transmit_time(wire_bytes(60) as u64).as_nanos();
-        let up = pt.peer;
+        pt.pfc_sent(prio, pause);
+        let (delay, up) = (pt.control_delay_ns(), pt.peer);
         self.q.push(
             self.now + delay,
             Event::Pfc {

@@ -78,16 +78,12 @@ impl Sim {
             p.in_headroom = in_headroom;
         }
         let ing = &mut self.ports[ingress as usize];
-        ing.ingress_bytes[prio] += len;
-        if in_headroom {
-            ing.headroom_bytes[prio] += len;
-        }
+        ing.ingress_add(prio, len, in_headroom);
         if pfc && !ing.pause_sent[prio] && ing.ingress_bytes[prio] > xoff {
             self.send_pfc(ingress, prio, true);
         }
         let o = &mut self.ports[out as usize];
-        o.queues[qprio].push_back(pkt);
-        o.queue_bytes[qprio] += len;
+        o.enqueue(qprio, pkt, len);
         let q = o.queued_bytes();
         o.stats.max_queue_bytes = o.stats.max_queue_bytes.max(q);
         if !o.txdone_pending {
@@ -169,10 +165,7 @@ impl Sim {
         }
         let (pfc, xon) = (s.pfc, s.xon);
         let ing = &mut self.ports[ingress as usize];
-        ing.ingress_bytes[iprio] -= len;
-        if in_headroom {
-            ing.headroom_bytes[iprio] -= len;
-        }
+        ing.ingress_remove(iprio, len, in_headroom);
         if pfc && ing.pause_sent[iprio] && ing.ingress_bytes[iprio] <= xon {
             self.send_pfc(ingress, iprio, false);
         }
