@@ -239,7 +239,6 @@ impl Sim {
             routes,
             pkts: PacketPool::default(),
             flows,
-            next_flow: 0,
             qp_flow: HashMap::new(),
             rng_policy: dist::rng(scenario.seed, 1),
             rng_loss: dist::rng(scenario.seed, 2),

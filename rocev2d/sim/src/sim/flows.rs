@@ -76,7 +76,6 @@ pub(super) fn qp_key(host: u32, qpn: Qpn) -> u64 {
 impl Sim {
     pub(super) fn on_flow_start(&mut self, f: u32) {
         let next = f as usize + 1;
-        self.next_flow = next;
         if let Some(nf) = self.flows.get(next) {
             self.q.push(
                 nf.spec.start_ns.max(self.now),

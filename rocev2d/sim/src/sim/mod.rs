@@ -63,7 +63,6 @@ pub struct Sim {
     routes: Routes,
     pkts: PacketPool,
     flows: Vec<Flow>,
-    next_flow: usize,
     /// (host, QPN on that host) → flow. Looked up, never iterated.
     qp_flow: HashMap<u64, u32>,
     rng_policy: SimRng,
