@@ -1,13 +1,13 @@
 //! Hosts: the real `rocev2_core::Endpoint` behind a modelled NIC.
 //!
 //! The NIC has one port. When the port is free it takes the next frame: first any queued
-//! ACK/NAK/atomic ACK/CNP (opcodes 0x11, 0x12, 0x81, seed 000 §VI-A: high priority for ACKs),
-//! then data. Frames are pulled from the engine with `poll_transmit` only when the port can send,
-//! so the engine's own scheduling (round robin over QPs, and per-QP pacing once congestion
-//! control lands) decides the order of data; a pull that yields a control frame queues it and
-//! pulls again, so a control frame waits at most for one data frame already on the wire. The
-//! engine's deadlines (`poll_timeout`: retransmission, RNR and pacer timers) become `HostWake`
-//! events.
+//! ACK/NAK, atomic ACK or CNP (the RC Acknowledge and ATOMIC Acknowledge opcodes and the CNP's;
+//! seed 000 §VI-A: high priority for ACKs), then data. Frames are pulled from the engine with
+//! `poll_transmit` only when the port can send, so the engine's own scheduling (round robin over
+//! QPs, and per-QP pacing once congestion control lands) decides the order of data; a pull that
+//! yields a control frame queues it and pulls again, so a control frame waits at most for one
+//! data frame already on the wire. The engine's deadlines (`poll_timeout`: retransmission, RNR
+//! and pacer timers) become `HostWake` events. The NIC itself lives in `sim/host_path.rs`.
 //!
 //! Memory: `NullMemory` for runs at scale (payload bytes are zeros and vanish), `VecMemory` when a
 //! test checks the data (one region per host, `verify_mr_bytes` long).
