@@ -80,6 +80,58 @@ pub struct SwitchBalance {
     pub held: u64,
 }
 
+/// A flow's open rate bin: which bin of `rate_bin_ns` it is, and the wire bytes of data the
+/// flow sent in it so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct RateBin {
+    bin: u64,
+    bytes: u64,
+}
+
+impl RateBin {
+    /// Counts `bytes` of flow `flow` sent at `now_ns`, first writing the open bin to `out` when
+    /// `now_ns` is past it.
+    pub(super) fn add(
+        &mut self,
+        flow: u32,
+        now_ns: u64,
+        bytes: u64,
+        bin_ns: u64,
+        out: &mut Vec<RateSample>,
+    ) {
+        let b = now_ns / bin_ns;
+        if b != self.bin {
+            self.flush(flow, b, bin_ns, out);
+        }
+        self.bytes += bytes;
+    }
+
+    /// Writes the open bin and zero bins up to `next` (bounded) to `out`, then opens `next`
+    /// (`u64::MAX`: none).
+    fn flush(&mut self, flow: u32, next: u64, bin_ns: u64, out: &mut Vec<RateSample>) {
+        if self.bytes > 0 || next != u64::MAX {
+            if self.bytes > 0 {
+                out.push(RateSample {
+                    flow,
+                    time_ns: self.bin * bin_ns,
+                    wire_bytes: self.bytes,
+                });
+            }
+            if next != u64::MAX && self.bytes > 0 {
+                for b in self.bin + 1..next.min(self.bin + 1000) {
+                    out.push(RateSample {
+                        flow,
+                        time_ns: b * bin_ns,
+                        wire_bytes: 0,
+                    });
+                }
+            }
+        }
+        self.bin = next;
+        self.bytes = 0;
+    }
+}
+
 impl Sim {
     pub(super) fn drop_pkt(&mut self, id: PktId) {
         let p = &self.pkts[id];
@@ -89,30 +141,13 @@ impl Sim {
         self.pkts.release(id);
     }
 
-    /// Writes flow `f`'s current bin and zero bins up to `next` (bounded), then opens `next`.
-    pub(super) fn flush_bin(&mut self, f: u32, next: u64) {
+    /// Writes flow `f`'s open rate bin to the samples and closes it for good (the flow ended,
+    /// or the run did).
+    pub(super) fn close_rate_bin(&mut self, f: u32) {
         let bin_ns = self.scenario.output.rate_bin_ns.max(1);
-        let fl = &mut self.flows[f as usize];
-        if fl.bin_bytes > 0 || next != u64::MAX {
-            if fl.bin_bytes > 0 {
-                self.rates.push(RateSample {
-                    flow: f,
-                    time_ns: fl.bin * bin_ns,
-                    wire_bytes: fl.bin_bytes,
-                });
-            }
-            if next != u64::MAX && fl.bin_bytes > 0 {
-                for b in fl.bin + 1..next.min(fl.bin + 1000) {
-                    self.rates.push(RateSample {
-                        flow: f,
-                        time_ns: b * bin_ns,
-                        wire_bytes: 0,
-                    });
-                }
-            }
-        }
-        fl.bin = next;
-        fl.bin_bytes = 0;
+        self.flows[f as usize]
+            .rate
+            .flush(f, u64::MAX, bin_ns, &mut self.rates);
     }
 
     pub(super) fn on_sample(&mut self) {

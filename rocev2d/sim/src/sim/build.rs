@@ -6,9 +6,10 @@
 //!
 //! Deviations: none.
 
+use super::accounting::RateBin;
 use super::pool::PacketPool;
 use super::{Flow, RunStats, Sim};
-use crate::dist::{self};
+use crate::dist;
 use crate::event::{Event, EventQueue, PortId};
 use crate::host::{Host, HostMemory, MR_BASE, host_ip};
 use crate::link::Port;
@@ -215,8 +216,7 @@ impl Sim {
                 cfq_packets: 0,
                 mp_tx: None,
                 mp_rx: None,
-                bin: 0,
-                bin_bytes: 0,
+                rate: RateBin::default(),
             })
             .collect();
 

@@ -8,8 +8,9 @@
 //! Deviations: one flow is one WRITE stream from source to destination; no SENDs or READs.
 
 use super::Sim;
+use super::accounting::RateBin;
 use super::build::host_line_rate;
-use crate::dist::{self};
+use crate::dist;
 use crate::event::Event;
 use crate::host::{HostCc, host_ip};
 use crate::workload::FlowSpec;
@@ -65,8 +66,8 @@ pub struct Flow {
     /// MP-RDMA state of the receiving QP (per-VP counters, out-of-order histogram), read at
     /// teardown.
     pub mp_rx: Option<MpSnapshot>,
-    pub(super) bin: u64,
-    pub(super) bin_bytes: u64,
+    /// The open bin of the flow's rate trace.
+    pub(super) rate: RateBin,
 }
 
 pub(super) fn qp_key(host: u32, qpn: Qpn) -> u64 {
@@ -280,7 +281,7 @@ impl Sim {
             let _ = ep.destroy_qp(q);
             self.qp_flow.remove(&qp_key(d, q));
         }
-        self.flush_bin(f, u64::MAX);
+        self.close_rate_bin(f);
     }
 
     /// The congestion controller of `flow`'s sending QP at the current time (rate, α, N, …).

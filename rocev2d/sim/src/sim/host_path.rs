@@ -115,11 +115,13 @@ impl Sim {
             if prio == PRIO_DATA && f.spec.src == h {
                 let bin_ns = self.scenario.output.rate_bin_ns.max(1);
                 if (flow as usize) < self.scenario.output.trace_flows as usize {
-                    let b = self.now / bin_ns;
-                    if b != f.bin {
-                        self.flush_bin(flow, b);
-                    }
-                    self.flows[flow as usize].bin_bytes += wire_bytes(len) as u64;
+                    f.rate.add(
+                        flow,
+                        self.now,
+                        wire_bytes(len) as u64,
+                        bin_ns,
+                        &mut self.rates,
+                    );
                 }
             }
         }

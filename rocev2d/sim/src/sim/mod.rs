@@ -177,7 +177,7 @@ impl Sim {
     /// Flushes rate bins; call once after the last run.
     pub fn finish(&mut self) {
         for f in 0..self.flows.len() {
-            self.flush_bin(f as u32, u64::MAX);
+            self.close_rate_bin(f as u32);
         }
     }
 
