@@ -6,7 +6,6 @@
 //!
 //! Deviations: none.
 
-use super::accounting::RateBin;
 use super::pool::PacketPool;
 use super::{Flow, RunStats, Sim};
 use crate::dist;
@@ -194,29 +193,9 @@ impl Sim {
         let flows = specs
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| Flow {
-                spec,
-                sport: 49152 + (dist::mix64(scenario.seed ^ (i as u64) << 8) % 16384) as u16,
-                qp_src: None,
-                qp_dst: None,
-                posted: 0,
-                wrs_out: 0,
-                acked: 0,
-                finish_ns: None,
-                failed: None,
-                sent_bytes: 0,
-                delivered_bytes: 0,
-                dropped_bytes: 0,
-                ce_received: 0,
-                retransmits: 0,
-                timeouts: 0,
-                rx_out_of_sequence: 0,
-                rx_naks_sent: 0,
-                deflected: 0,
-                cfq_packets: 0,
-                mp_tx: None,
-                mp_rx: None,
-                rate: RateBin::default(),
+            .map(|(i, spec)| {
+                let sport = 49152 + (dist::mix64(scenario.seed ^ (i as u64) << 8) % 16384) as u16;
+                Flow::new(spec, sport)
             })
             .collect();
 

@@ -33,8 +33,8 @@ pub struct Flow {
     pub sport: u16,
     pub(super) qp_src: Option<Qpn>,
     pub(super) qp_dst: Option<Qpn>,
-    pub(super) posted: u64,
-    pub(super) wrs_out: u32,
+    posted: u64,
+    wrs_out: u32,
     /// Bytes whose WRITE completed at the sender.
     pub acked: u64,
     /// When the last byte was acknowledged.
@@ -70,6 +70,37 @@ pub struct Flow {
     pub(super) rate: RateBin,
 }
 
+impl Flow {
+    /// A flow not started yet, whose data leaves from UDP source port `sport`.
+    pub(super) fn new(spec: FlowSpec, sport: u16) -> Flow {
+        Flow {
+            spec,
+            sport,
+            qp_src: None,
+            qp_dst: None,
+            posted: 0,
+            wrs_out: 0,
+            acked: 0,
+            finish_ns: None,
+            failed: None,
+            sent_bytes: 0,
+            delivered_bytes: 0,
+            dropped_bytes: 0,
+            ce_received: 0,
+            retransmits: 0,
+            timeouts: 0,
+            rx_out_of_sequence: 0,
+            rx_naks_sent: 0,
+            deflected: 0,
+            cfq_packets: 0,
+            mp_tx: None,
+            mp_rx: None,
+            rate: RateBin::default(),
+        }
+    }
+}
+
+/// The key of QP `qpn` on host `host` in [`Sim`]'s QP → flow map.
 pub(super) fn qp_key(host: u32, qpn: Qpn) -> u64 {
     (host as u64) << 32 | qpn.value() as u64
 }
