@@ -39,7 +39,7 @@ impl Sim {
         let s = &mut self.switches[sw as usize];
         // Buffer admission: shared pool, then (lossless, while this ingress is paused) headroom.
         // The control class is always admitted (reserved space, see switch_node.rs).
-        let in_headroom = if s.buffer_used + len <= s.buffer_bytes || prio == PRIO_CTRL as usize {
+        let in_headroom = if s.pool_fits(len) || prio == PRIO_CTRL as usize {
             false
         } else if s.pfc && self.ports[ingress as usize].pause_sent[prio] {
             let headroom = headroom_bytes(&self.scenario, &self.ports[ingress as usize]);
@@ -66,8 +66,7 @@ impl Sim {
         }
         let s = &mut self.switches[sw as usize];
         if !in_headroom {
-            s.buffer_used += len;
-            s.stats.max_buffer_bytes = s.stats.max_buffer_bytes.max(s.buffer_used);
+            s.pool_take(len);
         }
         let (pfc, xoff) = (s.pfc, s.xoff);
         {
@@ -161,7 +160,7 @@ impl Sim {
         let s = &mut self.switches[sw];
         s.stats.tx_bytes += len;
         if !in_headroom {
-            s.buffer_used -= len;
+            s.pool_release(len);
         }
         let (pfc, xon) = (s.pfc, s.xon);
         let ing = &mut self.ports[ingress as usize];
