@@ -2,8 +2,8 @@
 //! and SVG under one directory per experiment (docs/congestion.md lists what each reproduces).
 
 use anyhow::{Context, Result, bail};
+use rocev2_core::cc::CcScheme;
 use rocev2_sim::experiments::{DartIncast, Fairness, ManyFlows};
-use rocev2_sim::host::CcScheme;
 use rocev2_sim::plot;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -30,10 +30,6 @@ pub fn run(only: Option<&str>, out: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
-fn cc_name(cc: CcScheme) -> &'static str {
-    cc.core().map_or("mp_rdma", |c| c.name())
-}
-
 /// Seed 002 Fig. 4 / Fig. 6: N flows from 8 senders into one receiver.
 fn many_flows(dir: &Path, quick: bool) -> Result<()> {
     let ns: &[u32] = if quick { &[64] } else { &[64, 512, 2000] };
@@ -54,7 +50,7 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
                 let r = e.run();
                 println!(
                     "many_flows {} {gbps}G N={n}: queue {:.0} B (max {}), throughput {:.3}, Jain {:.3}",
-                    cc_name(cc),
+                    cc.name(),
                     r.queue_mean_bytes,
                     r.queue_max_tail_bytes,
                     r.throughput,
@@ -63,7 +59,7 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
                 writeln!(
                     summary,
                     "{},{gbps},{n},{:.0},{},{:.4},{:.4},{},{}",
-                    cc_name(cc),
+                    cc.name(),
                     r.queue_mean_bytes,
                     r.queue_max_tail_bytes,
                     r.throughput,
@@ -79,7 +75,7 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
                         s.time_ns, s.queue_bytes, s.rx_gbps, s.sent_gbps
                     )?;
                 }
-                let stem = format!("{}_{gbps}g_{n}", cc_name(cc));
+                let stem = format!("{}_{gbps}g_{n}", cc.name());
                 std::fs::write(dir.join(format!("{stem}.csv")), csv)?;
                 let ms = |t: u64| t as f64 / 1e6;
                 queues.push((
@@ -97,10 +93,10 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
                         .collect(),
                 ));
             }
-            let stem = format!("{}_{gbps}g", cc_name(cc));
+            let stem = format!("{}_{gbps}g", cc.name());
             plot::series(
                 &dir.join(format!("{stem}_queue.svg")),
-                &format!("{} at {gbps} Gbit/s: bottleneck queue", cc_name(cc)),
+                &format!("{} at {gbps} Gbit/s: bottleneck queue", cc.name()),
                 "time (ms)",
                 "queue (KB)",
                 &queues,
@@ -108,7 +104,7 @@ fn many_flows(dir: &Path, quick: bool) -> Result<()> {
             )?;
             plot::series(
                 &dir.join(format!("{stem}_throughput.svg")),
-                &format!("{} at {gbps} Gbit/s: total sending rate", cc_name(cc)),
+                &format!("{} at {gbps} Gbit/s: total sending rate", cc.name()),
                 "time (ms)",
                 "Gbit/s",
                 &thr,
@@ -131,14 +127,14 @@ fn dart_incast(dir: &Path, quick: bool) -> Result<()> {
             let r = DartIncast::paper(cc, gbps, rounds).run();
             println!(
                 "dart_incast {} {gbps}G: short FCT p50 {} ns, p99 {} ns",
-                cc_name(cc),
+                cc.name(),
                 r.p50_ns,
                 r.p99_ns
             );
             writeln!(
                 summary,
                 "{},{gbps},{},{},{},{},{:.4},{:.3}",
-                cc_name(cc),
+                cc.name(),
                 r.fcts_ns.len(),
                 r.p50_ns,
                 r.p99_ns,
@@ -150,10 +146,10 @@ fn dart_incast(dir: &Path, quick: bool) -> Result<()> {
             for f in &r.fcts_ns {
                 writeln!(csv, "{f}")?;
             }
-            std::fs::write(dir.join(format!("{}_{gbps}g_fct.csv", cc_name(cc))), csv)?;
+            std::fs::write(dir.join(format!("{}_{gbps}g_fct.csv", cc.name())), csv)?;
             let n = r.fcts_ns.len().max(1) as f64;
             cdfs.push((
-                cc_name(cc).to_string(),
+                cc.name().to_string(),
                 r.fcts_ns
                     .iter()
                     .enumerate()
@@ -187,7 +183,7 @@ fn fairness(dir: &Path, quick: bool) -> Result<()> {
             let r = Fairness::paper(cc, gbps, from, to).run();
             println!(
                 "fairness {} {gbps}G: Jain {:.4}, {:.2} Gbit/s",
-                cc_name(cc),
+                cc.name(),
                 r.jain,
                 r.total_gbps
             );
@@ -195,7 +191,7 @@ fn fairness(dir: &Path, quick: bool) -> Result<()> {
             writeln!(
                 summary,
                 "{},{gbps},{:.4},{:.3},{}",
-                cc_name(cc),
+                cc.name(),
                 r.jain,
                 r.total_gbps,
                 flows.join(" ")

@@ -12,11 +12,11 @@
 
 use crate::Sim;
 use crate::dist;
-use crate::host::CcScheme;
 use crate::scenario::{OutputSpec, SamplePorts, Scenario};
-use crate::switch::{MarkAt, PfcSpec, RedSpec, SwitchSpec};
+use crate::switch_node::{MarkAt, PfcSpec, RedSpec, SwitchSpec};
 use crate::topology::TopologySpec;
 use crate::workload::WorkloadSpec;
+use rocev2_core::cc::CcScheme;
 
 /// An endless flow.
 const LONG: u64 = 1 << 40;
@@ -88,7 +88,7 @@ impl ManyFlows {
             .collect();
         flows.sort_by_key(|f| f.3);
         let mut host = crate::host::HostSpec {
-            cc: self.cc,
+            cc: self.cc.into(),
             mtu: 1024,
             ..Default::default()
         };
@@ -307,7 +307,7 @@ impl DartIncast {
     pub fn scenario(&self) -> Scenario {
         let receiver = self.degree + self.long_flows;
         let host = crate::host::HostSpec {
-            cc: self.cc,
+            cc: self.cc.into(),
             mtu: 1024,
             ack_req_every: 4,
             ..Default::default()

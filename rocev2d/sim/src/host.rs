@@ -1,13 +1,13 @@
 //! Hosts: the real `rocev2_core::Endpoint` behind a modelled NIC.
 //!
 //! The NIC has one port. When the port is free it takes the next frame: first any queued
-//! ACK/NAK/atomic ACK/CNP (opcodes 0x11, 0x12, 0x81, seed 000 §VI-A: high priority for ACKs),
-//! then data. Frames are pulled from the engine with `poll_transmit` only when the port can send,
-//! so the engine's own scheduling (round robin over QPs, and per-QP pacing once congestion
-//! control lands) decides the order of data; a pull that yields a control frame queues it and
-//! pulls again, so a control frame waits at most for one data frame already on the wire. The
-//! engine's deadlines (`poll_timeout`: retransmission, RNR and pacer timers) become `HostWake`
-//! events.
+//! ACK/NAK, atomic ACK or CNP (the RC Acknowledge and ATOMIC Acknowledge opcodes and the CNP's;
+//! seed 000 §VI-A: high priority for ACKs), then data. Frames are pulled from the engine with
+//! `poll_transmit` only when the port can send, so the engine's own scheduling (round robin over
+//! QPs, and per-QP pacing once congestion control lands) decides the order of data; a pull that
+//! yields a control frame queues it and pulls again, so a control frame waits at most for one
+//! data frame already on the wire. The engine's deadlines (`poll_timeout`: retransmission, RNR
+//! and pacer timers) become `HostWake` events. The NIC itself lives in `sim/host_path.rs`.
 //!
 //! Memory: `NullMemory` for runs at scale (payload bytes are zeros and vanish), `VecMemory` when a
 //! test checks the data (one region per host, `verify_mr_bytes` long).
@@ -17,12 +17,14 @@
 //! no per-priority engine pull).
 
 use rocev2_core::Endpoint;
-use rocev2_core::cc::{CcConfig, ReceiverCc};
+use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
 use rocev2_core::qp::{CqId, ExtCaps, IofdTokens};
 use rocev2_core::time::Rate;
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, Expected, Unexpected};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
 
 /// `[host]`: QP and NIC settings of every host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,8 +52,8 @@ pub struct HostSpec {
     /// 0 = `NullMemory`.
     pub verify_mr_bytes: u32,
     /// Congestion control of every QP, and the matching receiver side (docs/congestion.md).
-    pub cc: CcScheme,
-    /// MP-RDMA parameters, used when `cc` is [`CcScheme::MpRdma`].
+    pub cc: HostCc,
+    /// MP-RDMA parameters, used when `cc` is [`HostCc::MpRdma`].
     pub mp: MpSpec,
     /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
     /// updates memory only after all earlier ones, as a "data, then flag" pair.
@@ -119,61 +121,102 @@ impl MpSpec {
     }
 }
 
-/// The congestion control scheme hosts run: the same controllers as the daemon
-/// (`rocev2_core::cc`), at each host's line rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CcScheme {
-    /// No congestion control: unpaced, as the engine does without a controller.
-    #[default]
-    None,
-    /// DCQCN with the paper's parameters (seed 002 Table I).
-    Dcqcn,
-    /// DCQCN with the Mellanox CX4 defaults (seed 002 Table I).
-    DcqcnCx4,
-    /// DCQCN+ (seed 002 §IV-B) with its notification point and τ in CNPs.
-    DcqcnPlus,
-    /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
-    Dart,
+/// The congestion control every host runs: one of the core's rate-based schemes (the same
+/// controllers and receivers as the daemon's, at each host's line rate), or MP-RDMA, whose
+/// multipath QP window is its congestion control. A scenario names it as a string: the core's
+/// [`CcScheme::NAMES`] or `mp_rdma`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostCc {
+    /// A rate-based scheme of `rocev2_core::cc` (`none`: unpaced, as the engine without a
+    /// controller).
+    Rate(CcScheme),
     /// MP-RDMA (seed 001 §3): multipath QPs whose window is their congestion control.
     MpRdma,
 }
 
-impl CcScheme {
-    /// The same rate-control scheme in the core, which builds controllers and receivers for
-    /// the daemon too; `None` for MP-RDMA, whose window lives in the multipath QP itself.
-    pub fn core(self) -> Option<rocev2_core::cc::CcScheme> {
-        use rocev2_core::cc::CcScheme as C;
-        Some(match self {
-            CcScheme::None => C::None,
-            CcScheme::Dcqcn => C::Dcqcn,
-            CcScheme::DcqcnCx4 => C::DcqcnCx4,
-            CcScheme::DcqcnPlus => C::DcqcnPlus,
-            CcScheme::Dart => C::Dart,
-            CcScheme::MpRdma => return None,
-        })
+impl HostCc {
+    /// MP-RDMA's name in scenarios.
+    pub const MP_RDMA: &'static str = "mp_rdma";
+
+    /// The name a scenario gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostCc::Rate(c) => c.name(),
+            HostCc::MpRdma => Self::MP_RDMA,
+        }
+    }
+
+    /// The scheme called `name`, if any.
+    pub fn from_name(name: &str) -> Option<HostCc> {
+        if name == Self::MP_RDMA {
+            return Some(HostCc::MpRdma);
+        }
+        CcScheme::from_name(name).map(HostCc::Rate)
     }
 
     /// The sender controller of a QP on a host of `line` rate and path MTU `mtu`.
     pub fn qp_config(self, line: Rate, mtu: u32) -> Option<CcConfig> {
-        self.core().and_then(|c| c.qp_config(line, mtu))
+        match self {
+            HostCc::Rate(c) => c.qp_config(line, mtu),
+            HostCc::MpRdma => None,
+        }
     }
 
     /// The receiver side of a host.
     pub fn receiver(self, line: Rate, mtu: u32) -> ReceiverCc {
-        self.core()
-            .map_or_else(ReceiverCc::default, |c| c.receiver(line, mtu))
+        match self {
+            HostCc::Rate(c) => c.receiver(line, mtu),
+            HostCc::MpRdma => ReceiverCc::default(),
+        }
     }
 
     /// The REXT fields both ends of a connection announce.
     pub fn peer_ext(self) -> ExtCaps {
-        match self.core() {
-            Some(c) => c.peer_ext(),
-            None => ExtCaps {
+        match self {
+            HostCc::Rate(c) => c.peer_ext(),
+            HostCc::MpRdma => ExtCaps {
                 multipath: true,
                 ..ExtCaps::default()
             },
         }
+    }
+}
+
+impl Default for HostCc {
+    /// No congestion control.
+    fn default() -> HostCc {
+        HostCc::Rate(CcScheme::None)
+    }
+}
+
+impl From<CcScheme> for HostCc {
+    fn from(c: CcScheme) -> HostCc {
+        HostCc::Rate(c)
+    }
+}
+
+impl Serialize for HostCc {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for HostCc {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HostCc, D::Error> {
+        /// What a scenario may write, for the error message.
+        struct Names;
+        impl Expected for Names {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "one of ")?;
+                for n in CcScheme::NAMES {
+                    write!(f, "`{n}`, ")?;
+                }
+                write!(f, "`{}`", HostCc::MP_RDMA)
+            }
+        }
+        let name = String::deserialize(d)?;
+        HostCc::from_name(&name)
+            .ok_or_else(|| D::Error::invalid_value(Unexpected::Str(&name), &Names))
     }
 }
 
@@ -193,7 +236,7 @@ impl Default for HostSpec {
             dscp: 26,
             ect: true,
             verify_mr_bytes: 0,
-            cc: CcScheme::None,
+            cc: HostCc::Rate(CcScheme::None),
             mp: MpSpec::default(),
             synchronise_last_wr: false,
             iofd: None,
@@ -274,5 +317,30 @@ mod tests {
             assert_eq!(ip_host(host_ip(h)), h);
         }
         assert_eq!(host_ip(0), [10, 0, 0, 1]);
+    }
+
+    /// `[host] cc` takes the names it always took: the core's schemes and `mp_rdma`.
+    #[test]
+    fn host_cc_parses_every_scheme_name() {
+        let parse = |v: &str| toml::from_str::<HostSpec>(&format!("cc = \"{v}\"")).map(|h| h.cc);
+        let want = [
+            ("none", HostCc::Rate(CcScheme::None)),
+            ("dcqcn", HostCc::Rate(CcScheme::Dcqcn)),
+            ("dcqcn_cx4", HostCc::Rate(CcScheme::DcqcnCx4)),
+            ("dcqcn_plus", HostCc::Rate(CcScheme::DcqcnPlus)),
+            ("dart", HostCc::Rate(CcScheme::Dart)),
+            ("mp_rdma", HostCc::MpRdma),
+        ];
+        for (name, cc) in want {
+            assert_eq!(parse(name).unwrap(), cc, "{name}");
+            assert_eq!(cc.name(), name);
+        }
+        for bad in ["timely", "MpRdma", "Dcqcn", ""] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("mp_rdma"), "{bad}: {e}");
+        }
+        assert_eq!(HostSpec::default().cc, HostCc::Rate(CcScheme::None));
+        let text = toml::to_string(&HostSpec::default()).unwrap();
+        assert!(text.contains("cc = \"none\""), "{text}");
     }
 }

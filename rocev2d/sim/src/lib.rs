@@ -17,12 +17,13 @@
 //!
 //! * [`topology`]: star, dumbbell, leaf-spine, 3-tier Clos / fat-tree;
 //! * [`routing`]: shortest paths, ECMP on the 5-tuple;
-//! * [`link`]: ports, serialisation, priorities;
-//! * [`switch`]: shared buffer, RED/ECN, PFC, IOFD deflection and DVL isolation (all three
-//!   decisions from `rocev2-ebpf-common`);
-//! * [`host`]: the NIC model around the engine;
+//! * [`link`]: ports, serialisation, priorities, their queue and PFC bookkeeping;
+//! * [`switch_node`]: the switch model and its settings: shared buffer, RED/ECN, PFC, IOFD
+//!   deflection and DVL isolation (all three decisions from `rocev2-ebpf-common`);
+//! * [`host`]: the NIC model and host settings (`[host]`, the congestion control [`host::HostCc`]);
 //! * [`workload`]: flows (one RC QP pair per flow);
-//! * [`sim`]: the event loop and accounting; [`output`] and [`plot`]: CSV and SVG;
+//! * [`sim`]: the model itself, a folder by job: build, event loop, packet pool, switch path,
+//!   IOFD/DVL, PFC, host NIC, flows, accounting; [`output`] and [`plot`]: CSV and SVG;
 //! * [`experiments`]: the papers' congestion-control experiments (`rocev2-sim experiments`).
 //!
 //! `docs/model.md` says what is modelled, what is not, and how to run scenarios.
@@ -38,7 +39,7 @@ pub mod plot;
 pub mod routing;
 pub mod scenario;
 pub mod sim;
-pub mod switch;
+pub mod switch_node;
 pub mod topology;
 pub mod workload;
 

@@ -132,7 +132,7 @@ pub struct Port {
     /// Loss probability of packets arriving on this port, Q32 (0 = none).
     pub loss_q32: u64,
     /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
-    pub policy: Option<crate::switch::SwitchPolicy>,
+    pub policy: Option<crate::switch_node::SwitchPolicy>,
     /// IOFD on this egress port, and its deflected-flow table (one per port, as the eBPF
     /// program's).
     pub iofd: Option<(IofdConfig, ArrayDft)>,
@@ -184,6 +184,69 @@ impl Port {
             pause_sent: [false; NPRIO],
             stats: PortStats::default(),
         }
+    }
+
+    /// Time a control frame sent from this port (PFC, a DVL notification) takes to reach the
+    /// peer: the propagation delay plus a minimum frame's serialisation, not queued behind the
+    /// frame in progress.
+    pub fn control_delay_ns(&self) -> u64 {
+        self.link.delay_ns
+            + self
+                .link
+                .rate
+                .transmit_time(wire_bytes(60) as u64)
+                .as_nanos()
+    }
+
+    /// A PFC frame for `prio` reached this egress at `now`: pauses or resumes it and keeps the
+    /// pause counters. Returns whether the port as a whole (any priority) changed between
+    /// running and paused.
+    pub fn pfc_received(&mut self, prio: usize, pause: bool, now: u64) -> bool {
+        let was_paused = self.paused.iter().any(|&p| p);
+        self.paused[prio] = pause;
+        let is_paused = self.paused.iter().any(|&p| p);
+        if pause {
+            self.stats.pause_received += 1;
+        }
+        if !was_paused && is_paused {
+            self.paused_since = now;
+        } else if was_paused && !is_paused {
+            self.stats.paused_ns += now - self.paused_since;
+        }
+        was_paused != is_paused
+    }
+
+    /// This ingress sends PAUSE (or RESUME) for `prio` upstream.
+    pub fn pfc_sent(&mut self, prio: usize, pause: bool) {
+        self.pause_sent[prio] = pause;
+        if pause {
+            self.stats.pause_sent += 1;
+        } else {
+            self.stats.resume_sent += 1;
+        }
+    }
+
+    /// `len` bytes entered the node through this ingress in `prio`, held in its PFC headroom
+    /// or the shared pool.
+    pub fn ingress_add(&mut self, prio: usize, len: u64, in_headroom: bool) {
+        self.ingress_bytes[prio] += len;
+        if in_headroom {
+            self.headroom_bytes[prio] += len;
+        }
+    }
+
+    /// Those bytes left the node.
+    pub fn ingress_remove(&mut self, prio: usize, len: u64, in_headroom: bool) {
+        self.ingress_bytes[prio] -= len;
+        if in_headroom {
+            self.headroom_bytes[prio] -= len;
+        }
+    }
+
+    /// Queues packet `pkt` of `len` bytes for sending in `prio`.
+    pub fn enqueue(&mut self, prio: usize, pkt: PktId, len: u64) {
+        self.queues[prio].push_back(pkt);
+        self.queue_bytes[prio] += len;
     }
 
     /// Bytes queued over all priorities.

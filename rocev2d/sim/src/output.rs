@@ -18,7 +18,7 @@
 
 use crate::link::PortStats;
 use crate::sim::{PortSample, RateSample, RunStats, Sim};
-use crate::switch::SwitchStats;
+use crate::switch_node::SwitchStats;
 use crate::topology::NodeKind;
 use std::fmt::Write as _;
 use std::io;

@@ -11,7 +11,7 @@
 //! polarisation).
 //!
 //! Deviations: the hash is a 64-bit integer mixer rather than a switch ASIC's CRC; routes are
-//! static (no failures, no adaptive routing; IOFD deflection, `switch.rs`, picks among the same
+//! static (no failures, no adaptive routing; IOFD deflection, `switch_node.rs`, picks among the same
 //! equal-cost sets).
 
 use crate::dist::mix64;

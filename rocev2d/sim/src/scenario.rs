@@ -24,7 +24,7 @@
 //! workload) and plots p50/p99 FCT against load.
 
 use crate::host::HostSpec;
-use crate::switch::SwitchSpec;
+use crate::switch_node::SwitchSpec;
 use crate::topology::TopologySpec;
 use crate::workload::WorkloadSpec;
 use serde::{Deserialize, Serialize};

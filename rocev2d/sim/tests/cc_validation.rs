@@ -8,9 +8,9 @@
 
 mod common;
 
+use rocev2_core::cc::CcScheme;
 use rocev2_sim::Sim;
 use rocev2_sim::experiments::{DartIncast, Fairness, ManyFlows, jain};
-use rocev2_sim::host::CcScheme;
 use rocev2_sim::workload::WorkloadSpec;
 
 const LONG: u64 = 1 << 30;
@@ -25,7 +25,7 @@ fn joiner(cc: CcScheme, line: f64, join_ns: u64) -> Sim {
         }],
         1_000_000,
     );
-    s.host.cc = cc;
+    s.host.cc = cc.into();
     s.host.mtu = 1024;
     s.host.ack_req_every = 4;
     Sim::new(&s).unwrap()
@@ -103,7 +103,7 @@ fn dart_eight_long_flows_share_one_bottleneck_fairly() {
         vec![WorkloadSpec::Flows { flows }],
         1_000_000,
     );
-    s.host.cc = CcScheme::Dart;
+    s.host.cc = CcScheme::Dart.into();
     s.host.ack_req_every = 4;
     let mut sim = Sim::new(&s).unwrap();
     sim.run_until(100_000);

@@ -2,6 +2,8 @@
 
 mod common;
 
+use rocev2_core::cc::CcScheme;
+use rocev2_sim::host::HostCc;
 use rocev2_sim::workload::{LoadReference, SizeDist, WorkloadSpec};
 use rocev2_sim::{Report, Scenario, Sim};
 
@@ -28,21 +30,21 @@ fn scenario(seed: u64, iofd_dvl: bool) -> Scenario {
     );
     s.seed = seed;
     s.switch.buffer_bytes = 60_000;
-    s.switch.red = Some(rocev2_sim::switch::RedSpec {
+    s.switch.red = Some(rocev2_sim::switch_node::RedSpec {
         kmin_bytes: 5_000,
         kmax_bytes: 20_000,
         pmax_percent: 20.0,
         drop_non_ect: false,
-        mark_at: rocev2_sim::switch::MarkAt::Enqueue,
+        mark_at: rocev2_sim::switch_node::MarkAt::Enqueue,
     });
     s.host.timeout = 4;
     s.output.sample_interval_ns = 5_000;
     if iofd_dvl {
-        s.switch.iofd = Some(rocev2_sim::switch::IofdSpec {
+        s.switch.iofd = Some(rocev2_sim::switch_node::IofdSpec {
             threshold_bytes: 3_000,
             max_message_bytes: 30_000,
         });
-        s.switch.dvl = Some(rocev2_sim::switch::DvlSpec {
+        s.switch.dvl = Some(rocev2_sim::switch_node::DvlSpec {
             threshold_bytes: 10_000,
             hold_ns: 20_000,
         });
@@ -56,14 +58,16 @@ fn scenario(seed: u64, iofd_dvl: bool) -> Scenario {
 
 /// Every output file's bytes, concatenated.
 fn trace(seed: u64, iofd_dvl: bool) -> (Vec<u8>, Report) {
-    let mut sim = Sim::new(&scenario(seed, iofd_dvl)).unwrap();
+    trace_of(&scenario(seed, iofd_dvl), &format!("{seed}-{iofd_dvl}"))
+}
+
+/// Every output file's bytes of a run of `s`, concatenated (`tag` names its temporary folder).
+fn trace_of(s: &Scenario, tag: &str) -> (Vec<u8>, Report) {
+    let mut sim = Sim::new(s).unwrap();
     sim.run();
     sim.finish();
     let r = Report::from_sim(&sim);
-    let dir = std::env::temp_dir().join(format!(
-        "rocev2-sim-det-{}-{seed}-{iofd_dvl}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("rocev2-sim-det-{}-{tag}", std::process::id()));
     let files = r.write_csv(&dir).unwrap();
     let mut all = Vec::new();
     for f in files {
@@ -99,4 +103,54 @@ fn iofd_and_dvl_runs_are_deterministic_too() {
     assert!(ra.ports.iter().map(|p| p.stats.dvl_congested).sum::<u64>() > 0);
     assert_eq!(a, b, "same seed, same bytes");
     assert_ne!(a, plain, "IOFD and DVL changed nothing");
+}
+
+/// FNV-1a (64-bit) of `bytes`: a fingerprint of a whole trace for [`traces_match_pinned_hashes`].
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The traces of seed 11, with and without IOFD and DVL, as measured before issue 22's
+/// refactoring of the model: a change that moves code must not move a single output byte.
+/// A deliberate change of behaviour updates these constants and says why in its commit.
+///
+/// Two more runs of the same workload cover the paths those two leave out: lossless PFC with
+/// DCQCN, dequeue marking, fabric loss and every port sampled; and MP-RDMA over real memory.
+#[test]
+fn traces_match_pinned_hashes() {
+    let (plain, _) = trace(11, false);
+    let (both, _) = trace(11, true);
+    let mut s = scenario(11, false);
+    s.switch.pfc.enabled = true;
+    if let Some(r) = &mut s.switch.red {
+        r.mark_at = rocev2_sim::switch_node::MarkAt::Dequeue;
+    }
+    s.host.cc = CcScheme::Dcqcn.into();
+    s.faults = Some(rocev2_sim::scenario::FaultSpec {
+        loss: 0.001,
+        scope: rocev2_sim::scenario::LossScope::Fabric,
+    });
+    s.output.sample_ports = rocev2_sim::scenario::SamplePorts::All;
+    let (pfc, rp) = trace_of(&s, "pfc");
+    let mut s = scenario(11, false);
+    s.host.cc = HostCc::MpRdma;
+    s.host.verify_mr_bytes = 32_768;
+    let (mp, rm) = trace_of(&s, "mp");
+    // The extra runs exercise what they are for.
+    assert!(rp.ports.iter().map(|p| p.stats.pause_sent).sum::<u64>() > 0);
+    assert!(rp.ports.iter().map(|p| p.stats.lost).sum::<u64>() > 0);
+    assert!(rm.fcts(|_| true).len() > 10);
+    let got = [&plain, &both, &pfc, &mp].map(|t| (t.len(), fnv1a(t)));
+    eprintln!("{got:x?}");
+    assert_eq!(
+        got,
+        [
+            (30544, 0x4193_1607_2b03_cfd4),
+            (30186, 0xb0ed_3dad_3cd4_0f9f),
+            (38299, 0x1a90_cd37_7a03_c208),
+            (51803, 0xa316_3e00_99eb_9c0e),
+        ]
+    );
 }

@@ -8,7 +8,7 @@ mod common;
 use rocev2_core::time::Rate;
 use rocev2_sim::Sim;
 use rocev2_sim::scenario::Scenario;
-use rocev2_sim::switch::{DvlSpec, PfcSpec};
+use rocev2_sim::switch_node::{DvlSpec, PfcSpec};
 use rocev2_sim::workload::WorkloadSpec;
 
 /// Hosts 0, 1 on the left switch (node 4), 2, 3 on the right one (node 5).

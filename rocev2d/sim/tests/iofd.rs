@@ -4,10 +4,11 @@
 
 mod common;
 
+use rocev2_core::cc::CcScheme;
 use rocev2_core::time::Rate;
 use rocev2_sim::Sim;
-use rocev2_sim::host::{CcScheme, IofdHostSpec};
-use rocev2_sim::switch::IofdSpec;
+use rocev2_sim::host::IofdHostSpec;
+use rocev2_sim::switch_node::IofdSpec;
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 
@@ -44,7 +45,7 @@ fn run(iofd: bool) -> Run {
         vec![WorkloadSpec::Flows { flows }],
         1_300_000,
     );
-    s.host.cc = CcScheme::Dcqcn;
+    s.host.cc = CcScheme::Dcqcn.into();
     // Every sender puts 4 tokens on messages up to 8 KiB (the paper's set-up); the long flows'
     // 64 KiB WRITEs carry none.
     s.host.wr_bytes = 65536;

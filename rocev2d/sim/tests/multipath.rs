@@ -11,12 +11,13 @@
 
 mod common;
 
+use rocev2_core::cc::CcScheme;
 use rocev2_core::time::Rate;
 use rocev2_sim::Sim;
-use rocev2_sim::host::CcScheme;
+use rocev2_sim::host::HostCc;
 use rocev2_sim::output::Report;
 use rocev2_sim::scenario::Scenario;
-use rocev2_sim::switch::{MarkAt, RedSpec, SwitchPolicy};
+use rocev2_sim::switch_node::{MarkAt, RedSpec, SwitchPolicy};
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 
@@ -42,7 +43,7 @@ fn leaf_spine(hosts_per_leaf: u32, uplink_gbps: f64) -> TopologySpec {
 fn scenario(
     topo: TopologySpec,
     flows: Vec<(u32, u32, u64, u64)>,
-    cc: CcScheme,
+    cc: HostCc,
     seed: u64,
 ) -> Scenario {
     let mut s = common::scenario(topo, vec![WorkloadSpec::Flows { flows }], 50_000_000);
@@ -108,7 +109,7 @@ fn mp_permutation_beats_ecmp_dcqcn() {
             let mut sim = Sim::new(&s).unwrap();
             goodput(&mut sim, 100_000, 400_000).iter().sum::<f64>()
         };
-        let (mp, sp) = (run(CcScheme::MpRdma), run(CcScheme::Dcqcn));
+        let (mp, sp) = (run(HostCc::MpRdma), run(HostCc::Rate(CcScheme::Dcqcn)));
         eprintln!(
             "seed {seed}: MP-RDMA {mp:.1} Gbit/s, DCQCN {sp:.1} Gbit/s ({:.2}x)",
             mp / sp
@@ -144,13 +145,13 @@ fn uplink_used(sim: &mut Sim, h: u32) -> u32 {
 /// speed, the uplink its single-path (DCQCN) flow of this seed hashes to losing 1% of the data
 /// packets (at the spine's ingress, as the paper's iCAP rule). Returns the model and that
 /// spine.
-fn lossy_path_sim(cc: CcScheme, seed: u64) -> (Sim, u32) {
+fn lossy_path_sim(cc: HostCc, seed: u64) -> (Sim, u32) {
     let flows = vec![(0, 1, LONG, 0)];
     let topo = leaf_spine(1, GBPS);
     let mut probe = Sim::new(&scenario(
         topo.clone(),
         flows.clone(),
-        CcScheme::Dcqcn,
+        HostCc::Rate(CcScheme::Dcqcn),
         seed,
     ))
     .unwrap();
@@ -184,7 +185,7 @@ fn sender_counters(sim: &Sim) -> (u64, u64, u64) {
 fn mp_lossy_path_doubles_dcqcn() {
     let (from, to) = (100_000, 70_100_000);
     let ideal = GBPS * MP_PAYLOAD_SHARE;
-    let (mut mp, _) = lossy_path_sim(CcScheme::MpRdma, 1);
+    let (mut mp, _) = lossy_path_sim(HostCc::MpRdma, 1);
     let multipath = goodput(&mut mp, from, to)[0];
     let (retx, timeouts, naks) = sender_counters(&mp);
     eprintln!(
@@ -202,7 +203,7 @@ fn mp_lossy_path_doubles_dcqcn() {
         "MP-RDMA {multipath:.1} below 85% of {ideal:.1} Gbit/s"
     );
     for seed in 1..=3 {
-        let (mut sp, bad) = lossy_path_sim(CcScheme::Dcqcn, seed);
+        let (mut sp, bad) = lossy_path_sim(HostCc::Rate(CcScheme::Dcqcn), seed);
         let dcqcn = goodput(&mut sp, from, to)[0];
         let (retx, _, naks) = sender_counters(&sp);
         // The first timeout may still be pending at the window's end (the counter counts
@@ -238,7 +239,7 @@ fn mp_degraded_path_keeps_ood_within_bitmap() {
     let mut sim = Sim::new(&scenario(
         leaf_spine(h, GBPS),
         vec![(0, 1, LONG, 0)],
-        CcScheme::MpRdma,
+        HostCc::MpRdma,
         3,
     ))
     .unwrap();
@@ -297,7 +298,7 @@ fn mp_degraded_path_keeps_ood_within_bitmap() {
 fn marking_ratios(paths: [(u64, f64); 4]) -> (Vec<f64>, f64, f64) {
     let h = 10;
     let flows = (0..h).map(|i| (i, h + i, LONG, 0)).collect();
-    let mut s = scenario(leaf_spine(h, GBPS), flows, CcScheme::MpRdma, 5);
+    let mut s = scenario(leaf_spine(h, GBPS), flows, HostCc::MpRdma, 5);
     s.host.mp.iw = 16;
     // The fluid model of §3.2.1 is about the window alone: paths whose queues differ by more
     // than Δ packets of delay would otherwise be pruned by §3.3 before ECN balances them (at
@@ -387,7 +388,7 @@ fn mp_ecn_marking_ratios_balance_over_unequal_red_curves() {
 fn mp_eight_connections_share_one_bottleneck_fairly() {
     let flows = (0..8).map(|i| (i, 8 + i, LONG, 0)).collect();
     let topo = common::dumbbell(8, 8, GBPS, GBPS, 1000);
-    let mut s = scenario(topo, flows, CcScheme::MpRdma, 7);
+    let mut s = scenario(topo, flows, HostCc::MpRdma, 7);
     // §3.2.1: standard RED (P_max, K_min, K_max) = (0.8, 20, 200) keeps the queue steady.
     s.switch.red = Some(RedSpec {
         kmin_bytes: 20_000,
@@ -417,7 +418,7 @@ fn mp_failed_path_drained_and_transfer_completes() {
     let mut sim = Sim::new(&scenario(
         leaf_spine(h, GBPS),
         vec![(0, 1, size, 0)],
-        CcScheme::MpRdma,
+        HostCc::MpRdma,
         11,
     ))
     .unwrap();
@@ -466,7 +467,7 @@ fn mp_restored_path_found_again_by_probing() {
         let s = scenario(
             leaf_spine(h, 10.0),
             vec![(0, 1, LONG, 0)],
-            CcScheme::MpRdma,
+            HostCc::MpRdma,
             seed,
         );
         let mut sim = Sim::new(&s).unwrap();
@@ -530,7 +531,7 @@ fn mp_synchronised_flag_never_visible_before_data_in_model() {
         let mut s = scenario(
             leaf_spine(h, GBPS),
             vec![(0, 1, size, 0)],
-            CcScheme::MpRdma,
+            HostCc::MpRdma,
             seed,
         );
         s.host.wr_bytes = 64 << 10;
@@ -577,7 +578,7 @@ fn mp_same_seed_same_trace() {
         let mut s = scenario(
             leaf_spine(2, GBPS),
             vec![(0, 2, 2 << 20, 0), (1, 3, 2 << 20, 10_000)],
-            CcScheme::MpRdma,
+            HostCc::MpRdma,
             seed,
         );
         s.duration_ns = 400_000;

@@ -4,7 +4,7 @@
 mod common;
 
 use rocev2_sim::Sim;
-use rocev2_sim::switch::{MarkAt, RedSpec};
+use rocev2_sim::switch_node::{MarkAt, RedSpec};
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 

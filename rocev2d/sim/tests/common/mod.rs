@@ -4,7 +4,7 @@
 use rocev2_sim::Scenario;
 use rocev2_sim::host::HostSpec;
 use rocev2_sim::scenario::OutputSpec;
-use rocev2_sim::switch::SwitchSpec;
+use rocev2_sim::switch_node::SwitchSpec;
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
 

@@ -277,8 +277,20 @@ pub struct Switch {
     pub stats: SwitchStats,
 }
 
-/// Bytes held in a switch: shared pool plus headroom (for the conservation check).
-pub fn held_bytes(sw: &Switch, ports: &[crate::link::Port]) -> u64 {
-    let p = sw.first_port as usize..(sw.first_port + sw.ports) as usize;
-    ports[p].iter().map(|p| p.queued_bytes()).sum()
+impl Switch {
+    /// Whether `len` more bytes fit in the shared pool.
+    pub fn pool_fits(&self, len: u64) -> bool {
+        self.buffer_used + len <= self.buffer_bytes
+    }
+
+    /// Takes `len` bytes into the shared pool (the control class may go past its size).
+    pub fn pool_take(&mut self, len: u64) {
+        self.buffer_used += len;
+        self.stats.max_buffer_bytes = self.stats.max_buffer_bytes.max(self.buffer_used);
+    }
+
+    /// Returns `len` bytes to the shared pool.
+    pub fn pool_release(&mut self, len: u64) {
+        self.buffer_used -= len;
+    }
 }

@@ -1,0 +1,104 @@
+//! The packet store: every packet in the network is a slot of one vector, reused through a free
+//! list, so frame buffers are allocated once per slot rather than once per packet. A packet
+//! carries its frame bytes plus what the model read from them once at the sender (see
+//! `host_path.rs`), so switches never re-parse.
+//!
+//! Deviations: none.
+
+use crate::event::{PktId, PortId};
+use std::ops::{Index, IndexMut};
+
+/// "No flow": a packet the model could not attribute (never expected).
+pub const NO_FLOW: u32 = u32::MAX;
+
+/// A packet in the network.
+#[derive(Debug, Clone, Default)]
+pub struct Packet {
+    /// Frame bytes (reused between packets; `len` of them are valid).
+    pub buf: Vec<u8>,
+    /// Frame length without FCS.
+    pub len: u32,
+    /// Flow it belongs to, or [`NO_FLOW`].
+    pub flow: u32,
+    /// Destination host.
+    pub dst: u32,
+    /// 5-tuple hash.
+    pub hash: u64,
+    /// Priority.
+    pub prio: u8,
+    /// ECN-capable (ECT(0), ECT(1) or CE).
+    pub ect: bool,
+    /// Carries CE.
+    pub ce: bool,
+    /// Ingress port at the current switch.
+    pub ingress: PortId,
+    /// Priority (lane) it arrived in at the current switch, for that ingress's PFC counts.
+    pub ingress_prio: u8,
+    /// IPv4 source and destination.
+    pub src_ip: [u8; 4],
+    /// IPv4 destination.
+    pub dst_ip: [u8; 4],
+    /// UDP source port.
+    pub sport: u16,
+    /// BTH opcode byte, as the shared IOFD code takes it.
+    pub opcode: u8,
+    /// Where the BTH starts in `buf` (IOFD spends deflection tokens there).
+    pub bth_offset: u32,
+    /// BTH destination QP.
+    pub dest_qp: u32,
+    /// Its message's length, when the packet tells (RETH, or a single-packet message).
+    pub message_bytes: Option<u64>,
+    /// Held in that ingress's PFC headroom rather than the shared pool.
+    pub in_headroom: bool,
+    /// Has left its host NIC.
+    pub on_wire: bool,
+    /// Slot in use.
+    pub live: bool,
+}
+
+/// Every packet in the network, indexed by [`PktId`]; released slots are reused (with their
+/// buffers) before new ones are made.
+#[derive(Debug, Default)]
+pub(super) struct PacketPool {
+    slots: Vec<Packet>,
+    free: Vec<PktId>,
+}
+
+impl PacketPool {
+    /// A slot for a new packet.
+    pub(super) fn alloc(&mut self) -> PktId {
+        match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(Packet::default());
+                self.slots.len() as PktId - 1
+            }
+        }
+    }
+
+    /// Returns packet `id`'s slot to the pool (delivered, dropped, or never filled).
+    pub(super) fn release(&mut self, id: PktId) {
+        let p = &mut self.slots[id as usize];
+        p.live = false;
+        p.on_wire = false;
+        self.free.push(id);
+    }
+
+    /// The packets in use.
+    pub(super) fn live(&self) -> impl Iterator<Item = &Packet> {
+        self.slots.iter().filter(|p| p.live)
+    }
+}
+
+impl Index<PktId> for PacketPool {
+    type Output = Packet;
+    fn index(&self, id: PktId) -> &Packet {
+        &self.slots[id as usize]
+    }
+}
+
+impl IndexMut<PktId> for PacketPool {
+    fn index_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id as usize]
+    }
+}
