@@ -17,7 +17,7 @@ use crate::workload::FlowSpec;
 use rocev2_core::cq::{WcOpcode, WcStatus};
 use rocev2_core::mr::AccessFlags;
 use rocev2_core::qp::{
-    MpSnapshot, Path, QpAttr, QpConfig, QpCounters, QpState, SendOp, SendWr, Sge,
+    ConnectAttr, MpSnapshot, Path, QpAttr, QpConfig, QpCounters, QpState, SendOp, SendWr, Sge,
 };
 use rocev2_core::time::Instant;
 use rocev2_core::wire::Qpn;
@@ -180,31 +180,21 @@ impl Sim {
                 udp_src_port: port,
                 flow_label: 0,
             };
-            let rtr = QpAttr {
-                path: Some(path),
-                path_mtu: Some(self.mtu),
-                dest_qpn: Some(dest),
-                rq_psn: Some(rq_psn),
-                max_dest_rd_atomic: Some(1),
-                min_rnr_timer: Some(1),
-                peer_ext: Some(hs.cc.peer_ext()),
-                ..QpAttr::default()
-            };
-            let rts = QpAttr {
-                sq_psn: Some(sq_psn),
-                timeout: Some(hs.timeout),
-                retry_cnt: Some(hs.retry_cnt),
-                rnr_retry: Some(7),
-                max_rd_atomic: Some(1),
-                ..QpAttr::default()
+            let attr = ConnectAttr {
+                path,
+                mtu: self.mtu,
+                dest_qpn: dest,
+                rq_psn,
+                sq_psn,
+                rd_atomic: 1,
+                min_rnr_timer: 1,
+                timeout: hs.timeout,
+                retry_cnt: hs.retry_cnt,
+                rnr_retry: 7,
+                peer_ext: hs.cc.peer_ext(),
             };
             let host = &mut self.hosts[h as usize];
-            host.ep
-                .modify_qp(qpn, QpState::Rtr, &rtr, now, &mut host.mem)
-                .ok()?;
-            host.ep
-                .modify_qp(qpn, QpState::Rts, &rts, now, &mut host.mem)
-                .ok()?;
+            host.ep.connect_qp(qpn, &attr, now, &mut host.mem).ok()?;
         }
         Some((qpns[0], qpns[1]))
     }
