@@ -77,15 +77,11 @@ pub fn run_pair_args(
         .wait(timeout)
         .expect("client exits");
     let server = server.wait(timeout).expect("server exits");
-    for c in [&server, &client] {
-        assert!(
-            c.status.success(),
-            "{} failed ({}):\n{}\n{}",
-            c.cmd,
-            c.status,
-            c.stdout,
-            c.stderr
-        );
+    // Either side failing usually makes the other fail too (a closed exchange connection):
+    // show both, so the first cause is in the report.
+    if !(server.status.success() && client.status.success()) {
+        let show = |c: &Captured| format!("{} ({}):\n{}\n{}", c.cmd, c.status, c.stdout, c.stderr);
+        panic!("server {}\nclient {}", show(&server), show(&client));
     }
     (server, client)
 }
