@@ -180,6 +180,8 @@ struct Queue {
     id: u32,
     rx: RingRx,
     tx: RingTx,
+    /// Descriptors the tx ring holds (its size).
+    tx_slots: u32,
     fill: FillQueue,
     comp: CompletionQueue,
     /// Statistics only (`XDP_STATISTICS`); shares the socket.
@@ -270,6 +272,7 @@ impl Queue {
             id,
             rx,
             tx,
+            tx_slots: tx_n,
             fill,
             comp,
             dq_stats: user,
@@ -414,16 +417,30 @@ impl Queue {
 
     /// Queues as many frames of `batch` as the pool and the ring allow, kicks the kernel, and
     /// returns how many frames were consumed.
+    ///
+    /// A frame of several chunks may straddle two reservations of the ring: `xdpilone` refreshes
+    /// its view of the kernel's consumer only once its cached free count is zero, so a stale
+    /// remainder of one slot would otherwise refuse every two-chunk frame forever (an odd
+    /// number of one-chunk frames, an ACK or an ARP announcement among 4 KiB frames, was
+    /// enough). Room is therefore counted from the ring's shared indices, and a used-up
+    /// reservation is committed and renewed in the middle of a frame; the kernel reads the ring
+    /// only at the kick (copy mode) or takes whole packets only (zero-copy), so it never sees
+    /// half a frame.
     fn send(&mut self, batch: &mut TxBatch, st: &mut DatapathStats) -> usize {
         self.reap();
         let mut consumed = 0usize;
         let mut queued = 0usize;
         {
             let Queue {
-                tx, free_tx, area, ..
+                tx,
+                tx_slots,
+                free_tx,
+                area,
+                ..
             } = self;
+            let mut room = tx_slots.saturating_sub(tx.pending()) as usize;
             let mut w = tx.transmit(u32::MAX);
-            let mut room = w.capacity() as usize;
+            let mut reserved = w.capacity();
             for f in batch.frames() {
                 if f.is_empty() || f.len() > MAX_FRAME {
                     // A bug upstream; drop it rather than wedge the queue.
@@ -446,7 +463,15 @@ impl Queue {
                         len: part.len() as u32,
                         options: if i < last { XDP_PKT_CONTD } else { 0 },
                     };
+                    if reserved == 0 {
+                        w.commit();
+                        drop(w);
+                        w = tx.transmit(u32::MAX);
+                        reserved = w.capacity();
+                    }
+                    // `room` counted this slot free, so the renewed reservation holds it.
                     let _ = w.insert_once(desc);
+                    reserved = reserved.saturating_sub(1);
                 }
                 room -= need;
                 consumed += 1;
