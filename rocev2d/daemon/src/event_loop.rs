@@ -10,25 +10,17 @@
 //!
 //! Deviations: none.
 
-use crate::config::{self, Config};
-use crate::stats::{self, Identity};
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
 use rocev2_core::mr::VecMemory;
+use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto};
-use std::io::Read;
+use rocev2d::config::{self, Config};
+use rocev2d::mac;
+use rocev2d::stats::{self, Identity};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-
-/// A seed for the endpoint's key generator from the OS, so R_Keys are unpredictable.
-pub fn os_seed() -> anyhow::Result<u64> {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .context("reading /dev/urandom")?;
-    Ok(u64::from_ne_bytes(b))
-}
 
 /// The driver settings a configuration asks for.
 pub fn driver_config(cfg: &Config) -> DriverConfig {
@@ -102,7 +94,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, sig_tx.try_clone()?)?;
     }
-    let mut ep = Endpoint::new(os_seed()?);
+    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     ep.set_receiver_cc(cfg.cc.receiver());
     let mut driver = Driver::new(ep, VecMemory::new(), opened.datapath, driver_config(cfg));
     tracing::info!(
@@ -149,12 +141,4 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     );
     println!("rocev2d: stopped");
     Ok(())
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }

@@ -39,8 +39,6 @@
 //!
 //! Deviations: none.
 
-use crate::event_loop::os_seed;
-use crate::stats::{self, Identity};
 use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
 use rocev2_core::Endpoint;
@@ -53,10 +51,12 @@ use rocev2_core::qp::{
 };
 use rocev2_core::wire::frame::Ecn;
 use rocev2_core::wire::{EthRepr, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, UdpRepr};
+use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{
     Datapath, DatapathStats, Driver, DriverConfig, Error as DpError, Interface, Mode, RxBatch,
     TxBatch, WaitMode, auto, neigh,
 };
+use rocev2d::stats::{self, Identity};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -838,8 +838,8 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     mem.insert(mr.id, vec![0; usize::try_from(len)?]);
     let cq = ep.create_cq(1 << 16);
     let cc = match &a.config {
-        Some(p) => crate::config::Config::load(p)?.cc,
-        None => crate::config::CcSettings::default(),
+        Some(p) => rocev2d::config::Config::load(p)?.cc,
+        None => rocev2d::config::CcSettings::default(),
     };
     ep.set_receiver_cc(cc.receiver());
     let mut qp_cfg = QpConfig::new(pd, cq, cq);
@@ -984,7 +984,7 @@ pub fn run(a: &PeerArgs) -> anyhow::Result<()> {
     let d = Driver::new(ep, mem, tap, cfg);
     println!(
         "READY {}",
-        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": crate::event_loop::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
+        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
     );
     let mut peer = Peer {
         d,
