@@ -1,5 +1,5 @@
 //! `rocev2d`: runs a rocev2 endpoint on a Linux interface (`run`), reports its counters
-//! (`stats`), and runs scripted RC peers for wire tests (`peer`).
+//! (`stats`), and makes an interface an eBPF switch port (`switch`).
 //!
 //! Logging goes to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default
 //! `info`); readiness lines for scripts go to stdout.
@@ -18,7 +18,6 @@
 
 mod cli;
 mod event_loop;
-mod peer;
 mod switch;
 
 use anyhow::{Context as _, bail};
@@ -59,7 +58,6 @@ fn main() -> anyhow::Result<()> {
             event_loop::run(&cfg)
         }
         Command::Stats(a) => stats_cmd(&a),
-        Command::Peer(a) => peer::run(&a),
         Command::Switch(a) => switch::run(&a),
     }
 }
