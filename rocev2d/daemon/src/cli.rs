@@ -23,7 +23,7 @@ pub enum Command {
     /// Print a running daemon's counters.
     Stats(StatsArgs),
     /// Make an interface an eBPF switch port (queue model, RED/ECN, faults); stats; detach.
-    Switch(crate::switch::SwitchArgs),
+    Switch(crate::switch_cmd::SwitchArgs),
 }
 
 /// `rocev2d run`.

@@ -1,12 +1,13 @@
 //! `rocev2d run`: serve one interface until SIGINT or SIGTERM.
 //!
 //! The loop is [`rocev2_datapath::Driver`]'s `poll`/`wait` pair with two more descriptors in
-//! the wait set: the stats socket (a connection gets one JSON snapshot, [`crate::stats`]) and
-//! a self-pipe written by the signal handler (signal-hook), so a signal ends the wait at once
-//! even in a long sleep. Shutdown: stop polling, log the final counters, remove the socket
-//! file. With no verbs API yet (issue 4, later part) the daemon creates no QP of its own: it
-//! receives, counts every frame by drop reason, and answers nothing, which is already what an
-//! RoCE device without QPs does.
+//! the wait set: the stats socket (a connection gets one JSON snapshot, [`rocev2d::stats`])
+//! and a self-pipe written by the signal handler (signal-hook), so a signal ends the wait at
+//! once even in a long sleep. Shutdown: stop polling, log the final counters, remove the socket
+//! file. Applications run their QPs through the verbs API (`rocev2`), which drives an endpoint
+//! of its own inside the application's process; until applications can attach to the daemon,
+//! it creates no QP of its own: it receives, counts every frame by drop reason, and answers
+//! nothing, which is already what an RoCE device without QPs does.
 //!
 //! Deviations: none.
 

@@ -18,7 +18,7 @@
 
 mod cli;
 mod event_loop;
-mod switch;
+mod switch_cmd;
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
             event_loop::run(&cfg)
         }
         Command::Stats(a) => stats_cmd(&a),
-        Command::Switch(a) => switch::run(&a),
+        Command::Switch(a) => switch_cmd::run(&a),
     }
 }
 
