@@ -59,7 +59,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     };
 
     // The endpoint, one buffer, one CQ, one QP in INIT.
-    let mut ep = Endpoint::new(os_seed()?);
+    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     let len = BULK_OFF + a.bulk_mib * (1 << 20);
     let all = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
