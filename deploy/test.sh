@@ -66,6 +66,9 @@ step "cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -- -D war
 cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -Z build-std=core -- -D warnings
 ok
 
+# The daemon's switch scenarios also run rocev2-wiretest, whose path Cargo gives only to its own
+# package's tests: they look for it beside rocev2d. This step builds it (its own scenarios need
+# it), and Cargo builds everything before it runs any test.
 step "cargo test (host crates) --all-features (ROCEV2_REQUIRE_TOOLS=1)"
 export ROCEV2_REQUIRE_TOOLS=1
 cargo test "${HOST[@]}" --all-features

@@ -22,11 +22,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print a running daemon's counters.
     Stats(StatsArgs),
-    /// Run one RC QP against another `rocev2d peer` and check a workload on the wire (the
-    /// namespace tests' helper; also a by-hand wire check).
-    Peer(crate::peer::PeerArgs),
     /// Make an interface an eBPF switch port (queue model, RED/ECN, faults); stats; detach.
-    Switch(crate::switch::SwitchArgs),
+    Switch(crate::switch_cmd::SwitchArgs),
 }
 
 /// `rocev2d run`.

@@ -1,34 +1,27 @@
 //! `rocev2d run`: serve one interface until SIGINT or SIGTERM.
 //!
 //! The loop is [`rocev2_datapath::Driver`]'s `poll`/`wait` pair with two more descriptors in
-//! the wait set: the stats socket (a connection gets one JSON snapshot, [`crate::stats`]) and
-//! a self-pipe written by the signal handler (signal-hook), so a signal ends the wait at once
-//! even in a long sleep. Shutdown: stop polling, log the final counters, remove the socket
-//! file. With no verbs API yet (issue 4, later part) the daemon creates no QP of its own: it
-//! receives, counts every frame by drop reason, and answers nothing, which is already what an
-//! RoCE device without QPs does.
+//! the wait set: the stats socket (a connection gets one JSON snapshot, [`rocev2d::stats`])
+//! and a self-pipe written by the signal handler (signal-hook), so a signal ends the wait at
+//! once even in a long sleep. Shutdown: stop polling, log the final counters, remove the socket
+//! file. Applications run their QPs through the verbs API (`rocev2`), which drives an endpoint
+//! of its own inside the application's process; until applications can attach to the daemon,
+//! it creates no QP of its own: it receives, counts every frame by drop reason, and answers
+//! nothing, which is already what an RoCE device without QPs does.
 //!
 //! Deviations: none.
 
-use crate::config::{self, Config};
-use crate::stats::{self, Identity};
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
 use rocev2_core::mr::VecMemory;
+use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto};
-use std::io::Read;
+use rocev2d::config::{self, Config};
+use rocev2d::mac;
+use rocev2d::stats::{self, Identity};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-
-/// A seed for the endpoint's key generator from the OS, so R_Keys are unpredictable.
-pub fn os_seed() -> anyhow::Result<u64> {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .context("reading /dev/urandom")?;
-    Ok(u64::from_ne_bytes(b))
-}
 
 /// The driver settings a configuration asks for.
 pub fn driver_config(cfg: &Config) -> DriverConfig {
@@ -102,7 +95,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, sig_tx.try_clone()?)?;
     }
-    let mut ep = Endpoint::new(os_seed()?);
+    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     ep.set_receiver_cc(cfg.cc.receiver());
     let mut driver = Driver::new(ep, VecMemory::new(), opened.datapath, driver_config(cfg));
     tracing::info!(
@@ -149,12 +142,4 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     );
     println!("rocev2d: stopped");
     Ok(())
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }

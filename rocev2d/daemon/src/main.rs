@@ -1,5 +1,5 @@
 //! `rocev2d`: runs a rocev2 endpoint on a Linux interface (`run`), reports its counters
-//! (`stats`), and runs scripted RC peers for wire tests (`peer`).
+//! (`stats`), and makes an interface an eBPF switch port (`switch`).
 //!
 //! Logging goes to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default
 //! `info`); readiness lines for scripts go to stdout.
@@ -17,16 +17,17 @@
 )]
 
 mod cli;
-mod config;
 mod event_loop;
-mod peer;
-mod stats;
-mod switch;
+mod switch_cmd;
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use cli::{Cli, Command, StatsArgs};
-use std::path::PathBuf;
+use rocev2d::{config, stats};
+use std::io::Read as _;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn main() -> anyhow::Result<()> {
     use std::io::IsTerminal as _;
@@ -57,8 +58,7 @@ fn main() -> anyhow::Result<()> {
             event_loop::run(&cfg)
         }
         Command::Stats(a) => stats_cmd(&a),
-        Command::Peer(a) => peer::run(&a),
-        Command::Switch(a) => switch::run(&a),
+        Command::Switch(a) => switch_cmd::run(&a),
     }
 }
 
@@ -90,11 +90,25 @@ fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let snap = stats::fetch(&path)?;
+    let snap = fetch(&path)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&snap)?);
     } else {
         print!("{}", stats::render_text(&snap));
     }
     Ok(())
+}
+
+/// Connects to a running daemon's stats socket and reads its snapshot.
+fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
+    let mut s = UnixStream::connect(path).with_context(|| {
+        format!(
+            "connecting to {} (is `rocev2d run` serving that interface?)",
+            path.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    serde_json::from_str(buf.trim()).with_context(|| format!("decoding {}", path.display()))
 }

@@ -1,6 +1,7 @@
 //! What `rocev2d stats` prints: a snapshot of the endpoint's, the datapath's and every QP's
 //! counters, served by the running daemon on a unix socket (one JSON document per connection)
-//! and printed as text or JSON.
+//! and printed as text or JSON. `rocev2-wiretest` answers its client's `stats` question with
+//! the same document.
 //!
 //! Counter names are the keys STYLE.md §3 fixes: drop reasons are [`DropReason::name`],
 //! per-QP counters the field names of `rocev2_core::qp::QpCounters`, datapath counters
@@ -19,9 +20,8 @@ use rocev2_datapath::DatapathStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::Duration;
 
 /// One QP's state and counters.
@@ -238,24 +238,6 @@ pub fn send(stream: &mut UnixStream, s: &Snapshot) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(s).map_err(std::io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line)
-}
-
-/// Connects to a running daemon's stats socket and reads its snapshot.
-///
-/// # Errors
-/// Connection and decoding failures.
-pub fn fetch(path: &Path) -> anyhow::Result<Snapshot> {
-    use anyhow::Context as _;
-    let mut s = UnixStream::connect(path).with_context(|| {
-        format!(
-            "connecting to {} (is `rocev2d run` serving that interface?)",
-            path.display()
-        )
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf)?;
-    serde_json::from_str(buf.trim()).with_context(|| format!("decoding {}", path.display()))
 }
 
 #[cfg(test)]

@@ -10,15 +10,15 @@
 //! buffer (measured, docs/switch.md).
 //!
 //! Topology: `tx0, tx1 — sw — rx`, `sw` a router namespace; the switch port is `sw`'s veth
-//! toward `rx`, shaped to [`RATE`] with RED/ECN. Each sender runs a `rocev2d peer` client
-//! (AF_PACKET datapath) doing a bulk RDMA WRITE to its own `rocev2d peer` server in `rx` (two
+//! toward `rx`, shaped to [`RATE`] with RED/ECN. Each sender runs a `rocev2-wiretest` client
+//! (AF_PACKET datapath) doing a bulk RDMA WRITE to its own `rocev2-wiretest` server in `rx` (two
 //! servers on one interface: each counts the other's frames as `unknown_qp`). The peers' `[cc]`
 //! comes from a `--config` TOML.
 //!
 //! Numbers of one run are in docs/switch.md ("Two DCQCN QPs through a marked port").
 
 mod common;
-use common::{BIN, SETUP, need_root, result};
+use common::{BIN, SETUP, need_root, result, wiretest};
 use rocev2_testbed::topology::{LinkParams, Topology};
 use rocev2_testbed::{Process, SwitchKind, Testbed, exec};
 use serde_json::Value;
@@ -86,9 +86,8 @@ fn two_flows(scheme: &str) -> (Vec<Value>, Value) {
     let common = ["--datapath", "packet", "--bulk-mib", MIB, "--config", &cfg];
     let mut servers = Vec::new();
     for oob in ["18601", "18602"] {
-        let mut cmd = tb.command("rx", BIN).expect("command");
-        cmd.args(["peer", "--iface", &rx_if, "--listen", oob])
-            .args(common);
+        let mut cmd = tb.command("rx", wiretest()).expect("command");
+        cmd.args(["--iface", &rx_if, "--listen", oob]).args(common);
         let mut p = Process::spawn(&mut cmd).expect("spawn server");
         p.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)
             .expect("server listening");
@@ -97,9 +96,8 @@ fn two_flows(scheme: &str) -> (Vec<Value>, Value) {
     let clients: Vec<Process> = [("tx0", "18601"), ("tx1", "18602")]
         .iter()
         .map(|(h, oob)| {
-            let mut cmd = tb.command(h, BIN).expect("command");
+            let mut cmd = tb.command(h, wiretest()).expect("command");
             cmd.args([
-                "peer",
                 "--iface",
                 &iface(&tb, h, "sw"),
                 "--connect",

@@ -10,7 +10,7 @@
 //! switch reads BTH, RETH and Resv6a only) and read back by a Python receiver on `l1h0`, which
 //! sees each packet's tokens and PSN.
 //!
-//! The second test runs real `rocev2d peer` QPs through the same fabric: short WRITEs with
+//! The second test runs real `rocev2-wiretest` QPs through the same fabric: short WRITEs with
 //! tokens are deflected and complete byte-checked, a long message with tokens is refused and
 //! stays in line, and the receiver counts fewer CE marks than the same transfer without IOFD.
 

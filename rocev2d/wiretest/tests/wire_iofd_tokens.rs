@@ -1,4 +1,4 @@
-//! `rocev2d peer --iofd-tokens` on a real veth pair: the client's short messages leave with
+//! `rocev2-wiretest --iofd-tokens` on a real veth pair: the client's short messages leave with
 //! IOFD deflection tokens in BTH Resv6a (seen on the wire by tcpdump in the server's
 //! namespace), and the server, which verifies every ICRC, accepts them: the `verbs` workload
 //! (SENDs and WRITEs of 1–5000 bytes, all short) completes and checks every byte.

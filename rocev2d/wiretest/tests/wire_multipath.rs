@@ -1,4 +1,4 @@
-//! `rocev2d peer --multipath` over a real veth pair: both peers offer MP-RDMA in their JSON
+//! `rocev2-wiretest --multipath` over a real veth pair: both peers offer MP-RDMA in their JSON
 //! exchange, the QP runs multipath, a bulk WRITE arrives intact (CRC-32 checked by the client)
 //! and both sides report per-VP counters; a server offering it to a plain client runs RC.
 //! (Spreading over real paths is examples/tests/netns_multipath.rs, on a leaf-spine.)

@@ -69,7 +69,7 @@ fn wire_auto_without_cap_net_raw_falls_back_to_udp() {
     if !need_root(test) {
         return;
     }
-    let binary_readable = std::fs::metadata(BIN).is_ok_and(|m| {
+    let binary_readable = std::fs::metadata(wiretest()).is_ok_and(|m| {
         use std::os::unix::fs::PermissionsExt as _;
         m.permissions().mode() & 0o001 != 0
     });

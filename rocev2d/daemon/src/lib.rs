@@ -1,0 +1,26 @@
+//! The parts of `rocev2d` other programs share: the configuration file ([`config`]: the
+//! wire-test tool `rocev2-wiretest` reads its `[cc]` section) and the counters snapshot
+//! ([`stats`]: the tool answers its client with the same document `rocev2d stats` prints).
+//!
+//! Deviations: none.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
+pub mod config;
+pub mod stats;
+
+/// `aa:bb:cc:dd:ee:ff`, as `ip link` prints a MAC address.
+pub fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}

@@ -1,0 +1,125 @@
+//! The TCP side channel between the two sides: JSON lines. First each side's [`QpInfo`] (as
+//! `ibv_rc_pingpong` exchanges `LID:QPN:PSN:GID`), then the client's questions about the
+//! server's memory and counters and the server's answers ([`crate::serve`]); memory travels as
+//! lowercase hex.
+//!
+//! Deviations: none.
+
+use anyhow::{anyhow, ensure};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What each side tells the other.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct QpInfo {
+    /// QP number.
+    pub qpn: u32,
+    /// First PSN this side sends.
+    pub psn: u32,
+    /// GID, as the IP address it stands for.
+    pub ip: IpAddr,
+    /// R_Key of the buffer.
+    pub rkey: u32,
+    /// Virtual address of the buffer.
+    pub addr: u64,
+    /// Buffer length, bytes.
+    pub len: u64,
+    /// The capability word (docs/wire.md), only from a side offering an extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rext: Option<u32>,
+}
+
+/// The connection and what has been read of the next line.
+pub struct Oob {
+    /// The TCP connection; the driver also waits on it while the QP runs.
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    /// The other side closed the connection.
+    pub closed: bool,
+}
+
+impl Oob {
+    /// Wraps a connected stream (no Nagle: every line is a question waiting for its answer).
+    pub fn new(stream: TcpStream) -> anyhow::Result<Oob> {
+        stream.set_nodelay(true)?;
+        Ok(Oob {
+            stream,
+            buf: Vec::new(),
+            closed: false,
+        })
+    }
+
+    /// Writes one line, blocking until it is written.
+    pub fn send(&mut self, v: &Value) -> anyhow::Result<()> {
+        self.stream.set_nonblocking(false)?;
+        let mut line = serde_json::to_vec(v)?;
+        line.push(b'\n');
+        self.stream.write_all(&line)?;
+        self.stream.set_nonblocking(true)?;
+        Ok(())
+    }
+
+    /// A complete line if one has arrived.
+    pub fn try_line(&mut self) -> anyhow::Result<Option<Value>> {
+        self.stream.set_nonblocking(true)?;
+        let mut chunk = [0u8; 65536];
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Ok(Some(serde_json::from_slice(&line)?));
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.closed = true;
+                    return Ok(None);
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Blocks for a line (setup only, before the driver runs).
+    pub fn line_blocking(&mut self, timeout: Duration) -> anyhow::Result<Value> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.try_line()? {
+                return Ok(v);
+            }
+            ensure!(!self.closed, "the peer closed the connection");
+            ensure!(
+                Instant::now() < end,
+                "no answer from the peer in {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The unsigned integer `k` of a message.
+pub fn u64_of(v: &Value, k: &str) -> anyhow::Result<u64> {
+    v.get(k)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| anyhow!("missing {k} in {v}"))
+}
+
+/// Bytes as they travel in a `read` answer.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The bytes of a `read` answer.
+pub fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            s.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| anyhow!("bad hex"))
+        })
+        .collect()
+}

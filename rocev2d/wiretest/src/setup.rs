@@ -1,0 +1,211 @@
+//! Bring-up of one side: open the datapath, register the buffer, create the QP, exchange
+//! [`QpInfo`] over TCP, resolve the other side's MAC, connect the QP, print `READY`.
+//!
+//! The QP's congestion control comes from the `[cc]` section of a `rocev2d run` configuration
+//! file (`--config`), read by the daemon's own parser so both programs accept the same keys.
+//!
+//! Deviations: none.
+
+use crate::args::Args;
+use crate::oob::{Oob, QpInfo};
+use crate::peer::{BASE_VA, BULK_OFF, Peer, RECV_N, RECV_OFF, RECV_SLOT};
+use crate::tap::Tap;
+use crate::workload::Workload;
+use anyhow::{Context as _, anyhow, bail};
+use rocev2_core::Endpoint;
+use rocev2_core::mprdma::MpConfig;
+use rocev2_core::mr::{AccessFlags, VecMemory};
+use rocev2_core::qp::state::MAX_RD_ATOMIC;
+use rocev2_core::qp::{
+    ConnectAttr, ExtCaps, IofdTokens, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, Sge,
+};
+use rocev2_core::wire::Qpn;
+use rocev2_core::wire::frame::Ecn;
+use rocev2_datapath::entropy::os_seed;
+use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto, neigh};
+use rocev2d::config::{CcSettings, Config};
+use rocev2d::stats::Identity;
+use serde_json::json;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Brings one side up: a server once the client has connected, a client once connected to the
+/// server.
+///
+/// # Errors
+/// Any setup failure: interface, datapath, side channel, neighbour resolution, QP attributes,
+/// or `--workload verbs` on a multipath QP.
+pub fn connect(a: &Args) -> anyhow::Result<Peer> {
+    let end = Instant::now() + Duration::from_secs(a.deadline_secs);
+    let iface = Interface::by_name(&a.iface)?;
+    let src_ip = iface.source_ip(a.ipv6).ok_or_else(|| {
+        anyhow!(
+            "{} has no {} address",
+            a.iface,
+            if a.ipv6 { "IPv6" } else { "IPv4" }
+        )
+    })?;
+    let mtu = iface
+        .path_mtu(a.ipv6)
+        .ok_or_else(|| anyhow!("{}'s MTU {} is too small for RoCEv2", a.iface, iface.mtu))?;
+    let mut opts = auto::Options::default();
+    opts.udp.accept_unverified_icrc = a.accept_unverified_icrc;
+    let opened = auto::open(&iface, a.datapath, &opts)?;
+    let id = Identity {
+        iface: a.iface.clone(),
+        datapath: opened.datapath.name().to_string(),
+        reason: opened.reason.clone(),
+        started: Instant::now(),
+    };
+
+    // The endpoint, one buffer, one CQ, one QP in INIT.
+    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
+    let len = BULK_OFF + a.bulk_mib * (1 << 20);
+    let all = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC;
+    let pd = ep.alloc_pd();
+    let mr = ep.register_mr(pd, BASE_VA, len, all)?;
+    let mut mem = VecMemory::new();
+    mem.insert(mr.id, vec![0; usize::try_from(len)?]);
+    let cq = ep.create_cq(1 << 16);
+    let cc = match &a.config {
+        Some(p) => Config::load(p)?.cc,
+        None => CcSettings::default(),
+    };
+    ep.set_receiver_cc(cc.receiver());
+    let mut qp_cfg = QpConfig::new(pd, cq, cq);
+    qp_cfg.cc = cc.qp_config();
+    qp_cfg.iofd_tokens = a.iofd_tokens.map(|tokens| IofdTokens {
+        tokens,
+        max_message_bytes: a.iofd_max_msg,
+    });
+    if a.multipath {
+        qp_cfg = qp_cfg.with_multipath(MpConfig {
+            vp_count: a.vps,
+            seed: os_seed()?,
+            ..MpConfig::paper()
+        });
+    }
+    let qpn = ep.create_qp(qp_cfg)?;
+    let now = rocev2_datapath::clock::now();
+    ep.modify_qp(
+        qpn,
+        QpState::Init,
+        &QpAttr {
+            p_key: Some(0xffff),
+            access: Some(all),
+            ..QpAttr::default()
+        },
+        now,
+        &mut mem,
+    )?;
+    let psn = (os_seed()? & 0xff_ffff) as u32;
+    let me = QpInfo {
+        qpn: qpn.value(),
+        psn,
+        ip: src_ip,
+        rkey: mr.rkey.value(),
+        addr: mr.addr,
+        len,
+        rext: a.multipath.then(|| {
+            ExtCaps {
+                multipath: true,
+                ..ExtCaps::default()
+            }
+            .to_word()
+        }),
+    };
+
+    // Out-of-band exchange.
+    let stream = match (a.listen, a.connect) {
+        (Some(port), _) => {
+            let l = TcpListener::bind((if a.ipv6 { "::" } else { "0.0.0.0" }, port))
+                .with_context(|| format!("listening on TCP {port}"))?;
+            println!("LISTENING {port}");
+            l.accept()?.0
+        }
+        (None, Some(addr)) => TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+            .with_context(|| format!("connecting to {addr}"))?,
+        (None, None) => bail!("--listen or --connect is required"),
+    };
+    let mut oob = Oob::new(stream)?;
+    oob.send(&serde_json::to_value(me)?)?;
+    let remote: QpInfo = serde_json::from_value(oob.line_blocking(Duration::from_secs(10))?)?;
+
+    // Server: receive buffers before the client can send.
+    if a.listen.is_some() {
+        for i in 0..RECV_N {
+            ep.post_recv(
+                qpn,
+                RecvWr {
+                    wr_id: i,
+                    sg_list: vec![Sge {
+                        addr: mr.addr + RECV_OFF + i * RECV_SLOT,
+                        length: RECV_SLOT as u32,
+                        lkey: mr.lkey,
+                    }],
+                },
+            )?;
+        }
+    }
+
+    let dst_mac = neigh::resolve(&iface, remote.ip, Duration::from_secs(3))?;
+    let path = Path {
+        src_mac: iface.mac,
+        dst_mac,
+        vlan: None,
+        src_ip,
+        dst_ip: remote.ip,
+        dscp: 26,
+        ecn: Ecn::Ect0,
+        hop_limit: 64,
+        udp_src_port: 49152 | (qpn.value() as u16 & 0x3fff),
+        flow_label: 0,
+    };
+    let attr = ConnectAttr {
+        path,
+        mtu,
+        dest_qpn: Qpn::new(remote.qpn),
+        rq_psn: remote.psn,
+        sq_psn: psn,
+        rd_atomic: MAX_RD_ATOMIC,
+        min_rnr_timer: 1,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: 7,
+        peer_ext: remote.rext.map_or(cc.scheme.peer_ext(), ExtCaps::from_word),
+    };
+    ep.connect_qp(qpn, &attr, now, &mut mem)?;
+    let cfg = DriverConfig {
+        wait: if a.busy_poll {
+            WaitMode::Spin
+        } else {
+            WaitMode::Sleep
+        },
+        ..DriverConfig::default()
+    };
+    let multipath = ep.qp(qpn).map(|q| q.mode()) == Some(QpMode::MultiPath);
+    if multipath && a.listen.is_none() && a.workload == Workload::Verbs {
+        bail!("a multipath QP refuses READ and atomics: use --workload bulk, flood or outlive");
+    }
+    let d = Driver::new(ep, mem, Tap::new(opened.datapath), cfg);
+    println!(
+        "READY {}",
+        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
+    );
+    Ok(Peer {
+        d,
+        iface,
+        id,
+        qpn,
+        cq,
+        mr,
+        remote,
+        path,
+        oob,
+        end,
+        completions: Vec::new(),
+    })
+}
