@@ -4,11 +4,12 @@
 //! source, nothing outside the targeted ranges changes, and each FetchAdd applies exactly once.
 
 use proptest::prelude::*;
+use rocev2_core::cc::CcConfig;
 use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mr::MrInfo;
-use rocev2_core::qp::{Mtu, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::qp::{Mtu, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::testing::{ConnectOptions, LinkConfig, Pair};
-use rocev2_core::time::Duration;
+use rocev2_core::time::{Duration, Rate};
 
 const READ_SRC: usize = 0; // [0, 16K): read-only pattern each side exposes
 const SLOTS: usize = 16 << 10; // [16K, 56K): destinations of WRITE and SEND
@@ -321,4 +322,72 @@ fn rc_survives_ten_percent_of_everything() {
     for seed in 0..6 {
         run(seed, 0.1, 0.1, 0.1, 0.1, ops.clone()).unwrap();
     }
+}
+
+/// Duplicate READ requests, from a go-back-N retry or from the network, are answered without a
+/// new responder resource and never twice at once (IBA §9.7.7). Scripted: with two READ
+/// resources and paced responses, B gets READs 1 and 2, then READ 1 twice more (a retry and a
+/// network copy) before it has answered anything. Answers to the copies used to queue beside
+/// the originals, so READ 3, sent once READ 1 completed, found three answers pending and was
+/// NAKed Invalid Request, failing the QP (seen live: a WRITE/READ mix over UDP sockets with 1%
+/// faults failed 2 runs in 5).
+#[test]
+fn duplicate_reads_hold_no_extra_read_resource() {
+    const LEN: usize = 2048;
+    let link = LinkConfig::default().delay(Duration::from_micros(2));
+    let mut p = Pair::new(link.clone(), link);
+    let c = p
+        .connect(ConnectOptions {
+            mtu: Mtu::Mtu1024,
+            rd_atomic: 2,
+            cc: Some(CcConfig::LineRate(Rate::from_bps(100_000_000))),
+            ..ConnectOptions::default()
+        })
+        .unwrap();
+    let src = pattern(7, 3 * LEN);
+    p.b.mem.get_mut(c.mr_b.id).unwrap()[..3 * LEN].copy_from_slice(&src);
+    let dst = 1 << 15;
+    for i in 0..3 {
+        let wr = SendWr::new(
+            i as u64,
+            SendOp::Read {
+                remote_addr: c.mr_b.addr + (i * LEN) as u64,
+                rkey: c.mr_b.rkey,
+            },
+        )
+        .sge(sge(&c.mr_a, dst + i * LEN, LEN as u32));
+        p.a.ep.post_send(c.qa, wr).unwrap();
+    }
+    // A sends READs 1 and 2 (its two READ resources); B takes them and READ 1 twice more.
+    // (Paced too: one request per 10 µs is plenty at 100 Mbit/s.)
+    let mut buf = Vec::new();
+    let mut reqs = Vec::new();
+    for _ in 0..10 {
+        while let Some(n) = p.a.ep.poll_transmit(p.now, &mut p.a.mem, &mut buf) {
+            reqs.push(buf[..n].to_vec());
+        }
+        p.now = p.now + Duration::from_micros(10);
+    }
+    assert_eq!(reqs.len(), 2, "two READ requests, no more");
+    let now = p.now;
+    for f in [&reqs[0], &reqs[1], &reqs[0], &reqs[0]] {
+        p.b.ep.handle_frame(now, f, &mut p.b.mem).unwrap();
+    }
+    assert!(p.drive(100_000), "the pair goes idle");
+    let got: Vec<(u64, WcStatus)> = p
+        .completions(true, c.cq_a)
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
+    assert_eq!(got, [0, 1, 2].map(|i| (i, WcStatus::Success)));
+    assert_eq!(
+        &p.a.mem.get(c.mr_a.id).unwrap()[dst..dst + 3 * LEN],
+        &src[..]
+    );
+    let b = p.b.ep.qp(c.qb).unwrap();
+    assert_eq!(b.state(), QpState::Rts);
+    assert_eq!(b.counters().duplicate_requests, 2);
+    // READ 1 was answered once (its queued answer restarted, not doubled): 3 READs of 2
+    // packets each.
+    assert_eq!(b.counters().tx_packets, 6);
 }

@@ -110,12 +110,15 @@ enum InMsg {
 enum Out {
     /// ACK or NAK (the MSN is taken when it is sent).
     Ack { psn: Psn, syndrome: Syndrome },
-    /// READ response packets `next ..= last` from `source`.
+    /// READ response packets `next ..= last` from `source`, answering the request at `start`;
+    /// `replay` when that request was a duplicate (it holds no new responder resource).
     Read {
+        start: Psn,
         next: Psn,
         first: bool,
         last: Psn,
         source: Target,
+        replay: bool,
     },
     /// ATOMIC Acknowledge.
     AtomicAck { psn: Psn, orig: u64 },
@@ -170,11 +173,34 @@ impl Responder {
             .into_iter()
             .chain(self.rq.drain(..).map(|w| w.wr_id))
     }
+    /// READs being answered for new requests, the resources `max_dest_rd_atomic` bounds;
+    /// answers to duplicates re-use the original's (IBA §9.7.7).
     fn pending_reads(&self) -> usize {
         self.out
             .iter()
-            .filter(|o| matches!(o, Out::Read { .. }))
+            .filter(|o| matches!(o, Out::Read { replay: false, .. }))
             .count()
+    }
+    /// Queues the answer to a duplicate READ at `psn`. It takes the place of a queued answer to
+    /// the same READ (the requester went back to `psn` and drops what it already has), or
+    /// else goes before the queued responses to later requests: responses leave in PSN order
+    /// and no READ is answered twice at once, however often the requester retries.
+    fn requeue_read(&mut self, psn: Psn, job: Out) {
+        let same = |o: &Out| {
+            matches!(o, Out::Read { start, last, .. }
+                if psn.distance(*start) >= 0 && last.distance(psn) >= 0)
+        };
+        if let Some(o) = self.out.iter_mut().find(|o| same(o)) {
+            *o = job;
+            return;
+        }
+        let later = |o: &Out| match o {
+            Out::Read { start: p, .. }
+            | Out::AtomicAck { psn: p, .. }
+            | Out::Ack { psn: p, .. } => p.distance(psn) > 0,
+        };
+        let at = self.out.iter().position(later).unwrap_or(self.out.len());
+        self.out.insert(at, job);
     }
     /// Queues an ACK, merging it into a queued ACK since ACKs are cumulative (IBA §9.7.5.2.1).
     fn ack(&mut self, psn: Psn) {
@@ -506,8 +532,15 @@ fn on_write(
     finish_packet(qp, roce, psn, ends);
 }
 
-/// The READ response job for a request, or the access error that refuses it.
-fn read_job(qp: &Shared, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out, AccessError> {
+/// The READ response job for a request (`replay`: a duplicate), or the access error that
+/// refuses it.
+fn read_job(
+    qp: &Shared,
+    env: &Env<'_>,
+    roce: &RoceRepr,
+    psn: Psn,
+    replay: bool,
+) -> Result<Out, AccessError> {
     let reth = roce.reth.ok_or(AccessError::UnknownKey)?;
     let rkey = Rkey::new(reth.r_key);
     let source = Target::check(
@@ -520,10 +553,12 @@ fn read_job(qp: &Shared, env: &Env<'_>, roce: &RoceRepr, psn: Psn) -> Result<Out
     )?;
     let n = reth.dma_len.div_ceil(qp.mtu).max(1);
     Ok(Out::Read {
+        start: psn,
         next: psn,
         first: true,
         last: psn.add(n - 1),
         source,
+        replay,
     })
 }
 
@@ -532,7 +567,7 @@ fn on_read(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, psn: Psn) {
         // More READ/atomics outstanding than we advertised: invalid request.
         return fatal(qp, env, psn, NakCode::InvalidRequest);
     }
-    match read_job(qp, env, roce, psn) {
+    match read_job(qp, env, roce, psn, false) {
         Ok(job) => {
             if let Out::Read { last, .. } = job {
                 qp.resp.epsn = last.next();
@@ -582,8 +617,8 @@ fn on_duplicate(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, op: Operati
     match op {
         Operation::RdmaReadRequest => {
             // Re-executed from memory for whatever range the retry asks for.
-            if let Ok(job) = read_job(qp, env, roce, psn) {
-                qp.resp.out.push_back(job);
+            if let Ok(job) = read_job(qp, env, roce, psn, true) {
+                qp.resp.requeue_read(psn, job);
             }
         }
         Operation::CompareSwap | Operation::FetchAdd => {
@@ -652,6 +687,7 @@ pub(super) fn transmit(
             first,
             last,
             source,
+            ..
         } => {
             let is_last = next == last;
             let op = match (first, is_last) {
@@ -695,6 +731,7 @@ pub(super) fn transmit(
             first,
             last,
             source,
+            ..
         }) if *next != *last => {
             *next = next.next();
             *first = false;
