@@ -29,10 +29,10 @@ pub struct Args {
     /// The client's workload.
     #[arg(long, value_enum, default_value = "verbs")]
     pub workload: Workload,
-    /// MiB moved by `bulk` and `flood` (both sides must agree: it sizes the buffers).
+    /// MiB moved by `bulk`, `mix` and `flood` (both sides must agree: it sizes the buffers).
     #[arg(long, default_value_t = 64)]
     pub bulk_mib: u64,
-    /// Size of each RDMA WRITE message of `bulk` and `flood` (short messages exercise IOFD).
+    /// Size of each message of `bulk`, `mix` and `flood` (short messages exercise IOFD).
     #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub msg_bytes: u64,
     /// Use the interface's IPv6 address as GID instead of its IPv4 address.

@@ -17,6 +17,8 @@
 //!   the server's memory and completions;
 //! * `bulk`: `--bulk-mib` MiB of RDMA WRITE in `--msg-bytes` messages (4 MiB), 16 outstanding,
 //!   checked by CRC-32 of both buffers; prints the goodput;
+//! * `mix`: as `bulk` with every other message an RDMA READ of a pattern the server lays out,
+//!   so data, responses and ACKs flow both ways; both halves checked by CRC-32;
 //! * `flood`: `bulk` while injecting malformed and random RoCEv2 frames through the same
 //!   datapath ([`tap`]) at the server, whose drop counters must account for them;
 //! * `outlive`: keeps WRITEs outstanding; prints `STARTED`, and once the server is killed, checks

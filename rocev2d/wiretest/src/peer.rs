@@ -174,14 +174,16 @@ impl Peer {
         unhex(v.get("hex").and_then(Value::as_str).unwrap_or(""))
     }
 
-    /// Fails on the first completion that is not a success.
-    pub fn expect_ok(wcs: &[WorkCompletion]) -> anyhow::Result<()> {
+    /// Fails on the first completion that is not a success, with the QP's counters (a flushed
+    /// request says only that something before it failed).
+    pub fn expect_ok(&self, wcs: &[WorkCompletion]) -> anyhow::Result<()> {
         for wc in wcs {
             ensure!(
                 wc.status == WcStatus::Success,
-                "work request {} completed with {:?}",
+                "work request {} completed with {:?}; QP counters {:?}",
                 wc.wr_id,
-                wc.status
+                wc.status,
+                self.d.ep.qp(self.qpn).map(|q| *q.counters())
             );
         }
         Ok(())

@@ -1,6 +1,9 @@
-//! `bulk`: `--bulk-mib` MiB of RDMA WRITE in `--msg-bytes` messages, 16 outstanding, checked
-//! by comparing the CRC-32 of both buffers; reports the goodput, the QP's retransmissions and
-//! timeouts and, for a multipath QP, the sender's per-VP counters.
+//! `bulk` and `mix`: `--bulk-mib` MiB moved in `--msg-bytes` messages, 16 outstanding, checked
+//! by comparing the CRC-32 of both sides' buffers. `bulk` RDMA WRITEs it all; `mix` alternates
+//! WRITE and READ messages, WRITEs into the first half of the server's bulk area and READs
+//! from the second (which the server fills with a pattern first), so both directions carry
+//! data and each side's faults hit requests, responses and ACKs. Reports the goodput, the
+//! QP's retransmissions and timeouts and, for a multipath QP, the sender's per-VP counters.
 //!
 //! Deviations: none.
 
@@ -12,61 +15,99 @@ use rocev2_core::qp::{SendOp, SendWr};
 use serde_json::{Value, json};
 use std::time::Instant;
 
-/// WRITEs in flight at once.
+/// Messages in flight at once.
 const OUTSTANDING: u64 = 16;
+/// Seed of the pattern the server lays out for `mix`'s READs.
+const READ_SEED: u64 = 0x4ead;
 
-/// Writes `bytes` in messages of `msg` bytes and checks they arrived.
+/// Moves `bytes` in messages of `msg` bytes, all WRITEs or (`mix`) alternately WRITE and
+/// READ, and checks both buffers.
 ///
 /// # Errors
-/// A WRITE that did not complete successfully, a CRC mismatch, or the deadline.
-pub fn run(peer: &mut Peer, bytes: u64, msg: u64) -> anyhow::Result<Value> {
-    let data = pattern(0xb01c, usize::try_from(bytes)?);
+/// A message that did not complete successfully, a CRC mismatch, or the deadline.
+pub fn run(peer: &mut Peer, bytes: u64, msg: u64, mix: bool) -> anyhow::Result<Value> {
+    // WRITEs go to BULK_OFF.., READs (mix only) come from the second half.
+    let write_bytes = if mix { bytes / 2 } else { bytes };
+    let read_off = BULK_OFF + write_bytes;
+    let read_bytes = bytes - write_bytes;
+    let data = pattern(0xb01c, usize::try_from(write_bytes)?);
     peer.write_local(BULK_OFF, &data)?;
     let local_crc = crc32fast::hash(&data);
     drop(data);
+    if read_bytes > 0 {
+        peer.call(json!({"cmd": "fill", "off": read_off, "len": read_bytes, "seed": READ_SEED}))?;
+    }
     let r = peer.remote;
-    let msgs = bytes.div_ceil(msg);
+    // Message k of each kind covers [k·msg, (k+1)·msg) of its region.
+    let writes = write_bytes.div_ceil(msg);
+    let reads = read_bytes.div_ceil(msg);
+    let msgs = writes + reads;
     let start = Instant::now();
     let (mut posted, mut done) = (0u64, 0u64);
+    let (mut w, mut rd) = (0u64, 0u64);
     while done < msgs {
         while posted < msgs && posted - done < OUTSTANDING {
-            let off = BULK_OFF + posted * msg;
-            let len = msg.min(bytes - posted * msg);
-            let wr = SendWr::new(
-                1000 + posted,
+            // Alternate while both kinds remain.
+            let read = rd < reads && (w >= writes || posted % 2 == 1);
+            let (base, region, k) = if read {
+                rd += 1;
+                (read_off, read_bytes, rd - 1)
+            } else {
+                w += 1;
+                (BULK_OFF, write_bytes, w - 1)
+            };
+            let off = base + k * msg;
+            let len = msg.min(region - k * msg);
+            let op = if read {
+                SendOp::Read {
+                    remote_addr: r.addr + off,
+                    rkey: Rkey::new(r.rkey),
+                }
+            } else {
                 SendOp::Write {
                     remote_addr: r.addr + off,
                     rkey: Rkey::new(r.rkey),
-                },
-            )
-            .sge(peer.sge(off, len));
-            peer.post(wr)?;
+                }
+            };
+            peer.post(SendWr::new(1000 + posted, op).sge(peer.sge(off, len)))?;
             posted += 1;
         }
         let wcs = peer.complete(1)?;
-        Peer::expect_ok(&wcs)?;
+        peer.expect_ok(&wcs)?;
         done += 1;
     }
     let secs = start.elapsed().as_secs_f64();
-    let v = peer.call(json!({"cmd": "crc", "off": BULK_OFF, "len": bytes}))?;
+    let v = peer.call(json!({"cmd": "crc", "off": BULK_OFF, "len": write_bytes}))?;
     let remote_crc = u64_of(&v, "crc")?;
     ensure!(
         remote_crc == u64::from(local_crc),
-        "bulk CRC differs: sent {local_crc:#x}, server has {remote_crc:#x}"
+        "WRITE CRC differs: sent {local_crc:#x}, server has {remote_crc:#x}"
     );
+    let mut result = json!({
+        "bytes": bytes,
+        "secs": secs,
+        "gbit_per_s": bytes as f64 * 8.0 / secs / 1e9,
+        "crc": local_crc,
+    });
+    if read_bytes > 0 {
+        let got = crc32fast::hash(&peer.mem()?[peer.range(read_off, read_bytes)?]);
+        let want = crc32fast::hash(&pattern(READ_SEED, usize::try_from(read_bytes)?));
+        ensure!(
+            got == want,
+            "READ CRC differs: read {got:#x}, server's pattern {want:#x}"
+        );
+        result["write_bytes"] = json!(write_bytes);
+        result["read_bytes"] = json!(read_bytes);
+        result["read_crc"] = json!(got);
+    }
     let qp = peer
         .d
         .ep
         .qp(peer.qpn)
         .map(|q| *q.counters())
         .unwrap_or_default();
-    Ok(json!({
-        "bytes": bytes,
-        "secs": secs,
-        "gbit_per_s": bytes as f64 * 8.0 / secs / 1e9,
-        "crc": local_crc,
-        "retransmits": qp.retransmits,
-        "timeouts": qp.timeouts,
-        "mp": peer.mp_json(true),
-    }))
+    result["retransmits"] = json!(qp.retransmits);
+    result["timeouts"] = json!(qp.timeouts);
+    result["mp"] = peer.mp_json(true);
+    Ok(result)
 }

@@ -80,7 +80,7 @@ fn inject(
     let total = frames.len() as u64;
     peer.d.datapath_mut().inject.extend(frames);
     let bulk = match bulk {
-        Some((bytes, msg)) => bulk::run(peer, bytes, msg)?,
+        Some((bytes, msg)) => bulk::run(peer, bytes, msg, false)?,
         None => Value::Null,
     };
     // Whatever is still queued goes out now.

@@ -21,6 +21,8 @@ pub enum Workload {
     Verbs,
     /// A large RDMA WRITE checked by CRC.
     Bulk,
+    /// Alternate WRITE and READ messages over the bulk area, both directions checked by CRC.
+    Mix,
     /// Bulk while injecting garbage frames at the server.
     Flood,
     /// Keep WRITEs outstanding until the server dies.
@@ -38,7 +40,8 @@ pub fn run(peer: &mut Peer, a: &Args) -> anyhow::Result<()> {
     let bytes = a.bulk_mib << 20;
     let mut result = match a.workload {
         Workload::Verbs => verbs::run(peer)?,
-        Workload::Bulk => bulk::run(peer, bytes, a.msg_bytes)?,
+        Workload::Bulk => bulk::run(peer, bytes, a.msg_bytes, false)?,
+        Workload::Mix => bulk::run(peer, bytes, a.msg_bytes, true)?,
         Workload::Flood => flood::flood(peer, bytes, a.msg_bytes)?,
         Workload::Rxe => flood::rxe(peer)?,
         Workload::Outlive => outlive::run(peer)?,

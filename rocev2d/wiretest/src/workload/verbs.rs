@@ -31,7 +31,8 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         let wr = SendWr::new(i as u64, op).sge(peer.sge(off, n));
         peer.post(wr)?;
     }
-    Peer::expect_ok(&peer.complete(sizes.len())?)?;
+    let wcs = peer.complete(sizes.len())?;
+    peer.expect_ok(&wcs)?;
     let recvs = peer.call(json!({"cmd": "recvs"}))?;
     let wcs = recvs
         .get("wcs")
@@ -77,7 +78,8 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
     )
     .sge(peer.sge(WRITE_OFF, 100));
     peer.post(wr)?;
-    Peer::expect_ok(&peer.complete(2)?)?;
+    let wcs = peer.complete(2)?;
+    peer.expect_ok(&wcs)?;
     let got = peer.remote_read(WRITE_OFF, 10_100)?;
     ensure!(got[..10_000] == data[..], "WRITE bytes differ");
     ensure!(
@@ -102,7 +104,8 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
     )
     .sge(peer.sge(READ_OFF, 20_000));
     peer.post(wr)?;
-    Peer::expect_ok(&peer.complete(1)?)?;
+    let wcs = peer.complete(1)?;
+    peer.expect_ok(&wcs)?;
     let local = peer.mem()?[peer.range(READ_OFF, 20_000)?].to_vec();
     ensure!(local == pattern(5, 20_000), "READ bytes differ");
 
@@ -117,7 +120,8 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
     )
     .sge(peer.sge(ATOMIC_OFF, 8));
     peer.post(wr)?;
-    Peer::expect_ok(&peer.complete(1)?)?;
+    let wcs = peer.complete(1)?;
+    peer.expect_ok(&wcs)?;
     let wr = SendWr::new(
         31,
         SendOp::FetchAdd {
@@ -139,7 +143,8 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
     )
     .sge(peer.sge(ATOMIC_OFF + 16, 8));
     peer.post(wr)?;
-    Peer::expect_ok(&peer.complete(2)?)?;
+    let wcs = peer.complete(2)?;
+    peer.expect_ok(&wcs)?;
     let m = peer.mem()?;
     let word = |o: u64| -> anyhow::Result<u64> {
         let r = usize::try_from(ATOMIC_OFF + o)?;
