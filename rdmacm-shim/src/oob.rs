@@ -22,9 +22,10 @@
 //! numbers (1–8 hex digits) but insists on exactly 32 hex digits of GID, since a shorter one
 //! would leave part of the peer's GID uninitialised in `ibv_rc_pingpong`.
 
+use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_core::wire::{Psn, Qpn};
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 /// `ibv_rc_pingpong`'s default TCP port.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -117,11 +118,7 @@ impl PingpongDest {
 
     /// The peer's IP address from its GID.
     pub fn ip(&self) -> IpAddr {
-        let v6 = Ipv6Addr::from(self.gid);
-        match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        }
+        gid_to_ip(Ipv6Addr::from(self.gid))
     }
 }
 
@@ -142,15 +139,6 @@ pub fn ext_from_wire(msg: &[u8]) -> Result<u32, OobError> {
         .filter(|w| w.len() == 8)
         .and_then(|w| u32::from_str_radix(w, 16).ok())
         .ok_or(OobError::Malformed(text))
-}
-
-/// The RoCEv2 GID of an address: IPv4-mapped for IPv4 (`::ffff:a.b.c.d`), the address itself for
-/// IPv6.
-pub fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
 }
 
 /// The client's half: send ours, read theirs, confirm with "done".
@@ -276,15 +264,10 @@ fn read_ext_within(
     Ok(Some(ext_from_wire(&msg)?))
 }
 
-/// Loopback helper for tests and examples: the IPv4 address of a GID, if it is IPv4-mapped.
-pub fn ipv4_of(gid: &[u8; 16]) -> Option<Ipv4Addr> {
-    Ipv6Addr::from(*gid).to_ipv4_mapped()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{TcpListener, TcpStream};
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
 
     /// `../shared/captures/rc_pingpong.tool-output.txt`: the server printed
     /// `QPN 0x000011, PSN 0x7d2a9e, GID ::ffff:192.168.77.10`.
@@ -293,7 +276,7 @@ mod tests {
             lid: 0,
             qpn: Qpn::new(0x11),
             psn: Psn::new(0x7d2a9e),
-            gid: gid_of(IpAddr::V4(Ipv4Addr::new(192, 168, 77, 10))),
+            gid: rocev2_core::wire::gid::gid(IpAddr::V4(Ipv4Addr::new(192, 168, 77, 10))).octets(),
         }
     }
 
@@ -330,7 +313,7 @@ mod tests {
             );
         }
         let v6 = PingpongDest {
-            gid: gid_of("fd00::2".parse().unwrap()),
+            gid: "fd00::2".parse::<Ipv6Addr>().unwrap().octets(),
             ..server()
         };
         assert_eq!(

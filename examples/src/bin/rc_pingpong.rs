@@ -210,7 +210,7 @@ fn main() -> Result<()> {
         lid: 0,
         qpn: qp.qpn(),
         psn: Psn::new(psn),
-        gid: oob::gid_of(my_ip),
+        gid: rocev2::gid(my_ip).octets(),
     };
     print_dest("local address: ", &mine);
     let ext = a.multipath.then(|| {

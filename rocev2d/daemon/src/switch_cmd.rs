@@ -399,10 +399,8 @@ fn parse_dvl(s: &str) -> anyhow::Result<(u32, bool)> {
 
 /// The CFT key of `rocev2d switch isolate`'s flow (the port is filled in by the loader).
 fn flow_key(a: &IsolateArgs) -> anyhow::Result<FlowKey> {
-    let v6 = |ip: std::net::IpAddr| match ip {
-        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        std::net::IpAddr::V6(v6) => v6.octets(),
-    };
+    // Addresses are keyed as their GIDs (IPv4-mapped for IPv4), as the program reads them.
+    let v6 = |ip| rocev2_core::wire::gid::gid(ip).octets();
     if a.src.is_ipv4() != a.dst.is_ipv4() {
         bail!("--src and --dst must be of the same family");
     }

@@ -298,23 +298,10 @@ impl Datapath for PacketDatapath {
                     libc::MSG_DONTWAIT,
                 )
             };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if sys::would_block(&e) {
-                    self.stats.tx_blocked += 1;
-                    break;
-                }
-                tracing::debug!(error = %e, "sendmmsg refused a frame");
-                self.stats.tx_errors += 1;
-                batch.consume(1);
-                consumed += 1;
-                continue;
+            match sys::settle_sendmmsg(r, &bytes[..n], batch, &mut self.stats) {
+                Some(sent) => consumed += sent,
+                None => break,
             }
-            let sent = (r as usize).min(n);
-            self.stats.tx_packets += sent as u64;
-            self.stats.tx_bytes += bytes[..sent].iter().map(|&b| b as u64).sum::<u64>();
-            batch.consume(sent);
-            consumed += sent;
         }
         Ok(consumed)
     }

@@ -15,6 +15,7 @@ use crate::netlink::Rtnl;
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType, LinkMessage};
+pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 use std::net::{IpAddr, Ipv6Addr};
 
 /// One interface as rocev2 uses it.
@@ -55,14 +56,6 @@ impl IfAddr {
     }
 }
 
-/// The GID of an IP address (RoCEv2 Annex A17.3.1).
-pub fn gid(ip: IpAddr) -> Ipv6Addr {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-        IpAddr::V6(v6) => v6,
-    }
-}
-
 /// The link-local GID every RoCE device has at index 0: `fe80::/64` with the interface
 /// identifier made from the MAC (modified EUI-64: `ff:fe` in the middle, the universal/local
 /// bit flipped; RFC 4291 Appendix A).
@@ -86,14 +79,6 @@ pub fn default_gid(mac: [u8; 6]) -> Ipv6Addr {
         e,
         f,
     ])
-}
-
-/// The IP address a GID stands for: IPv4-mapped GIDs become IPv4.
-pub fn gid_to_ip(gid: Ipv6Addr) -> IpAddr {
-    match gid.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(gid),
-    }
 }
 
 impl Interface {
@@ -225,17 +210,6 @@ mod tests {
     use super::*;
     use rocev2_core::qp::Mtu;
     use std::net::Ipv4Addr;
-
-    #[test]
-    fn gid_maps_ipv4_and_back() {
-        let v4 = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 10));
-        let g = gid(v4);
-        assert_eq!(g.to_string(), "::ffff:192.168.77.10");
-        assert_eq!(gid_to_ip(g), v4);
-        let v6: Ipv6Addr = "fd00::1".parse().unwrap();
-        assert_eq!(gid(IpAddr::V6(v6)), v6);
-        assert_eq!(gid_to_ip(v6), IpAddr::V6(v6));
-    }
 
     /// rxe-vm's server (MAC 52:54:00:77:00:0a, 192.168.77.10) shows this table in
     /// `ibv_devinfo -v`: index 0 the EUI-64 link-local GID, index 1 the IPv4-mapped one.

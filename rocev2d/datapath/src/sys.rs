@@ -216,6 +216,35 @@ pub(crate) fn would_block(e: &io::Error) -> bool {
     )
 }
 
+/// Settles one non-blocking `sendmmsg` (result `r`) over the first `lens.len()` frames of
+/// `batch`: counts and consumes what went, and returns how many frames that was, or `None`
+/// when the socket is full and the rest must wait. A frame the kernel refuses outright
+/// (EMSGSIZE above the path MTU, EINVAL for a source address that is not ours, unreachable)
+/// is dropped and counted as `tx_errors`: the core retransmits or fails the request.
+pub(crate) fn settle_sendmmsg(
+    r: libc::c_int,
+    lens: &[usize],
+    batch: &mut crate::TxBatch,
+    st: &mut crate::DatapathStats,
+) -> Option<usize> {
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if would_block(&e) {
+            st.tx_blocked += 1;
+            return None;
+        }
+        tracing::debug!(error = %e, "sendmmsg refused a frame");
+        st.tx_errors += 1;
+        batch.consume(1);
+        return Some(1);
+    }
+    let sent = (r as usize).min(lens.len());
+    st.tx_packets += sent as u64;
+    st.tx_bytes += lens[..sent].iter().map(|&b| b as u64).sum::<u64>();
+    batch.consume(sent);
+    Some(sent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

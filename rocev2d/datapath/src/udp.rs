@@ -716,25 +716,10 @@ impl Datapath for UdpDatapath {
             let r = unsafe {
                 libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT)
             };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if sys::would_block(&e) {
-                    self.stats.tx_blocked += 1;
-                    break;
-                }
-                // This frame can never go (EMSGSIZE above the path MTU, EINVAL for a source
-                // address that is not ours, unreachable): drop it, the core retransmits or fails.
-                tracing::debug!(error = %e, dst = %parts[0].meta.dst, "sendmmsg refused a frame");
-                self.stats.tx_errors += 1;
-                batch.consume(1);
-                consumed += 1;
-                continue;
+            match sys::settle_sendmmsg(r, &bytes, batch, &mut self.stats) {
+                Some(sent) => consumed += sent,
+                None => break,
             }
-            let sent = (r as usize).min(n);
-            self.stats.tx_packets += sent as u64;
-            self.stats.tx_bytes += bytes[..sent].iter().map(|&b| b as u64).sum::<u64>();
-            batch.consume(sent);
-            consumed += sent;
         }
         Ok(consumed)
     }

@@ -62,5 +62,5 @@ pub use rocev2_core::qp::{
     ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
 };
 pub use rocev2_core::wire::Qpn;
-pub use rocev2_datapath::iface::gid_to_ip;
+pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 pub use rocev2_datapath::{DriverConfig, Mode as DatapathKind, WaitMode};

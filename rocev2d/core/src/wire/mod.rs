@@ -79,6 +79,7 @@ pub mod datagram;
 pub mod deth;
 pub mod ext;
 pub mod frame;
+pub mod gid;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
