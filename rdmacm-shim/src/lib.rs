@@ -5,9 +5,12 @@
 //!
 //! - [`oob`]: the TCP exchange of rdma-core's `ibv_rc_pingpong` (port 18515, one
 //!   `LID:QPN:PSN:GID` text message each way), so rocev2's `rc_pingpong` pairs with
-//!   `ibv_rc_pingpong` on a Linux soft-RoCE host or a RoCE NIC.
+//!   `ibv_rc_pingpong` on a Linux soft-RoCE host or a RoCE NIC;
+//! - [`qp_info`]: the one-line exchange of rocev2's one-sided tools (`write_bw`,
+//!   `rocev2-wiretest`), which also carries the remote buffer.
 //!
 //! NOT IMPLEMENTED (issue 4/rdma_cm): IB CM MADs on QP1 (REQ/REP/RTU/DREQ/DREP, as in
 //! `../shared/captures/rping_cm.pcap`).
 
 pub mod oob;
+pub mod qp_info;

@@ -19,12 +19,10 @@
 //! its per-VP counters (client: data packets sent, ECN echoes, out-of-order prunes; server:
 //! packets received, CE marks, arrivals more than Δ out of order).
 //!
-//! The out-of-band exchange is one text line each way:
-//! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len> [rext=<word hex>]`, then the
-//! client's `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex or ->` or
-//! `MISMATCH <crc hex>`. The optional last field is the capability word of docs/wire.md
-//! ("Negotiation"; bit 3 multipath); a side started without `--multipath` sends no such field
-//! and announces nothing.
+//! The out-of-band exchange is one text line each way (`rdmacm_shim::qp_info`:
+//! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len> [rext=<word hex>]`, the optional
+//! field offering multipath), then the client's `DONE <crc hex or -> <bytes>` and the server's
+//! `OK <crc hex or ->` or `MISMATCH <crc hex>`.
 //!
 //! Deviations from `ib_write_bw`: a single QP, its own exchange format (not perftest's, so
 //! it does not pair with perftest), no peak BW column (only the average over the run), every
@@ -32,6 +30,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use rdmacm_shim::qp_info::QpInfo;
 use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, ExtCaps, MpConfig, Mtu, QpConfig, QpMode,
     Qpn, RemoteQp, Rkey, SendOp, SendWr, WcStatus,
@@ -82,53 +81,6 @@ struct Args {
     datapath: DatapathKind,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
-}
-
-/// What each side tells the other.
-struct Info {
-    qpn: u32,
-    psn: u32,
-    ip: IpAddr,
-    rkey: u32,
-    addr: u64,
-    len: u64,
-    /// The capability word, sent only by a side that offers an extension.
-    rext: Option<u32>,
-}
-
-impl Info {
-    fn line(&self) -> String {
-        let rext = self
-            .rext
-            .map(|w| format!(" rext={w:08x}"))
-            .unwrap_or_default();
-        format!(
-            "WBW1 {:06x} {:06x} {} {:08x} {:016x} {}{rext}\n",
-            self.qpn, self.psn, self.ip, self.rkey, self.addr, self.len
-        )
-    }
-    fn parse(l: &str) -> Result<Info> {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if !(f.len() == 7 || f.len() == 8) || f[0] != "WBW1" {
-            bail!("malformed exchange line {l:?}");
-        }
-        let rext = match f.get(7) {
-            None => None,
-            Some(t) => match t.strip_prefix("rext=") {
-                Some(w) => Some(u32::from_str_radix(w, 16)?),
-                None => bail!("malformed exchange line {l:?}"),
-            },
-        };
-        Ok(Info {
-            qpn: u32::from_str_radix(f[1], 16)?,
-            psn: u32::from_str_radix(f[2], 16)?,
-            ip: f[3].parse()?,
-            rkey: u32::from_str_radix(f[4], 16)?,
-            addr: u64::from_str_radix(f[5], 16)?,
-            len: f[6].parse()?,
-            rext,
-        })
-    }
 }
 
 fn read_line(r: &mut BufReader<TcpStream>) -> Result<String> {
@@ -240,25 +192,19 @@ fn main() -> Result<()> {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
     };
-    let mine = Info {
+    let mine = QpInfo {
         qpn: qp.qpn().value(),
         psn,
         ip: my_ip,
         rkey: mr.rkey().value(),
         addr: mr.addr(),
         len,
-        rext: a.multipath.then(|| {
-            ExtCaps {
-                multipath: true,
-                ..ExtCaps::default()
-            }
-            .to_word()
-        }),
+        rext: QpInfo::multipath_offer(a.multipath),
     };
     let mut w = stream.try_clone()?;
     let mut r = BufReader::new(stream);
-    w.write_all(mine.line().as_bytes())?;
-    let peer = Info::parse(&read_line(&mut r)?)?;
+    w.write_all(mine.to_line().as_bytes())?;
+    let peer = QpInfo::from_line(&read_line(&mut r)?)?;
     dev.connect(
         qp,
         &RemoteQp {
@@ -390,46 +336,4 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Info;
-
-    fn info(rext: Option<u32>) -> Info {
-        Info {
-            qpn: 0x11,
-            psn: 0x7d2a9e,
-            ip: "10.0.0.2".parse().unwrap(),
-            rkey: 0x1234,
-            addr: 0x7f00_0000_0000,
-            len: 1 << 20,
-            rext,
-        }
-    }
-
-    #[test]
-    fn exchange_line_without_offer_is_the_seven_field_line() {
-        let l = info(None).line();
-        assert_eq!(
-            l,
-            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576\n"
-        );
-        assert_eq!(Info::parse(l.trim_end()).unwrap().rext, None);
-    }
-
-    #[test]
-    fn exchange_line_carries_the_capability_word() {
-        let l = info(Some(0x8)).line();
-        assert!(l.ends_with(" 1048576 rext=00000008\n"), "{l}");
-        let back = Info::parse(l.trim_end()).unwrap();
-        assert_eq!((back.qpn, back.psn, back.rext), (0x11, 0x7d2a9e, Some(0x8)));
-        for bad in [
-            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 ext=8",
-            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=zz",
-            "WBW1 000011 7d2a9e 10.0.0.2 00001234 00007f0000000000 1048576 rext=8 x",
-        ] {
-            assert!(Info::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

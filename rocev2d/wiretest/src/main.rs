@@ -3,8 +3,8 @@
 //! (`rocev2d/wiretest/tests/wire_*.rs`); it is also the quickest by-hand check of a wire.
 //!
 //! The server (`--listen PORT`) and the client (`--connect ADDR:PORT`) exchange their QP
-//! number, first PSN, GID (as an IP address), R_Key, buffer address and length as one JSON line
-//! each over TCP, as `ibv_rc_pingpong` exchanges its `LID:QPN:PSN:GID`; the destination MAC comes
+//! number, first PSN, GID (as an IP address), R_Key, buffer address and length as one line each
+//! over TCP (`rdmacm_shim::qp_info`, the format `write_bw` uses), as `ibv_rc_pingpong` exchanges its `LID:QPN:PSN:GID`; the destination MAC comes
 //! from the kernel's neighbour table ([`rocev2_datapath::neigh`]), not from the peer. The TCP
 //! connection then carries the client's questions about the server's memory and counters
 //! (`crc`, `read`, `fill`, `recvs`, `stats`, `quit`), so the client can verify what arrived
@@ -28,9 +28,9 @@
 //!   counters: an AF_PACKET server counts them `unknown_qp` (ICRC verified), a UDP server
 //!   `icrc_error`, or `unknown_qp` plus `icrc_unverifiable` with `--accept-unverified-icrc`.
 //!
-//! `--multipath [--vps N]` offers MP-RDMA (docs/multipath.md): the JSON line then carries
-//! `"rext"`, the capability word of docs/wire.md ("Negotiation"); a side without the flag sends
-//! no such key, and the QP runs multipath only when both offered it (`READY`'s `"mode"`). Such a
+//! `--multipath [--vps N]` offers MP-RDMA (docs/multipath.md): the exchange line then carries
+//! `rext=`, the capability word of docs/wire.md ("Negotiation"); a side without the flag sends
+//! no such field, and the QP runs multipath only when both offered it (`READY`'s `"mode"`). Such a
 //! QP refuses READ and atomics, so the client runs `bulk`, `flood` or `outlive` with it, not
 //! `verbs`. The client's `bulk` result and the server's `stats` answer then hold `"mp"`: the
 //! window, RTT and per-VP counters (client: packets sent, ECN echoes, out-of-order prunes;

@@ -1,36 +1,15 @@
-//! The TCP side channel between the two sides: JSON lines. First each side's [`QpInfo`] (as
-//! `ibv_rc_pingpong` exchanges `LID:QPN:PSN:GID`), then the client's questions about the
-//! server's memory and counters and the server's answers ([`crate::serve`]); memory travels as
-//! lowercase hex.
+//! The TCP side channel between the two sides. First each side's QP and buffer as the one
+//! text line of `rdmacm_shim::qp_info` (as `write_bw`), then JSON lines: the client's questions
+//! about the server's memory and counters and the server's answers ([`crate::serve`]); memory
+//! travels as lowercase hex.
 //!
 //! Deviations: none.
 
 use anyhow::{anyhow, ensure};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-/// What each side tells the other.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct QpInfo {
-    /// QP number.
-    pub qpn: u32,
-    /// First PSN this side sends.
-    pub psn: u32,
-    /// GID, as the IP address it stands for.
-    pub ip: IpAddr,
-    /// R_Key of the buffer.
-    pub rkey: u32,
-    /// Virtual address of the buffer.
-    pub addr: u64,
-    /// Buffer length, bytes.
-    pub len: u64,
-    /// The capability word (docs/wire.md), only from a side offering an extension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rext: Option<u32>,
-}
 
 /// The connection and what has been read of the next line.
 pub struct Oob {
@@ -52,24 +31,37 @@ impl Oob {
         })
     }
 
-    /// Writes one line, blocking until it is written.
+    /// Writes one JSON line, blocking until it is written.
     pub fn send(&mut self, v: &Value) -> anyhow::Result<()> {
+        let mut line = serde_json::to_string(v)?;
+        line.push('\n');
+        self.send_text(&line)
+    }
+
+    /// Writes `line` (newline included), blocking until it is written.
+    pub fn send_text(&mut self, line: &str) -> anyhow::Result<()> {
         self.stream.set_nonblocking(false)?;
-        let mut line = serde_json::to_vec(v)?;
-        line.push(b'\n');
-        self.stream.write_all(&line)?;
+        self.stream.write_all(line.as_bytes())?;
         self.stream.set_nonblocking(true)?;
         Ok(())
     }
 
-    /// A complete line if one has arrived.
+    /// A complete JSON line if one has arrived.
     pub fn try_line(&mut self) -> anyhow::Result<Option<Value>> {
+        match self.try_text()? {
+            Some(l) => Ok(Some(serde_json::from_str(&l)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A complete line (newline stripped) if one has arrived.
+    fn try_text(&mut self) -> anyhow::Result<Option<String>> {
         self.stream.set_nonblocking(true)?;
         let mut chunk = [0u8; 65536];
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
-                return Ok(Some(serde_json::from_slice(&line)?));
+                return Ok(Some(String::from_utf8(line)?.trim_end().to_string()));
             }
             match self.stream.read(&mut chunk) {
                 Ok(0) => {
@@ -84,11 +76,11 @@ impl Oob {
     }
 
     /// Blocks for a line (setup only, before the driver runs).
-    pub fn line_blocking(&mut self, timeout: Duration) -> anyhow::Result<Value> {
+    pub fn text_blocking(&mut self, timeout: Duration) -> anyhow::Result<String> {
         let end = Instant::now() + timeout;
         loop {
-            if let Some(v) = self.try_line()? {
-                return Ok(v);
+            if let Some(l) = self.try_text()? {
+                return Ok(l);
             }
             ensure!(!self.closed, "the peer closed the connection");
             ensure!(

@@ -4,9 +4,10 @@
 //!
 //! Deviations: none.
 
-use crate::oob::{Oob, QpInfo, unhex};
+use crate::oob::{Oob, unhex};
 use crate::tap::Tap;
 use anyhow::{anyhow, bail, ensure};
+use rdmacm_shim::qp_info::QpInfo;
 use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mr::{MrInfo, VecMemory};
 use rocev2_core::qp::{CqId, Path, SendWr, Sge};

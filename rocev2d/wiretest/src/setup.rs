@@ -7,11 +7,12 @@
 //! Deviations: none.
 
 use crate::args::Args;
-use crate::oob::{Oob, QpInfo};
+use crate::oob::Oob;
 use crate::peer::{BASE_VA, BULK_OFF, Peer, RECV_N, RECV_OFF, RECV_SLOT};
 use crate::tap::Tap;
 use crate::workload::Workload;
 use anyhow::{Context as _, anyhow, bail};
+use rdmacm_shim::qp_info::QpInfo;
 use rocev2_core::Endpoint;
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, VecMemory};
@@ -109,13 +110,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         rkey: mr.rkey.value(),
         addr: mr.addr,
         len,
-        rext: a.multipath.then(|| {
-            ExtCaps {
-                multipath: true,
-                ..ExtCaps::default()
-            }
-            .to_word()
-        }),
+        rext: QpInfo::multipath_offer(a.multipath),
     };
 
     // Out-of-band exchange.
@@ -131,8 +126,8 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         (None, None) => bail!("--listen or --connect is required"),
     };
     let mut oob = Oob::new(stream)?;
-    oob.send(&serde_json::to_value(me)?)?;
-    let remote: QpInfo = serde_json::from_value(oob.line_blocking(Duration::from_secs(10))?)?;
+    oob.send_text(&me.to_line())?;
+    let remote = QpInfo::from_line(&oob.text_blocking(Duration::from_secs(10))?)?;
 
     // Server: receive buffers before the client can send.
     if a.listen.is_some() {
