@@ -366,7 +366,7 @@ fn duplicate_reads_hold_no_extra_read_resource() {
         while let Some(n) = p.a.ep.poll_transmit(p.now, &mut p.a.mem, &mut buf) {
             reqs.push(buf[..n].to_vec());
         }
-        p.now = p.now + Duration::from_micros(10);
+        p.now += Duration::from_micros(10);
     }
     assert_eq!(reqs.len(), 2, "two READ requests, no more");
     let now = p.now;

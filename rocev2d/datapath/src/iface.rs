@@ -209,7 +209,6 @@ impl Interface {
 mod tests {
     use super::*;
     use rocev2_core::qp::Mtu;
-    use std::net::Ipv4Addr;
 
     /// rxe-vm's server (MAC 52:54:00:77:00:0a, 192.168.77.10) shows this table in
     /// `ibv_devinfo -v`: index 0 the EUI-64 link-local GID, index 1 the IPv4-mapped one.
