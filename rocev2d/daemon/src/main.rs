@@ -30,15 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn main() -> anyhow::Result<()> {
-    use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    rocev2d::init_logging();
     match Cli::parse().command {
         Command::Run(a) => {
             let mut cfg = match &a.config {

@@ -63,15 +63,7 @@ mod workload;
 use clap::Parser as _;
 
 fn main() -> anyhow::Result<()> {
-    use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    rocev2d::init_logging();
     let a = args::Args::parse();
     let mut peer = setup::connect(&a)?;
     if a.listen.is_some() {
