@@ -31,6 +31,14 @@
 //! (completions only arise from those), or an extra descriptor found readable. The decision is
 //! [`WaitMode::spins`], a pure function of the current time and the last activity.
 //!
+//! Each busy-polling wait ends with `sched_yield`. The kernel queues a task woken by a socket on
+//! its waker's CPU (a sync wake-up assumes the waker is about to sleep), so a process that keeps
+//! polling after it sent holds the woken peer off its own CPU until it sleeps or is preempted.
+//! Without the yield, an adaptive ping-pong on the 2-vCPU VM settled at a round trip of twice the
+//! spin window (each message waited for its sender's window to end) and a spinning one had a p99
+//! of 4 ms; with it, both poll at the busy-polled round trip (BENCHMARKS.md). When nothing else
+//! is runnable the yield returns at once.
+//!
 //! Deviations: none.
 
 use crate::clock::Clock;
@@ -65,9 +73,11 @@ impl Default for WaitMode {
 }
 
 impl WaitMode {
-    /// The default spin window of [`WaitMode::Adaptive`]: longer than a busy-polled ping-pong
-    /// round trip on a veth pair (measured 10–60 µs on a loaded 2-vCPU VM, BENCHMARKS.md), so the
-    /// answer to a request arrives while its sender still polls.
+    /// The default spin window of [`WaitMode::Adaptive`]: a few times the p99 of a busy-polled
+    /// 4 KiB ping-pong round trip on a veth pair (20–45 µs median, 30–65 µs p99 on a shared
+    /// 2-vCPU VM, BENCHMARKS.md), so the answer to a request arrives while its sender still polls
+    /// even after a scheduling hiccup. 50 µs let more replies miss the window (p99 65 µs against
+    /// 32–37 µs at 100 and 200 µs); past a burst it costs at most this much CPU.
     pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
 
     /// The name used on command lines and in configuration files.
@@ -332,6 +342,9 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             revents: 0,
         }));
         crate::sys::ppoll(&mut fds, Some(timeout)).map_err(|e| Error::io("ppoll", e))?;
+        if spin {
+            crate::sys::yield_cpu();
+        }
         let ready: Vec<bool> = fds[1..]
             .iter()
             .map(|f| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
