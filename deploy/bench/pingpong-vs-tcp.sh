@@ -3,16 +3,21 @@
 # MTU 4200), as root:
 #   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s);
 #   - latency: rc_pingpong --lat vs tcp_pingpong (TCP_NODELAY), 4096-byte messages, 5000
-#     round trips, median and p99 as the client measures them.
+#     round trips, median and p99 as the client measures them, in each of rc_pingpong's wait
+#     modes (MODES, default "sleep adaptive spin"; SPIN_US sets adaptive's window), each median
+#     as a ratio to tcp_pingpong's of the same run, and the CPU time (user + system) both
+#     processes of a pair used per round trip over their loops (each tool prints its own).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
-# Prints a Markdown table for BENCHMARKS.md. The testbed is torn down on exit.
+# Prints two Markdown tables for BENCHMARKS.md. The testbed is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
 command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
 DATAPATHS=${DATAPATHS:-udp packet xdp}
+MODES=${MODES:-sleep adaptive spin}
+SPIN_US=${SPIN_US:-}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
 
@@ -20,7 +25,8 @@ cargo build --release -q -p rocev2-examples -p rocev2-testbed --bins
 BIN="${CARGO_TARGET_DIR:-target}/release"
 TB="$BIN/rocev2-testbed"
 NAME="bench$(($$ % 1000))"
-trap '"$TB" down "$NAME" >/dev/null 2>&1 || true' EXIT
+OUT=$(mktemp -d)
+trap '"$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
 "$TB" up deploy/testbeds/pair.toml --name "$NAME" >/dev/null
 ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
 IF0=$(ifname h0)
@@ -37,7 +43,11 @@ wait_port() {
     return 1
 }
 
+# "median p99 cpu" from a ping-pong tool's output (cpu: this process's usec per round trip).
+figures() { awk '/^round trip/ { m = $4; p = $7 } /^cpu:/ { c = $2 } END { print m, p, c }' "$1"; }
+
 rows=()
+lrows=()
 declare -A goodput
 for dp in $DATAPATHS; do
     in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$dp" >/dev/null &
@@ -47,13 +57,6 @@ for dp in $DATAPATHS; do
     wait
     goodput[$dp]=$bw
     rows+=("| goodput, write_bw 64 KiB x 16384, $dp | $bw Gbit/s |")
-
-    in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" -s "$SIZE" -n "$ITERS" >/dev/null &
-    wait_port 18515
-    lat=$(in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 |
-        awk '/^round trip/ { print $4 " / " $7 }')
-    wait
-    rows+=("| round trip median / p99, rc_pingpong $SIZE B, $dp | $lat µs |")
 done
 
 in_h1 iperf3 -s -1 >/dev/null &
@@ -66,12 +69,42 @@ for dp in $DATAPATHS; do
     rows+=("| goodput ratio write_bw $dp / iperf3 | ${ratio}x |")
 done
 
-in_h1 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" >/dev/null &
+in_h1 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" >"$OUT/srv" &
 wait_port 18516
-tlat=$(in_h0 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" 10.0.0.2 | awk '/^round trip/ { print $4 " / " $7 }')
+in_h0 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" 10.0.0.2 >"$OUT/cli"
 wait
-rows+=("| round trip median / p99, tcp_pingpong $SIZE B (TCP_NODELAY) | $tlat µs |")
+read -r tmed tp99 tcpu_c < <(figures "$OUT/cli")
+read -r _ _ tcpu_s < <(figures "$OUT/srv")
+tcpu=$(awk -v a="$tcpu_c" -v b="$tcpu_s" 'BEGIN { printf "%.1f", a + b }')
+lrows+=("| tcp_pingpong (TCP_NODELAY) | kernel | $tmed | $tp99 | 1.00x | $tcpu |")
+
+for dp in $DATAPATHS; do
+    for mode in $MODES; do
+        poll=(--poll "$mode")
+        label=$mode
+        if [ "$mode" = adaptive ] && [ -n "$SPIN_US" ]; then
+            poll+=(--spin-us "$SPIN_US")
+            label="adaptive, $SPIN_US µs"
+        fi
+        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
+        wait_port 18515
+        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
+        wait
+        read -r med p99 cpu_c < <(figures "$OUT/cli")
+        read -r _ _ cpu_s < <(figures "$OUT/srv")
+        read -r ratio cpu < <(awk -v m="$med" -v t="$tmed" -v a="$cpu_c" -v b="$cpu_s" \
+            'BEGIN { printf "%.2fx %.1f\n", m / t, a + b }')
+        lrows+=("| rc_pingpong, $dp | $label | $med | $p99 | $ratio | $cpu |")
+    done
+done
 
 echo "| what | result |"
 echo "|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "Round trips of $SIZE-byte messages, $ITERS per run, as the client measures them; CPU: user +"
+echo "system time of both processes over their loops, divided by the round trips."
+echo
+echo "| tool, datapath | wait | median µs | p99 µs | median / TCP's | CPU µs per round trip (both sides) |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${lrows[@]}"

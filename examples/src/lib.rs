@@ -1,7 +1,59 @@
 //! Output shared by the ping-pong examples (`rc_pingpong`, `tcp_pingpong`), so the RDMA and TCP
-//! figures that `deploy/bench/` compares are computed and printed the same way.
+//! figures that `deploy/bench/` compares are computed and printed the same way, and the wait-mode
+//! flags of the rocev2 tools (`rc_pingpong`, `write_bw`).
 
+use rocev2::WaitMode;
+use rocev2_core::time::Duration as CoreDuration;
 use std::time::Duration;
+
+/// How the tool's driver waits between events (`rocev2_datapath::driver`, "WaitMode").
+#[derive(clap::Args, Debug, Clone)]
+pub struct PollArgs {
+    /// Wait mode: sleep (ppoll), adaptive (busy-poll for --spin-us after activity, then ppoll)
+    /// or spin (busy-poll, one core at 100%). Ours.
+    #[arg(long = "poll", default_value = "adaptive")]
+    pub poll: WaitMode,
+    /// Spin window of --poll adaptive, in microseconds (default 200). Ours.
+    #[arg(long = "spin-us")]
+    pub spin_us: Option<u64>,
+    /// Same as --poll spin. Ours.
+    #[arg(long = "busy-poll", conflicts_with = "poll")]
+    pub busy_poll: bool,
+}
+
+impl PollArgs {
+    /// The wait mode the flags ask for.
+    ///
+    /// # Errors
+    /// `--spin-us` with a mode other than adaptive.
+    pub fn wait_mode(&self) -> anyhow::Result<WaitMode> {
+        let mode = if self.busy_poll {
+            WaitMode::Spin
+        } else {
+            self.poll
+        };
+        match self.spin_us {
+            None => Ok(mode),
+            Some(us) => mode
+                .with_spin(CoreDuration::from_micros(us))
+                .map_err(|e| anyhow::anyhow!("--spin-us {us} with --poll {}: {e}", mode.name())),
+        }
+    }
+}
+
+/// This process's CPU time (user + system) so far.
+pub fn cpu_time() -> Duration {
+    Duration::from_nanos(rocev2_datapath::clock::cpu_time().as_nanos())
+}
+
+/// Prints the CPU time this process used per round trip while it ran `iters` of them
+/// (`cpu` is [`cpu_time`]'s difference over the loop), so a bench can add up both sides.
+pub fn print_cpu(cpu: Duration, iters: u32) {
+    println!(
+        "cpu: {:.2} usec per round trip (user + system of this process over {iters} round trips)",
+        cpu.as_secs_f64() * 1e6 / f64::from(iters.max(1))
+    );
+}
 
 /// Prints ibv_rc_pingpong's two summary lines for `iters` round trips of `size` bytes each way.
 pub fn print_summary(size: u64, iters: u32, elapsed: Duration) {

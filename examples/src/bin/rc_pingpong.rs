@@ -22,8 +22,10 @@
 //! client sets the first byte of each 4 KiB page to 0 once, and the server checks, after the
 //! last message, that the first byte of each page of its buffer is 0, printing `invalid data in
 //! page N` otherwise (as rdma-core, without changing the exit status). `--datapath` (auto, xdp, packet, udp)
-//! `--lat` (round-trip median and p99), `--busy-poll`, `--accept-unverified-icrc` and
-//! `--multipath` are ours.
+//! `--lat` (round-trip median and p99, and the CPU time this process used per round trip),
+//! `--poll sleep|adaptive|spin` with `--spin-us` (how the engine waits, default adaptive:
+//! docs/datapath.md, "The event loop"), `--busy-poll` (= `--poll spin`),
+//! `--accept-unverified-icrc` and `--multipath` are ours.
 //!
 //! `--multipath`: the QP offers MP-RDMA (docs/multipath.md) and the exchange carries rocev2's
 //! optional capability message after the standard one (`rdmacm_shim::oob`, "extension"). A
@@ -103,12 +105,11 @@ struct Args {
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
     /// Also print the median and 99th percentile of the round trips (time between successive
-    /// received messages), after the usual lines. Ours.
+    /// received messages) and the CPU time used per round trip, after the usual lines. Ours.
     #[arg(long = "lat")]
     lat: bool,
-    /// Busy-poll the datapath instead of sleeping in ppoll (one core at 100%). Ours.
-    #[arg(long = "busy-poll")]
-    busy_poll: bool,
+    #[command(flatten)]
+    poll: rocev2_examples::PollArgs,
     /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
     /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
     #[arg(long = "accept-unverified-icrc")]
@@ -121,23 +122,21 @@ struct Args {
     servername: Option<String>,
 }
 
-fn open(name: &str, kind: DatapathKind, a: &Args) -> rocev2::Result<Device> {
+fn open(name: &str, kind: DatapathKind, a: &Args, wait: WaitMode) -> rocev2::Result<Device> {
     let mut cfg = DeviceConfig::default();
-    if a.busy_poll {
-        cfg.driver.wait = WaitMode::Spin;
-    }
+    cfg.driver.wait = wait;
     cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
     Device::open_with(name, kind, cfg)
 }
 
-fn first_interface(kind: DatapathKind, a: &Args) -> Result<Device> {
+fn first_interface(kind: DatapathKind, a: &Args, wait: WaitMode) -> Result<Device> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n != "lo")
         .collect();
     names.sort();
     for n in &names {
-        if let Ok(d) = open(n, kind, a) {
+        if let Ok(d) = open(n, kind, a, wait) {
             return Ok(d);
         }
     }
@@ -160,9 +159,10 @@ fn main() -> Result<()> {
     if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
+    let wait = a.poll.wait_mode()?;
     let mut dev = match &a.dev {
-        Some(n) => open(n, a.datapath, &a).with_context(|| format!("opening {n}"))?,
-        None => first_interface(a.datapath, &a)?,
+        Some(n) => open(n, a.datapath, &a, wait).with_context(|| format!("opening {n}"))?,
+        None => first_interface(a.datapath, &a, wait)?,
     };
     let gids = dev.gids();
     let my_ip = match a.gid_idx {
@@ -278,6 +278,7 @@ fn main() -> Result<()> {
         }
     }
     let start = Instant::now();
+    let cpu_start = rocev2_examples::cpu_time();
     if a.servername.is_some() {
         dev.post_send(qp, send.clone())?;
         pending |= SEND_WRID;
@@ -322,6 +323,7 @@ fn main() -> Result<()> {
             }
         }
     }
+    let cpu = rocev2_examples::cpu_time().saturating_sub(cpu_start);
     rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
     if a.servername.is_none() && a.chk {
         let b = dev.mr_bytes(&mr)?;
@@ -331,6 +333,7 @@ fn main() -> Result<()> {
     }
     if a.lat {
         rocev2_examples::print_round_trips(&rtts, a.servername.is_none());
+        rocev2_examples::print_cpu(cpu, a.iters);
     }
     // The peer's last message still needs our ACK: keep the engine running until it left.
     if let Err(e) = dev.drain(Duration::from_secs(2)) {

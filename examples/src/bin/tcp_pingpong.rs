@@ -1,6 +1,7 @@
 //! `tcp_pingpong`: the TCP baseline for `rc_pingpong --lat`: one TCP connection with
 //! `TCP_NODELAY`, the client sends `size` bytes, the server echoes them, `iters` times; prints
-//! the same throughput and usec/iter lines as `rc_pingpong` plus the round-trip median and p99.
+//! the same throughput and usec/iter lines as `rc_pingpong` plus the round-trip median and p99
+//! and the CPU time this process used per round trip.
 //!
 //! Deviations: none (not modelled on an existing tool).
 
@@ -43,6 +44,7 @@ fn main() -> Result<()> {
     let mut buf = vec![0x5au8; a.size];
     let mut rtts = Vec::with_capacity(a.iters as usize);
     let start = Instant::now();
+    let cpu_start = rocev2_examples::cpu_time();
     for _ in 0..a.iters {
         let t = Instant::now();
         if a.servername.is_some() {
@@ -54,7 +56,9 @@ fn main() -> Result<()> {
         }
         rtts.push(t.elapsed());
     }
+    let cpu = rocev2_examples::cpu_time().saturating_sub(cpu_start);
     rocev2_examples::print_summary(a.size as u64, a.iters, start.elapsed());
     rocev2_examples::print_round_trips(&rtts, a.servername.is_none());
+    rocev2_examples::print_cpu(cpu, a.iters);
     Ok(())
 }

@@ -19,6 +19,9 @@
 //! its per-VP counters (client: data packets sent, ECN echoes, out-of-order prunes; server:
 //! packets received, CE marks, arrivals more than Δ out of order).
 //!
+//! `--poll sleep|adaptive|spin` (default adaptive), `--spin-us N` and `--busy-poll` (= `--poll
+//! spin`) choose how the engine waits between events (docs/datapath.md, "The event loop").
+//!
 //! The out-of-band exchange is one text line each way (`rdmacm_shim::qp_info`:
 //! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len> [rext=<word hex>]`, the optional
 //! field offering multipath), then the client's `DONE <crc hex or -> <bytes>` and the server's
@@ -32,8 +35,8 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::qp_info::QpInfo;
 use rocev2::{
-    AccessFlags, ConnectOptions, DatapathKind, Device, ExtCaps, MpConfig, Mtu, QpConfig, QpMode,
-    Qpn, RemoteQp, Rkey, SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
+    QpConfig, QpMode, Qpn, RemoteQp, Rkey, SendOp, SendWr, WcStatus,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -79,6 +82,8 @@ struct Args {
     /// CAP_NET_RAW) or udp.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
+    #[command(flatten)]
+    poll: rocev2_examples::PollArgs,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
@@ -141,7 +146,10 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    let mut dev = Device::open(&a.dev, a.datapath).with_context(|| format!("opening {}", a.dev))?;
+    let mut cfg = DeviceConfig::default();
+    cfg.driver.wait = a.poll.wait_mode()?;
+    let mut dev =
+        Device::open_with(&a.dev, a.datapath, cfg).with_context(|| format!("opening {}", a.dev))?;
     let server = a.servername.is_none();
     let pd = dev.alloc_pd();
     let access = if server {

@@ -39,7 +39,8 @@ pub struct RunArgs {
     /// TOML configuration file (see `rocev2d/daemon/src/config.rs` for the keys).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Busy-poll instead of sleeping (lower latency, one core at 100%).
+    /// Busy-poll (lowest latency, one core at 100%) instead of the configuration's wait mode
+    /// (`[datapath]` `wait`, default adaptive: busy-poll for a while after activity, then sleep).
     #[arg(long)]
     pub busy_poll: bool,
     /// Stats socket (default /run/rocev2d/IFACE.sock).

@@ -6,7 +6,10 @@
 //!
 //! [datapath]
 //! mode = "auto"            # auto | xdp | packet | udp
-//! busy_poll = false        # spin instead of sleeping in ppoll
+//! wait = "adaptive"        # sleep (ppoll) | adaptive (busy-poll spin_us after activity, then
+//!                          # ppoll) | spin (busy-poll, one core at 100%); docs/datapath.md
+//! spin_us = 200            # 1..=1000000: adaptive's spin window, microseconds
+//! busy_poll = false        # true: same as wait = "spin" (older key)
 //! rx_batch = 64            # 1..=1024 frames per receive call
 //! tx_batch = 64            # 1..=1024 frames per send call
 //!
@@ -38,9 +41,10 @@
 //! Deviations: none.
 
 use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
+use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
-use rocev2_datapath::Mode;
 use rocev2_datapath::auto::Options;
+use rocev2_datapath::{Mode, WaitMode};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -104,6 +108,8 @@ struct CcSection {
 #[serde(deny_unknown_fields)]
 struct DatapathSection {
     mode: Option<String>,
+    wait: Option<String>,
+    spin_us: Option<u64>,
     busy_poll: Option<bool>,
     rx_batch: Option<u64>,
     tx_batch: Option<u64>,
@@ -142,8 +148,8 @@ pub struct Config {
     pub iface: Option<String>,
     /// Which datapath.
     pub mode: Mode,
-    /// Spin instead of sleeping.
-    pub busy_poll: bool,
+    /// How the driver waits between events.
+    pub wait: WaitMode,
     /// Frames per receive call.
     pub rx_batch: usize,
     /// Frames per send call.
@@ -201,7 +207,7 @@ impl Default for Config {
         Config {
             iface: None,
             mode: Mode::Auto,
-            busy_poll: false,
+            wait: WaitMode::default(),
             rx_batch: 64,
             tx_batch: 64,
             options: Options::default(),
@@ -229,6 +235,42 @@ fn ranged(
             range: text,
         }),
     }
+}
+
+/// `[datapath]`'s `wait`, `spin_us` and `busy_poll` keys as one mode.
+fn wait_mode(
+    wait: Option<&str>,
+    spin_us: Option<u64>,
+    busy_poll: Option<bool>,
+) -> Result<WaitMode, Error> {
+    let mut mode = match wait {
+        None => WaitMode::default(),
+        Some(w) => w.parse().map_err(|range| Error::Range {
+            key: "datapath.wait",
+            value: format!("{w:?}"),
+            range,
+        })?,
+    };
+    if busy_poll == Some(true) {
+        if mode != WaitMode::Spin && wait.is_some() {
+            return Err(Error::Range {
+                key: "datapath.busy_poll",
+                value: "true".into(),
+                range: "false when `datapath.wait` is not \"spin\" (it means wait = \"spin\")",
+            });
+        }
+        mode = WaitMode::Spin;
+    }
+    if let Some(us) = ranged("datapath.spin_us", spin_us, 1..=1_000_000, "1..=1000000")? {
+        mode = mode
+            .with_spin(Duration::from_micros(us as u64))
+            .map_err(|_| Error::Range {
+                key: "datapath.spin_us",
+                value: us.to_string(),
+                range: "absent unless `datapath.wait` is \"adaptive\"",
+            })?;
+    }
+    Ok(mode)
 }
 
 impl Config {
@@ -263,7 +305,7 @@ impl Config {
                 range,
             })?;
         }
-        c.busy_poll = d.busy_poll.unwrap_or(false);
+        c.wait = wait_mode(d.wait.as_deref(), d.spin_us, d.busy_poll)?;
         let b = "1..=1024";
         c.rx_batch = ranged("datapath.rx_batch", d.rx_batch, BATCH_RANGE, b)?.unwrap_or(64);
         c.tx_batch = ranged("datapath.tx_batch", d.tx_batch, BATCH_RANGE, b)?.unwrap_or(64);
@@ -358,7 +400,8 @@ mod tests {
             iface = "veth0"
             [datapath]
             mode = "udp"
-            busy_poll = true
+            wait = "adaptive"
+            spin_us = 50
             rx_batch = 32
             [datapath.udp]
             accept_unverified_icrc = true
@@ -372,7 +415,12 @@ mod tests {
         .unwrap();
         assert_eq!(c.iface.as_deref(), Some("veth0"));
         assert_eq!(c.mode, Mode::Udp);
-        assert!(c.busy_poll);
+        assert_eq!(
+            c.wait,
+            WaitMode::Adaptive {
+                spin: Duration::from_micros(50)
+            }
+        );
         assert_eq!((c.rx_batch, c.tx_batch), (32, 64));
         assert!(c.options.udp.accept_unverified_icrc);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);
@@ -455,5 +503,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("busy_poll"), "{e}");
+    }
+
+    #[test]
+    fn config_wait_modes_and_busy_poll_alias() {
+        let wait = |text: &str| Config::parse(text).map(|c| c.wait);
+        assert_eq!(
+            wait("").unwrap(),
+            WaitMode::default(),
+            "adaptive by default"
+        );
+        assert_eq!(
+            wait("[datapath]\nwait = \"sleep\"").unwrap(),
+            WaitMode::Sleep
+        );
+        assert_eq!(wait("[datapath]\nwait = \"spin\"").unwrap(), WaitMode::Spin);
+        assert_eq!(
+            wait("[datapath]\nbusy_poll = true").unwrap(),
+            WaitMode::Spin
+        );
+        assert_eq!(
+            wait("[datapath]\nbusy_poll = true\nwait = \"spin\"").unwrap(),
+            WaitMode::Spin
+        );
+        assert_eq!(
+            wait("[datapath]\nbusy_poll = false").unwrap(),
+            WaitMode::default()
+        );
+        assert_eq!(
+            wait("[datapath]\nspin_us = 1000000").unwrap(),
+            WaitMode::Adaptive {
+                spin: Duration::from_secs(1)
+            }
+        );
+        let e = |text: &str| wait(text).unwrap_err().to_string();
+        let m = e("[datapath]\nwait = \"busy\"");
+        assert!(
+            m.contains("`datapath.wait`") && m.contains("sleep, adaptive, spin"),
+            "{m}"
+        );
+        let m = e("[datapath]\nspin_us = 0");
+        assert!(
+            m.contains("`datapath.spin_us`") && m.contains("1..=1000000"),
+            "{m}"
+        );
+        let m = e("[datapath]\nwait = \"sleep\"\nspin_us = 10");
+        assert!(
+            m.contains("`datapath.spin_us`") && m.contains("adaptive"),
+            "{m}"
+        );
+        let m = e("[datapath]\nwait = \"sleep\"\nbusy_poll = true");
+        assert!(m.contains("`datapath.busy_poll`"), "{m}");
     }
 }

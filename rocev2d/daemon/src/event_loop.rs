@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
 use rocev2_core::mr::VecMemory;
 use rocev2_datapath::entropy::os_seed;
-use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto};
+use rocev2_datapath::{Driver, DriverConfig, Interface, auto};
 use rocev2d::config::{self, Config};
 use rocev2d::mac;
 use rocev2d::stats::{self, Identity};
@@ -28,11 +28,7 @@ pub fn driver_config(cfg: &Config) -> DriverConfig {
     DriverConfig {
         rx_batch: cfg.rx_batch,
         tx_batch: cfg.tx_batch,
-        wait: if cfg.busy_poll {
-            WaitMode::Spin
-        } else {
-            WaitMode::Sleep
-        },
+        wait: cfg.wait,
         ..DriverConfig::default()
     }
 }
@@ -104,6 +100,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         mtu = iface.mtu,
         gids = ?iface.gids(),
         stats = %path.display(),
+        wait = %cfg.wait,
         "serving; SIGINT or SIGTERM stops"
     );
     // Printed on stdout for scripts and tests that wait for readiness.

@@ -43,7 +43,9 @@ fn main() -> anyhow::Result<()> {
             if let Some(m) = a.datapath {
                 cfg.mode = m;
             }
-            cfg.busy_poll |= a.busy_poll;
+            if a.busy_poll {
+                cfg.wait = rocev2_datapath::WaitMode::Spin;
+            }
             if a.stats_socket.is_some() {
                 cfg.stats_socket = a.stats_socket;
             }

@@ -1,5 +1,6 @@
 //! The one place in rocev2 that reads a clock (STYLE.md §4.4): `CLOCK_MONOTONIC`, converted to
-//! the core's [`Instant`] (nanoseconds since an arbitrary origin).
+//! the core's [`Instant`] (nanoseconds since an arbitrary origin), and the process's CPU time
+//! (`CLOCK_PROCESS_CPUTIME_ID`, [`cpu_time`]) with which tools report what a wait mode costs.
 //!
 //! The origin is the kernel's (boot, less suspended time), not the process start, so instants
 //! from different processes on one host compare directly, as kernel timestamps do.
@@ -21,16 +22,28 @@ impl Clock {
 
 /// The current `CLOCK_MONOTONIC` time as an [`Instant`].
 pub fn now() -> Instant {
+    Instant::from_nanos(read(libc::CLOCK_MONOTONIC))
+}
+
+/// Nanoseconds of clock `id`.
+fn read(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux, so the
-    // call cannot fail (and on failure `ts` stays zero, which is merely an early time).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid, writable timespec; both clocks read here always exist on Linux,
+    // so the call cannot fail (and on failure `ts` stays zero, which is merely an early time).
+    unsafe { libc::clock_gettime(id, &mut ts) };
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
-    Instant::from_nanos(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// The CPU time (user + system) all threads of this process used so far,
+/// `CLOCK_PROCESS_CPUTIME_ID`, with nanosecond resolution (not the 10 ms ticks of
+/// `/proc/PID/stat`).
+pub fn cpu_time() -> Duration {
+    Duration::from_nanos(read(libc::CLOCK_PROCESS_CPUTIME_ID))
 }
 
 /// `d` as a `timespec` for `ppoll`, saturating at `i64::MAX` seconds.
@@ -52,6 +65,17 @@ mod tests {
         let b = now();
         assert!(b >= a);
         assert!(a > Instant::ZERO);
+    }
+
+    #[test]
+    fn cpu_time_grows_while_working() {
+        let a = cpu_time();
+        // About a millisecond of work; the clock has nanosecond resolution.
+        let mut x = 1u64;
+        for _ in 0..1_000_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        assert!(cpu_time() > a, "{a} then {}", cpu_time());
     }
 
     #[test]

@@ -15,10 +15,29 @@
 //! Frames the kernel did not take stay in the batch and go first on the next pass; the core is
 //! not polled for more until they are gone, so nothing it produced is ever dropped here.
 //!
-//! [`Driver::wait`] then either returns at once ([`WaitMode::Spin`], busy polling, lowest
-//! latency, one core at 100%) or sleeps in `ppoll` ([`WaitMode::Sleep`]) on the datapath's
-//! descriptor (readable; writable too while frames wait), on the caller's extra descriptors
-//! (signals, a control socket), and until the core's next deadline, with nanosecond resolution.
+//! [`Driver::wait`] then either returns at once, after a non-blocking `ppoll` that still reports
+//! the caller's descriptors (busy polling), or sleeps in `ppoll` on the datapath's descriptor
+//! (readable; writable too while frames wait), on the caller's extra descriptors (signals, a
+//! control socket), and until the core's next deadline, with nanosecond resolution. Which one is
+//! the [`WaitMode`]'s choice:
+//!
+//! | mode | waits by | idle CPU | an event costs |
+//! |---|---|---|---|
+//! | [`WaitMode::Sleep`] | always `ppoll` | none | a wake-up (tens of µs on a loaded VM) |
+//! | [`WaitMode::Adaptive`] (default) | busy polling for `spin` after the last activity, then `ppoll` | none | nothing while traffic flows; a wake-up after a pause longer than `spin` |
+//! | [`WaitMode::Spin`] | always busy polling | one core at 100% | nothing |
+//!
+//! Activity, for [`WaitMode::Adaptive`], is a pass that received or sent a frame or ran a timer
+//! (completions only arise from those), or an extra descriptor found readable. The decision is
+//! [`WaitMode::spins`], a pure function of the current time and the last activity.
+//!
+//! Each busy-polling wait ends with `sched_yield`. The kernel queues a task woken by a socket on
+//! its waker's CPU (a sync wake-up assumes the waker is about to sleep), so a process that keeps
+//! polling after it sent holds the woken peer off its own CPU until it sleeps or is preempted.
+//! Without the yield, an adaptive ping-pong on the 2-vCPU VM settled at a round trip of twice the
+//! spin window (each message waited for its sender's window to end) and a spinning one had a p99
+//! of 4 ms; with it, both poll at the busy-polled round trip (BENCHMARKS.md). When nothing else
+//! is runnable the yield returns at once.
 //!
 //! Deviations: none.
 
@@ -29,14 +48,92 @@ use rocev2_core::mr::Memory;
 use rocev2_core::time::{Duration, Instant};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// How [`Driver::wait`] waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How [`Driver::wait`] waits; see the module docs for what each costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitMode {
     /// Sleep in `ppoll` until there is something to do.
-    #[default]
     Sleep,
+    /// Poll again at once while less than `spin` has passed since the last activity, then
+    /// sleep as [`WaitMode::Sleep`] does.
+    Adaptive {
+        /// How long to keep busy polling after the last activity.
+        spin: Duration,
+    },
     /// Never sleep: poll again at once (busy polling).
     Spin,
+}
+
+impl Default for WaitMode {
+    /// [`WaitMode::Adaptive`] with [`WaitMode::DEFAULT_SPIN`].
+    fn default() -> Self {
+        WaitMode::Adaptive {
+            spin: WaitMode::DEFAULT_SPIN,
+        }
+    }
+}
+
+impl WaitMode {
+    /// The default spin window of [`WaitMode::Adaptive`]: a few times the p99 of a busy-polled
+    /// 4 KiB ping-pong round trip on a veth pair (20–45 µs median, 30–65 µs p99 on a shared
+    /// 2-vCPU VM, BENCHMARKS.md), so the answer to a request arrives while its sender still polls
+    /// even after a scheduling hiccup. 50 µs let more replies miss the window (p99 65 µs against
+    /// 32–37 µs at 100 and 200 µs); past a burst it costs at most this much CPU.
+    pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
+
+    /// The name used on command lines and in configuration files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WaitMode::Sleep => "sleep",
+            WaitMode::Adaptive { .. } => "adaptive",
+            WaitMode::Spin => "spin",
+        }
+    }
+
+    /// `self` with the spin window `spin`.
+    ///
+    /// # Errors
+    /// When `self` is not [`WaitMode::Adaptive`] (the only mode with a window).
+    pub fn with_spin(self, spin: Duration) -> Result<WaitMode, &'static str> {
+        match self {
+            WaitMode::Adaptive { .. } => Ok(WaitMode::Adaptive { spin }),
+            _ => Err("a spin window applies to the adaptive mode only"),
+        }
+    }
+
+    /// Whether [`Driver::wait`] should poll again without sleeping at `now`, given the last
+    /// activity (`None`: none yet). Adaptive: while `now` is less than `spin` after it (a clock
+    /// read before the activity's counts as no time passed).
+    pub fn spins(self, now: Instant, last_activity: Option<Instant>) -> bool {
+        match self {
+            WaitMode::Sleep => false,
+            WaitMode::Spin => true,
+            WaitMode::Adaptive { spin } => {
+                last_activity.is_some_and(|t| now.saturating_duration_since(t) < spin)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for WaitMode {
+    type Err = &'static str;
+    /// `sleep`, `adaptive` (with [`WaitMode::DEFAULT_SPIN`]) or `spin`.
+    fn from_str(s: &str) -> Result<WaitMode, Self::Err> {
+        match s {
+            "sleep" => Ok(WaitMode::Sleep),
+            "adaptive" => Ok(WaitMode::default()),
+            "spin" => Ok(WaitMode::Spin),
+            _ => Err("one of sleep, adaptive, spin"),
+        }
+    }
+}
+
+impl std::fmt::Display for WaitMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitMode::Adaptive { spin } => write!(f, "adaptive (spin {spin})"),
+            other => f.write_str(other.name()),
+        }
+    }
 }
 
 /// Batch sizes and waiting.
@@ -50,7 +147,7 @@ pub struct DriverConfig {
     pub rx_batches_per_pass: usize,
     /// Frames sent per pass at most.
     pub tx_frames_per_pass: usize,
-    /// Busy polling or sleeping.
+    /// Sleeping, busy polling, or busy polling for a while after activity.
     pub wait: WaitMode,
     /// Longest single sleep, so callers regain control (to check a stop flag) even when idle.
     pub max_sleep: Duration,
@@ -63,7 +160,7 @@ impl Default for DriverConfig {
             tx_batch: 64,
             rx_batches_per_pass: 4,
             tx_frames_per_pass: 256,
-            wait: WaitMode::Sleep,
+            wait: WaitMode::default(),
             max_sleep: Duration::from_millis(100),
         }
     }
@@ -95,6 +192,8 @@ pub struct Driver<D, M> {
     cfg: DriverConfig,
     clock: Clock,
     more: bool,
+    /// When a pass last received, sent or ran a timer, or an extra descriptor was readable.
+    last_activity: Option<Instant>,
 }
 
 impl<D: Datapath, M: Memory> Driver<D, M> {
@@ -109,6 +208,7 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             cfg,
             clock: Clock,
             more: false,
+            last_activity: None,
         }
     }
 
@@ -200,6 +300,9 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         // the next pass should not wait for a packet or a timer to arrive first.
         p.more |= !tx.is_empty() || p.tx >= cfg.tx_frames_per_pass;
         self.more = p.more;
+        if p.rx > 0 || p.tx > 0 || p.timers {
+            self.last_activity = Some(now);
+        }
         Ok(p)
     }
 
@@ -209,8 +312,9 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
     /// # Errors
     /// `ppoll` failures other than `EINTR`.
     pub fn wait(&mut self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>, Error> {
-        let spin = self.cfg.wait == WaitMode::Spin || (self.more && self.tx.is_empty());
         let now = self.clock.now();
+        let spin =
+            self.cfg.wait.spins(now, self.last_activity) || (self.more && self.tx.is_empty());
         let mut timeout = match self.ep.poll_timeout() {
             Some(t) => (t - now).min(self.cfg.max_sleep),
             None => self.cfg.max_sleep,
@@ -238,10 +342,17 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             revents: 0,
         }));
         crate::sys::ppoll(&mut fds, Some(timeout)).map_err(|e| Error::io("ppoll", e))?;
-        Ok(fds[1..]
+        if spin {
+            crate::sys::yield_cpu();
+        }
+        let ready: Vec<bool> = fds[1..]
             .iter()
             .map(|f| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
-            .collect())
+            .collect();
+        if ready.contains(&true) {
+            self.last_activity = Some(self.clock.now());
+        }
+        Ok(ready)
     }
 
     /// Polls and waits until `done` returns true (then `Ok(true)`) or `timeout` passes
@@ -340,6 +451,88 @@ mod tests {
             datagrams,
             file: std::fs::File::open("/dev/null").unwrap(),
         }
+    }
+
+    fn at_us(us: u64) -> Instant {
+        Instant::from_nanos(1_000_000_000 + us * 1_000)
+    }
+
+    #[test]
+    fn wait_mode_adaptive_spins_within_window_only() {
+        let m = WaitMode::Adaptive {
+            spin: Duration::from_micros(100),
+        };
+        let last = Some(at_us(0));
+        assert!(m.spins(at_us(0), last), "right after activity");
+        assert!(m.spins(at_us(99), last), "inside the window");
+        let edge = Instant::from_nanos(at_us(100).as_nanos() - 1);
+        assert!(m.spins(edge, last), "one ns before its end");
+        assert!(!m.spins(at_us(100), last), "the window is half-open");
+        assert!(!m.spins(at_us(5_000), last), "long after");
+        assert!(!m.spins(at_us(0), None), "no activity yet: sleep");
+        // A `now` read before the activity's (never with one monotonic clock) counts as no time.
+        assert!(m.spins(at_us(0), Some(at_us(50))));
+        let zero = WaitMode::Adaptive {
+            spin: Duration::ZERO,
+        };
+        assert!(!zero.spins(at_us(0), last), "a zero window is Sleep");
+    }
+
+    #[test]
+    fn wait_mode_sleep_never_spins_and_spin_always_does() {
+        for last in [None, Some(at_us(0))] {
+            assert!(!WaitMode::Sleep.spins(at_us(0), last));
+            assert!(WaitMode::Spin.spins(at_us(1_000_000), last));
+        }
+    }
+
+    #[test]
+    fn wait_mode_names_parse_and_default_is_adaptive() {
+        for m in [WaitMode::Sleep, WaitMode::default(), WaitMode::Spin] {
+            assert_eq!(m.name().parse::<WaitMode>(), Ok(m));
+        }
+        assert_eq!(
+            WaitMode::default(),
+            WaitMode::Adaptive {
+                spin: WaitMode::DEFAULT_SPIN
+            }
+        );
+        assert_eq!(DriverConfig::default().wait, WaitMode::default());
+        assert!("busy".parse::<WaitMode>().unwrap_err().contains("adaptive"));
+        let d = Duration::from_micros(7);
+        assert_eq!(
+            WaitMode::default().with_spin(d),
+            Ok(WaitMode::Adaptive { spin: d })
+        );
+        assert!(WaitMode::Sleep.with_spin(d).is_err());
+        assert!(WaitMode::Spin.with_spin(d).is_err());
+        assert_eq!(
+            WaitMode::Adaptive { spin: d }.to_string(),
+            "adaptive (spin 7.000us)"
+        );
+    }
+
+    /// Activity is what moves the adaptive window: a pass that received, sent or ran a timer,
+    /// or a readable extra descriptor; an idle pass is not.
+    #[test]
+    fn driver_records_activity_not_idle_passes() {
+        let mut d = Driver::new(
+            Endpoint::new(1),
+            VecMemory::new(),
+            fake(64, false),
+            DriverConfig::default(),
+        );
+        d.poll().unwrap();
+        assert_eq!(d.last_activity, None, "an idle pass");
+        d.dp.inbox.push_back((None, vec![0xab; 60]));
+        d.poll().unwrap();
+        let rx = d.last_activity.expect("a pass that received");
+        d.poll().unwrap();
+        assert_eq!(d.last_activity, Some(rx), "an idle pass leaves it");
+        // /dev/null is always readable: the extra descriptor's readiness is activity too.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(d.wait(&[null.as_fd()]).unwrap(), vec![true]);
+        assert!(d.last_activity.unwrap() >= rx);
     }
 
     #[test]

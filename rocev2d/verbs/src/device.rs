@@ -33,7 +33,8 @@ use std::time::Duration;
 /// Settings of [`Device::open_with`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeviceConfig {
-    /// Batching and waiting of the driver (busy polling or sleeping in `ppoll`).
+    /// Batching and waiting of the driver (default: busy polling for a while after activity,
+    /// then sleeping in `ppoll`; see [`crate::WaitMode`]).
     pub driver: DriverConfig,
     /// Settings of the datapaths.
     pub datapath: Options,

@@ -53,14 +53,16 @@ pub struct Args {
     /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (see `udp.rs`).
     #[arg(long)]
     pub accept_unverified_icrc: bool,
-    /// Busy-poll instead of sleeping.
+    /// Busy-poll (one core at 100%) instead of the configuration's wait mode (`[datapath]`
+    /// `wait`, default adaptive: busy-poll for a while after activity, then sleep).
     #[arg(long)]
     pub busy_poll: bool,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     pub deadline_secs: u64,
     /// A `rocev2d run` configuration file whose `[cc]` section chooses the QP's congestion
-    /// control (both peers should use the same scheme).
+    /// control (both peers should use the same scheme) and whose `[datapath]` `wait` and
+    /// `spin_us` keys how the driver waits.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Put this many IOFD deflection tokens (1..=63) on the packets of SEND/WRITE messages of

@@ -2,7 +2,9 @@
 //! [`QpInfo`] over TCP, resolve the other side's MAC, connect the QP, print `READY`.
 //!
 //! The QP's congestion control comes from the `[cc]` section of a `rocev2d run` configuration
-//! file (`--config`), read by the daemon's own parser so both programs accept the same keys.
+//! file (`--config`), and how the driver waits from its `[datapath]` `wait` and `spin_us` keys
+//! (default adaptive; `--busy-poll` means spin), read by the daemon's own parser so both
+//! programs accept the same keys.
 //!
 //! Deviations: none.
 
@@ -24,7 +26,7 @@ use rocev2_core::wire::Qpn;
 use rocev2_core::wire::frame::Ecn;
 use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto, neigh};
-use rocev2d::config::{CcSettings, Config};
+use rocev2d::config::Config;
 use rocev2d::stats::Identity;
 use serde_json::json;
 use std::net::{TcpListener, TcpStream};
@@ -71,10 +73,11 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     let mut mem = VecMemory::new();
     mem.insert(mr.id, vec![0; usize::try_from(len)?]);
     let cq = ep.create_cq(1 << 16);
-    let cc = match &a.config {
-        Some(p) => Config::load(p)?.cc,
-        None => CcSettings::default(),
+    let file = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
     };
+    let cc = file.cc;
     ep.set_receiver_cc(cc.receiver());
     let mut qp_cfg = QpConfig::new(pd, cq, cq);
     qp_cfg.cc = cc.qp_config();
@@ -177,7 +180,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         wait: if a.busy_poll {
             WaitMode::Spin
         } else {
-            WaitMode::Sleep
+            file.wait
         },
         ..DriverConfig::default()
     };
