@@ -4,7 +4,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rocev2_core::cc::CongestionController;
 use rocev2d::config::Config;
 
 fuzz_target!(|data: &[u8]| {
