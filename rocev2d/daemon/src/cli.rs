@@ -4,6 +4,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use rocev2_datapath::Mode;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// rocev2d: a userspace RoCEv2 device on a Linux interface.
@@ -46,14 +47,22 @@ pub struct RunArgs {
     /// Stats socket (default /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub stats_socket: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464); overrides
+    /// `[stats] metrics`.
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// `rocev2d stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Print JSON instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     pub json: bool,
+    /// Print the Prometheus text format instead of text (e.g. for node_exporter's textfile
+    /// collector).
+    #[arg(long)]
+    pub prometheus: bool,
     /// The daemon serving this interface (its socket is /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub iface: Option<String>,

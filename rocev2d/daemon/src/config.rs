@@ -25,6 +25,7 @@
 //!
 //! [stats]
 //! socket = "/run/rocev2d/eth0.sock"   # default: /run/rocev2d/IFACE.sock
+//! metrics = "127.0.0.1:9464"          # Prometheus text format over HTTP; default: off
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
 //! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
@@ -46,6 +47,7 @@ use rocev2_core::time::Rate;
 use rocev2_datapath::auto::Options;
 use rocev2_datapath::{Mode, WaitMode};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// Why a configuration was refused.
@@ -139,6 +141,7 @@ struct PacketSection {
 #[serde(deny_unknown_fields)]
 struct StatsSection {
     socket: Option<PathBuf>,
+    metrics: Option<String>,
 }
 
 /// The daemon's settings after merging file and flags.
@@ -158,6 +161,8 @@ pub struct Config {
     pub options: Options,
     /// Stats socket path; `None` = `/run/rocev2d/IFACE.sock`.
     pub stats_socket: Option<PathBuf>,
+    /// Where to serve Prometheus metrics over HTTP; `None`: nowhere.
+    pub metrics: Option<SocketAddr>,
     /// Congestion control.
     pub cc: CcSettings,
 }
@@ -212,6 +217,7 @@ impl Default for Config {
             tx_batch: 64,
             options: Options::default(),
             stats_socket: None,
+            metrics: None,
             cc: CcSettings::default(),
         }
     }
@@ -350,6 +356,13 @@ impl Config {
             o.packet.sndbuf_bytes = v;
         }
         c.stats_socket = f.stats.socket;
+        if let Some(m) = f.stats.metrics {
+            c.metrics = Some(m.parse().map_err(|_| Error::Range {
+                key: "stats.metrics",
+                value: format!("{m:?}"),
+                range: "an address and port, e.g. \"127.0.0.1:9464\" or \"[::1]:9464\"",
+            })?);
+        }
         if let Some(name) = f.cc.scheme {
             c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Range {
                 key: "cc.scheme",

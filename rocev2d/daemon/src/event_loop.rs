@@ -11,6 +11,7 @@
 //!
 //! Deviations: none.
 
+use crate::metrics::Metrics;
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
 use rocev2_core::mr::VecMemory;
@@ -105,23 +106,43 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     );
     // Printed on stdout for scripts and tests that wait for readiness.
     println!("rocev2d: serving {name} with datapath {}", id.datapath);
+    let mut metrics = match cfg.metrics {
+        Some(addr) => {
+            let m = Metrics::bind(addr).with_context(|| format!("metrics on {addr}"))?;
+            tracing::info!(addr = %m.local_addr()?, "serving Prometheus metrics at /metrics");
+            Some(m)
+        }
+        None => None,
+    };
     loop {
         driver.poll()?;
-        let ready = driver.wait(&[listener.as_fd(), sig_rx.as_fd()])?;
+        let mut fds = vec![listener.as_fd(), sig_rx.as_fd()];
+        if let Some(m) = &metrics {
+            fds.extend(m.fds());
+        }
+        let ready = driver.wait(&fds)?;
+        drop(fds);
         if ready.get(1).copied().unwrap_or(false) {
             break;
         }
+        let snap = || {
+            stats::snapshot(
+                &id,
+                &driver.ep,
+                rocev2_datapath::clock::now(),
+                &driver.datapath_stats(),
+            )
+        };
         if ready.first().copied().unwrap_or(false) {
             while let Ok((mut client, _)) = listener.accept() {
-                let snap = stats::snapshot(
-                    &id,
-                    &driver.ep,
-                    rocev2_datapath::clock::now(),
-                    &driver.datapath_stats(),
-                );
-                if let Err(e) = stats::send(&mut client, &snap) {
+                if let Err(e) = stats::send(&mut client, &snap()) {
                     tracing::debug!(error = %e, "stats client went away");
                 }
+            }
+        }
+        if let Some(m) = &mut metrics {
+            if ready.iter().skip(2).any(|r| *r) {
+                m.serve(|| stats::render_prometheus(&snap()));
             }
         }
     }

@@ -18,6 +18,7 @@
 
 mod cli;
 mod event_loop;
+mod metrics;
 mod switch_cmd;
 
 use anyhow::{Context as _, bail};
@@ -48,6 +49,9 @@ fn main() -> anyhow::Result<()> {
             }
             if a.stats_socket.is_some() {
                 cfg.stats_socket = a.stats_socket;
+            }
+            if a.metrics.is_some() {
+                cfg.metrics = a.metrics;
             }
             event_loop::run(&cfg)
         }
@@ -87,6 +91,8 @@ fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
     let snap = fetch(&path)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&snap)?);
+    } else if a.prometheus {
+        print!("{}", stats::render_prometheus(&snap));
     } else {
         print!("{}", stats::render_text(&snap));
     }

@@ -229,6 +229,145 @@ pub fn render_text(s: &Snapshot) -> String {
     o
 }
 
+/// The snapshot in the Prometheus text exposition format (version 0.0.4): what `rocev2d stats
+/// --prometheus` prints and the daemon's metrics endpoint serves (`[stats] metrics`). Counters
+/// end in `_total`; every sample carries `iface`, per-QP ones `qpn` too; the congestion
+/// controller's state is gauges. Families come in a fixed order with one `# HELP`/`# TYPE` each.
+pub fn render_prometheus(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let iface = escape_label(&s.iface);
+    let family = |o: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        if samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(o, "# HELP rocev2_{name} {help}");
+        let _ = writeln!(o, "# TYPE rocev2_{name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(o, "rocev2_{name}{{iface=\"{iface}\"{labels}}} {v}");
+        }
+    };
+    family(
+        &mut o,
+        "info",
+        "gauge",
+        "The datapath serving the interface (value 1).",
+        &[(format!(",datapath=\"{}\"", escape_label(&s.datapath)), 1.0)],
+    );
+    family(
+        &mut o,
+        "uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        &[(String::new(), s.uptime_ms as f64 / 1000.0)],
+    );
+    for (k, v) in &s.packets {
+        let help = format!("Endpoint {} (frames or bytes).", k.replace('_', " "));
+        family(
+            &mut o,
+            &format!("{k}_total"),
+            "counter",
+            &help,
+            &[(String::new(), *v as f64)],
+        );
+    }
+    let drops: Vec<(String, f64)> = s
+        .drops
+        .iter()
+        .map(|(r, v)| (format!(",reason=\"{}\"", escape_label(r)), *v as f64))
+        .collect();
+    family(
+        &mut o,
+        "drops_total",
+        "counter",
+        "Received frames dropped, by reason.",
+        &drops,
+    );
+    family(
+        &mut o,
+        "icrc_unverifiable_total",
+        "counter",
+        "UDP mode: frames accepted without a verifiable ICRC.",
+        &[(String::new(), s.icrc_unverifiable as f64)],
+    );
+    let dp: Vec<(String, f64)> = s
+        .datapath_counters
+        .iter()
+        .map(|(k, v)| (format!(",counter=\"{}\"", escape_label(k)), *v as f64))
+        .collect();
+    family(
+        &mut o,
+        "datapath_total",
+        "counter",
+        "The datapath's own counters.",
+        &dp,
+    );
+    let qp_counters: std::collections::BTreeSet<&String> =
+        s.qps.values().flat_map(|q| q.counters.keys()).collect();
+    for c in qp_counters {
+        let samples: Vec<(String, f64)> = s
+            .qps
+            .iter()
+            .filter_map(|(qpn, q)| q.counters.get(c).map(|v| (qp_label(qpn), *v as f64)))
+            .collect();
+        let help = format!("Per-QP {}.", c.replace('_', " "));
+        family(&mut o, &format!("qp_{c}_total"), "counter", &help, &samples);
+    }
+    let cc = |f: fn(&CcStats) -> Option<f64>| -> Vec<(String, f64)> {
+        s.qps
+            .iter()
+            .filter_map(|(qpn, q)| q.cc.as_ref().and_then(f).map(|v| (qp_label(qpn), v)))
+            .collect()
+    };
+    family(
+        &mut o,
+        "qp_cc_rate_bps",
+        "gauge",
+        "Allowed rate of the QP's congestion controller, bit/s.",
+        &cc(|c| Some(c.rate_bps as f64)),
+    );
+    family(
+        &mut o,
+        "qp_cc_target_bps",
+        "gauge",
+        "Target rate R_T (DCQCN, DCQCN+), bit/s.",
+        &cc(|c| c.target_bps.map(|t| t as f64)),
+    );
+    family(
+        &mut o,
+        "qp_cc_alpha",
+        "gauge",
+        "DCQCN's alpha.",
+        &cc(|c| c.alpha),
+    );
+    family(
+        &mut o,
+        "qp_cc_n",
+        "gauge",
+        "DASR's N, senders the receiver counts (Dart).",
+        &cc(|c| c.n.map(f64::from)),
+    );
+    family(
+        &mut o,
+        "qp_cc_cnps_total",
+        "counter",
+        "CNPs that reached the QP's controller.",
+        &cc(|c| Some(c.cnps as f64)),
+    );
+    o
+}
+
+/// `,qpn="0x000011"`.
+fn qp_label(qpn: &str) -> String {
+    format!(",qpn=\"{}\"", escape_label(qpn))
+}
+
+/// A label value as the text format wants it: backslash, quote and newline escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Writes one snapshot to a connected client, as one JSON line.
 ///
 /// # Errors
@@ -304,5 +443,75 @@ mod tests {
         assert!(text.contains("  cc_cnps 0\n"), "{text}");
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// The metrics a Prometheus server would scrape, read back by an independent parser of the
+    /// text format: every family typed, counters and gauges where they belong, the labels and
+    /// values of the snapshot.
+    #[test]
+    fn stats_prometheus_text_parses_back() {
+        use prometheus_parse::{Scrape, Value};
+        use rocev2_core::cc::CcScheme;
+        use rocev2_core::qp::QpConfig;
+        use rocev2_core::time::Rate;
+        let mut ep = Endpoint::new(1);
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(16);
+        let mut with = QpConfig::new(pd, cq, cq);
+        with.cc = CcScheme::Dcqcn.qp_config(Rate::from_gbps(10), 1024);
+        let qpn = ep.create_qp(with).unwrap();
+        let id = Identity {
+            iface: "veth\"0".into(),
+            datapath: "xdp".into(),
+            reason: "asked for".into(),
+            started: std::time::Instant::now(),
+        };
+        let dp = DatapathStats {
+            rx_packets: 7,
+            ..DatapathStats::default()
+        };
+        let text = render_prometheus(&snapshot(&id, &ep, Instant::ZERO, &dp));
+        let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("parses");
+        let find = |name: &str, label: (&str, &str)| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1))
+                .unwrap_or_else(|| panic!("{name} {label:?} in\n{text}"))
+        };
+        let counter = |v: &Value| match v {
+            Value::Counter(c) => *c,
+            other => panic!("not a counter: {other:?}"),
+        };
+        let gauge = |v: &Value| match v {
+            Value::Gauge(g) => *g,
+            other => panic!("not a gauge: {other:?}"),
+        };
+        let q = format!("{:#08x}", qpn.value());
+        let s = find("rocev2_drops_total", ("reason", "icrc_error"));
+        assert_eq!(counter(&s.value), 0.0);
+        // The quote is escaped (prometheus-parse hands label values back still escaped).
+        assert_eq!(s.labels.get("iface"), Some("veth\\\"0"));
+        let rx = find("rocev2_datapath_total", ("counter", "rx_packets"));
+        assert_eq!(counter(&rx.value), 7.0);
+        assert_eq!(
+            gauge(&find("rocev2_qp_cc_rate_bps", ("qpn", &q)).value),
+            1e10
+        );
+        assert_eq!(gauge(&find("rocev2_qp_cc_alpha", ("qpn", &q)).value), 1.0);
+        assert_eq!(
+            counter(&find("rocev2_qp_retransmits_total", ("qpn", &q)).value),
+            0.0
+        );
+        assert_eq!(gauge(&find("rocev2_info", ("datapath", "xdp")).value), 1.0);
+        // One HELP and one TYPE per family, before its samples.
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let unique: std::collections::BTreeSet<&&str> = families.iter().collect();
+        assert_eq!(unique.len(), families.len(), "{families:?}");
+        assert_eq!(families.len(), scrape.docs.len());
     }
 }

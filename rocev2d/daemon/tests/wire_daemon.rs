@@ -1,5 +1,6 @@
 //! `rocev2d run` on a real interface: it serves, counts garbage by drop reason, answers
-//! `rocev2d stats` (text and JSON) on its unix socket, and stops cleanly on SIGTERM, removing
+//! `rocev2d stats` (text, JSON and Prometheus) on its unix socket, serves the same counters
+//! over HTTP for Prometheus, and stops cleanly on SIGTERM, removing
 //! the socket. With `--datapath xdp`: the steering counters in `rocev2d stats`, non-RoCE
 //! traffic still reaching the kernel, and no XDP program or qdisc left after SIGTERM or SIGKILL.
 
@@ -24,6 +25,8 @@ fn wire_daemon_run_stats_and_sigterm() {
         "udp",
         "--stats-socket",
         &sock,
+        "--metrics",
+        "127.0.0.1:9464",
     ]);
     let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
     d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
@@ -59,6 +62,40 @@ fn wire_daemon_run_stats_and_sigterm() {
     )
     .expect("stats text");
     assert!(text.stdout.contains("  truncated 3\n"), "{}", text.stdout);
+    // The same counters in the Prometheus text format: from `rocev2d stats --prometheus`, and
+    // scraped over HTTP from the daemon's metrics endpoint inside h1.
+    let prom = exec::run(
+        std::process::Command::new(BIN).args(["stats", "--prometheus", "--socket", &sock]),
+        SETUP,
+    )
+    .expect("stats --prometheus");
+    let mut scrape = tb.command("h1", "bash").expect("command");
+    scrape.args([
+        "-c",
+        "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.1\\r\\nHost: h1\\r\\n\\r\\n' >&3; cat <&3",
+    ]);
+    let http = exec::run(&mut scrape, SETUP).expect("scrape /metrics");
+    assert!(
+        http.stdout.starts_with("HTTP/1.1 200 OK\r\n"),
+        "{}",
+        http.stdout
+    );
+    let body = http.stdout.split("\r\n\r\n").nth(1).expect("body");
+    for text in [prom.stdout.as_str(), body] {
+        let parsed = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("Prometheus text format");
+        let truncated = parsed
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "rocev2_drops_total" && s.labels.get("reason") == Some("truncated")
+            })
+            .unwrap_or_else(|| panic!("no truncated drops in\n{text}"));
+        assert!(
+            matches!(truncated.value, prometheus_parse::Value::Counter(v) if v == 3.0),
+            "{truncated:?}"
+        );
+    }
     exec::run(
         std::process::Command::new("kill").args(["-TERM", &d.id().to_string()]),
         SETUP,
