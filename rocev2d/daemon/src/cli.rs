@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use rocev2_datapath::Mode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// rocev2d: a userspace RoCEv2 device on a Linux interface.
 #[derive(Debug, Parser)]
@@ -61,12 +62,25 @@ pub struct StatsArgs {
     pub json: bool,
     /// Print the Prometheus text format instead of text (e.g. for node_exporter's textfile
     /// collector).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub prometheus: bool,
+    /// Print live rates every SECONDS (default 1) until interrupted: packets and Gbit/s each
+    /// way, drops per second by reason, and per QP its packet rates and controller's rate.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1",
+          conflicts_with = "json", value_parser = parse_interval)]
+    pub watch: Option<Duration>,
     /// The daemon serving this interface (its socket is /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub iface: Option<String>,
     /// The daemon's stats socket; default: the only socket in /run/rocev2d/.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+}
+
+/// `--watch`'s interval: 0.1 to 3600 seconds.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("{s:?}: seconds from 0.1 to 3600")),
+    }
 }

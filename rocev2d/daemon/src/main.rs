@@ -88,6 +88,9 @@ fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
             }
         }
     };
+    if let Some(every) = a.watch {
+        return watch(&path, every);
+    }
     let snap = fetch(&path)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&snap)?);
@@ -97,6 +100,26 @@ fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
         print!("{}", stats::render_text(&snap));
     }
     Ok(())
+}
+
+/// `rocev2d stats --watch`: a snapshot every `every`, printed as rates against the one before
+/// (redrawn in place on a terminal), until interrupted or the daemon goes away.
+fn watch(path: &Path, every: Duration) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let tty = std::io::stdout().is_terminal();
+    let mut prev = (fetch(path)?, std::time::Instant::now());
+    loop {
+        std::thread::sleep(every);
+        let cur = (fetch(path)?, std::time::Instant::now());
+        let text = stats::render_rates(&prev.0, &cur.0, (cur.1 - prev.1).as_secs_f64());
+        if tty {
+            // Home and clear: the table stays in place.
+            print!("\x1b[H\x1b[2J{text}");
+        } else {
+            println!("{text}");
+        }
+        prev = cur;
+    }
 }
 
 /// Connects to a running daemon's stats socket and reads its snapshot.

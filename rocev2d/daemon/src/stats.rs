@@ -229,6 +229,68 @@ pub fn render_text(s: &Snapshot) -> String {
     o
 }
 
+/// What `rocev2d stats --watch` prints each interval: rates between two snapshots taken
+/// `secs` apart (packets and bits per second through the endpoint, drops per second by
+/// reason, only the reasons that moved) and one line per QP (its packets per second each way,
+/// retransmissions per second, and its controller's rate), so an experiment can be watched
+/// live, as `ibv_devinfo` plus `perfquery` would.
+pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
+    let secs = secs.max(1e-9);
+    let per_s = |a: Option<&u64>, b: Option<&u64>| {
+        b.copied()
+            .unwrap_or(0)
+            .saturating_sub(a.copied().unwrap_or(0)) as f64
+            / secs
+    };
+    let p = |k: &str| per_s(prev.packets.get(k), cur.packets.get(k));
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} ({}): rx {:.0} pkt/s {:.3} Gbit/s, tx {:.0} pkt/s {:.3} Gbit/s",
+        cur.iface,
+        cur.datapath,
+        p("rx_packets"),
+        p("rx_bytes") * 8e-9,
+        p("tx_packets"),
+        p("tx_bytes") * 8e-9,
+    );
+    let drops: Vec<String> = cur
+        .drops
+        .iter()
+        .filter_map(|(k, v)| {
+            let r = per_s(prev.drops.get(k), Some(v));
+            (r > 0.0).then(|| format!("{k} {r:.0}/s"))
+        })
+        .collect();
+    if !drops.is_empty() {
+        let _ = writeln!(o, "drops: {}", drops.join(", "));
+    }
+    if !cur.qps.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:<10} {:<6} {:>12} {:>12} {:>10} {:>12}",
+            "qpn", "state", "tx pkt/s", "rx pkt/s", "retx/s", "cc Gbit/s"
+        );
+    }
+    for (qpn, q) in &cur.qps {
+        let before = prev.qps.get(qpn);
+        let c = |k: &str| per_s(before.and_then(|b| b.counters.get(k)), q.counters.get(k));
+        let cc = q.cc.as_ref().map_or_else(
+            || "-".to_string(),
+            |c| format!("{:.3}", c.rate_bps as f64 * 1e-9),
+        );
+        let _ = writeln!(
+            o,
+            "{qpn:<10} {:<6} {:>12.0} {:>12.0} {:>10.0} {cc:>12}",
+            q.state,
+            c("tx_packets"),
+            c("rx_packets"),
+            c("retransmits"),
+        );
+    }
+    o
+}
+
 /// The snapshot in the Prometheus text exposition format (version 0.0.4): what `rocev2d stats
 /// --prometheus` prints and the daemon's metrics endpoint serves (`[stats] metrics`). Counters
 /// end in `_total`; every sample carries `iface`, per-QP ones `qpn` too; the congestion
@@ -443,6 +505,46 @@ mod tests {
         assert!(text.contains("  cc_cnps 0\n"), "{text}");
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn stats_watch_rates_between_snapshots() {
+        let id = Identity {
+            iface: "veth0".into(),
+            datapath: "udp".into(),
+            reason: String::new(),
+            started: std::time::Instant::now(),
+        };
+        let mut ep = Endpoint::new(1);
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(4);
+        ep.create_qp(rocev2_core::qp::QpConfig::new(pd, cq, cq))
+            .unwrap();
+        let a = snapshot(&id, &ep, Instant::ZERO, &DatapathStats::default());
+        let mut b = a.clone();
+        b.packets.insert("rx_packets".into(), 2000);
+        b.packets.insert("rx_bytes".into(), 250_000_000);
+        b.drops.insert("truncated".into(), 10);
+        let q = b.qps.keys().next().unwrap().clone();
+        b.qps
+            .get_mut(&q)
+            .unwrap()
+            .counters
+            .insert("tx_packets".into(), 500);
+        let text = render_rates(&a, &b, 2.0);
+        // 2000 frames and 2 Gbit over 2 s; 10 drops; 500 packets from the QP.
+        assert!(
+            text.starts_with("veth0 (udp): rx 1000 pkt/s 1.000 Gbit/s, tx 0 pkt/s"),
+            "{text}"
+        );
+        assert!(text.contains("drops: truncated 5/s\n"), "{text}");
+        assert!(
+            !text.contains("icrc_error"),
+            "reasons that did not move are left out: {text}"
+        );
+        let row = text.lines().find(|l| l.starts_with(&q)).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[1..], ["reset", "250", "0", "0", "-"], "{text}");
     }
 
     /// The metrics a Prometheus server would scrape, read back by an independent parser of the

@@ -96,6 +96,15 @@ fn wire_daemon_run_stats_and_sigterm() {
             "{truncated:?}"
         );
     }
+    // Live rates: two snapshots 0.2 s apart, one block per interval, until killed.
+    let mut watch = Process::spawn(
+        std::process::Command::new(BIN).args(["stats", "--watch", "0.2", "--socket", &sock]),
+    )
+    .expect("spawn stats --watch");
+    watch
+        .wait_for_line(|l| l.contains("(udp): rx ") && l.contains(" pkt/s "), SETUP)
+        .expect("a --watch block");
+    watch.kill();
     exec::run(
         std::process::Command::new("kill").args(["-TERM", &d.id().to_string()]),
         SETUP,
