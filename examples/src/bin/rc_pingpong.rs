@@ -88,7 +88,8 @@ struct Args {
     /// Sleep on CQ events (accepted; the CQ is polled).
     #[arg(short = 'e', long = "events")]
     _events: bool,
-    /// Local port GID index: index into the interface's addresses, IPv4 first.
+    /// Local port GID index, in rdma_rxe's order: 0 the link-local default GID, 1 the first
+    /// IPv4-mapped address (docs/datapath.md, "GID table").
     #[arg(short = 'g', long = "gid-idx")]
     gid_idx: Option<usize>,
     /// On-demand paging (ignored).
