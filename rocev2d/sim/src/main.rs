@@ -52,6 +52,9 @@ enum Cmd {
         /// The CI sizes instead of the full ones (seconds instead of minutes).
         #[arg(long)]
         quick: bool,
+        /// Points run at once (default: every CPU); the files do not depend on it.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
 }
 
@@ -101,7 +104,17 @@ fn sim_stats_msg(now: u64) -> String {
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
-        Cmd::Experiments { only, out, quick } => cli_experiments::run(only.as_deref(), &out, quick),
+        Cmd::Experiments {
+            only,
+            out,
+            quick,
+            jobs,
+        } => {
+            let jobs = jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            });
+            cli_experiments::run(only.as_deref(), &out, quick, jobs)
+        }
         Cmd::Run {
             scenario,
             out,
