@@ -343,7 +343,8 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         }));
         crate::sys::ppoll(&mut fds, Some(timeout)).map_err(|e| Error::io("ppoll", e))?;
         if spin {
-            crate::sys::yield_cpu();
+            // sched_yield on Linux.
+            std::thread::yield_now();
         }
         let ready: Vec<bool> = fds[1..]
             .iter()

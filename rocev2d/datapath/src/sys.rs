@@ -172,13 +172,6 @@ pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::
     }
 }
 
-/// Lets any other runnable task on this CPU run first (`sched_yield`); returns at once when
-/// there is none.
-pub(crate) fn yield_cpu() {
-    // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
-    unsafe { libc::sched_yield() };
-}
-
 /// An epoll set used as one pollable descriptor for a datapath with several sockets.
 #[derive(Debug)]
 pub(crate) struct Epoll(OwnedFd);
