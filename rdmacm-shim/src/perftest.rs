@@ -184,9 +184,7 @@ pub fn version_from_wire(msg: &[u8]) -> Result<(String, f64), PerftestError> {
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
-    let v = num
-        .parse::<f64>()
-        .map_err(|_| malformed("version", msg))?;
+    let v = num.parse::<f64>().map_err(|_| malformed("version", msg))?;
     Ok((text, v))
 }
 
