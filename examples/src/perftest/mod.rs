@@ -33,8 +33,9 @@
 //!
 //! Deviations: one RC QP (`-q 1`), iterations only (no `-D`), no rdma_cm (`-R`, issue 16), no
 //! bidirectional (`-b`) or inline data; a bw client always targets the start of the peer's
-//! half instead of cycling through the cycle buffer; the send_bw server measures from its first
-//! receive. Ours: `--datapath`, `--poll`/`--spin-us`/`--busy-poll`,
+//! half instead of cycling through the cycle buffer. (The send_bw server measures from its
+//! first receive, as perftest's does; a datapath that batches receives inflates that figure on
+//! short runs.) Ours: `--datapath`, `--poll`/`--spin-us`/`--busy-poll`,
 //! `--accept-unverified-icrc`, and the hidden `--check` (both sides rocev2's): the data source
 //! is filled with a pattern and the side the data lands on compares it, printing
 //! `check: OK` or failing.
