@@ -2,6 +2,8 @@
 //! figures that `deploy/bench/` compares are computed and printed the same way, and the wait-mode
 //! flags of the rocev2 tools (`rc_pingpong`, `write_bw`).
 
+pub mod perftest;
+
 use rocev2::WaitMode;
 use rocev2_core::time::Duration as CoreDuration;
 use std::time::Duration;

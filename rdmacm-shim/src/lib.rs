@@ -7,10 +7,14 @@
 //!   `LID:QPN:PSN:GID` text message each way), so rocev2's `rc_pingpong` pairs with
 //!   `ibv_rc_pingpong` on a Linux soft-RoCE host or a RoCE NIC;
 //! - [`qp_info`]: the one-line exchange of rocev2's one-sided tools (`write_bw`,
-//!   `rocev2-wiretest`), which also carries the remote buffer.
+//!   `rocev2-wiretest`), which also carries the remote buffer;
+//! - [`perftest`]: the TCP exchange of linux-rdma/perftest (versions, MTU, the key message
+//!   with QP, buffer and GID, bandwidth reports), so rocev2's `ib_*_bw` / `ib_*_lat` pair with
+//!   perftest's.
 //!
 //! NOT IMPLEMENTED (issue 4/rdma_cm): IB CM MADs on QP1 (REQ/REP/RTU/DREQ/DREP, as in
 //! `../shared/captures/rping_cm.pcap`).
 
 pub mod oob;
+pub mod perftest;
 pub mod qp_info;

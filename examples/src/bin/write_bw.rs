@@ -28,8 +28,8 @@
 //! `OK <crc hex or ->` or `MISMATCH <crc hex>`.
 //!
 //! Deviations from `ib_write_bw`: a single QP, its own exchange format (not perftest's, so
-//! it does not pair with perftest), no peak BW column (only the average over the run), every
-//! WRITE signaled.
+//! it does not pair with perftest; rocev2's `ib_write_bw` does), no peak BW column (only the
+//! average over the run), every WRITE signaled.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
