@@ -2,36 +2,14 @@
 //! kernel 6.1 driven by rdma-core and perftest, see that folder's README) must parse, its ICRC
 //! must verify with our code, and emitting the parsed `FrameRepr` must give back the exact bytes.
 
-use pcap_file::pcap::PcapReader;
+#[path = "interop_util/captures.rs"]
+mod captures;
+
+use captures::frames;
 use rocev2_core::wire::{
     Error, FrameRepr, Opcode, Operation, Psn, Qpn, Syndrome, Transport, frame::Frame,
 };
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::PathBuf;
-
-fn captures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/captures")
-}
-
-fn frames(name: &str) -> Vec<Vec<u8>> {
-    let path = captures_dir().join(name);
-    let file = File::open(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (is ../shared beside the repo?)", path.display()));
-    let mut reader = PcapReader::new(file).expect("pcap header");
-    let mut out = Vec::new();
-    while let Some(pkt) = reader.next_packet() {
-        let pkt = pkt.expect("pcap record");
-        assert_eq!(
-            pkt.orig_len as usize,
-            pkt.data.len(),
-            "{name}: capture truncated a frame"
-        );
-        out.push(pkt.data.into_owned());
-    }
-    assert!(!out.is_empty(), "{name} holds no frames");
-    out
-}
 
 /// Each parsed frame with its payload.
 type Parsed = Vec<(FrameRepr, Vec<u8>)>;

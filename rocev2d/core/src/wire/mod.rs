@@ -84,6 +84,7 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod ip;
+pub mod mad;
 pub mod opcode;
 pub mod packet;
 pub mod psn;
@@ -100,6 +101,10 @@ pub use ext::{Packet as ExtPacket, Repr as ExtRepr};
 pub use frame::{EthRepr, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr, VlanRepr};
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
+pub use mad::{
+    CmAttribute, CmRepr, GSI_Q_KEY, HeaderRepr as MadHeaderRepr, MAD_LEN, MadError,
+    Packet as MadPacket,
+};
 pub use opcode::{Layout, Opcode, Operation, Transport};
 pub use packet::{Packet as RocePacket, Repr as RoceRepr};
 pub use psn::{Msn, Psn};
@@ -125,6 +130,8 @@ pub enum Header {
     Ieth,
     Cnp,
     Icrc,
+    /// A management datagram (the payload of a UD packet to QP1).
+    Mad,
 }
 
 impl fmt::Display for Header {
@@ -146,6 +153,7 @@ impl fmt::Display for Header {
             Header::Ieth => "IETH",
             Header::Cnp => "CNP",
             Header::Icrc => "ICRC",
+            Header::Mad => "MAD",
         })
     }
 }
@@ -205,6 +213,10 @@ pub enum Error {
     /// payload does not fit the IP/UDP length fields.
     #[error("representation does not match the opcode layout or length limits")]
     BadRepr,
+    /// A management datagram this crate does not accept (base or class version, class,
+    /// attribute; see [`mad`]).
+    #[error("{0}")]
+    BadMad(MadError),
 }
 
 /// Big-endian accessors on byte slices for the header views; the views' `check_len` has proved

@@ -1,0 +1,178 @@
+//! Ground truth for the CM MADs: `../shared/captures/rping_cm.pcap` (`rping -C 3 -S 64` between
+//! 192.168.77.11, the client and active side, and 192.168.77.10, the server, over rdma_rxe; see
+//! the captures' README). Every MAD frame must parse as a UD SEND Only to QP1 whose payload is a
+//! CM MAD, its fields must agree with each other and with the RC traffic that follows, and
+//! re-emitting each MAD must give back its exact bytes.
+
+#[path = "interop_util/captures.rs"]
+mod captures;
+
+use captures::frames;
+use rocev2_core::wire::mad::cm_connect::{RepRepr, ReqRepr};
+use rocev2_core::wire::mad::{DEFAULT_P_KEY, attribute, method};
+use rocev2_core::wire::{
+    CmAttribute, CmRepr, FrameRepr, GSI_Q_KEY, IpRepr, MAD_LEN, MadPacket, Opcode, Operation, Psn,
+    Qpn, Transport, mad,
+};
+use std::net::Ipv4Addr;
+
+const SERVER: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 10);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 11);
+/// rping's default port (no `-p` in rping_cm.tool-output.txt).
+const RPING_PORT: u64 = 7174;
+/// rdma_cm's ServiceID for RDMA_PS_TCP: 0x0000_0000_0106_0000 | port.
+const PS_TCP_SERVICE: u64 = 0x0000_0000_0106_0000;
+
+fn src(r: &FrameRepr) -> Ipv4Addr {
+    match r.ip {
+        IpRepr::V4 { src, .. } => src,
+        IpRepr::V6 { .. } => panic!("rping_cm.pcap is IPv4"),
+    }
+}
+
+struct Mad {
+    frame: usize,
+    from: Ipv4Addr,
+    repr: CmRepr,
+}
+
+/// Every CM MAD of the capture, checked for framing and byte-exact re-emission; the RC frames.
+fn mads_and_rc() -> (Vec<Mad>, Vec<FrameRepr>) {
+    let (mut mads, mut rc) = (Vec::new(), Vec::new());
+    for (i, bytes) in frames("rping_cm.pcap").iter().enumerate() {
+        let (repr, payload) = FrameRepr::parse(bytes).unwrap();
+        let bth = repr.roce.bth;
+        if bth.opcode.transport() == Transport::Rc {
+            rc.push(repr);
+            continue;
+        }
+        // A MAD: UD SEND Only to QP1, DETH with the GSI Q_Key from QP1, default P_Key, and the
+        // 256-byte MAD as the whole payload.
+        assert_eq!(bth.opcode, Opcode::new(Transport::Ud, Operation::SendOnly));
+        assert_eq!(bth.opcode.0, 100);
+        assert_eq!(bth.dest_qp, Qpn::GSI);
+        assert_eq!(bth.p_key, DEFAULT_P_KEY);
+        let deth = repr.roce.deth.expect("UD carries a DETH");
+        assert_eq!((deth.q_key, deth.src_qp), (GSI_Q_KEY, Qpn::GSI));
+        assert_eq!(deth.q_key, 0x8001_0000);
+        assert_eq!(payload.len(), MAD_LEN);
+        let m = CmRepr::parse_bytes(payload).unwrap_or_else(|e| panic!("frame {}: {e}", i + 1));
+        let mut again = [0u8; MAD_LEN];
+        m.emit(&mut MadPacket::new_unchecked(&mut again[..]));
+        assert_eq!(
+            &again[..],
+            payload,
+            "frame {}: re-emitted MAD differs\n{m}",
+            i + 1
+        );
+        mads.push(Mad {
+            frame: i + 1,
+            from: src(&repr),
+            repr: m,
+        });
+    }
+    (mads, rc)
+}
+
+#[test]
+fn rping_cm_mads_parse_agree_and_round_trip() {
+    let (mads, rc) = mads_and_rc();
+    let kinds: Vec<(usize, u16, Ipv4Addr)> = mads
+        .iter()
+        .map(|m| (m.frame, m.repr.attribute.attribute_id(), m.from))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, attribute::REQ, CLIENT),
+            (2, attribute::REP, SERVER),
+            (3, attribute::RTU, CLIENT),
+            (40, attribute::DREQ, CLIENT),
+            (41, attribute::DREP, SERVER),
+        ]
+    );
+    for m in &mads {
+        assert_eq!(m.repr.method, method::SEND);
+        assert_eq!(m.repr.status, 0);
+        // One transaction for the whole exchange, as rxe's CM sent it.
+        assert_eq!(m.repr.transaction_id, mads[0].repr.transaction_id);
+    }
+    let [req, rep, rtu, dreq, drep] = [0, 1, 2, 3, 4].map(|k| &mads[k].repr.attribute);
+    let (CmAttribute::Req(req), CmAttribute::Rep(rep)) = (req, rep) else {
+        panic!("REQ, REP expected");
+    };
+    let (CmAttribute::Rtu(rtu), CmAttribute::Dreq(dreq), CmAttribute::Drep(drep)) =
+        (rtu, dreq, drep)
+    else {
+        panic!("RTU, DREQ, DREP expected");
+    };
+    check_req(req);
+
+    // Comm IDs: the client's is REQ.local, the server's REP.local; each later message names
+    // both from its sender's side.
+    let (client_id, server_id) = (req.local_comm_id, rep.local_comm_id);
+    assert_ne!(client_id, server_id);
+    assert_eq!(rep.remote_comm_id, client_id);
+    assert_eq!(
+        (rtu.local_comm_id, rtu.remote_comm_id),
+        (client_id, server_id)
+    );
+    assert_eq!(
+        (dreq.local_comm_id, dreq.remote_comm_id),
+        (client_id, server_id)
+    );
+    assert_eq!(
+        (drep.local_comm_id, drep.remote_comm_id),
+        (server_id, client_id)
+    );
+    // The DREQ names the server's QP.
+    assert_eq!(dreq.remote_qpn, rep.local_qpn);
+
+    check_rc_follows(req, rep, &rc);
+}
+
+fn check_req(req: &ReqRepr) {
+    assert_eq!(req.service_id, PS_TCP_SERVICE | RPING_PORT);
+    assert_eq!(req.service_id >> 16, 0x0106, "RDMA_PS_TCP");
+    assert_eq!(req.transport_service_type, 0, "RC");
+    assert_eq!(req.local_q_key, 0, "Q_Key is RD-only");
+    assert_eq!(req.partition_key, DEFAULT_P_KEY);
+    assert_eq!(req.path_packet_payload_mtu, 3, "active MTU 1024");
+    let p = req.primary_path;
+    assert_eq!(p.local_port_gid, CLIENT.to_ipv6_mapped());
+    assert_eq!(p.remote_port_gid, SERVER.to_ipv6_mapped());
+    assert_eq!((p.local_port_lid, p.remote_port_lid), (0xffff, 0xffff));
+    assert_eq!(p.hop_limit, 64, "the IPv4 TTL");
+    assert_eq!(req.alternate_path, mad::cm_connect::PathRepr::NONE);
+    // rdma_cm's private data: IPv4, then the addresses at bytes 16 and 32.
+    assert_eq!(req.private_data[1] >> 4, 4);
+    assert_eq!(req.private_data[16..20], CLIENT.octets());
+    assert_eq!(req.private_data[32..36], SERVER.octets());
+}
+
+/// The RC traffic after the RTU goes to the QPNs the REQ and REP announced, and each side's
+/// first packet carries the Starting PSN its peer announced (REQ's for the server, REP's for
+/// the client: IBA §12.6.5/§12.6.8 with Linux's reading, see `cm_connect.rs`).
+fn check_rc_follows(req: &ReqRepr, rep: &RepRepr, rc: &[FrameRepr]) {
+    let from = |who: Ipv4Addr| rc.iter().filter(move |r| src(r) == who);
+    let requests = |who: Ipv4Addr| {
+        from(who).filter(|r| {
+            r.roce
+                .bth
+                .opcode
+                .operation()
+                .is_some_and(|o| o.is_request())
+        })
+    };
+    assert!(from(CLIENT).all(|r| r.roce.bth.dest_qp == rep.local_qpn));
+    assert!(from(SERVER).all(|r| r.roce.bth.dest_qp == req.local_qpn));
+    let first = |who| requests(who).next().map(|r| r.roce.bth.psn);
+    assert_eq!(first(CLIENT), Some(rep.starting_psn));
+    assert_eq!(first(SERVER), Some(req.starting_psn));
+    assert_eq!(req.starting_psn, Psn::new(0x9e_1675));
+    assert_eq!(rep.starting_psn, Psn::new(0xd2_ba60));
+    assert!(rc.iter().all(|r| matches!(
+        r.ip,
+        IpRepr::V4 { src, dst, .. } if [src, dst].contains(&CLIENT) && [src, dst].contains(&SERVER)
+    )));
+}
