@@ -16,13 +16,13 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use rocev2_core::wire::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr,
-    BthPacket, BthRepr, CnpPacket, Credits, DethPacket, DethRepr, EthRepr, ExtPacket, ExtRepr,
-    FrameRepr, IethPacket, IethRepr, ImmDtPacket, ImmDtRepr, IpRepr, Msn, NakCode, Opcode, Psn,
-    Qpn, ROCEV2_UDP_PORT, RethPacket, RethRepr, RnrTimer, RocePacket, RoceRepr, Syndrome, UdpRepr,
-    VlanRepr, cnp,
+    BthPacket, BthRepr, CmRepr, CnpPacket, Credits, DethPacket, DethRepr, EthRepr, ExtPacket,
+    ExtRepr, FrameRepr, IethPacket, IethRepr, ImmDtPacket, ImmDtRepr, IpRepr, MAD_LEN, MadPacket,
+    Msn, NakCode, Opcode, Psn, Qpn, ROCEV2_UDP_PORT, RethPacket, RethRepr, RnrTimer, RocePacket,
+    RoceRepr, Syndrome, UdpRepr, VlanRepr, cnp,
     ext::{self, Lookahead, MAX_LOOKAHEAD, MultipathAck, Placement},
     frame::{Ecn, Frame},
-    icrc,
+    icrc, mad,
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -666,6 +666,30 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         exercise(&bytes);
+    }
+
+    /// No MAD parser panics on arbitrary bytes, including bytes shaped like a CM MAD (BaseVersion
+    /// 1, class 0x07 version 2, a supported attribute) so the attribute parsers are reached; what
+    /// parses re-emits to 256 bytes that parse to the same repr.
+    #[test]
+    fn arbitrary_mads_never_panic(
+        shape in any::<bool>(),
+        attr in prop::sample::select(vec![0x0001u16, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0019]),
+        mut bytes in prop::collection::vec(any::<u8>(), 0..300),
+    ) {
+        if shape && bytes.len() >= 18 {
+            bytes[..3].copy_from_slice(&[1, mad::mgmt_class::CM, mad::CM_CLASS_VERSION]);
+            bytes[16..18].copy_from_slice(&attr.to_be_bytes());
+        }
+        if let Ok(p) = MadPacket::new_checked(&bytes[..]) {
+            let _ = mad::HeaderRepr::parse(&p);
+            let _ = (p.attribute_id(), p.transaction_id(), p.data());
+        }
+        if let Ok(r) = CmRepr::parse_bytes(&bytes) {
+            let mut out = [0u8; MAD_LEN];
+            r.emit(&mut MadPacket::new_unchecked(&mut out[..]));
+            prop_assert_eq!(CmRepr::parse_bytes(&out), Ok(r));
+        }
     }
 
     /// Arbitrary bytes behind a valid BTH opcode and TVer (0 or 1 with a plausible REXT length)
