@@ -12,7 +12,8 @@
 //!   with QP, buffer and GID, bandwidth reports), so rocev2's `ib_*_bw` / `ib_*_lat` pair with
 //!   perftest's.
 //!
-//! NOT IMPLEMENTED (issue 4/rdma_cm): IB CM MADs on QP1 (REQ/REP/RTU/DREQ/DREP, as in
+//! NOT IMPLEMENTED (issue 16): the connection manager on QP1 (its state machine over the CM
+//! MADs whose wire formats are in `rocev2_core::wire::mad`, as in
 //! `../shared/captures/rping_cm.pcap`).
 
 pub mod oob;
