@@ -1,6 +1,7 @@
 //! Output shared by the ping-pong examples (`rc_pingpong`, `tcp_pingpong`), so the RDMA and TCP
-//! figures that `deploy/bench/` compares are computed and printed the same way, and the wait-mode
-//! flags of the rocev2 tools (`rc_pingpong`, `write_bw`).
+//! figures that `deploy/bench/` compares are computed and printed the same way; the wait-mode
+//! flags of the rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools); and the address a
+//! GID index picks.
 
 pub mod perftest;
 
@@ -40,6 +41,30 @@ impl PollArgs {
                 .with_spin(CoreDuration::from_micros(us))
                 .map_err(|e| anyhow::anyhow!("--spin-us {us} with --poll {}: {e}", mode.name())),
         }
+    }
+}
+
+/// The local address of GID `index` in the device's table (rdma_rxe's order, docs/datapath.md
+/// "GID table"), as `ibv_rc_pingpong -g` and perftest's `-x` pick it; without an index, the
+/// interface's first IPv4 address, else its first IPv6 one. `flag` names the option in errors.
+///
+/// # Errors
+/// An index past the table, or an interface without an address.
+pub fn local_ip(
+    dev: &rocev2::Device,
+    index: Option<usize>,
+    flag: &str,
+) -> anyhow::Result<std::net::IpAddr> {
+    use anyhow::Context as _;
+    match index {
+        Some(i) => {
+            let gids = dev.gids();
+            let gid = gids
+                .get(i)
+                .with_context(|| format!("{flag} {i}: the interface has {} GIDs", gids.len()))?;
+            Ok(rocev2::gid_to_ip(*gid))
+        }
+        None => Ok(dev.source_ip(false).or_else(|_| dev.source_ip(true))?),
     }
 }
 

@@ -165,15 +165,7 @@ fn main() -> Result<()> {
         Some(n) => open(n, a.datapath, &a, wait).with_context(|| format!("opening {n}"))?,
         None => first_interface(a.datapath, &a, wait)?,
     };
-    let gids = dev.gids();
-    let my_ip = match a.gid_idx {
-        Some(i) => rocev2::gid_to_ip(
-            *gids
-                .get(i)
-                .with_context(|| format!("-g {i}: the interface has {} GIDs", gids.len()))?,
-        ),
-        None => dev.source_ip(false).or_else(|_| dev.source_ip(true))?,
-    };
+    let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
 
     let size = a.size as usize;
     let pd = dev.alloc_pd();

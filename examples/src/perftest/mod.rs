@@ -245,17 +245,7 @@ pub fn main(test: Test) -> Result<()> {
     cfg.datapath.udp.accept_unverified_icrc = args.accept_unverified_icrc;
     let mut dev = Device::open_with(&args.dev, args.datapath, cfg)
         .with_context(|| format!("opening {}", args.dev))?;
-    let my_ip = match args.gid_index {
-        Some(i) => {
-            let gids = dev.gids();
-            rocev2::gid_to_ip(
-                *gids
-                    .get(i)
-                    .with_context(|| format!("-x {i}: the interface has {} GIDs", gids.len()))?,
-            )
-        }
-        None => dev.source_ip(false).or_else(|_| dev.source_ip(true))?,
-    };
+    let my_ip = crate::local_ip(&dev, args.gid_index, "-x")?;
     let if_mtu = dev
         .interface()
         .path_mtu(my_ip.is_ipv6())
