@@ -71,13 +71,11 @@ pub enum DropReason {
     BadPkey,
     /// UC or UD packet for an RC QP (CNPs are accepted).
     WrongTransport,
-    /// A MAD on QP1 with an unsupported version, class or attribute.
-    BadMad,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 21] = [
+    pub const ALL: [DropReason; 20] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::NotIp,
@@ -98,7 +96,6 @@ impl DropReason {
         DropReason::WrongSource,
         DropReason::BadPkey,
         DropReason::WrongTransport,
-        DropReason::BadMad,
     ];
 
     /// The counter name `rocev2d stats` prints.
@@ -124,7 +121,6 @@ impl DropReason {
             DropReason::WrongSource => "wrong_source",
             DropReason::BadPkey => "bad_pkey",
             DropReason::WrongTransport => "wrong_transport",
-            DropReason::BadMad => "bad_mad",
         }
     }
 
@@ -151,7 +147,6 @@ impl From<wire::Error> for DropReason {
             E::UnexpectedPayload => DropReason::UnexpectedPayload,
             E::ReservedSyndrome(_) => DropReason::ReservedSyndrome,
             E::BadIcrc => DropReason::BadIcrc,
-            E::BadMad(_) => DropReason::BadMad,
             _ => DropReason::Malformed,
         }
     }
