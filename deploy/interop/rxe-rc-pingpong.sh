@@ -11,6 +11,8 @@
 #
 # As root, with ../shared/tools/rxe-vm beside the repository (RXE_VM=path overrides). Uses the
 # namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per case.
+# rdma-core's and perftest's programs run only inside the VMs, whose image `rxe-vm.sh build`
+# installs them in (`rxe-vm.sh deps` installs QEMU on the host); the host runs only our binaries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
