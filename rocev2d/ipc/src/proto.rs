@@ -1,0 +1,344 @@
+//! The control protocol: what an application asks the daemon over its Unix stream socket, and
+//! the answers.
+//!
+//! A connection is one attachment: the application sends [`Request::Hello`] first, then any
+//! requests, each answered by exactly one [`Response`] in order. Every object an attachment
+//! creates (PD, MR, CQ, QP) belongs to it: other attachments cannot name it, and closing the
+//! connection (or the process dying) destroys them all.
+//!
+//! Descriptors travel beside messages (SCM_RIGHTS, [`crate::frame`]): [`Request::RegMr`]
+//! carries the region's memfd; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
+//! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings.
+//!
+//! Deviations: none.
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
+pub const VERSION: u32 = 1;
+
+/// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
+/// 16 scatter/gather elements or 200 bytes of inline data fits.
+pub const SLOT_SIZE: usize = 256;
+
+/// What an application asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// First message: the application's protocol version.
+    Hello {
+        /// [`VERSION`] of the application's build.
+        version: u32,
+    },
+    /// The daemon's counters as `rocev2d stats` prints them (JSON).
+    Stats,
+    /// Allocate a protection domain.
+    AllocPd,
+    /// Free a protection domain without regions or QPs.
+    DeallocPd {
+        /// Its id.
+        pd: u32,
+    },
+    /// Register the memfd sent with this message, `len` bytes, with `access` rights
+    /// (the core's `AccessFlags` bits).
+    RegMr {
+        /// Protection domain.
+        pd: u32,
+        /// Length of the region and of the memfd.
+        len: u64,
+        /// Access bits.
+        access: u32,
+    },
+    /// Deregister a region; its keys stop working at once.
+    DeregMr {
+        /// Its id.
+        mr: u32,
+    },
+    /// Create a completion queue of `capacity` completions.
+    CreateCq {
+        /// Capacity.
+        capacity: u32,
+    },
+    /// Destroy a completion queue no QP uses.
+    DestroyCq {
+        /// Its id.
+        cq: u32,
+    },
+    /// Create an RC QP and move it to INIT.
+    CreateQp(QpSpec),
+    /// Connect a QP: INIT→RTR→RTS towards the peer.
+    Connect {
+        /// The QP.
+        qpn: u32,
+        /// Where and how.
+        spec: ConnectSpec,
+    },
+    /// Move a QP to ERROR, flushing its requests.
+    ModifyToError {
+        /// The QP.
+        qpn: u32,
+    },
+    /// Destroy a QP.
+    DestroyQp {
+        /// The QP.
+        qpn: u32,
+    },
+    /// A QP's state and mode.
+    QueryQp {
+        /// The QP.
+        qpn: u32,
+    },
+    /// Answer once every QP of this attachment has nothing unacknowledged and nothing to send,
+    /// or after `timeout_ms` with [`ErrorKind::Timeout`].
+    Drain {
+        /// Bound.
+        timeout_ms: u32,
+    },
+}
+
+/// What a QP is created with: the core's `QpConfig` minus what the daemon decides for the
+/// host (congestion control comes from its configuration).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QpSpec {
+    /// Protection domain.
+    pub pd: u32,
+    /// CQ of send completions.
+    pub send_cq: u32,
+    /// CQ of receive completions.
+    pub recv_cq: u32,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Largest inline payload.
+    pub max_inline_data: u32,
+    /// AckReq every this many packets.
+    pub ack_req_every: u32,
+    /// PSNs in flight at most.
+    pub max_inflight_psns: u32,
+    /// MP-RDMA offer, if any.
+    pub multipath: Option<MpSpec>,
+}
+
+/// The core's `MpConfig`, field for field (seed 001 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MpSpec {
+    /// Initial window, packets.
+    pub iw: u32,
+    /// Receiver bitmap slots.
+    pub bitmap_len: u16,
+    /// Out-of-order level.
+    pub delta: u16,
+    /// Synchronise delay factor.
+    pub sync_alpha: f64,
+    /// Probe probability per RTT.
+    pub probe_p: f64,
+    /// First RTT guess, nanoseconds.
+    pub initial_rtt_ns: u64,
+    /// Idle restart, RTTs.
+    pub idle_restart_rtts: u32,
+    /// Early retransmission age, RTTs.
+    pub early_retx_rtts: u32,
+    /// First VP port.
+    pub vp_base: u16,
+    /// VP count.
+    pub vp_count: u16,
+    /// VP generator seed.
+    pub seed: u64,
+}
+
+/// How to connect a QP (the API's `RemoteQp` and `ConnectOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConnectSpec {
+    /// Peer QPN.
+    pub dest_qpn: u32,
+    /// Peer's first PSN.
+    pub remote_psn: u32,
+    /// Peer address.
+    pub ip: IpAddr,
+    /// Next hop's MAC, or resolve through the kernel.
+    pub mac: Option<[u8; 6]>,
+    /// Our first PSN.
+    pub local_psn: u32,
+    /// Path MTU in bytes.
+    pub mtu: u32,
+    /// ACK timeout code.
+    pub timeout: u8,
+    /// Retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// RNR timer code.
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomics.
+    pub rd_atomic: u8,
+    /// DSCP.
+    pub dscp: u8,
+    /// Neighbour resolution bound, milliseconds.
+    pub resolve_timeout_ms: u32,
+    /// Extensions the peer announced (`ExtCaps` word).
+    pub peer_ext: u32,
+}
+
+/// What the daemon answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    /// The attachment is open; the doorbell socket comes with it.
+    Welcome {
+        /// This attachment's id (as `rocev2d stats` lists it).
+        app: u32,
+        /// The interface the daemon serves.
+        iface: IfaceInfo,
+        /// The datapath's name.
+        datapath: String,
+        /// Why it was chosen.
+        reason: String,
+    },
+    /// Success without a value.
+    Done,
+    /// `rocev2d stats --json`'s document.
+    Stats(String),
+    /// A protection domain.
+    Pd(u32),
+    /// A registered region.
+    Mr(MrSpec),
+    /// A CQ, with its ring and eventfd; ring slots as given.
+    Cq {
+        /// Its id.
+        id: u32,
+        /// Slots of its ring.
+        slots: u32,
+    },
+    /// A QP, with its send and receive rings.
+    Qp {
+        /// Its number.
+        qpn: u32,
+        /// Slots of the send ring.
+        sq_slots: u32,
+        /// Slots of the receive ring.
+        rq_slots: u32,
+    },
+    /// A QP's state and mode.
+    QpStatus {
+        /// The core's `QpState` as ibverbs numbers it (RESET 0 … ERR 6).
+        state: u8,
+        /// True in MP-RDMA mode.
+        multipath: bool,
+    },
+    /// The request failed.
+    Error {
+        /// What kind of failure.
+        kind: ErrorKind,
+        /// For people.
+        message: String,
+    },
+}
+
+/// A registered region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MrSpec {
+    /// Id.
+    pub id: u32,
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+    /// Virtual address the daemon gave it.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+    /// Access bits.
+    pub access: u32,
+    /// Protection domain.
+    pub pd: u32,
+}
+
+/// The kinds of failure an application tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// The engine refused the verb (the message says why).
+    Verb,
+    /// A handle this attachment does not own.
+    UnknownHandle,
+    /// A per-application limit of the daemon's configuration.
+    Limit,
+    /// Not a valid request (bad version, bad memory, missing descriptor).
+    Invalid,
+    /// The interface has no address, MTU or neighbour for the request.
+    Path,
+    /// A bound ran out.
+    Timeout,
+}
+
+/// The interface as the application needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IfaceInfo {
+    /// Name.
+    pub name: String,
+    /// Kernel index.
+    pub index: u32,
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// IP MTU.
+    pub mtu: u32,
+    /// Up with carrier.
+    pub up: bool,
+    /// Addresses: address, prefix length, link-local.
+    pub addrs: Vec<(IpAddr, u8, bool)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame;
+
+    #[test]
+    fn every_request_round_trips() {
+        let spec = QpSpec {
+            pd: 1,
+            send_cq: 2,
+            recv_cq: 3,
+            max_send_wr: 4,
+            max_recv_wr: 5,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 64,
+            ack_req_every: 16,
+            max_inflight_psns: 1024,
+            multipath: Some(MpSpec {
+                iw: 16,
+                bitmap_len: 64,
+                delta: 32,
+                sync_alpha: 2.0,
+                probe_p: 0.01,
+                initial_rtt_ns: 10_000,
+                idle_restart_rtts: 3,
+                early_retx_rtts: 2,
+                vp_base: 49152,
+                vp_count: 16,
+                seed: 9,
+            }),
+        };
+        for r in [
+            Request::Hello { version: VERSION },
+            Request::RegMr {
+                pd: 1,
+                len: 1 << 40,
+                access: 0xf,
+            },
+            Request::CreateQp(spec),
+            Request::Drain { timeout_ms: 5 },
+        ] {
+            let bytes = frame::encode(&r, 0);
+            let mut d = frame::Decoder::default();
+            d.extend(&bytes);
+            let (back, fds) = d.next::<Request>().unwrap().unwrap();
+            assert_eq!(back, r);
+            assert!(fds.is_empty());
+        }
+    }
+}
