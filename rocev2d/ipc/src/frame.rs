@@ -79,7 +79,9 @@ impl Decoder {
     ///
     /// # Errors
     /// [`FrameError`]: the connection should be closed.
-    pub fn next<T: DeserializeOwned>(&mut self) -> Result<Option<(T, Vec<OwnedFd>)>, FrameError> {
+    pub fn next_frame<T: DeserializeOwned>(
+        &mut self,
+    ) -> Result<Option<(T, Vec<OwnedFd>)>, FrameError> {
         if self.buf.len() < HEADER {
             return Ok(None);
         }
@@ -172,7 +174,7 @@ mod tests {
         let mut got = Vec::new();
         while got.len() < 2 {
             recv(&b, &mut d).unwrap();
-            while let Some(f) = d.next::<u32>().unwrap() {
+            while let Some(f) = d.next_frame::<u32>().unwrap() {
                 got.push(f);
             }
         }
@@ -185,15 +187,15 @@ mod tests {
     fn bad_headers_and_missing_descriptors_are_errors() {
         let mut d = Decoder::default();
         d.extend(&[0xff, 0xff, 0xff, 0xff, 0]);
-        assert_eq!(d.next::<u32>().err(), Some(FrameError::Header));
+        assert_eq!(d.next_frame::<u32>().err(), Some(FrameError::Header));
         let mut d = Decoder::default();
         d.extend(&encode(&1u32, 2));
-        assert_eq!(d.next::<u32>().err(), Some(FrameError::MissingFds));
+        assert_eq!(d.next_frame::<u32>().err(), Some(FrameError::MissingFds));
         let mut d = Decoder::default();
         d.extend(&[1, 0, 0, 0, 0, 0xff]);
-        assert_eq!(d.next::<u32>().err(), Some(FrameError::Malformed));
+        assert_eq!(d.next_frame::<u32>().err(), Some(FrameError::Malformed));
         let mut d = Decoder::default();
         d.extend(&[1, 0]);
-        assert!(matches!(d.next::<u32>(), Ok(None)));
+        assert!(matches!(d.next_frame::<u32>(), Ok(None)));
     }
 }

@@ -336,7 +336,7 @@ mod tests {
             let bytes = frame::encode(&r, 0);
             let mut d = frame::Decoder::default();
             d.extend(&bytes);
-            let (back, fds) = d.next::<Request>().unwrap().unwrap();
+            let (back, fds) = d.next_frame::<Request>().unwrap().unwrap();
             assert_eq!(back, r);
             assert!(fds.is_empty());
         }
