@@ -191,6 +191,9 @@ pub enum EndpointError {
     /// The protection domain does not exist.
     #[error("unknown protection domain")]
     UnknownPd,
+    /// A CQ or PD that a QP still uses.
+    #[error("still in use by a QP")]
+    InUse,
     /// All 2^24 − 2 QP numbers are in use.
     #[error("no QP number left")]
     QpnsExhausted,
@@ -209,7 +212,8 @@ pub enum EndpointError {
 #[derive(Debug)]
 pub struct Endpoint {
     mrs: MrTable,
-    cqs: Vec<Cq>,
+    /// Completion queues by id; a destroyed one leaves a hole its id is reused for.
+    cqs: Vec<Option<Cq>>,
     qps: BTreeMap<Qpn, Qp>,
     next_qpn: u32,
     /// QPN after which the transmit scheduler looks first (round robin).
@@ -284,19 +288,59 @@ impl Endpoint {
     pub fn deregister_mr(&mut self, id: MrId) -> Result<MrInfo, EndpointError> {
         Ok(self.mrs.deregister(id)?)
     }
+    /// Frees a protection domain (`ibv_dealloc_pd`).
+    ///
+    /// # Errors
+    /// [`EndpointError::Mr`] when it is unknown or regions remain in it;
+    /// [`EndpointError::InUse`] while a QP belongs to it.
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), EndpointError> {
+        if self.qps.values().any(|q| q.config().pd == pd) {
+            return Err(EndpointError::InUse);
+        }
+        Ok(self.mrs.dealloc_pd(pd)?)
+    }
     /// Creates a completion queue holding up to `capacity` completions.
     pub fn create_cq(&mut self, capacity: usize) -> CqId {
-        self.cqs.push(Cq::new(capacity));
-        CqId(self.cqs.len() as u32 - 1)
+        let cq = Some(Cq::new(capacity));
+        match self.cqs.iter().position(Option::is_none) {
+            Some(i) => {
+                self.cqs[i] = cq;
+                CqId(i as u32)
+            }
+            None => {
+                self.cqs.push(cq);
+                CqId(self.cqs.len() as u32 - 1)
+            }
+        }
+    }
+    /// Destroys a completion queue and the completions in it (`ibv_destroy_cq`).
+    ///
+    /// # Errors
+    /// [`EndpointError::UnknownCq`]; [`EndpointError::InUse`] while a QP completes into it
+    /// (`EBUSY` in verbs).
+    pub fn destroy_cq(&mut self, id: CqId) -> Result<(), EndpointError> {
+        if self.cq(id).is_none() {
+            return Err(EndpointError::UnknownCq);
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.config().send_cq == id || q.config().recv_cq == id)
+        {
+            return Err(EndpointError::InUse);
+        }
+        self.cqs[id.0 as usize] = None;
+        Ok(())
     }
     /// The completion queue `id`.
     pub fn cq(&self, id: CqId) -> Option<&Cq> {
-        self.cqs.get(id.0 as usize)
+        self.cqs.get(id.0 as usize).and_then(Option::as_ref)
     }
     /// Moves up to `max` completions from `cq` into `out`.
     pub fn poll_cq(&mut self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
         self.cqs
             .get_mut(cq.0 as usize)
+            .and_then(Option::as_mut)
             .map_or(0, |c| c.poll(out, max))
     }
 
@@ -622,9 +666,7 @@ impl Endpoint {
 
     /// True when no QP has anything to send or any timer pending.
     pub fn is_idle(&self, now: Instant) -> bool {
-        self.qps
-            .values()
-            .all(|q| !q.wants_to_send(now) && q.poll_timeout().is_none())
+        self.qps.values().all(|q| q.is_idle(now))
     }
 }
 
@@ -648,7 +690,7 @@ fn drive<R>(
     qp: &mut Qp,
     now: Instant,
     mrs: &MrTable,
-    cqs: &mut [Cq],
+    cqs: &mut [Option<Cq>],
     rx_cc: &mut ReceiverCc,
     mem: &mut dyn Memory,
     f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R,
@@ -664,8 +706,9 @@ fn drive<R>(
     f(qp, &mut env)
 }
 
-fn push_wc(cqs: &mut [Cq], cq: CqId, wc: WorkCompletion) -> bool {
+fn push_wc(cqs: &mut [Option<Cq>], cq: CqId, wc: WorkCompletion) -> bool {
     cqs.get_mut(cq.0 as usize)
+        .and_then(Option::as_mut)
         .is_some_and(|c| c.push(wc).is_ok())
 }
 
@@ -758,5 +801,23 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), DropReason::ALL.len());
+    }
+
+    #[test]
+    fn cqs_and_pds_in_use_are_refused_and_freed_ids_reused() {
+        let mut ep = Endpoint::new(1);
+        let pd = ep.alloc_pd();
+        let (a, b) = (ep.create_cq(4), ep.create_cq(4));
+        let qpn = ep.create_qp(QpConfig::new(pd, a, a)).unwrap();
+        assert_eq!(ep.destroy_cq(a), Err(EndpointError::InUse));
+        assert_eq!(ep.dealloc_pd(pd), Err(EndpointError::InUse));
+        ep.destroy_qp(qpn).unwrap();
+        ep.destroy_cq(a).unwrap();
+        assert_eq!(ep.destroy_cq(a), Err(EndpointError::UnknownCq));
+        assert_eq!(ep.poll_cq(a, &mut Vec::new(), 1), 0);
+        assert_eq!(ep.create_cq(2), a);
+        assert_ne!(a, b);
+        ep.dealloc_pd(pd).unwrap();
+        assert!(ep.create_qp(QpConfig::new(pd, a, b)).is_err());
     }
 }

@@ -325,6 +325,12 @@ impl Qp {
         Ok(())
     }
 
+    /// True when the QP has nothing to send and no timer pending: every request acknowledged
+    /// and every ACK sent, so destroying it now leaves its peer waiting for nothing.
+    pub fn is_idle(&self, now: Instant) -> bool {
+        !self.wants_to_send(now) && self.poll_timeout().is_none()
+    }
+
     /// True when the QP has a packet to send now (used by the endpoint's scheduler).
     pub(crate) fn wants_to_send(&self, now: Instant) -> bool {
         match &self.transport {
