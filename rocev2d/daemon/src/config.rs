@@ -24,8 +24,18 @@
 //! sndbuf_bytes = 4194304
 //!
 //! [stats]
-//! socket = "/run/rocev2d/eth0.sock"   # default: /run/rocev2d/IFACE.sock
+//! socket = "/run/rocev2d/eth0.sock"   # the control socket (applications attach, `rocev2d
+//!                                     # stats` asks); default: /run/rocev2d/IFACE.sock
 //! metrics = "127.0.0.1:9464"          # Prometheus text format over HTTP; default: off
+//!
+//! [control]                # who may attach (docs/daemon.md)
+//! mode = 0o660             # the socket's file mode (default 0o600)
+//! allow_uids = [1000]      # users besides root and the daemon's own (SO_PEERCRED)
+//!
+//! [limits]                 # per attached application
+//! max_qps = 1024           # 1..=1000000
+//! max_cqs = 1024           # 1..=1000000
+//! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
 //! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
@@ -41,6 +51,7 @@
 //!
 //! Deviations: none.
 
+use crate::host::Limits;
 use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
 use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
@@ -95,6 +106,25 @@ struct File {
     stats: StatsSection,
     #[serde(default)]
     cc: CcSection,
+    #[serde(default)]
+    control: ControlSection,
+    #[serde(default)]
+    limits: LimitsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControlSection {
+    mode: Option<u32>,
+    allow_uids: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSection {
+    max_qps: Option<u64>,
+    max_cqs: Option<u64>,
+    max_mr_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,12 +189,37 @@ pub struct Config {
     pub tx_batch: usize,
     /// Datapath settings.
     pub options: Options,
-    /// Stats socket path; `None` = `/run/rocev2d/IFACE.sock`.
+    /// Control socket path (applications attach and `rocev2d stats` asks there); `None` =
+    /// `/run/rocev2d/IFACE.sock`.
     pub stats_socket: Option<PathBuf>,
+    /// Who may attach.
+    pub control: ControlSettings,
+    /// What one application may hold.
+    pub limits: Limits,
     /// Where to serve Prometheus metrics over HTTP; `None`: nowhere.
     pub metrics: Option<SocketAddr>,
     /// Congestion control.
     pub cc: CcSettings,
+}
+
+/// `[control]`: the control socket's permissions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlSettings {
+    /// File mode of the socket (default 0o600: root only; 0o660 and a group opens it to the
+    /// group at the file level).
+    pub mode: u32,
+    /// Users allowed besides root and the daemon's own user (checked with SO_PEERCRED on every
+    /// connection, whatever the file mode).
+    pub allow_uids: Vec<u32>,
+}
+
+impl Default for ControlSettings {
+    fn default() -> Self {
+        ControlSettings {
+            mode: 0o600,
+            allow_uids: Vec::new(),
+        }
+    }
 }
 
 /// `[cc]`: the congestion control every QP runs.
@@ -217,6 +272,8 @@ impl Default for Config {
             tx_batch: 64,
             options: Options::default(),
             stats_socket: None,
+            control: ControlSettings::default(),
+            limits: Limits::default(),
             metrics: None,
             cc: CcSettings::default(),
         }
@@ -356,6 +413,28 @@ impl Config {
             o.packet.sndbuf_bytes = v;
         }
         c.stats_socket = f.stats.socket;
+        if let Some(m) = f.control.mode {
+            if m > 0o777 {
+                return Err(Error::Range {
+                    key: "control.mode",
+                    value: format!("{m:#o}"),
+                    range: "a file mode, 0o000..=0o777",
+                });
+            }
+            c.control.mode = m;
+        }
+        c.control.allow_uids = f.control.allow_uids.unwrap_or_default();
+        let n = "1..=1000000";
+        let l = &mut c.limits;
+        if let Some(v) = ranged("limits.max_qps", f.limits.max_qps, 1..=1_000_000, n)? {
+            l.max_qps = v as u32;
+        }
+        if let Some(v) = ranged("limits.max_cqs", f.limits.max_cqs, 1..=1_000_000, n)? {
+            l.max_cqs = v as u32;
+        }
+        if let Some(v) = f.limits.max_mr_bytes {
+            l.max_mr_bytes = v;
+        }
         if let Some(m) = f.stats.metrics {
             c.metrics = Some(m.parse().map_err(|_| Error::Range {
                 key: "stats.metrics",
@@ -397,9 +476,9 @@ impl Config {
     }
 }
 
-/// The stats socket of the daemon serving `iface`.
+/// The control socket of the daemon serving `iface`.
 pub fn default_stats_socket(iface: &str) -> PathBuf {
-    PathBuf::from(format!("/run/rocev2d/{iface}.sock"))
+    rocev2_ipc::default_socket(iface)
 }
 
 #[cfg(test)]
@@ -423,10 +502,22 @@ mod tests {
             guard_udp_port = false
             [stats]
             socket = "/tmp/x.sock"
+            [control]
+            mode = 0o660
+            allow_uids = [1000, 1001]
+            [limits]
+            max_qps = 4
+            max_mr_bytes = 1048576
             "#,
         )
         .unwrap();
         assert_eq!(c.iface.as_deref(), Some("veth0"));
+        assert_eq!(c.control.mode, 0o660);
+        assert_eq!(c.control.allow_uids, [1000, 1001]);
+        assert_eq!((c.limits.max_qps, c.limits.max_cqs), (4, 1024));
+        assert_eq!(c.limits.max_mr_bytes, 1 << 20);
+        assert!(Config::parse("[control]\nmode = 0o1777").is_err());
+        assert!(Config::parse("[limits]\nmax_qps = 0").is_err());
         assert_eq!(c.mode, Mode::Udp);
         assert_eq!(
             c.wait,

@@ -1,28 +1,38 @@
-//! `rocev2d run`: serve one interface until SIGINT or SIGTERM.
+//! `rocev2d run`: serve one interface until SIGINT or SIGTERM, as the host's RoCE device.
 //!
-//! The loop is [`rocev2_datapath::Driver`]'s `poll`/`wait` pair with two more descriptors in
-//! the wait set: the stats socket (a connection gets one JSON snapshot, [`rocev2d::stats`])
-//! and a self-pipe written by the signal handler (signal-hook), so a signal ends the wait at
-//! once even in a long sleep. Shutdown: stop polling, log the final counters, remove the socket
-//! file. Applications run their QPs through the verbs API (`rocev2`), which drives an endpoint
-//! of its own inside the application's process; until applications can attach to the daemon,
-//! it creates no QP of its own: it receives, counts every frame by drop reason, and answers
-//! nothing, which is already what an RoCE device without QPs does.
+//! This thread owns the datapath, the engine and every attached application's objects
+//! ([`rocev2d::host::Host`]). Its loop is [`rocev2_datapath::Driver`]'s `poll`/`wait` pair plus
+//! a pass over the applications' rings, with more descriptors in the wait set: a self-pipe
+//! written by the signal handler (signal-hook), so a signal ends the wait at once even in a
+//! long sleep; the eventfd the control plane ([`crate::control`]) signals when it forwards a
+//! request; the metrics listener; and every attachment's doorbell, so a posted request wakes
+//! it. Shutdown: stop polling, log the final counters, remove the socket file; attached
+//! applications see their connection close.
 //!
 //! Deviations: none.
 
+use crate::control::{self, Cmd};
 use crate::metrics::Metrics;
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
-use rocev2_core::mr::VecMemory;
 use rocev2_datapath::entropy::os_seed;
-use rocev2_datapath::{Driver, DriverConfig, Interface, auto};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, auto, neigh};
+use rocev2_ipc::notify::EventFd;
+use rocev2_ipc::proto::{ErrorKind, Request, Response};
 use rocev2d::config::{self, Config};
+use rocev2d::host::Host;
+use rocev2d::host::memory::HostMemory;
 use rocev2d::mac;
 use rocev2d::stats::{self, Identity};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// The daemon's driver: its datapath and every attached application's memory.
+type HostDriver = Driver<Box<dyn Datapath + Send>, HostMemory>;
 
 /// The driver settings a configuration asks for.
 pub fn driver_config(cfg: &Config) -> DriverConfig {
@@ -34,21 +44,24 @@ pub fn driver_config(cfg: &Config) -> DriverConfig {
     }
 }
 
-/// Binds the stats socket, replacing a stale file no daemon answers on.
-fn bind_stats(path: &Path) -> anyhow::Result<UnixListener> {
+/// Binds the control socket with file mode `mode`, replacing a stale file no daemon answers on.
+fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             bail!(
-                "{} is served by another running rocev2d; stop it or choose another --stats-socket",
+                "{} is served by another running rocev2d; stop it or choose another --socket",
                 path.display()
             );
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
     }
     let l = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("chmod {mode:o} {}", path.display()))?;
     l.set_nonblocking(true)?;
     Ok(l)
 }
@@ -60,6 +73,13 @@ impl Drop for SocketFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// A drain request waiting for an attachment's QPs to go idle.
+struct Drain {
+    app: u32,
+    until: std::time::Instant,
+    reply: oneshot::Sender<(Response, Vec<OwnedFd>)>,
 }
 
 /// Runs the daemon on `cfg.iface` until a signal.
@@ -85,7 +105,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         .stats_socket
         .clone()
         .unwrap_or_else(|| config::default_stats_socket(name));
-    let listener = bind_stats(&path)?;
+    let listener = bind_control(&path, cfg.control.mode)?;
     let _cleanup = SocketFile(path.clone());
     let (sig_rx, sig_tx) = UnixStream::pair()?;
     sig_rx.set_nonblocking(true)?;
@@ -94,13 +114,24 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     }
     let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     ep.set_receiver_cc(cfg.cc.receiver());
-    let mut driver = Driver::new(ep, VecMemory::new(), opened.datapath, driver_config(cfg));
+    let mut host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
+    let mut driver = Driver::new(ep, HostMemory::default(), opened.datapath, driver_config(cfg));
+    let wake = Arc::new(EventFd::new().context("eventfd")?);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut uids = cfg.control.allow_uids.clone();
+    uids.push(rustix::process::geteuid().as_raw());
+    control::spawn(
+        listener,
+        iface.clone(),
+        control::Access { uids },
+        control::Link::new(tx, wake.clone()),
+    )?;
     tracing::info!(
         iface = name,
         mac = %mac(iface.mac),
         mtu = iface.mtu,
         gids = ?iface.gids(),
-        stats = %path.display(),
+        socket = %path.display(),
         wait = %cfg.wait,
         "serving; SIGINT or SIGTERM stops"
     );
@@ -114,44 +145,104 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let mut drains: Vec<Drain> = Vec::new();
     loop {
         driver.poll()?;
-        let mut fds = vec![listener.as_fd(), sig_rx.as_fd()];
-        if let Some(m) = &metrics {
-            fds.extend(m.fds());
+        let mut busy = host.service(&mut driver.ep, &mut driver.mem);
+        while let Ok(cmd) = rx.try_recv() {
+            busy = true;
+            match cmd {
+                Cmd::Attach { creds, conn, reply } => {
+                    let _ = reply.send(host.attach(creds, conn));
+                }
+                Cmd::Detach { app } => {
+                    host.detach(&mut driver.ep, &mut driver.mem, app);
+                    drains.retain(|d| d.app != app);
+                }
+                Cmd::Request { app, req, fds, reply } => match req {
+                    Request::Hello { .. } => {
+                        let welcome = Response::Welcome {
+                            app,
+                            iface: host.iface_info(),
+                            datapath: id.datapath.clone(),
+                            reason: id.reason.clone(),
+                        };
+                        let _ = reply.send((welcome, Vec::new()));
+                    }
+                    Request::Stats => {
+                        let snap = snapshot(&id, &driver, &host);
+                        let json = serde_json::to_string(&snap).unwrap_or_default();
+                        let _ = reply.send((Response::Stats(json), Vec::new()));
+                    }
+                    Request::Drain { timeout_ms } => drains.push(Drain {
+                        app,
+                        until: std::time::Instant::now()
+                            + Duration::from_millis(u64::from(timeout_ms)),
+                        reply,
+                    }),
+                    req => {
+                        let now = driver.now();
+                        let r = host.request(&mut driver.ep, &mut driver.mem, now, app, req, fds);
+                        if let Some(path) = &r.announce {
+                            neigh::announce(driver.datapath_mut(), path);
+                        }
+                        let _ = reply.send((r.response, r.fds));
+                    }
+                },
+            }
         }
-        let ready = driver.wait(&fds)?;
-        drop(fds);
-        if ready.get(1).copied().unwrap_or(false) {
-            break;
-        }
-        let snap = || {
-            stats::snapshot(
-                &id,
-                &driver.ep,
-                rocev2_datapath::clock::now(),
-                &driver.datapath_stats(),
-            )
-        };
-        if ready.first().copied().unwrap_or(false) {
-            while let Ok((mut client, _)) = listener.accept() {
-                if let Err(e) = stats::send(&mut client, &snap()) {
-                    tracing::debug!(error = %e, "stats client went away");
+        if !drains.is_empty() {
+            let now = driver.now();
+            let wall = std::time::Instant::now();
+            let mut i = 0;
+            while i < drains.len() {
+                let d = &drains[i];
+                let answer = match host.is_idle(&driver.ep, d.app, now) {
+                    Some(true) => Some(Response::Done),
+                    None => Some(Response::Error {
+                        kind: ErrorKind::UnknownHandle,
+                        message: "attachment closed".into(),
+                    }),
+                    Some(false) if wall >= d.until => Some(Response::Error {
+                        kind: ErrorKind::Timeout,
+                        message: "QPs still had unacknowledged work".into(),
+                    }),
+                    Some(false) => None,
+                };
+                match answer {
+                    Some(a) => {
+                        let _ = drains.swap_remove(i).reply.send((a, Vec::new()));
+                    }
+                    None => i += 1,
                 }
             }
         }
+        if busy {
+            // Work just entered the engine: send it before sleeping.
+            continue;
+        }
+        let mut fds = vec![sig_rx.as_fd(), wake.as_fd()];
+        let fixed = fds.len();
+        if let Some(m) = &metrics {
+            fds.extend(m.fds());
+        }
+        let metric_fds = fds.len() - fixed;
+        fds.extend(host.doorbells());
+        let ready = driver.wait(&fds)?;
+        drop(fds);
+        if ready.first().copied().unwrap_or(false) {
+            break;
+        }
+        if ready.get(1).copied().unwrap_or(false) {
+            wake.clear();
+        }
         if let Some(m) = &mut metrics {
-            if ready.iter().skip(2).any(|r| *r) {
-                m.serve(|| stats::render_prometheus(&snap()));
+            if ready.iter().skip(fixed).take(metric_fds).any(|r| *r) {
+                m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host)));
             }
         }
     }
-    let snap = stats::snapshot(
-        &id,
-        &driver.ep,
-        rocev2_datapath::clock::now(),
-        &driver.datapath_stats(),
-    );
+    let snap = snapshot(&id, &driver, &host);
     tracing::info!(
         rx_packets = snap.packets.get("rx_packets").copied().unwrap_or(0),
         tx_packets = snap.packets.get("tx_packets").copied().unwrap_or(0),
@@ -160,4 +251,17 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     );
     println!("rocev2d: stopped");
     Ok(())
+}
+
+/// The counters snapshot with the attached applications.
+fn snapshot(id: &Identity, driver: &HostDriver, host: &Host) -> stats::Snapshot {
+    let mut snap = stats::snapshot(
+        id,
+        &driver.ep,
+        rocev2_datapath::clock::now(),
+        &driver.datapath_stats(),
+    );
+    snap.apps = host.snapshot();
+    snap.host = host.counters();
+    snap
 }

@@ -15,6 +15,7 @@
 )]
 
 pub mod config;
+pub mod host;
 pub mod stats;
 
 /// Logs to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default `info`), in

@@ -17,6 +17,7 @@
 )]
 
 mod cli;
+mod control;
 mod event_loop;
 mod metrics;
 mod switch_cmd;
@@ -25,7 +26,6 @@ use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use cli::{Cli, Command, StatsArgs};
 use rocev2d::{config, stats};
-use std::io::Read as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -122,16 +122,38 @@ fn watch(path: &Path, every: Duration) -> anyhow::Result<()> {
     }
 }
 
-/// Connects to a running daemon's stats socket and reads its snapshot.
+/// Asks a running daemon's control socket for its snapshot.
 fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
-    let mut s = UnixStream::connect(path).with_context(|| {
+    use rocev2_ipc::frame;
+    use rocev2_ipc::proto::{Request, Response, VERSION};
+    let s = UnixStream::connect(path).with_context(|| {
         format!(
             "connecting to {} (is `rocev2d run` serving that interface?)",
             path.display()
         )
     })?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf)?;
-    serde_json::from_str(buf.trim()).with_context(|| format!("decoding {}", path.display()))
+    let mut dec = frame::Decoder::default();
+    let mut ask = |req: &Request| -> anyhow::Result<Response> {
+        frame::send_all(&s, &frame::encode(req, 0), &[])?;
+        loop {
+            if let Some((r, _)) = dec.next_frame::<Response>()? {
+                return Ok(r);
+            }
+            if frame::recv(&s, &mut dec)? == 0 {
+                bail!("{} closed the connection", path.display());
+            }
+        }
+    };
+    match ask(&Request::Hello { version: VERSION })? {
+        Response::Welcome { .. } => {}
+        Response::Error { message, .. } => bail!("{}: {message}", path.display()),
+        other => bail!("{}: unexpected answer {other:?}", path.display()),
+    }
+    match ask(&Request::Stats)? {
+        Response::Stats(json) => {
+            serde_json::from_str(&json).with_context(|| format!("decoding {}", path.display()))
+        }
+        other => bail!("{}: unexpected answer {other:?}", path.display()),
+    }
 }

@@ -81,6 +81,13 @@ pub struct Snapshot {
     pub datapath_counters: BTreeMap<String, u64>,
     /// Per QP, keyed by QPN in hex.
     pub qps: BTreeMap<String, QpSnapshot>,
+    /// Attached applications, their QPs and resources (empty where nothing attaches, as in
+    /// the wire-test tool).
+    #[serde(default)]
+    pub apps: Vec<crate::host::AppSnapshot>,
+    /// Attachments opened and closed, and what they got refused.
+    #[serde(default)]
+    pub host: crate::host::HostCounters,
 }
 
 /// Where a snapshot's identity fields come from.
@@ -170,6 +177,8 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
         qps,
+        apps: Vec::new(),
+        host: Default::default(),
     }
 }
 
@@ -206,6 +215,32 @@ pub fn render_text(s: &Snapshot) -> String {
     let _ = writeln!(o, "datapath counters:");
     for (k, v) in &s.datapath_counters {
         let _ = writeln!(o, "  {k} {v}");
+    }
+    let h = &s.host;
+    let _ = writeln!(
+        o,
+        "applications {} (attached {}, detached {}, refused requests {}, refused work requests {}, closed corrupt {})",
+        s.apps.len(),
+        h.attached,
+        h.detached,
+        h.refused_requests,
+        h.refused_work_requests,
+        h.closed_corrupt
+    );
+    for a in &s.apps {
+        let _ = writeln!(
+            o,
+            "  app {} pid {} uid {}: qps [{}] cqs {} mrs {} ({} bytes) posted {} completed {}",
+            a.id,
+            a.pid,
+            a.uid,
+            a.qps.join(" "),
+            a.cqs,
+            a.mrs,
+            a.mr_bytes,
+            a.posted,
+            a.completed
+        );
     }
     for (q, qs) in &s.qps {
         let _ = writeln!(o, "qp {q} {}:", qs.state);

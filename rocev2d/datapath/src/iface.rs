@@ -187,6 +187,32 @@ impl Interface {
             .map(|a| a.ip)
     }
 
+    /// The address vector of RC QP `qpn` towards `dst_ip` through next hop `dst_mac`: our MAC
+    /// and first global address of the peer's family, ECT(0), and a UDP source port per QP in
+    /// the dynamic range, as rxe and ConnectX use it for ECMP entropy. `None` when the
+    /// interface has no global address of that family. The one path builder of the in-process
+    /// API and the daemon.
+    pub fn path_to(
+        &self,
+        qpn: rocev2_core::wire::Qpn,
+        dst_ip: IpAddr,
+        dst_mac: [u8; 6],
+        dscp: u8,
+    ) -> Option<rocev2_core::qp::Path> {
+        Some(rocev2_core::qp::Path {
+            src_mac: self.mac,
+            dst_mac,
+            vlan: None,
+            src_ip: self.source_ip(dst_ip.is_ipv6())?,
+            dst_ip,
+            dscp,
+            ecn: rocev2_core::wire::frame::Ecn::Ect0,
+            hop_limit: 64,
+            udp_src_port: 49152 | (qpn.value() as u16 & 0x3fff),
+            flow_label: 0,
+        })
+    }
+
     /// The largest IBA path MTU whose packets fit this interface's IP MTU: RoCEv2 adds IP (20
     /// or 40), UDP (8), BTH (12), the largest extended header (RETH 16 or AtomicETH 28), up to
     /// 3 pad bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.

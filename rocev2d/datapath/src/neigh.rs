@@ -162,6 +162,22 @@ fn trigger(iface: &str, dst: IpAddr) -> Result<(), Error> {
     Ok(())
 }
 
+/// Announces `path`'s source address and MAC to its next hop when `dp` is a raw datapath (see
+/// the module docs), once a QP is connected: a raw datapath sees only frames sent to this
+/// interface's MAC, and the peer may have cached another interface's answer to its ARP
+/// (docs/datapath.md, "Neighbours"). Best effort: if it is lost, the peer's kernel corrects
+/// itself later.
+pub fn announce<D: crate::Datapath + ?Sized>(dp: &mut D, path: &rocev2_core::qp::Path) {
+    if dp.carries_datagrams() {
+        return;
+    }
+    let frame = announcement(path.src_mac, path.src_ip, path.dst_mac);
+    let mut batch = crate::TxBatch::new(1);
+    if batch.push(&frame) {
+        let _ = dp.send(&mut batch);
+    }
+}
+
 /// The frame that announces `ip` at `mac` to the next hop `to_mac` (see the module docs):
 /// a gratuitous ARP request for IPv4, an unsolicited Neighbor Advertisement (Override set, to
 /// all nodes, hop limit 255) for IPv6.

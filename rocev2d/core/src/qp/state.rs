@@ -141,6 +141,24 @@ pub struct QpAttr {
     pub peer_ext: Option<ExtCaps>,
 }
 
+impl QpAttr {
+    /// RESET→INIT as every rocev2 user creates a QP: the default partition (0xffff) and every
+    /// right (local write, remote write, read, atomic), as `ibv_rc_pingpong` grants; what a
+    /// peer may actually do is then decided by each region's own rights.
+    pub fn init_all_access() -> QpAttr {
+        QpAttr {
+            p_key: Some(0xffff),
+            access: Some(
+                AccessFlags::LOCAL_WRITE
+                    | AccessFlags::REMOTE_WRITE
+                    | AccessFlags::REMOTE_READ
+                    | AccessFlags::REMOTE_ATOMIC,
+            ),
+            ..QpAttr::default()
+        }
+    }
+}
+
 /// Everything INIT→RTR→RTS needs, in one value: the peer's QP and the path to it, the PSNs of
 /// both directions, the timers and limits (IBA §11.2.4.2's required attributes of both
 /// transitions). Every bring-up (tests, the `rocev2` API, the model, tools) goes through

@@ -94,7 +94,8 @@ impl SendOp {
     pub(super) fn is_atomic(&self) -> bool {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
     }
-    pub(super) fn wc_opcode(&self) -> WcOpcode {
+    /// The opcode of this request's completion.
+    pub fn wc_opcode(&self) -> WcOpcode {
         match self {
             SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => {
                 WcOpcode::Send

@@ -1,0 +1,279 @@
+//! The control socket: applications attach here, and `rocev2d stats` asks here.
+//!
+//! A tokio runtime on a thread of its own accepts connections and runs one task per
+//! connection: it checks the peer's credentials (SO_PEERCRED: root, the daemon's user, or a
+//! user of `[control] allow_uids`), expects [`Request::Hello`] with this build's protocol
+//! version, then forwards each request as a [`Cmd`] to the datapath thread, which owns the
+//! engine and answers through a oneshot channel. The datapath thread is woken by an eventfd
+//! it waits on beside its datapath, so a request costs it no polling. Resolving a peer's MAC
+//! can take seconds (ARP): the task does it on tokio's blocking pool before forwarding a
+//! connect, so the data path never waits for a neighbour.
+//!
+//! When a connection ends, however the application ended, the task tells the datapath thread
+//! to detach it ([`Cmd::Detach`]).
+//!
+//! Deviations: none.
+
+use rocev2d::host::Creds;
+use rocev2_datapath::{Interface, neigh};
+use rocev2_ipc::frame::{self, Decoder};
+use rocev2_ipc::notify::EventFd;
+use rocev2_ipc::proto::{ErrorKind, Request, Response, VERSION};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::net::UnixStream;
+use tokio::sync::oneshot;
+
+/// What the control plane asks the datapath thread.
+#[derive(Debug)]
+pub enum Cmd {
+    /// Open an attachment; answered with its id and the application's doorbell.
+    Attach {
+        /// Who.
+        creds: Creds,
+        /// A duplicate of the connection, to shut down if the attachment misbehaves.
+        conn: OwnedFd,
+        /// The answer.
+        reply: oneshot::Sender<std::io::Result<(u32, OwnedFd)>>,
+    },
+    /// One request of an attachment.
+    Request {
+        /// The attachment.
+        app: u32,
+        /// The request.
+        req: Request,
+        /// Its descriptors.
+        fds: Vec<OwnedFd>,
+        /// The answer.
+        reply: oneshot::Sender<(Response, Vec<OwnedFd>)>,
+    },
+    /// The connection ended.
+    Detach {
+        /// The attachment.
+        app: u32,
+    },
+}
+
+/// The datapath thread's side of the control plane.
+#[derive(Debug, Clone)]
+pub struct Link {
+    tx: Sender<Cmd>,
+    wake: Arc<EventFd>,
+}
+
+impl Link {
+    /// Joins a command channel and the eventfd its receiver waits on.
+    pub fn new(tx: Sender<Cmd>, wake: Arc<EventFd>) -> Link {
+        Link { tx, wake }
+    }
+
+    fn send(&self, cmd: Cmd) -> bool {
+        let ok = self.tx.send(cmd).is_ok();
+        self.wake.signal();
+        ok
+    }
+}
+
+/// Who may attach besides root.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// The daemon's effective user and `[control] allow_uids`.
+    pub uids: Vec<u32>,
+}
+
+impl Access {
+    fn allows(&self, uid: u32) -> bool {
+        uid == 0 || self.uids.contains(&uid)
+    }
+}
+
+/// Serves `listener` on a new thread until the process exits.
+///
+/// # Errors
+/// The runtime could not be built.
+pub fn spawn(
+    listener: std::os::unix::net::UnixListener,
+    iface: Interface,
+    access: Access,
+    link: Link,
+) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("rocev2d-control".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let listener = match tokio::net::UnixListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "control socket");
+                        return;
+                    }
+                };
+                let iface = Arc::new(iface);
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, _)) => {
+                            let (iface, access, link) = (iface.clone(), access.clone(), link.clone());
+                            tokio::spawn(async move {
+                                if let Err(e) = serve(stream, &iface, &access, &link).await {
+                                    tracing::debug!(error = %e, "control connection ended");
+                                }
+                            });
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accepting on the control socket");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+        })?;
+    Ok(())
+}
+
+async fn read_frame(
+    s: &UnixStream,
+    dec: &mut Decoder,
+) -> std::io::Result<(Request, Vec<OwnedFd>)> {
+    loop {
+        match dec.next_frame::<Request>() {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        }
+        if dec.queued_fds() > 2 * frame::MAX_FDS {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "descriptors without frames",
+            ));
+        }
+        s.readable().await?;
+        match s.try_io(Interest::READABLE, || frame::recv(s, dec)) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn write_frame(s: &UnixStream, msg: &Response, fds: &[OwnedFd]) -> std::io::Result<()> {
+    let bytes = frame::encode(msg, fds.len());
+    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+    let mut sent = 0;
+    while sent < bytes.len() {
+        s.writable().await?;
+        let with = if sent == 0 { &borrowed[..] } else { &[][..] };
+        match s.try_io(Interest::WRITABLE, || frame::send(s, &bytes[sent..], with)) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn refusal(kind: ErrorKind, message: impl Into<String>) -> Response {
+    Response::Error {
+        kind,
+        message: message.into(),
+    }
+}
+
+async fn serve(s: UnixStream, iface: &Interface, access: &Access, link: &Link) -> std::io::Result<()> {
+    let cred = rustix::net::sockopt::socket_peercred(&s)?;
+    let creds = Creds {
+        pid: cred.pid.as_raw_nonzero().get() as u32,
+        uid: cred.uid.as_raw(),
+    };
+    let mut dec = Decoder::default();
+    let (hello, _) = read_frame(&s, &mut dec).await?;
+    match hello {
+        Request::Hello { version } if version == VERSION => {}
+        Request::Hello { version } => {
+            let m = format!("protocol version {version}; this rocev2d speaks {VERSION}: rebuild the application against the same rocev2");
+            return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+        }
+        _ => {
+            return write_frame(&s, &refusal(ErrorKind::Invalid, "the first request must be Hello"), &[]).await;
+        }
+    }
+    if !access.allows(creds.uid) {
+        tracing::warn!(pid = creds.pid, uid = creds.uid, "refused an attachment");
+        let m = format!("user {} may not attach: add it to [control] allow_uids", creds.uid);
+        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    let conn = s.as_fd().try_clone_to_owned()?;
+    if !link.send(Cmd::Attach { creds, conn, reply }) {
+        return Ok(());
+    }
+    let Ok(attached) = answer.await else {
+        return Ok(());
+    };
+    let (app, bell) = attached?;
+    tracing::info!(app, pid = creds.pid, uid = creds.uid, "application attached");
+    let result = attachment(&s, &mut dec, iface, link, app, bell).await;
+    link.send(Cmd::Detach { app });
+    result
+}
+
+async fn attachment(
+    s: &UnixStream,
+    dec: &mut Decoder,
+    iface: &Interface,
+    link: &Link,
+    app: u32,
+    bell: OwnedFd,
+) -> std::io::Result<()> {
+    // The datapath thread fills the welcome's variable parts through a request of its own.
+    let welcome = forward(link, app, Request::Hello { version: VERSION }, Vec::new()).await;
+    let Some((welcome, _)) = welcome else {
+        return Ok(());
+    };
+    write_frame(s, &welcome, &[bell]).await?;
+    loop {
+        let (req, fds) = read_frame(s, dec).await?;
+        let req = match req {
+            Request::Connect { qpn, mut spec } if spec.mac.is_none() => {
+                let (iface, ip) = (iface.clone(), spec.ip);
+                let wait = Duration::from_millis(u64::from(spec.resolve_timeout_ms.min(30_000)));
+                match tokio::task::spawn_blocking(move || neigh::resolve(&iface, ip, wait)).await {
+                    Ok(Ok(mac)) => {
+                        spec.mac = Some(mac);
+                        Request::Connect { qpn, spec }
+                    }
+                    Ok(Err(e)) => {
+                        write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(std::io::Error::other(e)),
+                }
+            }
+            other => other,
+        };
+        let Some((response, fds)) = forward(link, app, req, fds).await else {
+            return Ok(());
+        };
+        write_frame(s, &response, &fds).await?;
+    }
+}
+
+/// Hands a request to the datapath thread and waits for its answer (`None`: it has stopped).
+async fn forward(
+    link: &Link,
+    app: u32,
+    req: Request,
+    fds: Vec<OwnedFd>,
+) -> Option<(Response, Vec<OwnedFd>)> {
+    let (reply, answer) = oneshot::channel();
+    if !link.send(Cmd::Request { app, req, fds, reply }) {
+        return None;
+    }
+    answer.await.ok()
+}

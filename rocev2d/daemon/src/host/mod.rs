@@ -1,0 +1,846 @@
+//! The host's RoCE device, shared by the applications attached to the daemon.
+//!
+//! [`Host`] keeps what each attachment owns (PDs, regions, CQs, QPs and the shared rings of the
+//! last two) and carries out its requests on the one engine of the interface. It is driven
+//! from the daemon's datapath thread without any IO of its own but the shared memory:
+//! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]);
+//! - [`Host::service`] moves work requests from the QPs' rings into the engine and completions
+//!   from the engine's CQs into the CQ rings, and signals the CQs' eventfds;
+//! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
+//!   however the application ended.
+//!
+//! An attachment names only its own objects: a handle it does not own is refused as unknown,
+//! so nothing of another application can be reached, and the engine checks every key against
+//! the QP's PD, so another application's lkey or rkey fails as a protection error. Whatever an
+//! application writes into its rings is validated: a malformed record or a corrupted ring
+//! closes the attachment; a well-formed request the engine refuses completes with an error.
+//!
+//! Deviations: congestion control is the daemon's (`[cc]` of its configuration), for every
+//! QP of every application; a send queue holds `max_send_wr` requests in its ring plus as many
+//! in the engine, so "queue full" comes later than on an HCA.
+
+pub mod memory;
+
+use memory::HostMemory;
+use rocev2_core::Endpoint;
+use rocev2_core::cc::CcConfig;
+use rocev2_core::cq::{WcStatus, WorkCompletion};
+use rocev2_core::mprdma::MpConfig;
+use rocev2_core::mr::{AccessFlags, MrId, PdId};
+use rocev2_core::qp::{
+    ConnectAttr, CqId, Mtu, Path, PostError, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr,
+};
+use rocev2_core::time::{Duration, Instant};
+use rocev2_core::wire::Qpn;
+use rocev2_core::wire::ext::ExtCaps;
+use rocev2_core::{EndpointError, cq};
+use rocev2_datapath::Interface;
+use rocev2_ipc::notify::{self, EventFd};
+use rocev2_ipc::proto::{ConnectSpec, ErrorKind, IfaceInfo, MrSpec, QpSpec, Request, Response};
+use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
+use rocev2_ipc::ring::{End, Ring};
+use rocev2_ipc::shm::Region;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixDatagram;
+
+/// What one application may hold (`[limits]` of the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// QPs.
+    pub max_qps: u32,
+    /// CQs.
+    pub max_cqs: u32,
+    /// Bytes of registered memory.
+    pub max_mr_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 1024 QPs, 1024 CQs, 16 GiB.
+    fn default() -> Self {
+        Limits {
+            max_qps: 1024,
+            max_cqs: 1024,
+            max_mr_bytes: 16 << 30,
+        }
+    }
+}
+
+/// Largest queue or CQ an application may ask for (the rings are `slots × 256` bytes).
+const MAX_DEPTH: u32 = 1 << 16;
+/// Largest SGE count, bounded by what fits a ring slot.
+const MAX_SGE: u32 = 16;
+/// Largest inline payload, bounded by what fits a ring slot.
+const MAX_INLINE: u32 = 200;
+/// Work requests taken from one ring per pass, so one busy QP cannot starve the others.
+const BUDGET: usize = 64;
+/// First virtual address handed to a region: regions of all applications get distinct,
+/// page-aligned addresses, so a stray address never lands in another region.
+const FIRST_ADDR: u64 = 0x1000_0000;
+
+/// Who is on the other end of a connection (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Creds {
+    /// Process id.
+    pub pid: u32,
+    /// User id.
+    pub uid: u32,
+}
+
+/// The host's counters of attachments and of what they got wrong.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCounters {
+    /// Attachments opened.
+    pub attached: u64,
+    /// Attachments closed (any reason).
+    pub detached: u64,
+    /// Control requests refused (unknown handles, limits, invalid arguments, engine refusals).
+    pub refused_requests: u64,
+    /// Work requests the engine refused, completed with an error.
+    pub refused_work_requests: u64,
+    /// Attachments closed for a malformed record or a corrupted ring.
+    pub closed_corrupt: u64,
+}
+
+/// One application as `rocev2d stats` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppSnapshot {
+    /// Attachment id.
+    pub id: u32,
+    /// Its process.
+    pub pid: u32,
+    /// Its user.
+    pub uid: u32,
+    /// Its QPs, QPN in hex (their counters are under the snapshot's `qps`).
+    pub qps: Vec<String>,
+    /// CQs.
+    pub cqs: usize,
+    /// Registered regions.
+    pub mrs: usize,
+    /// Bytes registered.
+    pub mr_bytes: u64,
+    /// Work requests taken from its rings.
+    pub posted: u64,
+    /// Completions delivered to its rings.
+    pub completed: u64,
+}
+
+/// A CQ as shared with its application.
+#[derive(Debug)]
+struct CqShare {
+    ring: Ring,
+    event: EventFd,
+    /// Completions the daemon made itself (refused work requests), delivered first.
+    made: VecDeque<WorkCompletion>,
+}
+
+/// A QP's rings, and a request the engine had no room for yet.
+#[derive(Debug)]
+struct QpShare {
+    sq: Ring,
+    rq: Ring,
+    send_cq: CqId,
+    recv_cq: CqId,
+    send_wait: Option<SendWr>,
+    recv_wait: Option<RecvWr>,
+}
+
+/// One attachment.
+#[derive(Debug)]
+struct App {
+    creds: Creds,
+    /// The daemon's end of the doorbell.
+    bell: UnixDatagram,
+    /// A duplicate of the control connection, shut down to close a misbehaving attachment.
+    conn: OwnedFd,
+    pds: BTreeSet<PdId>,
+    mrs: BTreeMap<MrId, u64>,
+    cqs: BTreeMap<CqId, CqShare>,
+    qps: BTreeMap<Qpn, QpShare>,
+    mr_bytes: u64,
+    posted: u64,
+    completed: u64,
+    corrupt: bool,
+}
+
+/// An answer, the descriptors that go with it, and the path to announce after a connect.
+#[derive(Debug)]
+pub struct Reply {
+    /// The response.
+    pub response: Response,
+    /// Descriptors sent with it.
+    pub fds: Vec<OwnedFd>,
+    /// A QP was connected on this path: announce our address to its next hop
+    /// ([`rocev2_datapath::neigh::announce`]).
+    pub announce: Option<Path>,
+}
+
+impl Reply {
+    fn ok(response: Response) -> Reply {
+        Reply {
+            response,
+            fds: Vec::new(),
+            announce: None,
+        }
+    }
+}
+
+/// A refused request.
+struct Refusal(ErrorKind, String);
+
+impl From<EndpointError> for Refusal {
+    fn from(e: EndpointError) -> Refusal {
+        Refusal(ErrorKind::Verb, e.to_string())
+    }
+}
+
+fn unknown(what: &str) -> Refusal {
+    Refusal(
+        ErrorKind::UnknownHandle,
+        format!("no {what} of this application by that id"),
+    )
+}
+
+fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd, Refusal> {
+    fd.try_clone_to_owned()
+        .map_err(|e| Refusal(ErrorKind::Invalid, format!("dup: {e}")))
+}
+
+/// The attached applications of one interface; see the module docs.
+#[derive(Debug)]
+pub struct Host {
+    iface: Interface,
+    limits: Limits,
+    cc: Option<CcConfig>,
+    apps: BTreeMap<u32, App>,
+    next_app: u32,
+    next_addr: u64,
+    counters: HostCounters,
+    scratch: Vec<u8>,
+    wcs: Vec<WorkCompletion>,
+}
+
+impl Host {
+    /// A host serving `iface`, giving every QP the controller `cc`.
+    pub fn new(iface: Interface, limits: Limits, cc: Option<CcConfig>) -> Host {
+        Host {
+            iface,
+            limits,
+            cc,
+            apps: BTreeMap::new(),
+            next_app: 1,
+            next_addr: FIRST_ADDR,
+            counters: HostCounters::default(),
+            scratch: Vec::new(),
+            wcs: Vec::new(),
+        }
+    }
+
+    /// The interface as an application learns it at attach time.
+    pub fn iface_info(&self) -> IfaceInfo {
+        IfaceInfo {
+            name: self.iface.name.clone(),
+            index: self.iface.index,
+            mac: self.iface.mac,
+            mtu: self.iface.mtu,
+            up: self.iface.up,
+            addrs: self
+                .iface
+                .addrs
+                .iter()
+                .map(|a| (a.ip, a.prefix_len, a.link_local))
+                .collect(),
+        }
+    }
+
+    /// Opens an attachment for `creds` on connection `conn` (a duplicate the host may shut
+    /// down); returns its id and the application's end of the doorbell.
+    ///
+    /// # Errors
+    /// `socketpair` failed.
+    pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> std::io::Result<(u32, OwnedFd)> {
+        let (bell, theirs) = notify::doorbell_pair()?;
+        let id = self.next_app;
+        self.next_app = self.next_app.wrapping_add(1).max(1);
+        self.apps.insert(
+            id,
+            App {
+                creds,
+                bell,
+                conn,
+                pds: BTreeSet::new(),
+                mrs: BTreeMap::new(),
+                cqs: BTreeMap::new(),
+                qps: BTreeMap::new(),
+                mr_bytes: 0,
+                posted: 0,
+                completed: 0,
+                corrupt: false,
+            },
+        );
+        self.counters.attached += 1;
+        Ok((id, theirs.into()))
+    }
+
+    /// Closes attachment `app`: destroys its QPs (their peers stop hearing from them, as from
+    /// a destroyed QP on an HCA), CQs, regions (unmapped) and PDs. Unknown ids are ignored.
+    pub fn detach(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, app: u32) {
+        let Some(a) = self.apps.remove(&app) else {
+            return;
+        };
+        for qpn in a.qps.keys() {
+            let _ = ep.destroy_qp(*qpn);
+        }
+        for cq in a.cqs.keys() {
+            let _ = ep.destroy_cq(*cq);
+        }
+        for mr in a.mrs.keys() {
+            let _ = ep.deregister_mr(*mr);
+            mem.remove(*mr);
+        }
+        for pd in &a.pds {
+            let _ = ep.dealloc_pd(*pd);
+        }
+        let _ = rustix::net::shutdown(&a.conn, rustix::net::Shutdown::Both);
+        self.counters.detached += 1;
+        tracing::info!(app, pid = a.creds.pid, "application detached");
+    }
+
+    /// Answers one request of attachment `app`, with the descriptors that came with it.
+    pub fn request(
+        &mut self,
+        ep: &mut Endpoint,
+        mem: &mut HostMemory,
+        now: Instant,
+        app: u32,
+        req: Request,
+        fds: Vec<OwnedFd>,
+    ) -> Reply {
+        match self.try_request(ep, mem, now, app, req, fds) {
+            Ok(r) => r,
+            Err(Refusal(kind, message)) => {
+                self.counters.refused_requests += 1;
+                tracing::debug!(app, ?kind, %message, "request refused");
+                Reply::ok(Response::Error { kind, message })
+            }
+        }
+    }
+
+    fn try_request(
+        &mut self,
+        ep: &mut Endpoint,
+        mem: &mut HostMemory,
+        now: Instant,
+        app: u32,
+        req: Request,
+        mut fds: Vec<OwnedFd>,
+    ) -> Result<Reply, Refusal> {
+        let limits = self.limits;
+        let a = self.apps.get_mut(&app).ok_or_else(|| unknown("attachment"))?;
+        match req {
+            Request::AllocPd => {
+                let pd = ep.alloc_pd();
+                a.pds.insert(pd);
+                Ok(Reply::ok(Response::Pd(pd.value())))
+            }
+            Request::DeallocPd { pd } => {
+                let pd = PdId::new(pd);
+                if !a.pds.contains(&pd) {
+                    return Err(unknown("PD"));
+                }
+                ep.dealloc_pd(pd)?;
+                a.pds.remove(&pd);
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::RegMr { pd, len, access } => {
+                let pd = PdId::new(pd);
+                if !a.pds.contains(&pd) {
+                    return Err(unknown("PD"));
+                }
+                if a.mr_bytes.saturating_add(len) > limits.max_mr_bytes {
+                    return Err(Refusal(
+                        ErrorKind::Limit,
+                        format!(
+                            "registering {len} bytes would exceed this application's limit of \
+                             {} bytes ([limits] max_mr_bytes)",
+                            limits.max_mr_bytes
+                        ),
+                    ));
+                }
+                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds)).map_err(|_| {
+                    Refusal(ErrorKind::Invalid, "RegMr needs one memfd".into())
+                })?;
+                let region = Region::from_fd(fd, len)
+                    .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+                let info = ep.register_mr(pd, self.next_addr, len, AccessFlags::from_bits(access))?;
+                self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
+                mem.insert(info.id, region);
+                a.mrs.insert(info.id, len);
+                a.mr_bytes += len;
+                Ok(Reply::ok(Response::Mr(MrSpec {
+                    id: info.id.value(),
+                    lkey: info.lkey.value(),
+                    rkey: info.rkey.value(),
+                    addr: info.addr,
+                    len: info.len,
+                    access: info.access.bits(),
+                    pd: info.pd.value(),
+                })))
+            }
+            Request::DeregMr { mr } => {
+                let mr = MrId::new(mr);
+                let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
+                ep.deregister_mr(mr)?;
+                mem.remove(mr);
+                a.mrs.remove(&mr);
+                a.mr_bytes -= len;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CreateCq { capacity } => {
+                if a.cqs.len() >= limits.max_cqs as usize {
+                    return Err(limit("CQs", limits.max_cqs, "max_cqs"));
+                }
+                let slots = depth(capacity, "CQ capacity")?;
+                let ring = Ring::create("rocev2d-cq", slots, rocev2_ipc::proto::SLOT_SIZE, End::Producer)
+                    .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+                let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+                let fds = vec![dup(ring.region().fd())?, dup(event.as_fd())?];
+                let id = ep.create_cq(slots as usize);
+                a.cqs.insert(
+                    id,
+                    CqShare {
+                        ring,
+                        event,
+                        made: VecDeque::new(),
+                    },
+                );
+                Ok(Reply {
+                    response: Response::Cq { id: id.0, slots },
+                    fds,
+                    announce: None,
+                })
+            }
+            Request::DestroyCq { cq } => {
+                let cq = CqId(cq);
+                if !a.cqs.contains_key(&cq) {
+                    return Err(unknown("CQ"));
+                }
+                ep.destroy_cq(cq)?;
+                a.cqs.remove(&cq);
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CreateQp(spec) => {
+                if a.qps.len() >= limits.max_qps as usize {
+                    return Err(limit("QPs", limits.max_qps, "max_qps"));
+                }
+                let cfg = qp_config(&spec, a, self.cc)?;
+                let slot = rocev2_ipc::proto::SLOT_SIZE;
+                let ring = |slots| {
+                    Ring::create("rocev2d-wq", slots, slot, End::Consumer)
+                        .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
+                };
+                let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
+                let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
+                let qpn = ep.create_qp(cfg.clone())?;
+                if let Err(e) = ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem) {
+                    let _ = ep.destroy_qp(qpn);
+                    return Err(e.into());
+                }
+                let response = Response::Qp {
+                    qpn: qpn.value(),
+                    sq_slots: sq.slots(),
+                    rq_slots: rq.slots(),
+                };
+                a.qps.insert(
+                    qpn,
+                    QpShare {
+                        sq,
+                        rq,
+                        send_cq: cfg.send_cq,
+                        recv_cq: cfg.recv_cq,
+                        send_wait: None,
+                        recv_wait: None,
+                    },
+                );
+                Ok(Reply {
+                    response,
+                    fds,
+                    announce: None,
+                })
+            }
+            Request::Connect { qpn, spec } => {
+                let qpn = owned_qp(a, qpn)?;
+                let attr = connect_attr(&self.iface, qpn, &spec)?;
+                ep.connect_qp(qpn, &attr, now, mem)?;
+                Ok(Reply {
+                    response: Response::Done,
+                    fds: Vec::new(),
+                    announce: Some(attr.path),
+                })
+            }
+            Request::ModifyToError { qpn } => {
+                let qpn = owned_qp(a, qpn)?;
+                ep.modify_qp(qpn, QpState::Error, &QpAttr::default(), now, mem)?;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::DestroyQp { qpn } => {
+                let qpn = owned_qp(a, qpn)?;
+                ep.destroy_qp(qpn)?;
+                a.qps.remove(&qpn);
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::QueryQp { qpn } => {
+                let qpn = owned_qp(a, qpn)?;
+                let qp = ep.qp(qpn).ok_or_else(|| unknown("QP"))?;
+                Ok(Reply::ok(Response::QpStatus {
+                    state: ibv_state(qp.state()),
+                    multipath: qp.mode() == QpMode::MultiPath,
+                }))
+            }
+            Request::Hello { .. } | Request::Stats | Request::Drain { .. } => Err(Refusal(
+                ErrorKind::Invalid,
+                "not a request the device answers".into(),
+            )),
+        }
+    }
+
+    /// Whether every QP of attachment `app` has nothing to send, nothing unacknowledged and no
+    /// work request waiting in its rings; `None` for an unknown attachment.
+    pub fn is_idle(&self, ep: &Endpoint, app: u32, now: Instant) -> Option<bool> {
+        let a = self.apps.get(&app)?;
+        Some(a.qps.iter().all(|(qpn, q)| {
+            q.send_wait.is_none()
+                && q.sq.is_empty().unwrap_or(true)
+                && ep.qp(*qpn).is_none_or(|qp| qp.is_idle(now))
+        }))
+    }
+
+    /// One pass over every attachment's rings; see the module docs. Returns whether anything
+    /// moved. Attachments found corrupt are closed.
+    pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory) -> bool {
+        let mut moved = false;
+        let mut corrupt = Vec::new();
+        for (id, a) in &mut self.apps {
+            notify::drain(&a.bell);
+            moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
+            moved |= deliver(ep, a, &mut self.wcs);
+            if a.corrupt {
+                corrupt.push(*id);
+            }
+        }
+        for id in corrupt {
+            tracing::warn!(app = id, "closing an attachment that corrupted its rings");
+            self.counters.closed_corrupt += 1;
+            self.detach(ep, mem, id);
+        }
+        moved
+    }
+
+    /// The doorbells of every attachment, for the datapath's wait set.
+    pub fn doorbells(&self) -> Vec<BorrowedFd<'_>> {
+        self.apps.values().map(|a| a.bell.as_fd()).collect()
+    }
+
+    /// Attachments open.
+    pub fn len(&self) -> usize {
+        self.apps.len()
+    }
+
+    /// True without attachments.
+    pub fn is_empty(&self) -> bool {
+        self.apps.is_empty()
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> HostCounters {
+        self.counters
+    }
+
+    /// Every attachment, for `rocev2d stats`.
+    pub fn snapshot(&self) -> Vec<AppSnapshot> {
+        self.apps
+            .iter()
+            .map(|(id, a)| AppSnapshot {
+                id: *id,
+                pid: a.creds.pid,
+                uid: a.creds.uid,
+                qps: a.qps.keys().map(|q| format!("{:#x}", q.value())).collect(),
+                cqs: a.cqs.len(),
+                mrs: a.mrs.len(),
+                mr_bytes: a.mr_bytes,
+                posted: a.posted,
+                completed: a.completed,
+            })
+            .collect()
+    }
+}
+
+fn limit(what: &str, max: u32, key: &str) -> Refusal {
+    Refusal(
+        ErrorKind::Limit,
+        format!("this application holds {max} {what} already, its limit ([limits] {key})"),
+    )
+}
+
+fn depth(n: u32, what: &str) -> Result<u32, Refusal> {
+    if (1..=MAX_DEPTH).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Refusal(
+            ErrorKind::Invalid,
+            format!("{what} {n} outside 1..={MAX_DEPTH}"),
+        ))
+    }
+}
+
+fn owned_qp(a: &App, qpn: u32) -> Result<Qpn, Refusal> {
+    let qpn = Qpn::new(qpn & 0xff_ffff);
+    if a.qps.contains_key(&qpn) {
+        Ok(qpn)
+    } else {
+        Err(unknown("QP"))
+    }
+}
+
+/// The engine's configuration of a QP an application asks for, its handles checked.
+fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, Refusal> {
+    let pd = PdId::new(spec.pd);
+    if !a.pds.contains(&pd) {
+        return Err(unknown("PD"));
+    }
+    let (scq, rcq) = (CqId(spec.send_cq), CqId(spec.recv_cq));
+    if !a.cqs.contains_key(&scq) || !a.cqs.contains_key(&rcq) {
+        return Err(unknown("CQ"));
+    }
+    if spec.max_send_sge > MAX_SGE || spec.max_recv_sge > MAX_SGE {
+        return Err(Refusal(
+            ErrorKind::Invalid,
+            format!("at most {MAX_SGE} SGEs per request"),
+        ));
+    }
+    if spec.max_inline_data > MAX_INLINE {
+        return Err(Refusal(
+            ErrorKind::Invalid,
+            format!("at most {MAX_INLINE} bytes of inline data"),
+        ));
+    }
+    let mut cfg = QpConfig::new(pd, scq, rcq);
+    cfg.max_send_wr = depth(spec.max_send_wr, "send queue depth")?;
+    cfg.max_recv_wr = depth(spec.max_recv_wr, "receive queue depth")?;
+    cfg.max_send_sge = spec.max_send_sge;
+    cfg.max_recv_sge = spec.max_recv_sge;
+    cfg.max_inline_data = spec.max_inline_data;
+    cfg.ack_req_every = spec.ack_req_every.max(1);
+    cfg.max_inflight_psns = spec.max_inflight_psns.clamp(1, 1 << 22);
+    cfg.cc = cc;
+    if let Some(m) = spec.multipath {
+        if m.vp_count == 0 || m.bitmap_len == 0 || m.delta > m.bitmap_len {
+            return Err(Refusal(ErrorKind::Invalid, "bad multipath parameters".into()));
+        }
+        cfg = cfg.with_multipath(MpConfig {
+            iw: m.iw.max(1),
+            bitmap_len: m.bitmap_len,
+            delta: m.delta,
+            sync_alpha: m.sync_alpha,
+            probe_p: m.probe_p,
+            initial_rtt: Duration::from_nanos(m.initial_rtt_ns),
+            idle_restart_rtts: m.idle_restart_rtts,
+            early_retx_rtts: m.early_retx_rtts,
+            vp_base: m.vp_base,
+            vp_count: m.vp_count,
+            seed: m.seed,
+        });
+    }
+    Ok(cfg)
+}
+
+/// INIT→RTR→RTS attributes towards the peer of `spec` (its next hop's MAC already resolved by
+/// the control plane).
+fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<ConnectAttr, Refusal> {
+    let path_err = |m: String| Refusal(ErrorKind::Path, m);
+    let mac = spec
+        .mac
+        .ok_or_else(|| path_err(format!("no neighbour entry for {}", spec.ip)))?;
+    let want = Mtu::from_bytes(spec.mtu)
+        .ok_or_else(|| Refusal(ErrorKind::Invalid, format!("MTU {} is not an IBA MTU", spec.mtu)))?;
+    let v6 = spec.ip.is_ipv6();
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let path = iface.path_to(qpn, spec.ip, mac, spec.dscp).ok_or_else(|| {
+        path_err(format!("interface {} has no usable {family} address", iface.name))
+    })?;
+    let mtu = iface
+        .path_mtu(v6)
+        .ok_or_else(|| path_err(format!("interface {} MTU is too small for RoCE", iface.name)))?
+        .min(want);
+    Ok(ConnectAttr {
+        path,
+        mtu,
+        dest_qpn: Qpn::new(spec.dest_qpn & 0xff_ffff),
+        rq_psn: spec.remote_psn & 0xff_ffff,
+        sq_psn: spec.local_psn & 0xff_ffff,
+        rd_atomic: spec.rd_atomic,
+        min_rnr_timer: spec.min_rnr_timer,
+        timeout: spec.timeout,
+        retry_cnt: spec.retry_cnt,
+        rnr_retry: spec.rnr_retry,
+        peer_ext: ExtCaps::from_word(spec.peer_ext),
+    })
+}
+
+/// ibverbs' numbering of QP states (`enum ibv_qp_state`).
+fn ibv_state(s: QpState) -> u8 {
+    match s {
+        QpState::Reset => 0,
+        QpState::Init => 1,
+        QpState::Rtr => 2,
+        QpState::Rts => 3,
+        QpState::Sqd => 4,
+        QpState::Sqe => 5,
+        QpState::Error => 6,
+    }
+}
+
+/// The error completion of a work request the engine refused at post time.
+fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> WorkCompletion {
+    let status = match e {
+        EndpointError::Post(PostError::TooManySge | PostError::BadInline | PostError::MessageTooLong) => {
+            WcStatus::LocLenErr
+        }
+        _ => WcStatus::LocQpOpErr,
+    };
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode,
+        byte_len: 0,
+        imm_data: None,
+        invalidated_rkey: None,
+        qp_num: qpn,
+        src_qp: qpn,
+    }
+}
+
+/// Moves work requests from `a`'s rings into the engine.
+fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCounters) -> bool {
+    let mut moved = false;
+    let App {
+        qps, cqs, corrupt, posted, ..
+    } = a;
+    for (qpn, q) in qps.iter_mut() {
+        for _ in 0..BUDGET {
+            let wr = match q.send_wait.take() {
+                Some(wr) => wr,
+                None => match q.sq.pop(buf) {
+                    Ok(false) => break,
+                    Ok(true) => match record::decode::<SendRecord>(buf).and_then(SendWr::try_from) {
+                        Ok(wr) => wr,
+                        Err(_) => {
+                            *corrupt = true;
+                            break;
+                        }
+                    },
+                    Err(_) => {
+                        *corrupt = true;
+                        break;
+                    }
+                },
+            };
+            let (wr_id, opcode) = (wr.wr_id, wr.op.wc_opcode());
+            match ep.post_send(*qpn, wr.clone()) {
+                Ok(()) => {
+                    moved = true;
+                    *posted += 1;
+                }
+                Err(EndpointError::Post(PostError::QueueFull)) => {
+                    q.send_wait = Some(wr);
+                    break;
+                }
+                Err(e) => {
+                    c.refused_work_requests += 1;
+                    if let Some(cq) = cqs.get_mut(&q.send_cq) {
+                        cq.made.push_back(refused(wr_id, *qpn, opcode, &e));
+                    }
+                    moved = true;
+                }
+            }
+        }
+        for _ in 0..BUDGET {
+            let wr = match q.recv_wait.take() {
+                Some(wr) => wr,
+                None => match q.rq.pop(buf) {
+                    Ok(false) => break,
+                    Ok(true) => match record::decode::<RecvRecord>(buf) {
+                        Ok(r) => RecvWr::from(r),
+                        Err(_) => {
+                            *corrupt = true;
+                            break;
+                        }
+                    },
+                    Err(_) => {
+                        *corrupt = true;
+                        break;
+                    }
+                },
+            };
+            let wr_id = wr.wr_id;
+            match ep.post_recv(*qpn, wr.clone()) {
+                Ok(()) => {
+                    moved = true;
+                    *posted += 1;
+                }
+                Err(EndpointError::Post(PostError::QueueFull)) => {
+                    q.recv_wait = Some(wr);
+                    break;
+                }
+                Err(e) => {
+                    c.refused_work_requests += 1;
+                    if let Some(cq) = cqs.get_mut(&q.recv_cq) {
+                        cq.made
+                            .push_back(refused(wr_id, *qpn, cq::WcOpcode::Recv, &e));
+                    }
+                    moved = true;
+                }
+            }
+        }
+    }
+    moved
+}
+
+/// Moves completions from the engine's CQs (and the daemon's own) into `a`'s CQ rings, and
+/// signals each CQ that got some.
+fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> bool {
+    let mut moved = false;
+    for (id, cq) in &mut a.cqs {
+        let Ok(used) = cq.ring.len() else {
+            a.corrupt = true;
+            continue;
+        };
+        let mut room = (cq.ring.slots() - used) as usize;
+        let mut pushed = 0;
+        while room > 0 {
+            let Some(wc) = cq.made.pop_front() else { break };
+            if cq.ring.push(&record::encode(&CompletionRecord::from(&wc))) != Ok(true) {
+                break;
+            }
+            room -= 1;
+            pushed += 1;
+        }
+        wcs.clear();
+        ep.poll_cq(*id, wcs, room);
+        for wc in wcs.iter() {
+            if cq.ring.push(&record::encode(&CompletionRecord::from(wc))) != Ok(true) {
+                a.corrupt = true;
+                break;
+            }
+            pushed += 1;
+        }
+        if pushed > 0 {
+            a.completed += pushed;
+            cq.event.signal();
+            moved = true;
+        }
+    }
+    moved
+}
+
