@@ -1,15 +1,18 @@
 //! Output shared by the ping-pong examples (`rc_pingpong`, `tcp_pingpong`), so the RDMA and TCP
-//! figures that `deploy/bench/` compares are computed and printed the same way; the wait-mode
-//! flags of the rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools); and the address a
-//! GID index picks.
+//! figures that `deploy/bench/` compares are computed and printed the same way; the flags of
+//! how the rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools) open their device (in
+//! process or attached to `rocev2d`) and wait; and the address a GID index picks.
 
 pub mod perftest;
 
-use rocev2::WaitMode;
+use anyhow::Context as _;
+use rocev2::{DatapathKind, Device, DeviceConfig, WaitMode};
 use rocev2_core::time::Duration as CoreDuration;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// How the tool's driver waits between events (`rocev2_datapath::driver`, "WaitMode").
+/// How the tool opens its device (in-process, or attached to the daemon serving the interface)
+/// and how it waits between events (`rocev2_datapath::driver`, "WaitMode").
 #[derive(clap::Args, Debug, Clone)]
 pub struct PollArgs {
     /// Wait mode: sleep (ppoll), adaptive (busy-poll for --spin-us after activity, then ppoll)
@@ -22,6 +25,13 @@ pub struct PollArgs {
     /// Same as --poll spin. Ours.
     #[arg(long = "busy-poll", conflicts_with = "poll")]
     pub busy_poll: bool,
+    /// Use the `rocev2d` serving the interface instead of an engine in this process (its
+    /// control socket /run/rocev2d/IFACE.sock, or --socket). Ours.
+    #[arg(long = "attach")]
+    pub attach: bool,
+    /// The daemon's control socket, with --attach. Ours.
+    #[arg(long = "socket", requires = "attach")]
+    pub socket: Option<PathBuf>,
 }
 
 impl PollArgs {
@@ -40,6 +50,30 @@ impl PollArgs {
             Some(us) => mode
                 .with_spin(CoreDuration::from_micros(us))
                 .map_err(|e| anyhow::anyhow!("--spin-us {us} with --poll {}: {e}", mode.name())),
+        }
+    }
+
+    /// Opens interface `iface` as the flags say: attached to its daemon, or in-process with
+    /// datapath `kind` and `cfg` (whose wait mode is set from the flags).
+    ///
+    /// # Errors
+    /// Bad flags; the device could not be opened or attached (the message says which).
+    pub fn open(
+        &self,
+        iface: &str,
+        kind: DatapathKind,
+        mut cfg: DeviceConfig,
+    ) -> anyhow::Result<Device> {
+        cfg.driver.wait = self.wait_mode()?;
+        if self.attach {
+            let path = self
+                .socket
+                .clone()
+                .unwrap_or_else(|| rocev2_ipc::default_socket(iface));
+            Device::attach_socket_with(&path, cfg.driver.wait)
+                .with_context(|| format!("attaching to the rocev2d serving {iface}"))
+        } else {
+            Device::open_with(iface, kind, cfg).with_context(|| format!("opening {iface}"))
         }
     }
 }

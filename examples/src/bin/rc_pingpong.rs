@@ -48,7 +48,7 @@ use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
-    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
+    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr, WcStatus,
 };
 use rocev2_core::wire::Psn;
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -123,21 +123,20 @@ struct Args {
     servername: Option<String>,
 }
 
-fn open(name: &str, kind: DatapathKind, a: &Args, wait: WaitMode) -> rocev2::Result<Device> {
+fn open(name: &str, kind: DatapathKind, a: &Args) -> Result<Device> {
     let mut cfg = DeviceConfig::default();
-    cfg.driver.wait = wait;
     cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    Device::open_with(name, kind, cfg)
+    a.poll.open(name, kind, cfg)
 }
 
-fn first_interface(kind: DatapathKind, a: &Args, wait: WaitMode) -> Result<Device> {
+fn first_interface(kind: DatapathKind, a: &Args) -> Result<Device> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n != "lo")
         .collect();
     names.sort();
     for n in &names {
-        if let Ok(d) = open(n, kind, a, wait) {
+        if let Ok(d) = open(n, kind, a) {
             return Ok(d);
         }
     }
@@ -160,20 +159,19 @@ fn main() -> Result<()> {
     if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
-    let wait = a.poll.wait_mode()?;
     let mut dev = match &a.dev {
-        Some(n) => open(n, a.datapath, &a, wait).with_context(|| format!("opening {n}"))?,
-        None => first_interface(a.datapath, &a, wait)?,
+        Some(n) => open(n, a.datapath, &a)?,
+        None => first_interface(a.datapath, &a)?,
     };
     let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
 
     let size = a.size as usize;
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     // One buffer for receives and sends, filled with 0x7b, as rdma-core's: the server sends back
     // what it last received, which `-c` relies on (a page-start byte still 0x7b at the server
     // was not received, and a client's zeroes come back to it).
     let mr = dev.register(pd, vec![0x7bu8; size], AccessFlags::LOCAL_WRITE)?;
-    let cq = dev.create_cq(a.rx_depth as usize + 16);
+    let cq = dev.create_cq(a.rx_depth as usize + 16)?;
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = 16;
     cfg.max_recv_wr = a.rx_depth;

@@ -146,12 +146,9 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    let mut cfg = DeviceConfig::default();
-    cfg.driver.wait = a.poll.wait_mode()?;
-    let mut dev =
-        Device::open_with(&a.dev, a.datapath, cfg).with_context(|| format!("opening {}", a.dev))?;
+    let mut dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
     let server = a.servername.is_none();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let access = if server {
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE
     } else {
@@ -162,7 +159,7 @@ fn main() -> Result<()> {
         fill(&mut buf);
     }
     let mr = dev.register(pd, buf, access)?;
-    let cq = dev.create_cq(a.tx_depth as usize + 16);
+    let cq = dev.create_cq(a.tx_depth as usize + 16)?;
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = a.tx_depth.max(1);
     cfg.max_recv_wr = 1;

@@ -241,10 +241,8 @@ pub fn main(test: Test) -> Result<()> {
     }
     let params = args.params(test)?;
     let mut cfg = DeviceConfig::default();
-    cfg.driver.wait = args.poll.wait_mode()?;
     cfg.datapath.udp.accept_unverified_icrc = args.accept_unverified_icrc;
-    let mut dev = Device::open_with(&args.dev, args.datapath, cfg)
-        .with_context(|| format!("opening {}", args.dev))?;
+    let mut dev = args.poll.open(&args.dev, args.datapath, cfg)?;
     let my_ip = crate::local_ip(&dev, args.gid_index, "-x")?;
     let if_mtu = dev
         .interface()
@@ -291,7 +289,7 @@ pub fn main(test: Test) -> Result<()> {
     let mtu = mtu_bytes(agreed.mtu_code).unwrap_or(mtu);
     let max_size = params.sizes.iter().copied().max().unwrap_or(1);
     let half = max_size.max(agreed.cycle_buffer.max(1) as u64);
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd()?;
     let mut buf = vec![0u8; (2 * half) as usize];
     if args.check {
         for (k, b) in buf.iter_mut().enumerate() {
@@ -300,8 +298,8 @@ pub fn main(test: Test) -> Result<()> {
     }
     let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
     let mr = dev.register(pd, buf, access)?;
-    let send_cq = dev.create_cq(params.tx_depth as usize + 16);
-    let recv_cq = dev.create_cq(params.rx_depth as usize + 16);
+    let send_cq = dev.create_cq(params.tx_depth as usize + 16)?;
+    let recv_cq = dev.create_cq(params.rx_depth as usize + 16)?;
     let mut qcfg = QpConfig::new(pd.id(), send_cq.id(), recv_cq.id());
     qcfg.max_send_wr = params.tx_depth.max(1);
     qcfg.max_recv_wr = params.rx_depth.max(1);

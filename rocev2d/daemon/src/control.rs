@@ -14,11 +14,11 @@
 //!
 //! Deviations: none.
 
-use rocev2d::host::Creds;
 use rocev2_datapath::{Interface, neigh};
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response, VERSION};
+use rocev2d::host::Creds;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -118,7 +118,8 @@ pub fn spawn(
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
-                            let (iface, access, link) = (iface.clone(), access.clone(), link.clone());
+                            let (iface, access, link) =
+                                (iface.clone(), access.clone(), link.clone());
                             tokio::spawn(async move {
                                 if let Err(e) = serve(stream, &iface, &access, &link).await {
                                     tracing::debug!(error = %e, "control connection ended");
@@ -136,10 +137,7 @@ pub fn spawn(
     Ok(())
 }
 
-async fn read_frame(
-    s: &UnixStream,
-    dec: &mut Decoder,
-) -> std::io::Result<(Request, Vec<OwnedFd>)> {
+async fn read_frame(s: &UnixStream, dec: &mut Decoder) -> std::io::Result<(Request, Vec<OwnedFd>)> {
     loop {
         match dec.next_frame::<Request>() {
             Ok(Some(f)) => return Ok(f),
@@ -185,7 +183,12 @@ fn refusal(kind: ErrorKind, message: impl Into<String>) -> Response {
     }
 }
 
-async fn serve(s: UnixStream, iface: &Interface, access: &Access, link: &Link) -> std::io::Result<()> {
+async fn serve(
+    s: UnixStream,
+    iface: &Interface,
+    access: &Access,
+    link: &Link,
+) -> std::io::Result<()> {
     let cred = rustix::net::sockopt::socket_peercred(&s)?;
     let creds = Creds {
         pid: cred.pid.as_raw_nonzero().get() as u32,
@@ -196,16 +199,26 @@ async fn serve(s: UnixStream, iface: &Interface, access: &Access, link: &Link) -
     match hello {
         Request::Hello { version } if version == VERSION => {}
         Request::Hello { version } => {
-            let m = format!("protocol version {version}; this rocev2d speaks {VERSION}: rebuild the application against the same rocev2");
+            let m = format!(
+                "protocol version {version}; this rocev2d speaks {VERSION}: rebuild the application against the same rocev2"
+            );
             return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
         }
         _ => {
-            return write_frame(&s, &refusal(ErrorKind::Invalid, "the first request must be Hello"), &[]).await;
+            return write_frame(
+                &s,
+                &refusal(ErrorKind::Invalid, "the first request must be Hello"),
+                &[],
+            )
+            .await;
         }
     }
     if !access.allows(creds.uid) {
         tracing::warn!(pid = creds.pid, uid = creds.uid, "refused an attachment");
-        let m = format!("user {} may not attach: add it to [control] allow_uids", creds.uid);
+        let m = format!(
+            "user {} may not attach: add it to [control] allow_uids",
+            creds.uid
+        );
         return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
     }
     let (reply, answer) = oneshot::channel();
@@ -217,7 +230,12 @@ async fn serve(s: UnixStream, iface: &Interface, access: &Access, link: &Link) -
         return Ok(());
     };
     let (app, bell) = attached?;
-    tracing::info!(app, pid = creds.pid, uid = creds.uid, "application attached");
+    tracing::info!(
+        app,
+        pid = creds.pid,
+        uid = creds.uid,
+        "application attached"
+    );
     let result = attachment(&s, &mut dec, iface, link, app, bell).await;
     link.send(Cmd::Detach { app });
     result
@@ -272,7 +290,12 @@ async fn forward(
     fds: Vec<OwnedFd>,
 ) -> Option<(Response, Vec<OwnedFd>)> {
     let (reply, answer) = oneshot::channel();
-    if !link.send(Cmd::Request { app, req, fds, reply }) {
+    if !link.send(Cmd::Request {
+        app,
+        req,
+        fds,
+        reply,
+    }) {
         return None;
     }
     answer.await.ok()

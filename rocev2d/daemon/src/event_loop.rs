@@ -115,7 +115,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     ep.set_receiver_cc(cfg.cc.receiver());
     let mut host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
-    let mut driver = Driver::new(ep, HostMemory::default(), opened.datapath, driver_config(cfg));
+    let mut driver = Driver::new(
+        ep,
+        HostMemory::default(),
+        opened.datapath,
+        driver_config(cfg),
+    );
     let wake = Arc::new(EventFd::new().context("eventfd")?);
     let (tx, rx) = std::sync::mpsc::channel();
     let mut uids = cfg.control.allow_uids.clone();
@@ -159,7 +164,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                     host.detach(&mut driver.ep, &mut driver.mem, app);
                     drains.retain(|d| d.app != app);
                 }
-                Cmd::Request { app, req, fds, reply } => match req {
+                Cmd::Request {
+                    app,
+                    req,
+                    fds,
+                    reply,
+                } => match req {
                     Request::Hello { .. } => {
                         let welcome = Response::Welcome {
                             app,

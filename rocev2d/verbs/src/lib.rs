@@ -46,6 +46,7 @@
 //! raw pointers, so no `unsafe` is needed; the engine runs only inside this crate's calls (no
 //! progress thread); one call connects a QP; no LIDs, GIDs are the interface addresses.
 
+mod attached;
 mod device;
 mod error;
 mod mr;

@@ -53,8 +53,8 @@ fn body(kind: DatapathKind) {
     let mut b = Device::open("vlb", kind).unwrap();
     assert_eq!(a.datapath_name(), kind.name());
     assert_eq!(b.datapath_name(), kind.name());
-    let pd_a = a.alloc_pd();
-    let pd_b = b.alloc_pd();
+    let pd_a = a.alloc_pd().unwrap();
+    let pd_b = b.alloc_pd().unwrap();
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 + 7) as u8).collect();
     let mr_a = a
         .register(
@@ -70,7 +70,7 @@ fn body(kind: DatapathKind) {
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         )
         .unwrap();
-    let (cq_a, cq_b) = (a.create_cq(16), b.create_cq(16));
+    let (cq_a, cq_b) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
     let qa = a.create_rc_qp(pd_a, cq_a, cq_a).unwrap();
     let qb = b.create_rc_qp(pd_b, cq_b, cq_b).unwrap();
     let (psn_a, psn_b) = (rocev2::random_psn(), rocev2::random_psn());

@@ -88,9 +88,15 @@ mod tests {
         m.insert(id, region);
         m.write(id, 8, &5u64.to_ne_bytes());
         assert_eq!(m.atomic(id, 8, AtomicOp::FetchAdd { add: 2 }), 5);
-        let miss = AtomicOp::CompareSwap { compare: 1, swap: 9 };
+        let miss = AtomicOp::CompareSwap {
+            compare: 1,
+            swap: 9,
+        };
         assert_eq!(m.atomic(id, 8, miss), 7);
-        let hit = AtomicOp::CompareSwap { compare: 7, swap: 9 };
+        let hit = AtomicOp::CompareSwap {
+            compare: 7,
+            swap: 9,
+        };
         assert_eq!(m.atomic(id, 8, hit), 7);
         let mut w = [0u8; 8];
         view.read(8, &mut w);

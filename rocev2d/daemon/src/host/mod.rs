@@ -337,7 +337,10 @@ impl Host {
         mut fds: Vec<OwnedFd>,
     ) -> Result<Reply, Refusal> {
         let limits = self.limits;
-        let a = self.apps.get_mut(&app).ok_or_else(|| unknown("attachment"))?;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
         match req {
             Request::AllocPd => {
                 let pd = ep.alloc_pd();
@@ -368,12 +371,12 @@ impl Host {
                         ),
                     ));
                 }
-                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds)).map_err(|_| {
-                    Refusal(ErrorKind::Invalid, "RegMr needs one memfd".into())
-                })?;
+                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds))
+                    .map_err(|_| Refusal(ErrorKind::Invalid, "RegMr needs one memfd".into()))?;
                 let region = Region::from_fd(fd, len)
                     .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let info = ep.register_mr(pd, self.next_addr, len, AccessFlags::from_bits(access))?;
+                let info =
+                    ep.register_mr(pd, self.next_addr, len, AccessFlags::from_bits(access))?;
                 self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
                 mem.insert(info.id, region);
                 a.mrs.insert(info.id, len);
@@ -402,9 +405,15 @@ impl Host {
                     return Err(limit("CQs", limits.max_cqs, "max_cqs"));
                 }
                 let slots = depth(capacity, "CQ capacity")?;
-                let ring = Ring::create("rocev2d-cq", slots, rocev2_ipc::proto::SLOT_SIZE, End::Producer)
-                    .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+                let ring = Ring::create(
+                    "rocev2d-cq",
+                    slots,
+                    rocev2_ipc::proto::SLOT_SIZE,
+                    End::Producer,
+                )
+                .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+                let event =
+                    EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
                 let fds = vec![dup(ring.region().fd())?, dup(event.as_fd())?];
                 let id = ep.create_cq(slots as usize);
                 a.cqs.insert(
@@ -443,7 +452,9 @@ impl Host {
                 let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
                 let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
                 let qpn = ep.create_qp(cfg.clone())?;
-                if let Err(e) = ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem) {
+                if let Err(e) =
+                    ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)
+                {
                     let _ = ep.destroy_qp(qpn);
                     return Err(e.into());
                 }
@@ -636,7 +647,10 @@ fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, R
     cfg.cc = cc;
     if let Some(m) = spec.multipath {
         if m.vp_count == 0 || m.bitmap_len == 0 || m.delta > m.bitmap_len {
-            return Err(Refusal(ErrorKind::Invalid, "bad multipath parameters".into()));
+            return Err(Refusal(
+                ErrorKind::Invalid,
+                "bad multipath parameters".into(),
+            ));
         }
         cfg = cfg.with_multipath(MpConfig {
             iw: m.iw.max(1),
@@ -662,16 +676,28 @@ fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<Conne
     let mac = spec
         .mac
         .ok_or_else(|| path_err(format!("no neighbour entry for {}", spec.ip)))?;
-    let want = Mtu::from_bytes(spec.mtu)
-        .ok_or_else(|| Refusal(ErrorKind::Invalid, format!("MTU {} is not an IBA MTU", spec.mtu)))?;
+    let want = Mtu::from_bytes(spec.mtu).ok_or_else(|| {
+        Refusal(
+            ErrorKind::Invalid,
+            format!("MTU {} is not an IBA MTU", spec.mtu),
+        )
+    })?;
     let v6 = spec.ip.is_ipv6();
     let family = if v6 { "IPv6" } else { "IPv4" };
     let path = iface.path_to(qpn, spec.ip, mac, spec.dscp).ok_or_else(|| {
-        path_err(format!("interface {} has no usable {family} address", iface.name))
+        path_err(format!(
+            "interface {} has no usable {family} address",
+            iface.name
+        ))
     })?;
     let mtu = iface
         .path_mtu(v6)
-        .ok_or_else(|| path_err(format!("interface {} MTU is too small for RoCE", iface.name)))?
+        .ok_or_else(|| {
+            path_err(format!(
+                "interface {} MTU is too small for RoCE",
+                iface.name
+            ))
+        })?
         .min(want);
     Ok(ConnectAttr {
         path,
@@ -704,9 +730,9 @@ fn ibv_state(s: QpState) -> u8 {
 /// The error completion of a work request the engine refused at post time.
 fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> WorkCompletion {
     let status = match e {
-        EndpointError::Post(PostError::TooManySge | PostError::BadInline | PostError::MessageTooLong) => {
-            WcStatus::LocLenErr
-        }
+        EndpointError::Post(
+            PostError::TooManySge | PostError::BadInline | PostError::MessageTooLong,
+        ) => WcStatus::LocLenErr,
         _ => WcStatus::LocQpOpErr,
     };
     WorkCompletion {
@@ -725,7 +751,11 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
 fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCounters) -> bool {
     let mut moved = false;
     let App {
-        qps, cqs, corrupt, posted, ..
+        qps,
+        cqs,
+        corrupt,
+        posted,
+        ..
     } = a;
     for (qpn, q) in qps.iter_mut() {
         for _ in 0..BUDGET {
@@ -733,13 +763,15 @@ fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCoun
                 Some(wr) => wr,
                 None => match q.sq.pop(buf) {
                     Ok(false) => break,
-                    Ok(true) => match record::decode::<SendRecord>(buf).and_then(SendWr::try_from) {
-                        Ok(wr) => wr,
-                        Err(_) => {
-                            *corrupt = true;
-                            break;
+                    Ok(true) => {
+                        match record::decode::<SendRecord>(buf).and_then(SendWr::try_from) {
+                            Ok(wr) => wr,
+                            Err(_) => {
+                                *corrupt = true;
+                                break;
+                            }
                         }
-                    },
+                    }
                     Err(_) => {
                         *corrupt = true;
                         break;
@@ -843,4 +875,3 @@ fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> boo
     }
     moved
 }
-

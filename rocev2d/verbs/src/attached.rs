@@ -1,0 +1,494 @@
+//! The attached backend: the verbs carried out by the `rocev2d` serving the interface.
+//!
+//! Set-up verbs are requests on the daemon's control socket ([`rocev2_ipc::proto`]). Memory
+//! regions are sealed memfds this process maps and hands to the daemon, which reads and writes
+//! them in place. Work requests go into the QP's send and receive rings, followed by a ring of
+//! the doorbell; completions come out of the CQ's ring, and a CQ's eventfd wakes a waiting
+//! [`crate::Device::wait_cq`]. So posting and polling cost no system call but the doorbell.
+//!
+//! Every call that waits also watches the control socket: when the daemon dies the kernel
+//! closes it, and the call returns [`Error::DaemonGone`] at once; a daemon that stops
+//! answering makes a control request fail with [`Error::Timeout`] after [`CALL_TIMEOUT`].
+//!
+//! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
+//! an error status instead of failing the post; the QP's congestion control is the daemon's;
+//! [`crate::Device::mp_snapshot`] is not available.
+
+use crate::error::{Error, Result};
+use rocev2_core::EndpointError;
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
+use rocev2_core::qp::{CqId, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::wire::Qpn;
+use rocev2_datapath::Interface;
+use rocev2_datapath::iface::IfAddr;
+use rocev2_ipc::frame::{self, Decoder};
+use rocev2_ipc::notify::{self, EventFd};
+use rocev2_ipc::proto::{self, ConnectSpec, ErrorKind, MpSpec, QpSpec, Request, Response};
+use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
+use rocev2_ipc::ring::{End, Ring, RingError};
+use rocev2_ipc::shm::Region;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Longest a control request waits for the daemon's answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct CqView {
+    ring: Ring,
+    event: EventFd,
+}
+
+#[derive(Debug)]
+struct QpView {
+    sq: Ring,
+    rq: Ring,
+}
+
+/// An attachment to the daemon; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Attached {
+    sock: UnixStream,
+    dec: Decoder,
+    bell: UnixDatagram,
+    pub(crate) iface: Interface,
+    pub(crate) datapath: String,
+    pub(crate) reason: String,
+    mrs: BTreeMap<MrId, Region>,
+    cqs: BTreeMap<CqId, CqView>,
+    qps: BTreeMap<Qpn, QpView>,
+    /// How long [`Attached::wait_cq`] spins on the ring before sleeping on the eventfd.
+    spin: Duration,
+    buf: Vec<u8>,
+}
+
+fn protocol(what: impl Into<String>) -> Error {
+    Error::Protocol(what.into())
+}
+
+fn refused(kind: ErrorKind, message: String) -> Error {
+    match kind {
+        ErrorKind::Timeout => Error::Timeout,
+        kind => Error::Refused { kind, message },
+    }
+}
+
+fn one<const N: usize>(fds: Vec<OwnedFd>) -> Result<[OwnedFd; N]> {
+    <[OwnedFd; N]>::try_from(fds).map_err(|_| protocol("answer without its descriptors"))
+}
+
+impl Attached {
+    /// Attaches to the daemon listening on `path`.
+    pub(crate) fn open(path: &Path, spin: Duration) -> Result<Attached> {
+        let sock = UnixStream::connect(path).map_err(|source| Error::Attach {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut dec = Decoder::default();
+        let (welcome, fds) = call(
+            &sock,
+            &mut dec,
+            &Request::Hello {
+                version: proto::VERSION,
+            },
+            &[],
+            CALL_TIMEOUT,
+        )?;
+        let Response::Welcome {
+            iface,
+            datapath,
+            reason,
+            ..
+        } = welcome
+        else {
+            return Err(unexpected(welcome));
+        };
+        let [bell] = one(fds)?;
+        let iface = Interface {
+            name: iface.name,
+            index: iface.index,
+            mac: iface.mac,
+            mtu: iface.mtu,
+            up: iface.up,
+            addrs: iface
+                .addrs
+                .into_iter()
+                .map(|(ip, prefix_len, link_local)| IfAddr {
+                    ip,
+                    prefix_len,
+                    link_local,
+                })
+                .collect(),
+            rx_queues: 1,
+        };
+        Ok(Attached {
+            sock,
+            dec,
+            bell: UnixDatagram::from(bell),
+            iface,
+            datapath,
+            reason,
+            mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
+            spin,
+            buf: Vec::new(),
+        })
+    }
+
+    fn call(&mut self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Response, Vec<OwnedFd>)> {
+        self.call_for(req, fds, CALL_TIMEOUT)
+    }
+
+    fn call_for(
+        &mut self,
+        req: &Request,
+        fds: &[BorrowedFd<'_>],
+        timeout: Duration,
+    ) -> Result<(Response, Vec<OwnedFd>)> {
+        match call(&self.sock, &mut self.dec, req, fds, timeout)? {
+            (Response::Error { kind, message }, _) => Err(refused(kind, message)),
+            ok => Ok(ok),
+        }
+    }
+
+    fn done(&mut self, req: &Request) -> Result<()> {
+        match self.call(req, &[])?.0 {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn alloc_pd(&mut self) -> Result<PdId> {
+        match self.call(&Request::AllocPd, &[])?.0 {
+            Response::Pd(id) => Ok(PdId::new(id)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn register(&mut self, pd: PdId, buf: &[u8], access: AccessFlags) -> Result<MrInfo> {
+        let region = Region::create("rocev2-mr", buf.len()).map_err(|e| protocol(e.to_string()))?;
+        region.write(0, buf);
+        let req = Request::RegMr {
+            pd: pd.value(),
+            len: buf.len() as u64,
+            access: access.bits(),
+        };
+        let Response::Mr(m) = self.call(&req, &[region.fd()])?.0 else {
+            return Err(protocol("RegMr answered without a region"));
+        };
+        let info = MrInfo {
+            id: MrId::new(m.id),
+            lkey: Lkey::new(m.lkey),
+            rkey: Rkey::new(m.rkey),
+            addr: m.addr,
+            len: m.len,
+            access: AccessFlags::from_bits(m.access),
+            pd: PdId::new(m.pd),
+        };
+        self.mrs.insert(info.id, region);
+        Ok(info)
+    }
+
+    pub(crate) fn deregister(&mut self, mr: MrId) -> Result<Vec<u8>> {
+        if !self.mrs.contains_key(&mr) {
+            return Err(Error::UnknownMr);
+        }
+        self.done(&Request::DeregMr { mr: mr.value() })?;
+        let region = self.mrs.remove(&mr).ok_or(Error::UnknownMr)?;
+        Ok(region.bytes().to_vec())
+    }
+
+    pub(crate) fn mr_bytes(&self, mr: MrId, len: u64) -> Option<&[u8]> {
+        let r = self.mrs.get(&mr)?;
+        r.bytes().get(..usize::try_from(len).ok()?)
+    }
+
+    pub(crate) fn mr_bytes_mut(&mut self, mr: MrId, len: u64) -> Option<&mut [u8]> {
+        let r = self.mrs.get_mut(&mr)?;
+        r.bytes_mut().get_mut(..usize::try_from(len).ok()?)
+    }
+
+    pub(crate) fn create_cq(&mut self, capacity: usize) -> Result<CqId> {
+        let capacity = u32::try_from(capacity).unwrap_or(u32::MAX);
+        let (r, fds) = self.call(&Request::CreateCq { capacity }, &[])?;
+        let Response::Cq { id, slots } = r else {
+            return Err(unexpected(r));
+        };
+        let [ring, event] = one(fds)?;
+        let ring = open_ring(ring, slots, End::Consumer)?;
+        self.cqs.insert(
+            CqId(id),
+            CqView {
+                ring,
+                event: EventFd::from_fd(event),
+            },
+        );
+        Ok(CqId(id))
+    }
+
+    pub(crate) fn create_qp(&mut self, cfg: &QpConfig) -> Result<Qpn> {
+        let spec = QpSpec {
+            pd: cfg.pd.value(),
+            send_cq: cfg.send_cq.0,
+            recv_cq: cfg.recv_cq.0,
+            max_send_wr: cfg.max_send_wr,
+            max_recv_wr: cfg.max_recv_wr,
+            max_send_sge: cfg.max_send_sge,
+            max_recv_sge: cfg.max_recv_sge,
+            max_inline_data: cfg.max_inline_data,
+            ack_req_every: cfg.ack_req_every,
+            max_inflight_psns: cfg.max_inflight_psns,
+            multipath: cfg.multipath.map(|m| MpSpec {
+                iw: m.iw,
+                bitmap_len: m.bitmap_len,
+                delta: m.delta,
+                sync_alpha: m.sync_alpha,
+                probe_p: m.probe_p,
+                initial_rtt_ns: m.initial_rtt.as_nanos(),
+                idle_restart_rtts: m.idle_restart_rtts,
+                early_retx_rtts: m.early_retx_rtts,
+                vp_base: m.vp_base,
+                vp_count: m.vp_count,
+                seed: m.seed,
+            }),
+        };
+        let (r, fds) = self.call(&Request::CreateQp(spec), &[])?;
+        let Response::Qp {
+            qpn,
+            sq_slots,
+            rq_slots,
+        } = r
+        else {
+            return Err(unexpected(r));
+        };
+        let [sq, rq] = one(fds)?;
+        let view = QpView {
+            sq: open_ring(sq, sq_slots, End::Producer)?,
+            rq: open_ring(rq, rq_slots, End::Producer)?,
+        };
+        let qpn = Qpn::new(qpn & 0xff_ffff);
+        self.qps.insert(qpn, view);
+        Ok(qpn)
+    }
+
+    pub(crate) fn connect(&mut self, qpn: Qpn, spec: ConnectSpec) -> Result<()> {
+        // Resolution happens in the daemon and may take the whole resolve timeout.
+        let wait = CALL_TIMEOUT + Duration::from_millis(u64::from(spec.resolve_timeout_ms));
+        match self
+            .call_for(
+                &Request::Connect {
+                    qpn: qpn.value(),
+                    spec,
+                },
+                &[],
+                wait,
+            )?
+            .0
+        {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn query(&mut self, qpn: Qpn) -> Option<(QpState, QpMode)> {
+        match self
+            .call(&Request::QueryQp { qpn: qpn.value() }, &[])
+            .ok()?
+            .0
+        {
+            Response::QpStatus { state, multipath } => {
+                let state = match state {
+                    0 => QpState::Reset,
+                    1 => QpState::Init,
+                    2 => QpState::Rtr,
+                    3 => QpState::Rts,
+                    4 => QpState::Sqd,
+                    5 => QpState::Sqe,
+                    _ => QpState::Error,
+                };
+                Some((
+                    state,
+                    if multipath {
+                        QpMode::MultiPath
+                    } else {
+                        QpMode::Rc
+                    },
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn reset_to_error(&mut self, qpn: Qpn) -> Result<()> {
+        self.done(&Request::ModifyToError { qpn: qpn.value() })
+    }
+
+    pub(crate) fn destroy_qp(&mut self, qpn: Qpn) -> Result<()> {
+        self.done(&Request::DestroyQp { qpn: qpn.value() })?;
+        self.qps.remove(&qpn);
+        Ok(())
+    }
+
+    pub(crate) fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<()> {
+        let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        push(&mut q.sq, &record::encode(&SendRecord::from(wr)))?;
+        notify::ring(&self.bell).map_err(|_| Error::DaemonGone)
+    }
+
+    pub(crate) fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<()> {
+        let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        push(&mut q.rq, &record::encode(&RecvRecord::from(wr)))?;
+        notify::ring(&self.bell).map_err(|_| Error::DaemonGone)
+    }
+
+    pub(crate) fn poll_cq(&mut self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        let Some(v) = self.cqs.get_mut(&cq) else {
+            return 0;
+        };
+        let mut n = 0;
+        while n < max && v.ring.pop(&mut self.buf) == Ok(true) {
+            let wc = record::decode::<CompletionRecord>(&self.buf)
+                .ok()
+                .and_then(|r| WorkCompletion::try_from(r).ok());
+            if let Some(wc) = wc {
+                out.push(wc);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Fails with [`Error::DaemonGone`] if the daemon closed the connection.
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        self.wait_fds(&[], Some(Duration::ZERO)).map(|_| ())
+    }
+
+    /// Waits up to `timeout` for one of `extra` (or, with `cq`, its eventfd) to become readable,
+    /// watching the control socket; returns which of `extra` are.
+    fn wait_fds(&self, extra: &[BorrowedFd<'_>], timeout: Option<Duration>) -> Result<Vec<bool>> {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(1 + extra.len());
+        fds.push(PollFd::new(&self.sock, PollFlags::IN));
+        fds.extend(extra.iter().map(|f| PollFd::new(f, PollFlags::IN)));
+        let ts = timeout.map(|d| Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::Io(e.into())),
+        }
+        if !fds[0].revents().is_empty() {
+            // The daemon never speaks unasked: readable means closed.
+            return Err(Error::DaemonGone);
+        }
+        Ok(fds[1..].iter().map(|f| !f.revents().is_empty()).collect())
+    }
+
+    /// Sleeps until one of `extra` is readable or 100 ms pass; see [`crate::Device::wait`].
+    pub(crate) fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        self.wait_fds(extra, Some(Duration::from_millis(100)))
+    }
+
+    pub(crate) fn wait_cq(
+        &mut self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize> {
+        let start = Instant::now();
+        loop {
+            let n = self.poll_cq(cq, out, max);
+            if n > 0 {
+                return Ok(n);
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(Error::Timeout);
+            }
+            if waited < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            let v = self.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+            // Clear first, then look again: a completion pushed in between signals anew.
+            v.event.clear();
+            if v.ring.is_empty() != Ok(true) {
+                continue;
+            }
+            let event = v.event.as_fd();
+            self.wait_fds(
+                &[event],
+                Some((timeout - waited).min(Duration::from_millis(100))),
+            )?;
+        }
+    }
+
+    pub(crate) fn drain(&mut self, timeout: Duration) -> Result<()> {
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        match self
+            .call_for(
+                &Request::Drain { timeout_ms: ms },
+                &[],
+                timeout + CALL_TIMEOUT,
+            )?
+            .0
+        {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+fn unexpected(r: Response) -> Error {
+    protocol(format!("unexpected answer {r:?}"))
+}
+
+fn open_ring(fd: OwnedFd, slots: u32, end: End) -> Result<Ring> {
+    let len = Ring::region_len(slots, proto::SLOT_SIZE) as u64;
+    Region::from_fd(fd, len)
+        .and_then(|r| Ring::open(r, slots, proto::SLOT_SIZE, end))
+        .map_err(|e| protocol(e.to_string()))
+}
+
+fn push(ring: &mut Ring, rec: &[u8]) -> Result<()> {
+    match ring.push(rec) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(EndpointError::Post(PostError::QueueFull).into()),
+        Err(RingError::TooLarge(_)) => Err(EndpointError::Post(PostError::BadInline).into()),
+        Err(RingError::Corrupt) => Err(Error::DaemonGone),
+    }
+}
+
+/// One request and its answer on a blocking control socket.
+fn call(
+    sock: &UnixStream,
+    dec: &mut Decoder,
+    req: &Request,
+    fds: &[BorrowedFd<'_>],
+    timeout: Duration,
+) -> Result<(Response, Vec<OwnedFd>)> {
+    let gone = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout,
+        _ => Error::DaemonGone,
+    };
+    sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+        .map_err(Error::Io)?;
+    frame::send_all(sock, &frame::encode(req, fds.len()), fds).map_err(gone)?;
+    loop {
+        match dec.next_frame::<Response>() {
+            Ok(Some(r)) => return Ok(r),
+            Ok(None) => {}
+            Err(e) => return Err(protocol(e.to_string())),
+        }
+        if frame::recv(sock, dec).map_err(gone)? == 0 {
+            return Err(Error::DaemonGone);
+        }
+    }
+}
