@@ -27,7 +27,7 @@
 //! not expect) is counted in [`CmStats`] and dropped or answered as IBA §12.9 says; it never
 //! panics. See `docs/cm.md` for the state machine and what is interoperable.
 //!
-//! Deviations: see [`conn`]'s module doc.
+//! Deviations: those of the state machine, listed in `cm/conn.rs` and `docs/cm.md`.
 
 mod conn;
 pub mod service;
@@ -43,7 +43,7 @@ use rand_core::{RngCore, SeedableRng};
 use crate::time::{Duration, Instant};
 use crate::wire::mad::cm_connect::{PathRepr, RejRepr, ReqRepr};
 use crate::wire::mad::cm_disconnect::DrepRepr;
-use crate::wire::mad::{CmAttribute, CmRepr, MAD_LEN, method};
+use crate::wire::mad::{CmAttribute, CmRepr, MAD_LEN, array, method};
 use crate::wire::{Psn, Qpn};
 use conn::Conn;
 pub use conn::State;
@@ -664,9 +664,8 @@ impl Cm {
             CmAttribute::Drep(x) => (x.remote_comm_id, x.local_comm_id),
         };
         let Some(c) = self
-            .conns
-            .get_mut(&ConnId(ours))
-            .filter(|c| c.peer_gid() == peer_gid && c.knows_peer_id(theirs))
+            .find(peer_gid, ours, theirs, &m.attribute)
+            .and_then(|id| self.conns.get_mut(&id))
         else {
             self.io.stats.unknown_comm_id += 1;
             return self.answer_stray(local_gid, peer_gid, tid, &m.attribute);
@@ -680,6 +679,38 @@ impl Cm {
             CmAttribute::Drep(x) => c.on_drep(now, x, &mut self.io),
             CmAttribute::Req(_) | CmAttribute::ClassPortInfo(_) => {}
         }
+    }
+
+    /// The connection a message (other than a REQ) is for: the one its Remote Communication ID
+    /// names, with that peer.
+    fn find(
+        &self,
+        peer_gid: Ipv6Addr,
+        ours: u32,
+        theirs: u32,
+        attribute: &CmAttribute,
+    ) -> Option<ConnId> {
+        let named = self
+            .conns
+            .get(&ConnId(ours))
+            .filter(|c| c.peer_gid() == peer_gid && c.knows_peer_id(theirs));
+        if named.is_some() {
+            return Some(ConnId(ours));
+        }
+        // An active side that gives up before any REP knows no ID of ours: its REJ "Timeout"
+        // names its CA GUID in the ARI (IBA §12.6.7.2 Table 109), which with its own
+        // Communication ID identifies the REQ (Linux `cm_acquire_rejected_id`).
+        let CmAttribute::Rej(rej) = attribute else {
+            return None;
+        };
+        if ours != 0 || rej.reason != RejectReason::TIMEOUT.0 {
+            return None;
+        }
+        let guid = u64::from_be_bytes(array(&rej.ari));
+        self.conns
+            .iter()
+            .find(|(_, c)| c.is_from_req(peer_gid, guid, rej.local_comm_id))
+            .map(|(&id, _)| id)
     }
 
     /// Answers messages for connections we do not have, as Linux's CM does: a REP gets a REJ

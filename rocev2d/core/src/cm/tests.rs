@@ -781,3 +781,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn cm_active_timeout_rej_found_by_ari_ends_the_passive_side() {
+    // Every REP is lost: A never learns B's ID, so its REJ (Timeout) has Remote Communication
+    // ID 0 and B finds the connection by the ARI's CA GUID and A's ID.
+    let mut p = Pair::with_fate(|from_a, k, _| {
+        if (from_a, k) == (B, REP) {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    });
+    p.connect(params());
+    p.drive();
+    let rej = &p.sent.iter().find(|s| s.1 == REJ).unwrap().2[24..];
+    assert_eq!(rej[4..8], [0; 4]);
+    assert!(matches!(
+        events(&p.ev_b)[..],
+        [
+            Event::ConnectRequest(_),
+            Event::Rejected {
+                reason: RejectReason::TIMEOUT,
+                ..
+            },
+            Event::TimeWaitExit { .. }
+        ]
+    ));
+    assert_eq!(p.b.stats().timed_out, 0);
+    assert_eq!(p.b.stats().unknown_comm_id, 0);
+}
