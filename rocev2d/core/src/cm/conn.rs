@@ -1,5 +1,6 @@
-//! One connection's CM state machine (IBA Vol. 1 §12.9, Figures 103–104 and the state tables
-//! of §12.9.6–§12.9.8; Linux `drivers/infiniband/core/cm.c` where IBA leaves a choice).
+//! One connection's CM state machine (IBA Vol. 1 chapter 12: the messages of §12.6.5–§12.6.11
+//! and the CM's states). Where a rule is cited by a Linux function, it is what
+//! `drivers/infiniband/core/cm.c` does, which `rping_cm.pcap` shows on the wire.
 //!
 //! Timers (all exponents are [`cm_timeout`]'s 4.096 µs · 2^value):
 //!
@@ -10,9 +11,9 @@
 //! * REP sent: the REQ's Local CM Response Timeout + 2·PLT, the same retries;
 //! * MRA received: its Service Timeout + 2·PLT replaces the running timer (§12.6.6); when it
 //!   runs out the message is resent as after any timeout;
-//! * DREQ sent: the peer's response timeout + 2·PLT, the same retries (§12.9.7);
+//! * DREQ sent: the peer's response timeout + 2·PLT, the same retries (Linux `cm_process_send_error`);
 //! * time-wait: the path's Local ACK Timeout (2·PLT, Linux's `cm_enter_timewait`), so stray
-//!   copies of the connection's packets die before its ID is forgotten (§12.9.8.1).
+//!   copies of the connection's packets die before its ID is forgotten.
 //!
 //! Deviations and choices:
 //!
@@ -25,9 +26,11 @@
 //! * A DREQ is answered with a DREP at once, with [`Event::Disconnected`].
 //! * A rejected or timed-out connection also passes through time-wait; on the passive side
 //!   that time-wait is one REQ resend interval longer (see `enter_time_wait`).
-//! * NOT IMPLEMENTED (IBA §12.8): LAP/APR (alternate paths) and SIDR; (§12.9.5) the
+//! * A duplicate REQ in RepSent gets the REP again; Linux leaves the REP to its own timer. This
+//!   recovers a lost REP one REQ interval sooner and costs one MAD per duplicate.
+//! * NOT IMPLEMENTED (IBA §12.8, §12.11): LAP/APR (alternate paths) and SIDR; the
 //!   "communication established" shortcut where traffic on the QP stands in for a lost RTU
-//!   (issue 16).
+//!   (Linux `ib_cm_notify`) (issue 16).
 
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;
@@ -48,7 +51,7 @@ pub(super) const MSG_REP: u8 = 1;
 /// REJ "Message REJected": none in particular (a timeout).
 const MSG_OTHER: u8 = 2;
 
-/// Where a connection stands (IBA §12.9, Linux's `ib_cm_state` names).
+/// Where a connection stands (IBA chapter 12's CM states, Linux's `ib_cm_state` names).
 ///
 /// ```text
 ///  active                                passive
@@ -87,7 +90,7 @@ pub enum State {
 }
 
 /// One connection: its IDs, the REQ it was made from, the last message sent (resent as is on a
-/// timeout or a duplicate, IBA §12.9.6), and its one timer.
+/// timeout or a duplicate, Linux `cm_dup_req_handler`), and its one timer.
 #[derive(Debug)]
 pub(super) struct Conn {
     id: ConnId,
@@ -251,7 +254,7 @@ impl Conn {
                 };
                 self.deadline = Some(now + self.response_wait());
             }
-            // §12.9.7: a DREQ that is never answered still ends the connection.
+            // Linux `cm_process_send_error`: a DREQ never answered still ends the connection.
             State::DreqSent => {
                 io.events.push_back(Event::Disconnected {
                     conn: self.id,
@@ -444,8 +447,8 @@ impl Conn {
         io.stats.wrong_state += 1;
     }
 
-    /// §12.9.6: a resent REQ means our answer was lost: send it again (MRA, REP, or the REJ
-    /// that ended the connection); while the application decides, or once connected, drop it.
+    /// A resent REQ means our answer was lost: send it again (MRA, REP, or the REJ that ended
+    /// the connection); while the application decides, or once connected, drop it.
     pub(super) fn on_duplicate_req(&mut self, io: &mut Io) {
         io.stats.duplicate += 1;
         let answered = match self.state {
@@ -484,7 +487,7 @@ impl Conn {
     pub(super) fn on_rep(&mut self, rep: &RepRepr, io: &mut Io) {
         match self.state {
             State::ReqSent | State::MraReqRcvd => {}
-            // §12.9.6: a resent REP means our RTU was lost.
+            // A resent REP means our RTU was lost (Linux `cm_dup_rep_handler`).
             State::Established if self.active => {
                 io.stats.duplicate += 1;
                 return self.resend(io);

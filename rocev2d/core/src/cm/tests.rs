@@ -6,6 +6,7 @@ use super::*;
 use crate::wire::mad::attribute;
 use crate::wire::mad::cm_connect::{RepPacket, RepRepr, RtuRepr};
 use crate::wire::mad::cm_disconnect::DreqRepr;
+use crate::wire::{Psn, Qpn};
 use alloc::boxed::Box;
 use core::net::Ipv4Addr;
 use proptest::prelude::*;
@@ -286,7 +287,7 @@ fn cm_req_without_listener_gets_rej_invalid_service_id() {
     let a_id = p.connect(params());
     p.drive();
     assert_eq!(p.kinds(), [(A, REQ), (B, REJ)]);
-    // IBA Table 109 reason 8; the REJ rejects the REQ (Message REJected 0) and echoes its ID.
+    // IBA §12.6.7.2 reason 8; the REJ rejects the REQ (Message REJected 0) and echoes its ID.
     let rej = &p.sent[1].2[24..];
     assert_eq!(u16::from_be_bytes([rej[10], rej[11]]), 8);
     assert_eq!(rej[8] >> 6, 0);
@@ -318,7 +319,7 @@ fn cm_lost_rep_recovered_by_duplicate_req() {
     });
     p.connect(params());
     p.drive();
-    // §12.9.6: the resent REQ is a duplicate at B, which resends its REP.
+    // The resent REQ is a duplicate at B, which resends its REP.
     assert_eq!(
         p.kinds(),
         [(A, REQ), (B, REP), (A, REQ), (B, REP), (A, RTU)]
@@ -480,7 +481,7 @@ fn cm_lost_drep_dreq_resent_and_answered() {
     p.drive();
     assert_eq!(p.kinds()[3..], [(A, DREQ), (B, DREP), (A, DREQ), (B, DREP)]);
     // B's time-wait (2.1 s) ended before A's resend (2.4 s): B answers a DREQ for a connection
-    // it no longer has, so A can finish (IBA §12.9.6).
+    // it no longer has, so A can finish (as Linux's `cm_issue_drep`).
     assert_eq!(p.b.stats().unknown_comm_id, 1);
     let disconnects = |log: &[(Instant, Event)]| {
         log.iter()
