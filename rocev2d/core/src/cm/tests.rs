@@ -812,3 +812,54 @@ fn cm_active_timeout_rej_found_by_ari_ends_the_passive_side() {
     assert_eq!(p.b.stats().timed_out, 0);
     assert_eq!(p.b.stats().unknown_comm_id, 0);
 }
+
+proptest! {
+    /// MADs of a real exchange with bytes overwritten (IDs, attribute, method, lengths, state
+    /// fields), thrown at either side between the steps of a connect and disconnect, never
+    /// panic and are all counted.
+    #[test]
+    fn cm_corrupted_mads_never_panic(
+        hits in proptest::collection::vec(
+            (any::<usize>(), proptest::collection::vec((0usize..MAD_LEN, any::<u8>()), 1..4), any::<bool>()),
+            1..40,
+        ),
+    ) {
+        let mut clean = Pair::new();
+        let a_id = clean.connect(params());
+        clean.drive();
+        clean.a.disconnect(clean.now, a_id, &[]).unwrap();
+        clean.pump();
+        clean.drive();
+        let originals: Vec<[u8; MAD_LEN]> = clean.sent.iter().map(|s| s.2).collect();
+
+        let mut p = Pair::new();
+        let a_id = p.connect(params());
+        let mut injected = [0u64; 2];
+        for (k, (which, edits, to_a)) in hits.iter().enumerate() {
+            let mut mad = originals[which % originals.len()];
+            for &(at, byte) in edits {
+                mad[at] = byte;
+            }
+            if *to_a {
+                p.a.handle_mad(p.now, A_GID, B_GID, &mad);
+            } else {
+                p.b.handle_mad(p.now, B_GID, A_GID, &mad);
+            }
+            injected[usize::from(!*to_a)] += 1;
+            p.pump();
+            p.step();
+            if k == hits.len() / 2 && p.a.state(a_id) == Some(State::Established) {
+                p.a.disconnect(p.now, a_id, &[]).unwrap();
+                p.pump();
+            }
+        }
+        p.drive();
+        let delivered = |to_a: bool| {
+            p.sent.iter().filter(|s| s.0 != to_a).count() as u64
+        };
+        prop_assert!(p.a.stats().mads_received >= injected[0]);
+        prop_assert!(p.b.stats().mads_received >= injected[1]);
+        prop_assert!(p.a.stats().mads_received <= injected[0] + delivered(true));
+        prop_assert!(p.b.stats().mads_received <= injected[1] + delivered(false));
+    }
+}
