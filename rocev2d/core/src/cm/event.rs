@@ -16,7 +16,7 @@ use super::{CmError, CmaHeader, ConnId, RejectReason, ServiceId, padded};
 use crate::wire::mad::cm_connect::{PathRepr, ReqRepr};
 use crate::wire::{Psn, Qpn};
 
-/// Everything the active side chooses for a connection ([`Cm::connect`]). [`Self::new`] fills
+/// Everything the active side chooses for a connection ([`Cm::connect`](super::Cm::connect)). [`Self::new`] fills
 /// the rest with what rdma_cm over rdma_rxe sent in `rping_cm.pcap` frame 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectParams {
@@ -36,7 +36,7 @@ pub struct ConnectParams {
     pub responder_resources: u8,
     /// RDMA READ/atomic requests we issue in flight. Default 1.
     pub initiator_depth: u8,
-    /// How long the passive side may take to answer, as an exponent ([`cm_timeout`]); with the
+    /// How long the passive side may take to answer, as an exponent ([`cm_timeout`](super::cm_timeout)); with the
     /// round trip, how long we wait for a REP before resending the REQ. Default 20 (4.3 s).
     pub remote_cm_response_timeout: u8,
     /// How long we take to answer, as an exponent: the passive side waits this (plus the round
@@ -154,7 +154,7 @@ impl ConnectParams {
     }
 }
 
-/// What the passive side chooses when it accepts ([`Cm::accept`]).
+/// What the passive side chooses when it accepts ([`Cm::accept`](super::Cm::accept)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptParams {
     /// Our QP.
@@ -229,8 +229,8 @@ pub struct QpParams {
     pub flow_label: u32,
 }
 
-/// A REQ for a service we listen on; answer with [`Cm::accept`], [`Cm::reject`] or, to buy
-/// time, [`Cm::send_mra`].
+/// A REQ for a service we listen on; answer with [`Cm::accept`](super::Cm::accept), [`Cm::reject`](super::Cm::reject) or, to buy
+/// time, [`Cm::send_mra`](super::Cm::send_mra).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
     /// The new connection.
@@ -256,7 +256,7 @@ impl ConnectRequest {
     }
 }
 
-/// What the application learns from the CM ([`Cm::poll_event`]).
+/// What the application learns from the CM ([`Cm::poll_event`](super::Cm::poll_event)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// Passive side: a peer asks to connect (boxed: a REQ is five times any other event).

@@ -130,7 +130,8 @@ pub enum CmError {
     AlreadyListening,
 }
 
-/// CM counters; names are the keys `rocev2d stats` prints.
+/// CM counters, named as `rocev2d stats` keys are (the daemon does not print them yet: the CM
+/// is not on QP1 yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmStats {
     /// MADs given to [`Cm::handle_mad`].
