@@ -28,6 +28,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod cc;
+pub mod cm;
 pub mod cq;
 pub mod endpoint;
 pub mod mprdma;

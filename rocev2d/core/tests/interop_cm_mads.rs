@@ -2,12 +2,18 @@
 //! 192.168.77.11, the client and active side, and 192.168.77.10, the server, over rdma_rxe; see
 //! the captures' README). Every MAD frame must parse as a UD SEND Only to QP1 whose payload is a
 //! CM MAD, its fields must agree with each other and with the RC traffic that follows, and
-//! re-emitting each MAD must give back its exact bytes.
+//! re-emitting each MAD must give back its exact bytes. The CM (`rocev2_core::cm`) must then
+//! play either side of the capture's exchange with the same bytes but for its own IDs.
 
 #[path = "interop_util/captures.rs"]
 mod captures;
 
 use captures::frames;
+use rocev2_core::cm::{
+    AcceptParams, Cm, CmConfig, CmaAddrs, CmaHeader, ConnectParams, Event, PortSpace, ServiceId,
+    Transmit,
+};
+use rocev2_core::time::Instant;
 use rocev2_core::wire::mad::cm_connect::{RepRepr, ReqRepr};
 use rocev2_core::wire::mad::{DEFAULT_P_KEY, attribute, method};
 use rocev2_core::wire::{
@@ -175,4 +181,182 @@ fn check_rc_follows(req: &ReqRepr, rep: &RepRepr, rc: &[FrameRepr]) {
         r.ip,
         IpRepr::V4 { src, dst, .. } if [src, dst].contains(&CLIENT) && [src, dst].contains(&SERVER)
     )));
+}
+
+/// Re-emits a capture MAD after `edit` (to put our Communication IDs into the peer's messages).
+fn mad_bytes(repr: &CmRepr, edit: impl FnOnce(&mut CmAttribute)) -> [u8; MAD_LEN] {
+    let mut r = repr.clone();
+    edit(&mut r.attribute);
+    let mut out = [0u8; MAD_LEN];
+    r.emit(&mut MadPacket::new_unchecked(&mut out[..]));
+    out
+}
+
+fn parse(t: &Transmit) -> CmRepr {
+    CmRepr::parse_bytes(&t.mad).unwrap()
+}
+
+/// The capture's passive side, replayed through our CM: the client's REQ (frame 1) becomes a
+/// ConnectRequest whose CMA header names the client and server and whose QPN/PSN are the
+/// client's; our REP, DREP answer it with the server's fields exactly as rxe did, but for our
+/// Communication ID.
+#[test]
+fn rping_cm_req_through_the_passive_cm() {
+    let (mads, _) = mads_and_rc();
+    let (req, rep, rtu, dreq, drep) = (
+        &mads[0].repr,
+        &mads[1].repr,
+        &mads[2].repr,
+        &mads[3].repr,
+        &mads[4].repr,
+    );
+    let (client, server) = (CLIENT.to_ipv6_mapped(), SERVER.to_ipv6_mapped());
+    let now = Instant::ZERO;
+    let mut cm = Cm::new(
+        CmConfig {
+            local_ca_guid: 0x5054_00ff_fe77_000a,
+        },
+        1,
+    );
+    let sid = ServiceId::rdma_cm(PortSpace::TCP, RPING_PORT as u16);
+    assert_eq!(sid.0, PS_TCP_SERVICE | RPING_PORT);
+    cm.listen(sid).unwrap();
+    cm.handle_mad(now, server, client, &mad_bytes(req, |_| {}));
+    let Some(Event::ConnectRequest(r)) = cm.poll_event() else {
+        panic!("no ConnectRequest: {:?}", cm.stats())
+    };
+    let cma = r.cma.expect("rping's REQ carries a CMA header");
+    assert_eq!(
+        cma.addrs,
+        CmaAddrs::V4 {
+            src: CLIENT,
+            dst: SERVER
+        }
+    );
+    assert_eq!(cma.src_port, 0xbf31);
+    assert_eq!(sid.rdma_cm_parts(), Some((PortSpace::TCP, 7174)));
+    assert_eq!(r.req.local_qpn, Qpn::new(0x11));
+    assert_eq!(r.req.starting_psn, Psn::new(0x9e_1675));
+    assert!(r.user_data().iter().all(|&b| b == 0));
+
+    // Accept with the server's QP and PSN: the REP is frame 2 but for our Communication ID.
+    let ours = r.conn.comm_id();
+    cm.accept(
+        now,
+        r.conn,
+        AcceptParams::new(Qpn::new(0x11), Psn::new(0xd2_ba60)),
+    )
+    .unwrap();
+    let t = cm.poll_transmit().unwrap();
+    assert_eq!((t.local_gid, t.peer_gid), (server, client));
+    let want = mad_bytes(rep, |a| {
+        if let CmAttribute::Rep(x) = a {
+            x.local_comm_id = ours;
+        }
+    });
+    assert_eq!(t.mad, want, "REP\nours {}\nrxe's {}", parse(&t), rep);
+
+    // The client's RTU (frame 3), addressed to us.
+    let to_us = |a: &mut CmAttribute| match a {
+        CmAttribute::Rtu(x) => x.remote_comm_id = ours,
+        CmAttribute::Dreq(x) => x.remote_comm_id = ours,
+        _ => {}
+    };
+    cm.handle_mad(now, server, client, &mad_bytes(rtu, to_us));
+    let Some(Event::Established { qp, .. }) = cm.poll_event() else {
+        panic!("not established: {:?}", cm.stats())
+    };
+    assert_eq!(
+        (qp.peer_qpn, qp.sq_psn, qp.rq_psn),
+        (Qpn::new(0x11), Psn::new(0x9e_1675), Psn::new(0xd2_ba60))
+    );
+    // The client's DREQ (frame 40): Disconnected, and frame 41's DREP but for our ID.
+    cm.handle_mad(now, server, client, &mad_bytes(dreq, to_us));
+    assert!(matches!(cm.poll_event(), Some(Event::Disconnected { .. })));
+    let t = cm.poll_transmit().unwrap();
+    let want = mad_bytes(drep, |a| {
+        if let CmAttribute::Drep(x) = a {
+            x.local_comm_id = ours;
+        }
+    });
+    assert_eq!(t.mad, want, "DREP\nours {}\nrxe's {}", parse(&t), drep);
+    assert_eq!(cm.stats().wrong_state + cm.stats().unknown_comm_id, 0);
+}
+
+/// The capture's active side: connecting with rping's parameters gives frame 1's REQ but for
+/// our Communication and transaction IDs, and the server's REP (frame 2) gives frame 3's RTU.
+#[test]
+fn rping_cm_active_cm_sends_rxes_req() {
+    let (mads, _) = mads_and_rc();
+    let (req, rep, rtu) = (&mads[0].repr, &mads[1].repr, &mads[2].repr);
+    let CmAttribute::Req(rxe_req) = &req.attribute else {
+        panic!()
+    };
+    let (client, server) = (CLIENT.to_ipv6_mapped(), SERVER.to_ipv6_mapped());
+    let now = Instant::ZERO;
+    let mut cm = Cm::new(
+        CmConfig {
+            local_ca_guid: 0x5054_00ff_fe77_000b,
+        },
+        1,
+    );
+    let mut p = ConnectParams::new(
+        ServiceId::rdma_cm(PortSpace::TCP, 7174),
+        client,
+        server,
+        Qpn::new(0x11),
+        Psn::new(0x9e_1675),
+    );
+    // Linux derives the flow label from the ports; we take it as given.
+    p.flow_label = rxe_req.primary_path.flow_label;
+    p.private_data = CmaHeader {
+        src_port: 0xbf31,
+        addrs: CmaAddrs::V4 {
+            src: CLIENT,
+            dst: SERVER,
+        },
+    }
+    .private_data(&[]);
+    let conn = cm.connect(now, p).unwrap();
+    let t = cm.poll_transmit().unwrap();
+    let ours = parse(&t);
+    let mut want = req.clone();
+    want.transaction_id = ours.transaction_id;
+    let want = mad_bytes(&want, |a| {
+        if let CmAttribute::Req(x) = a {
+            x.local_comm_id = conn.comm_id();
+        }
+    });
+    assert_eq!(t.mad, want, "REQ\nours {ours}\nrxe's {req}");
+
+    // The server's REP, addressed to us.
+    let mut rep = rep.clone();
+    rep.transaction_id = ours.transaction_id;
+    cm.handle_mad(
+        now,
+        client,
+        server,
+        &mad_bytes(&rep, |a| {
+            if let CmAttribute::Rep(x) = a {
+                x.remote_comm_id = conn.comm_id();
+            }
+        }),
+    );
+    let Some(Event::Established { qp, .. }) = cm.poll_event() else {
+        panic!("not established: {:?}", cm.stats())
+    };
+    // The client sends from the REP's PSN, as its first RC request in the capture does.
+    assert_eq!(
+        (qp.peer_qpn, qp.sq_psn, qp.rq_psn),
+        (Qpn::new(0x11), Psn::new(0xd2_ba60), Psn::new(0x9e_1675))
+    );
+    let t = cm.poll_transmit().unwrap();
+    let mut want = rtu.clone();
+    want.transaction_id = ours.transaction_id;
+    let want = mad_bytes(&want, |a| {
+        if let CmAttribute::Rtu(x) = a {
+            x.local_comm_id = conn.comm_id();
+        }
+    });
+    assert_eq!(t.mad, want, "RTU\nours {}\nrxe's {rtu}", parse(&t));
 }
