@@ -444,18 +444,6 @@ impl fmt::Display for MraRepr {
 // ---------------------------------------------------------------------------------------------
 // REJ
 
-/// A few REJ reasons (§12.6.7.2; the field is 16 bits and kept as a number).
-pub mod rej_reason {
-    /// No QP available.
-    pub const NO_QP: u16 = 1;
-    /// The REQ's timeout is too short (ARI: the acceptable timeout).
-    pub const TIMEOUT: u16 = 6;
-    /// Invalid ServiceID: nobody listens (rdma_cm's "connection refused").
-    pub const INVALID_SERVICE_ID: u16 = 8;
-    /// The consumer rejected the connection.
-    pub const CONSUMER_REJECT: u16 = 28;
-}
-
 mad_view!(
     RejPacket,
     DATA_LEN,
@@ -472,7 +460,7 @@ mad_fields!(RejPacket {
     /// Reject Info Length (byte 9, bits 0–6): valid bytes in the ARI (kept as sent, even
     /// above 72).
     reject_info_length, set_reject_info_length: u8 = (9, 0, 7);
-    /// Reason (bytes 10–11): see [`rej_reason`].
+    /// Reason (bytes 10–11): see [`crate::cm::RejectReason`].
     reason, set_reason: u16 = (10, 0, 16);
 });
 
