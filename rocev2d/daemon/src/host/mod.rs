@@ -875,3 +875,6 @@ fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> boo
     }
     moved
 }
+
+#[cfg(test)]
+mod tests;

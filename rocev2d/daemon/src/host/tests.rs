@@ -1,0 +1,228 @@
+//! The host without a daemon around it: attachments, isolation, limits, hostile rings.
+
+use super::*;
+use rocev2_core::cq::WcOpcode;
+use rocev2_core::qp::SendOp;
+use rocev2_datapath::iface::IfAddr;
+use rocev2_ipc::proto::ErrorKind;
+use std::os::unix::net::UnixStream;
+
+fn host(limits: Limits) -> (Host, Endpoint, HostMemory) {
+    let iface = Interface {
+        name: "t0".into(),
+        index: 7,
+        mac: [2, 0, 0, 0, 0, 1],
+        mtu: 4200,
+        up: true,
+        addrs: vec![IfAddr {
+            ip: "10.0.0.1".parse().unwrap(),
+            prefix_len: 24,
+            link_local: false,
+        }],
+        rx_queues: 1,
+    };
+    (Host::new(iface, limits, None), Endpoint::new(1), HostMemory::default())
+}
+
+/// An attachment, with the application's end of its connection (kept open) and doorbell.
+fn attach(h: &mut Host) -> (u32, UnixStream, OwnedFd) {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let creds = Creds { pid: 1, uid: 0 };
+    let (id, bell) = h.attach(creds, ours.into()).unwrap();
+    (id, theirs, bell)
+}
+
+fn ask(h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app: u32, req: Request) -> Reply {
+    h.request(ep, mem, Instant::ZERO, app, req, Vec::new())
+}
+
+fn expect_refusal(r: &Reply, want: ErrorKind) {
+    match &r.response {
+        Response::Error { kind, .. } => assert_eq!(*kind, want, "{:?}", r.response),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// PD, CQ and QP of a fresh attachment; returns (pd, cq, qpn, the QP's rings' fds).
+fn qp(h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app: u32) -> (u32, u32, u32, Vec<OwnedFd>) {
+    let Response::Pd(pd) = ask(h, ep, mem, app, Request::AllocPd).response else {
+        panic!()
+    };
+    let r = ask(h, ep, mem, app, Request::CreateCq { capacity: 8 });
+    let Response::Cq { id: cq, .. } = r.response else {
+        panic!("{:?}", r.response)
+    };
+    let spec = QpSpec {
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+        ack_req_every: 16,
+        max_inflight_psns: 1024,
+        multipath: None,
+    };
+    let r = ask(h, ep, mem, app, Request::CreateQp(spec));
+    let Response::Qp { qpn, .. } = r.response else {
+        panic!("{:?}", r.response)
+    };
+    (pd, cq, qpn, r.fds)
+}
+
+fn sq(fds: &[OwnedFd]) -> Ring {
+    let fd = fds[0].try_clone().unwrap();
+    let len = Ring::region_len(4, rocev2_ipc::proto::SLOT_SIZE) as u64;
+    Ring::open(Region::from_fd(fd, len).unwrap(), 4, rocev2_ipc::proto::SLOT_SIZE, End::Producer).unwrap()
+}
+
+#[test]
+fn an_application_cannot_name_another_applications_objects() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let (pd, cq, qpn, _) = qp(&mut h, &mut ep, &mut mem, a);
+    for req in [
+        Request::DeallocPd { pd },
+        Request::DestroyCq { cq },
+        Request::DestroyQp { qpn },
+        Request::QueryQp { qpn },
+        Request::ModifyToError { qpn },
+        Request::DeregMr { mr: 0 },
+    ] {
+        expect_refusal(&ask(&mut h, &mut ep, &mut mem, b, req), ErrorKind::UnknownHandle);
+    }
+    let region = Region::create("t", 4096).unwrap();
+    let reg = Request::RegMr {
+        pd,
+        len: 4096,
+        access: 1,
+    };
+    let r = h.request(&mut ep, &mut mem, Instant::ZERO, b, reg, vec![region.fd().try_clone_to_owned().unwrap()]);
+    expect_refusal(&r, ErrorKind::UnknownHandle);
+    // A's objects are intact.
+    assert!(matches!(
+        ask(&mut h, &mut ep, &mut mem, a, Request::QueryQp { qpn }).response,
+        Response::QpStatus { state: 1, multipath: false }
+    ));
+    assert_eq!(h.counters().refused_requests, 7);
+}
+
+#[test]
+fn limits_and_bad_memory_are_refused_with_reasons() {
+    let limits = Limits {
+        max_qps: 1,
+        max_cqs: 2,
+        max_mr_bytes: 8192,
+    };
+    let (mut h, mut ep, mut mem) = host(limits);
+    let (a, _c, _) = attach(&mut h);
+    let (pd, cq, _, _) = qp(&mut h, &mut ep, &mut mem, a);
+    let spec = QpSpec {
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+        ack_req_every: 16,
+        max_inflight_psns: 1024,
+        multipath: None,
+    };
+    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateQp(spec)), ErrorKind::Limit);
+    let mut reg = |len: u64, fds: Vec<OwnedFd>| {
+        h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len, access: 1 }, fds)
+    };
+    // Over the byte limit, without its memfd, with an unsealed one, with a wrong size.
+    expect_refusal(&reg(1 << 20, Vec::new()), ErrorKind::Limit);
+    expect_refusal(&reg(4096, Vec::new()), ErrorKind::Invalid);
+    let plain = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&plain, 4096).unwrap();
+    expect_refusal(&reg(4096, vec![plain]), ErrorKind::Invalid);
+    let small = Region::create("t", 100).unwrap();
+    expect_refusal(&reg(4096, vec![small.fd().try_clone_to_owned().unwrap()]), ErrorKind::Invalid);
+    let ok = Region::create("t", 4096).unwrap();
+    assert!(matches!(
+        reg(4096, vec![ok.fd().try_clone_to_owned().unwrap()]).response,
+        Response::Mr(_)
+    ));
+    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 0 }), ErrorKind::Invalid);
+    let huge = Request::CreateCq { capacity: u32::MAX };
+    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, huge), ErrorKind::Invalid);
+    ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 4 });
+    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 4 }), ErrorKind::Limit);
+}
+
+#[test]
+fn a_request_the_engine_refuses_completes_with_an_error() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _c, _) = attach(&mut h);
+    let (_, cq, qpn, fds) = qp(&mut h, &mut ep, &mut mem, a);
+    let cq_fd = {
+        // The CQ's ring, from a second CreateCq's layout: reopen ours through the host's.
+        let app = h.apps.get(&a).unwrap();
+        app.cqs.get(&CqId(cq)).unwrap().ring.region().fd().try_clone_to_owned().unwrap()
+    };
+    let mut sq = sq(&fds);
+    // The QP is in INIT: a SEND there is refused by the engine (wrong state).
+    let wr = SendWr::new(42, SendOp::Send);
+    assert_eq!(sq.push(&record::encode(&SendRecord::from(&wr))), Ok(true));
+    assert!(h.service(&mut ep, &mut mem));
+    let len = Ring::region_len(8, rocev2_ipc::proto::SLOT_SIZE) as u64;
+    let mut ring = Ring::open(Region::from_fd(cq_fd, len).unwrap(), 8, rocev2_ipc::proto::SLOT_SIZE, End::Consumer).unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(ring.pop(&mut buf), Ok(true));
+    let wc = WorkCompletion::try_from(record::decode::<CompletionRecord>(&buf).unwrap()).unwrap();
+    assert_eq!((wc.wr_id, wc.status, wc.opcode), (42, WcStatus::LocQpOpErr, WcOpcode::Send));
+    assert_eq!(wc.qp_num.value(), qpn);
+    assert_eq!(h.counters().refused_work_requests, 1);
+    assert_eq!(h.len(), 1);
+}
+
+#[test]
+fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, app_end, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let (pd, _, _, fds) = qp(&mut h, &mut ep, &mut mem, a);
+    let region = Region::create("t", 4096).unwrap();
+    let r = h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len: 4096, access: 1 }, vec![region.fd().try_clone_to_owned().unwrap()]);
+    assert!(matches!(r.response, Response::Mr(_)));
+    let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
+    let mut sq = sq(&fds);
+    assert_eq!(sq.push(&[0xff; 40]), Ok(true));
+    h.service(&mut ep, &mut mem);
+    assert_eq!(h.counters().closed_corrupt, 1);
+    assert_eq!(h.len(), 1, "only the corrupt attachment is closed");
+    // Its QP, CQ and region are gone from the engine and unmapped; B's QP is untouched.
+    assert_eq!(ep.qps().count(), 1);
+    assert_eq!(ep.qps().next().unwrap().qpn().value(), qpn_b);
+    assert!(mem.is_empty());
+    // The application sees its connection shut down.
+    let mut byte = [0u8; 1];
+    assert_eq!(std::io::Read::read(&mut &app_end, &mut byte).unwrap(), 0);
+}
+
+#[test]
+fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    for _ in 0..3 {
+        let (a, _c, _) = attach(&mut h);
+        let (pd, _, _, _) = qp(&mut h, &mut ep, &mut mem, a);
+        let region = Region::create("t", 4096).unwrap();
+        h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len: 4096, access: 1 }, vec![region.fd().try_clone_to_owned().unwrap()]);
+        assert_eq!(mem.len(), 1);
+        h.detach(&mut ep, &mut mem, a);
+        assert_eq!(ep.qps().count(), 0);
+        assert!(mem.is_empty());
+        assert!(h.is_empty());
+        // A stale id answers nothing.
+        expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd), ErrorKind::UnknownHandle);
+    }
+    assert_eq!(h.counters().attached, 3);
+    assert_eq!(h.counters().detached, 3);
+}
