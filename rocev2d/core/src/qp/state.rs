@@ -521,6 +521,35 @@ mod tests {
         );
     }
 
+    /// IBA §11.2.4.2: the Q_Key is a UD attribute, the path and PSNs of the peer RC ones.
+    #[test]
+    fn modify_ud_and_rc_tables_keep_their_attributes() {
+        let init = QpAttr {
+            p_key: Some(0xffff),
+            q_key: Some(0x1111_1111),
+            ..QpAttr::default()
+        };
+        validate_ud(QpState::Reset, QpState::Init, &init).unwrap();
+        assert_eq!(
+            validate(QpState::Reset, QpState::Init, &init),
+            Err(ModifyError::Missing("access"))
+        );
+        let rc_init = QpAttr {
+            access: Some(AccessFlags::REMOTE_WRITE),
+            ..init
+        };
+        assert_eq!(
+            validate(QpState::Reset, QpState::Init, &rc_init),
+            Err(ModifyError::NotAllowed("q_key"))
+        );
+        assert_eq!(
+            validate_ud(QpState::Init, QpState::Rtr, &rtr()),
+            Err(ModifyError::NotAllowed("path"))
+        );
+        validate_ud(QpState::Sqe, QpState::Rts, &QpAttr::default()).unwrap();
+        assert!(validate_ud(QpState::Init, QpState::Rts, &QpAttr::default()).is_err());
+    }
+
     #[test]
     fn modify_out_of_range_named() {
         let mut a = rtr();
