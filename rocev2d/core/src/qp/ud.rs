@@ -23,6 +23,7 @@
 //!   completing the request with a flush error, as for RC QPs;
 //! * Q_Keys with the high bit set (IBA's controlled Q_Keys) are not reserved for privileged
 //!   consumers: any Q_Key can be set;
+//! * completions report P_Key index 0: a rocev2 port's P_Key table has one entry;
 //! * NOT IMPLEMENTED (IBA ch. 10 multicast, §13.5 GSI; Annex A17.9 CNPs): UD multicast, QP1 and
 //!   congestion control (UD QPs send no CNPs and drop those they receive) (issue 16).
 
