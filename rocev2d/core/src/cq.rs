@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::wire::Qpn;
+use core::net::Ipv6Addr;
 
 /// Completion status (IBA §11.4.2), numerically `enum ibv_wc_status` of libibverbs.
 ///
@@ -238,8 +239,31 @@ pub struct WorkCompletion {
     pub invalidated_rkey: Option<u32>,
     /// The local QP the work request belonged to.
     pub qp_num: Qpn,
-    /// The remote QP that sent the message (receives only; for RC it is the connected peer).
+    /// The remote QP that sent the message (receives only; for RC it is the connected peer,
+    /// for UD the DETH's SrcQP).
     pub src_qp: Qpn,
+    /// UD receives only: where the datagram came from. Its presence is verbs' `IBV_WC_GRH`
+    /// ([`Self::with_grh`]): on RoCEv2 every UD packet arrives with an IP header, so the first
+    /// 40 bytes of the receive buffer always hold its image (IBA §11.4.2, Annex A17.4).
+    pub ud: Option<UdSource>,
+}
+
+impl WorkCompletion {
+    /// True when the receive buffer starts with the 40-byte GRH area (`IBV_WC_GRH`).
+    pub const fn with_grh(&self) -> bool {
+        self.ud.is_some()
+    }
+}
+
+/// The sender of a UD message, as a UD receive completion reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdSource {
+    /// The sender's GID: its IP source address, IPv4-mapped for IPv4 (Annex A17.3.1). The same
+    /// address is in the GRH area of the buffer.
+    pub sgid: Ipv6Addr,
+    /// Index of the packet's P_Key in the port's P_Key table (`ibv_wc.pkey_index`). rocev2
+    /// ports have one entry, the default P_Key, so this is 0.
+    pub pkey_index: u16,
 }
 
 /// Why [`Cq::push`] refused a completion.
@@ -360,6 +384,7 @@ mod tests {
             invalidated_rkey: None,
             qp_num: Qpn::new(0x11),
             src_qp: Qpn::new(0),
+            ud: None,
         }
     }
 

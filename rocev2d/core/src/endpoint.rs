@@ -15,11 +15,13 @@ use crate::cc::ReceiverCc;
 use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
 use crate::qp::{
-    ConnectAttr, CqId, Env, ModifyError, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr, SendWr,
+    ConnectAttr, CqId, Env, ModifyError, Mtu, PostError, Qp, QpAttr, QpConfig, QpState, RecvWr,
+    SendWr, UdInbound, UdQp,
 };
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame,
+    self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr,
+    frame::Frame, grh,
 };
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -63,19 +65,27 @@ pub enum DropReason {
     BadIcrc,
     /// No QP with the destination QPN.
     UnknownQp,
-    /// The QP is in Reset or Init and accepts no packet.
+    /// The QP is in Reset, Init or Error and accepts no packet.
     QpNotReady,
     /// The packet's IP source is not the QP's peer.
     WrongSource,
     /// The BTH P_Key does not match the QP's.
     BadPkey,
-    /// UC or UD packet for an RC QP (CNPs are accepted).
+    /// A packet of another transport than the QP's: UC or UD for an RC QP (CNPs are
+    /// accepted), anything but UD for a UD QP.
     WrongTransport,
+    /// A UD packet whose DETH Q_Key is not the QP's (IBA §10.2.4).
+    BadQkey,
+    /// A UD message longer than the QP's MTU or than the receive buffer at the head of its
+    /// receive queue (IBA class D: silently dropped; the buffer stays posted).
+    TooLong,
+    /// A UD message found no receive buffer posted (IBA class D: silently dropped).
+    NoRecvWqe,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 20] = [
+    pub const ALL: [DropReason; 23] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::NotIp,
@@ -96,6 +106,9 @@ impl DropReason {
         DropReason::WrongSource,
         DropReason::BadPkey,
         DropReason::WrongTransport,
+        DropReason::BadQkey,
+        DropReason::TooLong,
+        DropReason::NoRecvWqe,
     ];
 
     /// The counter name `rocev2d stats` prints.
@@ -121,6 +134,9 @@ impl DropReason {
             DropReason::WrongSource => "wrong_source",
             DropReason::BadPkey => "bad_pkey",
             DropReason::WrongTransport => "wrong_transport",
+            DropReason::BadQkey => "bad_qkey",
+            DropReason::TooLong => "too_long",
+            DropReason::NoRecvWqe => "no_recv_wqe",
         }
     }
 
@@ -208,13 +224,47 @@ pub enum EndpointError {
     Mr(#[from] MrError),
 }
 
+/// A QP of either type, in the one QPN space the demux looks packets up in.
+#[derive(Debug)]
+// RC QPs are the many and the hot path (the model holds 10^4 of them); boxing them to shrink
+// the few UD ones would add an indirection to every RC packet.
+#[allow(clippy::large_enum_variant)]
+enum AnyQp {
+    Rc(Qp),
+    Ud(UdQp),
+}
+
+impl AnyQp {
+    fn wants_to_send(&self, now: Instant) -> bool {
+        match self {
+            AnyQp::Rc(q) => q.wants_to_send(now),
+            AnyQp::Ud(q) => q.wants_to_send(),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            AnyQp::Rc(q) => q.poll_timeout(),
+            AnyQp::Ud(_) => None,
+        }
+    }
+    fn is_idle(&self, now: Instant) -> bool {
+        !self.wants_to_send(now) && self.poll_timeout().is_none()
+    }
+    fn config(&self) -> &QpConfig {
+        match self {
+            AnyQp::Rc(q) => q.config(),
+            AnyQp::Ud(q) => q.config(),
+        }
+    }
+}
+
 /// One RoCE device: its QPs, memory regions and completion queues.
 #[derive(Debug)]
 pub struct Endpoint {
     mrs: MrTable,
     /// Completion queues by id; a destroyed one leaves a hole its id is reused for.
     cqs: Vec<Option<Cq>>,
-    qps: BTreeMap<Qpn, Qp>,
+    qps: BTreeMap<Qpn, AnyQp>,
     next_qpn: u32,
     /// QPN after which the transmit scheduler looks first (round robin).
     rr: Qpn,
@@ -254,11 +304,12 @@ impl Endpoint {
     }
 
     /// PFC paused or resumed the priority of QP `qpn`.
+    /// UD QPs run no congestion control, so pausing them holds nothing.
     pub fn set_paused(&mut self, qpn: Qpn, paused: bool) -> Result<(), EndpointError> {
-        self.qps
-            .get_mut(&qpn)
-            .ok_or(EndpointError::UnknownQp)?
-            .set_paused(paused);
+        match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+            AnyQp::Rc(q) => q.set_paused(paused),
+            AnyQp::Ud(_) => {}
+        }
         Ok(())
     }
 
@@ -346,6 +397,23 @@ impl Endpoint {
 
     /// Creates an RC QP in the Reset state.
     pub fn create_qp(&mut self, cfg: QpConfig) -> Result<Qpn, EndpointError> {
+        let qpn = self.alloc_qpn(&cfg)?;
+        self.qps.insert(qpn, AnyQp::Rc(Qp::new(qpn, cfg)));
+        Ok(qpn)
+    }
+
+    /// Creates a UD QP in the Reset state whose messages are at most `mtu` bytes (the port's
+    /// MTU: verbs UD QPs have no path MTU). It shares the QPN space with RC QPs and is driven
+    /// by the same calls: [`Self::modify_qp`] (with [`QpAttr::q_key`]), [`Self::post_send`]
+    /// (with a [`crate::qp::UdDest`]), [`Self::post_recv`], [`Self::destroy_qp`].
+    pub fn create_ud_qp(&mut self, cfg: QpConfig, mtu: Mtu) -> Result<Qpn, EndpointError> {
+        let qpn = self.alloc_qpn(&cfg)?;
+        self.qps.insert(qpn, AnyQp::Ud(UdQp::new(qpn, cfg, mtu)));
+        Ok(qpn)
+    }
+
+    /// Checks a new QP's PD and CQs and picks its number.
+    fn alloc_qpn(&mut self, cfg: &QpConfig) -> Result<Qpn, EndpointError> {
         if self.cq(cfg.send_cq).is_none() || self.cq(cfg.recv_cq).is_none() {
             return Err(EndpointError::UnknownCq);
         }
@@ -365,9 +433,7 @@ impl Endpoint {
                 break;
             }
         }
-        let qpn = qpn.ok_or(EndpointError::QpnsExhausted)?;
-        self.qps.insert(qpn, Qp::new(qpn, cfg));
-        Ok(qpn)
+        qpn.ok_or(EndpointError::QpnsExhausted)
     }
 
     /// Destroys a QP; its outstanding work is dropped without completions (as `ibv_destroy_qp`).
@@ -378,14 +444,36 @@ impl Endpoint {
             .ok_or(EndpointError::UnknownQp)
     }
 
-    /// The QP `qpn`.
+    /// The RC QP `qpn`.
     pub fn qp(&self, qpn: Qpn) -> Option<&Qp> {
-        self.qps.get(&qpn)
+        match self.qps.get(&qpn)? {
+            AnyQp::Rc(q) => Some(q),
+            AnyQp::Ud(_) => None,
+        }
     }
 
-    /// Every QP, in QPN order (for stats and traces).
+    /// Every RC QP, in QPN order (for stats and traces).
     pub fn qps(&self) -> impl Iterator<Item = &Qp> {
-        self.qps.values()
+        self.qps.values().filter_map(|q| match q {
+            AnyQp::Rc(q) => Some(q),
+            AnyQp::Ud(_) => None,
+        })
+    }
+
+    /// The UD QP `qpn`.
+    pub fn ud_qp(&self, qpn: Qpn) -> Option<&UdQp> {
+        match self.qps.get(&qpn)? {
+            AnyQp::Ud(q) => Some(q),
+            AnyQp::Rc(_) => None,
+        }
+    }
+
+    /// Every UD QP, in QPN order.
+    pub fn ud_qps(&self) -> impl Iterator<Item = &UdQp> {
+        self.qps.values().filter_map(|q| match q {
+            AnyQp::Ud(q) => Some(q),
+            AnyQp::Rc(_) => None,
+        })
     }
 
     /// Moves a QP to `to` with `attr` (`ibv_modify_qp`). Entering Error flushes its work
@@ -405,10 +493,15 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        let qp = qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
-        Ok(drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
-            qp.modify(to, attr, env)
-        })?)
+        let result = match qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+            AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                qp.modify(to, attr, env)
+            }),
+            AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                qp.modify(to, attr, env)
+            }),
+        };
+        Ok(result?)
     }
 
     /// Connects a QP in INIT to its peer: INIT→RTR then RTR→RTS with `attr` (the one bring-up
@@ -430,20 +523,22 @@ impl Endpoint {
 
     /// Posts a send work request.
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
-        Ok(self
-            .qps
-            .get_mut(&qpn)
-            .ok_or(EndpointError::UnknownQp)?
-            .post_send(wr)?)
+        Ok(
+            match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+                AnyQp::Rc(q) => q.post_send(wr),
+                AnyQp::Ud(q) => q.post_send(wr),
+            }?,
+        )
     }
 
     /// Posts a receive work request.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EndpointError> {
-        Ok(self
-            .qps
-            .get_mut(&qpn)
-            .ok_or(EndpointError::UnknownQp)?
-            .post_recv(wr)?)
+        Ok(
+            match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+                AnyQp::Rc(q) => q.post_recv(wr),
+                AnyQp::Ud(q) => q.post_recv(wr),
+            }?,
+        )
     }
 
     /// Handles one received Ethernet frame. Anything that is not a valid RoCEv2 packet for one
@@ -503,6 +598,7 @@ impl Endpoint {
             roce: &repr.roce,
             payload: frame.payload(),
             len: bytes.len(),
+            ip: IpHeader::Frame(frame.ip_header()),
         };
         self.deliver(now, rx, mem)
     }
@@ -527,6 +623,7 @@ impl Endpoint {
             roce: &roce,
             payload: packet.payload_slice(),
             len: meta.frame_len(payload.len()),
+            ip: IpHeader::Datagram(meta, payload.len()),
         };
         self.deliver(now, rx, mem)
     }
@@ -540,9 +637,6 @@ impl Endpoint {
     ) -> Result<(), DropReason> {
         let roce = rx.roce;
         let transport = roce.bth.opcode.transport();
-        if !matches!(transport, wire::Transport::Rc | wire::Transport::Cnp) {
-            return Err(DropReason::WrongTransport);
-        }
         let Endpoint {
             mrs,
             cqs,
@@ -550,9 +644,24 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        let qp = qps
+        let qp = match qps
             .get_mut(&roce.bth.dest_qp)
-            .ok_or(DropReason::UnknownQp)?;
+            .ok_or(DropReason::UnknownQp)?
+        {
+            AnyQp::Ud(qp) if transport == wire::Transport::Ud => {
+                let pkt = UdInbound {
+                    roce,
+                    payload: rx.payload,
+                    src: rx.src,
+                    grh: rx.ip.grh_area()?,
+                };
+                return drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                    qp.handle_packet(env, &pkt)
+                });
+            }
+            AnyQp::Rc(qp) if matches!(transport, wire::Transport::Rc | wire::Transport::Cnp) => qp,
+            _ => return Err(DropReason::WrongTransport),
+        };
         let Some(path) = qp.path() else {
             return Err(DropReason::QpNotReady);
         };
@@ -597,20 +706,36 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        let after = qps.range((core::ops::Bound::Excluded(*rr), core::ops::Bound::Unbounded));
-        let before = qps.range(..=*rr);
-        let next = after
-            .chain(before)
-            .find(|(_, qp)| qp.wants_to_send(now))
-            .map(|(q, _)| *q)?;
-        let qp = qps.get_mut(&next)?;
-        let n = drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
-            qp.poll_transmit(env, buf)
-        })?;
-        *rr = next;
-        stats.tx_frames += 1;
-        stats.tx_bytes += n as u64;
-        Some(n)
+        // Every QP gets a turn in QPN order after the last one that sent; one that wanted to
+        // send but produced nothing (a request that failed and completed in error) passes the
+        // turn on instead of ending the poll.
+        let mut cursor = *rr;
+        for _ in 0..qps.len() {
+            let after = qps.range((
+                core::ops::Bound::Excluded(cursor),
+                core::ops::Bound::Unbounded,
+            ));
+            let next = after
+                .chain(qps.range(..=cursor))
+                .find(|(_, qp)| qp.wants_to_send(now))
+                .map(|(q, _)| *q)?;
+            let sent = match qps.get_mut(&next)? {
+                AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                    qp.poll_transmit(env, buf)
+                }),
+                AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                    qp.poll_transmit(env, buf)
+                }),
+            };
+            if let Some(n) = sent {
+                *rr = next;
+                stats.tx_frames += 1;
+                stats.tx_bytes += n as u64;
+                return Some(n);
+            }
+            cursor = next;
+        }
+        None
     }
 
     /// [`Self::poll_transmit`] for a datapath whose kernel writes the IP and UDP headers: leaves
@@ -643,7 +768,7 @@ impl Endpoint {
     pub fn handle_timeout(&mut self, now: Instant, mem: &mut dyn Memory) {
         if self.rx_cc.poll_timeout().is_some_and(|t| t <= now) {
             if let Some((qpn, tau)) = self.rx_cc.handle_timeout(now) {
-                if let Some(qp) = self.qps.get_mut(&qpn) {
+                if let Some(AnyQp::Rc(qp)) = self.qps.get_mut(&qpn) {
                     qp.queue_cnp(Some(tau));
                 }
             }
@@ -656,6 +781,7 @@ impl Endpoint {
             ..
         } = self;
         for qp in qps.values_mut() {
+            let AnyQp::Rc(qp) = qp else { continue };
             if qp.poll_timeout().is_some_and(|t| t <= now) {
                 drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
                     qp.handle_timeout(env)
@@ -682,18 +808,39 @@ struct Received<'a> {
     payload: &'a [u8],
     /// The carrying frame's length, for byte accounting.
     len: usize,
+    /// The IP header, for a UD receive buffer's GRH area.
+    ip: IpHeader<'a>,
+}
+
+/// Where a received packet's IP header comes from.
+#[derive(Clone, Copy)]
+enum IpHeader<'a> {
+    /// The header bytes of a whole frame, as received.
+    Frame(&'a [u8]),
+    /// Rebuilt from a datagram's metadata and its UDP payload's length.
+    Datagram(&'a DatagramMeta, usize),
+}
+
+impl IpHeader<'_> {
+    /// The GRH area a UD receive buffer starts with ([`grh`]); computed only for UD packets.
+    fn grh_area(self) -> Result<[u8; grh::GRH_LEN], DropReason> {
+        Ok(match self {
+            IpHeader::Frame(ip) => grh::area(ip)?,
+            IpHeader::Datagram(meta, len) => meta.grh_area(len)?,
+        })
+    }
 }
 
 /// Runs `f` on `qp` with the environment it needs: time, keys, memory, the CQs its completions
 /// go to, and the receiver-side congestion state.
-fn drive<R>(
-    qp: &mut Qp,
+fn drive<Q, R>(
+    qp: &mut Q,
     now: Instant,
     mrs: &MrTable,
     cqs: &mut [Option<Cq>],
     rx_cc: &mut ReceiverCc,
     mem: &mut dyn Memory,
-    f: impl FnOnce(&mut Qp, &mut Env<'_>) -> R,
+    f: impl FnOnce(&mut Q, &mut Env<'_>) -> R,
 ) -> R {
     let mut complete = |cq: CqId, wc| push_wc(cqs, cq, wc);
     let mut env = Env {
@@ -714,7 +861,7 @@ fn push_wc(cqs: &mut [Option<Cq>], cq: CqId, wc: WorkCompletion) -> bool {
 
 /// P_Key matching (IBA §10.9.3): the low 15 bits must be equal and at least one side must be a
 /// full member (bit 15).
-fn pkey_match(a: u16, b: u16) -> bool {
+pub(crate) fn pkey_match(a: u16, b: u16) -> bool {
     (a & 0x7fff) == (b & 0x7fff) && (a | b) & 0x8000 != 0 && (a & 0x7fff) != 0
 }
 

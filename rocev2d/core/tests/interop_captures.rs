@@ -6,8 +6,15 @@
 mod captures;
 
 use captures::frames;
+use rocev2_core::Endpoint;
+use rocev2_core::mr::{AccessFlags, VecMemory};
+use rocev2_core::qp::{
+    AddressHandle, Mtu, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, UdDest,
+};
+use rocev2_core::time::Instant;
 use rocev2_core::wire::{
-    Error, FrameRepr, Opcode, Operation, Psn, Qpn, Syndrome, Transport, frame::Frame,
+    Error, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, Syndrome, Transport, frame::Ecn,
+    frame::Frame,
 };
 use std::collections::BTreeMap;
 
@@ -128,6 +135,112 @@ fn captures_ud_pingpong_round_trip() {
             .iter()
             .all(|(r, _)| r.roce.bth.opcode.transport() == Transport::Ud && r.roce.deth.is_some())
     );
+}
+
+/// A UD QP standing in for `ibv_ud_pingpong`'s server (ud_pingpong.tool-output.txt: QPN 0x11,
+/// send PSN 0x537e9d, Q_Key 0x11111111 in every DETH) takes the client's first rxe frame as
+/// libibverbs delivers it (GRH area = 20 zero bytes and the IPv4 header, then the 512-byte
+/// payload; byte_len 552; source QP 0x11), and its reply is rxe's frame 2 byte for byte once
+/// rxe's IPv4 Identification, which rocev2 writes as 0, is copied in.
+#[test]
+fn captures_ud_pingpong_received_and_answered_like_rxe() {
+    let frames = frames("ud_pingpong.pcap");
+    let (request, reply) = (&frames[0], &frames[1]);
+    let now = Instant::ZERO;
+    let mut ep = Endpoint::new(1);
+    let mut mem = VecMemory::new();
+    let pd = ep.alloc_pd();
+    let cq = ep.create_cq(16);
+    let mr = ep
+        .register_mr(pd, 0x1000, 2048, AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    mem.insert(mr.id, vec![0; 2048]);
+    let qpn = ep
+        .create_ud_qp(QpConfig::new(pd, cq, cq), Mtu::Mtu1024)
+        .unwrap();
+    assert_eq!(qpn, Qpn::new(0x11));
+    let init = QpAttr {
+        p_key: Some(0xffff),
+        q_key: Some(0x1111_1111),
+        ..QpAttr::default()
+    };
+    ep.modify_qp(qpn, QpState::Init, &init, now, &mut mem)
+        .unwrap();
+    ep.modify_qp(qpn, QpState::Rtr, &QpAttr::default(), now, &mut mem)
+        .unwrap();
+    let rts = QpAttr {
+        sq_psn: Some(0x537e9d),
+        ..QpAttr::default()
+    };
+    ep.modify_qp(qpn, QpState::Rts, &rts, now, &mut mem)
+        .unwrap();
+    let sge = |addr, length| Sge {
+        addr,
+        length,
+        lkey: mr.lkey,
+    };
+    let sg_list = vec![sge(0x1000, 512 + 40)];
+    ep.post_recv(qpn, RecvWr { wr_id: 1, sg_list }).unwrap();
+    assert_eq!(ep.handle_frame(now, request, &mut mem), Ok(()));
+    let mut wcs = Vec::new();
+    ep.poll_cq(cq, &mut wcs, 8);
+    let wc = wcs[0];
+    assert_eq!((wc.wr_id, wc.byte_len, wc.src_qp), (1, 552, Qpn::new(0x11)));
+    assert_eq!(
+        wc.ud.unwrap().sgid,
+        "::ffff:192.168.77.11"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+    );
+    let buf = mem.get(mr.id).unwrap();
+    assert_eq!(buf[..20], [0u8; 20]);
+    assert_eq!(buf[20..40], request[14..34]);
+    let (req, payload) = FrameRepr::parse(request).unwrap();
+    assert_eq!(buf[40..552], *payload);
+
+    // The reply: the same 512 bytes back to the client's QP 0x11.
+    let (want, _) = FrameRepr::parse(reply).unwrap();
+    let IpRepr::V4 { src, dst, .. } = want.ip else {
+        panic!("IPv4 capture")
+    };
+    let path = Path {
+        src_mac: want.eth.src,
+        dst_mac: want.eth.dst,
+        vlan: None,
+        src_ip: src.into(),
+        dst_ip: dst.into(),
+        dscp: 0,
+        ecn: Ecn::NotEct,
+        hop_limit: 64,
+        udp_src_port: want.udp.src_port,
+        flow_label: 0,
+    };
+    let dest = UdDest {
+        ah: AddressHandle::new(path).unwrap(),
+        remote_qpn: req.roce.deth.unwrap().src_qp,
+        remote_qkey: 0x1111_1111,
+    };
+    mem.get_mut(mr.id).unwrap()[1024..1536].copy_from_slice(payload);
+    let wr = SendWr::new(2, SendOp::Send).sge(sge(0x1400, 512)).ud(dest);
+    ep.post_send(qpn, wr).unwrap();
+    let mut out = Vec::new();
+    let n = ep.poll_transmit(now, &mut mem, &mut out).unwrap();
+    let (mut ours, ours_payload) = FrameRepr::parse(&out[..n]).unwrap();
+    assert_eq!(ours.roce, want.roce);
+    if let (
+        IpRepr::V4 { identification, .. },
+        IpRepr::V4 {
+            identification: rxe,
+            ..
+        },
+    ) = (&mut ours.ip, want.ip)
+    {
+        assert_eq!(*identification, 0);
+        *identification = rxe;
+    }
+    let mut again = vec![0; ours.buffer_len(ours_payload.len()).unwrap()];
+    ours.emit(&mut again, ours_payload).unwrap();
+    assert_eq!(&again, reply);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //!
 //! Deviations: none.
 
-use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
+use rocev2_core::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
 use rocev2_core::mr::{Lkey, Rkey};
 use rocev2_core::qp::{RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::wire::Qpn;
@@ -105,6 +105,8 @@ pub struct CompletionRecord {
     invalidated_rkey: Option<u32>,
     qp_num: u32,
     src_qp: u32,
+    /// UD: the sender's GID and the P_Key index.
+    ud: Option<(std::net::Ipv6Addr, u16)>,
 }
 
 fn sges(list: &[Sge]) -> Vec<SgeRecord> {
@@ -330,6 +332,7 @@ impl From<&WorkCompletion> for CompletionRecord {
             invalidated_rkey: wc.invalidated_rkey,
             qp_num: wc.qp_num.value(),
             src_qp: wc.src_qp.value(),
+            ud: wc.ud.map(|u| (u.sgid, u.pkey_index)),
         }
     }
 }
@@ -346,6 +349,7 @@ impl TryFrom<CompletionRecord> for WorkCompletion {
             invalidated_rkey: r.invalidated_rkey,
             qp_num: qpn(r.qp_num, "qp_num")?,
             src_qp: qpn(r.src_qp, "src_qp")?,
+            ud: r.ud.map(|(sgid, pkey_index)| UdSource { sgid, pkey_index }),
         })
     }
 }
@@ -392,6 +396,10 @@ mod tests {
             invalidated_rkey: None,
             qp_num: Qpn::new(0x11),
             src_qp: Qpn::new(0x12),
+            ud: Some(UdSource {
+                sgid: "::ffff:10.0.0.1".parse().unwrap(),
+                pkey_index: 0,
+            }),
         };
         let rec = decode::<CompletionRecord>(&encode(&CompletionRecord::from(&wc))).unwrap();
         assert_eq!(WorkCompletion::try_from(rec).unwrap(), wc);
@@ -408,6 +416,7 @@ mod tests {
             invalidated_rkey: None,
             qp_num: Qpn::new(0x11),
             src_qp: Qpn::new(0x11),
+            ud: None,
         });
         rec.qp_num = 1 << 24;
         assert_eq!(

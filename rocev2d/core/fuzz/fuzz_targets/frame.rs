@@ -7,14 +7,16 @@
 //! * a frame whose layers check out re-emits to a frame that parses, ICRC included, to the same
 //!   repr (PadCnt re-derived from the payload) and payload, and is no longer than the input;
 //! * emission is then a fixed point: emitting what the re-emitted frame parses to gives the
-//!   same bytes.
+//!   same bytes;
+//! * its IP header makes a UD receive buffer's GRH area, which names the frame's source address
+//!   as the sender's GID.
 //!
 //! The ICRC is deliberately not required for the re-emission check, so the fuzzer reaches the
 //! transport headers without having to forge a CRC.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rocev2_core::wire::{FrameRepr, RoceRepr, frame::Frame};
+use rocev2_core::wire::{FrameRepr, IpRepr, RoceRepr, frame::Frame, gid, grh};
 
 fn emit(repr: &FrameRepr, payload: &[u8]) -> Vec<u8> {
     let len = repr
@@ -36,6 +38,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(repr) = FrameRepr::parse_frame(&frame) else {
         return;
     };
+    let area = grh::area(frame.ip_header()).expect("a checked frame's IP header fits the GRH area");
+    let src = match repr.ip {
+        IpRepr::V4 { src, .. } => src.into(),
+        IpRepr::V6 { src, .. } => src.into(),
+    };
+    assert_eq!(grh::source_gid(&area), gid::gid(src));
     let payload = frame.payload();
     let again = emit(&repr, payload);
     assert!(again.len() <= data.len(), "re-emitted frame grew");

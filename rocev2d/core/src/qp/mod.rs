@@ -19,6 +19,9 @@
 //! READ responses); in multipath mode `Mp::handle_packet` → `multipath::receiver::on_data` or
 //! `multipath::on_ack`.
 //!
+//! Unreliable Datagram QPs are a type of their own, [`UdQp`] (`ud`), sharing the work requests,
+//! attributes, scatter/gather and framing with RC.
+//!
 //! Files by job: `requester` (send queue, segmentation, ACK/NAK handling, retransmission),
 //! `responder` (receive queue, placement, READ responses, atomics, ACK/NAK generation), `rc`,
 //! `multipath` (MP-RDMA over both), `shared`, `state` (states, attributes, [`ConnectAttr`]),
@@ -45,6 +48,7 @@ mod sgl;
 mod shared;
 pub mod state;
 mod timer;
+mod ud;
 mod wr;
 
 use crate::cc::{CcSnapshot, CnpInfo, ReceiverCc};
@@ -65,7 +69,9 @@ pub use config::{CqId, IofdTokens, QpConfig};
 pub use counters::QpCounters;
 pub use multipath::MpSnapshot;
 use sgl::{Seg, gather, resolve_local, scatter};
-pub use wr::{PostError, RecvWr, SendOp, SendWr, Sge};
+pub(crate) use ud::UdInbound;
+pub use ud::{AddressHandle, UdQp};
+pub use wr::{PostError, RecvWr, SendOp, SendWr, Sge, UdDest};
 
 /// How a connected QP transports its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +294,9 @@ impl Qp {
         let sh = &mut self.sh;
         if !matches!(sh.state, QpState::Rts | QpState::Sqd) {
             return Err(PostError::WrongState(sh.state));
+        }
+        if wr.ud.is_some() {
+            return Err(PostError::Unsupported);
         }
         if sh.req.sq_len() >= sh.cfg.max_send_wr as usize {
             return Err(PostError::QueueFull);

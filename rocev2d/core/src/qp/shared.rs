@@ -253,5 +253,6 @@ pub(super) fn wc(
         invalidated_rkey: None,
         qp_num,
         src_qp,
+        ud: None,
     }
 }

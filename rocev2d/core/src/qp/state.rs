@@ -13,6 +13,9 @@
 //!   (any)              (any)   SQE ┘        any state ──> Error ──> Reset
 //! ```
 //!
+//! UD QPs (IBA §11.2.4.2's UD column) have their own table, [`validate_ud`]: no path, peer or
+//! retry attributes, a Q_Key from RESET→INIT on, and only the send PSN at RTR→RTS.
+//!
 //! Deviations: alternate paths (APM), port numbers and P_Key *indices* do not exist here: the
 //! QP carries the P_Key value itself, and its path is a [`Path`] of Ethernet/IP addresses.
 
@@ -139,6 +142,9 @@ pub struct QpAttr {
     pub max_rd_atomic: Option<u8>,
     /// rocev2 extensions the peer announced (optional at INIT→RTR).
     pub peer_ext: Option<ExtCaps>,
+    /// Q_Key a UD QP accepts and sends with when a work request asks for it (UD only:
+    /// RESET→INIT, optional later; IBA §10.2.4).
+    pub q_key: Option<u32>,
 }
 
 impl QpAttr {
@@ -265,6 +271,7 @@ enum A {
     RnrRetry,
     MaxRdAtomic,
     PeerExt,
+    QKey,
 }
 
 impl A {
@@ -284,6 +291,7 @@ impl A {
             A::RnrRetry => "rnr_retry",
             A::MaxRdAtomic => "max_rd_atomic",
             A::PeerExt => "peer_ext",
+            A::QKey => "q_key",
         }
     }
 }
@@ -305,6 +313,7 @@ impl QpAttr {
             (self.rnr_retry.is_some(), A::RnrRetry),
             (self.max_rd_atomic.is_some(), A::MaxRdAtomic),
             (self.peer_ext.is_some(), A::PeerExt),
+            (self.q_key.is_some(), A::QKey),
         ]
         .into_iter()
         .filter_map(|(on, a)| on.then_some(a))
@@ -342,19 +351,29 @@ impl QpAttr {
         if self.max_dest_rd_atomic.is_some_and(|t| t > MAX_RD_ATOMIC) {
             return bad("max_dest_rd_atomic", "0..=16");
         }
-        if let Some(p) = &self.path {
-            if p.src_ip.is_ipv4() != p.dst_ip.is_ipv4() {
-                return bad("path", "source and destination of the same IP version");
-            }
-            if p.dscp > 63 {
-                return bad("path.dscp", "0..=63");
-            }
-            if p.flow_label > 0xf_ffff {
-                return bad("path.flow_label", "0..=0xfffff");
-            }
-            if p.vlan.is_some_and(|v| v.pcp > 7 || v.vid > 4095) {
-                return bad("path.vlan", "pcp 0..=7, vid 0..=4095");
-            }
+        match &self.path {
+            Some(p) => p.check(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Path {
+    /// Checks that every field fits its header field and that both addresses are of one IP
+    /// version, so that framing a packet on this path cannot fail.
+    pub fn check(&self) -> Result<(), ModifyError> {
+        let bad = |name, range| Err(ModifyError::OutOfRange { name, range });
+        if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
+            return bad("path", "source and destination of the same IP version");
+        }
+        if self.dscp > 63 {
+            return bad("path.dscp", "0..=63");
+        }
+        if self.flow_label > 0xf_ffff {
+            return bad("path.flow_label", "0..=0xfffff");
+        }
+        if self.vlan.is_some_and(|v| v.pcp > 7 || v.vid > 4095) {
+            return bad("path.vlan", "pcp 0..=7, vid 0..=4095");
         }
         Ok(())
     }
@@ -392,6 +411,30 @@ pub fn validate(from: QpState, to: QpState, attr: &QpAttr) -> Result<(), ModifyE
         ),
         _ => return Err(ModifyError::BadTransition { from, to }),
     };
+    check_attrs(required, optional, attr)
+}
+
+/// Checks a transition and its attributes against IBA §11.2.4.2 for UD: RESET→INIT takes the
+/// P_Key and Q_Key (the port is implicit), RTR needs nothing, RTS the send PSN, and the Q_Key
+/// may change in every later transition.
+pub fn validate_ud(from: QpState, to: QpState, attr: &QpAttr) -> Result<(), ModifyError> {
+    use A::*;
+    use QpState::*;
+    let (required, optional): (&[A], &[A]) = match (from, to) {
+        (_, Reset) | (_, Error) => (&[], &[]),
+        (Reset, Init) => (&[PKey, QKey], &[]),
+        (Init, Init) | (Init, Rtr) | (Sqd, Sqd) => (&[], &[PKey, QKey]),
+        (Rtr, Rts) => (&[SqPsn], &[QKey]),
+        (Rts, Rts) | (Sqe, Rts) | (Sqd, Rts) => (&[], &[QKey]),
+        (Rts, Sqd) => (&[], &[]),
+        _ => return Err(ModifyError::BadTransition { from, to }),
+    };
+    check_attrs(required, optional, attr)
+}
+
+/// A missing required or a present disallowed attribute is an error (`EINVAL` of
+/// `ibv_modify_qp`); then every given attribute must be in range.
+fn check_attrs(required: &[A], optional: &[A], attr: &QpAttr) -> Result<(), ModifyError> {
     let given: alloc::vec::Vec<A> = attr.present().collect();
     if let Some(missing) = required.iter().find(|a| !given.contains(a)) {
         return Err(ModifyError::Missing(missing.name()));
@@ -494,6 +537,35 @@ mod tests {
             validate(QpState::Init, QpState::Rtr, &a),
             Err(ModifyError::NotAllowed("sq_psn"))
         );
+    }
+
+    /// IBA §11.2.4.2: the Q_Key is a UD attribute, the path and PSNs of the peer RC ones.
+    #[test]
+    fn modify_ud_and_rc_tables_keep_their_attributes() {
+        let init = QpAttr {
+            p_key: Some(0xffff),
+            q_key: Some(0x1111_1111),
+            ..QpAttr::default()
+        };
+        validate_ud(QpState::Reset, QpState::Init, &init).unwrap();
+        assert_eq!(
+            validate(QpState::Reset, QpState::Init, &init),
+            Err(ModifyError::Missing("access"))
+        );
+        let rc_init = QpAttr {
+            access: Some(AccessFlags::REMOTE_WRITE),
+            ..init
+        };
+        assert_eq!(
+            validate(QpState::Reset, QpState::Init, &rc_init),
+            Err(ModifyError::NotAllowed("q_key"))
+        );
+        assert_eq!(
+            validate_ud(QpState::Init, QpState::Rtr, &rtr()),
+            Err(ModifyError::NotAllowed("path"))
+        );
+        validate_ud(QpState::Sqe, QpState::Rts, &QpAttr::default()).unwrap();
+        assert!(validate_ud(QpState::Init, QpState::Rts, &QpAttr::default()).is_err());
     }
 
     #[test]

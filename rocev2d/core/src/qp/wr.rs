@@ -1,7 +1,8 @@
 //! Work requests: what `ibv_post_send` and `ibv_post_recv` hand a QP, and why a post is refused.
 //!
 //! Source: IBA Vol. 1 §11.4.1 (Post Send / Post Receive Request: opcodes, scatter/gather
-//! lists, inline data, signaled/fenced/solicited flags) and `ibv_post_send(3)`. rocev2 adds
+//! lists, inline data, signaled/fenced/solicited flags; a UD send names its destination:
+//! address handle, QP and Q_Key) and `ibv_post_send(3)`. rocev2 adds
 //! two fields of its own: Dart's look-ahead (seed 000 §III-D) and MP-RDMA's synchronise flag
 //! (seed 001 §3.4).
 //!
@@ -9,8 +10,10 @@
 //! [`super`]); READ and atomics are refused on a multipath QP ([`PostError::Unsupported`]).
 
 use super::QpState;
+use super::ud::AddressHandle;
 use crate::cq::WcOpcode;
 use crate::mr::{Lkey, Rkey};
+use crate::wire::Qpn;
 use alloc::vec::Vec;
 
 /// A local scatter/gather element: `length` bytes at virtual address `addr` under `lkey`.
@@ -131,6 +134,21 @@ pub struct SendWr {
     /// MP-RDMA synchronise flag (seed 001 §3.4): on a multipath QP the message updates the
     /// peer's memory only after every earlier message has; ignored in RC, which is in order.
     pub synchronise: bool,
+    /// Where a UD QP sends this message (`ibv_send_wr.wr.ud`); required on a UD QP, refused on
+    /// an RC QP ([`PostError::Unsupported`]).
+    pub ud: Option<UdDest>,
+}
+
+/// The destination of a UD send (IBA §11.4.1.1): a path, a QP and the Q_Key it expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// How to reach the destination's port.
+    pub ah: AddressHandle,
+    /// The destination QP.
+    pub remote_qpn: Qpn,
+    /// The Q_Key to put in the DETH; with its high bit set the sending QP's own Q_Key is used
+    /// instead (IBA §10.2.4).
+    pub remote_qkey: u32,
 }
 
 impl SendWr {
@@ -146,7 +164,13 @@ impl SendWr {
             solicited: false,
             lookahead: None,
             synchronise: false,
+            ud: None,
         }
+    }
+    /// Sends this message to `dest` (UD QPs only).
+    pub fn ud(mut self, dest: UdDest) -> Self {
+        self.ud = Some(dest);
+        self
     }
     /// Sets the synchronise flag (seed 001 §3.4).
     pub fn synchronise(mut self) -> Self {
@@ -225,7 +249,9 @@ pub enum PostError {
     /// An atomic needs exactly one 8-byte SGE.
     #[error("atomic operations need one 8-byte scatter/gather element")]
     BadAtomic,
-    /// The QP's mode does not carry this operation (READ and atomics on a multipath QP).
-    #[error("operation not supported in this QP mode")]
+    /// The QP's type or mode does not carry this operation: READ and atomics on a multipath
+    /// QP; anything but SEND (with immediate) with a [`UdDest`] on a UD QP; a [`UdDest`] on an
+    /// RC QP; a UD send to the multicast QPN.
+    #[error("operation not supported by this QP's type or mode")]
     Unsupported,
 }

@@ -5,7 +5,8 @@
 //!
 //! - [`link`]: a seeded one-way in-memory link with delay, rate, loss, duplication, reordering
 //!   and corruption. Two of them joined back to back carry traffic between two engines.
-//! - [`pair`]: two endpoints on such links with a virtual clock, and a one-call RC connection.
+//! - [`pair`]: two endpoints on such links with a virtual clock, and a one-call RC connection
+//!   (or a UD QP on each side).
 //! - [`soak`]: one seeded connection of mixed verbs over faulty links, checked byte for byte
 //!   (the soak command, `examples/soak.rs`, runs thousands).
 //!
@@ -19,4 +20,4 @@ pub mod pair;
 pub mod soak;
 
 pub use link::{Link, LinkConfig, LinkStats};
-pub use pair::{Conn, ConnectOptions, Host, Pair};
+pub use pair::{Conn, ConnectOptions, Host, Pair, UdConn};

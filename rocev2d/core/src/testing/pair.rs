@@ -5,14 +5,15 @@
 //! Each side owns a [`VecMemory`]; [`Pair::connect`] registers one buffer per side, creates a
 //! CQ and an RC QP on each, and moves both QPs to RTS pointed at each other
 //! ([`Endpoint::connect_qp`]), so a test can go
-//! straight to posting work requests.
+//! straight to posting work requests. [`Pair::ud`] does the same for a UD QP on each side, with
+//! an address handle towards the other.
 
 use super::{Link, LinkConfig};
 use crate::cc::CcConfig;
 use crate::cq::WorkCompletion;
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::mr::{AccessFlags, MrInfo, PdId, VecMemory};
-use crate::qp::{ConnectAttr, CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
+use crate::qp::{AddressHandle, ConnectAttr, CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
 use crate::time::Instant;
 use crate::wire::Qpn;
 use crate::wire::frame::Ecn;
@@ -52,6 +53,30 @@ pub struct Conn {
     pub mr_a: MrInfo,
     /// B's buffer.
     pub mr_b: MrInfo,
+}
+
+/// A UD QP in RTS on each side of a [`Pair`], with one registered buffer each (local write
+/// only) and an address handle towards the other side.
+#[derive(Debug, Clone, Copy)]
+pub struct UdConn {
+    /// QP on side A.
+    pub qa: Qpn,
+    /// QP on side B.
+    pub qb: Qpn,
+    /// A's CQ (send and receive).
+    pub cq_a: CqId,
+    /// B's CQ (send and receive).
+    pub cq_b: CqId,
+    /// A's buffer.
+    pub mr_a: MrInfo,
+    /// B's buffer.
+    pub mr_b: MrInfo,
+    /// The path from A to B.
+    pub ah_ab: AddressHandle,
+    /// The path from B to A.
+    pub ah_ba: AddressHandle,
+    /// The Q_Key both QPs were given.
+    pub q_key: u32,
 }
 
 /// Options for [`Pair::connect`].
@@ -223,6 +248,50 @@ impl Pair {
             cq_b,
             mr_a,
             mr_b,
+        })
+    }
+
+    /// Creates a UD QP on each side with `mr_len` bytes of registered memory, messages of at
+    /// most `mtu` and Q_Key `q_key`, and brings both to RTS; see the module docs.
+    ///
+    /// # Errors
+    /// The first verb that failed, which means the arguments are out of range.
+    pub fn ud(&mut self, mr_len: usize, mtu: Mtu, q_key: u32) -> Result<UdConn, EndpointError> {
+        let now = self.now;
+        let setup = |h: &mut Host, sq_psn: u32| -> Result<_, EndpointError> {
+            let pd = h.ep.alloc_pd();
+            let cq = h.ep.create_cq(4096);
+            let mr =
+                h.ep.register_mr(pd, 0x2000_0000, mr_len as u64, AccessFlags::LOCAL_WRITE)?;
+            h.mem.insert(mr.id, vec![0; mr_len]);
+            let qpn = h.ep.create_ud_qp(QpConfig::new(pd, cq, cq), mtu)?;
+            let init = QpAttr {
+                p_key: Some(0xffff),
+                q_key: Some(q_key),
+                ..QpAttr::default()
+            };
+            let rts = QpAttr {
+                sq_psn: Some(sq_psn),
+                ..QpAttr::default()
+            };
+            h.ep.modify_qp(qpn, QpState::Init, &init, now, &mut h.mem)?;
+            h.ep.modify_qp(qpn, QpState::Rtr, &QpAttr::default(), now, &mut h.mem)?;
+            h.ep.modify_qp(qpn, QpState::Rts, &rts, now, &mut h.mem)?;
+            Ok((cq, mr, qpn))
+        };
+        // The send PSNs of ../shared/captures/ud_pingpong.tool-output.txt.
+        let (cq_a, mr_a, qa) = setup(&mut self.a, 0xd81928)?;
+        let (cq_b, mr_b, qb) = setup(&mut self.b, 0x537e9d)?;
+        Ok(UdConn {
+            qa,
+            qb,
+            cq_a,
+            cq_b,
+            mr_a,
+            mr_b,
+            ah_ab: AddressHandle::new(Self::path(&self.a, &self.b, 49152))?,
+            ah_ba: AddressHandle::new(Self::path(&self.b, &self.a, 49153))?,
+            q_key,
         })
     }
 

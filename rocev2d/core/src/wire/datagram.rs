@@ -14,7 +14,7 @@
 //! datapath's `accept_unverified_icrc` exists for that.
 
 use super::frame::Ecn;
-use super::{Error, Header, icrc};
+use super::{Error, Header, grh, icrc};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::ops::Range;
 
@@ -91,6 +91,22 @@ impl DatagramMeta {
         udp[2..4].copy_from_slice(&self.dst.port().to_be_bytes());
         udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
         Ok((ip, ip_len, udp))
+    }
+
+    /// The GRH area ([`super::grh`]) of a UD packet that arrived as the UDP payload `transport`:
+    /// the IP header the sender's kernel wrote (see the module docs), with its IPv4 header
+    /// checksum filled in, since the application reads the header as it arrived.
+    pub fn grh_area(&self, transport_len: usize) -> Result<[u8; grh::GRH_LEN], Error> {
+        let (mut ip, ip_len, _) = self.headers(transport_len)?;
+        if ip_len == 20 {
+            let sum = ip[..20]
+                .chunks_exact(2)
+                .fold(0u32, |s, w| s + u32::from(u16::from_be_bytes([w[0], w[1]])));
+            let folded = (sum & 0xffff) + (sum >> 16);
+            let folded = (folded & 0xffff) + (folded >> 16);
+            ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+        }
+        grh::area(&ip[..ip_len])
     }
 
     /// Checks the ICRC in the last four bytes of the UDP payload `transport` (Annex A17.8).
@@ -309,6 +325,17 @@ mod tests {
         g[42..].copy_from_slice(&t);
         let (repr, _) = FrameRepr::parse(&g).unwrap();
         assert_eq!(repr.udp.src_port, ROCEV2_UDP_PORT);
+    }
+
+    /// The GRH area rebuilt from the metadata equals the one a frame's real header gives when
+    /// the sender wrote Identification 0 (the IPv4 checksum is recomputed, not left zero).
+    #[test]
+    fn datagram_grh_area_matches_the_frame() {
+        let f = ack(v4(0));
+        let (m, payload) = DatagramMeta::split_frame(&f).unwrap();
+        let want = grh::area(&f[14..34]).unwrap();
+        assert_eq!(m.grh_area(payload.len()), Ok(want));
+        assert_ne!(want[30..32], [0, 0], "checksum present");
     }
 
     #[test]

@@ -80,6 +80,7 @@ pub mod deth;
 pub mod ext;
 pub mod frame;
 pub mod gid;
+pub mod grh;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;

@@ -744,6 +744,7 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
         invalidated_rkey: None,
         qp_num: qpn,
         src_qp: qpn,
+        ud: None,
     }
 }
 

@@ -21,7 +21,11 @@ fn host(limits: Limits) -> (Host, Endpoint, HostMemory) {
         }],
         rx_queues: 1,
     };
-    (Host::new(iface, limits, None), Endpoint::new(1), HostMemory::default())
+    (
+        Host::new(iface, limits, None),
+        Endpoint::new(1),
+        HostMemory::default(),
+    )
 }
 
 /// An attachment, with the application's end of its connection (kept open) and doorbell.
@@ -44,7 +48,12 @@ fn expect_refusal(r: &Reply, want: ErrorKind) {
 }
 
 /// PD, CQ and QP of a fresh attachment; returns (pd, cq, qpn, the QP's rings' fds).
-fn qp(h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app: u32) -> (u32, u32, u32, Vec<OwnedFd>) {
+fn qp(
+    h: &mut Host,
+    ep: &mut Endpoint,
+    mem: &mut HostMemory,
+    app: u32,
+) -> (u32, u32, u32, Vec<OwnedFd>) {
     let Response::Pd(pd) = ask(h, ep, mem, app, Request::AllocPd).response else {
         panic!()
     };
@@ -75,7 +84,13 @@ fn qp(h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app: u32) -> (u32, 
 fn sq(fds: &[OwnedFd]) -> Ring {
     let fd = fds[0].try_clone().unwrap();
     let len = Ring::region_len(4, rocev2_ipc::proto::SLOT_SIZE) as u64;
-    Ring::open(Region::from_fd(fd, len).unwrap(), 4, rocev2_ipc::proto::SLOT_SIZE, End::Producer).unwrap()
+    Ring::open(
+        Region::from_fd(fd, len).unwrap(),
+        4,
+        rocev2_ipc::proto::SLOT_SIZE,
+        End::Producer,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -92,7 +107,10 @@ fn an_application_cannot_name_another_applications_objects() {
         Request::ModifyToError { qpn },
         Request::DeregMr { mr: 0 },
     ] {
-        expect_refusal(&ask(&mut h, &mut ep, &mut mem, b, req), ErrorKind::UnknownHandle);
+        expect_refusal(
+            &ask(&mut h, &mut ep, &mut mem, b, req),
+            ErrorKind::UnknownHandle,
+        );
     }
     let region = Region::create("t", 4096).unwrap();
     let reg = Request::RegMr {
@@ -100,12 +118,22 @@ fn an_application_cannot_name_another_applications_objects() {
         len: 4096,
         access: 1,
     };
-    let r = h.request(&mut ep, &mut mem, Instant::ZERO, b, reg, vec![region.fd().try_clone_to_owned().unwrap()]);
+    let r = h.request(
+        &mut ep,
+        &mut mem,
+        Instant::ZERO,
+        b,
+        reg,
+        vec![region.fd().try_clone_to_owned().unwrap()],
+    );
     expect_refusal(&r, ErrorKind::UnknownHandle);
     // A's objects are intact.
     assert!(matches!(
         ask(&mut h, &mut ep, &mut mem, a, Request::QueryQp { qpn }).response,
-        Response::QpStatus { state: 1, multipath: false }
+        Response::QpStatus {
+            state: 1,
+            multipath: false
+        }
     ));
     assert_eq!(h.counters().refused_requests, 7);
 }
@@ -133,9 +161,19 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
         max_inflight_psns: 1024,
         multipath: None,
     };
-    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateQp(spec)), ErrorKind::Limit);
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, Request::CreateQp(spec)),
+        ErrorKind::Limit,
+    );
     let mut reg = |len: u64, fds: Vec<OwnedFd>| {
-        h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len, access: 1 }, fds)
+        h.request(
+            &mut ep,
+            &mut mem,
+            Instant::ZERO,
+            a,
+            Request::RegMr { pd, len, access: 1 },
+            fds,
+        )
     };
     // Over the byte limit, without its memfd, with an unsealed one, with a wrong size.
     expect_refusal(&reg(1 << 20, Vec::new()), ErrorKind::Limit);
@@ -144,17 +182,44 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
     rustix::fs::ftruncate(&plain, 4096).unwrap();
     expect_refusal(&reg(4096, vec![plain]), ErrorKind::Invalid);
     let small = Region::create("t", 100).unwrap();
-    expect_refusal(&reg(4096, vec![small.fd().try_clone_to_owned().unwrap()]), ErrorKind::Invalid);
+    expect_refusal(
+        &reg(4096, vec![small.fd().try_clone_to_owned().unwrap()]),
+        ErrorKind::Invalid,
+    );
     let ok = Region::create("t", 4096).unwrap();
     assert!(matches!(
         reg(4096, vec![ok.fd().try_clone_to_owned().unwrap()]).response,
         Response::Mr(_)
     ));
-    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 0 }), ErrorKind::Invalid);
+    expect_refusal(
+        &ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            a,
+            Request::CreateCq { capacity: 0 },
+        ),
+        ErrorKind::Invalid,
+    );
     let huge = Request::CreateCq { capacity: u32::MAX };
     expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, huge), ErrorKind::Invalid);
-    ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 4 });
-    expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::CreateCq { capacity: 4 }), ErrorKind::Limit);
+    ask(
+        &mut h,
+        &mut ep,
+        &mut mem,
+        a,
+        Request::CreateCq { capacity: 4 },
+    );
+    expect_refusal(
+        &ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            a,
+            Request::CreateCq { capacity: 4 },
+        ),
+        ErrorKind::Limit,
+    );
 }
 
 #[test]
@@ -165,7 +230,14 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     let cq_fd = {
         // The CQ's ring, from a second CreateCq's layout: reopen ours through the host's.
         let app = h.apps.get(&a).unwrap();
-        app.cqs.get(&CqId(cq)).unwrap().ring.region().fd().try_clone_to_owned().unwrap()
+        app.cqs
+            .get(&CqId(cq))
+            .unwrap()
+            .ring
+            .region()
+            .fd()
+            .try_clone_to_owned()
+            .unwrap()
     };
     let mut sq = sq(&fds);
     // The QP is in INIT: a SEND there is refused by the engine (wrong state).
@@ -173,11 +245,20 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     assert_eq!(sq.push(&record::encode(&SendRecord::from(&wr))), Ok(true));
     assert!(h.service(&mut ep, &mut mem));
     let len = Ring::region_len(8, rocev2_ipc::proto::SLOT_SIZE) as u64;
-    let mut ring = Ring::open(Region::from_fd(cq_fd, len).unwrap(), 8, rocev2_ipc::proto::SLOT_SIZE, End::Consumer).unwrap();
+    let mut ring = Ring::open(
+        Region::from_fd(cq_fd, len).unwrap(),
+        8,
+        rocev2_ipc::proto::SLOT_SIZE,
+        End::Consumer,
+    )
+    .unwrap();
     let mut buf = Vec::new();
     assert_eq!(ring.pop(&mut buf), Ok(true));
     let wc = WorkCompletion::try_from(record::decode::<CompletionRecord>(&buf).unwrap()).unwrap();
-    assert_eq!((wc.wr_id, wc.status, wc.opcode), (42, WcStatus::LocQpOpErr, WcOpcode::Send));
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (42, WcStatus::LocQpOpErr, WcOpcode::Send)
+    );
     assert_eq!(wc.qp_num.value(), qpn);
     assert_eq!(h.counters().refused_work_requests, 1);
     assert_eq!(h.len(), 1);
@@ -190,7 +271,18 @@ fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
     let (b, _cb, _) = attach(&mut h);
     let (pd, _, _, fds) = qp(&mut h, &mut ep, &mut mem, a);
     let region = Region::create("t", 4096).unwrap();
-    let r = h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len: 4096, access: 1 }, vec![region.fd().try_clone_to_owned().unwrap()]);
+    let r = h.request(
+        &mut ep,
+        &mut mem,
+        Instant::ZERO,
+        a,
+        Request::RegMr {
+            pd,
+            len: 4096,
+            access: 1,
+        },
+        vec![region.fd().try_clone_to_owned().unwrap()],
+    );
     assert!(matches!(r.response, Response::Mr(_)));
     let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
     let mut sq = sq(&fds);
@@ -214,14 +306,28 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
         let (a, _c, _) = attach(&mut h);
         let (pd, _, _, _) = qp(&mut h, &mut ep, &mut mem, a);
         let region = Region::create("t", 4096).unwrap();
-        h.request(&mut ep, &mut mem, Instant::ZERO, a, Request::RegMr { pd, len: 4096, access: 1 }, vec![region.fd().try_clone_to_owned().unwrap()]);
+        h.request(
+            &mut ep,
+            &mut mem,
+            Instant::ZERO,
+            a,
+            Request::RegMr {
+                pd,
+                len: 4096,
+                access: 1,
+            },
+            vec![region.fd().try_clone_to_owned().unwrap()],
+        );
         assert_eq!(mem.len(), 1);
         h.detach(&mut ep, &mut mem, a);
         assert_eq!(ep.qps().count(), 0);
         assert!(mem.is_empty());
         assert!(h.is_empty());
         // A stale id answers nothing.
-        expect_refusal(&ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd), ErrorKind::UnknownHandle);
+        expect_refusal(
+            &ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd),
+            ErrorKind::UnknownHandle,
+        );
     }
     assert_eq!(h.counters().attached, 3);
     assert_eq!(h.counters().detached, 3);
