@@ -221,6 +221,13 @@ pub struct FlowSpec {
     /// UDP: destination port (5201 + flow index when absent).
     #[serde(default)]
     pub dst_port: Option<u16>,
+    /// UDP: collide with this RoCE flow. Both senders must hang off the same router (a leaf);
+    /// once the named flow has sent 32 packets up that router's uplinks, the flood starts
+    /// from a source port that the router's ECMP hash puts on the uplink that carried most of
+    /// them (found with `ip route get … ipproto 17 sport P`), so both share one spine. Its
+    /// `start_secs` is then the earliest start.
+    #[serde(default)]
+    pub collide_with: Option<String>,
 }
 
 /// A short-flow mix: `count` RoCE transfers of `mib` MiB from one host to another, one after
@@ -358,10 +365,14 @@ impl Experiment {
                     if !f.mib.is_some_and(|m| m > 0) {
                         return Err(invalid(key("mib"), "a RoCE flow needs mib > 0"));
                     }
-                    if f.rate_mbps.is_some() || f.secs.is_some() || f.src_port.is_some() {
+                    if f.rate_mbps.is_some()
+                        || f.secs.is_some()
+                        || f.src_port.is_some()
+                        || f.collide_with.is_some()
+                    {
                         return Err(invalid(
                             key("kind"),
-                            "rate_mbps, secs and src_port are for udp flows",
+                            "rate_mbps, secs, src_port and collide_with are for udp flows",
                         ));
                     }
                 }
@@ -377,6 +388,10 @@ impl Experiment {
                             key("kind"),
                             "mib, cc and multipath are for roce flows",
                         ));
+                    }
+                    if let Some(c) = &f.collide_with {
+                        self.check_collision(&net, f, c)
+                            .map_err(|why| invalid(key("collide_with"), why))?;
                     }
                 }
             }
@@ -403,6 +418,45 @@ impl Experiment {
         }
         if self.flows.is_empty() && self.shorts.is_empty() {
             return Err(invalid("flow", "no traffic"));
+        }
+        Ok(())
+    }
+
+    /// Why flood `f` cannot collide with flow `with`, if it cannot.
+    fn check_collision(
+        &self,
+        net: &crate::topology::Network,
+        f: &FlowSpec,
+        with: &str,
+    ) -> Result<(), String> {
+        let Some(other) = self.flows.iter().find(|o| o.name == with) else {
+            return Err(format!("no flow named {with:?}"));
+        };
+        if other.kind != FlowKind::Roce {
+            return Err(format!("{with:?} is not a RoCE flow"));
+        }
+        if f.src_port.is_some() {
+            return Err("src_port is chosen by the collision".to_owned());
+        }
+        let first_hop = |host: &str| {
+            net.links.iter().find_map(|l| match &l.ends {
+                [a, b] if a == host => Some(b.clone()),
+                [a, b] if b == host => Some(a.clone()),
+                _ => None,
+            })
+        };
+        let (Some(a), Some(b)) = (first_hop(&f.from), first_hop(&other.from)) else {
+            return Err("a sender without a link".to_owned());
+        };
+        let router = net
+            .nodes
+            .iter()
+            .any(|n| n.name == a && n.role == crate::Role::Router);
+        if a != b || !router {
+            return Err(format!(
+                "{} and {} must hang off the same router (they hang off {a} and {b})",
+                f.from, other.from
+            ));
         }
         Ok(())
     }
@@ -466,7 +520,7 @@ mod tests {
                 n += 1;
             }
         }
-        assert!(n >= 1, "{n} experiment files");
+        assert!(n >= 2, "{n} experiment files");
     }
 
     const SMALL: &str = r#"

@@ -1,6 +1,7 @@
 //! Plots of an [`Outcome`], each written twice from one drawing routine: SVG (plotters'
 //! SVG backend) and PNG (its bitmap backend and image encoder). Per variant, every flow's rate
-//! over time (`rate_VARIANT`); all variants' total rate (`throughput`) and each sampled port's
+//! over time (`rate_VARIANT`: sent, and delivered as `FLOW rx` where measured); all variants'
+//! total rate (`throughput`: each flow's delivered rate where measured, else its sent rate) and each sampled port's
 //! queue (`queue`) over time; and, when short transfers ran, the CDF of their completion times
 //! (`fct_cdf`).
 //!
@@ -163,9 +164,13 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
         let mut total: Vec<(f64, f64)> = Vec::new();
         for r in o.rates.iter().filter(|r| &r.variant == v) {
             push(&mut series, &r.flow, (r.t_s, r.rate_mbps));
+            if let Some(d) = r.delivered_mbps {
+                push(&mut series, &format!("{} rx", r.flow), (r.t_s, d));
+            }
+            let rate = r.delivered_mbps.unwrap_or(r.rate_mbps);
             match total.last_mut() {
-                Some((t, sum)) if *t == r.t_s => *sum += r.rate_mbps,
-                _ => total.push((r.t_s, r.rate_mbps)),
+                Some((t, sum)) if *t == r.t_s => *sum += rate,
+                _ => total.push((r.t_s, rate)),
             }
         }
         if !series.is_empty() {
@@ -184,7 +189,7 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
             stem: "throughput".to_owned(),
             title: format!("{}: total rate of all flows", o.experiment.name),
             x: "time (s)".to_owned(),
-            y: "rate (Mbit/s)".to_owned(),
+            y: "rate (Mbit/s; delivered where measured, else sent)".to_owned(),
             series: totals,
         });
     }

@@ -36,12 +36,17 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 /// [`Error::Io`].
 pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
-    let mut s = String::from("variant,time_s,flow,tx_bytes,rate_mbps\n");
+    let mut s = String::from("variant,time_s,flow,tx_bytes,rate_mbps,delivered_mbps\n");
     for r in &o.rates {
         let _ = writeln!(
             s,
-            "{},{:.3},{},{},{:.3}",
-            r.variant, r.t_s, r.flow, r.tx_bytes, r.rate_mbps
+            "{},{:.3},{},{},{:.3},{}",
+            r.variant,
+            r.t_s,
+            r.flow,
+            r.tx_bytes,
+            r.rate_mbps,
+            opt(r.delivered_mbps.map(|d| format!("{d:.3}")))
         );
     }
     files.push(write(dir, "rates.csv", &s)?);
@@ -189,7 +194,9 @@ pub fn write_summary(
     let _ = writeln!(
         s,
         "Rates are Ethernet bytes per second leaving each sender's interface \
-         (retransmissions included); goodput is what the tool reports at the end of a \
+         (retransmissions included); where a flow's receiver gets no other flow, the rate \
+         arriving at the receiver's interface is recorded too (`delivered_mbps`, plotted as \
+         `FLOW rx`); goodput is what the tool reports at the end of a \
          transfer (RoCE: CRC-checked bytes over the transfer time; UDP: payload the sink \
          received). Queue, CE marks and drops are the switch program's modelled port \
          (`rocev2d switch stats`).\n"
@@ -224,13 +231,35 @@ pub fn write_summary(
             let m: Vec<f64> = means.iter().map(|(_, m)| *m).collect();
             let _ = writeln!(
                 s,
-                "\nWhile every flow sent: mean total {total:.1} Mbit/s, per flow {}, Jain {}.",
+                "\nWhile every flow sent (sender rates): mean total {total:.1} Mbit/s, per flow {}, Jain {}.",
                 means
                     .iter()
                     .map(|(f, m)| format!("{f} {m:.1}"))
                     .collect::<Vec<_>>()
                     .join(", "),
                 opt(jain(&m).map(|j| format!("{j:.3}")))
+            );
+        }
+        let mut delivered = Vec::new();
+        for f in o.flows.iter().filter(|f| &f.variant == v) {
+            let mine: Vec<f64> = rates
+                .iter()
+                .filter(|r| r.flow == f.flow)
+                .skip_while(|r| r.rate_mbps <= 0.0)
+                .take_while(|r| f.end_s.is_none_or(|e| r.t_s <= e))
+                .filter_map(|r| r.delivered_mbps)
+                .collect();
+            if !mine.is_empty() {
+                let mean = mine.iter().sum::<f64>() / mine.len() as f64;
+                delivered.push(format!("{} {mean:.1}", f.flow));
+            }
+        }
+        if !delivered.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nMean delivered rate from each flow's first sample to its end (receiver \
+                 interface, Mbit/s): {}.",
+                delivered.join(", ")
             );
         }
         let ports: Vec<&PortSample> = o.ports.iter().filter(|p| &p.variant == v).collect();
@@ -318,6 +347,7 @@ mod tests {
             flow: flow.into(),
             tx_bytes: 0,
             rate_mbps: rate,
+            delivered_mbps: None,
         };
         let rates = [
             r(1.0, "a", 90.0),

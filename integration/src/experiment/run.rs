@@ -84,6 +84,9 @@ pub struct RateSample {
     pub tx_bytes: u64,
     /// Rate since the previous sample, Mbit/s of Ethernet frames.
     pub rate_mbps: f64,
+    /// The rate arriving at the receiver's interface since the previous sample, Mbit/s of
+    /// Ethernet frames; only when no other flow goes to that host.
+    pub delivered_mbps: Option<f64>,
 }
 
 /// One sample of one switch port (`rocev2d switch stats --json`).
@@ -244,7 +247,32 @@ struct Flow {
     /// tx_bytes at t0 and at the previous sample.
     base: u64,
     last: Option<(f64, u64)>,
+    /// The receiver's interface when this flow is its only one, and its rx_bytes at the
+    /// previous sample.
+    rx: Option<(String, String, u64)>,
+    /// A flood that collides with a RoCE flow.
+    collide: Option<Collide>,
+    /// The uplink peer (spine) a colliding flood was pinned to.
+    pinned: Option<String>,
 }
+
+/// Where a colliding flood may go: the shared router's uplinks and, for each, a UDP source
+/// port its ECMP hash sends there.
+struct Collide {
+    /// Index of the RoCE flow to collide with.
+    with: usize,
+    /// The router's namespace.
+    netns: String,
+    /// (uplink interface, the node it leads to, source port hashed onto it).
+    uplinks: Vec<(String, String, u16)>,
+    /// The uplinks' tx_packets when that flow started.
+    base: Option<Vec<u64>>,
+}
+
+/// Packets the collided-with flow must have sent up the uplinks before its spine is chosen.
+const COLLIDE_AFTER_PACKETS: u64 = 32;
+/// Source ports tried for the colliding flood.
+const COLLIDE_PORTS: std::ops::Range<u16> = 40000..41024;
 
 /// A short-flow mix while the variant runs.
 struct Mix {
@@ -464,6 +492,10 @@ impl<'a> VariantRun<'a> {
                 (p, "-".to_owned())
             }
         };
+        let collide = match &f.collide_with {
+            Some(with) => Some(self.collision_ports(i, f, with)?),
+            None => None,
+        };
         self.flows.push(Flow {
             spec: f.clone(),
             cc,
@@ -476,14 +508,134 @@ impl<'a> VariantRun<'a> {
             result: None,
             base: 0,
             last: None,
+            rx: self.exclusive_receiver(f)?,
+            collide,
+            pinned: None,
         });
         Ok(())
+    }
+
+    /// For flood `i` (`f`) colliding with flow `with`: the first-hop router's uplinks and a
+    /// source port per uplink, asked of the router's FIB (`ip route get` with the flood's
+    /// addresses, ports and input interface: the lookup a forwarded datagram gets, ECMP hash
+    /// included).
+    fn collision_ports(&self, i: usize, f: &FlowSpec, with: &str) -> Result<Collide, Error> {
+        let unknown = |what: String| Error::from(crate::topology::Error::UnknownNode(what));
+        let with = self
+            .exp
+            .flows
+            .iter()
+            .position(|o| o.name == with)
+            .ok_or_else(|| unknown(with.to_owned()))?;
+        let host = self.tb.node(&f.from)?;
+        let leaf_name = host
+            .ports
+            .first()
+            .map(|p| p.peer.clone())
+            .ok_or_else(|| unknown(format!("{} has no port", f.from)))?;
+        let leaf = self.tb.node(&leaf_name)?;
+        let iif = leaf
+            .port_toward(&f.from)
+            .ok_or_else(|| unknown(format!("{leaf_name}->{}", f.from)))?
+            .ifname
+            .clone();
+        let src = host
+            .ipv4()
+            .ok_or_else(|| unknown(format!("{} has no address", f.from)))?;
+        let dst = self
+            .tb
+            .node(&f.to)?
+            .ipv4()
+            .ok_or_else(|| unknown(format!("{} has no address", f.to)))?;
+        let dport = f.dst_port.unwrap_or(SINK_PORT + i as u16).to_string();
+        let sel = PortSelection::all()
+            .on(&leaf_name)
+            .toward_role(crate::Role::Router);
+        let ups = self.tb.switch_ports(&sel);
+        let mut found: Vec<Option<u16>> = vec![None; ups.len()];
+        for sport in COLLIDE_PORTS {
+            if found.iter().all(Option::is_some) {
+                break;
+            }
+            let mut cmd = exec::netns_command(&leaf.netns, "ip");
+            cmd.args(["route", "get", &dst.to_string(), "from", &src.to_string()])
+                .args(["iif", &iif, "ipproto", "17", "sport", &sport.to_string()])
+                .args(["dport", &dport]);
+            let out = exec::run(&mut cmd, SETUP)?;
+            let dev = out
+                .stdout
+                .split_whitespace()
+                .skip_while(|w| *w != "dev")
+                .nth(1)
+                .map(str::to_owned);
+            if let Some(k) = ups.iter().position(|u| Some(&u.ifname) == dev.as_ref()) {
+                found[k].get_or_insert(sport);
+            }
+        }
+        let mut uplinks = Vec::new();
+        for (u, p) in ups.iter().zip(found) {
+            let p = p.ok_or_else(|| Error::Parse {
+                cmd: format!("ip route get … sport {COLLIDE_PORTS:?}"),
+                output: format!("no source port hashes onto {} ({})", u.ifname, u.peer),
+            })?;
+            uplinks.push((u.ifname.clone(), u.peer.clone(), p));
+        }
+        Ok(Collide {
+            with,
+            netns: leaf.netns.clone(),
+            uplinks,
+            base: None,
+        })
+    }
+
+    /// The uplinks' tx_packets.
+    fn uplink_packets(c: &Collide) -> Result<Vec<u64>, Error> {
+        c.uplinks
+            .iter()
+            .map(|(ifname, _, _)| Ok(IfCounters::read(&c.netns, ifname)?.tx_packets))
+            .collect()
+    }
+
+    /// For a colliding flood: `None` until the flow it collides with has sent
+    /// [`COLLIDE_AFTER_PACKETS`] up the uplinks; then the source port of the uplink that
+    /// carried most of them, and that uplink's peer.
+    fn collision(&self, i: usize) -> Result<Option<(u16, String)>, Error> {
+        let Some(c) = &self.flows[i].collide else {
+            return Ok(None);
+        };
+        let Some(base) = &c.base else { return Ok(None) };
+        let now = Self::uplink_packets(c)?;
+        let sent: Vec<u64> = now
+            .iter()
+            .zip(base)
+            .map(|(n, b)| n.saturating_sub(*b))
+            .collect();
+        if sent.iter().sum::<u64>() < COLLIDE_AFTER_PACKETS {
+            return Ok(None);
+        }
+        let best = (0..sent.len()).max_by_key(|&k| sent[k]).unwrap_or(0);
+        Ok(c.uplinks
+            .get(best)
+            .map(|(_, peer, port)| (*port, peer.clone())))
+    }
+
+    /// `f`'s receiver's interface, when no other flow or short transfer goes to that host.
+    fn exclusive_receiver(&self, f: &FlowSpec) -> Result<Option<(String, String, u64)>, Error> {
+        let flows = self.exp.flows.iter().filter(|o| o.to == f.to).count();
+        if flows > 1 || self.exp.shorts.iter().any(|s| s.to == f.to) {
+            return Ok(None);
+        }
+        let (netns, ifname, _) = host_iface(&self.tb, &f.to)?;
+        Ok(Some((netns, ifname, 0)))
     }
 
     /// Read every flow's base counter; the traffic begins now.
     fn start(&mut self, bar: &ProgressBar) -> Result<Instant, Error> {
         for f in &mut self.flows {
             f.base = IfCounters::read(&f.netns, &f.ifname)?.tx_bytes;
+            if let Some((netns, ifname, last)) = f.rx.as_mut() {
+                *last = IfCounters::read(netns, ifname)?.rx_bytes;
+            }
         }
         bar.set_message(format!("{}: traffic starts", self.variant.name));
         let t0 = Instant::now();
@@ -498,6 +650,25 @@ impl<'a> VariantRun<'a> {
         let (_, from_if, _) = host_iface(&self.tb, &spec.from)?;
         let (_, _, to_ip) = host_iface(&self.tb, &spec.to)?;
         let from_netns = self.flows[i].netns.clone();
+        let mut src_port = spec.src_port;
+        if self.flows[i].collide.is_some() {
+            match self.collision(i)? {
+                Some((port, peer)) => {
+                    src_port = Some(port);
+                    self.flows[i].pinned = Some(peer);
+                }
+                // Not yet: the loop asks again.
+                None => return Ok(()),
+            }
+        }
+        for j in 0..self.flows.len() {
+            if let Some(c) = self.flows[j].collide.as_ref().filter(|c| c.with == i) {
+                let base = Self::uplink_packets(c)?;
+                if let Some(c) = self.flows[j].collide.as_mut() {
+                    c.base = Some(base);
+                }
+            }
+        }
         let mut cmd;
         match spec.kind {
             FlowKind::Roce => {
@@ -527,7 +698,7 @@ impl<'a> VariantRun<'a> {
                 cmd.args(["probe", "blast", "--target", &format!("{to_ip}:{port}")])
                     .args(["--duration-ms", &((secs * 1000.0) as u64).to_string()])
                     .args(["--rate-bps", &(rate as u64).to_string()]);
-                if let Some(p) = spec.src_port {
+                if let Some(p) = src_port {
                     cmd.args(["--src-port", &p.to_string()]);
                 }
             }
@@ -763,12 +934,22 @@ impl<'a> VariantRun<'a> {
                 continue;
             }
             let rate_mbps = tx.saturating_sub(tx_prev) as f64 * 8.0 / dt / 1e6;
+            let delivered_mbps = match f.rx.as_mut() {
+                Some((netns, ifname, last)) => {
+                    let rx = IfCounters::read(netns, ifname)?.rx_bytes;
+                    let d = rx.saturating_sub(*last) as f64 * 8.0 / dt / 1e6;
+                    *last = rx;
+                    Some(d)
+                }
+                None => None,
+            };
             self.rates.push(RateSample {
                 variant: self.variant.name.clone(),
                 t_s: t,
                 flow: f.spec.name.clone(),
                 tx_bytes: tx.saturating_sub(f.base),
                 rate_mbps,
+                delivered_mbps,
             });
             f.last = Some((t, tx));
         }
@@ -912,7 +1093,10 @@ fn udp_result(f: &Flow, sink: Option<&SinkReport>, end: Option<f64>, status: &st
         from: f.spec.from.clone(),
         to: f.spec.to.clone(),
         cc: "-".to_owned(),
-        mode: "-".to_owned(),
+        mode: f
+            .pinned
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |p| format!("pinned to {p}")),
         start_s: f.started.unwrap_or(f.spec.start_secs),
         end_s: end,
         bytes: sink.map_or(0, |s| s.bytes),
