@@ -1,0 +1,39 @@
+//! Experiment `deploy/experiments/dcqcn_incast.toml` in its CI size (`--short`): DCQCN vs
+//! DCQCN+ under an incast growing to 4 rocev2 QPs into one RED/ECN switch port. Checks what
+//! the run must produce whatever the machine's load: every QP sent (rate > 0) in both
+//! variants with the variant's CC scheme, the port was sampled and its modelled queue stayed
+//! within the buffer, the plots parse, nothing is left behind. Not the paper's numbers: those
+//! need the full run (docs/experiments.md).
+
+mod common;
+
+use common::experiment::{check_outputs, last_port_sample, num, run_short};
+use common::need_root;
+
+const VARIANTS: [&str; 2] = ["dcqcn", "dcqcn_plus"];
+const FLOWS: [&str; 4] = ["f0", "f1", "f2", "f3"];
+
+#[test]
+fn experiment_dcqcn_incast_short_measures_both_schemes() {
+    if !need_root("experiment_dcqcn_incast_short_measures_both_schemes") {
+        return;
+    }
+    let out = run_short("dcqcn_incast.toml");
+    let (_, queue, flows) = check_outputs(&out, &VARIANTS, &FLOWS, &["sw>rx"], 512 * 1024, 1500);
+    for (v, scheme) in VARIANTS.iter().zip(["dcqcn_cx4", "dcqcn_plus"]) {
+        // Every QP ran with its variant's scheme, as RC.
+        for r in flows.with("variant", v) {
+            assert_eq!(r["cc"], scheme, "{v}: {r:?}");
+            assert_eq!(r["mode"], "rc", "{v}: {r:?}");
+            assert!(
+                r["status"] == "done" || r["status"] == "unfinished",
+                "{v}: {r:?}"
+            );
+        }
+        // The incast crossed the switch port: it forwarded and queued packets.
+        let last = last_port_sample(&queue, v, "sw>rx");
+        assert!(num(last, "packets") > 0.0, "{v}: {last:?}");
+        assert!(num(last, "queue_max_bytes") > 0.0, "{v}: {last:?}");
+    }
+    std::fs::remove_dir_all(&out).expect("remove output");
+}
