@@ -37,6 +37,14 @@ fn experiment_dcqcn_incast_short_measures_both_schemes() {
         let last = last_port_sample(&queue, v, "sw>rx");
         assert!(num(last, "packets") > 0.0, "{v}: {last:?}");
         assert!(num(last, "queue_max_bytes") > 0.0, "{v}: {last:?}");
+        let out_max = queue
+            .with("variant", v)
+            .map(|r| num(r, "tx_mbps"))
+            .fold(0.0, f64::max);
+        assert!(
+            out_max > 0.0 && out_max < 100_000.0,
+            "{v}: port output {out_max} Mbit/s"
+        );
         // The short-flow mix completed transfers of 1 MiB, each with a completion time.
         let fcts: Vec<_> = fct.with("variant", v).collect();
         assert!(!fcts.is_empty(), "{v}: no short transfer completed");

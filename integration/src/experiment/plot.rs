@@ -1,9 +1,9 @@
 //! Plots of an [`Outcome`], each written twice from one drawing routine: SVG (plotters'
 //! SVG backend) and PNG (its bitmap backend and image encoder). Per variant, every flow's rate
 //! over time (`rate_VARIANT`: sent, and delivered as `FLOW rx` where measured); all variants'
-//! total rate (`throughput`: each flow's delivered rate where measured, else its sent rate) and each sampled port's
-//! queue (`queue`) over time; and, when short transfers ran, the CDF of their completion times
-//! (`fct_cdf`).
+//! total rate (`throughput`: each flow's delivered rate where measured, else its sent rate),
+//! each sampled port's queue (`queue`) and output rate (`port_rate`) over time; and, when
+//! short transfers ran, the CDF of their completion times (`fct_cdf`).
 //!
 //! Text is laid out with `ab_glyph` from a TrueType font read once from the system (DejaVu
 //! Sans, Debian package `fonts-dejavu-core`, or `ROCEV2_PLOT_FONT`): no fontconfig or
@@ -207,6 +207,24 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
             s.variant.clone()
         };
         push(&mut queues, &name, (s.t_s, s.queue_bytes as f64 / 1000.0));
+    }
+    let mut outputs = Vec::new();
+    for s in &o.ports {
+        let name = if ports > 1 {
+            format!("{} {}", s.variant, s.port)
+        } else {
+            s.variant.clone()
+        };
+        push(&mut outputs, &name, (s.t_s, s.tx_mbps));
+    }
+    if !outputs.is_empty() {
+        out.push(Plot {
+            stem: "port_rate".to_owned(),
+            title: format!("{}: switch port output", o.experiment.name),
+            x: "time (s)".to_owned(),
+            y: "rate (Mbit/s)".to_owned(),
+            series: outputs,
+        });
     }
     if !queues.is_empty() {
         out.push(Plot {

@@ -51,12 +51,12 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
     }
     files.push(write(dir, "rates.csv", &s)?);
     let mut s = String::from(
-        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected\n",
+        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected,tx_mbps\n",
     );
     for p in &o.ports {
         let _ = writeln!(
             s,
-            "{},{:.3},{},{},{},{},{},{},{}",
+            "{},{:.3},{},{},{},{},{},{},{},{:.3}",
             p.variant,
             p.t_s,
             field(&p.port),
@@ -65,7 +65,8 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
             p.packets,
             p.ce_marked,
             p.drop_buffer,
-            p.iofd_deflected
+            p.iofd_deflected,
+            p.tx_mbps
         );
     }
     files.push(write(dir, "queue.csv", &s)?);
@@ -197,21 +198,28 @@ pub fn write_summary(
          (retransmissions included); where a flow's receiver gets no other flow, the rate \
          arriving at the receiver's interface is recorded too (`delivered_mbps`, plotted as \
          `FLOW rx`); goodput is what the tool reports at the end of a \
-         transfer (RoCE: CRC-checked bytes over the transfer time; UDP: payload the sink \
-         received). Queue, CE marks and drops are the switch program's modelled port \
-         (`rocev2d switch stats`).\n"
+         transfer (RoCE: CRC-checked bytes over the transfer time, none for a transfer still \
+         running at the end; UDP: payload the sink received). Sent MiB is what the sender's \
+         interface transmitted, checked MiB what the tool verified. Queue, CE marks and drops are the switch program's modelled port \
+         (`rocev2d switch stats`); a port's output is its interface's transmit rate.\n"
     );
     for v in &o.variants {
         let _ = writeln!(s, "## Variant `{v}`\n");
         let _ = writeln!(
             s,
-            "| flow | kind | from → to | cc | mode | start s | end s | MiB | goodput Mbit/s | retransmits | status |"
+            "| flow | kind | from → to | cc | mode | start s | end s | sent MiB | checked MiB | goodput Mbit/s | retransmits | status |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
         for f in o.flows.iter().filter(|f| &f.variant == v) {
+            let sent = o
+                .rates
+                .iter()
+                .filter(|r| &r.variant == v && r.flow == f.flow)
+                .map(|r| r.tx_bytes)
+                .max();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} → {} | {} | {} | {:.1} | {} | {:.1} | {} | {} | {} |",
+                "| {} | {} | {} → {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} | {} |",
                 f.flow,
                 f.kind,
                 f.from,
@@ -220,6 +228,7 @@ pub fn write_summary(
                 f.mode,
                 f.start_s,
                 opt(f.end_s.map(|e| format!("{e:.1}"))),
+                opt(sent.map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))),
                 f.bytes as f64 / (1 << 20) as f64,
                 opt(f.goodput_mbps.map(|g| format!("{g:.1}"))),
                 opt(f.retransmits),
@@ -269,17 +278,18 @@ pub fn write_summary(
         if !names.is_empty() {
             let _ = writeln!(
                 s,
-                "\n| port | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected |"
+                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected |"
             );
-            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
         }
         for n in names {
             let mine: Vec<&&PortSample> = ports.iter().filter(|p| p.port == n).collect();
             let q: Vec<f64> = mine.iter().map(|p| p.queue_bytes as f64 / 1000.0).collect();
             let Some(last) = mine.last() else { continue };
+            let out: f64 = mine.iter().map(|p| p.tx_mbps).sum::<f64>() / mine.len() as f64;
             let _ = writeln!(
                 s,
-                "| {n} | {:.1} | {} | {:.1} | {} | {} | {} | {} |",
+                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} |",
                 q.iter().sum::<f64>() / q.len() as f64,
                 opt(quantile(&q, 0.99).map(|x| format!("{x:.1}"))),
                 last.queue_max_bytes as f64 / 1000.0,

@@ -110,6 +110,9 @@ pub struct PortSample {
     pub drop_buffer: u64,
     /// IOFD deflections so far.
     pub iofd_deflected: u64,
+    /// The port interface's transmit rate since the previous sample, Mbit/s of Ethernet
+    /// frames: what the port delivered.
+    pub tx_mbps: f64,
 }
 
 /// What became of one flow.
@@ -290,6 +293,8 @@ struct VariantRun<'a> {
     flows: Vec<Flow>,
     mixes: Vec<Mix>,
     ports: Vec<SwitchPort>,
+    /// Per sampled port: (time, tx_bytes) of its previous sample.
+    port_last: Vec<(f64, u64)>,
     rates: Vec<RateSample>,
     samples: Vec<PortSample>,
     fcts: Vec<FctSample>,
@@ -359,6 +364,7 @@ impl<'a> VariantRun<'a> {
             flows: Vec::new(),
             mixes: Vec::new(),
             ports: Vec::new(),
+            port_last: Vec::new(),
             rates: Vec::new(),
             samples: Vec::new(),
             fcts: Vec::new(),
@@ -637,6 +643,11 @@ impl<'a> VariantRun<'a> {
                 *last = IfCounters::read(netns, ifname)?.rx_bytes;
             }
         }
+        self.port_last = self
+            .ports
+            .iter()
+            .map(|p| Ok((0.0, p.counters()?.tx_bytes)))
+            .collect::<Result<_, Error>>()?;
         bar.set_message(format!("{}: traffic starts", self.variant.name));
         let t0 = Instant::now();
         for f in &mut self.flows {
@@ -953,7 +964,18 @@ impl<'a> VariantRun<'a> {
             });
             f.last = Some((t, tx));
         }
-        for p in &self.ports {
+        for (k, p) in self.ports.iter().enumerate() {
+            let tx = p.counters()?.tx_bytes;
+            let (t_prev, tx_prev) = self.port_last.get(k).copied().unwrap_or((0.0, tx));
+            let dt = t - t_prev;
+            let tx_mbps = if dt > 0.0 {
+                tx.saturating_sub(tx_prev) as f64 * 8.0 / dt / 1e6
+            } else {
+                0.0
+            };
+            if let Some(last) = self.port_last.get_mut(k) {
+                *last = (t, tx);
+            }
             let mut cmd = exec::netns_command(&p.netns, &self.tools.rocev2d);
             cmd.args(["switch", "stats", "--iface", &p.ifname, "--json"]);
             let s: Value = exec::collect_json(&mut cmd, SETUP)?;
@@ -968,6 +990,7 @@ impl<'a> VariantRun<'a> {
                 ce_marked: c("ce_marked"),
                 drop_buffer: c("drop_buffer"),
                 iofd_deflected: c("iofd_deflected"),
+                tx_mbps,
             });
         }
         Ok(())

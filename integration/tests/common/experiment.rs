@@ -179,7 +179,7 @@ pub fn check_outputs(
             assert_plot(&out.join(format!("rate_{v}.{ext}")));
         }
     }
-    for stem in ["throughput", "queue"] {
+    for stem in ["throughput", "queue", "port_rate"] {
         for ext in ["svg", "png"] {
             assert_plot(&out.join(format!("{stem}.{ext}")));
         }
