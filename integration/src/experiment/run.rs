@@ -817,9 +817,9 @@ impl<'a> VariantRun<'a> {
                     FlowKind::Udp => udp_result(f, None, Some(t), "done"),
                 },
                 Ok(c) => {
-                    let why = c.stderr.lines().last().unwrap_or("").to_owned();
+                    let name = format!("{}-{}", self.variant.name, f.spec.name);
                     let mut r = roce_result(f, &c.stdout, t, "failed");
-                    r.status = format!("failed ({}): {why}", c.status);
+                    r.status = failure(self.work, &name, &c);
                     r
                 }
                 Err(e) => {
@@ -861,10 +861,10 @@ impl<'a> VariantRun<'a> {
                 }
                 other => {
                     let status = match other {
-                        Ok(c) => format!(
-                            "failed ({}): {}",
-                            c.status,
-                            c.stderr.lines().last().unwrap_or("")
+                        Ok(c) => failure(
+                            self.work,
+                            &format!("{}-{}-{index}", self.variant.name, spec.name),
+                            &c,
                         ),
                         Err(e) => format!("failed: {e}"),
                     };
@@ -1076,6 +1076,29 @@ impl<'a> VariantRun<'a> {
         drop(mixes);
         tb.down()
     }
+}
+
+/// The status of a client that exited unsuccessfully: its error line (anyhow's `Error: …`,
+/// else its last line), with its whole output kept in `work/logs/NAME.log`.
+fn failure(work: &Path, name: &str, c: &exec::Captured) -> String {
+    let why = c
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Error"))
+        .or_else(|| c.stderr.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let dir = work.join("logs");
+    let path = dir.join(format!("{name}.log"));
+    let text = format!(
+        "{}\n--- stdout\n{}--- stderr\n{}",
+        c.cmd, c.stdout, c.stderr
+    );
+    let kept = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&path, text))
+        .map_or_else(|_| String::new(), |()| format!(" (logs/{name}.log)"));
+    format!("failed ({}): {why}{kept}", c.status)
 }
 
 /// A RoCE flow's result from its client's output (`READY` and `RESULT` lines).
