@@ -362,7 +362,7 @@ impl Experiment {
             check_secs(&key("start_secs"), f.start_secs)?;
             match f.kind {
                 FlowKind::Roce => {
-                    if !f.mib.is_some_and(|m| m > 0) {
+                    if f.mib.is_none_or(|m| m == 0) {
                         return Err(invalid(key("mib"), "a RoCE flow needs mib > 0"));
                     }
                     if f.rate_mbps.is_some()
