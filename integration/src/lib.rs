@@ -44,6 +44,7 @@
 )]
 
 pub mod exec;
+pub mod experiment;
 pub mod link;
 pub mod netns;
 pub mod plan;
@@ -163,6 +164,14 @@ pub enum Error {
     /// No state file for this named testbed.
     #[error("no testbed named {0:?} (rocev2-testbed list shows the testbeds that are up)")]
     NotFound(String),
+    /// A plot could not be drawn or written.
+    #[error("plot {path}: {why}")]
+    Plot {
+        /// The file (or `(font)`).
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
     #[error("network namespaces need root")]
     NotRoot,

@@ -7,7 +7,12 @@
 //! rocev2-testbed exec pair h0 -- ip -br addr
 //! rocev2-testbed down pair
 //! rocev2-testbed sweep                             # leftovers of crashed test runs
+//! rocev2-testbed run deploy/experiments/dcqcn_incast.toml --out out/dcqcn [--short]
 //! ```
+//!
+//! `run` is an experiment (docs/experiments.md): testbed, switch programs, traffic, samples,
+//! CSVs, plots and a Markdown summary in the output folder, everything torn down at the end,
+//! on an error or on Ctrl-C.
 //!
 //! `RUST_LOG=debug` prints every `ip`/`tc` command and batch script, so the same testbed can
 //! be rebuilt without this tool.
@@ -67,6 +72,17 @@ enum Cmd {
     },
     /// Remove leftovers of crashed runs: namespaces of dead processes, unrecorded named ones.
     Sweep,
+    /// Run an experiment (deploy/experiments/*.toml): CSVs, plots and summary.md into --out.
+    Run {
+        /// The experiment file.
+        file: PathBuf,
+        /// Output folder (created; files in it are overwritten).
+        #[arg(long, default_value = "out/experiment")]
+        out: PathBuf,
+        /// The CI size: the file's `short_secs`, with times and sizes scaled down.
+        #[arg(long)]
+        short: bool,
+    },
     /// Traffic probes (run them inside a host with `exec`); reports are JSON on stdout.
     #[command(subcommand)]
     Probe(Probe),
@@ -210,6 +226,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Run { file, out, short } => run_experiment(&file, &out, short),
         Cmd::Probe(p) => probe(p),
     }
 }
@@ -306,6 +323,59 @@ fn list(dir: &Path, json: bool) -> Result<ExitCode> {
         )?;
         print_nodes(&mut out, &state.plan)?;
         writeln!(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_experiment(file: &Path, out: &Path, short: bool) -> Result<ExitCode> {
+    use rocev2_testbed::experiment::{self, Experiment, Tools, plot, report};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let exp = Experiment::parse(&text).with_context(|| format!("in {}", file.display()))?;
+    let exp = if short { exp.shortened() } else { exp };
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let tools = Tools::beside(&exe)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // Ctrl-C and SIGTERM raise a flag the sampling loop reads: the run stops, tears down and
+    // writes what it measured. A second Ctrl-C still waits for the teardown.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("signal handler")?;
+    }
+    let bar = indicatif::ProgressBar::new(1);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {percent:>3}% {msg}",
+        )
+        .context("progress template")?,
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    eprintln!(
+        "experiment {}: {} variant(s) of {} s{}",
+        exp.name,
+        exp.variants().len(),
+        exp.duration_secs,
+        if short { " (short)" } else { "" }
+    );
+    let outcome = experiment::run(&exp, short, &tools, out, &stop, &bar);
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let mut files = report::write_csvs(out, &outcome)?;
+    files.extend(plot::write_all(out, &outcome)?);
+    let command = format!(
+        "rocev2-testbed run {}{}",
+        file.display(),
+        if short { " --short" } else { "" }
+    );
+    let summary = report::write_summary(out, &outcome, &command, &files)?;
+    for f in files.iter().chain([&summary]) {
+        println!("{}", f.display());
+    }
+    if outcome.aborted {
+        eprintln!("rocev2-testbed: stopped by a signal; the files cover what ran");
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -18,6 +18,8 @@ pub const PORTS: [u16; 2] = [4791, 5001];
 
 pub use rocev2_testbed::need_root;
 
+pub mod experiment;
+
 /// Read and check `deploy/testbeds/FILE`.
 pub fn topology_file(file: &str) -> TopologyFile {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
