@@ -92,6 +92,11 @@ check_tools() {
     fi
 }
 
+# The font rocev2-testbed's plots write their text in (integration/src/experiment/plot.rs).
+ensure_fonts() {
+    apt_install fonts-dejavu-core
+}
+
 ensure_scapy() {
     apt_install python3-pip
     python3 -c 'import scapy' 2>/dev/null && return 0
@@ -140,6 +145,7 @@ case "${1:-all}" in
     all)
         ensure_rust
         ensure_tools
+        ensure_fonts
         ensure_scapy
         ensure_nightly_src
         ensure_bpf_linker
