@@ -45,8 +45,9 @@ pub struct RunArgs {
     /// (`[datapath]` `wait`, default adaptive: busy-poll for a while after activity, then sleep).
     #[arg(long)]
     pub busy_poll: bool,
-    /// Stats socket (default /run/rocev2d/IFACE.sock).
-    #[arg(long)]
+    /// Control socket, where applications attach and `rocev2d stats` asks (default
+    /// /run/rocev2d/IFACE.sock; `--stats-socket` is its older name).
+    #[arg(long = "socket", visible_alias = "stats-socket")]
     pub stats_socket: Option<PathBuf>,
     /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464); overrides
     /// `[stats] metrics`.
@@ -72,7 +73,7 @@ pub struct StatsArgs {
     /// The daemon serving this interface (its socket is /run/rocev2d/IFACE.sock).
     #[arg(long)]
     pub iface: Option<String>,
-    /// The daemon's stats socket; default: the only socket in /run/rocev2d/.
+    /// The daemon's control socket; default: the only socket in /run/rocev2d/.
     #[arg(long)]
     pub socket: Option<PathBuf>,
 }

@@ -3,7 +3,8 @@
 //! A tokio runtime on a thread of its own accepts connections and runs one task per
 //! connection: it checks the peer's credentials (SO_PEERCRED: root, the daemon's user, or a
 //! user of `[control] allow_uids`), expects [`Request::Hello`] with this build's protocol
-//! version, then forwards each request as a [`Cmd`] to the datapath thread, which owns the
+//! version (or [`Request::Stats`] from an observer, answered once without attaching), then
+//! forwards each request as a [`Cmd`] to the datapath thread, which owns the
 //! engine and answers through a oneshot channel. The datapath thread is woken by an eventfd
 //! it waits on beside its datapath, so a request costs it no polling. Resolving a peer's MAC
 //! can take seconds (ARP): the task does it on tokio's blocking pool before forwarding a
@@ -196,7 +197,26 @@ async fn serve(
     };
     let mut dec = Decoder::default();
     let (hello, _) = read_frame(&s, &mut dec).await?;
+    if !access.allows(creds.uid) {
+        tracing::warn!(
+            pid = creds.pid,
+            uid = creds.uid,
+            "refused a control connection"
+        );
+        let m = format!(
+            "user {} may not use this rocev2d: add it to [control] allow_uids",
+            creds.uid
+        );
+        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+    }
     match hello {
+        // An observer (`rocev2d stats`): one answer, no attachment.
+        Request::Stats => {
+            let Some((r, _)) = forward(link, 0, Request::Stats, Vec::new()).await else {
+                return Ok(());
+            };
+            return write_frame(&s, &r, &[]).await;
+        }
         Request::Hello { version } if version == VERSION => {}
         Request::Hello { version } => {
             let m = format!(

@@ -125,7 +125,7 @@ fn watch(path: &Path, every: Duration) -> anyhow::Result<()> {
 /// Asks a running daemon's control socket for its snapshot.
 fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     use rocev2_ipc::frame;
-    use rocev2_ipc::proto::{Request, Response, VERSION};
+    use rocev2_ipc::proto::{Request, Response};
     let s = UnixStream::connect(path).with_context(|| {
         format!(
             "connecting to {} (is `rocev2d run` serving that interface?)",
@@ -145,15 +145,11 @@ fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
             }
         }
     };
-    match ask(&Request::Hello { version: VERSION })? {
-        Response::Welcome { .. } => {}
-        Response::Error { message, .. } => bail!("{}: {message}", path.display()),
-        other => bail!("{}: unexpected answer {other:?}", path.display()),
-    }
     match ask(&Request::Stats)? {
         Response::Stats(json) => {
             serde_json::from_str(&json).with_context(|| format!("decoding {}", path.display()))
         }
+        Response::Error { message, .. } => bail!("{}: {message}", path.display()),
         other => bail!("{}: unexpected answer {other:?}", path.display()),
     }
 }

@@ -337,6 +337,10 @@ impl Attached {
 
     pub(crate) fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        if wr.ud.is_some() {
+            // The daemon's QPs are RC; the rings carry no address handles.
+            return Err(EndpointError::Post(PostError::Unsupported).into());
+        }
         push(&mut q.sq, &record::encode(&SendRecord::from(wr)))?;
         notify::ring(&self.bell).map_err(|_| Error::DaemonGone)
     }

@@ -1,0 +1,320 @@
+//! Applications attached to `rocev2d run` (docs/daemon.md): one daemon per namespace of a pair,
+//! the example tools with `--attach` as its applications.
+//!
+//! - Two applications on each side at once (a verified WRITE stream and a checked ping-pong).
+//! - SIGKILL: an application killed mid-transfer leaves the other running, and 100
+//!   attach/kill cycles leave the daemon's descriptors, mappings and memory where they were.
+//! - The daemon killed under a running application: the application fails at once with the
+//!   daemon's death as the reason; a restarted daemon serves new applications.
+//! - Garbage on the control socket: the connection is closed, the daemon serves on.
+
+mod common;
+use common::*;
+use rocev2_testbed::{Process, Testbed, exec};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// An example tool, beside `rocev2d` in the target directory (the examples package's binaries
+/// are built by `cargo test --workspace` before any test runs).
+fn example(name: &str) -> PathBuf {
+    let p = std::path::Path::new(BIN).with_file_name(name);
+    assert!(
+        p.is_file(),
+        "{} not found: build it with `cargo build -p rocev2-examples`",
+        p.display()
+    );
+    p
+}
+
+/// The control socket of the daemon of `host` in test `test`.
+fn socket(test: &str, host: &str) -> String {
+    format!("/tmp/rocev2d-{test}-{}-{host}.sock", std::process::id())
+}
+
+fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
+    let mut cmd = tb.command(host, BIN).expect("command");
+    cmd.args([
+        "run",
+        "--iface",
+        &ifname(tb, host),
+        "--datapath",
+        "packet",
+        "--socket",
+        &socket(test, host),
+    ]);
+    let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
+    d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
+        .expect("daemon serving");
+    d
+}
+
+/// `tool --attach` in `host`, as server (no peer) or client of `peer`'s IPv4 address.
+fn tool(
+    tb: &Testbed,
+    test: &str,
+    host: &str,
+    tool: &str,
+    args: &[&str],
+    peer: Option<&str>,
+) -> Process {
+    let mut cmd = tb.command(host, example(tool)).expect("command");
+    cmd.args([
+        "-d",
+        &ifname(tb, host),
+        "--attach",
+        "--socket",
+        &socket(test, host),
+    ])
+    .args(args);
+    if let Some(p) = peer {
+        cmd.arg(tb.node(p).expect("peer").ipv4().expect("v4").to_string());
+    }
+    Process::spawn(&mut cmd).expect("spawn tool")
+}
+
+fn server(tb: &Testbed, test: &str, bin: &str, args: &[&str], port: u16) -> Process {
+    let p = tool(tb, test, "h1", bin, args, None);
+    exec::wait_for_port(
+        &tb.node("h1").expect("h1").netns,
+        exec::Proto::Tcp,
+        port,
+        SETUP,
+    )
+    .expect("server listening");
+    p
+}
+
+fn stats(test: &str, host: &str) -> serde_json::Value {
+    let out = exec::run(
+        std::process::Command::new(BIN).args(["stats", "--json", "--socket", &socket(test, host)]),
+        SETUP,
+    )
+    .expect("stats");
+    assert!(out.status.success(), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("stats JSON")
+}
+
+/// Waits until the daemon lists no application (detaching runs on its own loop).
+fn wait_detached(test: &str, host: &str) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let s = stats(test, host);
+        if s["apps"].as_array().is_some_and(Vec::is_empty) || start.elapsed() > SETUP {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn attach_two_applications_share_each_daemon() {
+    let test = "attach_two_apps";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let wb = ["--verify", "-s", "65536", "-n", "256", "-p", "18515"];
+    let pp = ["-c", "-s", "4096", "-n", "500", "-p", "18516"];
+    let wb_server = server(&tb, test, "write_bw", &wb, 18515);
+    let pp_server = server(&tb, test, "rc_pingpong", &pp, 18516);
+    let wb_client = tool(&tb, test, "h0", "write_bw", &wb, Some("h1"));
+    let pp_client = tool(&tb, test, "h0", "rc_pingpong", &pp, Some("h1"));
+    let limit = Duration::from_secs(120);
+    for p in [wb_client, pp_client, wb_server, pp_server] {
+        let out = p.finish(limit).expect("tool succeeds");
+        if out.cmd.contains("write_bw") {
+            assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+        } else {
+            assert!(out.stdout.contains("500 iters in"), "{}", out.stdout);
+        }
+    }
+    for host in ["h0", "h1"] {
+        let s = wait_detached(test, host);
+        assert_eq!(s["host"]["attached"], 2, "{s}");
+        assert_eq!(s["host"]["detached"], 2, "{s}");
+        assert_eq!(s["host"]["closed_corrupt"], 0, "{s}");
+        assert_eq!(s["qps"].as_object().map(|q| q.len()), Some(0), "{s}");
+    }
+}
+
+/// Descriptors, mappings and resident kilobytes of process `pid`.
+fn footprint(pid: u32) -> (usize, usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fds")
+        .count();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    (fds, maps.lines().count(), rss)
+}
+
+#[test]
+fn attach_sigkill_frees_everything_and_spares_the_others() {
+    let test = "attach_sigkill";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let d1 = daemon(&tb, test, "h1");
+    // A long stream, killed mid-transfer, beside a verified one that must finish.
+    let long = ["-s", "65536", "-n", "1000000", "-p", "18515"];
+    let checked = ["--verify", "-s", "65536", "-n", "512", "-p", "18516"];
+    let mut long_server = server(&tb, test, "write_bw", &long, 18515);
+    let checked_server = server(&tb, test, "write_bw", &checked, 18516);
+    let mut long_client = tool(&tb, test, "h0", "write_bw", &long, Some("h1"));
+    std::thread::sleep(Duration::from_millis(300));
+    let checked_client = tool(&tb, test, "h0", "write_bw", &checked, Some("h1"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        long_client.is_running(),
+        "the long stream ended early: {}",
+        long_client.stderr()
+    );
+    long_client.kill();
+    for p in [checked_client, checked_server] {
+        let out = p
+            .finish(Duration::from_secs(120))
+            .expect("the other application goes on");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    long_server.kill();
+    let s = wait_detached(test, "h0");
+    assert_eq!(s["qps"].as_object().map(|q| q.len()), Some(0), "{s}");
+
+    // 100 attach/kill cycles on h1: an application with a region, a CQ and a QP, waiting for
+    // its peer, killed.
+    let cycle = || {
+        let mut p = tool(
+            &tb,
+            test,
+            "h1",
+            "write_bw",
+            &["-s", "65536", "-n", "16", "-p", "18517"],
+            None,
+        );
+        p.wait_for_line(|l| l.starts_with("waiting for a client"), SETUP)
+            .expect("attached and waiting");
+        p.kill();
+    };
+    cycle();
+    wait_detached(test, "h1");
+    let before = footprint(d1.id());
+    for _ in 0..100 {
+        cycle();
+    }
+    let s = wait_detached(test, "h1");
+    let after = footprint(d1.id());
+    assert!(s["host"]["attached"].as_u64() >= Some(103), "{s}");
+    assert_eq!(s["host"]["attached"], s["host"]["detached"], "{s}");
+    assert_eq!(after.0, before.0, "descriptors before and after 100 cycles");
+    assert_eq!(after.1, before.1, "mappings before and after 100 cycles");
+    // Every cycle maps a 1 MiB region and rings; none may stay. Allocator slack is allowed.
+    assert!(
+        after.2 <= before.2 + 8 * 1024,
+        "RSS {} KiB after, {} KiB before",
+        after.2,
+        before.2
+    );
+}
+
+#[test]
+fn attach_daemon_death_fails_the_application_and_a_restart_serves_again() {
+    let test = "attach_death";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let mut d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let long = ["-s", "65536", "-n", "1000000", "-p", "18515"];
+    let mut long_server = server(&tb, test, "write_bw", &long, 18515);
+    let mut client = tool(&tb, test, "h0", "write_bw", &long, Some("h1"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(client.is_running(), "{}", client.stderr());
+    d0.kill();
+    let killed = Instant::now();
+    let out = client
+        .wait(Duration::from_secs(20))
+        .expect("the application exits");
+    let took = killed.elapsed();
+    assert!(!out.status.success(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("daemon closed the attachment"),
+        "{}",
+        out.stderr
+    );
+    // Bounded: the application learns of the death from its socket, not from a timeout.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    long_server.kill();
+    // A new daemon on the same socket path (the dead one's file is stale) serves new
+    // applications.
+    let _d0 = daemon(&tb, test, "h0");
+    let short = ["--verify", "-s", "4096", "-n", "64", "-p", "18516"];
+    let s = server(&tb, test, "write_bw", &short, 18516);
+    let c = tool(&tb, test, "h0", "write_bw", &short, Some("h1"));
+    assert!(
+        c.finish(Duration::from_secs(60))
+            .expect("client")
+            .stdout
+            .contains("verify: OK")
+    );
+    assert!(
+        s.finish(Duration::from_secs(60))
+            .expect("server")
+            .stdout
+            .contains("verify: OK")
+    );
+}
+
+#[test]
+fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
+    let test = "attach_garbage";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let _d = daemon(&tb, test, "h0");
+    let path = socket(test, "h0");
+    let hello = {
+        let mut v = Vec::new();
+        let body = [0u8, 1]; // Request::Hello { version: 1 } in postcard
+        v.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        v.push(0);
+        v.extend_from_slice(&body);
+        v
+    };
+    let cases: Vec<Vec<u8>> = vec![
+        // Not a frame at all: a length past the limit.
+        vec![0xff; 64],
+        // A frame whose body is no request.
+        vec![3, 0, 0, 0, 0, 0xee, 0xee, 0xee],
+        // A frame announcing descriptors that never come.
+        [&[2u8, 0, 0, 0, 3, 0, 1][..]].concat(),
+        // Hello, then a request naming objects this connection does not own, then garbage.
+        [&hello[..], &[2, 0, 0, 0, 0, 11, 7][..], &[0xff; 16][..]].concat(),
+    ];
+    for bytes in cases {
+        let mut s = UnixStream::connect(&path).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&bytes).expect("write");
+        let mut rest = Vec::new();
+        // The daemon answers what it can and closes the connection: read to the end.
+        let _ = s.read_to_end(&mut rest);
+    }
+    let snap = wait_detached(test, "h0");
+    assert_eq!(snap["host"]["attached"], 1, "{snap}");
+    assert_eq!(snap["host"]["detached"], 1, "{snap}");
+    assert!(
+        snap["host"]["refused_requests"].as_u64() >= Some(1),
+        "{snap}"
+    );
+}
