@@ -227,8 +227,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 }
             }
         }
-        if busy {
-            // Work just entered the engine: send it before sleeping.
+        // Work just entered the engine: send it before sleeping. Otherwise tell the applications
+        // a post must ring the doorbell, unless one arrived meanwhile.
+        if busy || host.set_asleep(true) {
+            host.set_asleep(false);
             continue;
         }
         let mut fds = vec![sig_rx.as_fd(), wake.as_fd()];
@@ -240,8 +242,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         fds.extend(host.doorbells());
         let ready = driver.wait(&fds)?;
         drop(fds);
+        host.set_asleep(false);
         if ready.first().copied().unwrap_or(false) {
             break;
+        }
+        if ready.iter().skip(fixed + metric_fds).any(|r| *r) {
+            host.clear_doorbells();
         }
         if ready.get(1).copied().unwrap_or(false) {
             wake.clear();

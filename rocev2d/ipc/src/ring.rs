@@ -9,11 +9,18 @@
 //! | --- | --- |
 //! | 0 | producer index, `u32`, counts records ever pushed (wrapping) |
 //! | 64 | consumer index, `u32`, counts records ever popped |
-//! | 128 | `slots × slot_size` bytes: slot `i % slots` holds record `i` as `u32` length + bytes |
+//! | 128 | consumer asleep, `u32`: 1 while the consumer sleeps and must be woken |
+//! | 192 | `slots × slot_size` bytes: slot `i % slots` holds record `i` as `u32` length + bytes |
 //!
-//! The indexes sit on their own cache lines so the two sides do not false-share. The producer
+//! The words sit on their own cache lines so the two sides do not false-share. The producer
 //! stores the record, then the producer index with Release; the consumer loads it with Acquire,
 //! copies the record out, then stores the consumer index with Release.
+//!
+//! Wake-ups cost a system call, so the producer makes one only when the consumer says it
+//! sleeps, as io_uring's `IORING_SQ_NEED_WAKEUP` does: the consumer sets "asleep", then looks
+//! at the ring once more before it sleeps; the producer publishes its record, then reads
+//! "asleep". With a full fence after each side's store, at least one of them sees the other's
+//! (the store-buffering pattern), so a record is never left unnoticed by a sleeping consumer.
 //!
 //! Neither side trusts the other's index: each keeps its own in private memory and only
 //! publishes it, and an index from the other side that claims more records than the ring holds
@@ -27,7 +34,8 @@ use std::sync::atomic::Ordering;
 
 const PRODUCER: usize = 0;
 const CONSUMER: usize = 64;
-const SLOTS: usize = 128;
+const ASLEEP: usize = 128;
+const SLOTS: usize = 192;
 const LEN: usize = 4;
 
 /// What went wrong with a ring.
@@ -172,6 +180,23 @@ impl Ring {
         Ok(self.len()? == 0)
     }
 
+    /// Consumer: says whether it is about to sleep (true) or awake (false). After saying true,
+    /// look at the ring again ([`Ring::is_empty`]) before sleeping; see the module docs.
+    pub fn set_asleep(&self, asleep: bool) {
+        if let Some(a) = self.region.atomic_u32(ASLEEP) {
+            a.store(u32::from(asleep), Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// Producer, after [`Ring::push`]: whether the consumer sleeps and must be woken.
+    pub fn consumer_asleep(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.region
+            .atomic_u32(ASLEEP)
+            .is_some_and(|a| a.load(Ordering::SeqCst) != 0)
+    }
+
     /// Producer: appends `record`; `Ok(false)` when the ring is full.
     ///
     /// # Errors
@@ -259,6 +284,22 @@ mod tests {
         assert_eq!(p.push(b"again"), Ok(true));
         assert_eq!(c.pop(&mut out), Ok(true));
         assert_eq!(out, b"again");
+    }
+
+    #[test]
+    fn the_producer_sees_a_sleeping_consumer() {
+        let (mut p, c) = pair(4, 16);
+        assert!(!p.consumer_asleep());
+        c.set_asleep(true);
+        p.push(b"x").unwrap();
+        assert!(p.consumer_asleep());
+        assert_eq!(
+            c.is_empty(),
+            Ok(false),
+            "the consumer's second look finds the record"
+        );
+        c.set_asleep(false);
+        assert!(!p.consumer_asleep());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Set-up verbs are requests on the daemon's control socket ([`rocev2_ipc::proto`]). Memory
 //! regions are sealed memfds this process maps and hands to the daemon, which reads and writes
 //! them in place. Work requests go into the QP's send and receive rings, followed by a ring of
-//! the doorbell; completions come out of the CQ's ring, and a CQ's eventfd wakes a waiting
-//! [`crate::Device::wait_cq`]. So posting and polling cost no system call but the doorbell.
+//! the doorbell when the daemon sleeps; completions come out of the CQ's ring, and a CQ's
+//! eventfd wakes a sleeping [`crate::Device::wait_cq`]. So while both sides are busy, posting
+//! and polling cost no system call at all.
 //!
 //! Every call that waits also watches the control socket: when the daemon dies the kernel
 //! closes it, and the call returns [`Error::DaemonGone`] at once; a daemon that stops
@@ -342,13 +343,19 @@ impl Attached {
             return Err(EndpointError::Post(PostError::Unsupported).into());
         }
         push(&mut q.sq, &record::encode(&SendRecord::from(wr)))?;
-        notify::ring(&self.bell).map_err(|_| Error::DaemonGone)
+        if q.sq.consumer_asleep() {
+            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
         push(&mut q.rq, &record::encode(&RecvRecord::from(wr)))?;
-        notify::ring(&self.bell).map_err(|_| Error::DaemonGone)
+        if q.rq.consumer_asleep() {
+            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn poll_cq(&mut self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {

@@ -5,7 +5,8 @@
 //! from the daemon's datapath thread without any IO of its own but the shared memory:
 //! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]);
 //! - [`Host::service`] moves work requests from the QPs' rings into the engine and completions
-//!   from the engine's CQs into the CQ rings, and signals the CQs' eventfds;
+//!   from the engine's CQs into the CQ rings, and signals the eventfds of CQs whose application
+//!   sleeps;
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
@@ -533,7 +534,6 @@ impl Host {
         let mut moved = false;
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
-            notify::drain(&a.bell);
             moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
             moved |= deliver(ep, a, &mut self.wcs);
             if a.corrupt {
@@ -551,6 +551,27 @@ impl Host {
     /// The doorbells of every attachment, for the datapath's wait set.
     pub fn doorbells(&self) -> Vec<BorrowedFd<'_>> {
         self.apps.values().map(|a| a.bell.as_fd()).collect()
+    }
+
+    /// Takes the rings off every doorbell (after a wait found one readable).
+    pub fn clear_doorbells(&self) {
+        for a in self.apps.values() {
+            notify::drain(&a.bell);
+        }
+    }
+
+    /// Tells every application whether the daemon is about to sleep (so a post must ring the
+    /// doorbell) or awake (so it need not), as [`Ring::set_asleep`] describes. Returns, after
+    /// saying it sleeps, whether a request arrived meanwhile: then it must not sleep.
+    pub fn set_asleep(&self, asleep: bool) -> bool {
+        let mut waiting = false;
+        for q in self.apps.values().flat_map(|a| a.qps.values()) {
+            for ring in [&q.sq, &q.rq] {
+                ring.set_asleep(asleep);
+                waiting |= asleep && ring.is_empty() != Ok(true);
+            }
+        }
+        waiting
     }
 
     /// Attachments open.
@@ -870,7 +891,9 @@ fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> boo
         }
         if pushed > 0 {
             a.completed += pushed;
-            cq.event.signal();
+            if cq.ring.consumer_asleep() {
+                cq.event.signal();
+            }
             moved = true;
         }
     }
