@@ -19,7 +19,7 @@ impl Sim {
     /// data packet `pkt`: returns the port it leaves by. The alternate for a new deflection is
     /// drawn among the other equal-cost next hops; a deflected packet loses one token.
     pub(super) fn deflect(&mut self, sw: u32, chosen: PortId, pkt: PktId) -> PortId {
-        let Some(cfg) = self.ports[chosen as usize].iofd.as_ref().map(|(c, _)| *c) else {
+        let Some(cfg) = self.ports[chosen as usize].iofd.as_deref().map(|(c, _)| *c) else {
             return chosen;
         };
         let (position, dst) = {
@@ -55,7 +55,7 @@ impl Sim {
         };
         let pt = &mut self.ports[chosen as usize];
         let queue = pt.queue_bytes[PRIO_DATA as usize] + pt.queue_bytes[PRIO_CFQ as usize];
-        let Some((_, dft)) = &mut pt.iofd else {
+        let Some((_, dft)) = pt.iofd.as_deref_mut() else {
             return chosen;
         };
         let (action, refusal) = iofd::decide(dft, &cfg, &ipkt, queue, alternate);
@@ -92,7 +92,7 @@ impl Sim {
             pt.queue_bytes[PRIO_DATA as usize],
             pt.queue_bytes[PRIO_CFQ as usize],
         );
-        let Some((cfg, cft)) = &mut pt.dvl else {
+        let Some((cfg, cft)) = pt.dvl.as_deref_mut() else {
             return PRIO_DATA as usize;
         };
         let key = flow_key(src, dst, sport, out);
@@ -157,7 +157,7 @@ impl Sim {
     pub(super) fn on_dvl_notify(&mut self, port: PortId, src: u32, dst: u32, sport: u16) {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
-        let Some((_, cft)) = &mut pt.dvl else {
+        let Some((_, cft)) = pt.dvl.as_deref_mut() else {
             return;
         };
         let key = flow_key(src.to_be_bytes(), dst.to_be_bytes(), sport, port);

@@ -278,8 +278,8 @@ impl Sim {
         if let Some(pt) = self.ports.get_mut(port as usize)
             && pt.node >= self.topo.hosts
         {
-            let cft = pt.dvl.map(|(_, t)| t).unwrap_or_default();
-            pt.dvl = cfg.map(|c| (c, cft));
+            let cft = pt.dvl.as_deref().map(|&(_, t)| t).unwrap_or_default();
+            pt.dvl = cfg.map(|c| Box::new((c, cft)));
         }
     }
 
