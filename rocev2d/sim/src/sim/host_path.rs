@@ -20,7 +20,7 @@ use rocev2_ebpf_common::iofd::Position;
 impl Sim {
     pub(super) fn host_receive(&mut self, h: u32, pkt: PktId) {
         let now = Instant::from_nanos(self.now);
-        let p = &self.pkts[pkt];
+        let (p, fr) = (&self.pkts[pkt], self.pkts.frame(pkt));
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
             if p.ce && p.prio != PRIO_CTRL {
@@ -30,7 +30,7 @@ impl Sim {
         let host = &mut self.hosts[h as usize];
         if host
             .ep
-            .handle_frame(now, &p.buf[..p.len as usize], &mut host.mem)
+            .handle_frame(now, &fr.buf[..p.len as usize], &mut host.mem)
             .is_err()
         {
             self.stats.frames_rejected += 1;
@@ -76,8 +76,8 @@ impl Sim {
                 let id = self.pkts.alloc();
                 let host = &mut self.hosts[h as usize];
                 let now = Instant::from_nanos(self.now);
-                let pkt = &mut self.pkts[id];
-                match host.ep.poll_transmit(now, &mut host.mem, &mut pkt.buf) {
+                let (_, fr) = self.pkts.parts_mut(id);
+                match host.ep.poll_transmit(now, &mut host.mem, &mut fr.buf) {
                     None => {
                         self.pkts.release(id);
                         break;
@@ -130,20 +130,20 @@ impl Sim {
 
     /// Reads a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
     fn classify(&mut self, id: PktId, n: usize) {
-        let p = &mut self.pkts[id];
+        let (p, fr) = self.pkts.parts_mut(id);
         p.len = n as u32;
         p.live = true;
         p.on_wire = false;
         p.in_headroom = false;
-        match Headers::read(&p.buf[..n]) {
+        match Headers::read(&fr.buf[..n]) {
             Some(h) => {
-                p.src_ip = h.src;
-                p.dst_ip = h.dst;
-                p.sport = h.sport;
-                p.opcode = h.opcode.0;
-                p.bth_offset = h.bth_offset;
-                p.dest_qp = h.dest_qp.value();
-                p.message_bytes = h.message_bytes;
+                fr.src_ip = h.src;
+                fr.dst_ip = h.dst;
+                fr.sport = h.sport;
+                fr.opcode = h.opcode.0;
+                fr.bth_offset = h.bth_offset;
+                fr.dest_qp = h.dest_qp.value();
+                fr.message_bytes = h.message_bytes;
                 p.dst = ip_host(h.dst);
                 p.hash = five_tuple_hash(h.src, h.dst, h.sport);
                 p.prio = if is_control(h.opcode) {
@@ -168,9 +168,9 @@ impl Sim {
                 p.dst = u32::MAX;
                 p.flow = NO_FLOW;
                 p.prio = PRIO_DATA;
-                p.opcode = u8::MAX;
-                p.bth_offset = 0;
-                (p.src_ip, p.dst_ip, p.sport, p.message_bytes) = ([0; 4], [0; 4], 0, None);
+                fr.opcode = u8::MAX;
+                fr.bth_offset = 0;
+                (fr.src_ip, fr.dst_ip, fr.sport, fr.message_bytes) = ([0; 4], [0; 4], 0, None);
             }
         }
     }

@@ -22,10 +22,8 @@ impl Sim {
         let Some(cfg) = self.ports[chosen as usize].iofd.as_deref().map(|(c, _)| *c) else {
             return chosen;
         };
-        let (position, dst) = {
-            let p = &self.pkts[pkt];
-            (Position::of_opcode(p.opcode), p.dst)
-        };
+        let position = Position::of_opcode(self.pkts.frame(pkt).opcode);
+        let dst = self.pkts[pkt].dst;
         let n = self.routes.next_hops(sw, dst).len() as u64;
         if position == Position::None || n < 2 {
             return chosen;
@@ -40,7 +38,7 @@ impl Sim {
             .filter(|&h| h != chosen)
             .nth(k as usize)
             .unwrap_or(chosen);
-        let p = &self.pkts[pkt];
+        let p = self.pkts.frame(pkt);
         let bth = p.bth_offset as usize;
         let tokens = BthPacket::new_unchecked(&p.buf[bth..]).deflection_tokens();
         let ipkt = iofd::Packet {
@@ -69,10 +67,10 @@ impl Sim {
             return chosen;
         };
         pt.stats.iofd_deflected += 1;
-        let p = &mut self.pkts[pkt];
+        let (p, fr) = self.pkts.parts_mut(pkt);
         // BTH Resv6a; the ICRC masks its byte and the UDP checksum is 0 (IPv4).
         if tokens > 0 {
-            BthPacket::new_unchecked(&mut p.buf[bth..]).set_deflection_tokens(tokens - 1);
+            BthPacket::new_unchecked(&mut fr.buf[bth..]).set_deflection_tokens(tokens - 1);
         }
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.deflected += 1;
@@ -85,8 +83,6 @@ impl Sim {
     /// isolated here (or, while it stays congested, again every half hold time).
     pub(super) fn dvl_class(&mut self, out: PortId, ingress: PortId, pkt: PktId) -> usize {
         let now = self.now;
-        let p = &self.pkts[pkt];
-        let (src, dst, sport, flow) = (p.src_ip, p.dst_ip, p.sport, p.flow);
         let pt = &mut self.ports[out as usize];
         let (normal, cfq) = (
             pt.queue_bytes[PRIO_DATA as usize],
@@ -95,6 +91,8 @@ impl Sim {
         let Some((cfg, cft)) = pt.dvl.as_deref_mut() else {
             return PRIO_DATA as usize;
         };
+        let fr = self.pkts.frame(pkt);
+        let (src, dst, sport, flow) = (fr.src_ip, fr.dst_ip, fr.sport, self.pkts[pkt].flow);
         let key = flow_key(src, dst, sport, out);
         let (class, event) = dvl::decide(cft, cfg, &key, normal, cfq, now);
         let mut notify = false;

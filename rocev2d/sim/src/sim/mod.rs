@@ -48,7 +48,7 @@ mod switch_path;
 pub use accounting::{FlowBalance, PortSample, RateSample, RunStats, SwitchBalance};
 pub use flows::Flow;
 use pool::PacketPool;
-pub use pool::{NO_FLOW, Packet};
+pub use pool::{NO_FLOW, Packet, PacketFrame};
 
 /// The network model.
 #[derive(Debug)]

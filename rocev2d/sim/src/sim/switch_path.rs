@@ -109,11 +109,11 @@ impl Sim {
         }
         if verdict == Verdict::Mark {
             self.ports[out as usize].stats.ecn_marks += 1;
-            let p = &mut self.pkts[pkt];
+            let (p, fr) = self.pkts.parts_mut(pkt);
             if !p.ce {
                 p.ce = true;
                 // The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so the frame stays valid.
-                let marked = ip::mark_ce(&mut p.buf[..p.len as usize]);
+                let marked = ip::mark_ce(&mut fr.buf[..p.len as usize]);
                 debug_assert!(marked, "classified frames are IPv4");
             }
         }
