@@ -10,7 +10,7 @@ use super::flows::qp_key;
 use super::{NO_FLOW, Sim};
 use crate::event::{Event, PktId, PortId};
 use crate::host::ip_host;
-use crate::link::{PRIO_CTRL, PRIO_DATA, wire_bytes};
+use crate::link::{PRIO_CTRL, PRIO_DATA, Queued, wire_bytes};
 use crate::routing::five_tuple_hash;
 use rocev2_core::time::Instant;
 use rocev2_core::wire::frame::{Ecn, Frame};
@@ -63,10 +63,8 @@ impl Sim {
             loop {
                 let pt = &mut self.ports[port as usize];
                 if let Some(prio) = pt.next_prio() {
-                    if let Some(pkt) = pt.queues[prio].pop_front() {
-                        let len = self.pkts[pkt].len as u64;
-                        pt.queue_bytes[prio] -= len;
-                        self.host_transmit(h, pkt);
+                    if let Some(q) = pt.dequeue(prio) {
+                        self.host_transmit(h, q.pkt);
                     }
                     break;
                 }
@@ -86,9 +84,9 @@ impl Sim {
                         self.stats.frames_tx += 1;
                         self.classify(id, n);
                         let p = &self.pkts[id];
-                        let (prio, len) = (p.prio as usize, p.len as u64);
+                        let (prio, len) = (p.prio as usize, p.len);
                         let pt = &mut self.ports[port as usize];
-                        pt.enqueue(prio, id, len);
+                        pt.enqueue(prio, Queued::at_host(id, len));
                     }
                 }
             }
@@ -108,7 +106,8 @@ impl Sim {
     }
 
     fn host_transmit(&mut self, h: u32, pkt: PktId) {
-        let p = &self.pkts[pkt];
+        let p = &mut self.pkts[pkt];
+        p.on_wire = true;
         let (flow, len, prio) = (p.flow, p.len, p.prio);
         if let Some(f) = self.flows.get_mut(flow as usize) {
             f.sent_bytes += len as u64;
@@ -125,7 +124,7 @@ impl Sim {
                 }
             }
         }
-        self.transmit(h as PortId, pkt, true);
+        self.transmit(h as PortId, pkt, len, true);
     }
 
     /// Reads a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
@@ -134,7 +133,6 @@ impl Sim {
         p.len = n as u32;
         p.live = true;
         p.on_wire = false;
-        p.in_headroom = false;
         match Headers::read(&fr.buf[..n]) {
             Some(h) => {
                 fr.src_ip = h.src;

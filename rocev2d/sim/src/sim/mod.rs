@@ -211,13 +211,10 @@ impl Sim {
         }
     }
 
-    /// Starts serialising `pkt` on `port`; schedules its `TxDone` when `txdone` (hosts, or a
-    /// switch port with more packets waiting).
-    pub(super) fn transmit(&mut self, port: PortId, pkt: PktId, txdone: bool) {
+    /// Starts serialising `pkt` of `len` frame bytes on `port`; schedules its `TxDone` when
+    /// `txdone` (hosts, or a switch port with more packets waiting).
+    pub(super) fn transmit(&mut self, port: PortId, pkt: PktId, len: u32, txdone: bool) {
         let now = self.now;
-        let p = &mut self.pkts[pkt];
-        p.on_wire = true;
-        let len = p.len;
         let pt = &mut self.ports[port as usize];
         pt.stats.tx_packets += 1;
         pt.stats.tx_bytes += len as u64;

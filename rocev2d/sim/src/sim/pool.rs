@@ -6,15 +6,16 @@
 //!
 //! Deviations: none.
 
-use crate::event::{PktId, PortId};
+use crate::event::PktId;
 use std::ops::{Index, IndexMut};
 
 /// "No flow": a packet the model could not attribute (never expected).
 pub const NO_FLOW: u32 = u32::MAX;
 
-/// A packet in the network: what a switch reads at every hop, 32 bytes, so that the packets
-/// waiting in queues (which fall out of cache while they wait) cost one line each to pick up.
-/// The frame bytes and the fields only the sender, IOFD and DVL read are in [`PacketFrame`].
+/// A packet in the network: what a switch reads at every hop, in 32 bytes, so that picking up
+/// a packet that arrives costs one cache line. The frame bytes and the fields only the sender,
+/// IOFD and DVL read are in [`PacketFrame`]; what a queued packet needs to leave its switch is
+/// in its queue entry (`link::Queued`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Packet {
     /// 5-tuple hash.
@@ -25,18 +26,12 @@ pub struct Packet {
     pub flow: u32,
     /// Destination host.
     pub dst: u32,
-    /// Ingress port at the current switch.
-    pub ingress: PortId,
     /// Priority.
     pub prio: u8,
-    /// Priority (lane) it arrived in at the current switch, for that ingress's PFC counts.
-    pub ingress_prio: u8,
     /// ECN-capable (ECT(0), ECT(1) or CE).
     pub ect: bool,
     /// Carries CE.
     pub ce: bool,
-    /// Held in that ingress's PFC headroom rather than the shared pool.
-    pub in_headroom: bool,
     /// Has left its host NIC.
     pub on_wire: bool,
     /// Slot in use.
