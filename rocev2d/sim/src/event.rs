@@ -272,7 +272,9 @@ impl EventQueue {
             (1..=words)
                 .map(|i| (w0 + i) % words)
                 .find(|&w| self.occupied[w] != 0)
-                .map_or(slot, |w| w * 64 + self.occupied[w].trailing_zeros() as usize)
+                .map_or(slot, |w| {
+                    w * 64 + self.occupied[w].trailing_zeros() as usize
+                })
         };
         (found as u64).wrapping_sub(slot as u64) & SLOT_MASK
     }
