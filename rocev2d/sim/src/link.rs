@@ -14,7 +14,7 @@
 //! not serialised on the link (they take 84 wire bytes of time and the propagation delay, but do
 //! not delay the data frame behind them).
 
-use crate::event::PktId;
+use crate::event::{PktId, PortId};
 use crate::topology::LinkSpec;
 use rocev2_ebpf_common::dvl::{ArrayCft, DvlConfig};
 use rocev2_ebpf_common::iofd::{ArrayDft, IofdConfig};
@@ -38,6 +38,35 @@ pub const PRIO_CTRL: u8 = 0;
 pub const PRIO_DATA: u8 = 1;
 /// DVL's congested-flow queue (CFQ): a lane of its own, with its own PFC (enhanced DVL).
 pub const PRIO_CFQ: u8 = 2;
+
+/// A packet in an egress queue, with what taking it out needs: a packet that waited in a deep
+/// queue has usually left the cache, and reading its slot back cost a miss per hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// The packet.
+    pub pkt: PktId,
+    /// Its frame length without FCS.
+    pub len: u32,
+    /// Ingress port it entered the switch by (`PortId::MAX` at a host: no buffer to release).
+    pub ingress: PortId,
+    /// Priority (lane) it arrived in there, for that ingress's PFC counts.
+    pub ingress_prio: u8,
+    /// Held in that ingress's PFC headroom rather than the shared pool.
+    pub in_headroom: bool,
+}
+
+impl Queued {
+    /// A frame a host's NIC queues: it entered no switch buffer.
+    pub fn at_host(pkt: PktId, len: u32) -> Queued {
+        Queued {
+            pkt,
+            len,
+            ingress: PortId::MAX,
+            ingress_prio: 0,
+            in_headroom: false,
+        }
+    }
+}
 
 /// Counters of one port, named as the CSV columns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,10 +163,11 @@ pub struct Port {
     /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
     pub policy: Option<crate::switch_node::SwitchPolicy>,
     /// IOFD on this egress port, and its deflected-flow table (one per port, as the eBPF
-    /// program's).
-    pub iofd: Option<(IofdConfig, ArrayDft)>,
+    /// program's). Boxed, as `dvl`: inline, the two tables made a port ~1.8 KB and spread its
+    /// per-packet fields over cache lines that every hop missed.
+    pub iofd: Option<Box<(IofdConfig, ArrayDft)>>,
     /// DVL on this egress port, and its congested-flow table.
-    pub dvl: Option<(DvlConfig, ArrayCft)>,
+    pub dvl: Option<Box<(DvlConfig, ArrayCft)>>,
     /// The current packet's last bit leaves at this time, ns (free when `<= now`).
     pub busy_until: u64,
     /// A `TxDone` event is scheduled for this port. Switch ports schedule one only when a
@@ -149,7 +179,7 @@ pub struct Port {
     /// When the current pause began (for `paused_ns`).
     pub paused_since: u64,
     /// Egress queues per priority.
-    pub queues: [VecDeque<PktId>; NPRIO],
+    pub queues: [VecDeque<Queued>; NPRIO],
     /// Frame bytes in each queue.
     pub queue_bytes: [u64; NPRIO],
     /// Frame bytes in this node's buffer that entered through this port, per priority.
@@ -243,10 +273,17 @@ impl Port {
         }
     }
 
-    /// Queues packet `pkt` of `len` bytes for sending in `prio`.
-    pub fn enqueue(&mut self, prio: usize, pkt: PktId, len: u64) {
-        self.queues[prio].push_back(pkt);
-        self.queue_bytes[prio] += len;
+    /// Queues `q` for sending in `prio`.
+    pub fn enqueue(&mut self, prio: usize, q: Queued) {
+        self.queues[prio].push_back(q);
+        self.queue_bytes[prio] += q.len as u64;
+    }
+
+    /// Takes the first packet of queue `prio`.
+    pub fn dequeue(&mut self, prio: usize) -> Option<Queued> {
+        let q = self.queues[prio].pop_front()?;
+        self.queue_bytes[prio] -= q.len as u64;
+        Some(q)
     }
 
     /// Bytes queued over all priorities.

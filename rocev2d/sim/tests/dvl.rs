@@ -98,14 +98,14 @@ fn dvl_isolates_congested_flow_upstream_and_spares_victim() {
     assert!(pu.dvl_notify_received >= 1 && pu.dvl_congested > 0);
     assert_eq!(pu.dvl_isolated, 0, "the uplink detected congestion itself");
     for port in [to2, up] {
-        let (_, cft) = sim.ports()[port as usize].dvl.as_ref().unwrap();
+        let (_, cft) = sim.ports()[port as usize].dvl.as_deref().unwrap();
         assert_eq!(
             cft.len(),
             1,
             "port {port}: only the congested flow is isolated"
         );
     }
-    let (_, cft) = sim.ports()[to3 as usize].dvl.as_ref().unwrap();
+    let (_, cft) = sim.ports()[to3 as usize].dvl.as_deref().unwrap();
     assert!(cft.is_empty());
     // The congested flow is flow 0, the victim flow 1.
     assert!(sim.flows()[0].cfq_packets > 0);

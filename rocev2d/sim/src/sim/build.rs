@@ -122,8 +122,8 @@ impl Sim {
 
         let sw = scenario.switch;
         for pt in ports.iter_mut().filter(|p| p.node >= topo.hosts) {
-            pt.iofd = sw.iofd.map(|c| (c.config(), Default::default()));
-            pt.dvl = sw.dvl.map(|c| (c.config(), Default::default()));
+            pt.iofd = sw.iofd.map(|c| Box::new((c.config(), Default::default())));
+            pt.dvl = sw.dvl.map(|c| Box::new((c.config(), Default::default())));
         }
         let policy = match sw.red {
             Some(r) => SwitchPolicy::RedEcn(r.config()),
@@ -240,10 +240,8 @@ impl Sim {
     }
 }
 
-/// The line rate of host `h`'s NIC: the rate of its one port's link.
+/// The line rate of host `h`'s NIC: the rate of its one port's link, port `h` (an index, not a
+/// search: flow set-up calls this twice per flow).
 pub(super) fn host_line_rate(ports: &[Port], h: u32) -> rocev2_core::time::Rate {
-    ports
-        .iter()
-        .find(|p| p.node == h)
-        .map_or(rocev2_core::time::Rate::from_gbps(100), |p| p.link.rate)
+    ports[h as usize].link.rate
 }

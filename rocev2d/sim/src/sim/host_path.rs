@@ -10,7 +10,7 @@ use super::flows::qp_key;
 use super::{NO_FLOW, Sim};
 use crate::event::{Event, PktId, PortId};
 use crate::host::ip_host;
-use crate::link::{PRIO_CTRL, PRIO_DATA, wire_bytes};
+use crate::link::{PRIO_CTRL, PRIO_DATA, Queued, wire_bytes};
 use crate::routing::five_tuple_hash;
 use rocev2_core::time::Instant;
 use rocev2_core::wire::frame::{Ecn, Frame};
@@ -20,7 +20,7 @@ use rocev2_ebpf_common::iofd::Position;
 impl Sim {
     pub(super) fn host_receive(&mut self, h: u32, pkt: PktId) {
         let now = Instant::from_nanos(self.now);
-        let p = &self.pkts[pkt];
+        let (p, fr) = (&self.pkts[pkt], self.pkts.frame(pkt));
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
             if p.ce && p.prio != PRIO_CTRL {
@@ -30,7 +30,7 @@ impl Sim {
         let host = &mut self.hosts[h as usize];
         if host
             .ep
-            .handle_frame(now, &p.buf[..p.len as usize], &mut host.mem)
+            .handle_frame(now, &fr.buf[..p.len as usize], &mut host.mem)
             .is_err()
         {
             self.stats.frames_rejected += 1;
@@ -63,10 +63,8 @@ impl Sim {
             loop {
                 let pt = &mut self.ports[port as usize];
                 if let Some(prio) = pt.next_prio() {
-                    if let Some(pkt) = pt.queues[prio].pop_front() {
-                        let len = self.pkts[pkt].len as u64;
-                        pt.queue_bytes[prio] -= len;
-                        self.host_transmit(h, pkt);
+                    if let Some(q) = pt.dequeue(prio) {
+                        self.host_transmit(h, q.pkt);
                     }
                     break;
                 }
@@ -76,8 +74,8 @@ impl Sim {
                 let id = self.pkts.alloc();
                 let host = &mut self.hosts[h as usize];
                 let now = Instant::from_nanos(self.now);
-                let pkt = &mut self.pkts[id];
-                match host.ep.poll_transmit(now, &mut host.mem, &mut pkt.buf) {
+                let (_, fr) = self.pkts.parts_mut(id);
+                match host.ep.poll_transmit(now, &mut host.mem, &mut fr.buf) {
                     None => {
                         self.pkts.release(id);
                         break;
@@ -86,9 +84,9 @@ impl Sim {
                         self.stats.frames_tx += 1;
                         self.classify(id, n);
                         let p = &self.pkts[id];
-                        let (prio, len) = (p.prio as usize, p.len as u64);
+                        let (prio, len) = (p.prio as usize, p.len);
                         let pt = &mut self.ports[port as usize];
-                        pt.enqueue(prio, id, len);
+                        pt.enqueue(prio, Queued::at_host(id, len));
                     }
                 }
             }
@@ -108,7 +106,8 @@ impl Sim {
     }
 
     fn host_transmit(&mut self, h: u32, pkt: PktId) {
-        let p = &self.pkts[pkt];
+        let p = &mut self.pkts[pkt];
+        p.on_wire = true;
         let (flow, len, prio) = (p.flow, p.len, p.prio);
         if let Some(f) = self.flows.get_mut(flow as usize) {
             f.sent_bytes += len as u64;
@@ -125,25 +124,24 @@ impl Sim {
                 }
             }
         }
-        self.transmit(h as PortId, pkt, true);
+        self.transmit(h as PortId, pkt, len, true);
     }
 
     /// Reads a frame the engine produced: destination, 5-tuple hash, priority, ECN, flow.
     fn classify(&mut self, id: PktId, n: usize) {
-        let p = &mut self.pkts[id];
+        let (p, fr) = self.pkts.parts_mut(id);
         p.len = n as u32;
         p.live = true;
         p.on_wire = false;
-        p.in_headroom = false;
-        match Headers::read(&p.buf[..n]) {
+        match Headers::read(&fr.buf[..n]) {
             Some(h) => {
-                p.src_ip = h.src;
-                p.dst_ip = h.dst;
-                p.sport = h.sport;
-                p.opcode = h.opcode.0;
-                p.bth_offset = h.bth_offset;
-                p.dest_qp = h.dest_qp.value();
-                p.message_bytes = h.message_bytes;
+                fr.src_ip = h.src;
+                fr.dst_ip = h.dst;
+                fr.sport = h.sport;
+                fr.opcode = h.opcode.0;
+                fr.bth_offset = h.bth_offset;
+                fr.dest_qp = h.dest_qp.value();
+                fr.message_bytes = h.message_bytes;
                 p.dst = ip_host(h.dst);
                 p.hash = five_tuple_hash(h.src, h.dst, h.sport);
                 p.prio = if is_control(h.opcode) {
@@ -168,9 +166,9 @@ impl Sim {
                 p.dst = u32::MAX;
                 p.flow = NO_FLOW;
                 p.prio = PRIO_DATA;
-                p.opcode = u8::MAX;
-                p.bth_offset = 0;
-                (p.src_ip, p.dst_ip, p.sport, p.message_bytes) = ([0; 4], [0; 4], 0, None);
+                fr.opcode = u8::MAX;
+                fr.bth_offset = 0;
+                (fr.src_ip, fr.dst_ip, fr.sport, fr.message_bytes) = ([0; 4], [0; 4], 0, None);
             }
         }
     }

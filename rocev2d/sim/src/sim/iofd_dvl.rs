@@ -19,13 +19,11 @@ impl Sim {
     /// data packet `pkt`: returns the port it leaves by. The alternate for a new deflection is
     /// drawn among the other equal-cost next hops; a deflected packet loses one token.
     pub(super) fn deflect(&mut self, sw: u32, chosen: PortId, pkt: PktId) -> PortId {
-        let Some(cfg) = self.ports[chosen as usize].iofd.as_ref().map(|(c, _)| *c) else {
+        let Some(cfg) = self.ports[chosen as usize].iofd.as_deref().map(|(c, _)| *c) else {
             return chosen;
         };
-        let (position, dst) = {
-            let p = &self.pkts[pkt];
-            (Position::of_opcode(p.opcode), p.dst)
-        };
+        let position = Position::of_opcode(self.pkts.frame(pkt).opcode);
+        let dst = self.pkts[pkt].dst;
         let n = self.routes.next_hops(sw, dst).len() as u64;
         if position == Position::None || n < 2 {
             return chosen;
@@ -40,7 +38,7 @@ impl Sim {
             .filter(|&h| h != chosen)
             .nth(k as usize)
             .unwrap_or(chosen);
-        let p = &self.pkts[pkt];
+        let p = self.pkts.frame(pkt);
         let bth = p.bth_offset as usize;
         let tokens = BthPacket::new_unchecked(&p.buf[bth..]).deflection_tokens();
         let ipkt = iofd::Packet {
@@ -55,7 +53,7 @@ impl Sim {
         };
         let pt = &mut self.ports[chosen as usize];
         let queue = pt.queue_bytes[PRIO_DATA as usize] + pt.queue_bytes[PRIO_CFQ as usize];
-        let Some((_, dft)) = &mut pt.iofd else {
+        let Some((_, dft)) = pt.iofd.as_deref_mut() else {
             return chosen;
         };
         let (action, refusal) = iofd::decide(dft, &cfg, &ipkt, queue, alternate);
@@ -69,10 +67,10 @@ impl Sim {
             return chosen;
         };
         pt.stats.iofd_deflected += 1;
-        let p = &mut self.pkts[pkt];
+        let (p, fr) = self.pkts.parts_mut(pkt);
         // BTH Resv6a; the ICRC masks its byte and the UDP checksum is 0 (IPv4).
         if tokens > 0 {
-            BthPacket::new_unchecked(&mut p.buf[bth..]).set_deflection_tokens(tokens - 1);
+            BthPacket::new_unchecked(&mut fr.buf[bth..]).set_deflection_tokens(tokens - 1);
         }
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.deflected += 1;
@@ -85,16 +83,16 @@ impl Sim {
     /// isolated here (or, while it stays congested, again every half hold time).
     pub(super) fn dvl_class(&mut self, out: PortId, ingress: PortId, pkt: PktId) -> usize {
         let now = self.now;
-        let p = &self.pkts[pkt];
-        let (src, dst, sport, flow) = (p.src_ip, p.dst_ip, p.sport, p.flow);
         let pt = &mut self.ports[out as usize];
         let (normal, cfq) = (
             pt.queue_bytes[PRIO_DATA as usize],
             pt.queue_bytes[PRIO_CFQ as usize],
         );
-        let Some((cfg, cft)) = &mut pt.dvl else {
+        let Some((cfg, cft)) = pt.dvl.as_deref_mut() else {
             return PRIO_DATA as usize;
         };
+        let fr = self.pkts.frame(pkt);
+        let (src, dst, sport, flow) = (fr.src_ip, fr.dst_ip, fr.sport, self.pkts[pkt].flow);
         let key = flow_key(src, dst, sport, out);
         let (class, event) = dvl::decide(cft, cfg, &key, normal, cfq, now);
         let mut notify = false;
@@ -157,7 +155,7 @@ impl Sim {
     pub(super) fn on_dvl_notify(&mut self, port: PortId, src: u32, dst: u32, sport: u16) {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
-        let Some((_, cft)) = &mut pt.dvl else {
+        let Some((_, cft)) = pt.dvl.as_deref_mut() else {
             return;
         };
         let key = flow_key(src.to_be_bytes(), dst.to_be_bytes(), sport, port);

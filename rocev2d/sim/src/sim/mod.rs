@@ -48,7 +48,7 @@ mod switch_path;
 pub use accounting::{FlowBalance, PortSample, RateSample, RunStats, SwitchBalance};
 pub use flows::Flow;
 use pool::PacketPool;
-pub use pool::{NO_FLOW, Packet};
+pub use pool::{NO_FLOW, Packet, PacketFrame};
 
 /// The network model.
 #[derive(Debug)]
@@ -211,13 +211,10 @@ impl Sim {
         }
     }
 
-    /// Starts serialising `pkt` on `port`; schedules its `TxDone` when `txdone` (hosts, or a
-    /// switch port with more packets waiting).
-    pub(super) fn transmit(&mut self, port: PortId, pkt: PktId, txdone: bool) {
+    /// Starts serialising `pkt` of `len` frame bytes on `port`; schedules its `TxDone` when
+    /// `txdone` (hosts, or a switch port with more packets waiting).
+    pub(super) fn transmit(&mut self, port: PortId, pkt: PktId, len: u32, txdone: bool) {
         let now = self.now;
-        let p = &mut self.pkts[pkt];
-        p.on_wire = true;
-        let len = p.len;
         let pt = &mut self.ports[port as usize];
         pt.stats.tx_packets += 1;
         pt.stats.tx_bytes += len as u64;
@@ -278,8 +275,8 @@ impl Sim {
         if let Some(pt) = self.ports.get_mut(port as usize)
             && pt.node >= self.topo.hosts
         {
-            let cft = pt.dvl.map(|(_, t)| t).unwrap_or_default();
-            pt.dvl = cfg.map(|c| (c, cft));
+            let cft = pt.dvl.as_deref().map(|&(_, t)| t).unwrap_or_default();
+            pt.dvl = cfg.map(|c| Box::new((c, cft)));
         }
     }
 

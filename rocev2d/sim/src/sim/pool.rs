@@ -1,40 +1,50 @@
-//! The packet store: every packet in the network is a slot of one vector, reused through a free
-//! list, so frame buffers are allocated once per slot rather than once per packet. A packet
-//! carries its frame bytes plus what the model read from them once at the sender (see
-//! `host_path.rs`), so switches never re-parse.
+//! The packet store: every packet in the network is a slot of two parallel vectors, reused
+//! through a free list, so frame buffers are allocated once per slot rather than once per
+//! packet. A packet carries its frame bytes plus what the model read from them once at the
+//! sender (see `host_path.rs`), so switches never re-parse; what every hop reads is apart from
+//! the rest, in a dense vector of its own.
 //!
 //! Deviations: none.
 
-use crate::event::{PktId, PortId};
+use crate::event::PktId;
 use std::ops::{Index, IndexMut};
 
 /// "No flow": a packet the model could not attribute (never expected).
 pub const NO_FLOW: u32 = u32::MAX;
 
-/// A packet in the network.
-#[derive(Debug, Clone, Default)]
+/// A packet in the network: what a switch reads at every hop, in 32 bytes, so that picking up
+/// a packet that arrives costs one cache line. The frame bytes and the fields only the sender,
+/// IOFD and DVL read are in [`PacketFrame`]; what a queued packet needs to leave its switch is
+/// in its queue entry (`link::Queued`).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Packet {
-    /// Frame bytes (reused between packets; `len` of them are valid).
-    pub buf: Vec<u8>,
+    /// 5-tuple hash.
+    pub hash: u64,
     /// Frame length without FCS.
     pub len: u32,
     /// Flow it belongs to, or [`NO_FLOW`].
     pub flow: u32,
     /// Destination host.
     pub dst: u32,
-    /// 5-tuple hash.
-    pub hash: u64,
     /// Priority.
     pub prio: u8,
     /// ECN-capable (ECT(0), ECT(1) or CE).
     pub ect: bool,
     /// Carries CE.
     pub ce: bool,
-    /// Ingress port at the current switch.
-    pub ingress: PortId,
-    /// Priority (lane) it arrived in at the current switch, for that ingress's PFC counts.
-    pub ingress_prio: u8,
-    /// IPv4 source and destination.
+    /// Has left its host NIC.
+    pub on_wire: bool,
+    /// Slot in use.
+    pub live: bool,
+}
+
+/// A packet's frame bytes and what the model read from them once at the sender beyond
+/// [`Packet`]'s fields.
+#[derive(Debug, Clone, Default)]
+pub struct PacketFrame {
+    /// Frame bytes (reused between packets; `len` of them are valid).
+    pub buf: Vec<u8>,
+    /// IPv4 source.
     pub src_ip: [u8; 4],
     /// IPv4 destination.
     pub dst_ip: [u8; 4],
@@ -48,12 +58,6 @@ pub struct Packet {
     pub dest_qp: u32,
     /// Its message's length, when the packet tells (RETH, or a single-packet message).
     pub message_bytes: Option<u64>,
-    /// Held in that ingress's PFC headroom rather than the shared pool.
-    pub in_headroom: bool,
-    /// Has left its host NIC.
-    pub on_wire: bool,
-    /// Slot in use.
-    pub live: bool,
 }
 
 /// Every packet in the network, indexed by [`PktId`]; released slots are reused (with their
@@ -61,6 +65,8 @@ pub struct Packet {
 #[derive(Debug, Default)]
 pub(super) struct PacketPool {
     slots: Vec<Packet>,
+    /// `frames[id]` belongs to `slots[id]`.
+    frames: Vec<PacketFrame>,
     free: Vec<PktId>,
 }
 
@@ -71,6 +77,7 @@ impl PacketPool {
             Some(id) => id,
             None => {
                 self.slots.push(Packet::default());
+                self.frames.push(PacketFrame::default());
                 self.slots.len() as PktId - 1
             }
         }
@@ -82,6 +89,16 @@ impl PacketPool {
         p.live = false;
         p.on_wire = false;
         self.free.push(id);
+    }
+
+    /// Packet `id`'s frame.
+    pub(super) fn frame(&self, id: PktId) -> &PacketFrame {
+        &self.frames[id as usize]
+    }
+
+    /// Packet `id` and its frame, both writable.
+    pub(super) fn parts_mut(&mut self, id: PktId) -> (&mut Packet, &mut PacketFrame) {
+        (&mut self.slots[id as usize], &mut self.frames[id as usize])
     }
 
     /// The packets in use.

@@ -10,7 +10,7 @@
 use super::Sim;
 use super::pfc::headroom_bytes;
 use crate::event::{Event, PktId, PortId};
-use crate::link::PRIO_CTRL;
+use crate::link::{PRIO_CTRL, Queued};
 use crate::routing::ecmp_pick;
 use crate::switch_node::MarkAt;
 use rand_core::RngCore;
@@ -69,20 +69,23 @@ impl Sim {
             s.pool_take(len);
         }
         let (pfc, xoff) = (s.pfc, s.xoff);
-        {
-            let p = &mut self.pkts[pkt];
-            p.ingress = ingress;
-            p.ingress_prio = prio as u8;
-            p.prio = qprio as u8;
-            p.in_headroom = in_headroom;
-        }
+        self.pkts[pkt].prio = qprio as u8;
         let ing = &mut self.ports[ingress as usize];
         ing.ingress_add(prio, len, in_headroom);
         if pfc && !ing.pause_sent[prio] && ing.ingress_bytes[prio] > xoff {
             self.send_pfc(ingress, prio, true);
         }
         let o = &mut self.ports[out as usize];
-        o.enqueue(qprio, pkt, len);
+        o.enqueue(
+            qprio,
+            Queued {
+                pkt,
+                len: len as u32,
+                ingress,
+                ingress_prio: prio as u8,
+                in_headroom,
+            },
+        );
         let q = o.queued_bytes();
         o.stats.max_queue_bytes = o.stats.max_queue_bytes.max(q);
         if !o.txdone_pending {
@@ -109,11 +112,11 @@ impl Sim {
         }
         if verdict == Verdict::Mark {
             self.ports[out as usize].stats.ecn_marks += 1;
-            let p = &mut self.pkts[pkt];
+            let (p, fr) = self.pkts.parts_mut(pkt);
             if !p.ce {
                 p.ce = true;
                 // The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so the frame stays valid.
-                let marked = ip::mark_ce(&mut p.buf[..p.len as usize]);
+                let marked = ip::mark_ce(&mut fr.buf[..p.len as usize]);
                 debug_assert!(marked, "classified frames are IPv4");
             }
         }
@@ -143,19 +146,16 @@ impl Sim {
         let Some(prio) = pt.next_prio() else {
             return;
         };
-        let Some(pkt) = pt.queues[prio].pop_front() else {
+        let Some(q) = pt.dequeue(prio) else {
             return;
         };
-        let (len, ingress, iprio, in_headroom) = {
-            let p = &self.pkts[pkt];
-            (
-                p.len as u64,
-                p.ingress,
-                p.ingress_prio as usize,
-                p.in_headroom,
-            )
-        };
-        pt.queue_bytes[prio] -= len;
+        let (pkt, len, ingress, iprio, in_headroom) = (
+            q.pkt,
+            q.len as u64,
+            q.ingress,
+            q.ingress_prio as usize,
+            q.in_headroom,
+        );
         let sw = (pt.node - self.topo.hosts) as usize;
         let s = &mut self.switches[sw];
         s.stats.tx_bytes += len;
@@ -174,6 +174,6 @@ impl Sim {
             let _ = self.apply_policy(sw as u32, port, pkt, prio, ect);
         }
         let more = self.ports[port as usize].next_prio().is_some();
-        self.transmit(port, pkt, more);
+        self.transmit(port, pkt, q.len, more);
     }
 }
