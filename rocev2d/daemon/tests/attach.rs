@@ -118,7 +118,7 @@ fn attach_two_applications_share_each_daemon() {
     let _d0 = daemon(&tb, test, "h0");
     let _d1 = daemon(&tb, test, "h1");
     let wb = ["--verify", "-s", "65536", "-n", "256", "-p", "18515"];
-    let pp = ["-c", "-s", "4096", "-n", "500", "-p", "18516"];
+    let pp = ["-c", "--lat", "-s", "4096", "-n", "500", "-p", "18516"];
     let wb_server = server(&tb, test, "write_bw", &wb, 18515);
     let pp_server = server(&tb, test, "rc_pingpong", &pp, 18516);
     let wb_client = tool(&tb, test, "h0", "write_bw", &wb, Some("h1"));
@@ -130,6 +130,19 @@ fn attach_two_applications_share_each_daemon() {
             assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
         } else {
             assert!(out.stdout.contains("500 iters in"), "{}", out.stdout);
+            // A lost wake-up costs the sleeper its whole 100 ms poll bound, every round trip;
+            // no load makes a median round trip of a veth pair take half of that.
+            let median: f64 = out
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("round trip: median "))
+                .and_then(|r| r.split_whitespace().next()?.parse().ok())
+                .expect("median");
+            assert!(
+                median < 50_000.0,
+                "median round trip {median} µs: {}",
+                out.stdout
+            );
         }
     }
     for host in ["h0", "h1"] {

@@ -424,20 +424,26 @@ impl Attached {
                 return Err(Error::Timeout);
             }
             if waited < self.spin {
-                std::hint::spin_loop();
+                // Let the daemon run if it shares our CPU, as the in-process driver does.
+                std::thread::yield_now();
                 continue;
             }
             let v = self.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
-            // Clear first, then look again: a completion pushed in between signals anew.
+            // Say we sleep, then look again: a completion pushed in between is seen now, and
+            // one pushed after signals the eventfd (the ring's wake-up protocol).
             v.event.clear();
+            v.ring.set_asleep(true);
             if v.ring.is_empty() != Ok(true) {
+                v.ring.set_asleep(false);
                 continue;
             }
             let event = v.event.as_fd();
-            self.wait_fds(
-                &[event],
-                Some((timeout - waited).min(Duration::from_millis(100))),
-            )?;
+            let bound = (timeout - waited).min(Duration::from_millis(100));
+            let slept = self.wait_fds(&[event], Some(bound));
+            if let Some(v) = self.cqs.get(&cq) {
+                v.ring.set_asleep(false);
+            }
+            slept?;
         }
     }
 

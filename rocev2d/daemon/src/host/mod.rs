@@ -562,13 +562,18 @@ impl Host {
 
     /// Tells every application whether the daemon is about to sleep (so a post must ring the
     /// doorbell) or awake (so it need not), as [`Ring::set_asleep`] describes. Returns, after
-    /// saying it sleeps, whether a request arrived meanwhile: then it must not sleep.
+    /// saying it sleeps, whether a request the engine has room for arrived meanwhile: then it
+    /// must not sleep. (Requests waiting for room in a full queue wait for the engine's
+    /// progress, which wakes the daemon anyway.)
     pub fn set_asleep(&self, asleep: bool) -> bool {
         let mut waiting = false;
         for q in self.apps.values().flat_map(|a| a.qps.values()) {
-            for ring in [&q.sq, &q.rq] {
+            for (ring, blocked) in [
+                (&q.sq, q.send_wait.is_some()),
+                (&q.rq, q.recv_wait.is_some()),
+            ] {
                 ring.set_asleep(asleep);
-                waiting |= asleep && ring.is_empty() != Ok(true);
+                waiting |= asleep && !blocked && ring.is_empty() != Ok(true);
             }
         }
         waiting

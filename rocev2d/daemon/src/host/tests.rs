@@ -262,6 +262,26 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     assert_eq!(wc.qp_num.value(), qpn);
     assert_eq!(h.counters().refused_work_requests, 1);
     assert_eq!(h.len(), 1);
+    // Asleep, the application gets its eventfd signalled with the next completion; awake, not.
+    let event = {
+        let app = h.apps.get(&a).unwrap();
+        app.cqs
+            .get(&CqId(cq))
+            .unwrap()
+            .event
+            .as_fd()
+            .try_clone_to_owned()
+            .unwrap()
+    };
+    let event = EventFd::from_fd(event);
+    ring.set_asleep(true);
+    sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
+    h.service(&mut ep, &mut mem);
+    assert!(event.clear(), "a sleeping consumer is woken");
+    ring.set_asleep(false);
+    sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
+    h.service(&mut ep, &mut mem);
+    assert!(!event.clear(), "an awake consumer is not");
 }
 
 #[test]
