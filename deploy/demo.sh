@@ -33,11 +33,18 @@ if [ "$(id -u)" != 0 ]; then
     printf '\nSkipping the two-namespace part: it needs root (network namespaces).\n'
     exit 0
 fi
-cargo build --release -q -p rocev2-examples -p rocev2-testbed --bins
+cargo build --release -q -p rocev2-examples -p rocev2-testbed -p rocev2d --bins
 BIN="${CARGO_TARGET_DIR:-target}/release"
 TB="$BIN/rocev2-testbed"
 NAME="demo$(($$ % 10000))"
-trap '"$TB" down "$NAME" >/dev/null 2>&1 || true' EXIT
+DAEMONS=()
+cleanup() {
+    local p
+    for p in "${DAEMONS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
+    "$TB" down "$NAME" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 printf '\nBringing up a pair testbed (%s): h0 10.0.0.1 <-> h1 10.0.0.2, one veth link\n' "$NAME"
 "$TB" up deploy/testbeds/pair.toml --name "$NAME" >/dev/null
 ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
@@ -45,17 +52,23 @@ IF0=$(ifname h0)
 IF1=$(ifname h1)
 DP=${DATAPATH:-xdp}
 
-# Runs "$@" as server in h1 and, once it listens, as client in h0 toward 10.0.0.2.
+# Runs "$@" as server in h1 and, once it listens (on PORT, default 18515), as client in h0
+# toward 10.0.0.2. With ATTACH set, each side attaches to its host's rocev2d.
 run_pair() {
-    "$TB" exec "$NAME" h1 -- "$@" -d "$IF1" >/tmp/rocev2-demo-server.txt 2>&1 &
-    local server=$! i
+    local port=${PORT:-18515} a0=() a1=() server i
+    if [ -n "${ATTACH:-}" ]; then
+        a0=(--attach --socket /tmp/rocev2-demo-h0.sock)
+        a1=(--attach --socket /tmp/rocev2-demo-h1.sock)
+    fi
+    "$TB" exec "$NAME" h1 -- "$@" -d "$IF1" "${a1[@]}" -p "$port" >"/tmp/rocev2-demo-server-$port.txt" 2>&1 &
+    server=$!
     for i in $(seq 100); do
-        "$TB" exec "$NAME" h1 -- ss -Hltn 'sport = :18515' | grep -q . && break
+        "$TB" exec "$NAME" h1 -- ss -Hltn "sport = :$port" | grep -q . && break
         sleep 0.1
     done
-    "$TB" exec "$NAME" h0 -- "$@" -d "$IF0" 10.0.0.2 | sed 's/^/  client| /'
+    "$TB" exec "$NAME" h0 -- "$@" -d "$IF0" "${a0[@]}" -p "$port" 10.0.0.2 | sed "s/^/  client $port| /"
     wait "$server"
-    sed 's/^/  server| /' /tmp/rocev2-demo-server.txt
+    sed "s/^/  server $port| /" "/tmp/rocev2-demo-server-$port.txt"
 }
 
 printf '\n$ write_bw --datapath %s --verify -s 65536 -n 1024   (64 MiB of RDMA WRITEs, h0 -> h1)\n' "$DP"
@@ -64,4 +77,30 @@ printf '\n$ write_bw --datapath %s -s 65536 -n 16384   (1 GiB of RDMA WRITEs, h0
 run_pair "$BIN/write_bw" --datapath "$DP" -s 65536 -n 16384
 printf '\n$ rc_pingpong --datapath %s -s 4096 -n 1000   (as ibv_rc_pingpong)\n' "$DP"
 run_pair "$BIN/rc_pingpong" --datapath "$DP" -s 4096 -n 1000
+# Part three: rocev2d as each host's RoCE device. One daemon per namespace owns the interface
+# (datapath, engine, every QP); applications attach to it over its control socket and share
+# memory with it, so several run at once on one interface: here a verified WRITE stream and a
+# ping-pong side by side, then `rocev2d stats` lists what attached (docs/daemon.md).
+printf '\n$ rocev2d run --datapath %s   (in h0 and h1: the RoCE device of each host)\n' "$DP"
+for h in h0 h1; do
+    ifc=$IF0
+    [ "$h" = h1 ] && ifc=$IF1
+    "$TB" exec "$NAME" "$h" -- "$BIN/rocev2d" run --iface "$ifc" --datapath "$DP" \
+        --socket "/tmp/rocev2-demo-$h.sock" >"/tmp/rocev2-demo-daemon-$h.txt" 2>&1 &
+    DAEMONS+=($!)
+done
+for h in h0 h1; do
+    for i in $(seq 100); do
+        grep -q '^rocev2d: serving' "/tmp/rocev2-demo-daemon-$h.txt" && break
+        sleep 0.1
+    done
+    grep '^rocev2d: serving' "/tmp/rocev2-demo-daemon-$h.txt" | sed "s/^/  $h| /"
+done
+printf '\n$ write_bw --attach --verify -s 65536 -n 4096  &  rc_pingpong --attach -s 4096 -n 2000   (both at once)\n'
+ATTACH=1 PORT=18515 run_pair "$BIN/write_bw" --verify -s 65536 -n 4096 &
+stream=$!
+ATTACH=1 PORT=18516 run_pair "$BIN/rc_pingpong" -s 4096 -n 2000
+wait "$stream"
+printf '\n$ rocev2d stats --socket /tmp/rocev2-demo-h0.sock   (applications, attachments, counters)\n'
+"$BIN/rocev2d" stats --socket /tmp/rocev2-demo-h0.sock | grep -E '^(applications|  app |iface|datapath|tx_|rx_)' | sed 's/^/  /'
 printf '\nTearing the testbed down.\n'
