@@ -331,3 +331,106 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
         "{snap}"
     );
 }
+
+/// User plus system CPU time of this process, from /proc (10 ms ticks).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    // Fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<u64> = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    Duration::from_millis((f[0] + f[1]) * 10)
+}
+
+#[test]
+fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
+    use rocev2::{
+        AccessFlags, ConnectOptions, Device, Qpn, RecvWr, RemoteQp, SendOp, SendWr, WcOpcode,
+    };
+    let test = "attach_async";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let mut d1 = daemon(&tb, test, "h1");
+    // This process is in neither namespace: the control sockets are files, and the daemons
+    // resolve the path in their own.
+    let mut a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let mut b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
+    let side = |d: &mut Device| {
+        let pd = d.alloc_pd().unwrap();
+        let mr = d
+            .register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let cq = d.create_cq(16).unwrap();
+        let qp = d.create_rc_qp(pd, cq, cq).unwrap();
+        (mr, cq, qp)
+    };
+    let (mr_a, cq_a, qp_a) = side(&mut a);
+    let (mr_b, cq_b, qp_b) = side(&mut b);
+    let remote = |qp: rocev2::Qp, ip| RemoteQp {
+        qpn: Qpn::new(qp.qpn().value()),
+        psn: 0,
+        ip,
+        mac: None,
+    };
+    a.connect(qp_a, &remote(qp_b, ip("h1")), &ConnectOptions::default())
+        .expect("connect a");
+    b.connect(qp_b, &remote(qp_a, ip("h0")), &ConnectOptions::default())
+        .expect("connect b");
+    a.mr_bytes_mut(&mr_a).unwrap()[..5].copy_from_slice(b"async");
+    b.post_recv(
+        qp_b,
+        RecvWr {
+            wr_id: 7,
+            sg_list: vec![mr_b.sge(0, 4096)],
+        },
+    )
+    .unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        a.post_send(qp_a, SendWr::new(1, SendOp::Send).sge(mr_a.sge(0, 5)))
+            .unwrap();
+        let mut wcs = Vec::new();
+        a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
+            .unwrap();
+        assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+        a
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let wc = rt.block_on(b.next_completion(cq_b)).expect("completion");
+    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.byte_len),
+        (7, WcOpcode::Recv, 5),
+        "{wc:?}"
+    );
+    assert_eq!(&b.mr_bytes(&mr_b).unwrap()[..5], b"async");
+    // Busy polling would have burnt the whole wait; sleeping on the eventfd burns almost none.
+    assert!(wall >= Duration::from_millis(350), "{wall:?}");
+    assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
+    let _a = sender.join().unwrap();
+    // Waiting again, the daemon dies: the future ends with that error.
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        d1.kill();
+    });
+    let err = rt
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), b.next_completion(cq_b)).await
+        })
+        .expect("the future ends, not the timeout")
+        .expect_err("no completion can come");
+    assert!(matches!(err, rocev2::Error::DaemonGone), "{err}");
+    killer.join().unwrap();
+}

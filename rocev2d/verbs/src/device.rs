@@ -591,10 +591,14 @@ impl Device {
         if done { Ok(()) } else { Err(Error::Timeout) }
     }
 
-    /// The next completion of `cq`, as a future. It drives the engine (in-process) or checks
-    /// the daemon (attached) on every poll and, with no reactor to register with, wakes itself
-    /// at once when nothing completed: it busy-polls, like a verbs application spinning on
-    /// `ibv_poll_cq`. Works on any executor.
+    /// The next completion of `cq`, as a future.
+    ///
+    /// In-process, it drives the engine on every poll and wakes itself at once when nothing
+    /// completed: it busy-polls, like a verbs application spinning on `ibv_poll_cq`. Attached
+    /// and polled on a tokio runtime (feature `tokio`, default), it sleeps on the CQ's eventfd
+    /// through tokio's reactor and wakes when the daemon delivers a completion or dies; with
+    /// [`WaitMode::Spin`], or on another executor, it busy-polls. Cancel-safe: dropping it
+    /// loses no completion (they stay in the CQ).
     pub fn next_completion(&mut self, cq: Cq) -> NextCompletion<'_> {
         NextCompletion {
             dev: self,
@@ -620,6 +624,9 @@ impl Future for NextCompletion<'_> {
     type Output = Result<WorkCompletion>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if let Backend::Attached(a) = &mut this.dev.backend {
+            return a.poll_completion(this.cq.0, cx);
+        }
         if this.dev.poll_cq(this.cq, &mut this.buf, 1) == 0 {
             if let Err(e) = this.dev.poll() {
                 return Poll::Ready(Err(e));

@@ -37,14 +37,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Async: [`Device::next_completion`] returns a `Future` of the next completion. It drives the
-//! engine on each poll and wakes itself when nothing completed, so it busy-polls and needs no
-//! reactor (no integration with tokio's I/O driver: NOT IMPLEMENTED).
+//! Attached: [`Device::attach`] uses the `rocev2d` serving the interface instead of an engine
+//! in this process (docs/daemon.md): same methods and types; several applications share the
+//! interface, and the daemon answers the peer's READs and atomics whatever the application
+//! does.
+//!
+//! Async: [`Device::next_completion`] returns a `Future` of the next completion. Attached and
+//! on tokio it sleeps on the CQ's eventfd through tokio's reactor; in-process it drives the
+//! engine on each poll and wakes itself when nothing completed, so it busy-polls.
 //!
 //! Deviations from libibverbs: RC QPs only; memory is handed over as owned buffers (read and
 //! written between operations with [`Device::mr_bytes`] / [`Device::mr_bytes_mut`]) instead of
-//! raw pointers, so no `unsafe` is needed; the engine runs only inside this crate's calls (no
-//! progress thread); one call connects a QP; no LIDs, GIDs are the interface addresses.
+//! raw pointers, so no `unsafe` is needed; in-process, the engine runs only inside this
+//! crate's calls (no progress thread); one call connects a QP; no LIDs, GIDs are the interface
+//! addresses.
 
 mod attached;
 mod device;
