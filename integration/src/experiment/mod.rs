@@ -10,7 +10,7 @@
 //! variants to compare (`[[variant]]`: the same traffic once per variant, each on a fresh
 //! testbed, the variant choosing the CC scheme and multipath by default).
 //!
-//! [`run`] brings each variant's testbed up, attaches the ports, starts the flows on time,
+//! [`run()`] brings each variant's testbed up, attaches the ports, starts the flows on time,
 //! samples every `sample_ms` (per-flow rate from the sender's interface counters, each port's
 //! modelled queue, CE marks and drops from `rocev2d switch stats --json`), collects what the
 //! tools report when they finish (goodput, retransmissions, completion time), and tears

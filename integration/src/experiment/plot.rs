@@ -269,7 +269,7 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
 /// Write every plot of `o` into `dir`; returns the files.
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 pub fn write_all(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for p in plots(o) {

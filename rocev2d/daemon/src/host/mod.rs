@@ -452,7 +452,7 @@ impl Host {
                 };
                 let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
                 let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
-                let qpn = ep.create_qp(cfg.clone())?;
+                let qpn = ep.create_qp(cfg)?;
                 if let Err(e) =
                     ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)
                 {
