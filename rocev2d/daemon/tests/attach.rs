@@ -434,3 +434,72 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     assert!(matches!(err, rocev2::Error::DaemonGone), "{err}");
     killer.join().unwrap();
 }
+
+#[test]
+fn attach_credentials_are_checked_whatever_the_socket_mode() {
+    let test = "attach_creds";
+    if !need_root(test) {
+        return;
+    }
+    let world_executable = std::fs::metadata(BIN).is_ok_and(|m| {
+        use std::os::unix::fs::PermissionsExt as _;
+        m.permissions().mode() & 0o001 != 0
+    });
+    if !world_executable
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nSKIPPED (needs setpriv and a world-executable binary): {test}"
+        );
+        return;
+    }
+    let tb = pair();
+    let stats_as_nobody = |sock: &str| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+            .args(["stats", "--json", "--socket", sock])
+            .output()
+            .expect("stats as nobody")
+    };
+    for (allow, name) in [("[]", "h0"), ("[65534]", "h1")] {
+        let cfg = format!("/tmp/rocev2d-{test}-{}-{name}.toml", std::process::id());
+        std::fs::write(
+            &cfg,
+            format!("[control]\nmode = 0o666\nallow_uids = {allow}\n"),
+        )
+        .unwrap();
+        let mut cmd = tb.command(name, BIN).expect("command");
+        let sock = socket(test, name);
+        cmd.args([
+            "run",
+            "--iface",
+            &ifname(&tb, name),
+            "--datapath",
+            "udp",
+            "--socket",
+            &sock,
+        ])
+        .args(["--config", &cfg]);
+        let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
+        d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
+            .expect("daemon serving");
+        let out = stats_as_nobody(&sock);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if allow == "[]" {
+            assert!(!out.status.success());
+            assert!(
+                stderr.contains("user 65534 may not use this rocev2d"),
+                "{stderr}"
+            );
+        } else {
+            assert!(out.status.success(), "{stderr}");
+        }
+        d.kill();
+        let _ = std::fs::remove_file(&cfg);
+    }
+}
