@@ -12,17 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
 DATAPATHS=${DATAPATHS:-packet xdp}
 MODE=${MODE:-spin}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
-
-cargo build --release -q -p rocev2-examples -p rocev2-testbed -p rocev2d --bins
-BIN="${CARGO_TARGET_DIR:-target}/release"
-TB="$BIN/rocev2-testbed"
-NAME="att$(($$ % 1000))"
-OUT=$(mktemp -d)
 DAEMONS=()
 stop_daemons() {
     local p
@@ -30,22 +23,11 @@ stop_daemons() {
     for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
     DAEMONS=()
 }
-trap 'stop_daemons; "$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
-"$TB" up deploy/testbeds/pair.toml --name "$NAME" >/dev/null
-ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
-IF0=$(ifname h0)
-IF1=$(ifname h1)
-in_h0() { "$TB" exec "$NAME" h0 -- "$@"; }
-in_h1() { "$TB" exec "$NAME" h1 -- "$@"; }
-wait_port() {
-    local i
-    for i in $(seq 100); do
-        in_h1 ss -Hltn "sport = :$1" | grep -q . && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on $1 in h1" >&2
-    return 1
-}
+ON_EXIT=stop_daemons
+PACKAGES="-p rocev2-examples -p rocev2d"
+# shellcheck source=pair.sh
+. deploy/bench/pair.sh att
+
 # Starts a daemon in each namespace, serving datapath $1, and waits until both serve.
 start_daemons() {
     local h if

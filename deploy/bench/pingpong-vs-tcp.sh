@@ -13,35 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
-command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
 DATAPATHS=${DATAPATHS:-udp packet xdp}
 MODES=${MODES:-sleep adaptive spin}
 SPIN_US=${SPIN_US:-}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
-
-cargo build --release -q -p rocev2-examples -p rocev2-testbed --bins
-BIN="${CARGO_TARGET_DIR:-target}/release"
-TB="$BIN/rocev2-testbed"
-NAME="bench$(($$ % 1000))"
-OUT=$(mktemp -d)
-trap '"$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
-"$TB" up deploy/testbeds/pair.toml --name "$NAME" >/dev/null
-ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
-IF0=$(ifname h0)
-IF1=$(ifname h1)
-in_h0() { "$TB" exec "$NAME" h0 -- "$@"; }
-in_h1() { "$TB" exec "$NAME" h1 -- "$@"; }
-wait_port() {
-    local i
-    for i in $(seq 100); do
-        in_h1 ss -Hltn "sport = :$1" | grep -q . && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on $1 in h1" >&2
-    return 1
-}
+# shellcheck source=pair.sh
+. deploy/bench/pair.sh bench
+command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
 
 # "median p99 cpu" from a ping-pong tool's output (cpu: this process's usec per round trip).
 figures() { awk '/^round trip/ { m = $4; p = $7 } /^cpu:/ { c = $2 } END { print m, p, c }' "$1"; }

@@ -441,21 +441,7 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
     if !need_root(test) {
         return;
     }
-    let world_executable = std::fs::metadata(BIN).is_ok_and(|m| {
-        use std::os::unix::fs::PermissionsExt as _;
-        m.permissions().mode() & 0o001 != 0
-    });
-    if !world_executable
-        || std::process::Command::new("setpriv")
-            .arg("--help")
-            .output()
-            .is_err()
-    {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\nSKIPPED (needs setpriv and a world-executable binary): {test}"
-        );
+    if !can_run_as_nobody(test, BIN.as_ref()) {
         return;
     }
     let tb = pair();

@@ -315,23 +315,12 @@ impl Attached {
             .0
         {
             Response::QpStatus { state, multipath } => {
-                let state = match state {
-                    0 => QpState::Reset,
-                    1 => QpState::Init,
-                    2 => QpState::Rtr,
-                    3 => QpState::Rts,
-                    4 => QpState::Sqd,
-                    5 => QpState::Sqe,
-                    _ => QpState::Error,
+                let mode = if multipath {
+                    QpMode::MultiPath
+                } else {
+                    QpMode::Rc
                 };
-                Some((
-                    state,
-                    if multipath {
-                        QpMode::MultiPath
-                    } else {
-                        QpMode::Rc
-                    },
-                ))
+                Some((QpState::from_ibv(state)?, mode))
             }
             _ => None,
         }

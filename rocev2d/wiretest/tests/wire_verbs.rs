@@ -69,21 +69,7 @@ fn wire_auto_without_cap_net_raw_falls_back_to_udp() {
     if !need_root(test) {
         return;
     }
-    let binary_readable = std::fs::metadata(wiretest()).is_ok_and(|m| {
-        use std::os::unix::fs::PermissionsExt as _;
-        m.permissions().mode() & 0o001 != 0
-    });
-    if !binary_readable
-        || std::process::Command::new("setpriv")
-            .arg("--help")
-            .output()
-            .is_err()
-    {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\nSKIPPED (needs setpriv and a world-executable binary): {test}"
-        );
+    if !can_run_as_nobody(test, &wiretest()) {
         return;
     }
     let tb = pair();

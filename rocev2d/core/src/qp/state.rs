@@ -45,6 +45,35 @@ pub enum QpState {
     Error,
 }
 
+impl QpState {
+    /// ibverbs' number for the state (`enum ibv_qp_state`: RESET 0 … ERR 6).
+    pub const fn as_ibv(self) -> u8 {
+        match self {
+            QpState::Reset => 0,
+            QpState::Init => 1,
+            QpState::Rtr => 2,
+            QpState::Rts => 3,
+            QpState::Sqd => 4,
+            QpState::Sqe => 5,
+            QpState::Error => 6,
+        }
+    }
+
+    /// The state ibverbs numbers `v`, if any.
+    pub const fn from_ibv(v: u8) -> Option<QpState> {
+        Some(match v {
+            0 => QpState::Reset,
+            1 => QpState::Init,
+            2 => QpState::Rtr,
+            3 => QpState::Rts,
+            4 => QpState::Sqd,
+            5 => QpState::Sqe,
+            6 => QpState::Error,
+            _ => return None,
+        })
+    }
+}
+
 /// RoCE path MTU (IBA §9.6.3 / the `ibv_mtu` values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mtu {
@@ -457,6 +486,15 @@ pub fn ack_timeout(code: u8) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qp_states_keep_their_ibverbs_numbers() {
+        for v in 0..=6 {
+            assert_eq!(QpState::from_ibv(v).map(QpState::as_ibv), Some(v));
+        }
+        assert_eq!(QpState::Rts.as_ibv(), 3);
+        assert_eq!(QpState::from_ibv(7), None);
+    }
     use core::net::Ipv4Addr;
 
     fn path() -> Path {

@@ -506,7 +506,7 @@ impl Host {
                 let qpn = owned_qp(a, qpn)?;
                 let qp = ep.qp(qpn).ok_or_else(|| unknown("QP"))?;
                 Ok(Reply::ok(Response::QpStatus {
-                    state: ibv_state(qp.state()),
+                    state: qp.state().as_ibv(),
                     multipath: qp.mode() == QpMode::MultiPath,
                 }))
             }
@@ -740,19 +740,6 @@ fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<Conne
     })
 }
 
-/// ibverbs' numbering of QP states (`enum ibv_qp_state`).
-fn ibv_state(s: QpState) -> u8 {
-    match s {
-        QpState::Reset => 0,
-        QpState::Init => 1,
-        QpState::Rtr => 2,
-        QpState::Rts => 3,
-        QpState::Sqd => 4,
-        QpState::Sqe => 5,
-        QpState::Error => 6,
-    }
-}
-
 /// The error completion of a work request the engine refused at post time.
 fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> WorkCompletion {
     let status = match e {
@@ -774,96 +761,97 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
     }
 }
 
-/// Moves work requests from `a`'s rings into the engine.
-fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCounters) -> bool {
-    let mut moved = false;
-    let App {
-        qps,
-        cqs,
-        corrupt,
-        posted,
-        ..
-    } = a;
-    for (qpn, q) in qps.iter_mut() {
-        for _ in 0..BUDGET {
-            let wr = match q.send_wait.take() {
-                Some(wr) => wr,
-                None => match q.sq.pop(buf) {
-                    Ok(false) => break,
-                    Ok(true) => {
-                        match record::decode::<SendRecord>(buf).and_then(SendWr::try_from) {
-                            Ok(wr) => wr,
-                            Err(_) => {
-                                *corrupt = true;
-                                break;
-                            }
-                        }
-                    }
-                    Err(_) => {
-                        *corrupt = true;
-                        break;
-                    }
-                },
-            };
-            let (wr_id, opcode) = (wr.wr_id, wr.op.wc_opcode());
-            match ep.post_send(*qpn, wr.clone()) {
-                Ok(()) => {
-                    moved = true;
-                    *posted += 1;
-                }
-                Err(EndpointError::Post(PostError::QueueFull)) => {
-                    q.send_wait = Some(wr);
-                    break;
-                }
-                Err(e) => {
-                    c.refused_work_requests += 1;
-                    if let Some(cq) = cqs.get_mut(&q.send_cq) {
-                        cq.made.push_back(refused(wr_id, *qpn, opcode, &e));
-                    }
-                    moved = true;
-                }
+/// What differs between a send and a receive queue for [`take`].
+trait WorkRequest: Clone {
+    /// Decodes a ring record.
+    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError>;
+    /// Posts to the engine.
+    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError>;
+    /// The id and completion opcode an error completion of this request carries.
+    fn completes_as(&self) -> (u64, cq::WcOpcode);
+}
+
+impl WorkRequest for SendWr {
+    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError> {
+        record::decode::<SendRecord>(bytes).and_then(SendWr::try_from)
+    }
+    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
+        ep.post_send(qpn, self)
+    }
+    fn completes_as(&self) -> (u64, cq::WcOpcode) {
+        (self.wr_id, self.op.wc_opcode())
+    }
+}
+
+impl WorkRequest for RecvWr {
+    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError> {
+        record::decode::<RecvRecord>(bytes).map(RecvWr::from)
+    }
+    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
+        ep.post_recv(qpn, self)
+    }
+    fn completes_as(&self) -> (u64, cq::WcOpcode) {
+        (self.wr_id, cq::WcOpcode::Recv)
+    }
+}
+
+/// Moves up to [`BUDGET`] requests of one queue of QP `qpn` into the engine: first the one it
+/// had no room for (`waiting`), then records of `ring`. A request the engine refuses completes
+/// with an error on `cq`. Returns how many were posted or refused; `Err` when the ring or a
+/// record is corrupt.
+fn take<W: WorkRequest>(
+    ep: &mut Endpoint,
+    qpn: Qpn,
+    ring: &mut Ring,
+    waiting: &mut Option<W>,
+    mut cq: Option<&mut CqShare>,
+    buf: &mut Vec<u8>,
+    c: &mut HostCounters,
+) -> Result<u64, ()> {
+    let mut n = 0;
+    for _ in 0..BUDGET {
+        let wr = match waiting.take() {
+            Some(wr) => wr,
+            None => match ring.pop(buf) {
+                Ok(false) => break,
+                Ok(true) => W::decode(buf).map_err(|_| ())?,
+                Err(_) => return Err(()),
+            },
+        };
+        let (wr_id, opcode) = wr.completes_as();
+        match wr.clone().post(ep, qpn) {
+            Ok(()) => n += 1,
+            Err(EndpointError::Post(PostError::QueueFull)) => {
+                *waiting = Some(wr);
+                break;
             }
-        }
-        for _ in 0..BUDGET {
-            let wr = match q.recv_wait.take() {
-                Some(wr) => wr,
-                None => match q.rq.pop(buf) {
-                    Ok(false) => break,
-                    Ok(true) => match record::decode::<RecvRecord>(buf) {
-                        Ok(r) => RecvWr::from(r),
-                        Err(_) => {
-                            *corrupt = true;
-                            break;
-                        }
-                    },
-                    Err(_) => {
-                        *corrupt = true;
-                        break;
-                    }
-                },
-            };
-            let wr_id = wr.wr_id;
-            match ep.post_recv(*qpn, wr.clone()) {
-                Ok(()) => {
-                    moved = true;
-                    *posted += 1;
-                }
-                Err(EndpointError::Post(PostError::QueueFull)) => {
-                    q.recv_wait = Some(wr);
-                    break;
-                }
-                Err(e) => {
-                    c.refused_work_requests += 1;
-                    if let Some(cq) = cqs.get_mut(&q.recv_cq) {
-                        cq.made
-                            .push_back(refused(wr_id, *qpn, cq::WcOpcode::Recv, &e));
-                    }
-                    moved = true;
+            Err(e) => {
+                n += 1;
+                c.refused_work_requests += 1;
+                if let Some(cq) = cq.as_deref_mut() {
+                    cq.made.push_back(refused(wr_id, qpn, opcode, &e));
                 }
             }
         }
     }
-    moved
+    Ok(n)
+}
+
+/// Moves work requests from `a`'s rings into the engine; marks `a` corrupt on a bad ring.
+fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCounters) -> bool {
+    let mut moved = 0;
+    for (qpn, q) in a.qps.iter_mut() {
+        let send_cq = a.cqs.get_mut(&q.send_cq);
+        let sent = take(ep, *qpn, &mut q.sq, &mut q.send_wait, send_cq, buf, c);
+        let recv_cq = a.cqs.get_mut(&q.recv_cq);
+        let received = take(ep, *qpn, &mut q.rq, &mut q.recv_wait, recv_cq, buf, c);
+        match (sent, received) {
+            (Ok(s), Ok(r)) => moved += s + r,
+            _ => a.corrupt = true,
+        }
+    }
+    a.posted += moved;
+    moved > 0
 }
 
 /// Moves completions from the engine's CQs (and the daemon's own) into `a`'s CQ rings, and

@@ -21,6 +21,27 @@ pub const SETUP: Duration = Duration::from_secs(30);
 
 pub use rocev2_testbed::need_root;
 
+/// Whether `bin` can be run as user `nobody` (`setpriv --reuid=65534 …`): setpriv is there and
+/// the binary is world-executable (a target directory under a private home is not). Says
+/// SKIPPED loudly when not.
+pub fn can_run_as_nobody(test: &str, bin: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = std::fs::metadata(bin).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
+    let setpriv = std::process::Command::new("setpriv")
+        .arg("--help")
+        .output()
+        .is_ok();
+    if executable && setpriv {
+        return true;
+    }
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nSKIPPED (needs setpriv and a world-executable binary): {test}"
+    );
+    false
+}
+
 /// Two hosts on one veth link with a 9000-byte MTU (IBA path MTU 4096).
 pub fn pair() -> Testbed {
     Testbed::up_topology(&Topology::Pair {
