@@ -13,10 +13,10 @@
 //! use std::time::Duration;
 //! # fn main() -> Result<(), rocev2::Error> {
 //! let mut dev = Device::open("eth0", DatapathKind::Auto)?;
-//! let pd = dev.alloc_pd();
+//! let pd = dev.alloc_pd()?;
 //! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
 //! dev.mr_bytes_mut(&mr)?[..5].copy_from_slice(b"hello");
-//! let cq = dev.create_cq(64);
+//! let cq = dev.create_cq(64)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
 //! // The peer's QP number, PSN, address and buffer come from an out-of-band exchange.
 //! let (peer_qpn, peer_psn, peer_addr, peer_rkey) = (0x11, 0x7d2a9e, 0x1000_0000, 0x1234);
