@@ -25,14 +25,18 @@ fn experiment_dcqcn_incast_short_measures_both_schemes() {
     let fct = Csv::read(&fct_path);
     for (v, scheme) in VARIANTS.iter().zip(["dcqcn_cx4", "dcqcn_plus"]) {
         // Every QP ran with its variant's scheme, as RC.
+        // A QP may give up under the overload (retries exhausted: DCQCN+ has no minimum rate
+        // to fall to, and a loaded CI machine paces late); that is a result the summary
+        // reports, not a broken run. Anything else is, and at least one QP must carry on.
+        let mut carried_on = 0;
         for r in flows.with("variant", v) {
             assert_eq!(r["cc"], scheme, "{v}: {r:?}");
             assert_eq!(r["mode"], "rc", "{v}: {r:?}");
-            assert!(
-                r["status"] == "done" || r["status"] == "unfinished",
-                "{v}: {r:?}"
-            );
+            let ok = r["status"] == "done" || r["status"] == "unfinished";
+            assert!(ok || r["status"].contains("RetryExcErr"), "{v}: {r:?}");
+            carried_on += usize::from(ok);
         }
+        assert!(carried_on > 0, "{v}: every QP gave up");
         // The incast crossed the switch port: it forwarded and queued packets.
         let last = last_port_sample(&queue, v, "sw>rx");
         assert!(num(last, "packets") > 0.0, "{v}: {last:?}");
