@@ -43,6 +43,7 @@ cleanup() {
     for p in "${DAEMONS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
     "$TB" down "$NAME" >/dev/null 2>&1 || true
+    rm -f /tmp/rocev2-demo-h0.sock /tmp/rocev2-demo-h1.sock
 }
 trap cleanup EXIT
 printf '\nBringing up a pair testbed (%s): h0 10.0.0.1 <-> h1 10.0.0.2, one veth link\n' "$NAME"

@@ -33,6 +33,18 @@ fn socket(test: &str, host: &str) -> String {
     format!("/tmp/rocev2d-{test}-{}-{host}.sock", std::process::id())
 }
 
+/// Removes a test's socket files when it ends, however it ends: a daemon killed with SIGKILL
+/// leaves its file behind.
+struct Sockets(&'static str);
+
+impl Drop for Sockets {
+    fn drop(&mut self) {
+        for host in ["h0", "h1"] {
+            let _ = std::fs::remove_file(socket(self.0, host));
+        }
+    }
+}
+
 fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
     let mut cmd = tb.command(host, BIN).expect("command");
     cmd.args([
@@ -114,6 +126,7 @@ fn attach_two_applications_share_each_daemon() {
     if !need_root(test) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let _d0 = daemon(&tb, test, "h0");
     let _d1 = daemon(&tb, test, "h1");
@@ -175,6 +188,7 @@ fn attach_sigkill_frees_everything_and_spares_the_others() {
     if !need_root(test) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let _d0 = daemon(&tb, test, "h0");
     let d1 = daemon(&tb, test, "h1");
@@ -245,6 +259,7 @@ fn attach_daemon_death_fails_the_application_and_a_restart_serves_again() {
     if !need_root(test) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let mut d0 = daemon(&tb, test, "h0");
     let _d1 = daemon(&tb, test, "h1");
@@ -294,6 +309,7 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     if !need_root(test) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let _d = daemon(&tb, test, "h0");
     let path = socket(test, "h0");
@@ -355,6 +371,7 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     if !need_root(test) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let _d0 = daemon(&tb, test, "h0");
     let mut d1 = daemon(&tb, test, "h1");
@@ -444,6 +461,7 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
     if !can_run_as_nobody(test, BIN.as_ref()) {
         return;
     }
+    let _sockets = Sockets(test);
     let tb = pair();
     let stats_as_nobody = |sock: &str| {
         std::process::Command::new("setpriv")
