@@ -476,11 +476,6 @@ impl Config {
     }
 }
 
-/// The control socket of the daemon serving `iface`.
-pub fn default_stats_socket(iface: &str) -> PathBuf {
-    rocev2_ipc::default_socket(iface)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

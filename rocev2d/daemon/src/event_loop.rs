@@ -19,7 +19,7 @@ use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, auto, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response};
-use rocev2d::config::{self, Config};
+use rocev2d::config::Config;
 use rocev2d::host::Host;
 use rocev2d::host::memory::HostMemory;
 use rocev2d::mac;
@@ -104,7 +104,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let path = cfg
         .stats_socket
         .clone()
-        .unwrap_or_else(|| config::default_stats_socket(name));
+        .unwrap_or_else(|| rocev2_ipc::default_socket(name));
     let listener = bind_control(&path, cfg.control.mode)?;
     let _cleanup = SocketFile(path.clone());
     let (sig_rx, sig_tx) = UnixStream::pair()?;

@@ -63,7 +63,7 @@ fn main() -> anyhow::Result<()> {
 fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
     let path = match (&a.socket, &a.iface) {
         (Some(p), _) => p.clone(),
-        (None, Some(i)) => config::default_stats_socket(i),
+        (None, Some(i)) => rocev2_ipc::default_socket(i),
         (None, None) => {
             let dir = PathBuf::from("/run/rocev2d");
             let socks: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -436,7 +436,30 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     // Busy polling would have burnt the whole wait; sleeping on the eventfd burns almost none.
     assert!(wall >= Duration::from_millis(350), "{wall:?}");
     assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
-    let _a = sender.join().unwrap();
+    let mut a = sender.join().unwrap();
+    // The blocking wait wakes on a completion too, not only at its 100 ms bound (a missed
+    // wake-up costs that whole bound; a veth round trip takes a millisecond even loaded).
+    b.post_recv(
+        qp_b,
+        RecvWr {
+            wr_id: 8,
+            sg_list: vec![mr_b.sge(0, 4096)],
+        },
+    )
+    .unwrap();
+    a.post_send(qp_a, SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 5)))
+        .unwrap();
+    let mut wcs = Vec::new();
+    let start = Instant::now();
+    while b.poll_cq(cq_b, &mut wcs, 1) == 0 {
+        b.wait(&[]).expect("wait");
+    }
+    assert_eq!(wcs[0].wr_id, 8);
+    assert!(
+        start.elapsed() < Duration::from_millis(90),
+        "{:?}",
+        start.elapsed()
+    );
     // Waiting again, the daemon dies: the future ends with that error.
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

@@ -43,6 +43,7 @@ pub enum FrameError {
 
 /// Encodes `msg` as a frame announcing `fds` descriptors.
 pub fn encode<T: Serialize>(msg: &T, fds: usize) -> Vec<u8> {
+    // Serialising the protocol's plain structs into a growable vector cannot fail.
     let body = postcard::to_allocvec(msg).unwrap_or_default();
     let mut out = Vec::with_capacity(HEADER + body.len());
     out.put_u32_le(body.len() as u32);

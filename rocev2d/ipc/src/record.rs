@@ -138,8 +138,17 @@ fn qpn(v: u32, field: &'static str) -> Result<Qpn, RecordError> {
 
 /// Encodes a record for a ring slot.
 pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(record, &mut out);
+    out
+}
+
+/// Encodes a record into `out` (replacing its contents), reusing its allocation: the daemon and
+/// the application encode one record per work request or completion.
+pub fn encode_into<T: Serialize>(record: &T, out: &mut Vec<u8>) {
+    out.clear();
     // Serialising these plain structs into a growable vector cannot fail.
-    postcard::to_allocvec(record).unwrap_or_default()
+    *out = postcard::to_extend(record, std::mem::take(out)).unwrap_or_default();
 }
 
 /// Decodes a record copied out of a ring slot.

@@ -83,7 +83,13 @@ impl Ring {
     pub fn create(name: &str, slots: u32, slot_size: usize, end: End) -> Result<Ring, ShmError> {
         let slots = slots.max(1);
         let region = Region::create(name, Ring::region_len(slots, slot_size))?;
-        Ok(Ring::new(region, slots, slot_size, end))
+        Ok(Ring {
+            region,
+            slots,
+            slot_size,
+            end,
+            index: 0,
+        })
     }
 
     /// The other end of a ring created by the other process, from its region.
@@ -113,16 +119,6 @@ impl Ring {
             end,
             index,
         })
-    }
-
-    fn new(region: Region, slots: u32, slot_size: usize, end: End) -> Ring {
-        Ring {
-            region,
-            slots,
-            slot_size,
-            end,
-            index: 0,
-        }
     }
 
     /// The shared memory, to send to the other process.

@@ -342,7 +342,8 @@ impl Attached {
             // The daemon's QPs are RC; the rings carry no address handles.
             return Err(EndpointError::Post(PostError::Unsupported).into());
         }
-        push(&mut q.sq, &record::encode(&SendRecord::from(wr)))?;
+        record::encode_into(&SendRecord::from(wr), &mut self.buf);
+        push(&mut q.sq, &self.buf)?;
         if q.sq.consumer_asleep() {
             notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
         }
@@ -351,7 +352,8 @@ impl Attached {
 
     pub(crate) fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
-        push(&mut q.rq, &record::encode(&RecvRecord::from(wr)))?;
+        record::encode_into(&RecvRecord::from(wr), &mut self.buf);
+        push(&mut q.rq, &self.buf)?;
         if q.rq.consumer_asleep() {
             notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
         }
@@ -401,9 +403,28 @@ impl Attached {
         Ok(fds[1..].iter().map(|f| !f.revents().is_empty()).collect())
     }
 
-    /// Sleeps until one of `extra` is readable or 100 ms pass; see [`crate::Device::wait`].
+    /// Sleeps until one of `extra` is readable, a completion arrives on any CQ, or 100 ms
+    /// pass (as the in-process driver wakes on frames); see [`crate::Device::wait`].
     pub(crate) fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
-        self.wait_fds(extra, Some(Duration::from_millis(100)))
+        for v in self.cqs.values() {
+            v.event.clear();
+            v.ring.set_asleep(true);
+        }
+        let arrived = self.cqs.values().any(|v| v.ring.is_empty() != Ok(true));
+        let mut fds: Vec<BorrowedFd<'_>> = extra.to_vec();
+        fds.extend(self.cqs.values().map(|v| v.event.as_fd()));
+        let timeout = if arrived {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        let ready = self.wait_fds(&fds, Some(timeout));
+        for v in self.cqs.values() {
+            v.ring.set_asleep(false);
+        }
+        let mut ready = ready?;
+        ready.truncate(extra.len());
+        Ok(ready)
     }
 
     pub(crate) fn wait_cq(

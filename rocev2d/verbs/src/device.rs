@@ -530,7 +530,8 @@ impl Device {
 
     /// Sleeps (or spins, per [`DriverConfig::wait`]) until frames arrive, a timer is due, or
     /// one of `extra` becomes readable; returns which of `extra` did. Call [`Device::poll`]
-    /// after it. Attached: sleeps until one of `extra` is readable or 100 ms pass.
+    /// after it. Attached: sleeps until one of `extra` is readable, a completion arrives, or
+    /// 100 ms pass.
     ///
     /// # Errors
     /// [`Error::Datapath`] on `ppoll` failures; [`Error::DaemonGone`].

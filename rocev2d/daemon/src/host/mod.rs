@@ -535,7 +535,7 @@ impl Host {
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
             moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
-            moved |= deliver(ep, a, &mut self.wcs);
+            moved |= deliver(ep, a, &mut self.wcs, &mut self.scratch);
             if a.corrupt {
                 corrupt.push(*id);
             }
@@ -856,7 +856,12 @@ fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCoun
 
 /// Moves completions from the engine's CQs (and the daemon's own) into `a`'s CQ rings, and
 /// signals each CQ that got some.
-fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> bool {
+fn deliver(
+    ep: &mut Endpoint,
+    a: &mut App,
+    wcs: &mut Vec<WorkCompletion>,
+    buf: &mut Vec<u8>,
+) -> bool {
     let mut moved = false;
     for (id, cq) in &mut a.cqs {
         let Ok(used) = cq.ring.len() else {
@@ -867,7 +872,8 @@ fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> boo
         let mut pushed = 0;
         while room > 0 {
             let Some(wc) = cq.made.pop_front() else { break };
-            if cq.ring.push(&record::encode(&CompletionRecord::from(&wc))) != Ok(true) {
+            record::encode_into(&CompletionRecord::from(&wc), buf);
+            if cq.ring.push(buf) != Ok(true) {
                 break;
             }
             room -= 1;
@@ -876,7 +882,8 @@ fn deliver(ep: &mut Endpoint, a: &mut App, wcs: &mut Vec<WorkCompletion>) -> boo
         wcs.clear();
         ep.poll_cq(*id, wcs, room);
         for wc in wcs.iter() {
-            if cq.ring.push(&record::encode(&CompletionRecord::from(wc))) != Ok(true) {
+            record::encode_into(&CompletionRecord::from(wc), buf);
+            if cq.ring.push(buf) != Ok(true) {
                 a.corrupt = true;
                 break;
             }
