@@ -30,10 +30,13 @@ fn experiment_dcqcn_incast_short_measures_both_schemes() {
         // reports, not a broken run. Anything else is, and at least one QP must carry on.
         let mut carried_on = 0;
         for r in flows.with("variant", v) {
-            assert_eq!(r["cc"], scheme, "{v}: {r:?}");
-            assert_eq!(r["mode"], "rc", "{v}: {r:?}");
             let ok = r["status"] == "done" || r["status"] == "unfinished";
             assert!(ok || r["status"].contains("RetryExcErr"), "{v}: {r:?}");
+            if ok {
+                // A QP that gave up before reporting has no scheme or mode to show.
+                assert_eq!(r["cc"], scheme, "{v}: {r:?}");
+                assert_eq!(r["mode"], "rc", "{v}: {r:?}");
+            }
             carried_on += usize::from(ok);
         }
         assert!(carried_on > 0, "{v}: every QP gave up");
