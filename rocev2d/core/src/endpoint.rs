@@ -11,7 +11,12 @@
 //!
 //! Deviations: none.
 
+mod gsi;
+
+pub use gsi::{GSI_UDP_SRC_PORT, GsiConfig};
+
 use crate::cc::ReceiverCc;
+use crate::cm::CmError;
 use crate::cq::{Cq, WorkCompletion};
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
 use crate::qp::{
@@ -21,7 +26,7 @@ use crate::qp::{
 use crate::time::{Duration, Instant};
 use crate::wire::{
     self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr,
-    frame::Frame, grh,
+    frame::Frame, gid::gid, grh,
 };
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -81,11 +86,15 @@ pub enum DropReason {
     TooLong,
     /// A UD message found no receive buffer posted (IBA class D: silently dropped).
     NoRecvWqe,
+    /// A packet to QP1 that is not a CM MAD from the peer's QP1: not 256 bytes, a MAD base
+    /// version, class or class version the CM does not serve, or another source QP
+    /// ([`Endpoint::enable_cm`]).
+    BadMad,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 23] = [
+    pub const ALL: [DropReason; 24] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::NotIp,
@@ -109,6 +118,7 @@ impl DropReason {
         DropReason::BadQkey,
         DropReason::TooLong,
         DropReason::NoRecvWqe,
+        DropReason::BadMad,
     ];
 
     /// The counter name `rocev2d stats` prints.
@@ -137,6 +147,7 @@ impl DropReason {
             DropReason::BadQkey => "bad_qkey",
             DropReason::TooLong => "too_long",
             DropReason::NoRecvWqe => "no_recv_wqe",
+            DropReason::BadMad => "bad_mad",
         }
     }
 
@@ -222,6 +233,12 @@ pub enum EndpointError {
     /// Memory registration failed.
     #[error(transparent)]
     Mr(#[from] MrError),
+    /// A `cm_*` call before [`Endpoint::enable_cm`].
+    #[error("the connection manager is not enabled")]
+    CmNotEnabled,
+    /// The connection manager refused the call.
+    #[error(transparent)]
+    Cm(#[from] CmError),
 }
 
 /// A QP of either type, in the one QPN space the demux looks packets up in.
@@ -271,6 +288,8 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// Receiver-side congestion control: notification point and DASR.
     rx_cc: ReceiverCc,
+    /// QP1 and its connection manager, once [`Endpoint::enable_cm`] opened it.
+    gsi: Option<alloc::boxed::Box<gsi::Gsi>>,
 }
 
 /// The first QP number handed out: QP0 and QP1 are special (IBA §3.5.3), and rdma_rxe also
@@ -289,6 +308,7 @@ impl Endpoint {
             rr: Qpn::new(0),
             stats: EndpointStats::default(),
             rx_cc: ReceiverCc::default(),
+            gsi: None,
         }
     }
 
@@ -587,12 +607,14 @@ impl Endpoint {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
         let repr = FrameRepr::parse_frame(&frame)?;
-        let src: IpAddr = match repr.ip {
-            IpRepr::V4 { src, .. } => src.into(),
-            IpRepr::V6 { src, .. } => src.into(),
+        let (src, dst): (IpAddr, IpAddr) = match repr.ip {
+            IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
+            IpRepr::V6 { src, dst, .. } => (src.into(), dst.into()),
         };
         let rx = Received {
             src,
+            dst,
+            src_mac: Some(repr.eth.src),
             sport: repr.udp.src_port,
             ecn: repr.ip.ecn(),
             roce: &repr.roce,
@@ -618,6 +640,8 @@ impl Endpoint {
         let roce = RoceRepr::parse(&packet)?;
         let rx = Received {
             src: meta.src.ip(),
+            dst: meta.dst.ip(),
+            src_mac: None,
             sport: meta.src.port(),
             ecn: meta.ecn,
             roce: &roce,
@@ -636,6 +660,10 @@ impl Endpoint {
         mem: &mut dyn Memory,
     ) -> Result<(), DropReason> {
         let roce = rx.roce;
+        if roce.bth.dest_qp == Qpn::GSI {
+            let addrs = (gid(rx.dst), gid(rx.src), rx.src_mac);
+            return self.handle_gsi(now, roce, rx.payload, addrs, mem);
+        }
         let transport = roce.bth.opcode.transport();
         let Endpoint {
             mrs,
@@ -683,20 +711,29 @@ impl Endpoint {
             qp.on_cnp(now, tau);
             return Ok(());
         }
+        let waiting = qp.state() == QpState::Rtr;
         drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
             qp.handle_packet(env, roce, rx.payload, rx.ecn, rx.len, rx.sport)
         });
+        if waiting {
+            self.qp_saw_peer(now, roce.bth.dest_qp, mem);
+        }
         Ok(())
     }
 
     /// Writes the next frame to send into `buf` (resized to fit) and returns its length.
-    /// QPs take turns; within a QP, responses and requests alternate.
+    /// QP1's MADs go first; then QPs take turns; within a QP, responses and requests alternate.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         mem: &mut dyn Memory,
         buf: &mut Vec<u8>,
     ) -> Option<usize> {
+        if let Some(n) = self.gsi.as_mut().and_then(|g| g.poll_transmit(buf)) {
+            self.stats.tx_frames += 1;
+            self.stats.tx_bytes += n as u64;
+            return Some(n);
+        }
         let Endpoint {
             mrs,
             cqs,
@@ -758,14 +795,19 @@ impl Endpoint {
         Some((meta, len))
     }
 
-    /// The earliest timer deadline of any QP or of the notification point.
+    /// The earliest timer deadline of any QP, of the notification point or of the CM.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let qps = self.qps.values().filter_map(|q| q.poll_timeout()).min();
-        [qps, self.rx_cc.poll_timeout()].into_iter().flatten().min()
+        let cm = self.gsi.as_ref().and_then(|g| g.poll_timeout());
+        [qps, self.rx_cc.poll_timeout(), cm]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
-    /// Runs every QP timer that is due at `now`, and DCQCN+'s CNP list walk.
+    /// Runs every QP timer that is due at `now`, DCQCN+'s CNP list walk and the CM's timers.
     pub fn handle_timeout(&mut self, now: Instant, mem: &mut dyn Memory) {
+        self.gsi_timeout(now, mem);
         if self.rx_cc.poll_timeout().is_some_and(|t| t <= now) {
             if let Some((qpn, tau)) = self.rx_cc.handle_timeout(now) {
                 if let Some(AnyQp::Rc(qp)) = self.qps.get_mut(&qpn) {
@@ -790,9 +832,9 @@ impl Endpoint {
         }
     }
 
-    /// True when no QP has anything to send or any timer pending.
+    /// True when no QP (QP1 included) has anything to send or any timer pending.
     pub fn is_idle(&self, now: Instant) -> bool {
-        self.qps.values().all(|q| q.is_idle(now))
+        self.qps.values().all(|q| q.is_idle(now)) && self.gsi.as_ref().is_none_or(|g| g.is_idle())
     }
 }
 
@@ -801,6 +843,10 @@ impl Endpoint {
 struct Received<'a> {
     /// IP source: must be the QP's peer.
     src: IpAddr,
+    /// IP destination: our GID, for the CM.
+    dst: IpAddr,
+    /// Ethernet source, when the packet came in a whole frame: where the CM's answers go.
+    src_mac: Option<[u8; 6]>,
     /// UDP source port (multipath: the path it came by).
     sport: u16,
     ecn: wire::frame::Ecn,

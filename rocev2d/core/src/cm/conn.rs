@@ -28,9 +28,10 @@
 //!   that time-wait is one REQ resend interval longer (see `enter_time_wait`).
 //! * A duplicate REQ in RepSent gets the REP again; Linux leaves the REP to its own timer. This
 //!   recovers a lost REP one REQ interval sooner and costs one MAD per duplicate.
-//! * NOT IMPLEMENTED (IBA §12.8, §12.11): LAP/APR (alternate paths) and SIDR; the
-//!   "communication established" shortcut where traffic on the QP stands in for a lost RTU
-//!   (Linux `ib_cm_notify`) (issue 16).
+//! * A lost RTU is also recovered by traffic on the QP standing in for it
+//!   ([`super::Cm::established`], Linux `ib_cm_notify`): the endpoint calls it when its QP,
+//!   still in RTR, receives the peer's first packet.
+//! * NOT IMPLEMENTED (IBA §12.8, §12.11): LAP/APR (alternate paths) and SIDR (issue 16).
 
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;
@@ -309,7 +310,7 @@ impl Conn {
     }
 
     /// The QP settings the REQ decides; the caller sets the ends and what the REP negotiated.
-    fn qp_params(&self, local_qpn: Qpn, peer_qpn: Qpn, sq_psn: Psn, rq_psn: Psn) -> QpParams {
+    fn qp_params_for(&self, local_qpn: Qpn, peer_qpn: Qpn, sq_psn: Psn, rq_psn: Psn) -> QpParams {
         let (req, path) = (&self.req, &self.req.primary_path);
         QpParams {
             local_qpn,
@@ -371,7 +372,7 @@ impl Conn {
         self.qp = Some(QpParams {
             max_rd_atomic: initiator_depth,
             max_dest_rd_atomic: responder_resources,
-            ..self.qp_params(
+            ..self.qp_params_for(
                 p.local_qpn,
                 self.req.local_qpn,
                 self.req.starting_psn,
@@ -500,7 +501,7 @@ impl Conn {
             rnr_retry_count: rep.rnr_retry_count,
             max_rd_atomic: rep.responder_resources,
             max_dest_rd_atomic: rep.initiator_depth,
-            ..self.qp_params(
+            ..self.qp_params_for(
                 self.req.local_qpn,
                 rep.local_qpn,
                 rep.starting_psn,
@@ -537,6 +538,28 @@ impl Conn {
             (State::Established, _) if !self.active => io.stats.duplicate += 1,
             _ => self.wrong_state(io),
         }
+    }
+
+    /// The QP saw the peer's first packet while we waited for its RTU: the peer is connected,
+    /// so we are too (IBA's Communication Established event; Linux `ib_cm_notify` with `IB_EVENT_COMM_EST`). Returns
+    /// whether the connection was waiting for an RTU.
+    pub(super) fn on_comm_established(&mut self, io: &mut Io) -> bool {
+        let (State::RepSent | State::MraRepRcvd, Some(qp)) = (self.state, self.qp) else {
+            return false;
+        };
+        io.events.push_back(Event::Established {
+            conn: self.id,
+            qp,
+            private_data: Vec::new(),
+        });
+        self.state = State::Established;
+        self.deadline = None;
+        true
+    }
+
+    /// What the QP needs, once the REP is sent or received.
+    pub(super) fn qp_params(&self) -> Option<QpParams> {
+        self.qp
     }
 
     pub(super) fn on_dreq(&mut self, now: Instant, tid: u64, dreq: &DreqRepr, io: &mut Io) {

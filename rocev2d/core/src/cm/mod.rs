@@ -519,6 +519,30 @@ impl Cm {
             })));
     }
 
+    /// Passive side: the QP received the peer's first packet while the connection waited for
+    /// its RTU, so the RTU was lost or is late and the peer is connected: [`Event::Established`]
+    /// follows as if the RTU had come (IBA's "communication established" event; Linux
+    /// `ib_cm_notify`). A later RTU counts as a duplicate.
+    ///
+    /// # Errors
+    ///
+    /// [`CmError::UnknownConn`]; [`CmError::WrongState`] unless the connection waits for an RTU.
+    pub fn established(&mut self, conn: ConnId) -> Result<(), CmError> {
+        let c = self.conns.get_mut(&conn).ok_or(CmError::UnknownConn)?;
+        if c.on_comm_established(&mut self.io) {
+            Ok(())
+        } else {
+            Err(CmError::WrongState(c.state()))
+        }
+    }
+
+    /// What the connection's QP needs for RTR and RTS, once its REP is sent ([`Self::accept`])
+    /// or received: the passive side moves its QP to RTR with it when it accepts, before the
+    /// RTU, so the peer's first packets are not lost.
+    pub fn qp_params(&self, conn: ConnId) -> Option<QpParams> {
+        self.conns.get(&conn).and_then(Conn::qp_params)
+    }
+
     /// The next MAD to send, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.io.transmits.pop_front()

@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use core::net::IpAddr;
 
 /// Frames a transport packet for this QP's path and lets `fill` write its payload.
-pub(super) fn emit(
+pub(crate) fn emit(
     path: &Path,
     roce: RoceRepr,
     payload_len: usize,

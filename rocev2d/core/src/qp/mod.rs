@@ -39,7 +39,7 @@
 
 mod config;
 mod counters;
-mod framing;
+pub(crate) mod framing;
 mod multipath;
 mod rc;
 mod requester;

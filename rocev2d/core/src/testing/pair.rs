@@ -298,6 +298,12 @@ impl Pair {
     /// Runs everything that is due now; moves the clock to the next event when nothing is.
     /// Returns `false` when there is no next event (the pair is idle).
     pub fn step(&mut self) -> bool {
+        self.step_losing(|_, _| false)
+    }
+
+    /// [`Self::step`], but a frame for which `lose(from_a, frame)` is true never reaches its
+    /// link: a loss chosen by the test rather than by the link's generator.
+    pub fn step_losing(&mut self, mut lose: impl FnMut(bool, &[u8]) -> bool) -> bool {
         let now = self.now;
         let mut busy = false;
         for (from_a, h, link) in [
@@ -308,7 +314,9 @@ impl Pair {
                 if let Some(t) = &mut self.trace {
                     t.push((from_a, self.buf[..n].to_vec()));
                 }
-                link.send(now, self.buf[..n].to_vec());
+                if !lose(from_a, &self.buf[..n]) {
+                    link.send(now, self.buf[..n].to_vec());
+                }
                 busy = true;
             }
         }
