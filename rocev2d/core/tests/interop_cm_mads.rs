@@ -360,3 +360,84 @@ fn rping_cm_active_cm_sends_rxes_req() {
     });
     assert_eq!(t.mad, want, "RTU\nours {}\nrxe's {rtu}", parse(&t));
 }
+
+/// rxe's REQ frame (frame 1), fed whole into an Endpoint with QP1 open and a listener on
+/// rping's port: the ConnectRequest names the client's QPN and PSN, and accepting it with the
+/// server's QP and PSN makes the REP frame leave, which is frame 2 byte for byte but for the
+/// IPv4 identification and checksum, our Communication ID, and the ICRC over them.
+#[test]
+fn rping_req_frame_through_an_endpoint() {
+    use rocev2_core::endpoint::{GSI_UDP_SRC_PORT, GsiConfig};
+    use rocev2_core::mr::VecMemory;
+    use rocev2_core::qp::{QpAttr, QpConfig, QpState};
+    use rocev2_core::{DropReason, Endpoint};
+
+    let f = frames("rping_cm.pcap");
+    let (req_frame, rep_frame) = (&f[0], &f[1]);
+    let now = Instant::ZERO;
+    let mut mem = VecMemory::new();
+    let mut ep = Endpoint::new(1);
+    ep.enable_cm(GsiConfig {
+        mac: [0x52, 0x54, 0x00, 0x77, 0x00, 0x0a],
+        cm: CmConfig {
+            local_ca_guid: 0x5054_00ff_fe77_000a,
+        },
+        seed: 1,
+    });
+    ep.cm_listen(ServiceId::rdma_cm(PortSpace::TCP, RPING_PORT as u16))
+        .unwrap();
+    let pd = ep.alloc_pd();
+    let cq = ep.create_cq(16);
+    let qpn = ep.create_qp(QpConfig::new(pd, cq, cq)).unwrap();
+    assert_eq!(qpn, Qpn::new(0x11), "rxe's first QPN, as the server's");
+    ep.modify_qp(
+        qpn,
+        QpState::Init,
+        &QpAttr::init_all_access(),
+        now,
+        &mut mem,
+    )
+    .unwrap();
+
+    assert_eq!(ep.handle_frame(now, req_frame, &mut mem), Ok(()));
+    let Some(Event::ConnectRequest(r)) = ep.poll_cm_event() else {
+        panic!("no ConnectRequest: {:?}", ep.cm().unwrap().stats())
+    };
+    assert_eq!(
+        (r.req.local_qpn, r.req.starting_psn),
+        (Qpn::new(0x11), Psn::new(0x9e_1675))
+    );
+    assert_eq!(r.cma.map(|c| c.src_port), Some(0xbf31));
+    let accept = AcceptParams::new(qpn, Psn::new(0xd2_ba60));
+    ep.cm_accept(now, r.conn, accept, &mut mem).unwrap();
+    // The QP waits in RTR for the client's first packet, with the client's QPN and PSN.
+    assert_eq!(ep.qp(qpn).unwrap().state(), QpState::Rtr);
+
+    let mut buf = Vec::new();
+    let n = ep.poll_transmit(now, &mut mem, &mut buf).unwrap();
+    let ours = &buf[..n];
+    let (repr, payload) = FrameRepr::parse(ours).unwrap();
+    assert_eq!(repr.udp.src_port, GSI_UDP_SRC_PORT);
+    let m = CmRepr::parse_bytes(payload).unwrap();
+    let CmAttribute::Rep(rep) = m.attribute else {
+        panic!("not a REP: {m}")
+    };
+    assert_eq!(rep.remote_comm_id, r.req.local_comm_id);
+    assert_eq!(
+        (rep.local_qpn, rep.starting_psn),
+        (Qpn::new(0x11), Psn::new(0xd2_ba60))
+    );
+    // Frame 2 with our Communication ID (MAD data byte 0 is at frame byte 14 + 20 + 8 + 12 + 8
+    // + 24 = 86).
+    assert_eq!(n, rep_frame.len());
+    let mut want = rep_frame.clone();
+    want[86..90].copy_from_slice(&rep.local_comm_id.to_be_bytes());
+    let differ: Vec<usize> = (0..n).filter(|&i| ours[i] != want[i]).collect();
+    let allowed = |i: usize| matches!(i, 18 | 19 | 24 | 25) || i >= n - 4;
+    assert!(
+        differ.iter().all(|&i| allowed(i)),
+        "bytes differ beyond IP id/checksum and ICRC: {differ:?}"
+    );
+    assert_eq!(ep.stats().total_drops(), 0);
+    assert_eq!(ep.stats().drops(DropReason::BadMad), 0);
+}
