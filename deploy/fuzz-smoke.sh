@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz smoke run: every cargo-fuzz target of every fuzz crate (rocev2d/core/fuzz: wire, transport,
-# engine, mad; rocev2d/daemon/fuzz: the configuration file, the control protocol) for a bounded time, failing on the first
+# engine, mad, cm (the CM behind QP1); rocev2d/daemon/fuzz: the configuration file, the control protocol) for a bounded time, failing on the first
 # crash (a panic, an assertion in the target, or a sanitizer report).
 #
 #   FUZZ_SECONDS=20   seconds per target (default 20)
