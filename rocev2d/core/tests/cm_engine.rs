@@ -16,7 +16,7 @@ use rocev2_core::qp::{CqId, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, S
 use rocev2_core::testing::{Host, LinkConfig, Pair};
 use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::gid::gid;
-use rocev2_core::wire::mad::attribute;
+use rocev2_core::wire::mad::{attribute, method};
 use rocev2_core::wire::{
     CmRepr, FrameRepr, GSI_Q_KEY, MadPacket, Opcode, Operation, Psn, Qpn, Transport,
 };
@@ -389,9 +389,9 @@ fn reframe(frame: &[u8], edit: impl FnOnce(&mut FrameRepr, &mut Vec<u8>)) -> Vec
 }
 
 /// Packets to QP1 that are not a CM MAD from the peer's QP1 are dropped and counted by
-/// reason; to an endpoint without QP1 they find no QP.
+/// reason; a Get(ClassPortInfo) is answered; to an endpoint without QP1 they find no QP.
 #[test]
-fn bad_mads_dropped_and_counted() {
+fn bad_mads_dropped_and_counted_class_port_info_answered() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (_, b, _) = start(&mut p, true);
     let mut ev = Events::default();
@@ -438,6 +438,21 @@ fn bad_mads_dropped_and_counted() {
     });
     assert_eq!(p.b.ep.handle_frame(now, &f, &mut p.b.mem), Ok(()));
     assert_eq!(p.b.ep.cm().unwrap().stats().malformed, 1);
+    // A Get(ClassPortInfo) is answered, to the sender's QP1 and MAC.
+    let get = reframe(&req, |_, m| {
+        let mut mad = MadPacket::new_unchecked(&mut m[..]);
+        mad.set_method(method::GET);
+        mad.set_attribute_id(attribute::CLASS_PORT_INFO);
+        m[24..].fill(0);
+    });
+    assert_eq!(p.b.ep.handle_frame(now, &get, &mut p.b.mem), Ok(()));
+    let mut buf = Vec::new();
+    let n = p.b.ep.poll_transmit(now, &mut p.b.mem, &mut buf).unwrap();
+    let (repr, payload) = FrameRepr::parse(&buf[..n]).unwrap();
+    assert_eq!((repr.eth.dst, repr.roce.bth.dest_qp), (p.a.mac, Qpn::GSI));
+    let resp = CmRepr::parse_bytes(payload).unwrap();
+    assert_eq!(resp.method, method::GET_RESP);
+    assert_eq!(resp.attribute.attribute_id(), attribute::CLASS_PORT_INFO);
     // No QP1 without `enable_cm`.
     let mut plain = rocev2_core::Endpoint::new(9);
     assert_eq!(

@@ -43,6 +43,8 @@ use rand_chacha::ChaCha12Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::time::{Duration, Instant};
+use crate::wire::Qpn;
+use crate::wire::mad::class_port_info::ClassPortInfoRepr;
 use crate::wire::mad::cm_connect::{RejRepr, ReqRepr};
 use crate::wire::mad::cm_disconnect::DrepRepr;
 use crate::wire::mad::{CmAttribute, CmRepr, MAD_LEN, array, method};
@@ -50,6 +52,34 @@ use conn::Conn;
 pub use conn::State;
 pub use event::{AcceptParams, ConnectParams, ConnectRequest, Event, QpParams};
 pub use service::{CmaAddrs, CmaError, CmaHeader, PortSpace, ServiceId};
+
+/// What a Get(ClassPortInfo) is answered with (IBA §13.4.8.1): MAD base version 1, CM class
+/// version 2, no optional capability (no traps, notices or redirection), and a response time
+/// of 2^20 · 4.096 µs (4.3 s), the CM response timeout our REQs announce.
+const CLASS_PORT_INFO: ClassPortInfoRepr = ClassPortInfoRepr {
+    base_version: crate::wire::mad::BASE_VERSION,
+    class_version: crate::wire::mad::CM_CLASS_VERSION,
+    capability_mask: 0,
+    capability_mask2: 0,
+    resp_time_value: 20,
+    redirect_gid: Ipv6Addr::UNSPECIFIED,
+    redirect_tc: 0,
+    redirect_sl: 0,
+    redirect_fl: 0,
+    redirect_lid: 0,
+    redirect_p_key: 0,
+    redirect_qp: Qpn::new(0),
+    redirect_q_key: 0,
+    trap_gid: Ipv6Addr::UNSPECIFIED,
+    trap_tc: 0,
+    trap_sl: 0,
+    trap_fl: 0,
+    trap_lid: 0,
+    trap_p_key: 0,
+    trap_hl: 0,
+    trap_qp: Qpn::new(0),
+    trap_q_key: 0,
+};
 
 /// A connection's handle: its local Communication ID, never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -130,8 +160,8 @@ pub enum CmError {
     AlreadyListening,
 }
 
-/// CM counters, named as `rocev2d stats` keys are (the daemon does not print them yet: the CM
-/// is not on QP1 yet).
+/// CM counters, named as `rocev2d stats` keys are (the daemon does not print them yet: it does
+/// not enable the CM yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmStats {
     /// MADs given to [`Cm::handle_mad`].
@@ -140,7 +170,7 @@ pub struct CmStats {
     pub mads_sent: u64,
     /// Received bytes that are not a CM MAD this CM understands (`wire::Error`).
     pub malformed: u64,
-    /// CM MADs with a method other than Send (ClassPortInfo queries): not answered.
+    /// CM MADs with a method other than Send, but for Get(ClassPortInfo): not answered.
     pub unsupported: u64,
     /// Messages for a Communication ID we do not have (with that peer).
     pub unknown_comm_id: u64,
@@ -178,8 +208,13 @@ impl Io {
 
 /// Serializes a CM message: method Send, status 0, as every CM message in `rping_cm.pcap`.
 fn build_mad(transaction_id: u64, attribute: CmAttribute) -> [u8; MAD_LEN] {
+    emit_mad(method::SEND, transaction_id, attribute)
+}
+
+/// Serializes a CM MAD with `method`, status 0.
+fn emit_mad(method: u8, transaction_id: u64, attribute: CmAttribute) -> [u8; MAD_LEN] {
     let repr = CmRepr {
-        method: method::SEND,
+        method,
         status: 0,
         class_specific: 0,
         transaction_id,
@@ -360,7 +395,14 @@ impl Cm {
                 return;
             }
         };
-        // NOT IMPLEMENTED (IBA §13.4.8.1): answering ClassPortInfo Get (issue 16).
+        if m.method == method::GET && matches!(m.attribute, CmAttribute::ClassPortInfo(_)) {
+            let mad = emit_mad(
+                method::GET_RESP,
+                m.transaction_id,
+                CmAttribute::ClassPortInfo(CLASS_PORT_INFO),
+            );
+            return self.io.send(local_gid, peer_gid, mad);
+        }
         if m.method != method::SEND {
             self.io.stats.unsupported += 1;
             return;

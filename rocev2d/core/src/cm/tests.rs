@@ -656,6 +656,38 @@ fn cm_bad_input_is_counted_and_answered_per_spec() {
     assert_eq!(cm.poll_event(), None);
 }
 
+/// A Get(ClassPortInfo) (IBA §13.4.8.1) is answered with a GetResp of the same transaction
+/// naming CM class version 2; a Set of it is not.
+#[test]
+fn cm_class_port_info_get_answered() {
+    let mut cm = Cm::new(CmConfig { local_ca_guid: 1 }, 7);
+    let now = Instant::ZERO;
+    let get = emit_mad(
+        method::GET,
+        0x1234,
+        CmAttribute::ClassPortInfo(CLASS_PORT_INFO),
+    );
+    let mut set = get;
+    set[3] = method::SET;
+    cm.handle_mad(now, B_GID, A_GID, &set);
+    assert_eq!(cm.poll_transmit(), None);
+    assert_eq!(cm.stats().unsupported, 1);
+    cm.handle_mad(now, B_GID, A_GID, &get);
+    let t = cm.poll_transmit().unwrap();
+    assert_eq!((t.local_gid, t.peer_gid), (B_GID, A_GID));
+    let r = CmRepr::parse_bytes(&t.mad).unwrap();
+    assert_eq!(
+        (r.method, r.status, r.transaction_id),
+        (method::GET_RESP, 0, 0x1234)
+    );
+    let CmAttribute::ClassPortInfo(info) = r.attribute else {
+        panic!("{r}")
+    };
+    assert_eq!((info.base_version, info.class_version), (1, 2));
+    assert_eq!(info.redirect_lid, 0, "not redirected");
+    assert_eq!(cm.stats().unsupported, 1);
+}
+
 #[test]
 fn cm_wrong_state_and_wrong_peer_are_counted() {
     let mut p = Pair::new();

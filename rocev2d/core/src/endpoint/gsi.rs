@@ -32,8 +32,7 @@
 //!   frames carry zeros there;
 //! * a QP transition the CM's event asks for that the QP refuses (the application moved or
 //!   destroyed it meanwhile) disconnects the connection: the DREQ tells the peer, and
-//!   [`Event::Disconnected`] follows;
-//! * NOT IMPLEMENTED (IBA §13.4.8.1): answering ClassPortInfo queries (issue 16).
+//!   [`Event::Disconnected`] follows.
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;

@@ -24,8 +24,10 @@
 //! * Q_Keys with the high bit set (IBA's controlled Q_Keys) are not reserved for privileged
 //!   consumers: any Q_Key can be set;
 //! * completions report P_Key index 0: a rocev2 port's P_Key table has one entry;
-//! * NOT IMPLEMENTED (IBA ch. 10 multicast, §13.5 GSI; Annex A17.9 CNPs): UD multicast, QP1 and
-//!   congestion control (UD QPs send no CNPs and drop those they receive) (issue 16).
+//! * QP1 (the GSI) is not a [`UdQp`]: the endpoint serves it itself for the CM
+//!   (`endpoint/gsi.rs`), with no application buffers;
+//! * NOT IMPLEMENTED (IBA ch. 10 multicast; Annex A17.9 CNPs): UD multicast and congestion
+//!   control (UD QPs send no CNPs and drop those they receive) (issue 16).
 
 use super::sgl::{gather, resolve_local, scatter};
 use super::state::validate_ud;
