@@ -10,7 +10,7 @@ use rocev2_core::cm::{
     AcceptParams, CmConfig, ConnId, ConnectParams, Event, PortSpace, RejectReason, ServiceId, State,
 };
 use rocev2_core::cq::{WcOpcode, WcStatus};
-use rocev2_core::endpoint::{DropReason, GsiConfig};
+use rocev2_core::endpoint::{DropReason, GSI_UDP_SRC_PORT, GsiConfig};
 use rocev2_core::mr::{AccessFlags, MrInfo};
 use rocev2_core::qp::{CqId, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::testing::{Host, LinkConfig, Pair};
@@ -74,11 +74,13 @@ fn start(p: &mut Pair, listen: bool) -> (Side, Side, ConnId) {
     (a, b, conn)
 }
 
-/// Every CM event each side reported so far (A's, B's); B accepts every request with its QP.
+/// Every CM event each side reported so far (A's, B's); B accepts every request with its QP,
+/// or with `mra` set only answers it with an MRA of that service timeout.
 #[derive(Debug, Default)]
 struct Events {
     a: Vec<Event>,
     b: Vec<Event>,
+    mra: Option<u8>,
 }
 
 impl Events {
@@ -88,10 +90,14 @@ impl Events {
         }
         while let Some(e) = p.b.ep.poll_cm_event() {
             if let Event::ConnectRequest(r) = &e {
-                let accept = AcceptParams::new(b.qpn, PSN_B);
-                p.b.ep
-                    .cm_accept(p.now, r.conn, accept, &mut p.b.mem)
-                    .unwrap();
+                if let Some(t) = self.mra {
+                    p.b.ep.cm_send_mra(r.conn, t).unwrap();
+                } else {
+                    let accept = AcceptParams::new(b.qpn, PSN_B);
+                    p.b.ep
+                        .cm_accept(p.now, r.conn, accept, &mut p.b.mem)
+                        .unwrap();
+                }
             }
             self.b.push(e);
         }
@@ -193,7 +199,7 @@ fn send_and_write(p: &mut Pair, a: Side, b: Side, ev: &mut Events) {
 /// REQ, REP, RTU leave as UD SEND Only frames between the QP1s; both QPs reach RTS with each
 /// other's QPN and PSN, and carry a SEND and an RDMA WRITE.
 #[test]
-fn connect_through_mads_then_send_and_write() {
+fn cm_connect_over_qp1_carries_send_and_write() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (a, b, conn) = start(&mut p, true);
     let mut ev = Events::default();
@@ -250,7 +256,7 @@ fn connect_through_mads_then_send_and_write() {
 /// A REQ for a service nobody listens on is answered with REJ reason 8; the active side's QP
 /// goes to ERROR.
 #[test]
-fn unknown_service_rejected() {
+fn cm_unknown_service_gets_rej_and_qp_error() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (a, b, conn) = start(&mut p, false);
     let mut ev = Events::default();
@@ -272,7 +278,7 @@ fn is_rtu(from_a: bool, f: &[u8]) -> bool {
 /// The RTU is lost and A sends at once: B's QP, in RTR, takes A's first packet as the proof
 /// that A is connected and goes to RTS long before the REP would be resent.
 #[test]
-fn lost_rtu_recovered_by_first_packet() {
+fn cm_lost_rtu_first_packet_moves_passive_to_rts() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (a, b, _) = start(&mut p, true);
     let mut ev = Events::default();
@@ -301,7 +307,7 @@ fn lost_rtu_recovered_by_first_packet() {
 /// The RTU is lost and nothing else is sent: B resends its REP after the REQ's Local CM
 /// Response Timeout + 2·PLT, A answers with the RTU again, and B gets to RTS.
 #[test]
-fn lost_rtu_recovered_by_rep_resend() {
+fn cm_lost_rtu_rep_resend_recovers() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (a, b, _) = start(&mut p, true);
     let mut ev = Events::default();
@@ -330,7 +336,7 @@ fn lost_rtu_recovered_by_rep_resend() {
 /// DREQ/DREP: A disconnects, both QPs go to ERROR, both report Disconnected, and after the
 /// time-wait both connections are forgotten.
 #[test]
-fn disconnect_tears_down() {
+fn cm_disconnect_qps_error_then_time_wait_exit() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (a, b, conn) = start(&mut p, true);
     let mut ev = Events::default();
@@ -374,6 +380,97 @@ fn disconnect_tears_down() {
     assert!(p.a.ep.is_idle(p.now) && p.b.ep.is_idle(p.now));
 }
 
+/// B answers the REQ with an MRA (service timeout 24: 68.7 s) and accepts 30 s later: A's
+/// REQ timer moved past the MRA's time (it would resend every 6.44 s), nothing is resent, and
+/// the accept connects.
+#[test]
+fn cm_mra_holds_the_req_until_accept() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let (a, b, _) = start(&mut p, true);
+    let mut ev = Events {
+        mra: Some(24),
+        ..Events::default()
+    };
+    let has_mra = |p: &Pair| {
+        let t = p.trace.as_ref().unwrap();
+        t.iter().any(|(_, f)| mad_kind(f) == Some(attribute::MRA))
+    };
+    run(&mut p, b, &mut ev, |_, _| false, |p, _| has_mra(p));
+    // Let the MRA arrive.
+    p.step();
+    let Some(Event::ConnectRequest(r)) = ev.b.first() else {
+        panic!("{ev:?}")
+    };
+    let conn = r.conn;
+    let resend = p.a.ep.poll_timeout().unwrap();
+    assert!(
+        resend > Instant::ZERO + Duration::from_secs(68),
+        "{resend:?}"
+    );
+    p.now = Instant::ZERO + Duration::from_secs(30);
+    let accept = AcceptParams::new(b.qpn, PSN_B);
+    let now = p.now;
+    p.b.ep.cm_accept(now, conn, accept, &mut p.b.mem).unwrap();
+    run(
+        &mut p,
+        b,
+        &mut ev,
+        |_, _| false,
+        |_, e| e.both_established(),
+    );
+    assert!(ev.both_established(), "{ev:?}");
+    assert!(p.now < resend);
+    let kinds: Vec<Option<u16>> = p
+        .trace
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|(_, f)| mad_kind(f))
+        .collect();
+    let [req, mra, rep, rtu] = [
+        attribute::REQ,
+        attribute::MRA,
+        attribute::REP,
+        attribute::RTU,
+    ];
+    assert_eq!(kinds, [Some(req), Some(mra), Some(rep), Some(rtu)]);
+    assert_eq!(
+        (state(&p.a, a), state(&p.b, b)),
+        (QpState::Rts, QpState::Rts)
+    );
+}
+
+/// The UDP-socket datapath: MADs as (metadata, UDP payload) both ways connect the QPs too; no
+/// MAC is known there, and none is needed.
+#[test]
+fn cm_connect_over_datagrams_without_macs() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let (a, b, _) = start(&mut p, true);
+    let mut ev = Events::default();
+    let (now, mut buf) = (p.now, Vec::new());
+    for _ in 0..10 {
+        ev.poll(&mut p, b);
+        while let Some((m, n)) = p.a.ep.poll_transmit_datagram(now, &mut p.a.mem, &mut buf) {
+            assert_eq!(m.src.port(), GSI_UDP_SRC_PORT);
+            let r = p.b.ep.handle_datagram(now, &m, &buf[..n], &mut p.b.mem);
+            assert_eq!(r, Ok(()));
+        }
+        while let Some((m, n)) = p.b.ep.poll_transmit_datagram(now, &mut p.b.mem, &mut buf) {
+            let r = p.a.ep.handle_datagram(now, &m, &buf[..n], &mut p.a.mem);
+            assert_eq!(r, Ok(()));
+        }
+    }
+    assert!(ev.both_established(), "{ev:?}");
+    assert_eq!(
+        (state(&p.a, a), state(&p.b, b)),
+        (QpState::Rts, QpState::Rts)
+    );
+    // B learnt no MAC for A (the datagrams had none); A's came from its `cm_connect`.
+    let path = |h: &Host, s: Side| *h.ep.qp(s.qpn).unwrap().path().unwrap();
+    assert_eq!(path(&p.b, b).dst_mac, [0; 6]);
+    assert_eq!(path(&p.a, a).dst_mac, p.b.mac);
+}
+
 /// A change to a frame's headers and payload.
 type Edit = Box<dyn Fn(&mut FrameRepr, &mut Vec<u8>)>;
 
@@ -391,7 +488,7 @@ fn reframe(frame: &[u8], edit: impl FnOnce(&mut FrameRepr, &mut Vec<u8>)) -> Vec
 /// Packets to QP1 that are not a CM MAD from the peer's QP1 are dropped and counted by
 /// reason; a Get(ClassPortInfo) is answered; to an endpoint without QP1 they find no QP.
 #[test]
-fn bad_mads_dropped_and_counted_class_port_info_answered() {
+fn qp1_bad_mads_dropped_by_reason_class_port_info_answered() {
     let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
     let (_, b, _) = start(&mut p, true);
     let mut ev = Events::default();
@@ -478,7 +575,7 @@ proptest! {
     /// connection is made once, with matching QPNs and PSNs, and carries a SEND and a WRITE.
     /// (RC traffic is not lost here: its recovery is `rc_faults`'s subject.)
     #[test]
-    fn connect_under_mad_loss_and_duplication(
+    fn cm_mad_loss_and_duplication_connect_once(
         seed in any::<u64>(),
         loss in 0.0f64..0.5,
         dup in 0.0f64..0.3,

@@ -345,6 +345,18 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Passive side: tells the active side, with an MRA, that the answer to its REQ will take
+    /// up to `service_timeout` (an exponent: 4.096 µs · 2^value), so it waits instead of
+    /// resending; then [`Self::cm_accept`] or [`Self::cm_reject`].
+    ///
+    /// # Errors
+    /// [`EndpointError::CmNotEnabled`], [`EndpointError::Cm`].
+    pub fn cm_send_mra(&mut self, conn: ConnId, service_timeout: u8) -> Result<(), EndpointError> {
+        self.gsi_mut()?.cm.send_mra(conn, service_timeout)?;
+        self.drain_cm(None);
+        Ok(())
+    }
+
     /// Either side of an established connection: moves its QP to ERROR (its outstanding work
     /// completes flushed) and sends a DREQ; [`Event::Disconnected`] follows.
     ///
