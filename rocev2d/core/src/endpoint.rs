@@ -86,9 +86,9 @@ pub enum DropReason {
     TooLong,
     /// A UD message found no receive buffer posted (IBA class D: silently dropped).
     NoRecvWqe,
-    /// A packet to QP1 that is not a CM MAD from the peer's QP1: not 256 bytes, a MAD base
-    /// version, class or class version the CM does not serve, or another source QP
-    /// ([`Endpoint::enable_cm`]).
+    /// A UD packet to QP1 that is not a CM MAD from the peer's QP1: not a SEND Only of 256
+    /// bytes, a MAD base version, class or class version the CM does not serve, or another
+    /// source QP ([`Endpoint::enable_cm`]).
     BadMad,
 }
 

@@ -18,7 +18,7 @@ use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::gid::gid;
 use rocev2_core::wire::mad::{attribute, method};
 use rocev2_core::wire::{
-    CmRepr, FrameRepr, GSI_Q_KEY, MadPacket, Opcode, Operation, Psn, Qpn, Transport,
+    CmRepr, FrameRepr, GSI_Q_KEY, ImmDtRepr, MadPacket, Opcode, Operation, Psn, Qpn, Transport,
 };
 
 const PORT: u16 = 7174;
@@ -501,7 +501,7 @@ fn qp1_bad_mads_dropped_by_reason_class_port_info_answered() {
         |p, _| !p.trace.as_ref().unwrap().is_empty(),
     );
     let req = p.trace.as_ref().unwrap()[0].1.clone();
-    let cases: [(DropReason, Edit); 6] = [
+    let cases: [(DropReason, Edit); 8] = [
         (
             DropReason::BadQkey,
             Box::new(|r, _| r.roce.deth.as_mut().unwrap().q_key = 0x1234),
@@ -517,6 +517,20 @@ fn qp1_bad_mads_dropped_by_reason_class_port_info_answered() {
         (DropReason::BadMad, Box::new(|_, m| m.truncate(200))),
         (DropReason::BadMad, Box::new(|_, m| m[1] = 0x04)),
         (DropReason::BadMad, Box::new(|_, m| m[0] = 2)),
+        (
+            DropReason::BadMad,
+            Box::new(|r, _| {
+                r.roce.bth.opcode = Opcode::new(Transport::Ud, Operation::SendOnlyWithImmediate);
+                r.roce.immdt = Some(ImmDtRepr { imm: 1 });
+            }),
+        ),
+        (
+            DropReason::WrongTransport,
+            Box::new(|r, _| {
+                r.roce.bth.opcode = Opcode::new(Transport::Rc, Operation::SendOnly);
+                r.roce.deth = None;
+            }),
+        ),
     ];
     let now = p.now;
     for (reason, edit) in &cases {
@@ -527,7 +541,7 @@ fn qp1_bad_mads_dropped_by_reason_class_port_info_answered() {
             "{reason:?}"
         );
     }
-    assert_eq!(p.b.ep.stats().drops(DropReason::BadMad), 4);
+    assert_eq!(p.b.ep.stats().drops(DropReason::BadMad), 5);
     assert_eq!(p.b.ep.stats().drops(DropReason::BadQkey), 1);
     // A MAD that passes QP1's checks but not the CM's: counted by the CM.
     let f = reframe(&req, |_, m| {

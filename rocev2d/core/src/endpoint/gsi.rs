@@ -24,7 +24,7 @@
 //! Deviations:
 //! * only the CM class is served on QP1; MADs of other classes are dropped
 //!   ([`DropReason::BadMad`]), and so are MADs from a QP other than the peer's QP1, since every
-//!   answer goes to QP1;
+//!   answer goes to QP1, and UD packets other than SEND Only (with immediate data);
 //! * MADs leave with rdma_rxe's QP1 header values (`rping_cm.pcap`): UDP source port 0xd872,
 //!   TTL 64, traffic class 0, AckReq set, PSNs counting from 0;
 //! * the peer's MAC is learnt from the frame that carried its REQ, or given to
@@ -60,7 +60,7 @@ use crate::wire::{
 pub const GSI_UDP_SRC_PORT: u16 = 0xd872;
 
 /// The RNR NAK timer code a CM-connected QP sends its peer: the REQ and REP carry none, so the
-/// responder picks it; 12 is 0.64 ms (IBA Table 45).
+/// responder picks it; 12 is 0.64 ms (IBA §9.7's encoding, `wire::aeth`).
 const MIN_RNR_TIMER: u8 = 12;
 
 /// What [`Endpoint::enable_cm`] needs.
@@ -172,7 +172,7 @@ impl Gsi {
 
 /// Checks a UD packet to QP1 before its payload goes to the CM.
 fn check_mad(roce: &RoceRepr, payload: &[u8]) -> Result<(), DropReason> {
-    if roce.bth.opcode != Opcode::new(Transport::Ud, Operation::SendOnly) {
+    if roce.bth.opcode.transport() != Transport::Ud {
         return Err(DropReason::WrongTransport);
     }
     if !pkey_match(roce.bth.p_key, DEFAULT_P_KEY) {
@@ -187,7 +187,8 @@ fn check_mad(roce: &RoceRepr, payload: &[u8]) -> Result<(), DropReason> {
         && mad.base_version() == BASE_VERSION
         && mad.mgmt_class() == mgmt_class::CM
         && mad.class_version() == CM_CLASS_VERSION;
-    if deth.src_qp != Qpn::GSI || !is_cm {
+    let send_only = roce.bth.opcode == Opcode::new(Transport::Ud, Operation::SendOnly);
+    if deth.src_qp != Qpn::GSI || !send_only || !is_cm {
         return Err(DropReason::BadMad);
     }
     Ok(())
