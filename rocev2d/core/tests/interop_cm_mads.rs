@@ -364,12 +364,14 @@ fn rping_cm_active_cm_sends_rxes_req() {
 /// rxe's REQ frame (frame 1), fed whole into an Endpoint with QP1 open and a listener on
 /// rping's port: the ConnectRequest names the client's QPN and PSN, and accepting it with the
 /// server's QP and PSN makes the REP frame leave, which is frame 2 byte for byte but for the
-/// IPv4 identification and checksum, our Communication ID, and the ICRC over them.
+/// IPv4 identification and checksum, our Communication ID, and the ICRC over them. The client's
+/// RTU (frame 3, with our ID) moves the QP to RTS, and the client's first SEND (frame 4) gets
+/// frame 5's ACK: the QP the CM set up speaks to rxe's client as rxe's server did.
 #[test]
 fn rping_req_frame_through_an_endpoint() {
     use rocev2_core::endpoint::{GSI_UDP_SRC_PORT, GsiConfig};
-    use rocev2_core::mr::VecMemory;
-    use rocev2_core::qp::{QpAttr, QpConfig, QpState};
+    use rocev2_core::mr::{AccessFlags, VecMemory};
+    use rocev2_core::qp::{QpAttr, QpConfig, QpState, RecvWr, Sge};
     use rocev2_core::{DropReason, Endpoint};
 
     let f = frames("rping_cm.pcap");
@@ -438,6 +440,59 @@ fn rping_req_frame_through_an_endpoint() {
         differ.iter().all(|&i| allowed(i)),
         "bytes differ beyond IP id/checksum and ICRC: {differ:?}"
     );
+
+    // The client's RTU (frame 3), addressed to our Communication ID: the QP goes to RTS.
+    let (mut rtu_repr, rtu_mad) = FrameRepr::parse(&f[2]).unwrap();
+    let rtu_mad = mad_bytes(&CmRepr::parse_bytes(rtu_mad).unwrap(), |a| {
+        if let CmAttribute::Rtu(x) = a {
+            x.remote_comm_id = rep.local_comm_id;
+        }
+    });
+    rtu_repr.eth.dst = [0x52, 0x54, 0x00, 0x77, 0x00, 0x0a];
+    let mut rtu_frame = vec![0; rtu_repr.buffer_len(MAD_LEN).unwrap()];
+    rtu_repr
+        .emit_with(&mut rtu_frame, MAD_LEN, |d| d.copy_from_slice(&rtu_mad))
+        .unwrap();
+    assert_eq!(ep.handle_frame(now, &rtu_frame, &mut mem), Ok(()));
+    assert!(matches!(
+        ep.poll_cm_event(),
+        Some(Event::Established { .. })
+    ));
+    assert_eq!(ep.qp(qpn).unwrap().state(), QpState::Rts);
+
+    // The client's first RC packet (frame 4, rping's SEND of its buffer's address) lands in a
+    // posted receive, and our ACK is frame 5 but for the IPv4 identification and checksum, the
+    // UDP source port (the QP's own ECMP entropy) and the ICRC over them.
+    let mr = ep
+        .register_mr(pd, 0x1000, 64, AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    mem.insert(mr.id, vec![0; 64]);
+    let sge = Sge {
+        addr: mr.addr,
+        length: 64,
+        lkey: mr.lkey,
+    };
+    ep.post_recv(
+        qpn,
+        RecvWr {
+            wr_id: 1,
+            sg_list: vec![sge],
+        },
+    )
+    .unwrap();
+    assert_eq!(ep.handle_frame(now, &f[3], &mut mem), Ok(()));
+    let n = ep.poll_transmit(now, &mut mem, &mut buf).unwrap();
+    let (ours, want) = (&buf[..n], &f[4]);
+    assert_eq!(n, want.len());
+    let differ: Vec<usize> = (0..n).filter(|&i| ours[i] != want[i]).collect();
+    let allowed = |i: usize| matches!(i, 18 | 19 | 24 | 25 | 34 | 35) || i >= n - 4;
+    assert!(
+        differ.iter().all(|&i| allowed(i)),
+        "ACK bytes differ beyond IP id/checksum, UDP source port and ICRC: {differ:?}"
+    );
+    let mut wcs = Vec::new();
+    assert_eq!(ep.poll_cq(cq, &mut wcs, 4), 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].byte_len), (1, 16));
     assert_eq!(ep.stats().total_drops(), 0);
     assert_eq!(ep.stats().drops(DropReason::BadMad), 0);
 }
