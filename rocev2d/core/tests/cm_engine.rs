@@ -380,6 +380,33 @@ fn cm_disconnect_qps_error_then_time_wait_exit() {
     assert!(p.a.ep.is_idle(p.now) && p.b.ep.is_idle(p.now));
 }
 
+/// Every REQ is lost: A resends it Max CM Retries (15) times, 6.44 s apart, then gives up
+/// with TimedOut (about 103 s) and its QP goes to ERROR.
+#[test]
+fn cm_req_unanswered_times_out_qp_error() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let (a, b, conn) = start(&mut p, true);
+    let mut ev = Events::default();
+    run(
+        &mut p,
+        b,
+        &mut ev,
+        |from_a, _| from_a,
+        |_, e| !e.a.is_empty(),
+    );
+    assert_eq!(ev.a, [Event::TimedOut { conn }]);
+    assert_eq!(state(&p.a, a), QpState::Error);
+    let t = p.now - Instant::ZERO;
+    assert!(
+        t > Duration::from_secs(100) && t < Duration::from_secs(106),
+        "{t:?}"
+    );
+    let reqs = p.trace.as_ref().unwrap().iter();
+    let reqs = reqs.filter(|(_, f)| mad_kind(f) == Some(attribute::REQ));
+    assert_eq!(reqs.count(), 16);
+    assert!(ev.b.is_empty());
+}
+
 /// B answers the REQ with an MRA (service timeout 24: 68.7 s) and accepts 30 s later: A's
 /// REQ timer moved past the MRA's time (it would resend every 6.44 s), nothing is resent, and
 /// the accept connects.
