@@ -18,7 +18,8 @@ use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::gid::gid;
 use rocev2_core::wire::mad::{attribute, method};
 use rocev2_core::wire::{
-    CmRepr, FrameRepr, GSI_Q_KEY, ImmDtRepr, MadPacket, Opcode, Operation, Psn, Qpn, Transport,
+    CmRepr, FrameRepr, GSI_Q_KEY, ImmDtRepr, IpRepr, MadPacket, Opcode, Operation, Psn, Qpn,
+    Transport,
 };
 
 const PORT: u16 = 7174;
@@ -251,6 +252,34 @@ fn cm_connect_over_qp1_carries_send_and_write() {
         let s = h.ep.cm().unwrap().stats();
         assert_eq!((s.malformed, s.wrong_state, s.unknown_comm_id), (0, 0, 0));
     }
+}
+
+/// The same over IPv6 GIDs: the MADs and the connection's packets travel in IPv6 frames.
+#[test]
+fn cm_connect_over_ipv6_gids_carries_send_and_write() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    p.a.ip = "fd00::a".parse().unwrap();
+    p.b.ip = "fd00::b".parse().unwrap();
+    let (a, b, _) = start(&mut p, true);
+    let mut ev = Events::default();
+    run(
+        &mut p,
+        b,
+        &mut ev,
+        |_, _| false,
+        |_, e| e.both_established(),
+    );
+    assert_eq!(
+        (state(&p.a, a), state(&p.b, b)),
+        (QpState::Rts, QpState::Rts)
+    );
+    let path = p.b.ep.qp(b.qpn).unwrap().path().copied().unwrap();
+    assert_eq!((path.src_ip, path.dst_ip), (p.b.ip, p.a.ip));
+    for (_, f) in p.trace.as_ref().unwrap() {
+        let (repr, _) = FrameRepr::parse(f).unwrap();
+        assert!(matches!(repr.ip, IpRepr::V6 { .. }));
+    }
+    send_and_write(&mut p, a, b, &mut ev);
 }
 
 /// A REQ for a service nobody listens on is answered with REJ reason 8; the active side's QP
@@ -612,17 +641,20 @@ fn coin(state: &mut u64, p: f64) -> bool {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// MADs lost at random (up to half of them) and every frame duplicated at random: the
-    /// connection is made once, with matching QPNs and PSNs, and carries a SEND and a WRITE.
+    /// MADs lost at random (up to half of them), every frame duplicated and reordered (held
+    /// back 1 ms) at random: the connection is made once, with matching QPNs and PSNs, and
+    /// carries a SEND and a WRITE.
     /// (RC traffic is not lost here: its recovery is `rc_faults`'s subject.)
     #[test]
-    fn cm_mad_loss_and_duplication_connect_once(
+    fn cm_mad_loss_duplication_reordering_connect_once(
         seed in any::<u64>(),
         loss in 0.0f64..0.5,
         dup in 0.0f64..0.3,
+        reorder in 0.0f64..0.3,
     ) {
         let link = |s| LinkConfig { seed: s, ..LinkConfig::default() }
             .duplicate(dup)
+            .reorder(reorder, Duration::from_millis(1))
             .delay(Duration::from_micros(5));
         let mut p = Pair::new(link(seed), link(seed ^ 0x5555));
         let (a, b, _) = start(&mut p, true);
