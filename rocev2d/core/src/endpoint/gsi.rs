@@ -23,8 +23,8 @@
 //!
 //! Deviations:
 //! * only the CM class is served on QP1; MADs of other classes are dropped
-//!   ([`DropReason::BadMad`]), and so are MADs from a QP other than the peer's QP1, since every
-//!   answer goes to QP1, and UD packets other than SEND Only (with immediate data);
+//!   ([`DropReason::BadMad`]), and so are MADs from a QP other than the peer's QP1 (every answer
+//!   goes to QP1) and UD packets other than a plain SEND Only (with immediate data, say);
 //! * MADs leave with rdma_rxe's QP1 header values (`rping_cm.pcap`): UDP source port 0xd872,
 //!   TTL 64, traffic class 0, AckReq set, PSNs counting from 0;
 //! * the peer's MAC is learnt from the frame that carried its REQ, or given to
