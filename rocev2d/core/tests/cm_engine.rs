@@ -7,12 +7,13 @@
 
 use proptest::prelude::*;
 use rocev2_core::cm::{
-    AcceptParams, CmConfig, ConnId, ConnectParams, Event, PortSpace, RejectReason, ServiceId, State,
+    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, PortSpace, RejectReason,
+    ServiceId, State,
 };
 use rocev2_core::cq::{WcOpcode, WcStatus};
-use rocev2_core::endpoint::{DropReason, GSI_UDP_SRC_PORT, GsiConfig};
+use rocev2_core::endpoint::{DropReason, EndpointError, GSI_UDP_SRC_PORT, GsiConfig};
 use rocev2_core::mr::{AccessFlags, MrInfo};
-use rocev2_core::qp::{CqId, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::qp::{CqId, ModifyError, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::testing::{Host, LinkConfig, Pair};
 use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::gid::gid;
@@ -280,6 +281,55 @@ fn cm_connect_over_ipv6_gids_carries_send_and_write() {
         assert!(matches!(repr.ip, IpRepr::V6 { .. }));
     }
     send_and_write(&mut p, a, b, &mut ev);
+}
+
+/// The endpoint's CM calls refuse what they cannot do, naming why.
+#[test]
+fn cm_endpoint_calls_refuse_bad_arguments() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let params =
+        |h: &Host, peer: &Host, qpn| ConnectParams::new(sid(), gid(h.ip), gid(peer.ip), qpn, PSN_A);
+    let mut plain = rocev2_core::Endpoint::new(9);
+    assert_eq!(plain.cm_listen(sid()), Err(EndpointError::CmNotEnabled));
+    let (a, b, conn) = start(&mut p, true);
+    let now = p.now;
+    // A's QP already belongs to `conn`.
+    let again = params(&p.a, &p.b, a.qpn);
+    assert_eq!(
+        p.a.ep.cm_connect(now, again, p.b.mac),
+        Err(EndpointError::InUse)
+    );
+    let unknown = params(&p.a, &p.b, Qpn::new(0x999));
+    assert_eq!(
+        p.a.ep.cm_connect(now, unknown, p.b.mac),
+        Err(EndpointError::UnknownQp)
+    );
+    // B's QP is in INIT but the GIDs mix IPv4 and IPv6.
+    let mut mixed = params(&p.b, &p.a, b.qpn);
+    mixed.peer_gid = "fd00::1".parse().unwrap();
+    assert_eq!(
+        p.b.ep.cm_connect(now, mixed, p.a.mac),
+        Err(EndpointError::Cm(CmError::InvalidParams))
+    );
+    // Not a connection B knows (it is A's), and a QP past INIT.
+    let accept = AcceptParams::new(b.qpn, PSN_B);
+    assert_eq!(
+        p.b.ep.cm_accept(now, conn, accept.clone(), &mut p.b.mem),
+        Err(EndpointError::Cm(CmError::UnknownConn))
+    );
+    let rtr = QpState::Rtr;
+    p.b.ep
+        .modify_qp(b.qpn, QpState::Error, &QpAttr::default(), now, &mut p.b.mem)
+        .unwrap();
+    let err = p.b.ep.cm_accept(now, conn, accept, &mut p.b.mem);
+    assert!(
+        matches!(err, Err(EndpointError::Modify(ModifyError::BadTransition { from: QpState::Error, to })) if to == rtr),
+        "{err:?}"
+    );
+    assert_eq!(
+        p.a.ep.cm_disconnect(now, conn, &[], &mut p.a.mem),
+        Err(EndpointError::Cm(CmError::WrongState(State::ReqSent)))
+    );
 }
 
 /// A REQ for a service nobody listens on is answered with REJ reason 8; the active side's QP

@@ -269,8 +269,9 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`EndpointError::CmNotEnabled`]; [`EndpointError::UnknownQp`] unless the QP is RC;
-    /// [`EndpointError::Modify`] (`BadTransition`) unless it is in INIT; [`EndpointError::Cm`] for
-    /// parameters the REQ cannot carry or GIDs of different IP families.
+    /// [`EndpointError::InUse`] while another connection (time-wait included) drives it;
+    /// [`EndpointError::Modify`] (`BadTransition`) unless it is in INIT; [`EndpointError::Cm`]
+    /// for parameters the REQ cannot carry or GIDs of different IP families.
     pub fn cm_connect(
         &mut self,
         now: Instant,
@@ -386,9 +387,17 @@ impl Endpoint {
         self.gsi.as_mut()?.events.pop_front()
     }
 
-    /// A QP the CM may connect: RC, in INIT (else the RTR it will need is refused now).
+    /// A QP the CM may connect: RC, in INIT (else the RTR it will need is refused now), and
+    /// not another connection's.
     fn expect_init(&self, qpn: Qpn) -> Result<(), EndpointError> {
         let from = self.qp(qpn).ok_or(EndpointError::UnknownQp)?.state();
+        let bound = self
+            .gsi
+            .as_ref()
+            .is_some_and(|g| g.bindings.values().any(|b| b.qpn == Some(qpn)));
+        if bound {
+            return Err(EndpointError::InUse);
+        }
         if from == QpState::Init {
             Ok(())
         } else {
