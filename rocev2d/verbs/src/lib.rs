@@ -54,11 +54,13 @@
 
 mod attached;
 mod device;
+mod endpoint;
 mod error;
 mod mr;
 mod qp;
 
 pub use device::{Device, DeviceConfig, NextCompletion, random_psn, random_u64};
+pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 pub use error::{Error, Result};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
