@@ -53,12 +53,14 @@
 //! addresses.
 
 mod attached;
+pub mod connect;
 mod device;
 mod endpoint;
 mod error;
 mod mr;
 mod qp;
 
+pub use connect::{ConnectConfig, ConnectError, Connection};
 pub use device::{Device, DeviceConfig, NextCompletion, random_psn, random_u64};
 pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 pub use error::{Error, Result};
