@@ -12,7 +12,7 @@ use rocev2::{
     SendWr, WcOpcode, WcStatus,
 };
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
 use std::process::Command;
 use std::time::Duration;
@@ -50,7 +50,7 @@ impl Drop for Netns {
 /// The server's side, in namespace `ns` (a thread of its own entered it): serves the main
 /// exchange on one listener, then fails to connect its QP (in RTS already) on the second and
 /// returns that error.
-fn server(ns: &str, tx: std::sync::mpsc::Sender<[std::net::SocketAddr; 2]>) -> ConnectError {
+fn server(ns: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>) -> ConnectError {
     let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
     rustix::thread::move_into_link_name_space(
         f.as_fd(),
@@ -162,9 +162,54 @@ fn check_client(d: &Device, mr: &Mr) {
     );
 }
 
-/// Runs the client side with the blocking calls or on tokio, against [`server`] in namespace
-/// `ns`.
-fn body(on_tokio: bool, ns: &str) {
+/// The client's connection and work, with the blocking calls.
+fn client_blocking(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
+    let mut c = connect::connect(a, qa, addr, &ConnectConfig::default()).unwrap();
+    assert_eq!(c.peer.ip.to_string(), SERVER);
+    assert_eq!(c.local.ip.to_string(), "10.9.4.1");
+    assert_eq!(c.peer.mrs.len(), 1);
+    assert_eq!(c.peer.mrs[0].len, 65536);
+    for wr in work(mr_a, &c.peer.mrs[0]) {
+        let id = wr.wr_id;
+        a.post_send(qa, wr).unwrap();
+        let mut wcs = Vec::new();
+        a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(20))
+            .unwrap();
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (id, WcStatus::Success));
+    }
+    c.stream.write_all(&[0]).unwrap();
+    let mut ok = [0u8];
+    c.stream.read_exact(&mut ok).unwrap();
+    assert_eq!(ok, [1]);
+}
+
+/// The client's connection and work on tokio.
+#[cfg(feature = "tokio")]
+fn client_tokio(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = connect::tokio::connect(a, qa, addr, &ConnectConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(c.peer.ip.to_string(), SERVER);
+        for wr in work(mr_a, &c.peer.mrs[0]) {
+            let id = wr.wr_id;
+            a.post_send(qa, wr).unwrap();
+            let wc = a.next_completion(cq_a).await.unwrap();
+            assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
+        }
+        c.stream.write_all(&[0]).await.unwrap();
+        assert_eq!(c.stream.read_u8().await.unwrap(), 1);
+    });
+}
+
+/// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] in namespace
+/// `ns`, then the failures.
+fn body(client: Client, ns: &str) {
     sh(&["ip", "link", "set", "lo", "up"]);
     sh(&["ip", "netns", "add", ns]);
     let _del = Netns(ns.to_string());
@@ -184,45 +229,7 @@ fn body(on_tokio: bool, ns: &str) {
     let (mut a, pd_a, qa, cq_a, mr_a) = open("cna");
     a.mr_bytes_mut(&mr_a).unwrap()[..4096].copy_from_slice(&pattern(4096));
     let cfg = ConnectConfig::default();
-    if on_tokio {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut c = connect::tokio::connect(&mut a, qa, addr, &cfg)
-                .await
-                .unwrap();
-            assert_eq!(c.peer.ip.to_string(), SERVER);
-            for wr in work(&mr_a, &c.peer.mrs[0]) {
-                let id = wr.wr_id;
-                a.post_send(qa, wr).unwrap();
-                let wc = a.next_completion(cq_a).await.unwrap();
-                assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
-            }
-            c.stream.write_all(&[0]).await.unwrap();
-            assert_eq!(c.stream.read_u8().await.unwrap(), 1);
-        });
-    } else {
-        let mut c = connect::connect(&mut a, qa, addr, &cfg).unwrap();
-        assert_eq!(c.peer.ip.to_string(), SERVER);
-        assert_eq!(c.local.ip.to_string(), "10.9.4.1");
-        assert_eq!(c.peer.mrs.len(), 1);
-        assert_eq!(c.peer.mrs[0].len, 65536);
-        for wr in work(&mr_a, &c.peer.mrs[0]) {
-            let id = wr.wr_id;
-            a.post_send(qa, wr).unwrap();
-            let mut wcs = Vec::new();
-            a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(20))
-                .unwrap();
-            assert_eq!((wcs[0].wr_id, wcs[0].status), (id, WcStatus::Success));
-        }
-        c.stream.write_all(&[0]).unwrap();
-        let mut ok = [0u8];
-        c.stream.read_exact(&mut ok).unwrap();
-        assert_eq!(ok, [1]);
-    }
+    client(&mut a, qa, cq_a, &mr_a, addr);
     check_client(&a, &mr_a);
     a.drain(Duration::from_secs(5)).unwrap();
     // A peer whose bring-up fails: the server's QP is connected already; our fresh QP
@@ -278,21 +285,23 @@ fn failures(a: &mut Device, qa: Qp) {
     t.join().unwrap();
 }
 
-fn in_netns(test: &str, on_tokio: bool) {
-    let ns = format!("rv2cn{}{}", std::process::id(), u8::from(on_tokio));
+type Client = fn(&mut Device, Qp, rocev2::Cq, &Mr, SocketAddr);
+
+fn in_netns(test: &str, tag: &str, client: Client) {
+    let ns = format!("rv2cn{}{tag}", std::process::id());
     if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(300))
         .expect("re-run in a fresh namespace")
     {
-        body(on_tokio, &format!("{ns}b"));
+        body(client, &format!("{ns}b"));
     }
 }
 #[test]
 fn connect_in_one_call_blocking() {
-    in_netns("connect_in_one_call_blocking", false);
+    in_netns("connect_in_one_call_blocking", "s", client_blocking);
 }
 
 #[cfg(feature = "tokio")]
 #[test]
 fn connect_in_one_call_tokio() {
-    in_netns("connect_in_one_call_tokio", true);
+    in_netns("connect_in_one_call_tokio", "t", client_tokio);
 }
