@@ -14,6 +14,23 @@
 //! and a reachable address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
 //! QP) says so in [`ConnectConfig::offer`]; it runs it only when the peer offers it too.
 //!
+//! ```no_run
+//! use rocev2::connect::{self, ConnectConfig};
+//! use rocev2::{AccessFlags, DatapathKind, Device, SendOp, SendWr};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut dev = Device::open("eth0", DatapathKind::Udp)?;
+//! let pd = dev.alloc_pd()?;
+//! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
+//! let cq = dev.create_cq(16)?;
+//! let qp = dev.create_rc_qp(pd, cq, cq)?;
+//! // The server: `connect::accept(&mut dev, qp, &listener, &ConnectConfig::default().mr(&mr))`.
+//! let c = connect::connect(&mut dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
+//! let target = c.peer.mrs.first().ok_or("the server offered no region")?;
+//! let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
+//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)))?;
+//! # Ok(()) }
+//! ```
+//!
 //! Connecting by IP address and port through RDMA CM, as librdmacm's `rdma_connect` does,
 //! comes with the CM service (issue 16); this exchange pairs rocev2 programs with each other.
 //!
