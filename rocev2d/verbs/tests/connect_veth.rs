@@ -1,8 +1,9 @@
 //! Connect in one call ([`rocev2::connect`]) between two [`rocev2::Device`]s on the ends of a
 //! veth pair over the UDP datapath: the client learns the server's region from the exchange
 //! and runs a WRITE, a SEND, a READ and two atomics against it, every byte checked; once with
-//! the blocking calls, once with the client on tokio. Then the failures name their step: a
-//! peer that sends garbage, one that never answers, one whose bring-up fails.
+//! the blocking calls over IPv6, once with the client on tokio over IPv4. Then the failures
+//! name their step: a peer that sends garbage, one that never answers, one whose bring-up
+//! fails.
 //!
 //! Needs root: each test re-runs itself inside a fresh network namespace.
 
@@ -18,6 +19,9 @@ use std::process::Command;
 use std::time::Duration;
 
 const SERVER: &str = "10.9.4.2";
+const SERVER6: &str = "fd00:9:4::2";
+const CLIENT: &str = "10.9.4.1";
+const CLIENT6: &str = "fd00:9:4::1";
 
 fn sh(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
@@ -50,7 +54,7 @@ impl Drop for Netns {
 /// The server's side, in namespace `ns` (a thread of its own entered it): serves the main
 /// exchange on one listener, then fails to connect its QP (in RTS already) on the second and
 /// returns that error.
-fn server(ns: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>) -> ConnectError {
+fn server(ns: &str, main_ip: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>) -> ConnectError {
     let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
     rustix::thread::move_into_link_name_space(
         f.as_fd(),
@@ -58,7 +62,7 @@ fn server(ns: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>) -> ConnectErro
     )
     .unwrap();
     let (d, _, qp, cq, mr) = open("cnb");
-    let l = [0, 1].map(|_| TcpListener::bind((SERVER, 0)).unwrap());
+    let l = [main_ip, SERVER].map(|ip| TcpListener::bind((ip, 0)).unwrap());
     tx.send(l.each_ref().map(|l| l.local_addr().unwrap()))
         .unwrap();
     let [main, again] = l;
@@ -165,8 +169,9 @@ fn check_client(d: &Device, mr: &Mr) {
 /// The client's connection and work, with the blocking calls.
 fn client_blocking(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
     let mut c = connect::connect(a, qa, addr, &ConnectConfig::default()).unwrap();
-    assert_eq!(c.peer.ip.to_string(), SERVER);
-    assert_eq!(c.local.ip.to_string(), "10.9.4.1");
+    assert_eq!(c.peer.ip, addr.ip());
+    let me = if addr.is_ipv6() { CLIENT6 } else { CLIENT };
+    assert_eq!(c.local.ip.to_string(), me);
     assert_eq!(c.peer.mrs.len(), 1);
     assert_eq!(c.peer.mrs[0].len, 65536);
     for wr in work(mr_a, &c.peer.mrs[0]) {
@@ -195,7 +200,7 @@ fn client_tokio(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: Socke
         let mut c = connect::tokio::connect(a, qa, addr, &ConnectConfig::default())
             .await
             .unwrap();
-        assert_eq!(c.peer.ip.to_string(), SERVER);
+        assert_eq!(c.peer.ip, addr.ip());
         for wr in work(mr_a, &c.peer.mrs[0]) {
             let id = wr.wr_id;
             a.post_send(qa, wr).unwrap();
@@ -209,7 +214,7 @@ fn client_tokio(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: Socke
 
 /// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] in namespace
 /// `ns`, then the failures.
-fn body(client: Client, ns: &str) {
+fn body(client: Client, main_ip: &'static str, ns: &str) {
     sh(&["ip", "link", "set", "lo", "up"]);
     sh(&["ip", "netns", "add", ns]);
     let _del = Netns(ns.to_string());
@@ -217,14 +222,25 @@ fn body(client: Client, ns: &str) {
         "ip", "link", "add", "cna", "type", "veth", "peer", "name", "cnb", "netns", ns,
     ]);
     sh(&["ip", "addr", "add", "10.9.4.1/24", "dev", "cna"]);
+    sh(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        "fd00:9:4::1/64",
+        "dev",
+        "cna",
+        "nodad",
+    ]);
     sh(&["ip", "link", "set", "cna", "up"]);
     let inside = |args: &[&str]| sh(&[&["ip", "netns", "exec", ns, "ip"], args].concat());
     inside(&["addr", "add", "10.9.4.2/24", "dev", "cnb"]);
+    inside(&["-6", "addr", "add", "fd00:9:4::2/64", "dev", "cnb", "nodad"]);
     inside(&["link", "set", "cnb", "up"]);
     inside(&["link", "set", "lo", "up"]);
     let (tx, rx) = std::sync::mpsc::channel();
     let ns_b = ns.to_string();
-    let server = std::thread::spawn(move || server(&ns_b, tx));
+    let server = std::thread::spawn(move || server(&ns_b, main_ip, tx));
     let [addr, again] = rx.recv().unwrap();
     let (mut a, pd_a, qa, cq_a, mr_a) = open("cna");
     a.mr_bytes_mut(&mr_a).unwrap()[..4096].copy_from_slice(&pattern(4096));
@@ -255,7 +271,7 @@ fn failures(a: &mut Device, qa: Qp) {
         ..ConnectConfig::default()
     };
     // A peer that sends something else.
-    let l = TcpListener::bind(("10.9.4.1", 0)).unwrap();
+    let l = TcpListener::bind((CLIENT, 0)).unwrap();
     let addr = l.local_addr().unwrap();
     let t = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
@@ -270,7 +286,7 @@ fn failures(a: &mut Device, qa: Qp) {
     assert!(e.to_string().contains("version 72 is not supported"), "{e}");
     t.join().unwrap();
     // A peer that accepts and says nothing.
-    let l = TcpListener::bind(("10.9.4.1", 0)).unwrap();
+    let l = TcpListener::bind((CLIENT, 0)).unwrap();
     let addr = l.local_addr().unwrap();
     let t = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
@@ -287,21 +303,26 @@ fn failures(a: &mut Device, qa: Qp) {
 
 type Client = fn(&mut Device, Qp, rocev2::Cq, &Mr, SocketAddr);
 
-fn in_netns(test: &str, tag: &str, client: Client) {
+fn in_netns(test: &str, tag: &str, client: Client, main_ip: &'static str) {
     let ns = format!("rv2cn{}{tag}", std::process::id());
     if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(300))
         .expect("re-run in a fresh namespace")
     {
-        body(client, &format!("{ns}b"));
+        body(client, main_ip, &format!("{ns}b"));
     }
 }
 #[test]
-fn connect_in_one_call_blocking() {
-    in_netns("connect_in_one_call_blocking", "s", client_blocking);
+fn connect_in_one_call_blocking_ipv6() {
+    in_netns(
+        "connect_in_one_call_blocking_ipv6",
+        "s",
+        client_blocking,
+        SERVER6,
+    );
 }
 
 #[cfg(feature = "tokio")]
 #[test]
 fn connect_in_one_call_tokio() {
-    in_netns("connect_in_one_call_tokio", "t", client_tokio);
+    in_netns("connect_in_one_call_tokio", "t", client_tokio, SERVER);
 }
