@@ -126,6 +126,9 @@ pub enum ConnectError {
     /// The peer's endpoint is malformed or of a version this build cannot read.
     #[error("the peer's endpoint: {0}")]
     Format(#[from] EndpointFormatError),
+    /// Our endpoint has no byte form: more regions than [`Endpoint::MAX_MRS`].
+    #[error("our endpoint: {0}")]
+    Ours(EndpointFormatError),
     /// Our side could not bring its QP up (no address, MTU, neighbour, engine refusal); the
     /// peer was told.
     #[error("connecting our QP: {0}")]
@@ -200,14 +203,14 @@ pub fn accept(
 ///
 /// # Errors
 /// [`ConnectError::Io`], [`ConnectError::Timeout`], [`ConnectError::Closed`],
-/// [`ConnectError::Format`].
+/// [`ConnectError::Format`], [`ConnectError::Ours`].
 pub fn exchange(
     stream: &mut TcpStream,
     local: &Endpoint,
     timeout: Duration,
 ) -> Result<Endpoint, ConnectError> {
     let end = Instant::now() + timeout;
-    let bytes = local.to_bytes()?;
+    let bytes = local.to_bytes().map_err(ConnectError::Ours)?;
     write_all(stream, &bytes, SEND_ENDPOINT, end, timeout)?;
     let mut header = [0; Endpoint::HEADER_LEN];
     read_exact(stream, &mut header, RECV_ENDPOINT, end, timeout)?;
@@ -237,8 +240,10 @@ fn handshake(
     let left = remaining(end, RECV_ENDPOINT, cfg.timeout)?;
     let peer = exchange(&mut stream, &local, left)?;
     let up = bring_up(dev, qp, &local, &peer, cfg);
-    write_all(&mut stream, &status(&up), SEND_STATUS, end, cfg.timeout)?;
+    let told = write_all(&mut stream, &status(&up), SEND_STATUS, end, cfg.timeout);
+    // Our failure is the news, whether or not the peer could still be told.
     up.map_err(ConnectError::Local)?;
+    told?;
     let mut s = [0u8; 1];
     read_exact(&mut stream, &mut s, RECV_STATUS, end, cfg.timeout)?;
     if s[0] != READY {
@@ -469,7 +474,7 @@ pub mod tokio {
         let io = |source| ConnectError::Io { step: prep, source };
         s.set_nodelay(true).map_err(io)?;
         let local = local_endpoint(dev, qp, s.local_addr().map_err(io)?.ip(), cfg)?;
-        let bytes = local.to_bytes()?;
+        let bytes = local.to_bytes().map_err(ConnectError::Ours)?;
         step(end, cfg, SEND_ENDPOINT, s.write_all(&bytes)).await?;
         let mut header = [0; Endpoint::HEADER_LEN];
         step(end, cfg, RECV_ENDPOINT, s.read_exact(&mut header)).await?;
@@ -479,8 +484,9 @@ pub mod tokio {
         step(end, cfg, RECV_ENDPOINT, s.read_exact(body)).await?;
         let peer = Endpoint::parse(&all)?;
         let up = bring_up(dev, qp, &local, &peer, cfg);
-        step(end, cfg, SEND_STATUS, s.write_all(&status(&up))).await?;
+        let told = step(end, cfg, SEND_STATUS, s.write_all(&status(&up))).await;
         up.map_err(ConnectError::Local)?;
+        told?;
         let st = step(end, cfg, RECV_STATUS, s.read_u8()).await?;
         if st != READY {
             check_failed(st)?;
@@ -496,5 +502,102 @@ pub mod tokio {
             peer,
             stream: s,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocev2_core::mr::Rkey;
+    use rocev2_core::qp::Mtu;
+    use rocev2_core::wire::Qpn;
+
+    fn endpoint(qpn: u32) -> Endpoint {
+        Endpoint {
+            qpn: Qpn::new(qpn),
+            psn: 0x123456,
+            ip: "127.0.0.1".parse().unwrap(),
+            mac: None,
+            mtu: Mtu::Mtu1024,
+            ext: ExtCaps::default(),
+            mrs: vec![RemoteMr {
+                addr: 0x1000_0000,
+                len: 4096,
+                rkey: Rkey::new(qpn),
+            }],
+        }
+    }
+
+    /// A connected loopback pair.
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (a, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn exchange_swaps_endpoints() {
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || exchange(&mut b, &endpoint(2), Duration::from_secs(5)));
+        let got = exchange(&mut a, &endpoint(1), Duration::from_secs(5)).unwrap();
+        assert_eq!(got, endpoint(2));
+        assert_eq!(t.join().unwrap().unwrap(), endpoint(1));
+    }
+
+    #[test]
+    fn exchange_names_what_went_wrong() {
+        // Garbage from the peer.
+        let (mut a, mut b) = pair();
+        b.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let e = exchange(&mut a, &endpoint(1), Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(e, ConnectError::Format(EndpointFormatError::Version(b'G'))),
+            "{e}"
+        );
+        // A peer that closes after half an endpoint.
+        let (mut a, mut b) = pair();
+        b.write_all(&endpoint(2).to_bytes().unwrap()[..10]).unwrap();
+        drop(b);
+        let e = exchange(&mut a, &endpoint(1), Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConnectError::Closed {
+                    step: RECV_ENDPOINT
+                }
+            ),
+            "{e}"
+        );
+        // A silent peer.
+        let (mut a, _b) = pair();
+        let e = exchange(&mut a, &endpoint(1), Duration::from_millis(100)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConnectError::Timeout {
+                    step: RECV_ENDPOINT,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rocev2's exchange"), "{e}");
+        // Our own endpoint too large: refused before anything is sent.
+        let (mut a, _b) = pair();
+        let mut big = endpoint(1);
+        big.mrs = vec![big.mrs[0]; Endpoint::MAX_MRS + 1];
+        let e = exchange(&mut a, &big, Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, ConnectError::Ours(_)), "{e}");
+        assert!(e.to_string().starts_with("our endpoint"), "{e}");
+    }
+
+    #[test]
+    fn statuses_are_ready_or_a_reason() {
+        assert_eq!(status(&Ok(())), [READY]);
+        let failed = status(&Err(crate::Error::Timeout));
+        assert_eq!(failed[..3], [FAILED, 0, 9]);
+        assert_eq!(&failed[3..], b"timed out");
+        assert!(check_failed(FAILED).is_ok());
+        assert!(matches!(check_failed(7), Err(ConnectError::Status(7))));
     }
 }
