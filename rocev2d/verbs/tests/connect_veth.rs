@@ -1,13 +1,13 @@
 //! Connect in one call ([`rocev2::connect`]) between two [`rocev2::Device`]s on the ends of a
 //! veth pair over the UDP datapath: the client learns the server's region from the exchange
 //! and runs a WRITE, a SEND, a READ and two atomics against it, every byte checked; once with
-//! the blocking calls over IPv6, once with the client on tokio over IPv4. Then the failures
+//! the blocking calls over IPv6, once with both sides' exchange on tokio over IPv4. Then the failures
 //! name their step: a peer that sends garbage, one that never answers, one whose bring-up
 //! fails.
 //!
 //! Needs root: each test re-runs itself inside a fresh network namespace.
 
-use rocev2::connect::{self, ConnectConfig, ConnectError};
+use rocev2::connect::{self, ConnectConfig, ConnectError, Connection};
 use rocev2::{
     AccessFlags, DatapathKind, Device, EndpointFormatError, Mr, Pd, Qp, RecvWr, RemoteMr, SendOp,
     SendWr, WcOpcode, WcStatus,
@@ -54,7 +54,12 @@ impl Drop for Netns {
 /// The server's side, in namespace `ns` (a thread of its own entered it): serves the main
 /// exchange on one listener, then fails to connect its QP (in RTS already) on the second and
 /// returns that error.
-fn server(ns: &str, main_ip: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>) -> ConnectError {
+fn server(
+    ns: &str,
+    main_ip: &str,
+    accept: Accept,
+    tx: std::sync::mpsc::Sender<[SocketAddr; 2]>,
+) -> ConnectError {
     let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
     rustix::thread::move_into_link_name_space(
         f.as_fd(),
@@ -66,8 +71,36 @@ fn server(ns: &str, main_ip: &str, tx: std::sync::mpsc::Sender<[SocketAddr; 2]>)
     tx.send(l.each_ref().map(|l| l.local_addr().unwrap()))
         .unwrap();
     let [main, again] = l;
-    let (mut d, qp) = serve(d, qp, cq, mr, main);
+    let (mut d, qp) = serve(d, qp, cq, mr, main, accept);
     connect::accept(&mut d, qp, &again, &ConnectConfig::default()).unwrap_err()
+}
+
+/// How the server accepts: [`accept_blocking`] or [`accept_tokio`].
+type Accept = fn(&mut Device, Qp, TcpListener, &ConnectConfig) -> Connection;
+
+fn accept_blocking(d: &mut Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
+    connect::accept(d, qp, &l, cfg).unwrap()
+}
+
+/// `connect::tokio::accept` on a runtime of its own; the stream goes back to blocking.
+#[cfg(feature = "tokio")]
+fn accept_tokio(d: &mut Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let c = rt.block_on(async {
+        l.set_nonblocking(true).unwrap();
+        let l = tokio::net::TcpListener::from_std(l).unwrap();
+        connect::tokio::accept(d, qp, &l, cfg).await.unwrap()
+    });
+    let stream = c.stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    Connection {
+        local: c.local,
+        peer: c.peer,
+        stream,
+    }
 }
 
 fn pattern(n: usize) -> Vec<u8> {
@@ -76,7 +109,14 @@ fn pattern(n: usize) -> Vec<u8> {
 
 /// The server: offers its region, receives one SEND, serves the client's one-sided
 /// operations until the client's byte on the TCP connection, then checks its memory.
-fn serve(mut d: Device, qp: Qp, cq: rocev2::Cq, mr: Mr, l: TcpListener) -> (Device, Qp) {
+fn serve(
+    mut d: Device,
+    qp: Qp,
+    cq: rocev2::Cq,
+    mr: Mr,
+    l: TcpListener,
+    accept: Accept,
+) -> (Device, Qp) {
     d.post_recv(
         qp,
         RecvWr {
@@ -85,7 +125,7 @@ fn serve(mut d: Device, qp: Qp, cq: rocev2::Cq, mr: Mr, l: TcpListener) -> (Devi
         },
     )
     .unwrap();
-    let mut c = connect::accept(&mut d, qp, &l, &ConnectConfig::default().mr(&mr)).unwrap();
+    let mut c = accept(&mut d, qp, l, &ConnectConfig::default().mr(&mr));
     assert_eq!(c.local.mrs, [RemoteMr::from(&mr)]);
     let mut wcs = Vec::new();
     d.wait_cq(cq, &mut wcs, 4, Duration::from_secs(20)).unwrap();
@@ -212,9 +252,9 @@ fn client_tokio(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: Socke
     });
 }
 
-/// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] in namespace
-/// `ns`, then the failures.
-fn body(client: Client, main_ip: &'static str, ns: &str) {
+/// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] accepting
+/// with `accept` in namespace `ns`, then the failures.
+fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
     sh(&["ip", "link", "set", "lo", "up"]);
     sh(&["ip", "netns", "add", ns]);
     let _del = Netns(ns.to_string());
@@ -240,7 +280,7 @@ fn body(client: Client, main_ip: &'static str, ns: &str) {
     inside(&["link", "set", "lo", "up"]);
     let (tx, rx) = std::sync::mpsc::channel();
     let ns_b = ns.to_string();
-    let server = std::thread::spawn(move || server(&ns_b, main_ip, tx));
+    let server = std::thread::spawn(move || server(&ns_b, main_ip, accept, tx));
     let [addr, again] = rx.recv().unwrap();
     let (mut a, pd_a, qa, cq_a, mr_a) = open("cna");
     a.mr_bytes_mut(&mr_a).unwrap()[..4096].copy_from_slice(&pattern(4096));
@@ -303,12 +343,12 @@ fn failures(a: &mut Device, qa: Qp) {
 
 type Client = fn(&mut Device, Qp, rocev2::Cq, &Mr, SocketAddr);
 
-fn in_netns(test: &str, tag: &str, client: Client, main_ip: &'static str) {
+fn in_netns(test: &str, tag: &str, client: Client, accept: Accept, main_ip: &'static str) {
     let ns = format!("rv2cn{}{tag}", std::process::id());
     if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(300))
         .expect("re-run in a fresh namespace")
     {
-        body(client, main_ip, &format!("{ns}b"));
+        body(client, accept, main_ip, &format!("{ns}b"));
     }
 }
 #[test]
@@ -317,6 +357,7 @@ fn connect_in_one_call_blocking_ipv6() {
         "connect_in_one_call_blocking_ipv6",
         "s",
         client_blocking,
+        accept_blocking,
         SERVER6,
     );
 }
@@ -324,5 +365,11 @@ fn connect_in_one_call_blocking_ipv6() {
 #[cfg(feature = "tokio")]
 #[test]
 fn connect_in_one_call_tokio() {
-    in_netns("connect_in_one_call_tokio", "t", client_tokio, SERVER);
+    in_netns(
+        "connect_in_one_call_tokio",
+        "t",
+        client_tokio,
+        accept_tokio,
+        SERVER,
+    );
 }
