@@ -1,9 +1,9 @@
 //! Connect in one call ([`rocev2::connect`]) between two [`rocev2::Device`]s on the ends of a
 //! veth pair over the UDP datapath: the client learns the server's region from the exchange
 //! and runs a WRITE, a SEND, a READ and two atomics against it, every byte checked; once with
-//! the blocking calls over IPv6, once with both sides' exchange on tokio over IPv4. Then the failures
-//! name their step: a peer that sends garbage, one that never answers, one whose bring-up
-//! fails.
+//! the blocking calls over IPv6, once with both sides' exchange on tokio over IPv4. Then the
+//! failures name their step: a peer that sends garbage, one that never answers, one whose
+//! bring-up fails.
 //!
 //! Needs root: each test re-runs itself inside a fresh network namespace.
 
