@@ -14,6 +14,11 @@
 #   bpf-linker (+ LLVM 22 dev libs)  links the eBPF programs; rustc's LLVM is 22, so bpf-linker
 #                                    is built against llvm-22 (llvm-config must be on PATH)
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
+#   cargo-public-api (pinned)        rocev2's public-API listing test (rocev2d/verbs/tests/
+#                                    public_api.rs); the version reads the installed nightly's
+#                                    rustdoc JSON (a new nightly may need a new pin)
+#   Rust MSRV toolchain (minimal)    deploy/test.sh checks `rocev2` with the workspace's
+#                                    rust-version (Cargo.toml)
 #   deploy/tools.list                every external program a test, tool or script runs (iproute2,
 #                                    procps, iperf3, tcpdump, tshark, …), with its package
 #
@@ -135,6 +140,24 @@ ensure_cargo_fuzz() {
     cargo install cargo-fuzz --locked
 }
 
+# The version of the public-API listing; 0.52.0 reads nightly 2026-05-19's rustdoc JSON. About
+# 3.5 minutes to build with one job.
+PUBLIC_API_VERSION=0.52.0
+ensure_cargo_public_api() {
+    cargo public-api --version 2>/dev/null | grep -qx "cargo-public-api $PUBLIC_API_VERSION" && return 0
+    log "installing cargo-public-api $PUBLIC_API_VERSION"
+    cargo install cargo-public-api --version "$PUBLIC_API_VERSION" --locked
+}
+
+# The minimum supported Rust version, as the workspace states it (about 15 s to install).
+ensure_msrv() {
+    local msrv
+    msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+    rustup toolchain list | grep -q "^$msrv-" && return 0
+    log "installing Rust $msrv (the MSRV)"
+    rustup toolchain install "$msrv" --profile minimal
+}
+
 case "${1:-all}" in
     demo)
         ensure_rust
@@ -150,6 +173,8 @@ case "${1:-all}" in
         ensure_nightly_src
         ensure_bpf_linker
         ensure_cargo_fuzz
+        ensure_cargo_public_api
+        ensure_msrv
         ;;
     check)
         check_tools

@@ -62,6 +62,12 @@ env PATH="/usr/bin:/bin:$STABLE_BIN" bash -c '
         --target-dir target/no-bpf-linker'
 ok
 
+# The user API builds with the minimum supported Rust version the workspace states.
+MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+step "rocev2 builds with the MSRV (cargo +$MSRV check -p rocev2 --no-default-features --features tokio,serde)"
+cargo "+$MSRV" check -p rocev2 --no-default-features --features tokio,serde --target-dir target/msrv
+ok
+
 step "cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -- -D warnings"
 cargo +nightly clippy -p rocev2-ebpf --target bpfel-unknown-none -Z build-std=core -- -D warnings
 ok

@@ -6,11 +6,12 @@
 //! - [`oob`]: the TCP exchange of rdma-core's `ibv_rc_pingpong` (port 18515, one
 //!   `LID:QPN:PSN:GID` text message each way), so rocev2's `rc_pingpong` pairs with
 //!   `ibv_rc_pingpong` on a Linux soft-RoCE host or a RoCE NIC;
-//! - [`qp_info`]: the one-line exchange of rocev2's one-sided tools (`write_bw`,
-//!   `rocev2-wiretest`), which also carries the remote buffer;
 //! - [`perftest`]: the TCP exchange of linux-rdma/perftest (versions, MTU, the key message
 //!   with QP, buffer and GID, bandwidth reports), so rocev2's `ib_*_bw` / `ib_*_lat` pair with
 //!   perftest's.
+//!
+//! rocev2 programs pair with each other through `rocev2::connect` instead (one exchange of
+//! `rocev2::Endpoint`s, remote regions included).
 //!
 //! NOT IMPLEMENTED (issue 16): the connection manager on QP1 (its state machine over the CM
 //! MADs whose wire formats are in `rocev2_core::wire::mad`, as in
@@ -18,4 +19,3 @@
 
 pub mod oob;
 pub mod perftest;
-pub mod qp_info;

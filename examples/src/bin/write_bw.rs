@@ -22,24 +22,24 @@
 //! `--poll sleep|adaptive|spin` (default adaptive), `--spin-us N` and `--busy-poll` (= `--poll
 //! spin`) choose how the engine waits between events (docs/datapath.md, "The event loop").
 //!
-//! The out-of-band exchange is one text line each way (`rdmacm_shim::qp_info`:
-//! `WBW1 <qpn hex> <psn hex> <ip> <rkey hex> <addr hex> <len> [rext=<word hex>]`, the optional
-//! field offering multipath), then the client's `DONE <crc hex or -> <bytes>` and the server's
-//! `OK <crc hex or ->` or `MISMATCH <crc hex>`.
+//! The QPs connect in one call ([`rocev2::connect`]: the endpoints, the server's region and
+//! the multipath offer cross the TCP connection in rocev2's endpoint form), then the same
+//! connection carries the client's `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex
+//! or ->` or `MISMATCH <crc hex>`.
 //!
-//! Deviations from `ib_write_bw`: a single QP, its own exchange format (not perftest's, so
-//! it does not pair with perftest; rocev2's `ib_write_bw` does), no peak BW column (only the
-//! average over the run), every WRITE signaled.
+//! Deviations from `ib_write_bw`: a single QP, rocev2's exchange (not perftest's, so it does
+//! not pair with perftest; rocev2's `ib_write_bw` does), no peak BW column (only the average
+//! over the run), every WRITE signaled.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use rdmacm_shim::qp_info::QpInfo;
+use rocev2::connect::{self, ConnectConfig};
 use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
-    QpConfig, QpMode, Qpn, RemoteQp, Rkey, SendOp, SendWr, WcStatus,
+    QpConfig, QpMode, SendOp, SendWr, WcStatus,
 };
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -172,9 +172,21 @@ fn main() -> Result<()> {
         });
     }
     let qp = dev.create_qp(cfg)?;
-    let psn = rocev2::random_psn();
-
-    let stream = match &a.servername {
+    let mut exchange = ConnectConfig {
+        offer: ExtCaps {
+            multipath: a.multipath,
+            ..ExtCaps::default()
+        },
+        qp: ConnectOptions {
+            mtu,
+            ..ConnectOptions::default()
+        },
+        ..ConnectConfig::default()
+    };
+    if server {
+        exchange = exchange.mr(&mr);
+    }
+    let conn = match &a.servername {
         None => {
             let l = TcpListener::bind(("::", a.port))
                 .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
@@ -184,47 +196,13 @@ fn main() -> Result<()> {
                 a.port,
                 dev.datapath_name()
             );
-            l.accept()?.0
+            connect::accept(&mut dev, qp, &l, &exchange)?
         }
-        Some(host) => {
-            let addrs: Vec<_> = (host.as_str(), a.port).to_socket_addrs()?.collect();
-            TcpStream::connect(&addrs[..])
-                .with_context(|| format!("connecting to {host}:{}", a.port))?
-        }
+        Some(host) => connect::connect(&mut dev, qp, (host.as_str(), a.port), &exchange)
+            .with_context(|| format!("connecting to {host}:{}", a.port))?,
     };
-    // Our GID: the address the exchange connection uses, so both sides pick the same family.
-    let my_ip = match stream.local_addr()?.ip() {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    };
-    let mine = QpInfo {
-        qpn: qp.qpn().value(),
-        psn,
-        ip: my_ip,
-        rkey: mr.rkey().value(),
-        addr: mr.addr(),
-        len,
-        rext: QpInfo::multipath_offer(a.multipath),
-    };
-    let mut w = stream.try_clone()?;
-    let mut r = BufReader::new(stream);
-    w.write_all(mine.to_line().as_bytes())?;
-    let peer = QpInfo::from_line(&read_line(&mut r)?)?;
-    dev.connect(
-        qp,
-        &RemoteQp {
-            qpn: Qpn::new(peer.qpn),
-            psn: peer.psn,
-            ip: peer.ip,
-            mac: None,
-        },
-        &ConnectOptions {
-            local_psn: psn,
-            mtu,
-            peer_ext: ExtCaps::from_word(peer.rext.unwrap_or(0)),
-            ..ConnectOptions::default()
-        },
-    )?;
+    let mut w = conn.stream.try_clone()?;
+    let mut r = BufReader::new(conn.stream);
     let multipath = dev.qp_mode(qp) == Some(QpMode::MultiPath);
     if multipath {
         println!("mode: multipath ({} VPs from 49152)", a.vps);
@@ -270,7 +248,18 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
 
-    // Client: keep tx-depth WRITEs outstanding.
+    // Client: keep tx-depth WRITEs outstanding into the server's region.
+    let target = *conn
+        .peer
+        .mrs
+        .first()
+        .context("the server offered no region to write to")?;
+    if target.len < len {
+        bail!(
+            "the server's region has {} bytes, {len} needed (same -s and -n on both sides?)",
+            target.len
+        );
+    }
     let (mut posted, mut completed) = (0u32, 0u32);
     let mut wcs = Vec::new();
     let size = u64::from(a.size);
@@ -281,8 +270,8 @@ fn main() -> Result<()> {
             let wr = SendWr::new(
                 u64::from(posted),
                 SendOp::Write {
-                    remote_addr: peer.addr + off,
-                    rkey: Rkey::new(peer.rkey),
+                    remote_addr: target.addr + off,
+                    rkey: target.rkey,
                 },
             )
             .sge(mr.sge(off, a.size));

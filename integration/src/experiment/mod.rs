@@ -320,13 +320,13 @@ impl Experiment {
         };
         for (i, p) in self.ports.iter().enumerate() {
             node(&format!("port[{i}].switch"), &p.switch, false)?;
-            if let Some(t) = &p.toward {
-                if !net.nodes.iter().any(|x| x.name == *t) {
-                    return Err(invalid(
-                        format!("port[{i}].toward"),
-                        format!("no node {t:?}"),
-                    ));
-                }
+            if let Some(t) = &p.toward
+                && !net.nodes.iter().any(|x| x.name == *t)
+            {
+                return Err(invalid(
+                    format!("port[{i}].toward"),
+                    format!("no node {t:?}"),
+                ));
             }
         }
         let mut names = BTreeSet::new();

@@ -808,12 +808,11 @@ impl Endpoint {
     /// Runs every QP timer that is due at `now`, DCQCN+'s CNP list walk and the CM's timers.
     pub fn handle_timeout(&mut self, now: Instant, mem: &mut dyn Memory) {
         self.gsi_timeout(now, mem);
-        if self.rx_cc.poll_timeout().is_some_and(|t| t <= now) {
-            if let Some((qpn, tau)) = self.rx_cc.handle_timeout(now) {
-                if let Some(AnyQp::Rc(qp)) = self.qps.get_mut(&qpn) {
-                    qp.queue_cnp(Some(tau));
-                }
-            }
+        if self.rx_cc.poll_timeout().is_some_and(|t| t <= now)
+            && let Some((qpn, tau)) = self.rx_cc.handle_timeout(now)
+            && let Some(AnyQp::Rc(qp)) = self.qps.get_mut(&qpn)
+        {
+            qp.queue_cnp(Some(tau));
         }
         let Endpoint {
             mrs,

@@ -563,10 +563,10 @@ impl<R: CryptoRng> MrTable<R> {
     }
 
     fn retire(&mut self, key: u32) {
-        if self.retired.len() >= KEY_QUARANTINE {
-            if let Some(old) = self.retired.pop_front() {
-                self.quarantined.remove(&old);
-            }
+        if self.retired.len() >= KEY_QUARANTINE
+            && let Some(old) = self.retired.pop_front()
+        {
+            self.quarantined.remove(&old);
         }
         self.retired.push_back(key);
         self.quarantined.insert(key);

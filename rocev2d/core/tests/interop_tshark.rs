@@ -192,13 +192,13 @@ fn compare(c: &Case, d: &Decoded) -> Vec<String> {
         }
     };
     let check_num = |bad: &mut Vec<String>, f: &str, want: u64| {
-        if let Some(v) = one(bad, f) {
-            if num(&v) != want {
-                bad.push(format!(
-                    "{f}: tshark {v} ({:#x}), we built {want:#x}",
-                    num(&v)
-                ));
-            }
+        if let Some(v) = one(bad, f)
+            && num(&v) != want
+        {
+            bad.push(format!(
+                "{f}: tshark {v} ({:#x}), we built {want:#x}",
+                num(&v)
+            ));
         }
     };
     let r = &c.repr.roce;
@@ -219,10 +219,10 @@ fn compare(c: &Case, d: &Decoded) -> Vec<String> {
         ("infiniband.bth.m", bth.mig_req),
         ("infiniband.bth.a", bth.ack_req),
     ] {
-        if let Some(v) = one(&mut bad, f) {
-            if flag(&v) != want {
-                bad.push(format!("{f}: tshark {v}, we built {want}"));
-            }
+        if let Some(v) = one(&mut bad, f)
+            && flag(&v) != want
+        {
+            bad.push(format!("{f}: tshark {v}, we built {want}"));
         }
     }
     let byte4 = (u8::from(bth.fecn) << 7) | (u8::from(bth.becn) << 6) | bth.deflection_tokens;
@@ -297,10 +297,10 @@ fn compare(c: &Case, d: &Decoded) -> Vec<String> {
     ] {
         match want {
             Some(w) => {
-                if let Some(v) = one(&mut bad, f) {
-                    if v != format!("{w:08x}") {
-                        bad.push(format!("{f}: tshark {v}, we built {w:08x}"));
-                    }
+                if let Some(v) = one(&mut bad, f)
+                    && v != format!("{w:08x}")
+                {
+                    bad.push(format!("{f}: tshark {v}, we built {w:08x}"));
                 }
             }
             None => {

@@ -387,12 +387,11 @@ proptest! {
                 Op::Inject { frame, field, value } => {
                     let trace = p.trace.as_ref().unwrap();
                     let from_a: Vec<_> = trace.iter().filter(|(a, _)| *a).collect();
-                    if let Some((_, f)) = from_a.get(usize::from(frame) % from_a.len().max(1)) {
-                        if let Some(g) = mutate(f, field, value) {
+                    if let Some((_, f)) = from_a.get(usize::from(frame) % from_a.len().max(1))
+                        && let Some(g) = mutate(f, field, value) {
                             let now = p.now;
                             let _ = p.b.ep.handle_frame(now, &g, &mut p.b.mem);
                         }
-                    }
                 }
                 Op::Recover => {
                     let now = p.now;

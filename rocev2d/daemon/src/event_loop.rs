@@ -252,10 +252,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         if ready.get(1).copied().unwrap_or(false) {
             wake.clear();
         }
-        if let Some(m) = &mut metrics {
-            if ready.iter().skip(fixed).take(metric_fds).any(|r| *r) {
-                m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host)));
-            }
+        if let Some(m) = &mut metrics
+            && ready.iter().skip(fixed).take(metric_fds).any(|r| *r)
+        {
+            m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host)));
         }
     }
     let snap = snapshot(&id, &driver, &host);

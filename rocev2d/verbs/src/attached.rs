@@ -469,6 +469,8 @@ impl Attached {
     }
 
     /// One poll of [`crate::Device::next_completion`]; see there.
+    // Without tokio the loop has no `continue`: it runs once.
+    #[cfg_attr(not(feature = "tokio"), allow(clippy::never_loop))]
     pub(crate) fn poll_completion(
         &mut self,
         cq: CqId,

@@ -18,7 +18,8 @@
 //! dev.mr_bytes_mut(&mr)?[..5].copy_from_slice(b"hello");
 //! let cq = dev.create_cq(64)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
-//! // The peer's QP number, PSN, address and buffer come from an out-of-band exchange.
+//! // The peer's QP number, PSN, address and buffer come from an out-of-band exchange
+//! // (`rocev2::connect` does it and the bring-up in one call, below).
 //! let (peer_qpn, peer_psn, peer_addr, peer_rkey) = (0x11, 0x7d2a9e, 0x1000_0000, 0x1234);
 //! let remote = RemoteQp {
 //!     qpn: rocev2::Qpn::new(peer_qpn),
@@ -37,6 +38,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Connect in one call: [`connect::connect`] and [`connect::accept`] (and their
+//! [`connect::tokio`] twins) exchange [`Endpoint`]s over TCP, with the [`RemoteMr`]s each side
+//! offers, and bring both QPs to RTS, as the `ibverbs` crate's `handshake` or async-rdma's
+//! `connect`/`listen` do. docs/api.md maps every concept of libibverbs, `ibverbs`, async-rdma
+//! and sideway to this crate.
+//!
 //! Attached: [`Device::attach`] uses the `rocev2d` serving the interface instead of an engine
 //! in this process (docs/daemon.md): same methods and types; several applications share the
 //! interface, and the daemon answers the peer's READs and atomics whatever the application
@@ -53,12 +60,16 @@
 //! addresses.
 
 mod attached;
+pub mod connect;
 mod device;
+mod endpoint;
 mod error;
 mod mr;
 mod qp;
 
+pub use connect::{ConnectConfig, ConnectError, Connection};
 pub use device::{Device, DeviceConfig, NextCompletion, random_psn, random_u64};
+pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 pub use error::{Error, Result};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};

@@ -3,8 +3,9 @@
 //! (`rocev2d/wiretest/tests/wire_*.rs`); it is also the quickest by-hand check of a wire.
 //!
 //! The server (`--listen PORT`) and the client (`--connect ADDR:PORT`) exchange their QP
-//! number, first PSN, GID (as an IP address), R_Key, buffer address and length as one line each
-//! over TCP (`rdmacm_shim::qp_info`, the format `write_bw` uses), as `ibv_rc_pingpong` exchanges its `LID:QPN:PSN:GID`; the destination MAC comes
+//! number, first PSN, GID (as an IP address), MTU, extension offer and buffer (address, length,
+//! R_Key) over TCP as [`rocev2::Endpoint`]s (the exchange of [`rocev2::connect`], which
+//! `write_bw` uses), as `ibv_rc_pingpong` exchanges its `LID:QPN:PSN:GID`; the destination MAC comes
 //! from the kernel's neighbour table ([`rocev2_datapath::neigh`]), not from the peer. The TCP
 //! connection then carries the client's questions about the server's memory and counters
 //! (`crc`, `read`, `fill`, `recvs`, `stats`, `quit`), so the client can verify what arrived

@@ -1,15 +1,14 @@
-//! The TCP side channel between the two sides. First each side's QP and buffer as the one
-//! text line of `rdmacm_shim::qp_info` (as `write_bw`), then JSON lines: the client's questions
+//! The TCP side channel between the two sides, once their endpoints crossed it
+//! ([`crate::setup`]): JSON lines, the client's questions
 //! about the server's memory and counters and the server's answers ([`crate::serve`]); memory
 //! travels as lowercase hex.
 //!
 //! Deviations: none.
 
-use anyhow::{anyhow, ensure};
+use anyhow::anyhow;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
 
 /// The connection and what has been read of the next line.
 pub struct Oob {
@@ -39,7 +38,7 @@ impl Oob {
     }
 
     /// Writes `line` (newline included), blocking until it is written.
-    pub fn send_text(&mut self, line: &str) -> anyhow::Result<()> {
+    fn send_text(&mut self, line: &str) -> anyhow::Result<()> {
         self.stream.set_nonblocking(false)?;
         self.stream.write_all(line.as_bytes())?;
         self.stream.set_nonblocking(true)?;
@@ -72,22 +71,6 @@ impl Oob {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
-        }
-    }
-
-    /// Blocks for a line (setup only, before the driver runs).
-    pub fn text_blocking(&mut self, timeout: Duration) -> anyhow::Result<String> {
-        let end = Instant::now() + timeout;
-        loop {
-            if let Some(l) = self.try_text()? {
-                return Ok(l);
-            }
-            ensure!(!self.closed, "the peer closed the connection");
-            ensure!(
-                Instant::now() < end,
-                "no answer from the peer in {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

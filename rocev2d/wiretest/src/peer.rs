@@ -7,7 +7,6 @@
 use crate::oob::{Oob, unhex};
 use crate::tap::Tap;
 use anyhow::{anyhow, bail, ensure};
-use rdmacm_shim::qp_info::QpInfo;
 use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mr::{MrInfo, VecMemory};
 use rocev2_core::qp::{CqId, Path, SendWr, Sge};
@@ -68,8 +67,10 @@ pub struct Peer {
     pub cq: CqId,
     /// The buffer.
     pub mr: MrInfo,
-    /// The other side's QP and buffer.
-    pub remote: QpInfo,
+    /// The other side's QP.
+    pub remote: rocev2::Endpoint,
+    /// The other side's buffer (the first region of [`Peer::remote`]).
+    pub remote_mr: rocev2::RemoteMr,
     /// The address vector toward the other side (the flood builds its frames from it).
     pub path: Path,
     /// The side channel.

@@ -1,5 +1,6 @@
 //! Bring-up of one side: open the datapath, register the buffer, create the QP, exchange
-//! [`QpInfo`] over TCP, resolve the other side's MAC, connect the QP, print `READY`.
+//! [`rocev2::Endpoint`]s over TCP ([`rocev2::connect::exchange`], the form `write_bw` and every
+//! rocev2 program use), resolve the other side's MAC, connect the QP, print `READY`.
 //!
 //! The QP's congestion control comes from the `[cc]` section of a `rocev2d run` configuration
 //! file (`--config`), and how the driver waits from its `[datapath]` `wait` and `spin_us` keys
@@ -14,7 +15,6 @@ use crate::peer::{BASE_VA, BULK_OFF, Peer, RECV_N, RECV_OFF, RECV_SLOT};
 use crate::tap::Tap;
 use crate::workload::Workload;
 use anyhow::{Context as _, anyhow, bail};
-use rdmacm_shim::qp_info::QpInfo;
 use rocev2_core::Endpoint;
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, VecMemory};
@@ -22,7 +22,6 @@ use rocev2_core::qp::state::MAX_RD_ATOMIC;
 use rocev2_core::qp::{
     ConnectAttr, ExtCaps, IofdTokens, Path, QpAttr, QpConfig, QpMode, QpState, RecvWr, Sge,
 };
-use rocev2_core::wire::Qpn;
 use rocev2_core::wire::frame::Ecn;
 use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto, neigh};
@@ -106,18 +105,27 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         &mut mem,
     )?;
     let psn = (os_seed()? & 0xff_ffff) as u32;
-    let me = QpInfo {
-        qpn: qpn.value(),
+    // The extensions our congestion control uses, and multipath when offered.
+    let offer = ExtCaps {
+        multipath: a.multipath,
+        ..cc.scheme.peer_ext()
+    };
+    let me = rocev2::Endpoint {
+        qpn,
         psn,
         ip: src_ip,
-        rkey: mr.rkey.value(),
-        addr: mr.addr,
-        len,
-        rext: QpInfo::multipath_offer(a.multipath),
+        mac: Some(iface.mac),
+        mtu,
+        ext: offer,
+        mrs: vec![rocev2::RemoteMr {
+            addr: mr.addr,
+            len,
+            rkey: mr.rkey,
+        }],
     };
 
     // Out-of-band exchange.
-    let stream = match (a.listen, a.connect) {
+    let mut stream = match (a.listen, a.connect) {
         (Some(port), _) => {
             let l = TcpListener::bind((if a.ipv6 { "::" } else { "0.0.0.0" }, port))
                 .with_context(|| format!("listening on TCP {port}"))?;
@@ -128,9 +136,12 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
             .with_context(|| format!("connecting to {addr}"))?,
         (None, None) => bail!("--listen or --connect is required"),
     };
-    let mut oob = Oob::new(stream)?;
-    oob.send_text(&me.to_line())?;
-    let remote = QpInfo::from_line(&oob.text_blocking(Duration::from_secs(10))?)?;
+    let remote = rocev2::connect::exchange(&mut stream, &me, Duration::from_secs(10))?;
+    let remote_mr = *remote
+        .mrs
+        .first()
+        .ok_or_else(|| anyhow!("the other side offered no buffer"))?;
+    let oob = Oob::new(stream)?;
 
     // Server: receive buffers before the client can send.
     if a.listen.is_some() {
@@ -164,8 +175,8 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     };
     let attr = ConnectAttr {
         path,
-        mtu,
-        dest_qpn: Qpn::new(remote.qpn),
+        mtu: mtu.min(remote.mtu),
+        dest_qpn: remote.qpn,
         rq_psn: remote.psn,
         sq_psn: psn,
         rd_atomic: MAX_RD_ATOMIC,
@@ -173,7 +184,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
         rnr_retry: 7,
-        peer_ext: remote.rext.map_or(cc.scheme.peer_ext(), ExtCaps::from_word),
+        peer_ext: remote.ext,
     };
     ep.connect_qp(qpn, &attr, now, &mut mem)?;
     let cfg = DriverConfig {
@@ -191,7 +202,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     let d = Driver::new(ep, mem, Tap::new(opened.datapath), cfg);
     println!(
         "READY {}",
-        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
+        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": attr.mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
     );
     Ok(Peer {
         d,
@@ -201,6 +212,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         cq,
         mr,
         remote,
+        remote_mr,
         path,
         oob,
         end,

@@ -434,10 +434,10 @@ impl Endpoint {
             .iter()
             .find(|(_, b)| b.qpn == Some(qpn))
             .map(|(c, _)| *c);
-        if let Some(conn) = conn {
-            if gsi.cm.established(conn).is_ok() {
-                self.run_cm_events(now, None, mem);
-            }
+        if let Some(conn) = conn
+            && gsi.cm.established(conn).is_ok()
+        {
+            self.run_cm_events(now, None, mem);
         }
     }
 

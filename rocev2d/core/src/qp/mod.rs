@@ -304,11 +304,11 @@ impl Qp {
         if wr.sg_list.len() > sh.cfg.max_send_sge as usize {
             return Err(PostError::TooManySge);
         }
-        if let Transport::MultiPath(_) = self.transport {
-            if wr.op.is_rd_atomic() {
-                // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
-                return Err(PostError::Unsupported);
-            }
+        if let Transport::MultiPath(_) = self.transport
+            && wr.op.is_rd_atomic()
+        {
+            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
+            return Err(PostError::Unsupported);
         }
         sh.req.push(wr, sh.cfg.max_inline_data, sh.mtu)
     }
@@ -391,10 +391,10 @@ impl Qp {
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
         let sh = &mut self.sh;
         sh.last_now = sh.last_now.max(env.now);
-        if let Some(c) = &mut sh.cc {
-            if c.as_dyn().poll_timeout().is_some_and(|t| t <= env.now) {
-                c.as_dyn_mut().handle_timeout(env.now);
-            }
+        if let Some(c) = &mut sh.cc
+            && c.as_dyn().poll_timeout().is_some_and(|t| t <= env.now)
+        {
+            c.as_dyn_mut().handle_timeout(env.now);
         }
         sh.sync_pacer(env.now);
         let fired = sh.timers.expired(env.now);

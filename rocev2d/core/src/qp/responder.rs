@@ -755,14 +755,15 @@ pub(super) fn has_sendable(qp: &Shared, now: Instant) -> bool {
 /// Adds DASR's N to a packet carrying an AETH when the peer reads it (seed 000 §III-A: "N is
 /// piggybacked on every ACK").
 fn with_dasr_n(qp: &Shared, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
-    if roce.aeth.is_some() && qp.peer_ext.dasr_n {
-        if let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key, qp.peer_id()) {
-            roce.bth.tver = crate::wire::ext::TVER;
-            roce.ext = Some(crate::wire::ExtRepr {
-                dasr_n: Some(n),
-                ..Default::default()
-            });
-        }
+    if roce.aeth.is_some()
+        && qp.peer_ext.dasr_n
+        && let Some(n) = env.rx_cc.dasr_n(env.now, qp.p_key, qp.peer_id())
+    {
+        roce.bth.tver = crate::wire::ext::TVER;
+        roce.ext = Some(crate::wire::ExtRepr {
+            dasr_n: Some(n),
+            ..Default::default()
+        });
     }
     roce
 }

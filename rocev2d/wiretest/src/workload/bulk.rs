@@ -10,7 +10,6 @@
 use crate::oob::u64_of;
 use crate::peer::{BULK_OFF, Peer, pattern};
 use anyhow::ensure;
-use rocev2_core::mr::Rkey;
 use rocev2_core::qp::{SendOp, SendWr};
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -37,7 +36,7 @@ pub fn run(peer: &mut Peer, bytes: u64, msg: u64, mix: bool) -> anyhow::Result<V
     if read_bytes > 0 {
         peer.call(json!({"cmd": "fill", "off": read_off, "len": read_bytes, "seed": READ_SEED}))?;
     }
-    let r = peer.remote;
+    let r = peer.remote_mr;
     // Message k of each kind covers [k·msg, (k+1)·msg) of its region.
     let writes = write_bytes.div_ceil(msg);
     let reads = read_bytes.div_ceil(msg);
@@ -61,12 +60,12 @@ pub fn run(peer: &mut Peer, bytes: u64, msg: u64, mix: bool) -> anyhow::Result<V
             let op = if read {
                 SendOp::Read {
                     remote_addr: r.addr + off,
-                    rkey: Rkey::new(r.rkey),
+                    rkey: r.rkey,
                 }
             } else {
                 SendOp::Write {
                     remote_addr: r.addr + off,
-                    rkey: Rkey::new(r.rkey),
+                    rkey: r.rkey,
                 }
             };
             peer.post(SendWr::new(1000 + posted, op).sge(peer.sge(off, len)))?;

@@ -176,13 +176,13 @@ fn garbage(peer: &Peer, per_kind: usize) -> anyhow::Result<Vec<Vec<u8>>> {
         // Valid frame for a QP that does not exist: unknown_qp.
         out.push(frame(p, ip, 0xab_cdef, &pattern(i as u64, 64), 0)?);
         // The real QP, one payload bit flipped after the ICRC was computed: icrc_error.
-        let mut f = frame(p, ip, peer.remote.qpn, &pattern(i as u64, 64), 0)?;
+        let mut f = frame(p, ip, peer.remote.qpn.value(), &pattern(i as u64, 64), 0)?;
         let at = l2l3 + 8 + 12 + 3;
         f[at] ^= 0x10;
         out.push(f);
         // Random bytes as the UDP payload: any reason. The lengths and the IPv4 header
         // checksum are rewritten so only the RoCEv2 part is garbage.
-        let mut f = frame(p, ip, peer.remote.qpn, &[], 0)?;
+        let mut f = frame(p, ip, peer.remote.qpn.value(), &[], 0)?;
         let n = 1 + (next() % 120) as usize;
         f.truncate(l2l3 + 8);
         f.extend((0..n).map(|_| next() as u8));

@@ -7,7 +7,6 @@
 use crate::peer::{Peer, WRITE_OFF};
 use anyhow::ensure;
 use rocev2_core::cq::WcStatus;
-use rocev2_core::mr::Rkey;
 use rocev2_core::qp::{SendOp, SendWr};
 use serde_json::{Value, json};
 
@@ -16,7 +15,7 @@ use serde_json::{Value, json};
 /// # Errors
 /// A first failure other than `RetryExcErr`, a later one other than a flush, or the deadline.
 pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
-    let r = peer.remote;
+    let r = peer.remote_mr;
     let mut posted = 0u64;
     let mut statuses: Vec<WcStatus> = Vec::new();
     let mut started = false;
@@ -28,7 +27,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
                 posted,
                 SendOp::Write {
                     remote_addr: r.addr + WRITE_OFF,
-                    rkey: Rkey::new(r.rkey),
+                    rkey: r.rkey,
                 },
             )
             .sge(peer.sge(WRITE_OFF, 60 << 10));

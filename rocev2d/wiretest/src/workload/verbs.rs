@@ -7,7 +7,6 @@
 
 use crate::peer::{ATOMIC_OFF, Peer, READ_OFF, RECV_OFF, RECV_SLOT, WRITE_OFF, pattern};
 use anyhow::ensure;
-use rocev2_core::mr::Rkey;
 use rocev2_core::qp::{SendOp, SendWr};
 use serde_json::{Value, json};
 
@@ -16,7 +15,7 @@ use serde_json::{Value, json};
 /// # Errors
 /// A completion that is not a success, bytes or values that differ, or the deadline.
 pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
-    let r = peer.remote;
+    let r = peer.remote_mr;
     // SEND of 1, 1000 and 5000 bytes, then 64 bytes with immediate.
     let sizes = [1u64, 1000, 5000, 64];
     for (i, &n) in sizes.iter().enumerate() {
@@ -63,7 +62,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         10,
         SendOp::Write {
             remote_addr: r.addr + WRITE_OFF,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
         },
     )
     .sge(peer.sge(WRITE_OFF, 10_000));
@@ -72,7 +71,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         11,
         SendOp::WriteWithImm {
             remote_addr: r.addr + WRITE_OFF + 10_000,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
             imm: 7,
         },
     )
@@ -99,7 +98,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         20,
         SendOp::Read {
             remote_addr: r.addr + READ_OFF,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
         },
     )
     .sge(peer.sge(READ_OFF, 20_000));
@@ -115,7 +114,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         30,
         SendOp::Write {
             remote_addr: r.addr + ATOMIC_OFF,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
         },
     )
     .sge(peer.sge(ATOMIC_OFF, 8));
@@ -126,7 +125,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         31,
         SendOp::FetchAdd {
             remote_addr: r.addr + ATOMIC_OFF,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
             add: 5,
         },
     )
@@ -136,7 +135,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         32,
         SendOp::CompareSwap {
             remote_addr: r.addr + ATOMIC_OFF,
-            rkey: Rkey::new(r.rkey),
+            rkey: r.rkey,
             compare: 105,
             swap: 42,
         },
