@@ -51,12 +51,13 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
     }
     files.push(write(dir, "rates.csv", &s)?);
     let mut s = String::from(
-        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected,tx_mbps\n",
+        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected,\
+         dvl_isolated,dvl_congested,dvl_notify_sent,dvl_notify_accepted,tx_mbps\n",
     );
     for p in &o.ports {
         let _ = writeln!(
             s,
-            "{},{:.3},{},{},{},{},{},{},{},{:.3}",
+            "{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{:.3}",
             p.variant,
             p.t_s,
             field(&p.port),
@@ -66,6 +67,10 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
             p.ce_marked,
             p.drop_buffer,
             p.iofd_deflected,
+            p.dvl_isolated,
+            p.dvl_congested,
+            p.dvl_notify_sent,
+            p.dvl_notify_accepted,
             p.tx_mbps
         );
     }
@@ -158,6 +163,54 @@ fn all_active(rates: &[&RateSample]) -> Option<(Vec<(String, f64)>, f64)> {
     })
 }
 
+/// The short transfers' completion times side by side, one row per variant and mix (the
+/// comparison an FCT experiment is about); nothing when no short transfer ran.
+fn fct_table(s: &mut String, o: &Outcome) {
+    if o.fcts.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Short-flow completion times\n\n| variant | mix | cc | completed | failed | FCT p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|---|"
+    );
+    let ms = |x: Option<f64>| opt(x.map(|x| format!("{x:.1}")));
+    for v in &o.variants {
+        for m in &o.experiment.shorts {
+            let fct: Vec<f64> = o
+                .fcts
+                .iter()
+                .filter(|f| &f.variant == v && f.mix == m.name)
+                .map(|f| f.fct_ms)
+                .collect();
+            let failed = o
+                .flows
+                .iter()
+                .filter(|f| &f.variant == v && f.flow.starts_with(&format!("{}#", m.name)))
+                .count();
+            let cc =
+                m.cc.as_ref()
+                    .or_else(|| {
+                        o.experiment
+                            .variants
+                            .iter()
+                            .find(|x| &x.name == v)
+                            .and_then(|x| x.cc.as_ref())
+                    })
+                    .map_or("none", |c| c.scheme.as_str());
+            let _ = writeln!(
+                s,
+                "| {v} | {} | {cc} | {} | {failed} | {} | {} | {} |",
+                m.name,
+                fct.len(),
+                ms(quantile(&fct, 0.5)),
+                ms(quantile(&fct, 0.99)),
+                ms(quantile(&fct, 1.0))
+            );
+        }
+    }
+    let _ = writeln!(s);
+}
+
 /// Write `summary.md` into `dir`, listing `files` (CSVs and plots) as written.
 ///
 /// # Errors
@@ -203,6 +256,7 @@ pub fn write_summary(
          interface transmitted, checked MiB what the tool verified. Queue, CE marks and drops are the switch program's modelled port \
          (`rocev2d switch stats`); a port's output is its interface's transmit rate.\n"
     );
+    fct_table(&mut s, o);
     for v in &o.variants {
         let _ = writeln!(s, "## Variant `{v}`\n");
         let _ = writeln!(
@@ -278,9 +332,9 @@ pub fn write_summary(
         if !names.is_empty() {
             let _ = writeln!(
                 s,
-                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected |"
+                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected | DVL isolated / CFQ packets / notified / accepted |"
             );
-            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
         }
         for n in names {
             let mine: Vec<&&PortSample> = ports.iter().filter(|p| p.port == n).collect();
@@ -289,14 +343,18 @@ pub fn write_summary(
             let out: f64 = mine.iter().map(|p| p.tx_mbps).sum::<f64>() / mine.len() as f64;
             let _ = writeln!(
                 s,
-                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} |",
+                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} | {} / {} / {} / {} |",
                 q.iter().sum::<f64>() / q.len() as f64,
                 opt(quantile(&q, 0.99).map(|x| format!("{x:.1}"))),
                 last.queue_max_bytes as f64 / 1000.0,
                 last.packets,
                 last.ce_marked,
                 last.drop_buffer,
-                last.iofd_deflected
+                last.iofd_deflected,
+                last.dvl_isolated,
+                last.dvl_congested,
+                last.dvl_notify_sent,
+                last.dvl_notify_accepted
             );
         }
         let fcts: Vec<&FctSample> = o.fcts.iter().filter(|f| &f.variant == v).collect();

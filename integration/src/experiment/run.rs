@@ -110,6 +110,14 @@ pub struct PortSample {
     pub drop_buffer: u64,
     /// IOFD deflections so far.
     pub iofd_deflected: u64,
+    /// DVL: flows this port isolated itself so far (its normal queue reached the threshold).
+    pub dvl_isolated: u64,
+    /// DVL: packets it put in its congested-flow queue so far.
+    pub dvl_congested: u64,
+    /// DVL: congestion notifications it sent upstream so far.
+    pub dvl_notify_sent: u64,
+    /// DVL: notifications it accepted from downstream so far (`accept` ports).
+    pub dvl_notify_accepted: u64,
     /// The port interface's transmit rate since the previous sample, Mbit/s of Ethernet
     /// frames: what the port delivered.
     pub tx_mbps: f64,
@@ -387,7 +395,9 @@ impl<'a> VariantRun<'a> {
     }
 
     fn attach(&mut self) -> Result<(), Error> {
-        for p in &self.exp.ports {
+        let mine =
+            |p: &&super::PortSpec| p.variants.is_empty() || p.variants.contains(&self.variant.name);
+        for p in self.exp.ports.iter().filter(mine) {
             let mut sel = PortSelection::all().on(&p.switch);
             if let Some(t) = &p.toward {
                 sel = sel.toward(t);
@@ -403,17 +413,23 @@ impl<'a> VariantRun<'a> {
                 ))
                 .into());
             }
-            for port in chosen {
+            for port in &chosen {
+                let others = chosen
+                    .iter()
+                    .filter(|o| o.netns == port.netns && o.ifname != port.ifname)
+                    .map(|o| o.ifname.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+");
                 let mut cmd = exec::netns_command(&port.netns, &self.tools.rocev2d);
                 cmd.args(["switch", "attach", "--iface", &port.ifname])
                     .args(["--rate", &p.rate, "--buffer", &p.buffer]);
                 if let Some(red) = &p.red {
                     cmd.args(["--red", red]);
                 }
-                cmd.args(&p.extra);
+                cmd.args(p.extra.iter().map(|a| a.replace("{others}", &others)));
                 exec::run(&mut cmd, SETUP)?;
                 if p.sample {
-                    self.ports.push(port);
+                    self.ports.push(port.clone());
                 }
             }
         }
@@ -913,6 +929,7 @@ impl<'a> VariantRun<'a> {
             false,
             None,
         );
+        scmd.args(&spec.extra);
         let mut server = Process::spawn(&mut scmd)?;
         server.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)?;
         let mut ccmd = exec::netns_command(&from_netns, &self.tools.wiretest);
@@ -926,6 +943,7 @@ impl<'a> VariantRun<'a> {
             false,
             None,
         );
+        ccmd.args(&spec.extra);
         let client = Process::spawn(&mut ccmd)?;
         let started = secs_since(t0);
         let mix = &mut self.mixes[m];
@@ -990,6 +1008,10 @@ impl<'a> VariantRun<'a> {
                 ce_marked: c("ce_marked"),
                 drop_buffer: c("drop_buffer"),
                 iofd_deflected: c("iofd_deflected"),
+                dvl_isolated: c("dvl_isolated"),
+                dvl_congested: c("dvl_congested"),
+                dvl_notify_sent: c("dvl_notify_sent"),
+                dvl_notify_accepted: c("dvl_notify_accepted"),
                 tx_mbps,
             });
         }
