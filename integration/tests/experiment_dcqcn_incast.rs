@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::experiment::{Csv, assert_plot, check_outputs, last_port_sample, num, run_short};
+use common::experiment::{
+    Csv, assert_plot, check_model, check_outputs, last_port_sample, num, run_short,
+};
 use common::need_root;
 
 const VARIANTS: [&str; 2] = ["dcqcn", "dcqcn_plus"];
@@ -58,5 +60,6 @@ fn experiment_dcqcn_incast_short_measures_both_schemes() {
     for ext in ["svg", "png"] {
         assert_plot(&out.join(format!("fct_cdf.{ext}")));
     }
+    check_model(&out, &VARIANTS, 512 * 1024, true);
     std::fs::remove_dir_all(&out).expect("remove output");
 }

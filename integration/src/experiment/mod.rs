@@ -22,6 +22,7 @@
 //! transfer ends, and that final goodput is in `flows.csv`. Hence each long flow and flood
 //! needs a sender host of its own (checked).
 
+pub mod model;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -90,6 +91,9 @@ pub struct Experiment {
     /// Short-flow mixes.
     #[serde(default, rename = "short")]
     pub shorts: Vec<ShortSpec>,
+    /// Run the same experiment in the network model too and overlay its curves ([`model`]).
+    #[serde(default)]
+    pub model: Option<model::ModelSpec>,
 }
 
 fn default_sample_ms() -> u64 {
@@ -436,6 +440,9 @@ impl Experiment {
         }
         if self.flows.is_empty() && self.shorts.is_empty() {
             return Err(invalid("flow", "no traffic"));
+        }
+        if self.model.is_some() {
+            self.check_model()?;
         }
         Ok(())
     }

@@ -109,6 +109,20 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
         }
         files.push(write(dir, "fct.csv", &s)?);
     }
+    if !o.model.is_empty() {
+        let mut s = String::from("variant,time_s,queue_bytes,tx_mbps\n");
+        let mut f = String::from("variant,fct_ms\n");
+        for m in &o.model {
+            for (t, q, mbps) in &m.port {
+                let _ = writeln!(s, "{},{t:.3},{q},{mbps:.3}", m.variant);
+            }
+            for ms in &m.fcts_ms {
+                let _ = writeln!(f, "{},{ms:.3}", m.variant);
+            }
+        }
+        files.push(write(dir, "model_port.csv", &s)?);
+        files.push(write(dir, "model_fct.csv", &f)?);
+    }
     Ok(files)
 }
 
@@ -211,6 +225,38 @@ fn fct_table(s: &mut String, o: &Outcome) {
     let _ = writeln!(s);
 }
 
+/// The network model's run of each variant (`[model]`): the same numbers for its port.
+fn model_table(s: &mut String, o: &Outcome) {
+    if o.model.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Network model\n\nThe same star, port and traffic in `rocev2-sim` (scenario and \
+         output in `model/VARIANT/`; its curves are the `VARIANT model` series of the plots).\n\n\
+         | variant | port output mean Mbit/s | queue mean kB | queue p99 kB | short transfers done | FCT p50 ms | p99 ms | flows given up |\n|---|---|---|---|---|---|---|---|"
+    );
+    let f1 = |x: Option<f64>| opt(x.map(|x| format!("{x:.1}")));
+    for m in &o.model {
+        let q: Vec<f64> = m.port.iter().map(|p| p.1 as f64 / 1000.0).collect();
+        let out: Vec<f64> = m.port.iter().skip(1).map(|p| p.2).collect();
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            m.variant,
+            f1(mean(&out)),
+            f1(mean(&q)),
+            f1(quantile(&q, 0.99)),
+            m.fcts_ms.len(),
+            f1(quantile(&m.fcts_ms, 0.5)),
+            f1(quantile(&m.fcts_ms, 0.99)),
+            m.failed
+        );
+    }
+    let _ = writeln!(s);
+}
+
 /// Write `summary.md` into `dir`, listing `files` (CSVs and plots) as written.
 ///
 /// # Errors
@@ -257,6 +303,7 @@ pub fn write_summary(
          (`rocev2d switch stats`); a port's output is its interface's transmit rate.\n"
     );
     fct_table(&mut s, o);
+    model_table(&mut s, o);
     for v in &o.variants {
         let _ = writeln!(s, "## Variant `{v}`\n");
         let _ = writeln!(

@@ -42,6 +42,8 @@ pub struct Tools {
     pub wiretest: PathBuf,
     /// `rocev2-testbed` (its `probe blast`/`probe sink` for UDP flows).
     pub testbed: PathBuf,
+    /// `rocev2-sim`, for experiments with a `[model]` (an error there when absent).
+    pub sim: Option<PathBuf>,
 }
 
 impl Tools {
@@ -67,6 +69,7 @@ impl Tools {
             rocev2d: find("rocev2d", "rocev2d")?,
             wiretest: find("rocev2-wiretest", "rocev2-wiretest")?,
             testbed: find("rocev2-testbed", "rocev2-testbed")?,
+            sim: find("rocev2-sim", "rocev2-sim").ok(),
         })
     }
 }
@@ -192,6 +195,8 @@ pub struct Outcome {
     pub fcts: Vec<FctSample>,
     /// Whether the stop flag cut the run short.
     pub aborted: bool,
+    /// The network model's runs of the variants (`[model]`).
+    pub model: Vec<super::model::ModelRun>,
 }
 
 /// Run `exp` (already shortened for `--short`) variant after variant, writing the CC
@@ -217,6 +222,7 @@ pub fn run(
         flows: Vec::new(),
         fcts: Vec::new(),
         aborted: false,
+        model: Vec::new(),
     };
     let variants = exp.variants();
     let per_variant_ms = (exp.duration_secs * 1000.0) as u64;
@@ -235,6 +241,10 @@ pub fn run(
         run.finish(t0, &mut out);
         bar.set_message(format!("{}: tearing down", v.name));
         run.down()?;
+        if let Some(m) = &exp.model {
+            bar.set_message(format!("{}: the network model", v.name));
+            out.model.push(super::model::run(exp, m, v, tools, work)?);
+        }
         if aborted {
             out.aborted = true;
             break;
