@@ -9,10 +9,13 @@
 //! CC scheme by name, and `[model] host` sets the rest of the model's `[host]` (MTU, ACK
 //! timeout: what `rocev2-wiretest` is given in `extra`).
 //!
+//! A variant the model cannot run as the testbed does ([`Experiment::unmodelled`]: a CC
+//! parameter the model's `[host]` cannot take) is not run there, and the summary says why.
+//!
 //! Deviations: a star only (the topology the model and the testbed share exactly); the
 //! model's hosts are paced at the port rate where the testbed's veths are not (each flow's CC
-//! starts at `line_gbps` there, the port rate in the shipped files); the scheme's parameters
-//! are the model's defaults for that line rate (`line_gbps`, `min_rate_mbps` are not passed);
+//! starts at `line_gbps` there, which must be the port rate); the scheme's parameters are
+//! the model's defaults for that line rate;
 //! short transfers start on time, not back to back after a slow one.
 
 use super::{Experiment, FlowKind, Variant, invalid};
@@ -172,6 +175,29 @@ impl Experiment {
             return Err(invalid(key, "every flow must go to rx"));
         }
         Ok(())
+    }
+
+    /// Why the model cannot run `variant` as the testbed does, if it cannot: the model's
+    /// `[host]` takes a scheme by name and nothing else, so its QPs start at the line rate
+    /// (the port's) with the scheme's default R_min (DCQCN: 100 Mbit/s, the whole port here).
+    pub fn unmodelled(&self, variant: &Variant) -> Option<String> {
+        let cc = variant.cc.as_ref()?;
+        if cc.min_rate_mbps.is_some() {
+            return Some(format!(
+                "`{}` sets min_rate_mbps, which the model's [host] cannot (its DCQCN would keep \
+                 R_min = 100 Mbit/s, the whole port)",
+                variant.name
+            ));
+        }
+        let port = self.ports.iter().find(|p| p.sample)?;
+        let line = tc_gbps("port.rate", &port.rate).ok()?;
+        match cc.line_gbps {
+            Some(l) if (l - line).abs() > 1e-9 => Some(format!(
+                "`{}` starts its QPs at {l} Gbit/s, the model at the port's {line}",
+                variant.name
+            )),
+            _ => None,
+        }
     }
 
     /// The model host number of a star's host.

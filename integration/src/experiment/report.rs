@@ -227,7 +227,7 @@ fn fct_table(s: &mut String, o: &Outcome) {
 
 /// The network model's run of each variant (`[model]`): the same numbers for its port.
 fn model_table(s: &mut String, o: &Outcome) {
-    if o.model.is_empty() {
+    if o.experiment.model.is_none() {
         return;
     }
     let _ = writeln!(
@@ -253,6 +253,11 @@ fn model_table(s: &mut String, o: &Outcome) {
             f1(quantile(&m.fcts_ms, 0.99)),
             m.failed
         );
+    }
+    for v in o.experiment.variants() {
+        if let Some(why) = o.experiment.unmodelled(&v) {
+            let _ = writeln!(s, "\nNot modelled: {why}.");
+        }
     }
     let _ = writeln!(s);
 }
