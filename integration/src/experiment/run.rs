@@ -321,6 +321,17 @@ struct VariantRun<'a> {
     tb: Testbed,
 }
 
+/// What `{others}` in a port's `extra` stands for: the interfaces of the other ports of the
+/// same switch among those one `[[port]]` entry chose, joined by `+` (IOFD's `alt=` list).
+fn others(chosen: &[SwitchPort], port: &SwitchPort) -> String {
+    chosen
+        .iter()
+        .filter(|o| o.netns == port.netns && o.ifname != port.ifname)
+        .map(|o| o.ifname.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
 /// The `[cc]` file of one RoCE peer pair, or `None` without CC.
 fn cc_file(work: &Path, name: &str, cc: Option<&CcSpec>) -> Result<Option<PathBuf>, Error> {
     let Some(cc) = cc else { return Ok(None) };
@@ -424,12 +435,7 @@ impl<'a> VariantRun<'a> {
                 .into());
             }
             for port in &chosen {
-                let others = chosen
-                    .iter()
-                    .filter(|o| o.netns == port.netns && o.ifname != port.ifname)
-                    .map(|o| o.ifname.as_str())
-                    .collect::<Vec<_>>()
-                    .join("+");
+                let others = others(&chosen, port);
                 let mut cmd = exec::netns_command(&port.netns, &self.tools.rocev2d);
                 cmd.args(["switch", "attach", "--iface", &port.ifname])
                     .args(["--rate", &p.rate, "--buffer", &p.buffer]);
@@ -1188,5 +1194,33 @@ fn udp_result(f: &Flow, sink: Option<&SinkReport>, end: Option<f64>, status: &st
             .map(|s| s.bytes as f64 * 8.0 / s.first_to_last_ns as f64 * 1000.0),
         retransmits: None,
         status: status.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn others_are_the_same_switchs_other_chosen_ports() {
+        let port = |netns: &str, ifname: &str| SwitchPort {
+            switch: "l0".into(),
+            role: crate::Role::Router,
+            netns: netns.into(),
+            ifname: ifname.into(),
+            index: 0,
+            peer: "s0".into(),
+            peer_role: crate::Role::Router,
+            mtu: 1500,
+        };
+        let chosen = [
+            port("n0", "p1"),
+            port("n0", "p2"),
+            port("n0", "p3"),
+            port("n9", "p4"),
+        ];
+        assert_eq!(others(&chosen, &chosen[0]), "p2+p3");
+        assert_eq!(others(&chosen, &chosen[2]), "p1+p2");
+        assert_eq!(others(&chosen[3..], &chosen[3]), "");
     }
 }
