@@ -22,6 +22,7 @@
 //! transfer ends, and that final goodput is in `flows.csv`. Hence each long flow and flood
 //! needs a sender host of its own (checked).
 
+pub mod model;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -90,6 +91,9 @@ pub struct Experiment {
     /// Short-flow mixes.
     #[serde(default, rename = "short")]
     pub shorts: Vec<ShortSpec>,
+    /// Run the same experiment in the network model too and overlay its curves ([`model`]).
+    #[serde(default)]
+    pub model: Option<model::ModelSpec>,
 }
 
 fn default_sample_ms() -> u64 {
@@ -120,10 +124,17 @@ pub struct PortSpec {
     /// `--red` (`kmin=20kb,kmax=200kb,pmax=0.2`); no marking when absent.
     #[serde(default)]
     pub red: Option<String>,
-    /// More `switch attach` arguments, passed as they are (`["--dvl", "30kb"]`, `["--iofd",
-    /// "threshold=15kb,max-msg=8kb,alt=IF"]`, `["--shaper", "tbf"]`).
+    /// More `switch attach` arguments (`["--dvl", "30kb"]`, `["--shaper", "tbf"]`). In each,
+    /// `{others}` becomes the interfaces of the other ports this entry selects on the same
+    /// switch, joined by `+`: IOFD's alternates (`["--iofd",
+    /// "threshold=15kb,max-msg=8kb,alt={others}"]` on a leaf's uplinks), whose names the file
+    /// cannot know.
     #[serde(default)]
     pub extra: Vec<String>,
+    /// Attach only in these variants (all when empty): the same port with and without a
+    /// program option (DVL on vs off) is two entries, one per variant.
+    #[serde(default)]
+    pub variants: Vec<String>,
     /// Whether to sample this port's queue and counters (default true).
     #[serde(default = "yes")]
     pub sample: bool,
@@ -257,6 +268,9 @@ pub struct ShortSpec {
     /// Their own CC instead of the variant's.
     #[serde(default)]
     pub cc: Option<CcSpec>,
+    /// More `rocev2-wiretest` arguments (both sides), as a flow's `extra`.
+    #[serde(default)]
+    pub extra: Vec<String>,
 }
 
 fn check_name(key: &str, name: &str) -> Result<(), SpecError> {
@@ -334,6 +348,14 @@ impl Experiment {
             check_name(&format!("variant[{i}].name"), &v.name)?;
             if !names.insert(v.name.clone()) {
                 return Err(invalid(format!("variant[{i}].name"), "used twice"));
+            }
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if let Some(v) = p.variants.iter().find(|v| !names.contains(*v)) {
+                return Err(invalid(
+                    format!("port[{i}].variants"),
+                    format!("no variant {v:?}"),
+                ));
             }
         }
         let mut names = BTreeSet::new();
@@ -418,6 +440,9 @@ impl Experiment {
         }
         if self.flows.is_empty() && self.shorts.is_empty() {
             return Err(invalid("flow", "no traffic"));
+        }
+        if self.model.is_some() {
+            self.check_model()?;
         }
         Ok(())
     }
@@ -553,6 +578,17 @@ start_secs = 8
         let text = format!("{SMALL}[[flow]]\nname = \"b\"\nfrom = \"tx0\"\nto = \"rx\"\nmib = 1\n");
         let e = Experiment::parse(&text).unwrap_err().to_string();
         assert!(e.contains("flow[1].from"), "{e}");
+    }
+
+    #[test]
+    fn port_of_an_unknown_variant_rejected() {
+        let port = "[[port]]\nswitch = \"sw\"\nrate = \"1mbit\"\nbuffer = \"1kb\"\n";
+        let text = format!("{SMALL}[[variant]]\nname = \"on\"\n{port}variants = [\"on\"]\n");
+        assert!(Experiment::parse(&text).is_ok());
+        let e = Experiment::parse(&text.replace("variants = [\"on\"]", "variants = [\"off\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("port[0].variants") && e.contains("off"), "{e}");
     }
 
     #[test]

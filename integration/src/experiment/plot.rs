@@ -3,7 +3,8 @@
 //! over time (`rate_VARIANT`: sent, and delivered as `FLOW rx` where measured); all variants'
 //! total rate (`throughput`: each flow's delivered rate where measured, else its sent rate),
 //! each sampled port's queue (`queue`) and output rate (`port_rate`) over time; and, when
-//! short transfers ran, the CDF of their completion times (`fct_cdf`).
+//! short transfers ran, the CDF of their completion times (`fct_cdf`). With a `[model]`, the
+//! network model's queue, port output and FCTs join those plots as `VARIANT model`.
 //!
 //! Text is laid out with `ab_glyph` from a TrueType font read once from the system (DejaVu
 //! Sans, Debian package `fonts-dejavu-core`, or `ROCEV2_PLOT_FONT`): no fontconfig or
@@ -155,6 +156,16 @@ fn push(series: &mut Vec<(String, Vec<(f64, f64)>)>, name: &str, pt: (f64, f64))
     }
 }
 
+/// The empirical CDF of `v`: (value, fraction at or below it), in order.
+fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len() as f64;
+    v.iter()
+        .enumerate()
+        .map(|(i, x)| (*x, (i + 1) as f64 / n))
+        .collect()
+}
+
 /// The plots of an outcome (see the module doc).
 pub fn plots(o: &Outcome) -> Vec<Plot> {
     let mut out = Vec::new();
@@ -217,6 +228,13 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
         };
         push(&mut outputs, &name, (s.t_s, s.tx_mbps));
     }
+    for m in &o.model {
+        let name = format!("{} model", m.variant);
+        for (t, q, mbps) in &m.port {
+            push(&mut queues, &name, (*t, *q as f64 / 1000.0));
+            push(&mut outputs, &name, (*t, *mbps));
+        }
+    }
     if !outputs.is_empty() {
         out.push(Plot {
             stem: "port_rate".to_owned(),
@@ -237,21 +255,16 @@ pub fn plots(o: &Outcome) -> Vec<Plot> {
     }
     let mut cdfs = Vec::new();
     for v in &o.variants {
-        let mut ms: Vec<f64> = o
-            .fcts
-            .iter()
-            .filter(|f| &f.variant == v)
-            .map(|f| f.fct_ms)
-            .collect();
-        ms.sort_by(f64::total_cmp);
-        let n = ms.len() as f64;
-        let pts: Vec<(f64, f64)> = ms
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (*x, (i + 1) as f64 / n))
-            .collect();
+        let ms = o.fcts.iter().filter(|f| &f.variant == v).map(|f| f.fct_ms);
+        let pts = cdf(ms.collect());
         if !pts.is_empty() {
             cdfs.push((v.clone(), pts));
+        }
+    }
+    for m in &o.model {
+        let pts = cdf(m.fcts_ms.clone());
+        if !pts.is_empty() {
+            cdfs.push((format!("{} model", m.variant), pts));
         }
     }
     if !cdfs.is_empty() {

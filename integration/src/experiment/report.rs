@@ -51,12 +51,13 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
     }
     files.push(write(dir, "rates.csv", &s)?);
     let mut s = String::from(
-        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected,tx_mbps\n",
+        "variant,time_s,port,queue_bytes,queue_max_bytes,packets,ce_marked,drop_buffer,iofd_deflected,\
+         dvl_isolated,dvl_congested,dvl_notify_sent,dvl_notify_accepted,tx_mbps\n",
     );
     for p in &o.ports {
         let _ = writeln!(
             s,
-            "{},{:.3},{},{},{},{},{},{},{},{:.3}",
+            "{},{:.3},{},{},{},{},{},{},{},{},{},{},{},{:.3}",
             p.variant,
             p.t_s,
             field(&p.port),
@@ -66,6 +67,10 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
             p.ce_marked,
             p.drop_buffer,
             p.iofd_deflected,
+            p.dvl_isolated,
+            p.dvl_congested,
+            p.dvl_notify_sent,
+            p.dvl_notify_accepted,
             p.tx_mbps
         );
     }
@@ -103,6 +108,20 @@ pub fn write_csvs(dir: &Path, o: &Outcome) -> Result<Vec<PathBuf>, Error> {
             );
         }
         files.push(write(dir, "fct.csv", &s)?);
+    }
+    if !o.model.is_empty() {
+        let mut s = String::from("variant,time_s,queue_bytes,tx_mbps\n");
+        let mut f = String::from("variant,fct_ms\n");
+        for m in &o.model {
+            for (t, q, mbps) in &m.port {
+                let _ = writeln!(s, "{},{t:.3},{q},{mbps:.3}", m.variant);
+            }
+            for ms in &m.fcts_ms {
+                let _ = writeln!(f, "{},{ms:.3}", m.variant);
+            }
+        }
+        files.push(write(dir, "model_port.csv", &s)?);
+        files.push(write(dir, "model_fct.csv", &f)?);
     }
     Ok(files)
 }
@@ -158,6 +177,91 @@ fn all_active(rates: &[&RateSample]) -> Option<(Vec<(String, f64)>, f64)> {
     })
 }
 
+/// The short transfers' completion times side by side, one row per variant and mix (the
+/// comparison an FCT experiment is about); nothing when no short transfer ran.
+fn fct_table(s: &mut String, o: &Outcome) {
+    if o.fcts.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Short-flow completion times\n\n| variant | mix | cc | completed | failed | FCT p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|---|"
+    );
+    let ms = |x: Option<f64>| opt(x.map(|x| format!("{x:.1}")));
+    for v in &o.variants {
+        for m in &o.experiment.shorts {
+            let fct: Vec<f64> = o
+                .fcts
+                .iter()
+                .filter(|f| &f.variant == v && f.mix == m.name)
+                .map(|f| f.fct_ms)
+                .collect();
+            let failed = o
+                .flows
+                .iter()
+                .filter(|f| &f.variant == v && f.flow.starts_with(&format!("{}#", m.name)))
+                .count();
+            let cc =
+                m.cc.as_ref()
+                    .or_else(|| {
+                        o.experiment
+                            .variants
+                            .iter()
+                            .find(|x| &x.name == v)
+                            .and_then(|x| x.cc.as_ref())
+                    })
+                    .map_or("none", |c| c.scheme.as_str());
+            let _ = writeln!(
+                s,
+                "| {v} | {} | {cc} | {} | {failed} | {} | {} | {} |",
+                m.name,
+                fct.len(),
+                ms(quantile(&fct, 0.5)),
+                ms(quantile(&fct, 0.99)),
+                ms(quantile(&fct, 1.0))
+            );
+        }
+    }
+    let _ = writeln!(s);
+}
+
+/// The network model's run of each variant (`[model]`): the same numbers for its port.
+fn model_table(s: &mut String, o: &Outcome) {
+    if o.experiment.model.is_none() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Network model\n\nThe same star, port and traffic in `rocev2-sim` (scenario and \
+         output in `model/VARIANT/`; its curves are the `VARIANT model` series of the plots).\n\n\
+         | variant | port output mean Mbit/s | queue mean kB | queue p99 kB | short transfers done | FCT p50 ms | p99 ms | flows given up |\n|---|---|---|---|---|---|---|---|"
+    );
+    let f1 = |x: Option<f64>| opt(x.map(|x| format!("{x:.1}")));
+    for m in &o.model {
+        let q: Vec<f64> = m.port.iter().map(|p| p.1 as f64 / 1000.0).collect();
+        let out: Vec<f64> = m.port.iter().skip(1).map(|p| p.2).collect();
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            m.variant,
+            f1(mean(&out)),
+            f1(mean(&q)),
+            f1(quantile(&q, 0.99)),
+            m.fcts_ms.len(),
+            f1(quantile(&m.fcts_ms, 0.5)),
+            f1(quantile(&m.fcts_ms, 0.99)),
+            m.failed
+        );
+    }
+    for v in o.experiment.variants() {
+        if let Some(why) = o.experiment.unmodelled(&v) {
+            let _ = writeln!(s, "\nNot modelled: {why}.");
+        }
+    }
+    let _ = writeln!(s);
+}
+
 /// Write `summary.md` into `dir`, listing `files` (CSVs and plots) as written.
 ///
 /// # Errors
@@ -203,6 +307,8 @@ pub fn write_summary(
          interface transmitted, checked MiB what the tool verified. Queue, CE marks and drops are the switch program's modelled port \
          (`rocev2d switch stats`); a port's output is its interface's transmit rate.\n"
     );
+    fct_table(&mut s, o);
+    model_table(&mut s, o);
     for v in &o.variants {
         let _ = writeln!(s, "## Variant `{v}`\n");
         let _ = writeln!(
@@ -278,9 +384,9 @@ pub fn write_summary(
         if !names.is_empty() {
             let _ = writeln!(
                 s,
-                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected |"
+                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected | DVL isolated / CFQ packets / notified / accepted |"
             );
-            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
         }
         for n in names {
             let mine: Vec<&&PortSample> = ports.iter().filter(|p| p.port == n).collect();
@@ -289,14 +395,18 @@ pub fn write_summary(
             let out: f64 = mine.iter().map(|p| p.tx_mbps).sum::<f64>() / mine.len() as f64;
             let _ = writeln!(
                 s,
-                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} |",
+                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} | {} / {} / {} / {} |",
                 q.iter().sum::<f64>() / q.len() as f64,
                 opt(quantile(&q, 0.99).map(|x| format!("{x:.1}"))),
                 last.queue_max_bytes as f64 / 1000.0,
                 last.packets,
                 last.ce_marked,
                 last.drop_buffer,
-                last.iofd_deflected
+                last.iofd_deflected,
+                last.dvl_isolated,
+                last.dvl_congested,
+                last.dvl_notify_sent,
+                last.dvl_notify_accepted
             );
         }
         let fcts: Vec<&FctSample> = o.fcts.iter().filter(|f| &f.variant == v).collect();

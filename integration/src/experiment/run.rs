@@ -42,6 +42,8 @@ pub struct Tools {
     pub wiretest: PathBuf,
     /// `rocev2-testbed` (its `probe blast`/`probe sink` for UDP flows).
     pub testbed: PathBuf,
+    /// `rocev2-sim`, for experiments with a `[model]` (an error there when absent).
+    pub sim: Option<PathBuf>,
 }
 
 impl Tools {
@@ -67,6 +69,7 @@ impl Tools {
             rocev2d: find("rocev2d", "rocev2d")?,
             wiretest: find("rocev2-wiretest", "rocev2-wiretest")?,
             testbed: find("rocev2-testbed", "rocev2-testbed")?,
+            sim: find("rocev2-sim", "rocev2-sim").ok(),
         })
     }
 }
@@ -110,6 +113,14 @@ pub struct PortSample {
     pub drop_buffer: u64,
     /// IOFD deflections so far.
     pub iofd_deflected: u64,
+    /// DVL: flows this port isolated itself so far (its normal queue reached the threshold).
+    pub dvl_isolated: u64,
+    /// DVL: packets it put in its congested-flow queue so far.
+    pub dvl_congested: u64,
+    /// DVL: congestion notifications it sent upstream so far.
+    pub dvl_notify_sent: u64,
+    /// DVL: notifications it accepted from downstream so far (`accept` ports).
+    pub dvl_notify_accepted: u64,
     /// The port interface's transmit rate since the previous sample, Mbit/s of Ethernet
     /// frames: what the port delivered.
     pub tx_mbps: f64,
@@ -184,6 +195,8 @@ pub struct Outcome {
     pub fcts: Vec<FctSample>,
     /// Whether the stop flag cut the run short.
     pub aborted: bool,
+    /// The network model's runs of the variants (`[model]`).
+    pub model: Vec<super::model::ModelRun>,
 }
 
 /// Run `exp` (already shortened for `--short`) variant after variant, writing the CC
@@ -209,6 +222,7 @@ pub fn run(
         flows: Vec::new(),
         fcts: Vec::new(),
         aborted: false,
+        model: Vec::new(),
     };
     let variants = exp.variants();
     let per_variant_ms = (exp.duration_secs * 1000.0) as u64;
@@ -227,6 +241,10 @@ pub fn run(
         run.finish(t0, &mut out);
         bar.set_message(format!("{}: tearing down", v.name));
         run.down()?;
+        if let Some(m) = exp.model.as_ref().filter(|_| exp.unmodelled(v).is_none()) {
+            bar.set_message(format!("{}: the network model", v.name));
+            out.model.push(super::model::run(exp, m, v, tools, work)?);
+        }
         if aborted {
             out.aborted = true;
             break;
@@ -301,6 +319,17 @@ struct VariantRun<'a> {
     failures: Vec<FlowResult>,
     /// Last: dropped after every process.
     tb: Testbed,
+}
+
+/// What `{others}` in a port's `extra` stands for: the interfaces of the other ports of the
+/// same switch among those one `[[port]]` entry chose, joined by `+` (IOFD's `alt=` list).
+fn others(chosen: &[SwitchPort], port: &SwitchPort) -> String {
+    chosen
+        .iter()
+        .filter(|o| o.netns == port.netns && o.ifname != port.ifname)
+        .map(|o| o.ifname.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 /// The `[cc]` file of one RoCE peer pair, or `None` without CC.
@@ -387,7 +416,9 @@ impl<'a> VariantRun<'a> {
     }
 
     fn attach(&mut self) -> Result<(), Error> {
-        for p in &self.exp.ports {
+        let mine =
+            |p: &&super::PortSpec| p.variants.is_empty() || p.variants.contains(&self.variant.name);
+        for p in self.exp.ports.iter().filter(mine) {
             let mut sel = PortSelection::all().on(&p.switch);
             if let Some(t) = &p.toward {
                 sel = sel.toward(t);
@@ -403,17 +434,18 @@ impl<'a> VariantRun<'a> {
                 ))
                 .into());
             }
-            for port in chosen {
+            for port in &chosen {
+                let others = others(&chosen, port);
                 let mut cmd = exec::netns_command(&port.netns, &self.tools.rocev2d);
                 cmd.args(["switch", "attach", "--iface", &port.ifname])
                     .args(["--rate", &p.rate, "--buffer", &p.buffer]);
                 if let Some(red) = &p.red {
                     cmd.args(["--red", red]);
                 }
-                cmd.args(&p.extra);
+                cmd.args(p.extra.iter().map(|a| a.replace("{others}", &others)));
                 exec::run(&mut cmd, SETUP)?;
                 if p.sample {
-                    self.ports.push(port);
+                    self.ports.push(port.clone());
                 }
             }
         }
@@ -913,6 +945,7 @@ impl<'a> VariantRun<'a> {
             false,
             None,
         );
+        scmd.args(&spec.extra);
         let mut server = Process::spawn(&mut scmd)?;
         server.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)?;
         let mut ccmd = exec::netns_command(&from_netns, &self.tools.wiretest);
@@ -926,6 +959,7 @@ impl<'a> VariantRun<'a> {
             false,
             None,
         );
+        ccmd.args(&spec.extra);
         let client = Process::spawn(&mut ccmd)?;
         let started = secs_since(t0);
         let mix = &mut self.mixes[m];
@@ -990,6 +1024,10 @@ impl<'a> VariantRun<'a> {
                 ce_marked: c("ce_marked"),
                 drop_buffer: c("drop_buffer"),
                 iofd_deflected: c("iofd_deflected"),
+                dvl_isolated: c("dvl_isolated"),
+                dvl_congested: c("dvl_congested"),
+                dvl_notify_sent: c("dvl_notify_sent"),
+                dvl_notify_accepted: c("dvl_notify_accepted"),
                 tx_mbps,
             });
         }
@@ -1156,5 +1194,33 @@ fn udp_result(f: &Flow, sink: Option<&SinkReport>, end: Option<f64>, status: &st
             .map(|s| s.bytes as f64 * 8.0 / s.first_to_last_ns as f64 * 1000.0),
         retransmits: None,
         status: status.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn others_are_the_same_switchs_other_chosen_ports() {
+        let port = |netns: &str, ifname: &str| SwitchPort {
+            switch: "l0".into(),
+            role: crate::Role::Router,
+            netns: netns.into(),
+            ifname: ifname.into(),
+            index: 0,
+            peer: "s0".into(),
+            peer_role: crate::Role::Router,
+            mtu: 1500,
+        };
+        let chosen = [
+            port("n0", "p1"),
+            port("n0", "p2"),
+            port("n0", "p3"),
+            port("n9", "p4"),
+        ];
+        assert_eq!(others(&chosen, &chosen[0]), "p2+p3");
+        assert_eq!(others(&chosen, &chosen[2]), "p1+p2");
+        assert_eq!(others(&chosen[3..], &chosen[3]), "");
     }
 }

@@ -57,9 +57,10 @@ pub fn num(row: &BTreeMap<String, String>, key: &str) -> f64 {
 }
 
 /// Run `rocev2-testbed run deploy/experiments/FILE --short --out DIR` and return DIR. Panics,
-/// naming the build command, when `rocev2d` or `rocev2-wiretest` is not built beside the CLI.
+/// naming the build command, when `rocev2d`, `rocev2-wiretest` or `rocev2-sim` (`[model]`)
+/// is not built beside the CLI.
 pub fn run_short(file: &str) -> PathBuf {
-    for tool in ["rocev2d", "rocev2-wiretest"] {
+    for tool in ["rocev2d", "rocev2-wiretest", "rocev2-sim"] {
         let p = Path::new(BIN).with_file_name(tool);
         assert!(
             p.is_file(),
@@ -236,5 +237,48 @@ pub fn assert_plot(path: &Path) {
             .next_frame(&mut buf)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!((info.width, info.height), (960, 540), "{}", path.display());
+    }
+}
+
+/// The checks of an experiment with a `[model]`: the network model's port series has samples
+/// of each variant, within `buffer_bytes` (the model is exact); it completed short transfers
+/// (when `fcts`) and none of its QPs gave up (deterministic: the same scenario, the same
+/// result); its curves are in the queue plot (legend `VARIANT model`) and the summary has its
+/// table.
+pub fn check_model(out: &Path, variants: &[&str], buffer_bytes: u64, fcts: bool) {
+    let port = Csv::read(&out.join("model_port.csv"));
+    let fct = Csv::read(&out.join("model_fct.csv"));
+    let svg = std::fs::read_to_string(out.join("queue.svg")).expect("queue.svg");
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(summary.contains("## Network model"), "{summary}");
+    for v in variants {
+        let rows: Vec<_> = port.with("variant", v).collect();
+        assert!(rows.len() >= 2, "{v}: {} model samples", rows.len());
+        assert!(
+            rows.iter()
+                .all(|r| num(r, "queue_bytes") <= buffer_bytes as f64),
+            "{v}: model queue above the buffer"
+        );
+        assert!(
+            rows.iter().any(|r| num(r, "tx_mbps") > 0.0),
+            "{v}: the model's port sent nothing"
+        );
+        if fcts {
+            assert!(fct.with("variant", v).count() > 0, "{v}: no model FCT");
+        }
+        assert!(
+            svg.contains(&format!("{v} model")),
+            "{v}: no model series in queue.svg"
+        );
+        let model = &summary[summary.find("## Network model").unwrap_or(0)..];
+        let row = model
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("| {v} | "))
+                    && l.ends_with(" |")
+                    && l.matches('|').count() == 9
+            })
+            .unwrap_or_else(|| panic!("{v}: no model row in summary.md"));
+        assert!(row.ends_with("| 0 |"), "{v}: model QPs gave up: {row}");
     }
 }
