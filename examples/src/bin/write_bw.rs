@@ -146,7 +146,7 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    let mut dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
+    let dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
     let server = a.servername.is_none();
     let pd = dev.alloc_pd()?;
     let access = if server {
@@ -257,7 +257,7 @@ fn main() -> Result<()> {
             w.write_all(b"OK -\n")?;
             return Ok(());
         }
-        let got = crc32fast::hash(dev.mr_bytes(&mr)?);
+        let got = crc32fast::hash(&dev.mr_guard(&mr)?);
         let want = u32::from_str_radix(f[1], 16)?;
         println!("received {bytes} bytes by RDMA WRITE, crc32 {got:08x}, client's {want:08x}");
         if got == want {
@@ -285,7 +285,7 @@ fn main() -> Result<()> {
                     rkey: Rkey::new(peer.rkey),
                 },
             )
-            .sge(mr.sge(off, a.size));
+            .sge(mr.sge(off, a.size)?);
             dev.post_send(qp, wr)?;
             posted += 1;
         }
@@ -325,7 +325,7 @@ fn main() -> Result<()> {
         print_vps(&dev, qp, "sent");
     }
     let crc = if a.verify {
-        format!("{:08x}", crc32fast::hash(dev.mr_bytes(&mr)?))
+        format!("{:08x}", crc32fast::hash(&dev.mr_guard(&mr)?))
     } else {
         "-".into()
     };
