@@ -470,3 +470,51 @@ fn api_random_calls_never_panic_and_refuse_foreign_handles() {
         },
     );
 }
+
+/// CPU time of this process (user + system), from `/proc/self/stat` in clock ticks (10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    Duration::from_millis((f[0] + f[1]) * 10)
+}
+
+#[test]
+fn api_async_wait_sleeps_on_the_cq_eventfd() {
+    in_netns("api_async_wait_sleeps_on_the_cq_eventfd", "as", || {
+        let (a, b, _ns) = pair("vas", 4096, AccessFlags::LOCAL_WRITE);
+        let wr = RecvWr {
+            wr_id: 9,
+            sg_list: vec![b.mr.sge(0, 64).unwrap()],
+        };
+        b.dev.post_recv(b.qp, wr).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(600));
+            let wr = SendWr::new(1, SendOp::Send).sge(a.mr.sge(0, 64).unwrap());
+            a.dev.post_send(a.qp, wr).unwrap();
+            let mut wcs = Vec::new();
+            a.dev
+                .wait_cq(a.cq, &mut wcs, 1, Duration::from_secs(10))
+                .unwrap();
+            assert_eq!(wcs[0].status, WcStatus::Success);
+        });
+        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        let wc = rt.block_on(b.dev.next_completion(b.cq)).unwrap();
+        let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+        assert_eq!((wc.wr_id, wc.status), (9, WcStatus::Success));
+        sender.join().unwrap();
+        // Busy polling would burn the whole wait; both progress threads and the waiter sleep.
+        assert!(wall >= Duration::from_millis(500), "{wall:?}");
+        assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
+    });
+}
