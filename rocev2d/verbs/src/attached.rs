@@ -198,7 +198,7 @@ impl Attached {
             rkey: Rkey::new(m.rkey),
             addr: m.addr,
             len: m.len,
-            access: AccessFlags::from_bits(m.access),
+            access: AccessFlags::from_bits_retain(m.access),
             pd: PdId::new(m.pd),
         };
         self.mrs.insert(info.id, region);

@@ -340,8 +340,11 @@ fn run_calls(devs: &[Device; 2], calls: &[Call]) {
             Call::AllocPd(d) => p.pds.push((d, devs[d].alloc_pd().unwrap())),
             Call::Register(d, i, len, access) => {
                 if let Some((o, pd)) = pick(&p.pds, i) {
-                    let r =
-                        devs[d].register(pd, vec![1u8; len.into()], AccessFlags::from_bits(access));
+                    let r = devs[d].register(
+                        pd,
+                        vec![1u8; len.into()],
+                        AccessFlags::from_bits_retain(access),
+                    );
                     match (o == d, r) {
                         (true, Ok(mr)) => p.mrs.push((d, mr)),
                         (true, Err(e)) => assert!(matches!(e, Error::Verb(_)), "{e}"),
