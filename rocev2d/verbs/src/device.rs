@@ -293,8 +293,8 @@ impl Device {
     }
 
     /// Registers a buffer the device takes ownership of (`ibv_reg_mr`): a `Vec<u8>`, a
-    /// `Box<[u8]>`, a `bytes::BytesMut` (feature `bytes`) or anything else that becomes a
-    /// `Vec<u8>`. The bytes stay reachable through [`Device::mr_guard`] and come back with
+    /// `Box<[u8]>`, a `bytes::BytesMut` (which converts without copying when it owns its whole
+    /// allocation) or anything else that becomes a `Vec<u8>`. The bytes stay reachable through [`Device::mr_guard`] and come back with
     /// [`Device::deregister`]. The region's address (what the peer's READ/WRITE/atomics name)
     /// is page-aligned whatever the buffer's alignment, so 8-byte atomics on aligned offsets
     /// always qualify. Attached, the bytes move into shared memory the daemon reads and writes
@@ -304,21 +304,58 @@ impl Device {
     /// [`Error::Verb`] when the engine refuses (unknown PD, bad rights); [`Error::WrongDevice`];
     /// attached, also [`Error::Refused`] (the daemon's per-application memory limit).
     pub fn register(&self, pd: Pd, buf: impl Into<Vec<u8>>, access: AccessFlags) -> Result<Mr> {
+        self.register_aligned(pd, buf.into(), 1, access)
+    }
+
+    /// Registers a zeroed region of `layout.size()` bytes whose address (what the peer's
+    /// READ/WRITE/atomics name, and [`Mr::addr`]) is a multiple of `layout.align()`, as a
+    /// `posix_memalign`ed buffer registered with `ibv_reg_mr` would be. The bytes are reached
+    /// through [`Device::mr_guard`] like any region's.
+    ///
+    /// # Errors
+    /// As [`Device::register`]; attached, [`Error::Refused`] when the daemon's address is not
+    /// so aligned (it page-aligns regions, so alignments up to 4096 always qualify).
+    pub fn register_layout(
+        &self,
+        pd: Pd,
+        layout: std::alloc::Layout,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        self.register_aligned(pd, vec![0; layout.size()], layout.align() as u64, access)
+    }
+
+    fn register_aligned(
+        &self,
+        pd: Pd,
+        buf: Vec<u8>,
+        align: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
         self.own(pd.1, "protection domain")?;
-        let buf = buf.into();
         let info = match &self.inner.backend {
             Backend::Local(l) => {
                 let mut st = l.lock();
                 let len = buf.len() as u64;
-                let addr = st.next_addr;
+                let addr = st.next_addr.next_multiple_of(align.max(1));
                 let info = st.driver.ep.register_mr(pd.0, addr, len, access)?;
                 // Page-aligned, non-overlapping addresses, so a stray address never hits
                 // another region.
-                st.next_addr = (st.next_addr + len.max(1)).next_multiple_of(4096);
+                st.next_addr = (addr + len.max(1)).next_multiple_of(4096);
                 st.driver.mem.insert(info.id, buf);
                 info
             }
-            Backend::Attached(a) => lock_attached(a).register(pd.0, &buf, access)?,
+            Backend::Attached(a) => {
+                let mut g = lock_attached(a);
+                let info = g.register(pd.0, &buf, access)?;
+                if info.addr % align.max(1) != 0 {
+                    let _ = g.deregister(info.id);
+                    return Err(Error::Refused {
+                        kind: rocev2_ipc::proto::ErrorKind::Invalid,
+                        message: format!("region address {:#x} is not {align}-aligned", info.addr),
+                    });
+                }
+                info
+            }
         };
         Ok(Mr {
             info,

@@ -458,6 +458,7 @@ fn api_random_calls_never_panic_and_refuse_foreign_handles() {
         "pr",
         || {
             let (a, b, _ns) = pair("vpr", 64, AccessFlags::LOCAL_WRITE);
+            owned_memory(&a.dev);
             let devs = [a.dev, b.dev];
             let mut runner = TestRunner::new(Config {
                 cases: 64,
@@ -520,4 +521,37 @@ fn api_async_wait_sleeps_on_the_cq_eventfd() {
         assert!(wall >= Duration::from_millis(500), "{wall:?}");
         assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
     });
+}
+
+/// Every kind of caller-owned buffer registers, and comes back with its bytes.
+fn owned_memory(dev: &Device) {
+    let pd = dev.alloc_pd().unwrap();
+    let rw = AccessFlags::LOCAL_WRITE;
+    let boxed: Box<[u8]> = vec![7u8; 100].into_boxed_slice();
+    let mut bm = bytes::BytesMut::with_capacity(64);
+    bm.extend_from_slice(b"bytes");
+    for (mr, want) in [
+        (dev.register(pd, vec![1u8; 10], rw).unwrap(), vec![1u8; 10]),
+        (dev.register(pd, boxed, rw).unwrap(), vec![7u8; 100]),
+        (dev.register(pd, bm, rw).unwrap(), b"bytes".to_vec()),
+    ] {
+        assert_eq!(&dev.mr_guard(&mr).unwrap()[..], &want[..]);
+        assert_eq!(dev.deregister(mr).unwrap(), want);
+    }
+    for align in [8usize, 4096, 1 << 16] {
+        let layout = std::alloc::Layout::from_size_align(24, align).unwrap();
+        let mr = dev.register_layout(pd, layout, rw).unwrap();
+        assert_eq!(mr.addr() % align as u64, 0, "{align}");
+        assert_eq!(mr.len(), 24);
+        dev.write_u64(&mr, 16, 0x0102_0304_0506_0708).unwrap();
+        // Host byte order in memory.
+        assert_eq!(
+            dev.mr_guard(&mr).unwrap()[16..24],
+            0x0102_0304_0506_0708u64.to_ne_bytes()
+        );
+        assert!(matches!(
+            dev.read_u64(&mr, 17),
+            Err(Error::OutOfRange { .. })
+        ));
+    }
 }
