@@ -50,7 +50,9 @@ fn args() -> Args {
             "--b-netns" => a.b_netns = v,
             "--iters" => a.iters = v.parse().expect("--iters N"),
             "--idle-secs" => a.idle_secs = v.parse().expect("--idle-secs S"),
-            _ => panic!("usage: api_bench --a IF --b IF --b-netns NAME [--iters N] [--idle-secs S]"),
+            _ => {
+                panic!("usage: api_bench --a IF --b IF --b-netns NAME [--iters N] [--idle-secs S]")
+            }
         }
     }
     a
@@ -59,7 +61,9 @@ fn args() -> Args {
 fn open(name: &str, cfg: DeviceConfig) -> Side {
     let dev = Device::open_with(name, DatapathKind::Udp, cfg).expect("open");
     let pd = dev.alloc_pd().unwrap();
-    let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE).unwrap();
+    let mr = dev
+        .register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+        .unwrap();
     let cq = dev.create_cq(256).unwrap();
     let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
     Side { dev, mr, cq, qp }

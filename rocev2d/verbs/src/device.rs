@@ -879,7 +879,12 @@ impl Device {
             let slept = match step {
                 Step::Done(n) => return Ok(n),
                 Step::Again => continue,
-                Step::Yield | Step::Drive => false,
+                Step::Yield | Step::Drive => {
+                    // Busy polling: let the progress thread (or the peer) have the CPU, as the
+                    // driver's busy-polling waits do (rocev2_datapath::driver's docs).
+                    std::thread::yield_now();
+                    false
+                }
                 Step::Local(ev) => readable(&ev.event, None::<&Waitable<OwnedFd>>).await?,
                 Step::Attached(ev, watch) => {
                     let slept = readable(&ev, Some(&watch)).await;
