@@ -272,7 +272,8 @@ impl Device {
 
     /// The in-process engine and driver, locked (for statistics, QP counters and datapath
     /// counters); `None` when attached (ask the daemon: `rocev2d stats`). The progress thread
-    /// waits while the guard lives: keep it short.
+    /// waits while the guard lives: keep it short, and call no other method of the device
+    /// while holding it (as [`Device::mr_guard`]).
     pub fn engine(&self) -> Option<EngineGuard<'_>> {
         match &self.inner.backend {
             Backend::Local(l) => Some(EngineGuard(l.lock())),
@@ -388,7 +389,8 @@ impl Device {
     /// The region's bytes behind a guard that derefs to `[u8]` (mutably too): read what
     /// completed requests placed, fill what the next requests send. The guard holds the
     /// device's lock, so the engine (and other threads' verbs) wait while it lives: copy and
-    /// drop it. Writing bytes a posted, not yet completed request sends makes what it sends
+    /// drop it, and call no other method of the device while holding it (the lock is not
+    /// reentrant: that call would wait forever). Writing bytes a posted, not yet completed request sends makes what it sends
     /// unspecified, as with verbs (but never unsound).
     ///
     /// # Errors

@@ -64,6 +64,20 @@
 //! atomics big-endian, converted by the engine), and get them back with
 //! [`Device::deregister`].
 //!
+//! Access rights are `ibv_access_flags` with full set operations, and every error says what to
+//! do and keeps its cause:
+//!
+//! ```
+//! use rocev2::AccessFlags;
+//! let all = AccessFlags::all();
+//! let remote = all - AccessFlags::LOCAL_WRITE;
+//! assert!(remote.contains(AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC));
+//! assert_eq!(remote.bits(), 0xe); // IBV_ACCESS_REMOTE_WRITE | _READ | _ATOMIC
+//!
+//! let e = rocev2::Error::WrongDevice("QP");
+//! assert!(e.to_string().contains("use handles with the device that made them"));
+//! ```
+//!
 //! Deviations from libibverbs: RC QPs only; memory is handed over as owned buffers instead of
 //! raw pointers, so no `unsafe` is needed; one call connects a QP; no LIDs, GIDs are the
 //! interface addresses; handles of another device are refused ([`Error::WrongDevice`]).
