@@ -5,12 +5,14 @@
 //! datapath, engine or system error) is the [`std::error::Error::source`], so a reporter that
 //! walks the chain (`anyhow`'s `{:#}`) prints both.
 //!
-//! Work requests that fail after posting do not come back as an [`Error`] but as a completion
-//! whose [`crate::WcStatus`] is the ibverbs status (`IBV_WC_REM_ACCESS_ERR`, …).
+//! Work requests that fail after posting come back as a completion whose [`crate::WcStatus`] is
+//! the ibverbs status of the same number; [`check`] turns one into [`Error::Completion`], whose
+//! message names the constant (`IBV_WC_REM_ACCESS_ERR`, …) and what to do.
 //!
 //! Deviations: none.
 
 use rocev2_core::EndpointError;
+use rocev2_core::cq::{WcStatus, WorkCompletion};
 
 /// What a [`crate::Device`] call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +92,15 @@ pub enum Error {
     /// The daemon answered something this build does not understand.
     #[error("control protocol: {0} (use a daemon of the same version as this library)")]
     Protocol(String),
+    /// A work request completed with an error status ([`check`]): the status is libibverbs'
+    /// `ibv_wc_status` of the same number.
+    #[error("work request {wr_id} failed with {}: {}", ibv_name(*status), hint(*status))]
+    Completion {
+        /// The failed request's id.
+        wr_id: u64,
+        /// Its status.
+        status: WcStatus,
+    },
     /// A local system call failed (eventfd, poll, thread creation).
     #[error("system call failed: {0}")]
     Io(#[source] std::io::Error),
@@ -107,6 +118,74 @@ impl From<EndpointError> for Error {
     }
 }
 
+/// `wc` when it succeeded, else [`Error::Completion`] naming the ibverbs status and what to do.
+///
+/// # Errors
+/// [`Error::Completion`].
+pub fn check(wc: WorkCompletion) -> Result<WorkCompletion> {
+    if wc.status.is_success() {
+        Ok(wc)
+    } else {
+        Err(Error::Completion {
+            wr_id: wc.wr_id,
+            status: wc.status,
+        })
+    }
+}
+
+/// libibverbs' name of a status (`ibv_wc_status_str` gives prose; this is the constant).
+pub fn ibv_name(status: WcStatus) -> &'static str {
+    use WcStatus::*;
+    match status {
+        Success => "IBV_WC_SUCCESS",
+        LocLenErr => "IBV_WC_LOC_LEN_ERR",
+        LocQpOpErr => "IBV_WC_LOC_QP_OP_ERR",
+        LocEecOpErr => "IBV_WC_LOC_EEC_OP_ERR",
+        LocProtErr => "IBV_WC_LOC_PROT_ERR",
+        WrFlushErr => "IBV_WC_WR_FLUSH_ERR",
+        MwBindErr => "IBV_WC_MW_BIND_ERR",
+        BadRespErr => "IBV_WC_BAD_RESP_ERR",
+        LocAccessErr => "IBV_WC_LOC_ACCESS_ERR",
+        RemInvReqErr => "IBV_WC_REM_INV_REQ_ERR",
+        RemAccessErr => "IBV_WC_REM_ACCESS_ERR",
+        RemOpErr => "IBV_WC_REM_OP_ERR",
+        RetryExcErr => "IBV_WC_RETRY_EXC_ERR",
+        RnrRetryExcErr => "IBV_WC_RNR_RETRY_EXC_ERR",
+        LocRddViolErr => "IBV_WC_LOC_RDD_VIOL_ERR",
+        RemInvRdReqErr => "IBV_WC_REM_INV_RD_REQ_ERR",
+        RemAbortErr => "IBV_WC_REM_ABORT_ERR",
+        InvEecnErr => "IBV_WC_INV_EECN_ERR",
+        InvEecStateErr => "IBV_WC_INV_EEC_STATE_ERR",
+        FatalErr => "IBV_WC_FATAL_ERR",
+        RespTimeoutErr => "IBV_WC_RESP_TIMEOUT_ERR",
+        GeneralErr => "IBV_WC_GENERAL_ERR",
+    }
+}
+
+/// What to do about a failed completion.
+fn hint(status: WcStatus) -> &'static str {
+    use WcStatus::*;
+    match status {
+        Success => "nothing to do",
+        LocLenErr => "post larger receive buffers, or send less",
+        LocProtErr | LocAccessErr => {
+            "check the SGE's lkey, bounds and the region's LOCAL_WRITE right"
+        }
+        RemAccessErr => {
+            "check the remote address, length and rkey, and the peer region's REMOTE_* rights"
+        }
+        RemInvReqErr | RemInvRdReqErr => {
+            "the peer refused the request: check the opcode, length and its QP's rights"
+        }
+        RetryExcErr => {
+            "the peer did not answer: is it running, connected to this QP, and reachable?"
+        }
+        RnrRetryExcErr => "the peer had no receive posted: post receives before the peer sends",
+        WrFlushErr => "the QP went to ERROR earlier; look at the first failed completion",
+        _ => "the QP is now in ERROR: destroy it and connect a new one",
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -114,6 +193,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    #[test]
+    fn a_failed_completion_names_its_ibverbs_status() {
+        let e = Error::Completion {
+            wr_id: 3,
+            status: WcStatus::RemAccessErr,
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("IBV_WC_REM_ACCESS_ERR") && s.contains("rkey"),
+            "{s}"
+        );
+        // The numbering is libibverbs': the names follow it.
+        assert_eq!(WcStatus::RetryExcErr as u32, 12);
+        assert_eq!(ibv_name(WcStatus::RetryExcErr), "IBV_WC_RETRY_EXC_ERR");
+        assert_eq!(ibv_name(WcStatus::GeneralErr), "IBV_WC_GENERAL_ERR");
+    }
 
     #[test]
     fn errors_keep_their_cause_and_say_what_to_do() {

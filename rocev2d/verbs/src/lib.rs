@@ -93,7 +93,7 @@ mod qp;
 mod wakeup;
 
 pub use device::{Completions, Device, DeviceConfig, EngineGuard, MrGuard, random_psn, random_u64};
-pub use error::{Error, Result};
+pub use error::{Error, Result, check, ibv_name};
 pub use local::{LocalDriver, ProgressMode};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
