@@ -11,8 +11,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use rocev2::{
-    AccessFlags, ConnectOptions, Cq, DatapathKind, Device, Error, Mr, Pd, Qp, RecvWr, RemoteQp,
-    SendOp, SendWr, WcStatus,
+    AccessFlags, ConnectOptions, Cq, DatapathKind, Device, DeviceConfig, DriverConfig, Error, Mr,
+    Pd, Qp, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
 use std::process::Command;
 use std::sync::Arc;
@@ -45,6 +45,11 @@ impl Drop for Netns {
 /// (`access`), connected. The namespace goes when the returned guard is dropped (after the
 /// devices).
 fn pair(tag: &str, len: usize, access: AccessFlags) -> (Side, Side, Netns) {
+    pair_with(tag, len, access, DeviceConfig::default())
+}
+
+/// [`pair`] with both devices opened with `cfg`.
+fn pair_with(tag: &str, len: usize, access: AccessFlags, cfg: DeviceConfig) -> (Side, Side, Netns) {
     let (na, nb) = (format!("{tag}a"), format!("{tag}b"));
     let ns = Netns(format!("{tag}{}", std::process::id()));
     sh(&["ip", "netns", "add", &ns.0]);
@@ -57,7 +62,7 @@ fn pair(tag: &str, len: usize, access: AccessFlags) -> (Side, Side, Netns) {
     sh(&["ip", "-n", &ns.0, "link", "set", &nb, "up"]);
     sh(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
     let open = move |name: &str| {
-        let dev = Device::open(name, DatapathKind::Udp).unwrap();
+        let dev = Device::open_with(name, DatapathKind::Udp, cfg).unwrap();
         let pd = dev.alloc_pd().unwrap();
         let mr = dev.register(pd, vec![0u8; len], access).unwrap();
         let cq = dev.create_cq(4096).unwrap();
@@ -117,15 +122,36 @@ fn api_passive_server_serves_reads_and_atomics_without_calls() {
     in_netns(
         "api_passive_server_serves_reads_and_atomics_without_calls",
         "ps",
-        passive_body,
+        || passive_body("vps", WaitMode::default()),
     );
 }
 
-fn passive_body() {
+/// The same with the progress threads in interrupt mode (always sleeping between passes)
+/// and in busy-poll mode.
+#[test]
+fn api_passive_server_serves_in_interrupt_and_busy_poll_modes() {
+    in_netns(
+        "api_passive_server_serves_in_interrupt_and_busy_poll_modes",
+        "pm",
+        || {
+            passive_body("vpi", WaitMode::Sleep);
+            passive_body("vpb", WaitMode::Spin);
+        },
+    );
+}
+
+fn passive_body(tag: &str, wait: WaitMode) {
     const N: u64 = 1000;
     const LEN: usize = 64 * 1024;
     let rights = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let (a, b, _ns) = pair("vps", LEN, rights);
+    let cfg = DeviceConfig {
+        driver: DriverConfig {
+            wait,
+            ..DriverConfig::default()
+        },
+        ..DeviceConfig::default()
+    };
+    let (a, b, _ns) = pair_with(tag, LEN, rights, cfg);
     // The server fills its region and sets the counter, then makes no call until the end.
     {
         let mut g = b.dev.mr_guard(&b.mr).unwrap();
@@ -554,4 +580,34 @@ fn owned_memory(dev: &Device) {
             Err(Error::OutOfRange { .. })
         ));
     }
+}
+
+/// Threads of this process named `rocev2-progress`.
+fn progress_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim() == "rocev2-progress")
+        .count()
+}
+
+#[test]
+fn api_progress_thread_stops_with_the_last_handle() {
+    in_netns(
+        "api_progress_thread_stops_with_the_last_handle",
+        "pt",
+        || {
+            let (a, b, _ns) = pair("vpt", 64, AccessFlags::LOCAL_WRITE);
+            assert_eq!(progress_threads(), 2);
+            let a2 = a.dev.clone();
+            drop(a);
+            // A clone keeps the device, and its thread, alive.
+            assert_eq!(progress_threads(), 2);
+            assert!(a2.alloc_pd().is_ok());
+            drop(a2);
+            assert_eq!(progress_threads(), 1);
+            drop(b);
+            assert_eq!(progress_threads(), 0);
+        },
+    );
 }
