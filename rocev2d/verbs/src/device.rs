@@ -34,11 +34,14 @@ use rocev2_datapath::auto::{self, Options};
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::ConnectSpec;
+use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// Settings of [`Device::open_with`].
@@ -920,14 +923,15 @@ impl Device {
         out.pop().ok_or(Error::Timeout)
     }
 
-    /// A stream of `cq`'s completions: [`Completions::next`] waits as
-    /// [`Device::next_completion`] does, taking completions from the CQ in batches.
+    /// A stream of `cq`'s completions (a `futures_core::Stream`, or [`Completions::next`]),
+    /// waiting as [`Device::next_completion`] does and taking completions from the CQ in
+    /// batches.
     pub fn completions(&self, cq: Cq) -> Completions {
         Completions {
             dev: self.clone(),
             cq,
             buf: std::collections::VecDeque::new(),
-            batch: Vec::with_capacity(BATCH),
+            pending: None,
         }
     }
 
@@ -979,13 +983,26 @@ fn core_duration(d: Duration) -> CoreDuration {
     CoreDuration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// The completions of one CQ, in order ([`Device::completions`]).
-#[derive(Debug)]
+/// A batch of completions being awaited ([`Completions`]).
+type Batch = Pin<Box<dyn Future<Output = Result<Vec<WorkCompletion>>> + Send>>;
+
+/// The completions of one CQ, in order ([`Device::completions`]): a [`futures_core::Stream`]
+/// that never ends, and an async [`Completions::next`].
 pub struct Completions {
     dev: Device,
     cq: Cq,
     buf: std::collections::VecDeque<WorkCompletion>,
-    batch: Vec<WorkCompletion>,
+    /// The wait in progress, kept across polls (and across a dropped `next`).
+    pending: Option<Batch>,
+}
+
+impl std::fmt::Debug for Completions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completions")
+            .field("cq", &self.cq)
+            .field("buffered", &self.buf.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Completions {
@@ -995,18 +1012,42 @@ impl Completions {
     /// # Errors
     /// As [`Device::next_completion`].
     pub async fn next(&mut self) -> Result<WorkCompletion> {
-        if let Some(wc) = self.buf.pop_front() {
-            return Ok(wc);
-        }
-        self.batch.clear();
-        self.dev.next_batch(self.cq, &mut self.batch, BATCH).await?;
-        self.buf.extend(self.batch.drain(..));
-        self.buf.pop_front().ok_or(Error::Timeout)
+        use futures_core::Stream as _;
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx))
+            .await
+            .unwrap_or(Err(Error::Timeout))
     }
 
     /// The device.
     pub fn device(&self) -> &Device {
         &self.dev
+    }
+}
+
+impl futures_core::Stream for Completions {
+    type Item = Result<WorkCompletion>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(wc) = this.buf.pop_front() {
+                return Poll::Ready(Some(Ok(wc)));
+            }
+            let (dev, cq) = (&this.dev, this.cq);
+            let batch = this.pending.get_or_insert_with(|| {
+                let dev = dev.clone();
+                Box::pin(async move {
+                    let mut out = Vec::with_capacity(BATCH);
+                    dev.next_batch(cq, &mut out, BATCH).await.map(|_| out)
+                })
+            });
+            let got = std::task::ready!(batch.as_mut().poll(cx));
+            this.pending = None;
+            match got {
+                Ok(wcs) => this.buf.extend(wcs),
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
+        }
     }
 }
 
@@ -1070,7 +1111,8 @@ mod tests {
         fn send_sync<T: Send + Sync>() {}
         fn send<T: Send>(_: &T) {}
         send_sync::<Device>();
-        send_sync::<Completions>();
+        fn send_only<T: Send>() {}
+        send_only::<Completions>();
         // The futures may be spawned on a multi-thread runtime.
         let f = |d: Device, cq: Cq| async move { d.next_completion(cq).await };
         let _ = |d: Device, cq: Cq| send(&f(d, cq));
