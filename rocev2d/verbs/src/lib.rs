@@ -97,12 +97,16 @@ pub use error::{Error, Result, check, ibv_name};
 pub use local::{LocalDriver, ProgressMode};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
+pub use rocev2_core::Endpoint;
 pub use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
-pub use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
+pub use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey, VecMemory};
 pub use rocev2_core::qp::{
-    ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+    CqId, ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
 };
 pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 pub use rocev2_core::wire::{Psn, Qpn};
-pub use rocev2_datapath::{DriverConfig, Mode as DatapathKind, Progress, WaitMode};
+pub use rocev2_datapath::auto::Options as DatapathOptions;
+pub use rocev2_datapath::{
+    Datapath, Driver, DriverConfig, Interface, Mode as DatapathKind, Progress, WaitMode,
+};
