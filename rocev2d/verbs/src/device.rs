@@ -912,8 +912,10 @@ impl Device {
     /// or on another executor.
     ///
     /// Cancel-safe: a completion is taken from the CQ only in the poll that returns it, so
-    /// dropping the future loses none. Several tasks may await the same CQ; each completion
-    /// goes to one of them.
+    /// dropping the future loses none. In-process, several tasks may await the same CQ (each
+    /// completion goes to one of them); attached, await each CQ from one task at a time: the
+    /// ring's "asleep" flag is the CQ's, and the first waiter to wake clears it, so a second
+    /// sleeping waiter would not be signalled.
     ///
     /// # Errors
     /// As [`Device::wait_cq`], without the timeout (wrap it in `tokio::time::timeout`).
