@@ -3,8 +3,8 @@
 # MTU 4200), UDP datapath, as root, in one run of rocev2's api_bench example
 # (rocev2d/verbs/examples/api_bench.rs; device A in h0, device B opened from a thread moved into
 # h1's namespace):
-#   - idle: CPU of the process, in % of one core, while a task awaits a completion that never
-#     comes for IDLE seconds (default 5), progress threads in the default adaptive mode
+#   - idle: CPU of the process, in % of one core, while a task awaits the completion stream of
+#     a CQ on which nothing arrives, for IDLE seconds (default 5), progress threads in the default adaptive mode
 #     (goal: 1% or less);
 #   - async against blocking: median 64 B SEND ping-pong round trip over ITERS round trips
 #     (default 20000), progress threads busy-polling, A reaping with Device::wait_cq, then with

@@ -2,7 +2,8 @@
 //! its own namespace, device B on `--b` opened from a thread moved into namespace `--b-netns`,
 //! UDP datapath, 64-byte SEND ping-pongs.
 //!
-//! 1. idle: B awaits a completion that never comes (`next_completion` on a tokio runtime) for
+//! 1. idle: B awaits a completion that never comes (its CQ's `Completions` stream on a tokio
+//!    runtime) for
 //!    `--idle-secs`; the process's CPU time over that wait, in % of one core (both progress
 //!    threads included, in the default adaptive mode);
 //! 2. async against blocking, busy-polling (`WaitMode::Spin` progress threads): the ping-pong's
@@ -196,18 +197,15 @@ fn main() {
         .build()
         .unwrap();
     let (c0, t0) = (cpu_ticks(), Instant::now());
+    let mut stream = sb.dev.completions(sb.cq);
     let waited = rt.block_on(async {
-        tokio::time::timeout(
-            Duration::from_secs(a.idle_secs),
-            sb.dev.next_completion(sb.cq),
-        )
-        .await
+        tokio::time::timeout(Duration::from_secs(a.idle_secs), stream.next()).await
     });
     assert!(waited.is_err(), "nothing should complete while idle");
     // Clock ticks are 10 ms.
     let idle = (cpu_ticks() - c0) as f64 * 0.01 / t0.elapsed().as_secs_f64() * 100.0;
     println!("idle_async_wait_cpu_pct {idle:.2}");
-    drop((_sa, sb));
+    drop((stream, _sa, sb));
 
     let (sa, sb) = pair(&a, spin(ProgressMode::Thread));
     let blocking = pingpong(&sa, sb, a.iters, false);
