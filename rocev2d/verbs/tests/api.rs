@@ -611,3 +611,43 @@ fn api_progress_thread_stops_with_the_last_handle() {
         },
     );
 }
+
+#[test]
+fn api_caller_driven_server_answers_only_inside_its_calls() {
+    in_netns(
+        "api_caller_driven_server_answers_only_inside_its_calls",
+        "cd",
+        || {
+            let cfg = DeviceConfig {
+                progress: rocev2::ProgressMode::Caller,
+                ..DeviceConfig::default()
+            };
+            let rights = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ;
+            let (a, b, _ns) = pair_with("vcd", 4096, rights, cfg);
+            assert_eq!(a.dev.progress_mode(), Some(rocev2::ProgressMode::Caller));
+            b.dev.mr_guard(&b.mr).unwrap()[..4].copy_from_slice(b"read");
+            let read = SendOp::Read {
+                remote_addr: b.mr.addr(),
+                rkey: b.mr.rkey(),
+            };
+            a.dev
+                .post_send(a.qp, SendWr::new(1, read).sge(a.mr.sge(0, 4).unwrap()))
+                .unwrap();
+            // Nothing drives the server: no answer, however long the client waits.
+            let mut wcs = Vec::new();
+            let r = a.dev.wait_cq(a.cq, &mut wcs, 1, Duration::from_millis(300));
+            assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+            // Once the server is inside a call, it answers the request waiting in its socket.
+            let server = std::thread::spawn(move || {
+                let _ = b.dev.drain(Duration::from_secs(5));
+                b
+            });
+            a.dev
+                .wait_cq(a.cq, &mut wcs, 1, Duration::from_secs(10))
+                .unwrap();
+            assert_eq!(wcs[0].status, WcStatus::Success);
+            assert_eq!(&a.dev.mr_guard(&a.mr).unwrap()[..4], b"read");
+            drop(server.join().unwrap());
+        },
+    );
+}
