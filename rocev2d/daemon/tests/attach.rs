@@ -466,6 +466,36 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         "{:?}",
         start.elapsed()
     );
+    // Two tasks await the same CQ: one waking does not take the ring's "asleep" flag away from
+    // the other, so the second completion, sent later, still wakes its waiter.
+    for id in [10, 11] {
+        let wr = RecvWr {
+            wr_id: id,
+            sg_list: vec![mr_b.sge(0, 4096).unwrap()],
+        };
+        b.post_recv(qp_b, wr).unwrap();
+    }
+    let ids = rt.block_on(async {
+        let wait = |d: Device| tokio::spawn(async move { d.next_completion(cq_b).await });
+        let tasks = [wait(b.clone()), wait(b.clone())];
+        for n in 0..2 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let wr = SendWr::new(20 + n, SendOp::Send).sge(mr_a.sge(0, 5).unwrap());
+            a.post_send(qp_a, wr).unwrap();
+        }
+        let mut ids = Vec::new();
+        for t in tasks {
+            let wc = tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("both waiters wake")
+                .unwrap()
+                .unwrap();
+            ids.push(wc.wr_id);
+        }
+        ids.sort_unstable();
+        ids
+    });
+    assert_eq!(ids, [10, 11]);
     // Waiting again, the daemon dies: the future ends with that error.
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

@@ -45,6 +45,27 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 struct CqView {
     ring: Ring,
     event: Arc<Waitable<EventFd>>,
+    /// Waiters sleeping on the eventfd: the ring says "asleep" while there is one, so a waiter
+    /// that wakes does not take the signal away from another.
+    sleepers: usize,
+}
+
+impl CqView {
+    /// Counts a sleeper and says so in the ring; true when a completion is there already.
+    fn arm(&mut self) -> bool {
+        self.event.get().clear();
+        self.sleepers += 1;
+        self.ring.set_asleep(true);
+        self.ring.is_empty() != Ok(true)
+    }
+
+    /// A sleeper woke; the ring stops saying "asleep" when none is left.
+    fn disarm(&mut self) {
+        self.sleepers = self.sleepers.saturating_sub(1);
+        if self.sleepers == 0 {
+            self.ring.set_asleep(false);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -237,6 +258,7 @@ impl Attached {
             CqView {
                 ring,
                 event: Arc::new(Waitable::new(EventFd::from_fd(event))),
+                sleepers: 0,
             },
         );
         Ok(CqId(id))
@@ -388,34 +410,30 @@ impl Attached {
     /// Prepares to sleep until `cq` gets a completion (the ring's wake-up protocol: say we
     /// sleep, then look again): `None` when it has one already, else the eventfd to sleep on.
     /// Call [`Attached::disarm`] after waking.
-    pub(crate) fn arm(&self, cq: CqId) -> Result<Option<Arc<Waitable<EventFd>>>> {
-        let v = self.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
-        v.event.get().clear();
-        v.ring.set_asleep(true);
-        if v.ring.is_empty() != Ok(true) {
-            v.ring.set_asleep(false);
+    pub(crate) fn arm(&mut self, cq: CqId) -> Result<Option<Arc<Waitable<EventFd>>>> {
+        let v = self.cqs.get_mut(&cq).ok_or(EndpointError::UnknownCq)?;
+        if v.arm() {
+            v.disarm();
             return Ok(None);
         }
         Ok(Some(Arc::clone(&v.event)))
     }
 
     /// Ends a sleep prepared by [`Attached::arm`].
-    pub(crate) fn disarm(&self, cq: CqId) {
-        if let Some(v) = self.cqs.get(&cq) {
-            v.ring.set_asleep(false);
+    pub(crate) fn disarm(&mut self, cq: CqId) {
+        if let Some(v) = self.cqs.get_mut(&cq) {
+            v.disarm();
         }
     }
 
     /// [`Attached::arm`] for every CQ: whether one has a completion already, and the eventfds.
-    pub(crate) fn arm_all(&self) -> (bool, Vec<Arc<Waitable<EventFd>>>) {
+    pub(crate) fn arm_all(&mut self) -> (bool, Vec<Arc<Waitable<EventFd>>>) {
         let mut arrived = false;
         let events = self
             .cqs
-            .values()
+            .values_mut()
             .map(|v| {
-                v.event.get().clear();
-                v.ring.set_asleep(true);
-                arrived |= v.ring.is_empty() != Ok(true);
+                arrived |= v.arm();
                 Arc::clone(&v.event)
             })
             .collect();
@@ -423,9 +441,9 @@ impl Attached {
     }
 
     /// Ends a sleep prepared by [`Attached::arm_all`].
-    pub(crate) fn disarm_all(&self) {
-        for v in self.cqs.values() {
-            v.ring.set_asleep(false);
+    pub(crate) fn disarm_all(&mut self) {
+        for v in self.cqs.values_mut() {
+            v.disarm();
         }
     }
 

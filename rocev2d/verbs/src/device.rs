@@ -740,7 +740,7 @@ impl Device {
             }
             Backend::Attached(a) => {
                 let (arrived, events, watch) = {
-                    let g = lock_attached(a);
+                    let mut g = lock_attached(a);
                     let (arrived, events) = g.arm_all();
                     (arrived, events, Arc::clone(&g.watch))
                 };
@@ -753,7 +753,7 @@ impl Device {
                     Duration::from_millis(100)
                 };
                 let ready = wait_any(&fds, bound);
-                let g = lock_attached(a);
+                let mut g = lock_attached(a);
                 g.disarm_all();
                 let mut ready = ready?;
                 if ready.get(extra.len()) == Some(&true) {
@@ -811,14 +811,12 @@ impl Device {
         }
     }
 
-    /// After an attached sleep on `cq`: ends it, and reports the daemon's death.
-    fn woke(&self, cq: Cq) -> Result<()> {
-        if let Backend::Attached(a) = &self.inner.backend {
-            let g = lock_attached(a);
-            g.disarm(cq.0);
-            g.check_alive()?;
+    /// After an attached sleep: reports the daemon's death.
+    fn alive(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Attached(a) => lock_attached(a).check_alive(),
+            Backend::Local(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// How long an attached wait spins before sleeping.
@@ -868,7 +866,8 @@ impl Device {
                 Step::Local(ev) => sleep_on(&ev, bound)?,
                 Step::Attached(ev, watch) => {
                     let slept = wait_any(&[ev.get().as_fd(), watch.get().as_fd()], bound);
-                    self.woke(cq)?;
+                    drop(Sleeping(self, cq));
+                    self.alive()?;
                     slept?;
                 }
             }
@@ -892,8 +891,11 @@ impl Device {
                 }
                 Step::Local(ev) => readable(&ev.event, None::<&Waitable<OwnedFd>>).await?,
                 Step::Attached(ev, watch) => {
+                    // Dropped mid-sleep (a cancelled future), the guard still ends the sleep.
+                    let guard = Sleeping(self, cq);
                     let slept = readable(&ev, Some(&watch)).await;
-                    self.woke(cq)?;
+                    drop(guard);
+                    self.alive()?;
                     slept?
                 }
             };
@@ -912,10 +914,8 @@ impl Device {
     /// or on another executor.
     ///
     /// Cancel-safe: a completion is taken from the CQ only in the poll that returns it, so
-    /// dropping the future loses none. In-process, several tasks may await the same CQ (each
-    /// completion goes to one of them); attached, await each CQ from one task at a time: the
-    /// ring's "asleep" flag is the CQ's, and the first waiter to wake clears it, so a second
-    /// sleeping waiter would not be signalled.
+    /// dropping the future loses none. Several tasks may await the same CQ; each completion
+    /// goes to one of them.
     ///
     /// # Errors
     /// As [`Device::wait_cq`], without the timeout (wrap it in `tokio::time::timeout`).
@@ -1049,6 +1049,18 @@ impl futures_core::Stream for Completions {
                 Ok(wcs) => this.buf.extend(wcs),
                 Err(e) => return Poll::Ready(Some(Err(e))),
             }
+        }
+    }
+}
+
+/// An attached sleep on a CQ in progress, ended when dropped (after waking, or with a
+/// cancelled future).
+struct Sleeping<'a>(&'a Device, Cq);
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        if let Backend::Attached(a) = &self.0.inner.backend {
+            lock_attached(a).disarm(self.1.0);
         }
     }
 }
