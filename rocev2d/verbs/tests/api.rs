@@ -591,6 +591,15 @@ fn progress_threads() -> usize {
         .count()
 }
 
+/// [`progress_threads`] once it is `n`: a new thread takes its name when it first runs.
+fn progress_threads_become(n: usize) -> usize {
+    let end = Instant::now() + Duration::from_secs(10);
+    while progress_threads() != n && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    progress_threads()
+}
+
 #[test]
 fn api_progress_thread_stops_with_the_last_handle() {
     in_netns(
@@ -598,7 +607,7 @@ fn api_progress_thread_stops_with_the_last_handle() {
         "pt",
         || {
             let (a, b, _ns) = pair("vpt", 64, AccessFlags::LOCAL_WRITE);
-            assert_eq!(progress_threads(), 2);
+            assert_eq!(progress_threads_become(2), 2);
             let a2 = a.dev.clone();
             drop(a);
             // A clone keeps the device, and its thread, alive.
