@@ -16,7 +16,6 @@ use rocev2::{AccessFlags, DatapathKind, Device, Mr, RecvWr, RemoteMr, SendOp, Se
 use std::error::Error;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
@@ -41,7 +40,7 @@ fn main() -> Result<()> {
             );
         }
     };
-    let mut dev = Device::open(iface, DatapathKind::Udp)?;
+    let dev = Device::open(iface, DatapathKind::Udp)?;
     let pd = dev.alloc_pd()?;
     let all = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
@@ -51,8 +50,8 @@ fn main() -> Result<()> {
     let cq = dev.create_cq(16)?;
     let qp = dev.create_rc_qp(pd, cq, cq)?;
     let verdict = match role {
-        "server" => server(&mut dev, qp, cq, &mr, addr)?,
-        "client" => client(&mut dev, qp, cq, &mr, addr)?,
+        "server" => server(&dev, qp, cq, &mr, addr)?,
+        "client" => client(&dev, qp, cq, &mr, addr)?,
         _ => return Err(format!("unknown role {role}: server or client").into()),
     };
     dev.drain(Duration::from_secs(5))?;
@@ -64,12 +63,12 @@ fn main() -> Result<()> {
     }
 }
 
-fn server(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, port: &str) -> Result<String> {
+fn server(dev: &Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, port: &str) -> Result<String> {
     dev.post_recv(
         qp,
         RecvWr {
             wr_id: 1,
-            sg_list: vec![mr.sge(RECV_AT, 1000)],
+            sg_list: vec![mr.sge(RECV_AT, 1000)?],
         },
     )?;
     let l = TcpListener::bind(("0.0.0.0", port.parse::<u16>()?))?;
@@ -80,12 +79,9 @@ fn server(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, port: &str)
     if wcs[0].status != WcStatus::Success {
         return Err(format!("receive completed with {:?}", wcs[0].status).into());
     }
-    // In-process, the engine answers the client's READs and atomics only while driven.
-    while !dev.wait(&[c.stream.as_fd()])?[0] {
-        dev.poll()?;
-    }
+    // The device's progress thread answers the client's READs and atomics meanwhile.
     c.stream.read_exact(&mut [0u8])?;
-    let m = dev.mr_bytes(mr)?;
+    let m = dev.mr_guard(mr)?;
     let mut wrong = Vec::new();
     if m[..4096] != pattern(4096)[..] {
         wrong.push("WRITE data");
@@ -102,8 +98,8 @@ fn server(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, port: &str)
     Ok(verdict)
 }
 
-fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str) -> Result<String> {
-    dev.mr_bytes_mut(mr)?[..4096].copy_from_slice(&pattern(4096));
+fn client(dev: &Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str) -> Result<String> {
+    dev.mr_guard(mr)?[..4096].copy_from_slice(&pattern(4096));
     let mut c = connect::connect(dev, qp, addr, &ConnectConfig::default())?;
     let peer: RemoteMr = *c.peer.mrs.first().ok_or("the server offered no region")?;
     let at = |off: u64, len: u64| {
@@ -119,8 +115,8 @@ fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str)
                 rkey,
             },
         )
-        .sge(mr.sge(0, 4096)),
-        SendWr::new(2, SendOp::Send).sge(mr.sge(0, 1000)),
+        .sge(mr.sge(0, 4096)?),
+        SendWr::new(2, SendOp::Send).sge(mr.sge(0, 1000)?),
         SendWr::new(
             3,
             SendOp::Read {
@@ -128,7 +124,7 @@ fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str)
                 rkey,
             },
         )
-        .sge(mr.sge(16384, 4096)),
+        .sge(mr.sge(16384, 4096)?),
         SendWr::new(
             4,
             SendOp::FetchAdd {
@@ -137,7 +133,7 @@ fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str)
                 add: 7,
             },
         )
-        .sge(mr.sge(20480, 8)),
+        .sge(mr.sge(20480, 8)?),
         SendWr::new(
             5,
             SendOp::CompareSwap {
@@ -147,7 +143,7 @@ fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str)
                 swap: 42,
             },
         )
-        .sge(mr.sge(20488, 8)),
+        .sge(mr.sge(20488, 8)?),
     ];
     let mut wcs = Vec::new();
     for wr in wrs {
@@ -159,7 +155,7 @@ fn client(dev: &mut Device, qp: rocev2::Qp, cq: rocev2::Cq, mr: &Mr, addr: &str)
             return Err(format!("work request {id}: {:?}", wcs[0]).into());
         }
     }
-    let m = dev.mr_bytes(mr)?;
+    let m = dev.mr_guard(mr)?;
     let word = |o: usize| m[o..o + 8].try_into().map(u64::from_ne_bytes);
     let mut wrong = Vec::new();
     if m[16384..20480] != pattern(4096)[..] {

@@ -188,7 +188,7 @@ fn main() -> Result<()> {
                 qp,
                 RecvWr {
                     wr_id: RECV_WRID,
-                    sg_list: vec![mr.sge(0, a.size)],
+                    sg_list: vec![mr.sge(0, a.size)?],
                 },
             )?;
         }
@@ -259,11 +259,11 @@ fn main() -> Result<()> {
 
     // rdma-core's page size (`sysconf(_SC_PAGESIZE)` on x86-64 and most Linux machines).
     let page = 4096usize;
-    let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(0, a.size));
+    let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(0, a.size)?);
     let mut pending = RECV_WRID;
     if a.servername.is_some() && a.chk {
         // rdma-core writes `i / page_size % sizeof(char)`, which is 0 for every page.
-        let b = dev.mr_bytes_mut(&mr)?;
+        let mut b = dev.mr_guard(&mr)?;
         for i in (0..size).step_by(page) {
             b[i] = 0;
         }
@@ -317,7 +317,7 @@ fn main() -> Result<()> {
     let cpu = rocev2_examples::cpu_time().saturating_sub(cpu_start);
     rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
     if a.servername.is_none() && a.chk {
-        let b = dev.mr_bytes(&mr)?;
+        let b = dev.mr_guard(&mr)?;
         for i in (0..size).step_by(page).filter(|&i| b[i] != 0) {
             println!("invalid data in page {}", i / page);
         }

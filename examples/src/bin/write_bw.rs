@@ -146,7 +146,7 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    let mut dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
+    let dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
     let server = a.servername.is_none();
     let pd = dev.alloc_pd()?;
     let access = if server {
@@ -196,9 +196,9 @@ fn main() -> Result<()> {
                 a.port,
                 dev.datapath_name()
             );
-            connect::accept(&mut dev, qp, &l, &exchange)?
+            connect::accept(&dev, qp, &l, &exchange)?
         }
-        Some(host) => connect::connect(&mut dev, qp, (host.as_str(), a.port), &exchange)
+        Some(host) => connect::connect(&dev, qp, (host.as_str(), a.port), &exchange)
             .with_context(|| format!("connecting to {host}:{}", a.port))?,
     };
     let mut w = conn.stream.try_clone()?;
@@ -235,7 +235,7 @@ fn main() -> Result<()> {
             w.write_all(b"OK -\n")?;
             return Ok(());
         }
-        let got = crc32fast::hash(dev.mr_bytes(&mr)?);
+        let got = crc32fast::hash(&dev.mr_guard(&mr)?);
         let want = u32::from_str_radix(f[1], 16)?;
         println!("received {bytes} bytes by RDMA WRITE, crc32 {got:08x}, client's {want:08x}");
         if got == want {
@@ -274,7 +274,7 @@ fn main() -> Result<()> {
                     rkey: target.rkey,
                 },
             )
-            .sge(mr.sge(off, a.size));
+            .sge(mr.sge(off, a.size)?);
             dev.post_send(qp, wr)?;
             posted += 1;
         }
@@ -314,7 +314,7 @@ fn main() -> Result<()> {
         print_vps(&dev, qp, "sent");
     }
     let crc = if a.verify {
-        format!("{:08x}", crc32fast::hash(dev.mr_bytes(&mr)?))
+        format!("{:08x}", crc32fast::hash(&dev.mr_guard(&mr)?))
     } else {
         "-".into()
     };

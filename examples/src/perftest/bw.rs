@@ -91,7 +91,7 @@ fn client(c: &mut Ctx, size: u64) -> Result<BwReport> {
     let mut wcs = Vec::new();
     while completed < n {
         while posted < n && posted - completed < depth {
-            let mut wr = SendWr::new(posted as u64, op).sge(c.mr.sge(0, size as u32));
+            let mut wr = SendWr::new(posted as u64, op).sge(c.mr.sge(0, size as u32)?);
             wr.signaled = (posted + 1) % cq_mod == 0 || posted + 1 == n;
             tposted[posted] = Instant::now();
             c.dev.post_send(c.qp, wr)?;

@@ -57,7 +57,7 @@ fn write(c: &mut Ctx, size: u64) -> Result<Vec<Instant>> {
             rkey: Rkey::new(c.peer.rkey),
         },
     )
-    .sge(c.mr.sge(0, size as u32));
+    .sge(c.mr.sge(0, size as u32)?);
     let mut tposted = Vec::with_capacity(n);
     let (mut scnt, mut rcnt) = (0usize, 0usize);
     while scnt < n || rcnt < n {
@@ -66,13 +66,13 @@ fn write(c: &mut Ctx, size: u64) -> Result<Vec<Instant>> {
             let want = rcnt as u8;
             let mr = c.mr;
             c.drive_until("the peer's RDMA WRITE", |d| {
-                d.mr_bytes(&mr).map(|b| b[poll_off]).ok() == Some(want)
+                d.mr_guard(&mr).map(|b| b[poll_off]).ok() == Some(want)
             })?;
         }
         if scnt < n {
             tposted.push(Instant::now());
             scnt += 1;
-            c.dev.mr_bytes_mut(&c.mr)?[post_off] = scnt as u8;
+            c.dev.mr_guard(&c.mr)?[post_off] = scnt as u8;
             c.dev.post_send(c.qp, wr.clone())?;
             one(c, c.send_cq, "RDMA WRITE")?;
         }
@@ -89,7 +89,7 @@ fn read(c: &mut Ctx, size: u64) -> Result<Vec<Instant>> {
             rkey: Rkey::new(c.peer.rkey),
         },
     )
-    .sge(c.mr.sge(0, size as u32));
+    .sge(c.mr.sge(0, size as u32)?);
     let mut tposted = Vec::with_capacity(c.params.iters as usize);
     for _ in 0..c.params.iters {
         tposted.push(Instant::now());
@@ -104,7 +104,7 @@ fn read(c: &mut Ctx, size: u64) -> Result<Vec<Instant>> {
 fn send(c: &mut Ctx, size: u64) -> Result<Vec<Instant>> {
     let n = c.params.iters;
     let depth = u64::from(c.params.rx_depth);
-    let wr = SendWr::new(0, SendOp::Send).sge(c.mr.sge(0, size as u32));
+    let wr = SendWr::new(0, SendOp::Send).sge(c.mr.sge(0, size as u32)?);
     let mut tposted = Vec::with_capacity(n as usize);
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     while scnt < n || rcnt < n {

@@ -186,7 +186,7 @@ impl Ctx {
         for _ in 0..n {
             let wr = RecvWr {
                 wr_id: 0,
-                sg_list: vec![self.mr.sge(self.half, size as u32)],
+                sg_list: vec![self.mr.sge(self.half, size as u32)?],
             };
             self.dev.post_recv(self.qp, wr)?;
         }
@@ -216,7 +216,7 @@ impl Ctx {
 
     /// `--check`: `len` bytes at `dst` of our buffer must equal the peer's pattern from `src`.
     fn check(&self, dst: u64, src: u64, len: u64) -> Result<()> {
-        let b = self.dev.mr_bytes(&self.mr)?;
+        let b = self.dev.mr_guard(&self.mr)?;
         let bad = (0..len).find(|&k| b[(dst + k) as usize] != Ctx::pattern(!self.client, src + k));
         match bad {
             None => {
@@ -242,7 +242,7 @@ pub fn main(test: Test) -> Result<()> {
     let params = args.params(test)?;
     let mut cfg = DeviceConfig::default();
     cfg.datapath.udp.accept_unverified_icrc = args.accept_unverified_icrc;
-    let mut dev = args.poll.open(&args.dev, args.datapath, cfg)?;
+    let dev = args.poll.open(&args.dev, args.datapath, cfg)?;
     let my_ip = crate::local_ip(&dev, args.gid_index, "-x")?;
     let if_mtu = dev
         .interface()

@@ -58,7 +58,6 @@
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
-use core::ops::{BitOr, BitOrAssign};
 
 use rand_chacha::ChaCha12Rng;
 use rand_core::CryptoRng;
@@ -72,61 +71,32 @@ pub const KEY_QUARANTINE: usize = 4096;
 /// A CSPRNG that draws this many keys in a row that are all 0, live or quarantined is broken.
 const MAX_KEY_DRAWS: usize = 16;
 
-/// Memory access rights of a region, bit for bit `enum ibv_access_flags` of libibverbs.
-///
-/// Local read access is always granted (IBA §10.6: every region can be read by the local CA),
-/// so it has no bit.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct AccessFlags(u32);
+bitflags::bitflags! {
+    /// Memory access rights of a region, bit for bit `enum ibv_access_flags` of libibverbs, with
+    /// the full set operations of the `bitflags` crate (`|`, `&`, `-` difference, `!`
+    /// complement, `insert`/`remove`, iteration).
+    ///
+    /// Local read access is always granted (IBA §10.6: every region can be read by the local CA),
+    /// so it has no bit. Bits this implementation does not know are kept
+    /// ([`AccessFlags::from_bits_retain`]) so that registration fails on them rather than
+    /// silently dropping them; [`AccessFlags::from_bits`] refuses them outright.
+    #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct AccessFlags: u32 {
+        /// `IBV_ACCESS_LOCAL_WRITE`: the local CA may write (receive buffers, READ responses,
+        /// atomic results).
+        const LOCAL_WRITE = 1;
+        /// `IBV_ACCESS_REMOTE_WRITE`: a peer may RDMA WRITE into the region.
+        const REMOTE_WRITE = 2;
+        /// `IBV_ACCESS_REMOTE_READ`: a peer may RDMA READ from the region.
+        const REMOTE_READ = 4;
+        /// `IBV_ACCESS_REMOTE_ATOMIC`: a peer may perform atomic operations on the region.
+        const REMOTE_ATOMIC = 8;
+    }
+}
 
 impl AccessFlags {
-    /// `IBV_ACCESS_LOCAL_WRITE`: the local CA may write (receive buffers, READ responses,
-    /// atomic results).
-    pub const LOCAL_WRITE: AccessFlags = AccessFlags(1);
-    /// `IBV_ACCESS_REMOTE_WRITE`: a peer may RDMA WRITE into the region.
-    pub const REMOTE_WRITE: AccessFlags = AccessFlags(2);
-    /// `IBV_ACCESS_REMOTE_READ`: a peer may RDMA READ from the region.
-    pub const REMOTE_READ: AccessFlags = AccessFlags(4);
-    /// `IBV_ACCESS_REMOTE_ATOMIC`: a peer may perform atomic operations on the region.
-    pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(8);
-
     /// The flags this implementation understands; any other bit fails registration.
-    const SUPPORTED: u32 = 0xf;
-
-    /// No rights beyond local read.
-    pub const fn empty() -> Self {
-        AccessFlags(0)
-    }
-    /// Flags from raw libibverbs bits, all kept (unsupported ones make registration fail rather
-    /// than being silently dropped).
-    pub const fn from_bits(bits: u32) -> Self {
-        AccessFlags(bits)
-    }
-    /// The raw libibverbs bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-    /// True when every right in `other` is also in `self`.
-    pub const fn contains(self, other: AccessFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// True when no bit is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl BitOr for AccessFlags {
-    type Output = AccessFlags;
-    fn bitor(self, rhs: AccessFlags) -> AccessFlags {
-        AccessFlags(self.0 | rhs.0)
-    }
-}
-
-impl BitOrAssign for AccessFlags {
-    fn bitor_assign(&mut self, rhs: AccessFlags) {
-        self.0 |= rhs.0;
-    }
+    const SUPPORTED: u32 = AccessFlags::all().bits();
 }
 
 impl fmt::Debug for AccessFlags {
@@ -145,7 +115,7 @@ impl fmt::Debug for AccessFlags {
                 sep = " | ";
             }
         }
-        let unknown = self.0 & !Self::SUPPORTED;
+        let unknown = self.bits() & !Self::SUPPORTED;
         if unknown != 0 {
             write!(f, "{sep}{unknown:#x}")?;
         } else if sep.is_empty() {

@@ -377,10 +377,10 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     let mut d1 = daemon(&tb, test, "h1");
     // This process is in neither namespace: the control sockets are files, and the daemons
     // resolve the path in their own.
-    let mut a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let mut b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
     let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
-    let side = |d: &mut Device| {
+    let side = |d: &Device| {
         let pd = d.alloc_pd().unwrap();
         let mr = d
             .register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
@@ -389,8 +389,8 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         let qp = d.create_rc_qp(pd, cq, cq).unwrap();
         (mr, cq, qp)
     };
-    let (mr_a, cq_a, qp_a) = side(&mut a);
-    let (mr_b, cq_b, qp_b) = side(&mut b);
+    let (mr_a, cq_a, qp_a) = side(&a);
+    let (mr_b, cq_b, qp_b) = side(&b);
     let remote = |qp: rocev2::Qp, ip| RemoteQp {
         qpn: Qpn::new(qp.qpn().value()),
         psn: 0,
@@ -401,19 +401,22 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         .expect("connect a");
     b.connect(qp_b, &remote(qp_a, ip("h0")), &ConnectOptions::default())
         .expect("connect b");
-    a.mr_bytes_mut(&mr_a).unwrap()[..5].copy_from_slice(b"async");
+    a.mr_guard(&mr_a).unwrap()[..5].copy_from_slice(b"async");
     b.post_recv(
         qp_b,
         RecvWr {
             wr_id: 7,
-            sg_list: vec![mr_b.sge(0, 4096)],
+            sg_list: vec![mr_b.sge(0, 4096).unwrap()],
         },
     )
     .unwrap();
     let sender = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
-        a.post_send(qp_a, SendWr::new(1, SendOp::Send).sge(mr_a.sge(0, 5)))
-            .unwrap();
+        a.post_send(
+            qp_a,
+            SendWr::new(1, SendOp::Send).sge(mr_a.sge(0, 5).unwrap()),
+        )
+        .unwrap();
         let mut wcs = Vec::new();
         a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
             .unwrap();
@@ -432,23 +435,26 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         (7, WcOpcode::Recv, 5),
         "{wc:?}"
     );
-    assert_eq!(&b.mr_bytes(&mr_b).unwrap()[..5], b"async");
+    assert_eq!(&b.mr_guard(&mr_b).unwrap()[..5], b"async");
     // Busy polling would have burnt the whole wait; sleeping on the eventfd burns almost none.
     assert!(wall >= Duration::from_millis(350), "{wall:?}");
     assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
-    let mut a = sender.join().unwrap();
+    let a = sender.join().unwrap();
     // The blocking wait wakes on a completion too, not only at its 100 ms bound (a missed
     // wake-up costs that whole bound; a veth round trip takes a millisecond even loaded).
     b.post_recv(
         qp_b,
         RecvWr {
             wr_id: 8,
-            sg_list: vec![mr_b.sge(0, 4096)],
+            sg_list: vec![mr_b.sge(0, 4096).unwrap()],
         },
     )
     .unwrap();
-    a.post_send(qp_a, SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 5)))
-        .unwrap();
+    a.post_send(
+        qp_a,
+        SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 5).unwrap()),
+    )
+    .unwrap();
     let mut wcs = Vec::new();
     let start = Instant::now();
     while b.poll_cq(cq_b, &mut wcs, 1) == 0 {
@@ -460,6 +466,36 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         "{:?}",
         start.elapsed()
     );
+    // Two tasks await the same CQ: one waking does not take the ring's "asleep" flag away from
+    // the other, so the second completion, sent later, still wakes its waiter.
+    for id in [10, 11] {
+        let wr = RecvWr {
+            wr_id: id,
+            sg_list: vec![mr_b.sge(0, 4096).unwrap()],
+        };
+        b.post_recv(qp_b, wr).unwrap();
+    }
+    let ids = rt.block_on(async {
+        let wait = |d: Device| tokio::spawn(async move { d.next_completion(cq_b).await });
+        let tasks = [wait(b.clone()), wait(b.clone())];
+        for n in 0..2 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let wr = SendWr::new(20 + n, SendOp::Send).sge(mr_a.sge(0, 5).unwrap());
+            a.post_send(qp_a, wr).unwrap();
+        }
+        let mut ids = Vec::new();
+        for t in tasks {
+            let wc = tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("both waiters wake")
+                .unwrap()
+                .unwrap();
+            ids.push(wc.wr_id);
+        }
+        ids.sort_unstable();
+        ids
+    });
+    assert_eq!(ids, [10, 11]);
     // Waiting again, the daemon dies: the future ends with that error.
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

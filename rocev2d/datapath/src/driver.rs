@@ -179,6 +179,18 @@ pub struct Progress {
     pub more: bool,
 }
 
+/// How to wait for the next pass ([`Driver::wait_plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPlan {
+    /// Poll again at once (then yield the CPU) instead of sleeping.
+    pub spin: bool,
+    /// Longest sleep: until the core's next deadline, bounded by
+    /// [`DriverConfig::max_sleep`]; zero when spinning.
+    pub timeout: Duration,
+    /// Frames wait for room: wake when the datapath's descriptor becomes writable too.
+    pub writable: bool,
+}
+
 /// An endpoint, its memory and a datapath, driven together; see the module docs.
 #[derive(Debug)]
 pub struct Driver<D, M> {
@@ -306,12 +318,12 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         Ok(p)
     }
 
-    /// Waits for something to do; see the module docs. Returns, for each of `extra`, whether it
-    /// became readable. Returns at once after a pass that left work ([`Progress::more`]).
-    ///
-    /// # Errors
-    /// `ppoll` failures other than `EINTR`.
-    pub fn wait(&mut self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>, Error> {
+    /// How [`Driver::wait`] would wait now: at once (busy polling) or for how long, and on
+    /// which readiness of the datapath's descriptor. A caller that waits elsewhere (a progress
+    /// thread sleeping without holding the driver's lock) reads this, waits on a duplicate of
+    /// [`Datapath::fd`] itself, and reports readable descriptors of its own with
+    /// [`Driver::note_activity`].
+    pub fn wait_plan(&self) -> WaitPlan {
         let now = self.clock.now();
         let spin =
             self.cfg.wait.spins(now, self.last_activity) || (self.more && self.tx.is_empty());
@@ -326,8 +338,28 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             // one descriptor): retry soon regardless.
             timeout = timeout.min(Duration::from_micros(200));
         }
+        WaitPlan {
+            spin,
+            timeout,
+            writable: !self.tx.is_empty(),
+        }
+    }
+
+    /// Counts as activity for [`WaitMode::Adaptive`]: something outside the datapath (a
+    /// caller's descriptor, a posted request) gave the driver work.
+    pub fn note_activity(&mut self) {
+        self.last_activity = Some(self.clock.now());
+    }
+
+    /// Waits for something to do; see the module docs. Returns, for each of `extra`, whether it
+    /// became readable. Returns at once after a pass that left work ([`Progress::more`]).
+    ///
+    /// # Errors
+    /// `ppoll` failures other than `EINTR`.
+    pub fn wait(&mut self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>, Error> {
+        let plan = self.wait_plan();
         let mut events = libc::POLLIN;
-        if !self.tx.is_empty() {
+        if plan.writable {
             events |= libc::POLLOUT;
         }
         let mut fds = Vec::with_capacity(1 + extra.len());
@@ -341,8 +373,8 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             events: libc::POLLIN,
             revents: 0,
         }));
-        crate::sys::ppoll(&mut fds, Some(timeout)).map_err(|e| Error::io("ppoll", e))?;
-        if spin {
+        crate::sys::ppoll(&mut fds, Some(plan.timeout)).map_err(|e| Error::io("ppoll", e))?;
+        if plan.spin {
             // sched_yield on Linux.
             std::thread::yield_now();
         }
@@ -351,7 +383,7 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             .map(|f| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
             .collect();
         if ready.contains(&true) {
-            self.last_activity = Some(self.clock.now());
+            self.note_activity();
         }
         Ok(ready)
     }

@@ -49,7 +49,7 @@ pub mod udp;
 pub mod xdp;
 
 pub use auto::{Mode, open};
-pub use driver::{Driver, DriverConfig, Progress, WaitMode};
+pub use driver::{Driver, DriverConfig, Progress, WaitMode, WaitPlan};
 pub use iface::Interface;
 
 use std::io;

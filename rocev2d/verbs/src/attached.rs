@@ -4,7 +4,8 @@
 //! regions are sealed memfds this process maps and hands to the daemon, which reads and writes
 //! them in place. Work requests go into the QP's send and receive rings, followed by a ring of
 //! the doorbell when the daemon sleeps; completions come out of the CQ's ring, and a CQ's
-//! eventfd wakes a sleeping [`crate::Device::wait_cq`]. So while both sides are busy, posting
+//! eventfd wakes a sleeping [`crate::Device::wait_cq`] or [`crate::Device::next_completion`]
+//! ([`crate::wakeup`]). So while both sides are busy, posting
 //! and polling cost no system call at all.
 //!
 //! Every call that waits also watches the control socket: when the daemon dies the kernel
@@ -16,6 +17,7 @@
 //! [`crate::Device::mp_snapshot`] is not available.
 
 use crate::error::{Error, Result};
+use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
@@ -29,12 +31,12 @@ use rocev2_ipc::proto::{self, ConnectSpec, ErrorKind, MpSpec, QpSpec, Request, R
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
 use rocev2_ipc::shm::Region;
-use rustix::event::{PollFd, PollFlags, Timespec};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Longest a control request waits for the daemon's answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,10 +44,28 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 struct CqView {
     ring: Ring,
-    event: EventFd,
-    /// The eventfd registered with tokio's reactor, made on the first async wait.
-    #[cfg(feature = "tokio")]
-    reactor: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+    event: Arc<Waitable<EventFd>>,
+    /// Waiters sleeping on the eventfd: the ring says "asleep" while there is one, so a waiter
+    /// that wakes does not take the signal away from another.
+    sleepers: usize,
+}
+
+impl CqView {
+    /// Counts a sleeper and says so in the ring; true when a completion is there already.
+    fn arm(&mut self) -> bool {
+        self.event.get().clear();
+        self.sleepers += 1;
+        self.ring.set_asleep(true);
+        self.ring.is_empty() != Ok(true)
+    }
+
+    /// A sleeper woke; the ring stops saying "asleep" when none is left.
+    fn disarm(&mut self) {
+        self.sleepers = self.sleepers.saturating_sub(1);
+        if self.sleepers == 0 {
+            self.ring.set_asleep(false);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -66,12 +86,11 @@ pub(crate) struct Attached {
     mrs: BTreeMap<MrId, Region>,
     cqs: BTreeMap<CqId, CqView>,
     qps: BTreeMap<Qpn, QpView>,
-    /// How long [`Attached::wait_cq`] spins on the ring before sleeping on the eventfd.
-    spin: Duration,
-    /// The control socket registered with tokio's reactor, to notice the daemon's death while
-    /// a future sleeps.
-    #[cfg(feature = "tokio")]
-    reactor: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+    /// How long a wait spins on the ring before sleeping on the eventfd.
+    pub(crate) spin: Duration,
+    /// A duplicate of the control socket, which waiters watch without the device's lock: the
+    /// kernel makes it readable when the daemon dies.
+    pub(crate) watch: Arc<Waitable<OwnedFd>>,
     buf: Vec<u8>,
 }
 
@@ -117,6 +136,9 @@ impl Attached {
             return Err(unexpected(welcome));
         };
         let [bell] = one(fds)?;
+        let watch = Arc::new(Waitable::new(
+            sock.as_fd().try_clone_to_owned().map_err(Error::Io)?,
+        ));
         let iface = Interface {
             name: iface.name,
             index: iface.index,
@@ -145,8 +167,7 @@ impl Attached {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             spin,
-            #[cfg(feature = "tokio")]
-            reactor: None,
+            watch,
             buf: Vec::new(),
         })
     }
@@ -198,7 +219,7 @@ impl Attached {
             rkey: Rkey::new(m.rkey),
             addr: m.addr,
             len: m.len,
-            access: AccessFlags::from_bits(m.access),
+            access: AccessFlags::from_bits_retain(m.access),
             pd: PdId::new(m.pd),
         };
         self.mrs.insert(info.id, region);
@@ -236,9 +257,8 @@ impl Attached {
             CqId(id),
             CqView {
                 ring,
-                event: EventFd::from_fd(event),
-                #[cfg(feature = "tokio")]
-                reactor: None,
+                event: Arc::new(Waitable::new(EventFd::from_fd(event))),
+                sleepers: 0,
             },
         );
         Ok(CqId(id))
@@ -377,176 +397,54 @@ impl Attached {
         n
     }
 
-    /// Fails with [`Error::DaemonGone`] if the daemon closed the connection.
+    /// Fails with [`Error::DaemonGone`] if the daemon closed the connection. Call with the
+    /// device's lock held, so no control request's answer is in flight: the daemon never
+    /// speaks unasked, so a readable socket means a closed one.
     pub(crate) fn check_alive(&self) -> Result<()> {
-        self.wait_fds(&[], Some(Duration::ZERO)).map(|_| ())
-    }
-
-    /// Waits up to `timeout` for one of `extra` (or, with `cq`, its eventfd) to become readable,
-    /// watching the control socket; returns which of `extra` are.
-    fn wait_fds(&self, extra: &[BorrowedFd<'_>], timeout: Option<Duration>) -> Result<Vec<bool>> {
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(1 + extra.len());
-        fds.push(PollFd::new(&self.sock, PollFlags::IN));
-        fds.extend(extra.iter().map(|f| PollFd::new(f, PollFlags::IN)));
-        let ts = timeout.map(|d| Timespec {
-            tv_sec: d.as_secs() as i64,
-            tv_nsec: i64::from(d.subsec_nanos()),
-        });
-        match rustix::event::poll(&mut fds, ts.as_ref()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(Error::Io(e.into())),
-        }
-        if !fds[0].revents().is_empty() {
-            // The daemon never speaks unasked: readable means closed.
-            return Err(Error::DaemonGone);
-        }
-        Ok(fds[1..].iter().map(|f| !f.revents().is_empty()).collect())
-    }
-
-    /// Sleeps until one of `extra` is readable, a completion arrives on any CQ, or 100 ms
-    /// pass (as the in-process driver wakes on frames); see [`crate::Device::wait`].
-    pub(crate) fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
-        for v in self.cqs.values() {
-            v.event.clear();
-            v.ring.set_asleep(true);
-        }
-        let arrived = self.cqs.values().any(|v| v.ring.is_empty() != Ok(true));
-        let mut fds: Vec<BorrowedFd<'_>> = extra.to_vec();
-        fds.extend(self.cqs.values().map(|v| v.event.as_fd()));
-        let timeout = if arrived {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(100)
-        };
-        let ready = self.wait_fds(&fds, Some(timeout));
-        for v in self.cqs.values() {
-            v.ring.set_asleep(false);
-        }
-        let mut ready = ready?;
-        ready.truncate(extra.len());
-        Ok(ready)
-    }
-
-    pub(crate) fn wait_cq(
-        &mut self,
-        cq: CqId,
-        out: &mut Vec<WorkCompletion>,
-        max: usize,
-        timeout: Duration,
-    ) -> Result<usize> {
-        let start = Instant::now();
-        loop {
-            let n = self.poll_cq(cq, out, max);
-            if n > 0 {
-                return Ok(n);
-            }
-            let waited = start.elapsed();
-            if waited >= timeout {
-                return Err(Error::Timeout);
-            }
-            if waited < self.spin {
-                // Let the daemon run if it shares our CPU, as the in-process driver does.
-                std::thread::yield_now();
-                continue;
-            }
-            let v = self.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
-            // Say we sleep, then look again: a completion pushed in between is seen now, and
-            // one pushed after signals the eventfd (the ring's wake-up protocol).
-            v.event.clear();
-            v.ring.set_asleep(true);
-            if v.ring.is_empty() != Ok(true) {
-                v.ring.set_asleep(false);
-                continue;
-            }
-            let event = v.event.as_fd();
-            let bound = (timeout - waited).min(Duration::from_millis(100));
-            let slept = self.wait_fds(&[event], Some(bound));
-            if let Some(v) = self.cqs.get(&cq) {
-                v.ring.set_asleep(false);
-            }
-            slept?;
+        match wait_any(&[self.sock.as_fd()], Duration::ZERO)?.first() {
+            Some(true) => Err(Error::DaemonGone),
+            _ => Ok(()),
         }
     }
 
-    /// One poll of [`crate::Device::next_completion`]; see there.
-    // Without tokio the loop has no `continue`: it runs once.
-    #[cfg_attr(not(feature = "tokio"), allow(clippy::never_loop))]
-    pub(crate) fn poll_completion(
-        &mut self,
-        cq: CqId,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<WorkCompletion>> {
-        use std::task::Poll;
-        let mut out = Vec::with_capacity(1);
-        loop {
-            self.poll_cq(cq, &mut out, 1);
-            if let Some(wc) = out.pop() {
-                if let Some(v) = self.cqs.get(&cq) {
-                    v.ring.set_asleep(false);
-                }
-                return Poll::Ready(Ok(wc));
-            }
-            #[cfg(feature = "tokio")]
-            if self.spin != Duration::MAX && tokio::runtime::Handle::try_current().is_ok() {
-                match self.poll_sleep(cq, cx) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            if let Err(e) = self.check_alive() {
-                return Poll::Ready(Err(e));
-            }
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-    }
-
-    /// Sleeps on `cq`'s eventfd and the control socket through tokio's reactor; `Ready(Ok)`
-    /// when the ring should be looked at again.
-    #[cfg(feature = "tokio")]
-    fn poll_sleep(
-        &mut self,
-        cq: CqId,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<()>> {
-        use std::task::Poll;
-        use tokio::io::unix::AsyncFd;
-        let register = |fd: BorrowedFd<'_>| -> Result<AsyncFd<OwnedFd>> {
-            let fd = fd.try_clone_to_owned().map_err(Error::Io)?;
-            // Deprecated because a generic `T: AsRawFd` may not own its descriptor; an
-            // `OwnedFd` does, for the `AsyncFd`'s whole life, which is the condition the unsafe
-            // replacement states. So this stays safe code.
-            #[allow(deprecated)]
-            AsyncFd::with_interest(fd, tokio::io::Interest::READABLE).map_err(Error::Io)
-        };
-        if self.reactor.is_none() {
-            self.reactor = Some(register(self.sock.as_fd())?);
-        }
+    /// Prepares to sleep until `cq` gets a completion (the ring's wake-up protocol: say we
+    /// sleep, then look again): `None` when it has one already, else the eventfd to sleep on.
+    /// Call [`Attached::disarm`] after waking.
+    pub(crate) fn arm(&mut self, cq: CqId) -> Result<Option<Arc<Waitable<EventFd>>>> {
         let v = self.cqs.get_mut(&cq).ok_or(EndpointError::UnknownCq)?;
-        if v.reactor.is_none() {
-            v.reactor = Some(register(v.event.as_fd())?);
+        if v.arm() {
+            v.disarm();
+            return Ok(None);
         }
-        // The ring's wake-up protocol, as in `wait_cq`: say we sleep, then look again.
-        v.event.clear();
-        v.ring.set_asleep(true);
-        if v.ring.is_empty() != Ok(true) {
-            return Poll::Ready(Ok(()));
+        Ok(Some(Arc::clone(&v.event)))
+    }
+
+    /// Ends a sleep prepared by [`Attached::arm`].
+    pub(crate) fn disarm(&mut self, cq: CqId) {
+        if let Some(v) = self.cqs.get_mut(&cq) {
+            v.disarm();
         }
-        if let Some(Poll::Ready(ready)) = v.reactor.as_ref().map(|r| r.poll_read_ready(cx)) {
-            let mut guard = ready.map_err(Error::Io)?;
-            guard.clear_ready();
-            return Poll::Ready(Ok(()));
+    }
+
+    /// [`Attached::arm`] for every CQ: whether one has a completion already, and the eventfds.
+    pub(crate) fn arm_all(&mut self) -> (bool, Vec<Arc<Waitable<EventFd>>>) {
+        let mut arrived = false;
+        let events = self
+            .cqs
+            .values_mut()
+            .map(|v| {
+                arrived |= v.arm();
+                Arc::clone(&v.event)
+            })
+            .collect();
+        (arrived, events)
+    }
+
+    /// Ends a sleep prepared by [`Attached::arm_all`].
+    pub(crate) fn disarm_all(&mut self) {
+        for v in self.cqs.values_mut() {
+            v.disarm();
         }
-        if let Some(Poll::Ready(ready)) = self.reactor.as_ref().map(|r| r.poll_read_ready(cx)) {
-            // Readable is either the daemon's death or a stale edge left by a control call
-            // that read its answer: ask the socket itself.
-            let mut guard = ready.map_err(Error::Io)?;
-            guard.clear_ready();
-            self.check_alive()?;
-            return Poll::Ready(Ok(()));
-        }
-        Poll::Pending
     }
 
     pub(crate) fn drain(&mut self, timeout: Duration) -> Result<()> {

@@ -18,13 +18,13 @@
 //! use rocev2::connect::{self, ConnectConfig};
 //! use rocev2::{AccessFlags, DatapathKind, Device, SendOp, SendWr};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut dev = Device::open("eth0", DatapathKind::Udp)?;
+//! let dev = Device::open("eth0", DatapathKind::Udp)?;
 //! let pd = dev.alloc_pd()?;
 //! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
 //! let cq = dev.create_cq(16)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
-//! // The server: `connect::accept(&mut dev, qp, &listener, &ConnectConfig::default().mr(&mr))`.
-//! let c = connect::connect(&mut dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
+//! // The server: `connect::accept(&dev, qp, &listener, &ConnectConfig::default().mr(&mr))`.
+//! let c = connect::connect(&dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
 //! let target = c.peer.mrs.first().ok_or("the server offered no region")?;
 //! let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
 //! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)))?;
@@ -158,7 +158,7 @@ const RECV_STATUS: &str = "waiting for the peer's QP to reach RTS";
 /// # Errors
 /// [`ConnectError`], naming the step that failed.
 pub fn connect(
-    dev: &mut Device,
+    dev: &Device,
     qp: Qp,
     addr: impl ToSocketAddrs,
     cfg: &ConnectConfig,
@@ -185,7 +185,7 @@ pub fn connect(
 /// # Errors
 /// As [`connect`].
 pub fn accept(
-    dev: &mut Device,
+    dev: &Device,
     qp: Qp,
     listener: &TcpListener,
     cfg: &ConnectConfig,
@@ -227,7 +227,7 @@ pub fn exchange(
 }
 
 fn handshake(
-    dev: &mut Device,
+    dev: &Device,
     qp: Qp,
     mut stream: TcpStream,
     cfg: &ConnectConfig,
@@ -298,7 +298,7 @@ fn local_endpoint(
 
 /// INIT→RTR→RTS toward the peer's endpoint.
 fn bring_up(
-    dev: &mut Device,
+    dev: &Device,
     qp: Qp,
     local: &Endpoint,
     peer: &Endpoint,
@@ -418,7 +418,7 @@ pub mod tokio {
     /// # Errors
     /// As [`super::connect`].
     pub async fn connect(
-        dev: &mut Device,
+        dev: &Device,
         qp: Qp,
         addr: impl ToSocketAddrs,
         cfg: &ConnectConfig,
@@ -434,7 +434,7 @@ pub mod tokio {
     /// # Errors
     /// As [`super::connect`].
     pub async fn accept(
-        dev: &mut Device,
+        dev: &Device,
         qp: Qp,
         listener: &TcpListener,
         cfg: &ConnectConfig,
@@ -464,7 +464,7 @@ pub mod tokio {
     }
 
     async fn handshake(
-        dev: &mut Device,
+        dev: &Device,
         qp: Qp,
         mut s: TcpStream,
         cfg: &ConnectConfig,

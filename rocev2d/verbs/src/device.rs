@@ -1,75 +1,92 @@
 //! [`Device`]: one interface, with one of two backends behind the same methods.
 //!
 //! - In-process ([`Device::open`]): a RoCEv2 engine ([`rocev2_core::Endpoint`]) of its own, the
-//!   memory it serves ([`VecMemory`], filled with buffers the application handed over) and a
-//!   datapath, joined by a [`rocev2_datapath::Driver`]. Nothing runs in the background: the
-//!   engine moves only while the application calls [`Device::wait_cq`], [`Device::poll`],
-//!   [`Device::drain`] or awaits [`Device::next_completion`], as a busy-polling verbs
-//!   application drives its CQ. A peer therefore sees ACKs and READ responses only while this
-//!   side is in one of those calls; call [`Device::drain`] before exiting so the last ACKs
-//!   leave.
+//!   memory it serves and a datapath, joined by a [`rocev2_datapath::Driver`] behind one lock,
+//!   and (by default) a progress thread that drives them ([`crate::local`]), so the device's
+//!   QPs answer their peers (ACKs, READ responses, atomics) whatever the application does.
+//!   With [`ProgressMode::Caller`] the engine moves only while the application calls
+//!   [`Device::wait_cq`], [`Device::poll`], [`Device::drain`] or awaits
+//!   [`Device::next_completion`]; call [`Device::drain`] before exiting so the last ACKs leave.
 //! - Attached ([`Device::attach`]): the `rocev2d` serving the interface runs the engine for
 //!   every application of the host ([`crate::attached`]); the device's QPs answer their peers
 //!   whatever the application does, and several applications share the interface.
 //!
-//! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC only, the async API
-//! busy-polls).
+//! A [`Device`] is a cheap handle (an `Arc`): clone it into threads and tasks; every method
+//! takes `&self`, so one task can post while another reaps. Verbs lock the backend for a short
+//! critical section; the waits ([`Device::wait_cq`], [`Device::next_completion`]) sleep
+//! without holding it.
+//!
+//! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC only).
 
 use crate::attached::Attached;
 use crate::error::{Error, Result};
+use crate::local::{CqEvent, Local, LocalDriver, ProgressMode, State, sleep_on};
 use crate::mr::{Mr, Pd};
 use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
+use crate::wakeup::{Waitable, readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
+use rocev2_core::EndpointError;
 use rocev2_core::cq::WorkCompletion;
-use rocev2_core::mr::{AccessFlags, VecMemory};
+use rocev2_core::mr::{AccessFlags, MrId, VecMemory};
 use rocev2_core::qp::{ConnectAttr, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::auto::{self, Options};
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
+use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
+use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::ConnectSpec;
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
-use std::os::fd::BorrowedFd;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Settings of [`Device::open_with`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeviceConfig {
     /// Batching and waiting of the driver (default: busy polling for a while after activity,
-    /// then sleeping in `ppoll`; see [`crate::WaitMode`]).
+    /// then sleeping in `ppoll`; see [`crate::WaitMode`]). With a progress thread, its wait
+    /// mode is the thread's: [`WaitMode::Spin`] busy-polls, [`WaitMode::Sleep`] sleeps until a
+    /// frame, a timer or a post (interrupt mode).
     pub driver: DriverConfig,
     /// Settings of the datapaths.
     pub datapath: Options,
     /// Seed of the key generator; `None` draws one from the OS.
     pub seed: Option<u64>,
+    /// Who drives the engine: a progress thread (default) or the application's calls.
+    pub progress: ProgressMode,
 }
 
 /// First virtual address handed to a region (as the core's test pair uses).
 const FIRST_ADDR: u64 = 0x1000_0000;
 
+/// Completions [`Completions`] takes from the CQ at once.
+const BATCH: usize = 32;
+
 static NEXT_DEVICE: AtomicU64 = AtomicU64::new(1);
 
-/// A RoCEv2 device on one interface; see the module docs.
+/// A RoCEv2 device on one interface; see the module docs. Cloning makes another handle to the
+/// same device; the device closes when the last handle is dropped.
+#[derive(Clone)]
 pub struct Device {
-    backend: Backend,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     id: u64,
+    iface: Interface,
+    datapath: String,
+    reason: String,
+    backend: Backend,
 }
 
 /// Where the verbs are carried out.
 enum Backend {
-    Local(Box<Local>),
-    Attached(Box<Attached>),
-}
-
-/// The in-process engine, its memory and datapath.
-struct Local {
-    driver: Driver<Box<dyn Datapath + Send>, VecMemory>,
-    iface: Interface,
-    reason: String,
-    next_addr: u64,
+    Local(Local),
+    Attached(Box<Mutex<Attached>>),
 }
 
 impl std::fmt::Debug for Device {
@@ -77,7 +94,7 @@ impl std::fmt::Debug for Device {
         f.debug_struct("Device")
             .field("iface", &self.interface().name)
             .field("datapath", &self.datapath_name())
-            .field("attached", &matches!(self.backend, Backend::Attached(_)))
+            .field("attached", &self.is_attached())
             .finish_non_exhaustive()
     }
 }
@@ -96,9 +113,30 @@ pub fn random_psn() -> u32 {
     (random_u64() & 0xff_ffff) as u32
 }
 
+/// What a wait does next ([`Device::step`]), decided under the lock and carried out without it.
+enum Step {
+    /// This many completions were taken.
+    Done(usize),
+    /// Look again at once.
+    Again,
+    /// Busy-polling: yield, then look again.
+    Yield,
+    /// Caller-driven: let the driver wait for frames or timers, then look again.
+    Drive,
+    /// Sleep until the progress thread signals the CQ.
+    Local(Arc<CqEvent>),
+    /// Sleep until the daemon signals the CQ or dies.
+    Attached(Arc<Waitable<EventFd>>, Arc<Waitable<OwnedFd>>),
+}
+
+/// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
+fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
+    a.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Device {
     /// Opens interface `iface` with datapath `kind` and default settings, with an engine in
-    /// this process.
+    /// this process and its progress thread.
     ///
     /// # Errors
     /// [`Error::Datapath`]: no such interface, not Ethernet, or the datapath could not be
@@ -111,17 +149,20 @@ impl Device {
     /// process.
     ///
     /// # Errors
-    /// As [`Device::open`].
+    /// As [`Device::open`]; [`Error::Io`] when the progress thread cannot be started.
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         let iface = Interface::by_name(iface)?;
         let opened = auto::open(&iface, kind, &cfg.datapath)?;
         let ep = Endpoint::new(cfg.seed.unwrap_or_else(random_u64));
-        Ok(Device::new(Backend::Local(Box::new(Local {
-            driver: Driver::new(ep, VecMemory::new(), opened.datapath, cfg.driver),
+        let datapath = opened.datapath.name().to_string();
+        let driver = Driver::new(ep, VecMemory::new(), opened.datapath, cfg.driver);
+        let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
+        Ok(Device::new(
             iface,
-            reason: opened.reason,
-            next_addr: FIRST_ADDR,
-        }))))
+            datapath,
+            opened.reason,
+            Backend::Local(local),
+        ))
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -143,9 +184,10 @@ impl Device {
         Device::attach_socket_with(path, WaitMode::default())
     }
 
-    /// Attaches to the daemon listening on `path`; `wait` says how [`Device::wait_cq`] waits
-    /// for completions: spinning on the ring ([`WaitMode::Spin`]), for a while first
-    /// ([`WaitMode::Adaptive`]'s window), or sleeping on the CQ's eventfd at once.
+    /// Attaches to the daemon listening on `path`; `wait` says how [`Device::wait_cq`] and
+    /// [`Device::next_completion`] wait for completions: spinning on the ring
+    /// ([`WaitMode::Spin`]), for a while first ([`WaitMode::Adaptive`]'s window), or sleeping
+    /// on the CQ's eventfd at once.
     ///
     /// # Errors
     /// As [`Device::attach`].
@@ -155,45 +197,62 @@ impl Device {
             WaitMode::Adaptive { spin } => Duration::from_nanos(spin.as_nanos()),
             WaitMode::Spin => Duration::MAX,
         };
-        Ok(Device::new(Backend::Attached(Box::new(Attached::open(
-            path, spin,
-        )?))))
+        let a = Attached::open(path, spin)?;
+        Ok(Device::new(
+            a.iface.clone(),
+            a.datapath.clone(),
+            a.reason.clone(),
+            Backend::Attached(Box::new(Mutex::new(a))),
+        ))
     }
 
-    fn new(backend: Backend) -> Device {
+    fn new(iface: Interface, datapath: String, reason: String, backend: Backend) -> Device {
         Device {
-            backend,
-            id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            inner: Arc::new(Inner {
+                id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+                iface,
+                datapath,
+                reason,
+                backend,
+            }),
+        }
+    }
+
+    /// Refuses a handle of another device.
+    fn own(&self, device: u64, what: &'static str) -> Result<()> {
+        if device == self.inner.id {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice(what))
         }
     }
 
     /// True when the device is attached to a daemon.
     pub fn is_attached(&self) -> bool {
-        matches!(self.backend, Backend::Attached(_))
+        matches!(self.inner.backend, Backend::Attached(_))
+    }
+
+    /// Who drives the engine: `Some` mode in-process, `None` when attached (the daemon does).
+    pub fn progress_mode(&self) -> Option<ProgressMode> {
+        match &self.inner.backend {
+            Backend::Local(l) => Some(l.shared.mode),
+            Backend::Attached(_) => None,
+        }
     }
 
     /// The interface, as read when the device was opened.
     pub fn interface(&self) -> &Interface {
-        match &self.backend {
-            Backend::Local(l) => &l.iface,
-            Backend::Attached(a) => &a.iface,
-        }
+        &self.inner.iface
     }
 
     /// The datapath's name: `"xdp"`, `"packet"` or `"udp"`.
     pub fn datapath_name(&self) -> &str {
-        match &self.backend {
-            Backend::Local(l) => l.driver.datapath().name(),
-            Backend::Attached(a) => &a.datapath,
-        }
+        &self.inner.datapath
     }
 
     /// Why this datapath was chosen (one sentence).
     pub fn datapath_reason(&self) -> &str {
-        match &self.backend {
-            Backend::Local(l) => &l.reason,
-            Backend::Attached(a) => &a.reason,
-        }
+        &self.inner.reason
     }
 
     /// The GID table, laid out as rdma_rxe's: 0 the link-local default GID, then the IPv4
@@ -214,19 +273,13 @@ impl Device {
         })
     }
 
-    /// The in-process engine, for its statistics and QP counters; `None` when attached (ask
-    /// the daemon: `rocev2d stats`).
-    pub fn endpoint(&self) -> Option<&Endpoint> {
-        match &self.backend {
-            Backend::Local(l) => Some(&l.driver.ep),
-            Backend::Attached(_) => None,
-        }
-    }
-
-    /// The in-process driver (datapath counters, pending frames); `None` when attached.
-    pub fn driver(&self) -> Option<&Driver<Box<dyn Datapath + Send>, VecMemory>> {
-        match &self.backend {
-            Backend::Local(l) => Some(&l.driver),
+    /// The in-process engine and driver, locked (for statistics, QP counters and datapath
+    /// counters); `None` when attached (ask the daemon: `rocev2d stats`). The progress thread
+    /// waits while the guard lives: keep it short, and call no other method of the device
+    /// while holding it (as [`Device::mr_guard`]).
+    pub fn engine(&self) -> Option<EngineGuard<'_>> {
+        match &self.inner.backend {
+            Backend::Local(l) => Some(EngineGuard(l.lock())),
             Backend::Attached(_) => None,
         }
     }
@@ -235,37 +288,82 @@ impl Device {
     ///
     /// # Errors
     /// Attached: the daemon's ([`Error::DaemonGone`], [`Error::Timeout`]).
-    pub fn alloc_pd(&mut self) -> Result<Pd> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(Pd(l.driver.ep.alloc_pd())),
-            Backend::Attached(a) => Ok(Pd(a.alloc_pd()?)),
-        }
+    pub fn alloc_pd(&self) -> Result<Pd> {
+        let id = match &self.inner.backend {
+            Backend::Local(l) => l.lock().driver.ep.alloc_pd(),
+            Backend::Attached(a) => lock_attached(a).alloc_pd()?,
+        };
+        Ok(Pd(id, self.inner.id))
     }
 
-    /// Registers a buffer the device takes ownership of (`ibv_reg_mr`); the bytes stay
-    /// reachable through [`Device::mr_bytes`] and come back with [`Device::deregister`].
-    /// Attached, they move into shared memory the daemon reads and writes in place.
+    /// Registers a buffer the device takes ownership of (`ibv_reg_mr`): a `Vec<u8>`, a
+    /// `Box<[u8]>`, a `bytes::BytesMut` (which converts without copying when it owns its whole
+    /// allocation) or anything else that becomes a `Vec<u8>`. The bytes stay reachable through [`Device::mr_guard`] and come back with
+    /// [`Device::deregister`]. The region's address (what the peer's READ/WRITE/atomics name)
+    /// is page-aligned whatever the buffer's alignment, so 8-byte atomics on aligned offsets
+    /// always qualify. Attached, the bytes move into shared memory the daemon reads and writes
+    /// in place.
     ///
     /// # Errors
-    /// [`Error::Verb`] when the engine refuses (unknown PD, bad rights); attached, also
-    /// [`Error::Refused`] (the daemon's per-application memory limit).
-    pub fn register(&mut self, pd: Pd, buf: impl Into<Vec<u8>>, access: AccessFlags) -> Result<Mr> {
-        let buf = buf.into();
-        let info = match &mut self.backend {
+    /// [`Error::Verb`] when the engine refuses (unknown PD, bad rights); [`Error::WrongDevice`];
+    /// attached, also [`Error::Refused`] (the daemon's per-application memory limit).
+    pub fn register(&self, pd: Pd, buf: impl Into<Vec<u8>>, access: AccessFlags) -> Result<Mr> {
+        self.register_aligned(pd, buf.into(), 1, access)
+    }
+
+    /// Registers a zeroed region of `layout.size()` bytes whose address (what the peer's
+    /// READ/WRITE/atomics name, and [`Mr::addr`]) is a multiple of `layout.align()`, as a
+    /// `posix_memalign`ed buffer registered with `ibv_reg_mr` would be. The bytes are reached
+    /// through [`Device::mr_guard`] like any region's.
+    ///
+    /// # Errors
+    /// As [`Device::register`]; attached, [`Error::Refused`] when the daemon's address is not
+    /// so aligned (it page-aligns regions, so alignments up to 4096 always qualify).
+    pub fn register_layout(
+        &self,
+        pd: Pd,
+        layout: std::alloc::Layout,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        self.register_aligned(pd, vec![0; layout.size()], layout.align() as u64, access)
+    }
+
+    fn register_aligned(
+        &self,
+        pd: Pd,
+        buf: Vec<u8>,
+        align: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        self.own(pd.1, "protection domain")?;
+        let info = match &self.inner.backend {
             Backend::Local(l) => {
+                let mut st = l.lock();
                 let len = buf.len() as u64;
-                let info = l.driver.ep.register_mr(pd.0, l.next_addr, len, access)?;
+                let addr = st.next_addr.next_multiple_of(align.max(1));
+                let info = st.driver.ep.register_mr(pd.0, addr, len, access)?;
                 // Page-aligned, non-overlapping addresses, so a stray address never hits
                 // another region.
-                l.next_addr = (l.next_addr + len.max(1)).next_multiple_of(4096);
-                l.driver.mem.insert(info.id, buf);
+                st.next_addr = (addr + len.max(1)).next_multiple_of(4096);
+                st.driver.mem.insert(info.id, buf);
                 info
             }
-            Backend::Attached(a) => a.register(pd.0, &buf, access)?,
+            Backend::Attached(a) => {
+                let mut g = lock_attached(a);
+                let info = g.register(pd.0, &buf, access)?;
+                if info.addr % align.max(1) != 0 {
+                    let _ = g.deregister(info.id);
+                    return Err(Error::Refused {
+                        kind: rocev2_ipc::proto::ErrorKind::Invalid,
+                        message: format!("region address {:#x} is not {align}-aligned", info.addr),
+                    });
+                }
+                info
+            }
         };
         Ok(Mr {
             info,
-            device: self.id,
+            device: self.inner.id,
         })
     }
 
@@ -274,91 +372,140 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::UnknownMr`] for a handle of another device or one already deregistered.
-    pub fn deregister(&mut self, mr: Mr) -> Result<Vec<u8>> {
-        if mr.device != self.id {
+    pub fn deregister(&self, mr: Mr) -> Result<Vec<u8>> {
+        if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        match &mut self.backend {
+        match &self.inner.backend {
             Backend::Local(l) => {
-                if l.driver.mem.get(mr.info.id).is_none() {
+                let mut st = l.lock();
+                if st.driver.mem.get(mr.info.id).is_none() {
                     return Err(Error::UnknownMr);
                 }
-                l.driver.ep.deregister_mr(mr.info.id)?;
-                l.driver.mem.remove(mr.info.id).ok_or(Error::UnknownMr)
+                st.driver.ep.deregister_mr(mr.info.id)?;
+                st.driver.mem.remove(mr.info.id).ok_or(Error::UnknownMr)
             }
-            Backend::Attached(a) => a.deregister(mr.info.id),
+            Backend::Attached(a) => lock_attached(a).deregister(mr.info.id),
         }
     }
 
-    /// The region's bytes, as the engine left them (after a completion, everything the
-    /// completed requests placed is there).
+    /// The region's bytes behind a guard that derefs to `[u8]` (mutably too): read what
+    /// completed requests placed, fill what the next requests send. The guard holds the
+    /// device's lock, so the engine (and other threads' verbs) wait while it lives: copy and
+    /// drop it, and call no other method of the device while holding it (the lock is not
+    /// reentrant: that call would wait forever). Writing bytes a posted, not yet completed request sends makes what it sends
+    /// unspecified, as with verbs (but never unsound).
     ///
     /// # Errors
     /// [`Error::UnknownMr`].
-    pub fn mr_bytes(&self, mr: &Mr) -> Result<&[u8]> {
-        if mr.device != self.id {
+    pub fn mr_guard(&self, mr: &Mr) -> Result<MrGuard<'_>> {
+        if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        match &self.backend {
-            Backend::Local(l) => l.driver.mem.get(mr.info.id),
-            Backend::Attached(a) => a.mr_bytes(mr.info.id, mr.info.len),
-        }
-        .ok_or(Error::UnknownMr)
+        let lock = match &self.inner.backend {
+            Backend::Local(l) => {
+                let st = l.lock();
+                st.driver.mem.get(mr.info.id).ok_or(Error::UnknownMr)?;
+                GuardLock::Local(st)
+            }
+            Backend::Attached(a) => {
+                let g = lock_attached(a);
+                g.mr_bytes(mr.info.id, mr.info.len)
+                    .ok_or(Error::UnknownMr)?;
+                GuardLock::Attached(g)
+            }
+        };
+        Ok(MrGuard {
+            lock,
+            id: mr.info.id,
+            len: mr.info.len,
+        })
     }
 
-    /// The region's bytes, to fill before posting. Writing bytes a posted, not yet completed
-    /// request sends makes what it sends unspecified, as with verbs (but never unsound).
+    /// The 8 bytes at `offset` of the region as a `u64` in host byte order: how an atomic's
+    /// target or its returned original value (placed by a Fetch&Add / Compare&Swap
+    /// completion) reads. Memory holds host order; the wire carries big-endian, and the engine
+    /// converts both ways, as an HCA does.
     ///
     /// # Errors
-    /// [`Error::UnknownMr`].
-    pub fn mr_bytes_mut(&mut self, mr: &Mr) -> Result<&mut [u8]> {
-        if mr.device != self.id {
-            return Err(Error::UnknownMr);
-        }
-        match &mut self.backend {
-            Backend::Local(l) => l.driver.mem.get_mut(mr.info.id),
-            Backend::Attached(a) => a.mr_bytes_mut(mr.info.id, mr.info.len),
-        }
-        .ok_or(Error::UnknownMr)
+    /// [`Error::UnknownMr`], [`Error::OutOfRange`].
+    pub fn read_u64(&self, mr: &Mr, offset: u64) -> Result<u64> {
+        mr.check_range(offset, 8)?;
+        let g = self.mr_guard(mr)?;
+        let at = usize::try_from(offset).map_err(|_| Error::UnknownMr)?;
+        let bytes: [u8; 8] = g
+            .get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(Error::UnknownMr)?;
+        Ok(u64::from_ne_bytes(bytes))
     }
 
-    /// Creates a completion queue holding `capacity` completions (`ibv_create_cq`).
+    /// Stores `value` in host byte order at `offset` of the region (an atomic's target as the
+    /// peer's Fetch&Add / Compare&Swap will see it); see [`Device::read_u64`].
     ///
     /// # Errors
-    /// Attached: the daemon's (limits, [`Error::DaemonGone`]).
-    pub fn create_cq(&mut self, capacity: usize) -> Result<Cq> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(Cq(l.driver.ep.create_cq(capacity))),
-            Backend::Attached(a) => Ok(Cq(a.create_cq(capacity)?)),
-        }
+    /// [`Error::UnknownMr`], [`Error::OutOfRange`].
+    pub fn write_u64(&self, mr: &Mr, offset: u64, value: u64) -> Result<()> {
+        mr.check_range(offset, 8)?;
+        let mut g = self.mr_guard(mr)?;
+        let at = usize::try_from(offset).map_err(|_| Error::UnknownMr)?;
+        g.get_mut(at..at + 8)
+            .ok_or(Error::UnknownMr)?
+            .copy_from_slice(&value.to_ne_bytes());
+        Ok(())
+    }
+
+    /// Creates a completion queue holding `capacity` completions (`ibv_create_cq`), with the
+    /// eventfd that wakes its waiters.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (no eventfd); attached: the daemon's (limits, [`Error::DaemonGone`]).
+    pub fn create_cq(&self, capacity: usize) -> Result<Cq> {
+        let id = match &self.inner.backend {
+            Backend::Local(l) => {
+                let ev = Arc::new(CqEvent::new()?);
+                let mut st = l.lock();
+                let id = st.driver.ep.create_cq(capacity);
+                st.cqs.insert(id, ev);
+                id
+            }
+            Backend::Attached(a) => lock_attached(a).create_cq(capacity)?,
+        };
+        Ok(Cq(id, self.inner.id))
     }
 
     /// Creates an RC QP with `ibv_rc_pingpong`-like sizes (see [`QpConfig::new`]) and moves it
     /// to INIT granting every remote right.
     ///
     /// # Errors
-    /// [`Error::Verb`].
-    pub fn create_rc_qp(&mut self, pd: Pd, send_cq: Cq, recv_cq: Cq) -> Result<Qp> {
+    /// [`Error::Verb`]; [`Error::WrongDevice`].
+    pub fn create_rc_qp(&self, pd: Pd, send_cq: Cq, recv_cq: Cq) -> Result<Qp> {
+        self.own(pd.1, "protection domain")?;
+        self.own(send_cq.1, "CQ")?;
+        self.own(recv_cq.1, "CQ")?;
         self.create_qp(QpConfig::new(pd.0, send_cq.0, recv_cq.0))
     }
 
     /// Creates an RC QP from a full configuration (`ibv_create_qp`) and moves it to INIT
     /// granting every remote right (local write, remote write, read, atomic). Attached, the
-    /// daemon's congestion control replaces `cfg.cc`.
+    /// daemon's congestion control replaces `cfg.cc`. The configuration names the engine's
+    /// ids ([`Pd::id`], [`Cq::id`]), which this device checks only against its own objects.
     ///
     /// # Errors
     /// [`Error::Verb`]; attached, [`Error::Refused`] (limits, sizes the rings cannot carry).
-    pub fn create_qp(&mut self, cfg: QpConfig) -> Result<Qp> {
-        match &mut self.backend {
+    pub fn create_qp(&self, cfg: QpConfig) -> Result<Qp> {
+        let qpn = match &self.inner.backend {
             Backend::Local(l) => {
-                let now = l.driver.now();
-                let Driver { ep, mem, .. } = &mut l.driver;
+                let mut st = l.lock();
+                let now = st.driver.now();
+                let Driver { ep, mem, .. } = &mut st.driver;
                 let qpn = ep.create_qp(cfg)?;
                 ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)?;
-                Ok(Qp(qpn))
+                qpn
             }
-            Backend::Attached(a) => Ok(Qp(a.create_qp(&cfg)?)),
-        }
+            Backend::Attached(a) => lock_attached(a).create_qp(&cfg)?,
+        };
+        Ok(Qp(qpn, self.inner.id))
     }
 
     /// Connects `qp` to the peer: INIT→RTR→RTS with a path built from the interface (our
@@ -370,8 +517,9 @@ impl Device {
     /// [`Error::NoAddress`], [`Error::MtuTooSmall`], [`Error::Datapath`] when the peer's MAC
     /// cannot be resolved, [`Error::Verb`] when the engine refuses an attribute; attached,
     /// [`Error::Refused`] for any of these as the daemon reports it.
-    pub fn connect(&mut self, qp: Qp, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
-        let l = match &mut self.backend {
+    pub fn connect(&self, qp: Qp, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
+        self.own(qp.1, "QP")?;
+        let l = match &self.inner.backend {
             Backend::Local(l) => l,
             Backend::Attached(a) => {
                 let spec = ConnectSpec {
@@ -391,29 +539,28 @@ impl Device {
                         .unwrap_or(u32::MAX),
                     peer_ext: opts.peer_ext.to_word(),
                 };
-                return a.connect(qp.0, spec);
+                return lock_attached(a).connect(qp.0, spec);
             }
         };
+        let iface = &self.inner.iface;
         let v6 = remote.ip.is_ipv6();
         let no_address = || Error::NoAddress {
-            iface: l.iface.name.clone(),
+            iface: iface.name.clone(),
             family: if v6 { "IPv6" } else { "IPv4" },
         };
-        l.iface.source_ip(v6).ok_or_else(no_address)?;
-        let mtu = l
-            .iface
+        iface.source_ip(v6).ok_or_else(no_address)?;
+        let mtu = iface
             .path_mtu(v6)
-            .ok_or_else(|| Error::MtuTooSmall(l.iface.name.clone()))?
+            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
             .min(opts.mtu);
+        // Resolution may take the whole timeout: not under the lock.
         let dst_mac = match remote.mac {
             Some(m) => m,
-            None => neigh::resolve(&l.iface, remote.ip, opts.resolve_timeout)?,
+            None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
         };
-        let path = l
-            .iface
+        let path = iface
             .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
             .ok_or_else(no_address)?;
-        let now = l.driver.now();
         let attr = ConnectAttr {
             path,
             mtu,
@@ -427,72 +574,91 @@ impl Device {
             rnr_retry: opts.rnr_retry,
             peer_ext: opts.peer_ext,
         };
-        let Driver { ep, mem, .. } = &mut l.driver;
+        let mut st = l.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
         ep.connect_qp(qp.0, &attr, now, mem)?;
-        neigh::announce(l.driver.datapath_mut(), &attr.path);
+        neigh::announce(st.driver.datapath_mut(), &attr.path);
+        drop(st);
+        l.kick();
         Ok(())
     }
 
     /// The QP's transport mode: [`QpMode::MultiPath`] when it offered MP-RDMA and the peer
-    /// announced it at [`Self::connect`], else [`QpMode::Rc`].
-    pub fn qp_mode(&mut self, qp: Qp) -> Option<QpMode> {
-        match &mut self.backend {
-            Backend::Local(l) => l.driver.ep.qp(qp.0).map(|q| q.mode()),
-            Backend::Attached(a) => a.query(qp.0).map(|(_, m)| m),
+    /// announced it at [`Self::connect`], else [`QpMode::Rc`]. `None` for an unknown QP.
+    pub fn qp_mode(&self, qp: Qp) -> Option<QpMode> {
+        self.own(qp.1, "QP").ok()?;
+        match &self.inner.backend {
+            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).map(|q| q.mode()),
+            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(_, m)| m),
         }
     }
 
     /// A multipath QP's window, RTT, per-VP counters and receiver statistics
     /// ([`crate::MpSnapshot`]); `None` for an RC QP, an unknown one, or when attached.
     pub fn mp_snapshot(&self, qp: Qp) -> Option<crate::MpSnapshot> {
-        self.endpoint()?.qp(qp.0).and_then(|q| q.mp_snapshot())
+        self.own(qp.1, "QP").ok()?;
+        self.engine()?.qp(qp.0).and_then(|q| q.mp_snapshot())
     }
 
-    /// The QP's state.
-    pub fn qp_state(&mut self, qp: Qp) -> Option<QpState> {
-        match &mut self.backend {
-            Backend::Local(l) => l.driver.ep.qp(qp.0).map(|q| q.state()),
-            Backend::Attached(a) => a.query(qp.0).map(|(s, _)| s),
+    /// The QP's state; `None` for an unknown QP.
+    pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
+        self.own(qp.1, "QP").ok()?;
+        match &self.inner.backend {
+            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).map(|q| q.state()),
+            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(s, _)| s),
         }
     }
 
     /// Moves `qp` to ERROR, flushing its outstanding requests into their CQs.
     ///
     /// # Errors
-    /// [`Error::Verb`].
-    pub fn reset_to_error(&mut self, qp: Qp) -> Result<()> {
-        match &mut self.backend {
+    /// [`Error::Verb`]; [`Error::WrongDevice`].
+    pub fn reset_to_error(&self, qp: Qp) -> Result<()> {
+        self.own(qp.1, "QP")?;
+        match &self.inner.backend {
             Backend::Local(l) => {
-                let now = l.driver.now();
-                let Driver { ep, mem, .. } = &mut l.driver;
+                let mut st = l.lock();
+                let now = st.driver.now();
+                let Driver { ep, mem, .. } = &mut st.driver;
                 ep.modify_qp(qp.0, QpState::Error, &QpAttr::default(), now, mem)?;
+                drop(st);
+                l.kick();
                 Ok(())
             }
-            Backend::Attached(a) => a.reset_to_error(qp.0),
+            Backend::Attached(a) => lock_attached(a).reset_to_error(qp.0),
         }
     }
 
     /// Destroys a QP.
     ///
     /// # Errors
-    /// [`Error::Verb`].
-    pub fn destroy_qp(&mut self, qp: Qp) -> Result<()> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(l.driver.ep.destroy_qp(qp.0)?),
-            Backend::Attached(a) => a.destroy_qp(qp.0),
+    /// [`Error::Verb`]; [`Error::WrongDevice`].
+    pub fn destroy_qp(&self, qp: Qp) -> Result<()> {
+        self.own(qp.1, "QP")?;
+        match &self.inner.backend {
+            Backend::Local(l) => Ok(l.lock().driver.ep.destroy_qp(qp.0)?),
+            Backend::Attached(a) => lock_attached(a).destroy_qp(qp.0),
         }
     }
 
-    /// Posts a send work request (`ibv_post_send`). In-process, nothing leaves until the
-    /// device is driven; attached, the daemon takes it at once.
+    /// Posts a send work request (`ibv_post_send`). In-process, the progress thread sends it
+    /// (woken if it sleeps); caller-driven, nothing leaves until the device is driven;
+    /// attached, the daemon takes it at once.
     ///
     /// # Errors
-    /// [`Error::Verb`] (wrong state, queue full, too many SGEs, bad inline data); attached,
-    /// only queue full and [`Error::DaemonGone`]: the others complete with an error status.
-    pub fn post_send(&mut self, qp: Qp, wr: SendWr) -> Result<()> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(l.driver.ep.post_send(qp.0, wr)?),
-            Backend::Attached(a) => a.post_send(qp.0, &wr),
+    /// [`Error::Verb`] (wrong state, queue full, too many SGEs, bad inline data);
+    /// [`Error::WrongDevice`]; attached, only queue full and [`Error::DaemonGone`]: the others
+    /// complete with an error status.
+    pub fn post_send(&self, qp: Qp, wr: SendWr) -> Result<()> {
+        self.own(qp.1, "QP")?;
+        match &self.inner.backend {
+            Backend::Local(l) => {
+                l.lock().driver.ep.post_send(qp.0, wr)?;
+                l.kick();
+                Ok(())
+            }
+            Backend::Attached(a) => lock_attached(a).post_send(qp.0, &wr),
         }
     }
 
@@ -500,79 +666,275 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Verb`]; attached, as [`Device::post_send`].
-    pub fn post_recv(&mut self, qp: Qp, wr: RecvWr) -> Result<()> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(l.driver.ep.post_recv(qp.0, wr)?),
-            Backend::Attached(a) => a.post_recv(qp.0, &wr),
+    pub fn post_recv(&self, qp: Qp, wr: RecvWr) -> Result<()> {
+        self.own(qp.1, "QP")?;
+        match &self.inner.backend {
+            Backend::Local(l) => {
+                l.lock().driver.ep.post_recv(qp.0, wr)?;
+                // A receive may end an RNR wait the peer is in: let the thread answer.
+                l.kick();
+                Ok(())
+            }
+            Backend::Attached(a) => lock_attached(a).post_recv(qp.0, &wr),
         }
     }
 
     /// Moves up to `max` completions of `cq` into `out` without driving the engine
-    /// (`ibv_poll_cq`); returns how many.
-    pub fn poll_cq(&mut self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
-        match &mut self.backend {
-            Backend::Local(l) => l.driver.ep.poll_cq(cq.0, out, max),
-            Backend::Attached(a) => a.poll_cq(cq.0, out, max),
+    /// (`ibv_poll_cq`); returns how many (0 for a CQ of another device).
+    pub fn poll_cq(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        if self.own(cq.1, "CQ").is_err() {
+            return 0;
+        }
+        match &self.inner.backend {
+            Backend::Local(l) => l.lock().driver.ep.poll_cq(cq.0, out, max),
+            Backend::Attached(a) => lock_attached(a).poll_cq(cq.0, out, max),
         }
     }
 
-    /// One pass of the engine: receive, timers, transmit. Attached, the daemon drives the
-    /// engine: this only checks that it is still there.
+    /// One pass of the engine: receive, timers, transmit (with a progress thread too: a pass
+    /// more does no harm). Attached, the daemon drives the engine: this only checks that it is
+    /// still there.
     ///
     /// # Errors
-    /// [`Error::Datapath`] on socket failures; [`Error::DaemonGone`].
-    pub fn poll(&mut self) -> Result<Progress> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(l.driver.poll()?),
-            Backend::Attached(a) => a.check_alive().map(|()| Progress::default()),
+    /// [`Error::Datapath`] on socket failures; [`Error::ProgressStopped`];
+    /// [`Error::DaemonGone`].
+    pub fn poll(&self) -> Result<Progress> {
+        match &self.inner.backend {
+            Backend::Local(l) => {
+                let mut st = l.lock();
+                let p = st.pass(&l.shared.activity)?;
+                l.seen.store(st.activity_gen, Ordering::SeqCst);
+                Ok(p)
+            }
+            Backend::Attached(a) => lock_attached(a).check_alive().map(|()| Progress::default()),
         }
     }
 
-    /// Sleeps (or spins, per [`DriverConfig::wait`]) until frames arrive, a timer is due, or
-    /// one of `extra` becomes readable; returns which of `extra` did. Call [`Device::poll`]
-    /// after it. Attached: sleeps until one of `extra` is readable, a completion arrives, or
-    /// 100 ms pass.
+    /// Sleeps until something happened since the last [`Device::poll`] (frames, a timer, a
+    /// post: in-process, by the driver's [`DriverConfig::wait`]), or one of `extra` becomes
+    /// readable; returns which of `extra` did. Call [`Device::poll`] after it. Attached:
+    /// sleeps until one of `extra` is readable, a completion arrives, or 100 ms pass.
     ///
     /// # Errors
     /// [`Error::Datapath`] on `ppoll` failures; [`Error::DaemonGone`].
-    pub fn wait(&mut self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
-        match &mut self.backend {
-            Backend::Local(l) => Ok(l.driver.wait(extra)?),
-            Backend::Attached(a) => a.wait(extra),
+    pub fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        match &self.inner.backend {
+            Backend::Local(l) => {
+                let mut st = l.lock();
+                if !l.has_thread() {
+                    return Ok(st.driver.wait(extra)?);
+                }
+                let ev = &l.shared.activity;
+                ev.arm();
+                let bound = if st.activity_gen != l.seen.load(Ordering::SeqCst) {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(100)
+                };
+                drop(st);
+                let mut fds = extra.to_vec();
+                fds.push(ev.event.get().as_fd());
+                let mut ready = wait_any(&fds, bound)?;
+                ready.truncate(extra.len());
+                Ok(ready)
+            }
+            Backend::Attached(a) => {
+                let (arrived, events, watch) = {
+                    let mut g = lock_attached(a);
+                    let (arrived, events) = g.arm_all();
+                    (arrived, events, Arc::clone(&g.watch))
+                };
+                let mut fds = extra.to_vec();
+                fds.push(watch.get().as_fd());
+                fds.extend(events.iter().map(|e| e.get().as_fd()));
+                let bound = if arrived {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(100)
+                };
+                let ready = wait_any(&fds, bound);
+                let mut g = lock_attached(a);
+                g.disarm_all();
+                let mut ready = ready?;
+                if ready.get(extra.len()) == Some(&true) {
+                    g.check_alive()?;
+                }
+                ready.truncate(extra.len());
+                Ok(ready)
+            }
         }
     }
 
-    /// Drives the engine until `cq` has a completion, then moves up to `max` of them into `out`
-    /// and returns how many (at least one). Attached: spins on the CQ's ring for the wait
-    /// mode's window, then sleeps on its eventfd.
+    /// One look at `cq` for a wait: takes up to `max` completions, or says how to wait.
+    /// `spin`: still inside the attached spin window.
+    fn step(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize, spin: bool) -> Result<Step> {
+        self.own(cq.1, "CQ")?;
+        match &self.inner.backend {
+            Backend::Local(l) => {
+                let mut st = l.lock();
+                if let Some(why) = &st.failed {
+                    return Err(Error::ProgressStopped(why.clone()));
+                }
+                let n = st.driver.ep.poll_cq(cq.0, out, max);
+                if n > 0 {
+                    return Ok(Step::Done(n));
+                }
+                let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
+                if !l.has_thread() {
+                    st.pass(&l.shared.activity)?;
+                    let n = st.driver.ep.poll_cq(cq.0, out, max);
+                    return Ok(if n > 0 { Step::Done(n) } else { Step::Drive });
+                }
+                if l.shared.wait == WaitMode::Spin {
+                    return Ok(Step::Yield);
+                }
+                // Empty, seen under the lock the progress thread fires under: armed now, the
+                // next completion signals.
+                ev.arm();
+                Ok(Step::Local(ev))
+            }
+            Backend::Attached(a) => {
+                let mut g = lock_attached(a);
+                let n = g.poll_cq(cq.0, out, max);
+                if n > 0 {
+                    return Ok(Step::Done(n));
+                }
+                if spin {
+                    g.check_alive()?;
+                    return Ok(Step::Yield);
+                }
+                Ok(match g.arm(cq.0)? {
+                    None => Step::Again,
+                    Some(ev) => Step::Attached(ev, Arc::clone(&g.watch)),
+                })
+            }
+        }
+    }
+
+    /// After an attached sleep: reports the daemon's death.
+    fn alive(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Attached(a) => lock_attached(a).check_alive(),
+            Backend::Local(_) => Ok(()),
+        }
+    }
+
+    /// How long an attached wait spins before sleeping.
+    fn spin_window(&self) -> Duration {
+        match &self.inner.backend {
+            Backend::Local(_) => Duration::ZERO,
+            Backend::Attached(a) => lock_attached(a).spin,
+        }
+    }
+
+    /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
+    /// returns how many (at least one). With a progress thread it sleeps on the CQ's eventfd
+    /// ([`WaitMode::Spin`]: polls the CQ); caller-driven, it drives the engine meanwhile;
+    /// attached, it spins on the CQ's ring for the wait mode's window, then sleeps on its
+    /// eventfd.
     ///
     /// # Errors
     /// [`Error::Timeout`] when none arrived within `timeout`; [`Error::Datapath`];
-    /// [`Error::DaemonGone`].
+    /// [`Error::ProgressStopped`]; [`Error::DaemonGone`]; [`Error::WrongDevice`].
     pub fn wait_cq(
-        &mut self,
+        &self,
         cq: Cq,
         out: &mut Vec<WorkCompletion>,
         max: usize,
         timeout: Duration,
     ) -> Result<usize> {
-        let l = match &mut self.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return a.wait_cq(cq.0, out, max, timeout),
-        };
-        let n = l.driver.ep.poll_cq(cq.0, out, max);
-        if n > 0 {
-            return Ok(n);
+        let start = Instant::now();
+        let spin = self.spin_window();
+        loop {
+            let waited = start.elapsed();
+            let step = self.step(cq, out, max, waited < spin)?;
+            if let Step::Done(n) = step {
+                return Ok(n);
+            }
+            if waited >= timeout {
+                return Err(Error::Timeout);
+            }
+            let bound = (timeout - waited).min(Duration::from_millis(100));
+            match step {
+                Step::Done(_) | Step::Again => {}
+                Step::Yield => std::thread::yield_now(),
+                Step::Drive => {
+                    if let Backend::Local(l) = &self.inner.backend {
+                        l.lock().driver.wait(&[])?;
+                    }
+                }
+                Step::Local(ev) => sleep_on(&ev, bound)?,
+                Step::Attached(ev, watch) => {
+                    let slept = wait_any(&[ev.get().as_fd(), watch.get().as_fd()], bound);
+                    drop(Sleeping(self, cq));
+                    self.alive()?;
+                    slept?;
+                }
+            }
         }
-        let mut got = 0;
-        l.driver.run_until(core_duration(timeout), |d| {
-            got = d.ep.poll_cq(cq.0, out, max);
-            got > 0
-        })?;
-        if got == 0 {
-            return Err(Error::Timeout);
+    }
+
+    /// Takes up to `max` completions of `cq` into `out`, waiting asynchronously for the first.
+    async fn next_batch(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
+        let start = Instant::now();
+        let spin = self.spin_window();
+        loop {
+            let step = self.step(cq, out, max, start.elapsed() < spin)?;
+            let slept = match step {
+                Step::Done(n) => return Ok(n),
+                Step::Again => continue,
+                Step::Yield | Step::Drive => {
+                    // Busy polling: let the progress thread (or the peer) have the CPU, as the
+                    // driver's busy-polling waits do (rocev2_datapath::driver's docs).
+                    std::thread::yield_now();
+                    false
+                }
+                Step::Local(ev) => readable(&ev.event, None::<&Waitable<OwnedFd>>).await?,
+                Step::Attached(ev, watch) => {
+                    // Dropped mid-sleep (a cancelled future), the guard still ends the sleep.
+                    let guard = Sleeping(self, cq);
+                    let slept = readable(&ev, Some(&watch)).await;
+                    drop(guard);
+                    self.alive()?;
+                    slept?
+                }
+            };
+            if !slept {
+                yield_now().await;
+            }
         }
-        Ok(got)
+    }
+
+    /// The next completion of `cq`.
+    ///
+    /// With a progress thread, or attached, and awaited on a tokio runtime (feature `tokio`,
+    /// default), it sleeps on the CQ's eventfd through tokio's reactor (no busy polling) and
+    /// wakes when a completion arrives (or the daemon dies). It busy-polls (yielding to the
+    /// executor) with [`WaitMode::Spin`], caller-driven (it drives the engine on each poll),
+    /// or on another executor.
+    ///
+    /// Cancel-safe: a completion is taken from the CQ only in the poll that returns it, so
+    /// dropping the future loses none. Several tasks may await the same CQ; each completion
+    /// goes to one of them.
+    ///
+    /// # Errors
+    /// As [`Device::wait_cq`], without the timeout (wrap it in `tokio::time::timeout`).
+    pub async fn next_completion(&self, cq: Cq) -> Result<WorkCompletion> {
+        let mut out = Vec::with_capacity(1);
+        self.next_batch(cq, &mut out, 1).await?;
+        out.pop().ok_or(Error::Timeout)
+    }
+
+    /// A stream of `cq`'s completions (a `futures_core::Stream`, or [`Completions::next`]),
+    /// waiting as [`Device::next_completion`] does and taking completions from the CQ in
+    /// batches.
+    pub fn completions(&self, cq: Cq) -> Completions {
+        Completions {
+            dev: self.clone(),
+            cq,
+            buf: std::collections::VecDeque::new(),
+            pending: None,
+        }
     }
 
     /// Waits until the device has nothing left to send and no timer pending (every request
@@ -581,30 +943,40 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Timeout`]; [`Error::Datapath`]; [`Error::DaemonGone`].
-    pub fn drain(&mut self, timeout: Duration) -> Result<()> {
-        let l = match &mut self.backend {
+    pub fn drain(&self, timeout: Duration) -> Result<()> {
+        let l = match &self.inner.backend {
             Backend::Local(l) => l,
-            Backend::Attached(a) => return a.drain(timeout),
+            Backend::Attached(a) => return lock_attached(a).drain(timeout),
         };
-        let done = l.driver.run_until(core_duration(timeout), |d| {
-            d.tx_pending() == 0 && d.ep.is_idle(d.now())
-        })?;
-        if done { Ok(()) } else { Err(Error::Timeout) }
-    }
-
-    /// The next completion of `cq`, as a future.
-    ///
-    /// In-process, it drives the engine on every poll and wakes itself at once when nothing
-    /// completed: it busy-polls, like a verbs application spinning on `ibv_poll_cq`. Attached
-    /// and polled on a tokio runtime (feature `tokio`, default), it sleeps on the CQ's eventfd
-    /// through tokio's reactor and wakes when the daemon delivers a completion or dies; with
-    /// [`WaitMode::Spin`], or on another executor, it busy-polls. Cancel-safe: dropping it
-    /// loses no completion (they stay in the CQ).
-    pub fn next_completion(&mut self, cq: Cq) -> NextCompletion<'_> {
-        NextCompletion {
-            dev: self,
-            cq,
-            buf: Vec::with_capacity(1),
+        let idle = |d: &LocalDriver| d.tx_pending() == 0 && d.ep.is_idle(d.now());
+        if !l.has_thread() {
+            let done = l
+                .lock()
+                .driver
+                .run_until(core_duration(timeout), |d| idle(d))?;
+            return if done { Ok(()) } else { Err(Error::Timeout) };
+        }
+        let start = Instant::now();
+        loop {
+            {
+                let st = l.lock();
+                if let Some(why) = &st.failed {
+                    return Err(Error::ProgressStopped(why.clone()));
+                }
+                if idle(&st.driver) {
+                    return Ok(());
+                }
+                l.shared.activity.arm();
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(Error::Timeout);
+            }
+            // Timers expire without activity: look again at least every 10 ms.
+            sleep_on(
+                &l.shared.activity,
+                (timeout - waited).min(Duration::from_millis(10)),
+            )?;
         }
     }
 }
@@ -613,33 +985,150 @@ fn core_duration(d: Duration) -> CoreDuration {
     CoreDuration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// The future of [`Device::next_completion`].
-#[derive(Debug)]
-pub struct NextCompletion<'a> {
-    dev: &'a mut Device,
+/// A batch of completions being awaited ([`Completions`]).
+type Batch = Pin<Box<dyn Future<Output = Result<Vec<WorkCompletion>>> + Send>>;
+
+/// The completions of one CQ, in order ([`Device::completions`]): a [`futures_core::Stream`]
+/// that never ends, and an async [`Completions::next`].
+pub struct Completions {
+    dev: Device,
     cq: Cq,
-    buf: Vec<WorkCompletion>,
+    buf: std::collections::VecDeque<WorkCompletion>,
+    /// The wait in progress, kept across polls (and across a dropped `next`).
+    pending: Option<Batch>,
 }
 
-impl Future for NextCompletion<'_> {
-    type Output = Result<WorkCompletion>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+impl std::fmt::Debug for Completions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completions")
+            .field("cq", &self.cq)
+            .field("buffered", &self.buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Completions {
+    /// The next completion; see [`Device::next_completion`]. Cancel-safe: completions taken
+    /// from the CQ stay in this stream until returned.
+    ///
+    /// # Errors
+    /// As [`Device::next_completion`].
+    pub async fn next(&mut self) -> Result<WorkCompletion> {
+        use futures_core::Stream as _;
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+}
+
+impl futures_core::Stream for Completions {
+    type Item = Result<WorkCompletion>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Backend::Attached(a) = &mut this.dev.backend {
-            return a.poll_completion(this.cq.0, cx);
-        }
-        if this.dev.poll_cq(this.cq, &mut this.buf, 1) == 0 {
-            if let Err(e) = this.dev.poll() {
-                return Poll::Ready(Err(e));
+        loop {
+            if let Some(wc) = this.buf.pop_front() {
+                return Poll::Ready(Some(Ok(wc)));
             }
-            this.dev.poll_cq(this.cq, &mut this.buf, 1);
-        }
-        match this.buf.pop() {
-            Some(wc) => Poll::Ready(Ok(wc)),
-            None => {
-                cx.waker().wake_by_ref();
-                Poll::Pending
+            let (dev, cq) = (&this.dev, this.cq);
+            let batch = this.pending.get_or_insert_with(|| {
+                let dev = dev.clone();
+                Box::pin(async move {
+                    let mut out = Vec::with_capacity(BATCH);
+                    dev.next_batch(cq, &mut out, BATCH).await.map(|_| out)
+                })
+            });
+            let got = std::task::ready!(batch.as_mut().poll(cx));
+            this.pending = None;
+            match got {
+                Ok(wcs) => this.buf.extend(wcs),
+                Err(e) => return Poll::Ready(Some(Err(e))),
             }
         }
+    }
+}
+
+/// An attached sleep on a CQ in progress, ended when dropped (after waking, or with a
+/// cancelled future).
+struct Sleeping<'a>(&'a Device, Cq);
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        if let Backend::Attached(a) = &self.0.inner.backend {
+            lock_attached(a).disarm(self.1.0);
+        }
+    }
+}
+
+/// The in-process engine and driver, locked ([`Device::engine`]); derefs to the engine.
+pub struct EngineGuard<'a>(MutexGuard<'a, State>);
+
+impl EngineGuard<'_> {
+    /// The driver (datapath counters, pending frames).
+    pub fn driver(&self) -> &LocalDriver {
+        &self.0.driver
+    }
+}
+
+impl Deref for EngineGuard<'_> {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        &self.0.driver.ep
+    }
+}
+
+enum GuardLock<'a> {
+    Local(MutexGuard<'a, State>),
+    Attached(MutexGuard<'a, Attached>),
+}
+
+/// A region's bytes, with the device locked ([`Device::mr_guard`]); derefs to `[u8]`.
+pub struct MrGuard<'a> {
+    lock: GuardLock<'a>,
+    id: MrId,
+    len: u64,
+}
+
+impl Deref for MrGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The region was checked when the guard was made and cannot go while it is locked.
+        match &self.lock {
+            GuardLock::Local(st) => st.driver.mem.get(self.id),
+            GuardLock::Attached(a) => a.mr_bytes(self.id, self.len),
+        }
+        .unwrap_or(&[])
+    }
+}
+
+impl DerefMut for MrGuard<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.lock {
+            GuardLock::Local(st) => st.driver.mem.get_mut(self.id),
+            GuardLock::Attached(a) => a.mr_bytes_mut(self.id, self.len),
+        }
+        .unwrap_or(&mut [])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_and_futures_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>(_: &T) {}
+        send_sync::<Device>();
+        fn send_only<T: Send>() {}
+        send_only::<Completions>();
+        // The futures may be spawned on a multi-thread runtime.
+        let f = |d: Device, cq: Cq| async move { d.next_completion(cq).await };
+        let _ = |d: Device, cq: Cq| send(&f(d, cq));
     }
 }

@@ -1,38 +1,71 @@
 //! The one error type of the user API.
 //!
+//! Each message says what went wrong and what to do; a variant's docs name the libibverbs
+//! return value or work-completion status it corresponds to, where there is one. The cause (a
+//! datapath, engine or system error) is the [`std::error::Error::source`], so a reporter that
+//! walks the chain (`anyhow`'s `{:#}`) prints both.
+//!
+//! Work requests that fail after posting come back as a completion whose [`crate::WcStatus`] is
+//! the ibverbs status of the same number; [`check`] turns one into [`Error::Completion`], whose
+//! message names the constant (`IBV_WC_REM_ACCESS_ERR`, …) and what to do.
+//!
 //! Deviations: none.
 
 use rocev2_core::EndpointError;
+use rocev2_core::cq::{WcStatus, WorkCompletion};
 
 /// What a [`crate::Device`] call can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Opening the interface or datapath, resolving a neighbour, or a socket failure while
-    /// driving the device.
-    #[error(transparent)]
-    Datapath(#[from] rocev2_datapath::Error),
-    /// A verb the engine refused (unknown handle, bad transition, full queue, bad registration).
-    #[error(transparent)]
-    Verb(#[from] EndpointError),
+    /// driving the device (`ibv_open_device` failing, or `ENETUNREACH`-like resolution
+    /// failures of `rdma_resolve_route`).
+    #[error("datapath: {0} (check the interface name, that it is up, and the capabilities)")]
+    Datapath(#[source] rocev2_datapath::Error),
+    /// A verb the engine refused: unknown handle, bad transition, full queue, bad registration
+    /// (`ibv_post_send`/`ibv_modify_qp`/`ibv_reg_mr` returning `EINVAL` or `ENOMEM`).
+    #[error("the verb was refused: {0} (check the handle, the QP's state and the queue sizes)")]
+    Verb(#[source] EndpointError),
     /// The interface has no global address of the family asked for, so no GID to use.
-    #[error("interface {iface} has no usable {family} address")]
+    #[error("interface {iface} has no usable {family} address (add one, e.g. `ip addr add`)")]
     NoAddress {
         /// The interface.
         iface: String,
         /// `"IPv4"` or `"IPv6"`.
         family: &'static str,
     },
-    /// The memory region handle does not belong to this device (or was deregistered).
-    #[error("unknown memory region")]
+    /// The memory region handle does not belong to this device, or was deregistered
+    /// (`ibv_dereg_mr`/`ibv_post_*` with a stale `lkey`: `EINVAL`).
+    #[error("unknown memory region (deregistered, or a handle of another device)")]
     UnknownMr,
+    /// A handle (PD, CQ, QP) made by another [`crate::Device`].
+    #[error("this {0} belongs to another device (use handles with the device that made them)")]
+    WrongDevice(&'static str),
+    /// A range outside a memory region ([`crate::Mr::sge`], [`crate::Device::read_u64`]);
+    /// libibverbs would post it and complete with `IBV_WC_LOC_PROT_ERR`.
+    #[error(
+        "[{offset}, +{len}) lies outside the {region_len}-byte region (check offset and length)"
+    )]
+    OutOfRange {
+        /// Offset asked for.
+        offset: u64,
+        /// Length asked for.
+        len: u64,
+        /// The region's length.
+        region_len: u64,
+    },
     /// The interface MTU is too small for any RoCE path MTU.
-    #[error("interface {0} MTU is too small for RoCE (below 256 + headers)")]
+    #[error("interface {0} MTU is too small for RoCE (raise it to at least 256 + 78 bytes)")]
     MtuTooSmall(String),
     /// [`crate::Device::wait_cq`] or [`crate::Device::drain`] ran out of time, or the daemon
     /// did not answer a request in time.
-    #[error("timed out")]
+    #[error("timed out (is the peer connected and running? raise the timeout if it is slow)")]
     Timeout,
+    /// The progress thread of an in-process device stopped on a datapath failure; the device
+    /// can do nothing more (`IBV_EVENT_DEVICE_FATAL`). Open it again.
+    #[error("the progress thread stopped: {0} (reopen the device)")]
+    ProgressStopped(String),
     /// No daemon answers on the control socket.
     #[error(
         "cannot attach to rocev2d at {path}: {source} (is `rocev2d run` serving the interface?)"
@@ -45,11 +78,11 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The daemon closed the attachment: it stopped, or found this application's rings
-    /// corrupted. Every object of the device is gone.
-    #[error("the rocev2d daemon closed the attachment (it stopped or restarted)")]
+    /// corrupted. Every object of the device is gone (`IBV_EVENT_DEVICE_FATAL`).
+    #[error("the rocev2d daemon closed the attachment (restart it, then attach again)")]
     DaemonGone,
     /// The daemon refused a request.
-    #[error("rocev2d refused: {message}")]
+    #[error("rocev2d refused: {message} (see the daemon's limits in docs/daemon.md)")]
     Refused {
         /// What kind of refusal.
         kind: rocev2_ipc::proto::ErrorKind,
@@ -57,12 +90,133 @@ pub enum Error {
         message: String,
     },
     /// The daemon answered something this build does not understand.
-    #[error("control protocol: {0}")]
+    #[error("control protocol: {0} (use a daemon of the same version as this library)")]
     Protocol(String),
-    /// A local system call of the attachment failed.
-    #[error(transparent)]
-    Io(std::io::Error),
+    /// A work request completed with an error status ([`check`]): the status is libibverbs'
+    /// `ibv_wc_status` of the same number.
+    #[error("work request {wr_id} failed with {}: {}", ibv_name(*status), hint(*status))]
+    Completion {
+        /// The failed request's id.
+        wr_id: u64,
+        /// Its status.
+        status: WcStatus,
+    },
+    /// A local system call failed (eventfd, poll, thread creation).
+    #[error("system call failed: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+impl From<rocev2_datapath::Error> for Error {
+    fn from(e: rocev2_datapath::Error) -> Error {
+        Error::Datapath(e)
+    }
+}
+
+impl From<EndpointError> for Error {
+    fn from(e: EndpointError) -> Error {
+        Error::Verb(e)
+    }
+}
+
+/// `wc` when it succeeded, else [`Error::Completion`] naming the ibverbs status and what to do.
+///
+/// # Errors
+/// [`Error::Completion`].
+pub fn check(wc: WorkCompletion) -> Result<WorkCompletion> {
+    if wc.status.is_success() {
+        Ok(wc)
+    } else {
+        Err(Error::Completion {
+            wr_id: wc.wr_id,
+            status: wc.status,
+        })
+    }
+}
+
+/// libibverbs' name of a status (`ibv_wc_status_str` gives prose; this is the constant).
+pub fn ibv_name(status: WcStatus) -> &'static str {
+    use WcStatus::*;
+    match status {
+        Success => "IBV_WC_SUCCESS",
+        LocLenErr => "IBV_WC_LOC_LEN_ERR",
+        LocQpOpErr => "IBV_WC_LOC_QP_OP_ERR",
+        LocEecOpErr => "IBV_WC_LOC_EEC_OP_ERR",
+        LocProtErr => "IBV_WC_LOC_PROT_ERR",
+        WrFlushErr => "IBV_WC_WR_FLUSH_ERR",
+        MwBindErr => "IBV_WC_MW_BIND_ERR",
+        BadRespErr => "IBV_WC_BAD_RESP_ERR",
+        LocAccessErr => "IBV_WC_LOC_ACCESS_ERR",
+        RemInvReqErr => "IBV_WC_REM_INV_REQ_ERR",
+        RemAccessErr => "IBV_WC_REM_ACCESS_ERR",
+        RemOpErr => "IBV_WC_REM_OP_ERR",
+        RetryExcErr => "IBV_WC_RETRY_EXC_ERR",
+        RnrRetryExcErr => "IBV_WC_RNR_RETRY_EXC_ERR",
+        LocRddViolErr => "IBV_WC_LOC_RDD_VIOL_ERR",
+        RemInvRdReqErr => "IBV_WC_REM_INV_RD_REQ_ERR",
+        RemAbortErr => "IBV_WC_REM_ABORT_ERR",
+        InvEecnErr => "IBV_WC_INV_EECN_ERR",
+        InvEecStateErr => "IBV_WC_INV_EEC_STATE_ERR",
+        FatalErr => "IBV_WC_FATAL_ERR",
+        RespTimeoutErr => "IBV_WC_RESP_TIMEOUT_ERR",
+        GeneralErr => "IBV_WC_GENERAL_ERR",
+    }
+}
+
+/// What to do about a failed completion.
+fn hint(status: WcStatus) -> &'static str {
+    use WcStatus::*;
+    match status {
+        Success => "nothing to do",
+        LocLenErr => "post larger receive buffers, or send less",
+        LocProtErr | LocAccessErr => {
+            "check the SGE's lkey, bounds and the region's LOCAL_WRITE right"
+        }
+        RemAccessErr => {
+            "check the remote address, length and rkey, and the peer region's REMOTE_* rights"
+        }
+        RemInvReqErr | RemInvRdReqErr => {
+            "the peer refused the request: check the opcode, length and its QP's rights"
+        }
+        RetryExcErr => {
+            "the peer did not answer: is it running, connected to this QP, and reachable?"
+        }
+        RnrRetryExcErr => "the peer had no receive posted: post receives before the peer sends",
+        WrFlushErr => "the QP went to ERROR earlier; look at the first failed completion",
+        _ => "the QP is now in ERROR: destroy it and connect a new one",
+    }
 }
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failed_completion_names_its_ibverbs_status() {
+        let e = Error::Completion {
+            wr_id: 3,
+            status: WcStatus::RemAccessErr,
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("IBV_WC_REM_ACCESS_ERR") && s.contains("rkey"),
+            "{s}"
+        );
+        // The numbering is libibverbs': the names follow it.
+        assert_eq!(WcStatus::RetryExcErr as u32, 12);
+        assert_eq!(ibv_name(WcStatus::RetryExcErr), "IBV_WC_RETRY_EXC_ERR");
+        assert_eq!(ibv_name(WcStatus::GeneralErr), "IBV_WC_GENERAL_ERR");
+    }
+
+    #[test]
+    fn errors_keep_their_cause_and_say_what_to_do() {
+        let e = Error::from(EndpointError::UnknownQp);
+        assert_eq!(e.source().map(|s| s.to_string()), Some("unknown QP".into()));
+        assert!(e.to_string().contains("check the handle"), "{e}");
+        let e = Error::Io(std::io::Error::other("boom"));
+        assert!(e.source().is_some());
+    }
+}

@@ -1,21 +1,26 @@
-//! `rocev2`: a verbs-like API over the rocev2 RoCEv2 engine, running in-process.
+//! `rocev2`: a verbs-like API over the rocev2 RoCEv2 engine, in-process or attached to the
+//! `rocev2d` daemon.
 //!
 //! A [`Device`] opens one Ethernet interface with a datapath ([`DatapathKind`]: AF_XDP, AF_PACKET,
 //! UDP sockets, or the best available) and owns an engine, the registered memory and the
-//! event-loop driver. The verbs map one to one: [`Device::alloc_pd`],
-//! [`Device::register`] (`ibv_reg_mr`), [`Device::create_cq`], [`Device::create_rc_qp`],
-//! [`Device::connect`] (INIT→RTR→RTS in one call), [`Device::post_send`] /
-//! [`Device::post_recv`] with the core's [`SendWr`] / [`RecvWr`], [`Device::poll_cq`], and
-//! the blocking [`Device::wait_cq`] that drives the engine until a completion arrives.
+//! event-loop driver, driven by a progress thread ([`ProgressMode`]). The verbs map one to one:
+//! [`Device::alloc_pd`], [`Device::register`] (`ibv_reg_mr`), [`Device::create_cq`],
+//! [`Device::create_rc_qp`], [`Device::connect`] (INIT→RTR→RTS in one call),
+//! [`Device::post_send`] / [`Device::post_recv`] with the core's [`SendWr`] / [`RecvWr`],
+//! [`Device::poll_cq`], the blocking [`Device::wait_cq`] and the async
+//! [`Device::next_completion`] / [`Device::completions`].
+//!
+//! A [`Device`] is a cheap, `Send + Sync` handle: clone it into threads or tasks; one can post
+//! while another reaps.
 //!
 //! ```no_run
 //! use rocev2::{AccessFlags, ConnectOptions, DatapathKind, Device, RemoteQp, SendOp, SendWr};
 //! use std::time::Duration;
 //! # fn main() -> Result<(), rocev2::Error> {
-//! let mut dev = Device::open("eth0", DatapathKind::Auto)?;
+//! let dev = Device::open("eth0", DatapathKind::Auto)?;
 //! let pd = dev.alloc_pd()?;
 //! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
-//! dev.mr_bytes_mut(&mr)?[..5].copy_from_slice(b"hello");
+//! dev.mr_guard(&mr)?[..5].copy_from_slice(b"hello");
 //! let cq = dev.create_cq(64)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
 //! // The peer's QP number, PSN, address and buffer come from an out-of-band exchange
@@ -30,7 +35,7 @@
 //! let opts = ConnectOptions { local_psn: rocev2::random_psn(), ..ConnectOptions::default() };
 //! dev.connect(qp, &remote, &opts)?;
 //! let write = SendOp::Write { remote_addr: peer_addr, rkey: rocev2::Rkey::new(peer_rkey) };
-//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)))?;
+//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)?))?;
 //! let mut wcs = Vec::new();
 //! dev.wait_cq(cq, &mut wcs, 16, Duration::from_secs(5))?;
 //! assert!(wcs[0].status.is_success());
@@ -44,41 +49,77 @@
 //! `connect`/`listen` do. docs/api.md maps every concept of libibverbs, `ibverbs`, async-rdma
 //! and sideway to this crate.
 //!
+//! Progress: in-process, a thread per device drives the engine, so a passive side serves the
+//! peer's READs, WRITEs and atomics and sends its ACKs with no call at all; it busy-polls or
+//! sleeps on the datapath and a wake-up eventfd as the driver's [`WaitMode`] says (the costs
+//! are in [`ProgressMode`]'s module docs). [`ProgressMode::Caller`] keeps the engine inside
+//! the application's calls instead.
+//!
 //! Attached: [`Device::attach`] uses the `rocev2d` serving the interface instead of an engine
 //! in this process (docs/daemon.md): same methods and types; several applications share the
 //! interface, and the daemon answers the peer's READs and atomics whatever the application
 //! does.
 //!
-//! Async: [`Device::next_completion`] returns a `Future` of the next completion. Attached and
-//! on tokio it sleeps on the CQ's eventfd through tokio's reactor; in-process it drives the
-//! engine on each poll and wakes itself when nothing completed, so it busy-polls.
+//! Async: [`Device::next_completion`] and [`Completions::next`] sleep on the CQ's eventfd
+//! through tokio's reactor (the progress thread or the daemon signals it when completions
+//! arrive), so an idle wait costs no CPU; they busy-poll with [`WaitMode::Spin`],
+//! caller-driven, or outside a tokio runtime. Both are cancel-safe.
 //!
-//! Deviations from libibverbs: RC QPs only; memory is handed over as owned buffers (read and
-//! written between operations with [`Device::mr_bytes`] / [`Device::mr_bytes_mut`]) instead of
-//! raw pointers, so no `unsafe` is needed; in-process, the engine runs only inside this
-//! crate's calls (no progress thread); one call connects a QP; no LIDs, GIDs are the interface
-//! addresses.
+//! Memory: the device owns registered buffers (`Vec<u8>`, `Box<[u8]>`, …); reach them with
+//! [`Device::mr_guard`] (a guard that derefs to `[u8]`) or the typed atomic helpers
+//! [`Device::read_u64`] / [`Device::write_u64`] (host byte order in memory; the wire carries
+//! atomics big-endian, converted by the engine), and get them back with
+//! [`Device::deregister`].
+//!
+//! Access rights are `ibv_access_flags` with full set operations, and every error says what to
+//! do and keeps its cause:
+//!
+//! ```
+//! use rocev2::AccessFlags;
+//! let all = AccessFlags::all();
+//! let remote = all - AccessFlags::LOCAL_WRITE;
+//! assert!(remote.contains(AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC));
+//! assert_eq!(remote.bits(), 0xe); // IBV_ACCESS_REMOTE_WRITE | _READ | _ATOMIC
+//!
+//! let e = rocev2::Error::WrongDevice("QP");
+//! assert!(e.to_string().contains("use handles with the device that made them"));
+//! ```
+//!
+//! Deviations from libibverbs: RC QPs only; memory is handed over as owned buffers instead of
+//! raw pointers, so no `unsafe` is needed; one call connects a QP; no LIDs, GIDs are the
+//! interface addresses; handles of another device are refused ([`Error::WrongDevice`]).
+
+#![deny(missing_docs)]
 
 mod attached;
 pub mod connect;
 mod device;
 mod endpoint;
 mod error;
+mod local;
 mod mr;
 mod qp;
+mod wakeup;
 
 pub use connect::{ConnectConfig, ConnectError, Connection};
-pub use device::{Device, DeviceConfig, NextCompletion, random_psn, random_u64};
+pub use device::{Completions, Device, DeviceConfig, EngineGuard, MrGuard, random_psn, random_u64};
 pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
-pub use error::{Error, Result};
+pub use error::{Error, Result, check, ibv_name};
+pub use local::{LocalDriver, ProgressMode};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
+/// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
+/// type [`Endpoint`].
+pub use rocev2_core::Endpoint as Engine;
 pub use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
-pub use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
+pub use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey, VecMemory};
 pub use rocev2_core::qp::{
-    ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+    CqId, ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
 };
-pub use rocev2_core::wire::Qpn;
 pub use rocev2_core::wire::gid::{gid, gid_to_ip};
-pub use rocev2_datapath::{DriverConfig, Mode as DatapathKind, WaitMode};
+pub use rocev2_core::wire::{Psn, Qpn};
+pub use rocev2_datapath::auto::Options as DatapathOptions;
+pub use rocev2_datapath::{
+    Datapath, Driver, DriverConfig, Interface, Mode as DatapathKind, Progress, WaitMode,
+};

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 /// A completion queue (`ibv_cq`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cq(pub(crate) CqId);
+pub struct Cq(pub(crate) CqId, pub(crate) u64);
 
 impl Cq {
     /// The engine's id.
@@ -21,7 +21,7 @@ impl Cq {
 
 /// An RC queue pair (`ibv_qp`), in INIT once created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Qp(pub(crate) Qpn);
+pub struct Qp(pub(crate) Qpn, pub(crate) u64);
 
 impl Qp {
     /// The QP number the peer sends to.

@@ -30,7 +30,7 @@ fn sh(args: &[&str]) {
 
 /// A device on `iface` with one QP and a 64 KiB region granting every right.
 fn open(iface: &str) -> (Device, Pd, Qp, rocev2::Cq, Mr) {
-    let mut d = Device::open(iface, DatapathKind::Udp).unwrap();
+    let d = Device::open(iface, DatapathKind::Udp).unwrap();
     let pd = d.alloc_pd().unwrap();
     let all = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
@@ -71,20 +71,20 @@ fn server(
     tx.send(l.each_ref().map(|l| l.local_addr().unwrap()))
         .unwrap();
     let [main, again] = l;
-    let (mut d, qp) = serve(d, qp, cq, mr, main, accept);
-    connect::accept(&mut d, qp, &again, &ConnectConfig::default()).unwrap_err()
+    let (d, qp) = serve(d, qp, cq, mr, main, accept);
+    connect::accept(&d, qp, &again, &ConnectConfig::default()).unwrap_err()
 }
 
 /// How the server accepts: [`accept_blocking`] or [`accept_tokio`].
-type Accept = fn(&mut Device, Qp, TcpListener, &ConnectConfig) -> Connection;
+type Accept = fn(&Device, Qp, TcpListener, &ConnectConfig) -> Connection;
 
-fn accept_blocking(d: &mut Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
+fn accept_blocking(d: &Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
     connect::accept(d, qp, &l, cfg).unwrap()
 }
 
 /// `connect::tokio::accept` on a runtime of its own; the stream goes back to blocking.
 #[cfg(feature = "tokio")]
-fn accept_tokio(d: &mut Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
+fn accept_tokio(d: &Device, qp: Qp, l: TcpListener, cfg: &ConnectConfig) -> Connection {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -110,7 +110,7 @@ fn pattern(n: usize) -> Vec<u8> {
 /// The server: offers its region, receives one SEND, serves the client's one-sided
 /// operations until the client's byte on the TCP connection, then checks its memory.
 fn serve(
-    mut d: Device,
+    d: Device,
     qp: Qp,
     cq: rocev2::Cq,
     mr: Mr,
@@ -121,11 +121,11 @@ fn serve(
         qp,
         RecvWr {
             wr_id: 9,
-            sg_list: vec![mr.sge(32768, 1000)],
+            sg_list: vec![mr.sge(32768, 1000).unwrap()],
         },
     )
     .unwrap();
-    let mut c = accept(&mut d, qp, l, &ConnectConfig::default().mr(&mr));
+    let mut c = accept(&d, qp, l, &ConnectConfig::default().mr(&mr));
     assert_eq!(c.local.mrs, [RemoteMr::from(&mr)]);
     let mut wcs = Vec::new();
     d.wait_cq(cq, &mut wcs, 4, Duration::from_secs(20)).unwrap();
@@ -133,19 +133,16 @@ fn serve(
         (wcs[0].wr_id, wcs[0].status, wcs[0].opcode),
         (9, WcStatus::Success, WcOpcode::Recv)
     );
-    loop {
-        d.poll().unwrap();
-        if d.wait(&[c.stream.as_fd()]).unwrap()[0] {
-            break;
-        }
-    }
+    // The progress thread serves the client's one-sided operations meanwhile.
     let mut done = [0u8];
     c.stream.read_exact(&mut done).unwrap();
     d.drain(Duration::from_secs(5)).unwrap();
-    let m = d.mr_bytes(&mr).unwrap();
-    assert_eq!(&m[..4096], &pattern(4096)[..], "WRITE landed");
-    assert_eq!(&m[32768..33768], &pattern(1000)[..], "SEND landed");
-    assert_eq!(u64::from_ne_bytes(m[8192..8200].try_into().unwrap()), 42);
+    {
+        let m = d.mr_guard(&mr).unwrap();
+        assert_eq!(&m[..4096], &pattern(4096)[..], "WRITE landed");
+        assert_eq!(&m[32768..33768], &pattern(1000)[..], "SEND landed");
+        assert_eq!(u64::from_ne_bytes(m[8192..8200].try_into().unwrap()), 42);
+    }
     c.stream.write_all(&[1]).unwrap();
     (d, qp)
 }
@@ -162,8 +159,8 @@ fn work(mr: &Mr, peer: &RemoteMr) -> Vec<SendWr> {
                 rkey: peer.rkey,
             },
         )
-        .sge(mr.sge(0, 4096)),
-        SendWr::new(2, SendOp::Send).sge(mr.sge(0, 1000)),
+        .sge(mr.sge(0, 4096).unwrap()),
+        SendWr::new(2, SendOp::Send).sge(mr.sge(0, 1000).unwrap()),
         SendWr::new(
             3,
             SendOp::Read {
@@ -171,7 +168,7 @@ fn work(mr: &Mr, peer: &RemoteMr) -> Vec<SendWr> {
                 rkey: peer.rkey,
             },
         )
-        .sge(mr.sge(16384, 4096)),
+        .sge(mr.sge(16384, 4096).unwrap()),
         SendWr::new(
             4,
             SendOp::FetchAdd {
@@ -180,7 +177,7 @@ fn work(mr: &Mr, peer: &RemoteMr) -> Vec<SendWr> {
                 add: 7,
             },
         )
-        .sge(mr.sge(20480, 8)),
+        .sge(mr.sge(20480, 8).unwrap()),
         SendWr::new(
             5,
             SendOp::CompareSwap {
@@ -190,13 +187,13 @@ fn work(mr: &Mr, peer: &RemoteMr) -> Vec<SendWr> {
                 swap: 42,
             },
         )
-        .sge(mr.sge(20488, 8)),
+        .sge(mr.sge(20488, 8).unwrap()),
     ]
 }
 
 /// What the READ and the atomics brought back.
 fn check_client(d: &Device, mr: &Mr) {
-    let m = d.mr_bytes(mr).unwrap();
+    let m = d.mr_guard(mr).unwrap();
     assert_eq!(&m[16384..20480], &pattern(4096)[..], "READ came back");
     let word = |o: usize| u64::from_ne_bytes(m[o..o + 8].try_into().unwrap());
     assert_eq!(
@@ -207,7 +204,7 @@ fn check_client(d: &Device, mr: &Mr) {
 }
 
 /// The client's connection and work, with the blocking calls.
-fn client_blocking(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
+fn client_blocking(a: &Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
     let mut c = connect::connect(a, qa, addr, &ConnectConfig::default()).unwrap();
     assert_eq!(c.peer.ip, addr.ip());
     let me = if addr.is_ipv6() { CLIENT6 } else { CLIENT };
@@ -230,7 +227,7 @@ fn client_blocking(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: So
 
 /// The client's connection and work on tokio.
 #[cfg(feature = "tokio")]
-fn client_tokio(a: &mut Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
+fn client_tokio(a: &Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAddr) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -282,16 +279,16 @@ fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
     let ns_b = ns.to_string();
     let server = std::thread::spawn(move || server(&ns_b, main_ip, accept, tx));
     let [addr, again] = rx.recv().unwrap();
-    let (mut a, pd_a, qa, cq_a, mr_a) = open("cna");
-    a.mr_bytes_mut(&mr_a).unwrap()[..4096].copy_from_slice(&pattern(4096));
+    let (a, pd_a, qa, cq_a, mr_a) = open("cna");
+    a.mr_guard(&mr_a).unwrap()[..4096].copy_from_slice(&pattern(4096));
     let cfg = ConnectConfig::default();
-    client(&mut a, qa, cq_a, &mr_a, addr);
+    client(&a, qa, cq_a, &mr_a, addr);
     check_client(&a, &mr_a);
     a.drain(Duration::from_secs(5)).unwrap();
     // A peer whose bring-up fails: the server's QP is connected already; our fresh QP
     // reaches RTS and hears why the peer's did not.
     let fresh = a.create_rc_qp(pd_a, cq_a, cq_a).unwrap();
-    let e = connect::connect(&mut a, fresh, again, &cfg).unwrap_err();
+    let e = connect::connect(&a, fresh, again, &cfg).unwrap_err();
     let server_err = server.join().unwrap();
     assert!(matches!(server_err, ConnectError::Local(_)), "{server_err}");
     let ConnectError::Peer(why) = &e else {
@@ -301,11 +298,11 @@ fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
         server_err.to_string().ends_with(why.as_str()),
         "{server_err} / {why}"
     );
-    failures(&mut a, fresh);
+    failures(&a, fresh);
 }
 
 /// A peer that is no rocev2 program: the error names the step.
-fn failures(a: &mut Device, qa: Qp) {
+fn failures(a: &Device, qa: Qp) {
     let quick = ConnectConfig {
         timeout: Duration::from_millis(300),
         ..ConnectConfig::default()
@@ -341,7 +338,7 @@ fn failures(a: &mut Device, qa: Qp) {
     t.join().unwrap();
 }
 
-type Client = fn(&mut Device, Qp, rocev2::Cq, &Mr, SocketAddr);
+type Client = fn(&Device, Qp, rocev2::Cq, &Mr, SocketAddr);
 
 fn in_netns(test: &str, tag: &str, client: Client, accept: Accept, main_ip: &'static str) {
     let ns = format!("rv2cn{}{tag}", std::process::id());

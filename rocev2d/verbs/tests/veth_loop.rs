@@ -49,8 +49,8 @@ fn body(kind: DatapathKind) {
         sh(&["ip", "addr", "add", ip, "dev", dev]);
         sh(&["ip", "link", "set", dev, "up"]);
     }
-    let mut a = Device::open("vla", kind).unwrap();
-    let mut b = Device::open("vlb", kind).unwrap();
+    let a = Device::open("vla", kind).unwrap();
+    let b = Device::open("vlb", kind).unwrap();
     assert_eq!(a.datapath_name(), kind.name());
     assert_eq!(b.datapath_name(), kind.name());
     let pd_a = a.alloc_pd().unwrap();
@@ -108,7 +108,7 @@ fn body(kind: DatapathKind) {
         qb,
         RecvWr {
             wr_id: 7,
-            sg_list: vec![mr_b.sge(150_000, 1000)],
+            sg_list: vec![mr_b.sge(150_000, 1000).unwrap()],
         },
     )
     .unwrap();
@@ -130,22 +130,25 @@ fn body(kind: DatapathKind) {
         remote_addr: mr_b.addr() + 1000,
         rkey: mr_b.rkey(),
     };
-    a.post_send(qa, SendWr::new(1, write).sge(mr_a.sge(0, 100_000)))
+    a.post_send(qa, SendWr::new(1, write).sge(mr_a.sge(0, 100_000).unwrap()))
         .unwrap();
-    a.post_send(qa, SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 1000)))
-        .unwrap();
+    a.post_send(
+        qa,
+        SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 1000).unwrap()),
+    )
+    .unwrap();
     for want in [1, 2] {
         let wc = block_on(a.next_completion(cq_a), Duration::from_secs(20)).unwrap();
         assert_eq!((wc.wr_id, wc.status), (want, WcStatus::Success));
     }
     a.drain(Duration::from_secs(5)).unwrap();
     let (b, mr_b) = server.join().unwrap();
-    let got = b.mr_bytes(&mr_b).unwrap();
+    let got = b.mr_guard(&mr_b).unwrap();
     assert_eq!(&got[1000..101_000], &data[..]);
     assert_eq!(&got[150_000..151_000], &data[..1000]);
     assert!(got[..1000].iter().all(|&x| x == 0));
     // Handles of one device are refused by another.
-    assert!(matches!(a.mr_bytes(&mr_b), Err(rocev2::Error::UnknownMr)));
+    assert!(matches!(a.mr_guard(&mr_b), Err(rocev2::Error::UnknownMr)));
     assert_eq!(a.deregister(mr_a).unwrap(), data);
 }
 

@@ -63,9 +63,29 @@ fn access_flags_match_libibverbs_bits() {
         "AccessFlags(LOCAL_WRITE | REMOTE_READ)"
     );
     assert_eq!(
-        alloc::format!("{:?}", AccessFlags::from_bits(0x21)),
+        alloc::format!("{:?}", AccessFlags::from_bits_retain(0x21)),
         "AccessFlags(LOCAL_WRITE | 0x20)"
     );
+}
+
+#[test]
+fn access_flags_have_full_set_operations() {
+    let all = AccessFlags::all();
+    assert_eq!(all.bits(), 0xf);
+    let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    assert_eq!(all - remote, AccessFlags::LOCAL_WRITE);
+    assert_eq!(all.difference(AccessFlags::LOCAL_WRITE), remote);
+    assert_eq!(remote & AccessFlags::REMOTE_READ, AccessFlags::REMOTE_READ);
+    assert_eq!(!remote & all, AccessFlags::LOCAL_WRITE);
+    let mut a = AccessFlags::empty();
+    a.insert(AccessFlags::REMOTE_READ);
+    a.toggle(AccessFlags::LOCAL_WRITE);
+    a.remove(AccessFlags::REMOTE_READ);
+    assert_eq!(a, AccessFlags::LOCAL_WRITE);
+    assert_eq!(remote.iter().count(), 3);
+    // Unknown bits: refused by `from_bits`, kept by `from_bits_retain` (registration fails).
+    assert_eq!(AccessFlags::from_bits(0x10), None);
+    assert_eq!(AccessFlags::from_bits_retain(0x10).bits(), 0x10);
 }
 
 #[test]
@@ -101,7 +121,7 @@ fn register_unsupported_flag_is_rejected() {
     let pd = t.alloc_pd();
     // 0x10 is IBV_ACCESS_MW_BIND.
     assert_eq!(
-        t.register(pd, 0, 64, AccessFlags::from_bits(0x11)),
+        t.register(pd, 0, 64, AccessFlags::from_bits_retain(0x11)),
         Err(MrError::UnsupportedAccess(0x10))
     );
 }

@@ -376,8 +376,12 @@ impl Host {
                     .map_err(|_| Refusal(ErrorKind::Invalid, "RegMr needs one memfd".into()))?;
                 let region = Region::from_fd(fd, len)
                     .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let info =
-                    ep.register_mr(pd, self.next_addr, len, AccessFlags::from_bits(access))?;
+                let info = ep.register_mr(
+                    pd,
+                    self.next_addr,
+                    len,
+                    AccessFlags::from_bits_retain(access),
+                )?;
                 self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
                 mem.insert(info.id, region);
                 a.mrs.insert(info.id, len);
