@@ -14,6 +14,8 @@
 #   bpf-linker (+ LLVM 22 dev libs)  links the eBPF programs; rustc's LLVM is 22, so bpf-linker
 #                                    is built against llvm-22 (llvm-config must be on PATH)
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
+#   libibverbs-dev                   <infiniband/verbs.h>, which rocev2d/ibverbs's layout test
+#                                    compiles against
 #   deploy/tools.list                every external program a test, tool or script runs (iproute2,
 #                                    procps, iperf3, tcpdump, tshark, …), with its package
 #
@@ -92,6 +94,11 @@ check_tools() {
     fi
 }
 
+# The header librocev2_ibverbs.so's structs are checked against (rocev2d/ibverbs/tests/layout.rs).
+ensure_verbs_header() {
+    apt_install libibverbs-dev
+}
+
 # The font rocev2-testbed's plots write their text in (integration/src/experiment/plot.rs).
 ensure_fonts() {
     apt_install fonts-dejavu-core
@@ -145,6 +152,7 @@ case "${1:-all}" in
     all)
         ensure_rust
         ensure_tools
+        ensure_verbs_header
         ensure_fonts
         ensure_scapy
         ensure_nightly_src
