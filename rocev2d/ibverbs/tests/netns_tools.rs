@@ -161,6 +161,44 @@ fn rc_pingpong_validates_data_between_namespaces() {
     rc_pingpong("rc_pingpong_validates_data_between_namespaces", &[]);
 }
 
+/// The check can fail: a client without `-c` leaves its pages at 0x7b, and the preloaded
+/// server finds exactly the two pages of an 8 KiB message in its own buffer.
+#[test]
+fn rc_pingpong_check_sees_the_peers_bytes() {
+    if !need_root("rc_pingpong_check_sees_the_peers_bytes") {
+        return;
+    }
+    let tb = pair();
+    let args = |host: &str| {
+        [
+            "-d".to_string(),
+            device(&tb, host),
+            "-g".into(),
+            "1".into(),
+            "-n".into(),
+            "20".into(),
+            "-s".into(),
+            "8192".into(),
+        ]
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_rc_pingpong");
+    server.args(args("h1")).arg("-c");
+    let mut client = preloaded(&tb, "h0", "ibv_rc_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, _) = run_pair(&tb, server, client, 18515);
+    let invalid: Vec<&str> = s
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("invalid data in page"))
+        .collect();
+    assert_eq!(
+        invalid,
+        ["invalid data in page 0", "invalid data in page 1"],
+        "{}",
+        show(&s)
+    );
+}
+
 #[test]
 fn rc_pingpong_with_completion_events() {
     rc_pingpong("rc_pingpong_with_completion_events", &["-e"]);
