@@ -285,3 +285,16 @@ fn ib_atomic_bw_between_namespaces() {
         assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
     }
 }
+
+/// perftest's `-e`: both sides sleep in `ibv_get_cq_event` on the channel's fd.
+#[test]
+fn ib_send_bw_with_completion_events() {
+    if let Some(out) = perftest(
+        "ib_send_bw_with_completion_events",
+        "ib_send_bw",
+        &["-e", "-n", "200"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 200.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
