@@ -87,11 +87,18 @@ pub struct State {
 impl State {
     /// One pass of the driver, then the completion events it made due. A datapath failure is
     /// reported once per kind on stderr; the pass is retried on the next call.
-    pub fn progress(&mut self) {
-        if let Err(e) = self.driver.poll() {
-            report_once(&e.to_string());
-        }
+    /// Returns whether work is left that should not wait for an event
+    /// ([`rocev2_datapath::Progress::more`]).
+    pub fn progress(&mut self) -> bool {
+        let more = match self.driver.poll() {
+            Ok(p) => p.more,
+            Err(e) => {
+                report_once(&e.to_string());
+                false
+            }
+        };
         self.fire_events();
+        more
     }
 
     /// Arms `cq` (whose `ibv_cq` is at `cq_ptr`) to signal `channel` on its next completion,
@@ -233,9 +240,23 @@ impl Engine {
         self.wake();
     }
 
-    /// Wakes the progress thread (after a post that left frames or timers to it).
+    /// Wakes the progress thread.
     pub fn wake(&self) {
         write_eventfd(self.shared.wake.as_raw_fd());
+    }
+
+    /// After a post: wakes the progress thread to take over what the post's own pass left
+    /// (frames beyond its budget, the new timers), unless the application is polling and will
+    /// drive the engine itself; saves a system call and a thread wake-up per post then.
+    pub fn nudge(&self) {
+        let s = &self.shared;
+        let since_app = s
+            .epoch
+            .elapsed()
+            .saturating_sub(Duration::from_nanos(s.app_drove.load(Ordering::Relaxed)));
+        if since_app >= APP_ACTIVE {
+            self.wake();
+        }
     }
 }
 
@@ -254,7 +275,7 @@ fn run(s: &Shared) {
     while !s.stop.load(Ordering::Relaxed) {
         let (timeout, watch_dp, pollout) = {
             let mut st = lock(&s.state);
-            st.progress();
+            let more = st.progress();
             let d = &st.driver;
             let now = d.now();
             let mut t =
@@ -264,7 +285,9 @@ fn run(s: &Shared) {
                     })
                     .min(MAX_SLEEP);
             let pending = d.tx_pending() > 0;
-            if pending {
+            if more {
+                t = Duration::ZERO;
+            } else if pending {
                 t = t.min(Duration::from_micros(200));
             }
             let since_app = s

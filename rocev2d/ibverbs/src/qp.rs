@@ -458,7 +458,7 @@ fn post_chain<W>(
     }
     st.progress();
     drop(st);
-    q.engine.wake();
+    q.engine.nudge();
     rc
 }
 
