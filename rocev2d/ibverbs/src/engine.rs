@@ -9,7 +9,9 @@
 //! empty runs one pass, so a busy-polling program gets the busy-polled round trip without a
 //! thread hand-off. While the application polls like that, the thread stays out of its way: it
 //! only watches timers, and returns to the datapath's descriptor [`APP_ACTIVE`] after the last
-//! call.
+//! call. Otherwise it waits as the driver's adaptive mode does (busy polling for
+//! [`WaitMode::DEFAULT_SPIN`] after activity, then sleeping), so a passive side answers a
+//! stream without a wake-up per batch.
 //!
 //! Completion events: a CQ armed by `ibv_req_notify_cq` is checked after every pass; when it
 //! holds a completion its channel gets one event (an `EFD_SEMAPHORE` eventfd, the channel's
@@ -21,7 +23,7 @@ use crate::memory::CallerMemory;
 use rocev2_core::Endpoint;
 use rocev2_core::qp::CqId;
 use rocev2_datapath::auto::{self, Mode, Options};
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Progress, WaitMode};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,18 +89,17 @@ pub struct State {
 impl State {
     /// One pass of the driver, then the completion events it made due. A datapath failure is
     /// reported once per kind on stderr; the pass is retried on the next call.
-    /// Returns whether work is left that should not wait for an event
-    /// ([`rocev2_datapath::Progress::more`]).
-    pub fn progress(&mut self) -> bool {
-        let more = match self.driver.poll() {
-            Ok(p) => p.more,
+    /// Returns what the pass did.
+    pub fn progress(&mut self) -> Progress {
+        let p = match self.driver.poll() {
+            Ok(p) => p,
             Err(e) => {
                 report_once(&e.to_string());
-                false
+                Progress::default()
             }
         };
         self.fire_events();
-        more
+        p
     }
 
     /// Arms `cq` (whose `ibv_cq` is at `cq_ptr`) to signal `channel` on its next completion,
@@ -272,12 +273,25 @@ impl Drop for Engine {
 
 /// The progress thread.
 fn run(s: &Shared) {
+    let mut last_activity = None;
     while !s.stop.load(Ordering::Relaxed) {
         let (timeout, watch_dp, pollout) = {
             let mut st = lock(&s.state);
-            let more = st.progress();
+            let p = st.progress();
             let d = &st.driver;
+            if p.rx > 0 || p.tx > 0 || p.timers {
+                last_activity = Some(d.now());
+            }
             let now = d.now();
+            let since_app = s
+                .epoch
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(s.app_drove.load(Ordering::Relaxed)));
+            let app_active = since_app < APP_ACTIVE;
+            // As the driver's adaptive wait: keep polling for a while after activity, so a
+            // passive side answers a stream without a wake-up per batch; not while the
+            // application polls, which drives the engine itself.
+            let more = p.more || (!app_active && WaitMode::default().spins(now, last_activity));
             let mut t =
                 d.ep.poll_timeout()
                     .map_or(MAX_SLEEP, |at| {
@@ -290,11 +304,6 @@ fn run(s: &Shared) {
             } else if pending {
                 t = t.min(Duration::from_micros(200));
             }
-            let since_app = s
-                .epoch
-                .elapsed()
-                .saturating_sub(Duration::from_nanos(s.app_drove.load(Ordering::Relaxed)));
-            let app_active = since_app < APP_ACTIVE;
             if app_active {
                 t = t.min(APP_ACTIVE - since_app);
             }
@@ -313,6 +322,10 @@ fn run(s: &Shared) {
             },
         ];
         let n = if watch_dp { 2 } else { 1 };
+        if timeout.is_zero() {
+            // Busy polling: let the application (or the peer, on a shared core) run.
+            std::thread::yield_now();
+        }
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),

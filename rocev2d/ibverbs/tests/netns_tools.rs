@@ -16,11 +16,12 @@ use std::time::Duration;
 /// Generous: debug builds of the engine, on a shared 2-vCPU machine.
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The library under test, next to this test's binary (`target/<profile>/`).
+/// The library under test, built beside this test's binary (`target/<profile>/deps/`; the
+/// copy one level up is only refreshed by `cargo build`, so it may be stale).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let deps = exe.parent().expect("deps dir");
-    [deps.parent().expect("profile dir"), deps]
+    [deps, deps.parent().expect("profile dir")]
         .iter()
         .map(|d| d.join("librocev2_ibverbs.so"))
         .find(|p| p.exists())
