@@ -5,9 +5,10 @@
 //! `ib_read_bw` or `ib_atomic_bw` makes no call at all while its peer reads its memory. So a
 //! thread drives the [`Driver`] whenever frames arrive or a timer is due, sleeping in `ppoll`
 //! on the datapath's descriptor and an eventfd otherwise. The application's calls drive it too,
-//! under the same lock: `ibv_post_send` sends at once and an `ibv_poll_cq` that finds its CQ
-//! empty runs one pass, so a busy-polling program gets the busy-polled round trip without a
-//! thread hand-off. While the application polls like that, the thread stays out of its way: it
+//! under the same lock: an `ibv_poll_cq` that finds its CQ empty runs one pass, so a
+//! busy-polling program gets the busy-polled round trip without a thread hand-off. A post only
+//! queues its requests (no system call): the next pass sends them, the application's next poll
+//! or, when the application is not polling, the progress thread the post wakes. While the application polls like that, the thread stays out of its way: it
 //! only watches timers, and returns to the datapath's descriptor [`APP_ACTIVE`] after the last
 //! call. Otherwise it waits as the driver's adaptive mode does (busy polling for
 //! [`WaitMode::DEFAULT_SPIN`] after activity, then sleeping), so a passive side answers a
@@ -246,9 +247,8 @@ impl Engine {
         write_eventfd(self.shared.wake.as_raw_fd());
     }
 
-    /// After a post: wakes the progress thread to take over what the post's own pass left
-    /// (frames beyond its budget, the new timers), unless the application is polling and will
-    /// drive the engine itself; saves a system call and a thread wake-up per post then.
+    /// After a post: wakes the progress thread to send it, unless the application is polling
+    /// and will drive the engine itself (then a post costs no system call at all).
     pub fn nudge(&self) {
         let s = &self.shared;
         let since_app = s

@@ -456,7 +456,6 @@ fn post_chain<W>(
         // SAFETY: the caller passes a writable pointer slot (checked not NULL).
         unsafe { *bad = cur };
     }
-    st.progress();
     drop(st);
     q.engine.nudge();
     rc
