@@ -2,15 +2,17 @@
 # ib_write_bw through librocev2_ibverbs.so against rocev2's own write_bw, between the two
 # namespaces of a pair testbed (one veth link, MTU 4200), in the same run, as root, for every
 # datapath in DATAPATHS (default "udp packet xdp"): ITERS (default 16384) 64 KiB RDMA WRITEs on
-# one QP each, the average Gbit/s of each, and the ratio library / native (issue 17's goal: 0.8
-# or more). Debian's ib_write_bw (perftest) runs unmodified on both sides with the library
-# preloaded and ROCEV2_DATAPATH set; write_bw runs with its defaults (adaptive polling).
-# Prints a Markdown table for BENCHMARKS.md. The testbed goes away on exit.
+# one QP per run, REPEAT (default 5) runs of each tool, alternating, so both see the same
+# machine; the median Gbit/s of each, every run's value, and the ratio of the medians library /
+# native (issue 17's goal: 0.8 or more). Debian's ib_write_bw (perftest) runs unmodified on both
+# sides with the library preloaded and ROCEV2_DATAPATH set; write_bw runs with its defaults
+# (adaptive polling). Prints a Markdown table for BENCHMARKS.md. The testbed goes away on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DATAPATHS=${DATAPATHS:-udp packet xdp}
 ITERS=${ITERS:-16384}
+REPEAT=${REPEAT:-5}
 cargo build --release -q -p rocev2-ibverbs
 PACKAGES="-p rocev2-examples"
 # shellcheck source=pair.sh
@@ -36,10 +38,18 @@ library() {
     wait %%
 }
 
-echo "| datapath | write_bw (native) Gbit/s | ib_write_bw (librocev2_ibverbs.so) Gbit/s | ratio |"
-echo "|---|---|---|---|"
+# The median of the arguments.
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "| datapath | write_bw (native) median Gbit/s | ib_write_bw (librocev2_ibverbs.so) median Gbit/s | ratio | runs native / library |"
+echo "|---|---|---|---|---|"
 for dp in $DATAPATHS; do
-    n=$(native "$dp")
-    l=$(library "$dp")
-    echo "| $dp | $n | $l | $(awk -v l="$l" -v n="$n" 'BEGIN { printf "%.2f", l / n }') |"
+    ns=() ls=()
+    for _ in $(seq "$REPEAT"); do
+        ns+=("$(native "$dp")")
+        ls+=("$(library "$dp")")
+    done
+    n=$(median "${ns[@]}")
+    l=$(median "${ls[@]}")
+    echo "| $dp | $n | $l | $(awk -v l="$l" -v n="$n" 'BEGIN { printf "%.2f", l / n }') | ${ns[*]} / ${ls[*]} |"
 done
