@@ -294,6 +294,13 @@ pub struct ibv_qp_attr {
 }
 
 #[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+#[repr(C)]
 pub struct ibv_sge {
     pub addr: u64,
     pub length: u32,
@@ -392,10 +399,12 @@ pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 pub const IBV_ATOMIC_HCA: c_int = 1;
 pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
 pub const IBV_QPT_RC: c_int = 2;
+pub const IBV_QPT_UD: c_int = 4;
 
 pub const IBV_QP_STATE: c_int = 1 << 0;
 pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
 pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+pub const IBV_QP_QKEY: c_int = 1 << 6;
 pub const IBV_QP_AV: c_int = 1 << 7;
 pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
 pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
@@ -422,6 +431,7 @@ pub const IBV_SEND_SIGNALED: c_uint = 2;
 pub const IBV_SEND_SOLICITED: c_uint = 4;
 pub const IBV_SEND_INLINE: c_uint = 8;
 
+pub const IBV_WC_GRH: c_uint = 1;
 pub const IBV_WC_WITH_IMM: c_uint = 2;
 pub const IBV_WC_WITH_INV: c_uint = 4;
 

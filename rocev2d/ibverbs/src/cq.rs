@@ -304,11 +304,14 @@ unsafe extern "C" fn poll_cq(p: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int
 
 /// A completion as `struct ibv_wc`.
 fn to_ibv(w: &WorkCompletion) -> ibv_wc {
-    let (imm, flags) = match (w.imm_data, w.invalidated_rkey) {
+    let (imm, mut flags) = match (w.imm_data, w.invalidated_rkey) {
         (Some(i), _) => (i.to_be(), abi::IBV_WC_WITH_IMM),
         (None, Some(k)) => (k, abi::IBV_WC_WITH_INV),
         (None, None) => (0, 0),
     };
+    if w.with_grh() {
+        flags |= abi::IBV_WC_GRH;
+    }
     ibv_wc {
         wr_id: w.wr_id,
         status: w.status as c_int,
@@ -319,7 +322,7 @@ fn to_ibv(w: &WorkCompletion) -> ibv_wc {
         qp_num: w.qp_num.value(),
         src_qp: w.src_qp.value(),
         wc_flags: flags,
-        pkey_index: 0,
+        pkey_index: w.ud.map_or(0, |u| u.pkey_index),
         slid: 0,
         sl: 0,
         dlid_path_bits: 0,

@@ -17,18 +17,20 @@ pub enum Kind {
     DeviceList,
     /// A device (never freed).
     Device,
-    /// `crate::verbs::Context`.
+    /// `crate::context::Context`.
     Context,
-    /// `crate::verbs::Pd`.
+    /// `crate::mr::Pd`.
     Pd,
-    /// `crate::verbs::Mr`.
+    /// `crate::mr::Mr`.
     Mr,
-    /// `crate::verbs::Channel`.
+    /// `crate::cq::Channel`.
     Channel,
-    /// `crate::verbs::Cq`.
+    /// `crate::cq::Cq`.
     Cq,
-    /// `crate::verbs::Qp`.
+    /// `crate::qp::Qp`.
     Qp,
+    /// `crate::qp::Ah`.
+    Ah,
 }
 
 static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);

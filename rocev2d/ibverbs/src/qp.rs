@@ -7,13 +7,18 @@
 //! (resolved if missing), and the source is the interface's first global address of the same
 //! family. The path MTU is lowered to what the interface carries.
 //!
-//! Deviations: RC only (`IBV_QPT_RC`); other types fail with `EOPNOTSUPP`, as do SRQs, address
-//! handles, multicast and the extended QP (`ibv_qp_to_qp_ex` returns NULL, so perftest needs
-//! `--use_old_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
+//! UD QPs (`IBV_QPT_UD`) send through address handles (`ibv_create_ah`, resolved the same
+//! way) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
+//!
+//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do SRQs, multicast and
+//! the extended QP (`ibv_qp_to_qp_ex` returns NULL; perftest then uses `ibv_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
 //! attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
 //! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
 
-use crate::abi::{self, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr};
+use crate::abi::{
+    self, ibv_ah, ibv_ah_attr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
+    ibv_send_wr,
+};
 use crate::context::{MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::cq::cq;
 use crate::engine::{Engine, State};
@@ -21,7 +26,9 @@ use crate::handle::{self, Kind, guard, set_errno};
 use crate::mr::pd;
 use core::ffi::{c_int, c_void};
 use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
-use rocev2_core::qp::{Mtu, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::qp::{
+    AddressHandle, Mtu, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, UdDest,
+};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::neigh;
@@ -41,6 +48,7 @@ pub struct Qp {
     /// What the caller sees.
     pub ibv: ibv_qp,
     qpn: Qpn,
+    qp_type: c_int,
     cap: abi::ibv_qp_cap,
     sq_sig_all: bool,
     access: u32,
@@ -66,7 +74,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
         };
         // SAFETY: the caller passes a readable and writable init attr (checked not NULL).
         let init = unsafe { &mut *init };
-        if init.qp_type != abi::IBV_QPT_RC {
+        if init.qp_type != abi::IBV_QPT_RC && init.qp_type != abi::IBV_QPT_UD {
             return null_with(libc::EOPNOTSUPP);
         }
         if !init.srq.is_null() {
@@ -96,9 +104,20 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
             max_inline_data: cap.max_inline_data,
             ..QpConfig::new(d.id, scq.id, rcq.id)
         };
-        let qpn = match d.engine.lock().driver.ep.create_qp(cfg) {
-            Ok(q) => q,
-            Err(_) => return null_with(libc::EINVAL),
+        let created = {
+            let mut st = d.engine.lock();
+            if init.qp_type == abi::IBV_QPT_UD {
+                // A UD message is at most the port's MTU (verbs UD QPs have no path MTU).
+                match st.iface.path_mtu(false) {
+                    Some(mtu) => st.driver.ep.create_ud_qp(cfg, mtu),
+                    None => return null_with(libc::EINVAL),
+                }
+            } else {
+                st.driver.ep.create_qp(cfg)
+            }
+        };
+        let Ok(qpn) = created else {
+            return null_with(libc::EINVAL);
         };
         init.cap = cap;
         let q = Box::into_raw(Box::new(Qp {
@@ -112,12 +131,13 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
                 handle: qpn.value(),
                 qp_num: qpn.value(),
                 state: 0,
-                qp_type: abi::IBV_QPT_RC,
+                qp_type: init.qp_type,
                 mutex: libc::PTHREAD_MUTEX_INITIALIZER,
                 cond: libc::PTHREAD_COND_INITIALIZER,
                 events_completed: 0,
             },
             qpn,
+            qp_type: init.qp_type,
             cap,
             sq_sig_all: init.sq_sig_all != 0,
             access: 0,
@@ -155,6 +175,29 @@ fn mtu(m: c_int) -> Option<Mtu> {
     Mtu::from_bytes(128u32 << u32::try_from(m).ok().filter(|m| (1..=5).contains(m))?)
 }
 
+/// The path to the port `ah` names (it must carry a GRH: RoCE has no LIDs) for QP `qpn`.
+fn path_for(st: &mut State, qpn: Qpn, ah: &ibv_ah_attr) -> Result<Path, c_int> {
+    if ah.is_global == 0 {
+        return Err(libc::EINVAL);
+    }
+    let ip = gid_to_ip(Ipv6Addr::from(ah.grh.dgid.raw));
+    let mac = neigh::resolve(&st.iface, ip, RESOLVE_WAIT).map_err(|e| {
+        eprintln!("rocev2_ibverbs: no MAC address for {ip}: {e}");
+        libc::EHOSTUNREACH
+    })?;
+    st.iface
+        .path_to(qpn, ip, mac, ah.grh.traffic_class >> 2)
+        .ok_or(libc::EADDRNOTAVAIL)
+}
+
+/// The state of QP `qpn`, RC or UD.
+fn state_of(st: &State, qpn: Qpn) -> Option<QpState> {
+    let ep = &st.driver.ep;
+    ep.qp(qpn)
+        .map(|q| q.state())
+        .or_else(|| ep.ud_qp(qpn).map(|q| q.state()))
+}
+
 /// The QpAttr `attr` and `mask` ask for; an `errno` when they cannot be met.
 fn qp_attr(st: &mut State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
     let has = |bit: c_int| mask & bit != 0;
@@ -169,22 +212,12 @@ fn qp_attr(st: &mut State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<
         a.access = Some(AccessFlags::from_bits(attr.qp_access_flags));
     }
     let mut v6 = false;
+    if has(abi::IBV_QP_QKEY) {
+        a.q_key = Some(attr.qkey);
+    }
     if has(abi::IBV_QP_AV) {
-        let ah = &attr.ah_attr;
-        if ah.is_global == 0 {
-            // RoCE has no LIDs: a path needs the peer's GID.
-            return Err(libc::EINVAL);
-        }
-        let ip = gid_to_ip(Ipv6Addr::from(ah.grh.dgid.raw));
-        v6 = ip.is_ipv6();
-        let mac = neigh::resolve(&st.iface, ip, RESOLVE_WAIT).map_err(|e| {
-            eprintln!("rocev2_ibverbs: no MAC address for {ip}: {e}");
-            libc::EHOSTUNREACH
-        })?;
-        let path = st
-            .iface
-            .path_to(qpn, ip, mac, ah.grh.traffic_class >> 2)
-            .ok_or(libc::EADDRNOTAVAIL)?;
+        let path = path_for(st, qpn, &attr.ah_attr)?;
+        v6 = path.dst_ip.is_ipv6();
         a.path = Some(path);
     }
     if has(abi::IBV_QP_PATH_MTU) {
@@ -238,8 +271,8 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
                 None => return libc::EINVAL,
             }
         } else {
-            match st.driver.ep.qp(q.qpn) {
-                Some(x) => x.state(),
+            match state_of(&st, q.qpn) {
+                Some(x) => x,
                 None => return libc::EINVAL,
             }
         };
@@ -290,13 +323,7 @@ pub extern "C" fn ibv_query_qp(
         if attr.is_null() || init.is_null() {
             return libc::EINVAL;
         }
-        let state = q
-            .engine
-            .lock()
-            .driver
-            .ep
-            .qp(q.qpn)
-            .map_or(0, |x| c_int::from(x.state().as_ibv()));
+        let state = state_of(&q.engine.lock(), q.qpn).map_or(0, |x| c_int::from(x.as_ibv()));
         // SAFETY: the caller passes writable structs (checked not NULL); all-zero bytes are a
         // valid value of both (integers and NULL pointers).
         unsafe {
@@ -313,7 +340,7 @@ pub extern "C" fn ibv_query_qp(
             i.send_cq = q.ibv.send_cq;
             i.recv_cq = q.ibv.recv_cq;
             i.cap = q.cap;
-            i.qp_type = abi::IBV_QPT_RC;
+            i.qp_type = q.qp_type;
             i.sq_sig_all = c_int::from(q.sq_sig_all);
         }
         0
@@ -405,6 +432,16 @@ unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<SendWr, c_int> {
     let sg = unsafe { sges(wr.sg_list, wr.num_sge, q.cap.max_send_sge) }.ok_or(libc::EINVAL)?;
     let flags = wr.send_flags;
     let mut out = SendWr::new(wr.wr_id, op);
+    if q.qp_type == abi::IBV_QPT_UD {
+        // SAFETY: on a UD QP the `ud` arm is the one the caller filled.
+        let ud = unsafe { wr.wr.ud };
+        let a = ah(ud.ah.cast()).ok_or(libc::EINVAL)?;
+        out.ud = Some(UdDest {
+            ah: a.ah,
+            remote_qpn: Qpn::new(ud.remote_qpn & 0xff_ffff),
+            remote_qkey: ud.remote_qkey,
+        });
+    }
     out.signaled = q.sq_sig_all || flags & abi::IBV_SEND_SIGNALED != 0;
     out.fence = flags & abi::IBV_SEND_FENCE != 0;
     out.solicited = flags & abi::IBV_SEND_SOLICITED != 0;
@@ -528,15 +565,56 @@ pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-#[unsafe(no_mangle)]
-/// `ibv_create_ah(3)`: no UD QPs, so no address handles.
-pub extern "C" fn ibv_create_ah(_pd: *mut ibv_pd, _attr: *mut c_void) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+/// An address handle: `ibv_ah` first, so its pointer is the handle.
+#[repr(C)]
+pub struct Ah {
+    /// What the caller sees.
+    pub ibv: ibv_ah,
+    ah: AddressHandle,
+}
+
+fn ah<'a>(p: *const ibv_ah) -> Option<&'a Ah> {
+    // SAFETY: a registered Ah stays valid until ibv_destroy_ah unregisters it.
+    handle::check(p, Kind::Ah).then(|| unsafe { &*p.cast::<Ah>() })
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_create_ah_from_wc(3)`: as `ibv_create_ah`.
+/// `ibv_create_ah(3)`: the path to the GID in `attr`'s GRH, resolved as for an RC QP.
+pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+    guard(std::ptr::null_mut(), || {
+        let (Some(d), false) = (pd(p), attr.is_null()) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        // SAFETY: the caller passes a readable attr (checked not NULL).
+        let attr = unsafe { &*attr };
+        let path = match path_for(&mut d.engine.lock(), Qpn::new(0), attr) {
+            Ok(p) => p,
+            Err(e) => {
+                set_errno(e);
+                return std::ptr::null_mut();
+            }
+        };
+        let Ok(handle) = AddressHandle::new(path) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let a = Box::into_raw(Box::new(Ah {
+            ibv: ibv_ah {
+                context: d.ibv.context,
+                pd: p,
+                handle: 0,
+            },
+            ah: handle,
+        }))
+        .cast::<ibv_ah>();
+        handle::register(a, Kind::Ah);
+        a
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_ah_from_wc(3)`: not supported.
 pub extern "C" fn ibv_create_ah_from_wc(
     _pd: *mut ibv_pd,
     _wc: *mut c_void,
@@ -548,9 +626,16 @@ pub extern "C" fn ibv_create_ah_from_wc(
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_destroy_ah(3)`: there are none.
-pub extern "C" fn ibv_destroy_ah(_ah: *mut c_void) -> c_int {
-    libc::EINVAL
+/// `ibv_destroy_ah(3)`.
+pub extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
+    guard(libc::EIO, || {
+        if !handle::unregister(a, Kind::Ah) {
+            return libc::EINVAL;
+        }
+        // SAFETY: was registered until now, made by Box::into_raw.
+        drop(unsafe { Box::from_raw(a.cast::<Ah>()) });
+        0
+    })
 }
 
 #[unsafe(no_mangle)]

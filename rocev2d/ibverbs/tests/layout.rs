@@ -279,6 +279,7 @@ fn checks() -> Vec<Check> {
             rate_limit
         ]
     );
+    fields!(v, "struct ibv_ah", ibv_ah, [context, pd, handle]);
     fields!(v, "struct ibv_sge", ibv_sge, [addr, length, lkey]);
     fields!(
         v,

@@ -299,3 +299,26 @@ fn ib_send_bw_with_completion_events() {
         assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
     }
 }
+
+/// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
+#[test]
+fn ud_pingpong_between_namespaces() {
+    if !need_root("ud_pingpong_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let args = |host: &str| {
+        let d = device(&tb, host);
+        ["-d", d.as_str(), "-g", "1", "-n", "500", "-s", "2048"].map(str::to_string)
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_ud_pingpong");
+    server.args(args("h1"));
+    let mut client = preloaded(&tb, "h0", "ibv_ud_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, c) = run_pair(&tb, server, client, 18515);
+    for out in [&s, &c] {
+        // ibv_ud_pingpong counts both directions: 2 · 2048 · 500.
+        assert!(out.stdout.contains("2048000 bytes in "), "{}", show(out));
+        assert!(out.stdout.contains("500 iters in "), "{}", show(out));
+    }
+}
