@@ -26,6 +26,7 @@ use crate::handle::{self, Kind, guard, set_errno};
 use crate::mr::pd;
 use core::ffi::{c_int, c_void};
 use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
+use rocev2_core::qp::state::MAX_RD_ATOMIC;
 use rocev2_core::qp::{
     AddressHandle, Mtu, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, UdDest,
 };
@@ -234,11 +235,13 @@ fn qp_attr(st: &mut State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<
     if has(abi::IBV_QP_SQ_PSN) {
         a.sq_psn = Some(attr.sq_psn & 0xff_ffff);
     }
+    // Both are clamped to the device's limit rather than refused: perftest passes the peer's
+    // outstanding-read count (128 from rdma_rxe) as its own initiator depth.
     if has(abi::IBV_QP_MAX_DEST_RD_ATOMIC) {
-        a.max_dest_rd_atomic = Some(attr.max_dest_rd_atomic);
+        a.max_dest_rd_atomic = Some(attr.max_dest_rd_atomic.min(MAX_RD_ATOMIC));
     }
     if has(abi::IBV_QP_MAX_QP_RD_ATOMIC) {
-        a.max_rd_atomic = Some(attr.max_rd_atomic);
+        a.max_rd_atomic = Some(attr.max_rd_atomic.min(MAX_RD_ATOMIC));
     }
     if has(abi::IBV_QP_MIN_RNR_TIMER) {
         a.min_rnr_timer = Some(attr.min_rnr_timer);

@@ -59,6 +59,9 @@ fn null_and_foreign_handles_are_refused() {
     );
     assert_eq!(ibv_query_qp(j.cast(), j.cast(), 0, j.cast()), libc::EINVAL);
     assert_eq!(ibv_destroy_qp(j.cast()), libc::EINVAL);
+    assert!(ibv_create_ah(j.cast(), j.cast()).is_null());
+    assert_eq!(errno(), libc::EINVAL);
+    assert_eq!(ibv_destroy_ah(j.cast()), libc::EINVAL);
     assert!(
         junk.iter().all(|b| *b == 0xa5),
         "nothing written through foreign handles"
