@@ -10,10 +10,10 @@
 # ibv_rc_pingpong runs with -c (data checked by the server) and passes, as ibv_ud_pingpong does,
 # when both sides print their byte count and neither reports invalid data; a perftest tool passes
 # when both sides exit 0 and print a result row of the size asked for. ibv_ud_pingpong runs in
-# role A only: in role B both sides printed each other's addresses and then waited forever,
-# and a capture on rxhost0 showed ARP both
-# ways but no datagram from the rxe client at all (not yet explained; rxe-vm's clients are also
-# known to lose their first packets to a server in the netns, examples/src/bin/rc_pingpong.rs).
+# role A only: in role B both sides printed each other's addresses and then waited forever, and
+# a capture on rxhost0 showed ARP both ways but no datagram from the rxe client at all (not yet
+# explained; rxe-vm's clients are also known to lose their first packets to a server in the
+# netns, examples/src/bin/rc_pingpong.rs).
 # As root, with ../shared/tools/rxe-vm beside the repository (RXE_VM=path overrides); DATAPATH
 # (default packet: it verifies every ICRC, whatever IPv4 Identification rxe sends) picks our
 # datapath. Uses the namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per
