@@ -19,6 +19,8 @@
 #                                    rustdoc JSON (a new nightly may need a new pin)
 #   Rust MSRV toolchain (minimal)    deploy/test.sh checks `rocev2` with the workspace's
 #                                    rust-version (Cargo.toml)
+#   libibverbs-dev                   <infiniband/verbs.h>, which rocev2d/ibverbs's layout test
+#                                    compiles against
 #   deploy/tools.list                every external program a test, tool or script runs (iproute2,
 #                                    procps, iperf3, tcpdump, tshark, …), with its package
 #
@@ -97,6 +99,11 @@ check_tools() {
     fi
 }
 
+# The header librocev2_ibverbs.so's structs are checked against (rocev2d/ibverbs/tests/layout.rs).
+ensure_verbs_header() {
+    apt_install libibverbs-dev
+}
+
 # The font rocev2-testbed's plots write their text in (integration/src/experiment/plot.rs).
 ensure_fonts() {
     apt_install fonts-dejavu-core
@@ -168,6 +175,7 @@ case "${1:-all}" in
     all)
         ensure_rust
         ensure_tools
+        ensure_verbs_header
         ensure_fonts
         ensure_scapy
         ensure_nightly_src

@@ -1,0 +1,530 @@
+//! Devices and contexts: `ibv_get_device_list` … `ibv_close_device`, the query verbs, async
+//! events and the `*_str` helpers.
+//!
+//! Port attributes describe a RoCE port the way rdma_rxe does (Ethernet link layer, LID 0, one
+//! P_Key 0xffff, GID table of the interface), with the active MTU the interface's IP MTU allows.
+//! Device limits are what the engine accepts.
+//!
+//! Deviations: there are no asynchronous events (no port changes or QP errors are reported
+//! there: errors complete work requests), so `ibv_get_async_event` blocks until the context
+//! closes, or fails with `EAGAIN` on a non-blocking `async_fd`.
+
+use crate::abi::{self, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr};
+use crate::device::{self, Device};
+use crate::engine::{Engine, read_eventfd};
+use crate::handle::{self, Kind, guard, set_errno};
+use core::ffi::{c_char, c_int, c_void};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+/// A context: `ibv_context` first, so its pointer is the handle.
+#[repr(C)]
+pub struct Context {
+    /// What the caller sees.
+    pub ibv: ibv_context,
+    /// Its device.
+    pub device: &'static Device,
+    /// The device's engine.
+    pub engine: Arc<Engine>,
+    /// `async_fd`: an eventfd that never becomes readable (no async events).
+    async_fd: OwnedFd,
+}
+
+/// The context behind `ctx`, if it is a live one.
+pub fn context<'a>(ctx: *const ibv_context) -> Option<&'a Context> {
+    // SAFETY: a registered Context pointer stays valid until ibv_close_device unregisters it.
+    handle::check(ctx, Kind::Context).then(|| unsafe { &*ctx.cast::<Context>() })
+}
+
+/// The most work requests per queue, completions per CQ and SGEs per request we accept.
+pub const MAX_QP_WR: u32 = 16 * 1024;
+/// See [`MAX_QP_WR`].
+pub const MAX_CQE: u32 = 64 * 1024;
+/// See [`MAX_QP_WR`].
+pub const MAX_SGE: u32 = 32;
+/// The most inline data per send.
+pub const MAX_INLINE: u32 = 1024;
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_list(3)`.
+pub extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    guard(std::ptr::null_mut(), || {
+        let devs = device::list();
+        if !num_devices.is_null() {
+            // SAFETY: the caller passes NULL or a writable int.
+            unsafe { *num_devices = devs.len() as c_int };
+        }
+        let list: Box<[*mut ibv_device]> = devs
+            .iter()
+            .map(|d| (&d.ibv as *const ibv_device).cast_mut())
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect();
+        let p = Box::into_raw(list).cast::<*mut ibv_device>();
+        handle::register(p, Kind::DeviceList);
+        p
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_free_device_list(3)`.
+pub extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    guard((), || {
+        if !handle::unregister(list, Kind::DeviceList) {
+            return;
+        }
+        // SAFETY: `list` is a NULL-terminated array made by ibv_get_device_list (registered
+        // until now), so counting to its NULL stays inside it and rebuilds its exact box.
+        unsafe {
+            let mut n = 0;
+            while !(*list.add(n)).is_null() {
+                n += 1;
+            }
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                list,
+                n + 1,
+            )));
+        }
+    })
+}
+
+/// The device behind `dev`, if it is one of ours.
+fn device_of<'a>(dev: *const ibv_device) -> Option<&'a Device> {
+    // SAFETY: registered devices are leaked, so valid for the process's life.
+    handle::check(dev, Kind::Device).then(|| unsafe { &*dev.cast::<Device>() })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_name(3)`.
+pub extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_char {
+    guard(std::ptr::null(), || match device_of(dev) {
+        Some(d) => d.ibv.name.as_ptr(),
+        None => {
+            set_errno(libc::EINVAL);
+            std::ptr::null()
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_guid(3)`: big-endian, as in the header.
+pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
+    guard(0, || device_of(dev).map_or(0, |d| d.guid))
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_open_device(3)`: opens (or shares) the device's engine.
+pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
+    guard(std::ptr::null_mut(), || {
+        let Some(d) = device_of(dev) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let engine = match d.engine() {
+            Ok(e) => e,
+            Err(msg) => {
+                eprintln!("rocev2_ibverbs: cannot open {}: {msg}", d.iface);
+                set_errno(libc::ENODEV);
+                return std::ptr::null_mut();
+            }
+        };
+        // SAFETY: eventfd takes no pointers; a non-negative result is ours.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: just created, owned by nothing else.
+        let async_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let ctx = Box::new(Context {
+            ibv: ibv_context {
+                device: dev,
+                ops: crate::cq::ops(),
+                cmd_fd: -1,
+                async_fd: async_fd.as_raw_fd(),
+                num_comp_vectors: 1,
+                mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+                abi_compat: std::ptr::null_mut(),
+            },
+            device: d,
+            engine,
+            async_fd,
+        });
+        let p = Box::into_raw(ctx).cast::<ibv_context>();
+        handle::register(p, Kind::Context);
+        p
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_close_device(3)`: the engine stops with the device's last context.
+pub extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
+    guard(libc::EIO, || {
+        if !handle::unregister(ctx, Kind::Context) {
+            return libc::EINVAL;
+        }
+        // SAFETY: registered until now, so a live Context made by Box::into_raw.
+        drop(unsafe { Box::from_raw(ctx.cast::<Context>()) });
+        0
+    })
+}
+
+/// Writes `value` through `out` when `ctx` is live and `out` not NULL; `EINVAL` otherwise.
+fn query<T>(ctx: *mut ibv_context, out: *mut T, f: impl FnOnce(&Context) -> Option<T>) -> c_int {
+    let Some(c) = context(ctx) else {
+        return libc::EINVAL;
+    };
+    if out.is_null() {
+        return libc::EINVAL;
+    }
+    match f(c) {
+        Some(v) => {
+            // SAFETY: the caller passes a writable T (checked not NULL).
+            unsafe { out.write(v) };
+            0
+        }
+        None => libc::EINVAL,
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_device(3)`.
+pub extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int {
+    guard(libc::EIO, || {
+        query(ctx, attr, |c| Some(device_attr(c.device)))
+    })
+}
+
+fn device_attr(d: &Device) -> ibv_device_attr {
+    let mut fw_ver = [0; 64];
+    device::copy_cstr(&mut fw_ver, env!("CARGO_PKG_VERSION"));
+    let max_wr = MAX_QP_WR as c_int;
+    let rd = c_int::from(rocev2_core::qp::state::MAX_RD_ATOMIC);
+    ibv_device_attr {
+        fw_ver,
+        node_guid: d.guid,
+        sys_image_guid: d.guid,
+        max_mr_size: u64::MAX,
+        page_size_cap: 4096,
+        vendor_id: 0,
+        vendor_part_id: 0,
+        hw_ver: 0,
+        max_qp: 1 << 16,
+        max_qp_wr: max_wr,
+        // IBV_DEVICE_RC_RNR_NAK_GEN
+        device_cap_flags: 1 << 12,
+        max_sge: MAX_SGE as c_int,
+        max_sge_rd: MAX_SGE as c_int,
+        max_cq: 1 << 16,
+        max_cqe: MAX_CQE as c_int,
+        max_mr: 1 << 20,
+        max_pd: 1 << 16,
+        max_qp_rd_atom: rd,
+        max_ee_rd_atom: 0,
+        max_res_rd_atom: rd << 16,
+        max_qp_init_rd_atom: rd,
+        max_ee_init_rd_atom: 0,
+        atomic_cap: abi::IBV_ATOMIC_HCA,
+        max_ee: 0,
+        max_rdd: 0,
+        max_mw: 0,
+        max_raw_ipv6_qp: 0,
+        max_raw_ethy_qp: 0,
+        max_mcast_grp: 0,
+        max_mcast_qp_attach: 0,
+        max_total_mcast_qp_attach: 0,
+        max_ah: 0,
+        max_fmr: 0,
+        max_map_per_fmr: 0,
+        max_srq: 0,
+        max_srq_wr: 0,
+        max_srq_sge: 0,
+        max_pkeys: 1,
+        local_ca_ack_delay: 15,
+        phys_port_cnt: 1,
+    }
+}
+
+/// The `enum ibv_mtu` of `m`.
+pub fn ibv_mtu(m: rocev2_core::qp::Mtu) -> c_int {
+    match m.bytes() {
+        256 => 1,
+        512 => 2,
+        1024 => 3,
+        2048 => 4,
+        _ => 5,
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_port(3)`, the exported 1.1 call verbs.h's inline wrapper falls back to for a
+/// context that is not a `verbs_context`; it writes the 1.1 part of the struct (the wrapper
+/// zeroed the rest).
+pub extern "C" fn ibv_query_port(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = context(ctx) else {
+            return libc::EINVAL;
+        };
+        if port != 1 || attr.is_null() {
+            return libc::EINVAL;
+        }
+        let st = c.engine.lock();
+        let iface = &st.iface;
+        let mtu = iface.path_mtu(false).map_or(1, ibv_mtu);
+        let a = ibv_port_attr {
+            state: if iface.up {
+                abi::IBV_PORT_ACTIVE
+            } else {
+                abi::IBV_PORT_DOWN
+            },
+            max_mtu: 5,
+            active_mtu: mtu,
+            gid_tbl_len: iface.gids().len() as c_int,
+            port_cap_flags: 0,
+            max_msg_sz: 1 << 31,
+            bad_pkey_cntr: 0,
+            qkey_viol_cntr: 0,
+            pkey_tbl_len: 1,
+            lid: 0,
+            sm_lid: 0,
+            lmc: 0,
+            max_vl_num: 1,
+            sm_sl: 0,
+            subnet_timeout: 0,
+            init_type_reply: 0,
+            // 4X, 10 Gb/s per lane (FDR10-like): the values rxe reports.
+            active_width: 2,
+            active_speed: 4,
+            // LinkUp
+            phys_state: if iface.up { 5 } else { 3 },
+            link_layer: abi::IBV_LINK_LAYER_ETHERNET,
+            flags: 0,
+            port_cap_flags2: 0,
+        };
+        // SAFETY: `attr` is at least a 1.1 `_compat_ibv_port_attr`, the prefix of
+        // `ibv_port_attr` up to `flags`; we copy exactly that many bytes from a local.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&a as *const ibv_port_attr).cast::<u8>(),
+                attr.cast::<u8>(),
+                abi::COMPAT_PORT_ATTR_LEN,
+            )
+        };
+        0
+    })
+}
+
+/// GID `index` of `c`'s interface.
+fn gid_at(c: &Context, port: u32, index: c_int) -> Option<std::net::Ipv6Addr> {
+    if port != 1 {
+        return None;
+    }
+    let i = usize::try_from(index).ok()?;
+    c.engine.lock().iface.gids().get(i).copied()
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_gid(3)`: rdma_rxe's table (0 link-local, then IPv4-mapped, then IPv6).
+pub extern "C" fn ibv_query_gid(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    guard(-1, || {
+        let r = query(ctx, gid, |c| {
+            gid_at(c, u32::from(port), index).map(|g| ibv_gid { raw: g.octets() })
+        });
+        if r != 0 {
+            set_errno(r);
+            return -1;
+        }
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_gid_ex(3)` (verbs.h's inline wrapper passes the entry's size).
+pub extern "C" fn _ibv_query_gid_ex(
+    ctx: *mut ibv_context,
+    port: u32,
+    index: u32,
+    entry: *mut abi::ibv_gid_entry,
+    _flags: u32,
+    entry_size: usize,
+) -> c_int {
+    guard(libc::EIO, || {
+        if entry_size < size_of::<abi::ibv_gid_entry>() {
+            return libc::EINVAL;
+        }
+        query(ctx, entry, |c| {
+            let g = gid_at(c, port, c_int::try_from(index).ok()?)?;
+            Some(abi::ibv_gid_entry {
+                gid: ibv_gid { raw: g.octets() },
+                gid_index: index,
+                port_num: port,
+                gid_type: abi::IBV_GID_TYPE_ROCE_V2,
+                ndev_ifindex: c.engine.lock().iface.index,
+            })
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_gid_type` (rdma-core's private export `ibv_devinfo` uses): every GID is RoCE v2
+/// (`IBV_GID_TYPE_SYSFS_ROCE_V2`, 1).
+pub extern "C" fn ibv_query_gid_type(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: u32,
+    gid_type: *mut c_int,
+) -> c_int {
+    guard(-1, || {
+        let r = query(ctx, gid_type, |c| {
+            gid_at(c, u32::from(port), c_int::try_from(index).ok()?).map(|_| 1)
+        });
+        if r != 0 {
+            set_errno(r);
+            return -1;
+        }
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_pkey(3)`: one entry, the default P_Key, big-endian.
+pub extern "C" fn ibv_query_pkey(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    guard(-1, || {
+        let r = query(ctx, pkey, |_| {
+            (port == 1 && index == 0).then(|| 0xffffu16.to_be())
+        });
+        if r != 0 {
+            set_errno(r);
+            return -1;
+        }
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_async_event(3)`: none ever come (see the module docs).
+pub extern "C" fn ibv_get_async_event(ctx: *mut ibv_context, _event: *mut c_void) -> c_int {
+    guard(-1, || {
+        let Some(c) = context(ctx) else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // Blocks (or fails with EAGAIN on a non-blocking fd); nothing ever writes it.
+        read_eventfd(c.async_fd.as_raw_fd());
+        -1
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_ack_async_event(3)`: nothing to acknowledge.
+pub extern "C" fn ibv_ack_async_event(_event: *mut c_void) {}
+
+#[unsafe(no_mangle)]
+/// `ibv_fork_init(3)`: nothing to prepare (no pinned pages).
+pub extern "C" fn ibv_fork_init() -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_wc_status_str(3)`.
+pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+    const NAMES: [&std::ffi::CStr; 22] = [
+        c"success",
+        c"local length error",
+        c"local QP operation error",
+        c"local EE context operation error",
+        c"local protection error",
+        c"Work Request Flushed Error",
+        c"memory management operation error",
+        c"bad response error",
+        c"local access error",
+        c"remote invalid request error",
+        c"remote access error",
+        c"remote operation error",
+        c"transport retry counter exceeded",
+        c"RNR retry counter exceeded",
+        c"local RDD violation error",
+        c"remote invalid RD request",
+        c"aborted error",
+        c"invalid EE context number",
+        c"invalid EE context state",
+        c"fatal error",
+        c"response timeout error",
+        c"general error",
+    ];
+    usize::try_from(status)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_node_type_str(3)`.
+pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+    match node_type {
+        1 => c"InfiniBand channel adapter",
+        2 => c"InfiniBand switch",
+        3 => c"InfiniBand router",
+        4 => c"iWARP NIC",
+        _ => c"unknown",
+    }
+    .as_ptr()
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_port_state_str(3)`.
+pub extern "C" fn ibv_port_state_str(state: c_int) -> *const c_char {
+    match state {
+        0 => c"PORT_NOP",
+        1 => c"PORT_DOWN",
+        2 => c"PORT_INIT",
+        3 => c"PORT_ARMED",
+        4 => c"PORT_ACTIVE",
+        5 => c"PORT_ACTIVE_DEFER",
+        _ => c"invalid state",
+    }
+    .as_ptr()
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_event_type_str(3)`.
+pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
+    const NAMES: [&std::ffi::CStr; 20] = [
+        c"CQ error",
+        c"local work queue catastrophic error",
+        c"invalid request local work queue error",
+        c"local access violation work queue error",
+        c"communication established",
+        c"send queue drained",
+        c"path migrated",
+        c"path migration request error",
+        c"local catastrophic error",
+        c"port active",
+        c"port error",
+        c"LID change",
+        c"P_Key change",
+        c"SM change",
+        c"SRQ catastrophic error",
+        c"SRQ limit reached",
+        c"last WQE reached",
+        c"client reregistration",
+        c"GID table change",
+        c"WQ fatal",
+    ];
+    usize::try_from(event)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
+}

@@ -1,0 +1,330 @@
+//! Completion channels and queues: `ibv_create_comp_channel`, `ibv_create_cq`,
+//! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq`/`req_notify_cq` entries of the
+//! context's ops table that verbs.h's inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
+//!
+//! Deviations: `ibv_resize_cq` fails with `EOPNOTSUPP`; a CQ holds what was asked, rounded up
+//! to at least one entry.
+
+use crate::abi::{self, ibv_comp_channel, ibv_context, ibv_cq, ibv_wc};
+use crate::context::{Context, MAX_CQE, context};
+use crate::engine::{ChannelInner, Engine, lock, read_eventfd};
+use crate::handle::{self, Kind, guard, set_errno};
+use core::ffi::{c_int, c_void};
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::qp::CqId;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+/// A completion channel: `ibv_comp_channel` first, so its pointer is the handle.
+#[repr(C)]
+pub struct Channel {
+    /// What the caller sees (`fd` is `inner.fd`).
+    pub ibv: ibv_comp_channel,
+    inner: Arc<ChannelInner>,
+    engine: Arc<Engine>,
+}
+
+/// A completion queue: `ibv_cq` first, so its pointer is the handle.
+#[repr(C)]
+pub struct Cq {
+    /// What the caller sees.
+    pub ibv: ibv_cq,
+    /// The engine's CQ.
+    pub id: CqId,
+    /// The device's engine.
+    pub engine: Arc<Engine>,
+    channel: Option<Arc<ChannelInner>>,
+}
+
+/// The CQ behind `cq`, if it is a live one.
+pub fn cq<'a>(cq: *const ibv_cq) -> Option<&'a Cq> {
+    // SAFETY: a registered Cq stays valid until ibv_destroy_cq unregisters it.
+    handle::check(cq, Kind::Cq).then(|| unsafe { &*cq.cast::<Cq>() })
+}
+
+fn channel<'a>(ch: *const ibv_comp_channel) -> Option<&'a Channel> {
+    // SAFETY: a registered Channel stays valid until ibv_destroy_comp_channel unregisters it.
+    handle::check(ch, Kind::Channel).then(|| unsafe { &*ch.cast::<Channel>() })
+}
+
+/// The ops table of every context.
+pub fn ops() -> abi::ibv_context_ops {
+    abi::ibv_context_ops {
+        _slots0: [None; 11],
+        poll_cq: Some(poll_cq),
+        req_notify_cq: Some(req_notify_cq),
+        _slots1: [None; 7],
+        post_srq_recv: None,
+        _slots2: [None; 4],
+        post_send: Some(crate::qp::post_send),
+        post_recv: Some(crate::qp::post_recv),
+        _slots3: [None; 5],
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_comp_channel(3)`.
+pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    guard(std::ptr::null_mut(), || {
+        let Some(cx) = context(ctx) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let inner = match ChannelInner::new() {
+            Ok(i) => Arc::new(i),
+            Err(_) => return std::ptr::null_mut(),
+        };
+        let p = Box::into_raw(Box::new(Channel {
+            ibv: ibv_comp_channel {
+                context: ctx,
+                fd: inner.fd.as_raw_fd(),
+                refcnt: 0,
+            },
+            inner,
+            engine: Arc::clone(&cx.engine),
+        }))
+        .cast::<ibv_comp_channel>();
+        handle::register(p, Kind::Channel);
+        p
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_destroy_comp_channel(3)`: `EBUSY` while a CQ uses it.
+pub extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = channel(ch) else {
+            return libc::EINVAL;
+        };
+        if c.ibv.refcnt > 0 {
+            return libc::EBUSY;
+        }
+        handle::unregister(ch, Kind::Channel);
+        // SAFETY: was registered, made by Box::into_raw, now unregistered.
+        drop(unsafe { Box::from_raw(ch.cast::<Channel>()) });
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_cq(3)`.
+pub extern "C" fn ibv_create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    ch: *mut ibv_comp_channel,
+    _comp_vector: c_int,
+) -> *mut ibv_cq {
+    guard(std::ptr::null_mut(), || {
+        let Some(c): Option<&Context> = context(ctx) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let chan = if ch.is_null() {
+            None
+        } else {
+            match channel(ch) {
+                Some(c) => Some(c),
+                None => {
+                    set_errno(libc::EINVAL);
+                    return std::ptr::null_mut();
+                }
+            }
+        };
+        let Ok(n) = u32::try_from(cqe) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        if n > MAX_CQE {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        let n = n.max(1);
+        let id = c.engine.lock().driver.ep.create_cq(n as usize);
+        if chan.is_some() {
+            // SAFETY: `ch` is a live channel (checked); the refcount is only touched under
+            // these verbs, as libibverbs does.
+            unsafe { (*ch).refcnt += 1 };
+        }
+        let p = Box::into_raw(Box::new(Cq {
+            ibv: ibv_cq {
+                context: ctx,
+                channel: ch,
+                cq_context,
+                handle: id.0,
+                cqe: n as c_int,
+                mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+                cond: libc::PTHREAD_COND_INITIALIZER,
+                comp_events_completed: 0,
+                async_events_completed: 0,
+            },
+            id,
+            engine: Arc::clone(&c.engine),
+            channel: chan.map(|c| Arc::clone(&c.inner)),
+        }))
+        .cast::<ibv_cq>();
+        handle::register(p, Kind::Cq);
+        p
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_destroy_cq(3)`: `EBUSY` while a QP completes into it.
+pub extern "C" fn ibv_destroy_cq(p: *mut ibv_cq) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = cq(p) else {
+            return libc::EINVAL;
+        };
+        {
+            let mut st = c.engine.lock();
+            if st.driver.ep.destroy_cq(c.id).is_err() {
+                return libc::EBUSY;
+            }
+            st.disarm(c.id);
+        }
+        let ch = c.ibv.channel;
+        if channel(ch).is_some() {
+            // SAFETY: a live channel (checked), as in ibv_create_cq.
+            unsafe { (*ch).refcnt -= 1 };
+        }
+        handle::unregister(p, Kind::Cq);
+        // SAFETY: was registered, made by Box::into_raw, now unregistered.
+        drop(unsafe { Box::from_raw(p.cast::<Cq>()) });
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_resize_cq(3)`: not supported.
+pub extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_cq_event(3)`: waits on the channel's fd for the next event (or fails with `EAGAIN`
+/// on a non-blocking one).
+pub extern "C" fn ibv_get_cq_event(
+    ch: *mut ibv_comp_channel,
+    out_cq: *mut *mut ibv_cq,
+    out_ctx: *mut *mut c_void,
+) -> c_int {
+    guard(-1, || {
+        let Some(c) = channel(ch) else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        if out_cq.is_null() || out_ctx.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        if lock(&c.inner.events).is_empty() {
+            c.engine.app_sleeps();
+        }
+        // One count per queued event: after a successful read an entry is there.
+        if !read_eventfd(c.inner.fd.as_raw_fd()) {
+            return -1;
+        }
+        let Some(p) = lock(&c.inner.events).pop_front() else {
+            set_errno(libc::EAGAIN);
+            return -1;
+        };
+        let p = p as *mut ibv_cq;
+        let Some(q) = cq(p) else {
+            // The CQ was destroyed with the event pending.
+            set_errno(libc::EAGAIN);
+            return -1;
+        };
+        // SAFETY: both are writable pointers of the caller (checked not NULL).
+        unsafe {
+            *out_cq = p;
+            *out_ctx = q.ibv.cq_context;
+        }
+        0
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_ack_cq_events(3)`.
+pub extern "C" fn ibv_ack_cq_events(p: *mut ibv_cq, nevents: u32) {
+    guard((), || {
+        if cq(p).is_some() {
+            // SAFETY: a live CQ (checked); the counter is ours to keep, as libibverbs does.
+            unsafe {
+                (*p).comp_events_completed = (*p).comp_events_completed.wrapping_add(nevents)
+            };
+        }
+    })
+}
+
+/// `ibv_context_ops.req_notify_cq`.
+unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = cq(p) else {
+            return libc::EINVAL;
+        };
+        let Some(ch) = &c.channel else {
+            return libc::EINVAL;
+        };
+        c.engine.lock().arm(c.id, p as usize, Arc::clone(ch));
+        0
+    })
+}
+
+/// `ibv_context_ops.poll_cq`: moves up to `n` completions into `wc`, running one pass of the
+/// engine first when the CQ is empty.
+unsafe extern "C" fn poll_cq(p: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    guard(-1, || {
+        let Some(c) = cq(p) else {
+            return -libc::EINVAL;
+        };
+        let Ok(n) = usize::try_from(n) else {
+            return -libc::EINVAL;
+        };
+        if n == 0 {
+            return 0;
+        }
+        if wc.is_null() {
+            return -libc::EINVAL;
+        }
+        let mut out = Vec::with_capacity(n.min(64));
+        {
+            let mut st = c.engine.lock_polling();
+            if st.driver.ep.poll_cq(c.id, &mut out, n) == 0 {
+                st.progress();
+                st.driver.ep.poll_cq(c.id, &mut out, n);
+            }
+        }
+        for (i, w) in out.iter().enumerate() {
+            // SAFETY: the caller's array holds `n` entries and `out` has at most `n`.
+            unsafe { wc.add(i).write(to_ibv(w)) };
+        }
+        out.len() as c_int
+    })
+}
+
+/// A completion as `struct ibv_wc`.
+fn to_ibv(w: &WorkCompletion) -> ibv_wc {
+    let (imm, mut flags) = match (w.imm_data, w.invalidated_rkey) {
+        (Some(i), _) => (i.to_be(), abi::IBV_WC_WITH_IMM),
+        (None, Some(k)) => (k, abi::IBV_WC_WITH_INV),
+        (None, None) => (0, 0),
+    };
+    if w.with_grh() {
+        flags |= abi::IBV_WC_GRH;
+    }
+    ibv_wc {
+        wr_id: w.wr_id,
+        status: w.status as c_int,
+        opcode: w.opcode.as_ibv() as c_int,
+        vendor_err: 0,
+        byte_len: w.byte_len,
+        imm_data: imm,
+        qp_num: w.qp_num.value(),
+        src_qp: w.src_qp.value(),
+        wc_flags: flags,
+        pkey_index: w.ud.map_or(0, |u| u.pkey_index),
+        slid: 0,
+        sl: 0,
+        dlid_path_bits: 0,
+    }
+}

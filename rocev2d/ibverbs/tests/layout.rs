@@ -1,0 +1,416 @@
+//! Every struct the library reads or fills has the size and field offsets of the installed
+//! `<infiniband/verbs.h>`: a C program compiled with `cc` against the header prints
+//! `sizeof`/`offsetof` for each, and they are compared with Rust's `size_of`/`offset_of!`.
+//!
+//! Needs `cc` and libibverbs-dev (deploy/prereqs.sh installs both); without the header the test
+//! fails naming the package, rather than passing silently.
+
+use rocev2_ibverbs::abi::*;
+use std::fmt::Write as _;
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+
+/// One check: a label, the C expression, the Rust value.
+type Check = (String, String, usize);
+
+/// `sizeof` and every field's `offsetof` of `$c` (C spelling) against `$t`.
+macro_rules! fields {
+    ($out:ident, $c:literal, $t:ty, [$($f:ident $(= $cf:literal)?),* $(,)?]) => {{
+        $out.push((format!("sizeof {}", $c), format!("sizeof({})", $c), size_of::<$t>()));
+        $(
+            #[allow(unused_variables)]
+            let cf = stringify!($f);
+            $(let cf = $cf;)?
+            $out.push((
+                format!("{}.{}", $c, stringify!($f)),
+                format!("offsetof({}, {})", $c, cf),
+                offset_of!($t, $f),
+            ));
+        )*
+    }};
+}
+
+fn checks() -> Vec<Check> {
+    let mut v = Vec::new();
+    fields!(
+        v,
+        "struct ibv_device",
+        ibv_device,
+        [
+            _ops,
+            node_type,
+            transport_type,
+            name,
+            dev_name,
+            dev_path,
+            ibdev_path
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_context_ops",
+        ibv_context_ops,
+        [
+            _slots0 = "_compat_query_device",
+            poll_cq,
+            req_notify_cq,
+            _slots1 = "_compat_cq_event",
+            post_srq_recv,
+            _slots2 = "_compat_create_qp",
+            post_send,
+            post_recv,
+            _slots3 = "_compat_create_ah",
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_context",
+        ibv_context,
+        [
+            device,
+            ops,
+            cmd_fd,
+            async_fd,
+            num_comp_vectors,
+            mutex,
+            abi_compat
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_device_attr",
+        ibv_device_attr,
+        [
+            fw_ver,
+            node_guid,
+            sys_image_guid,
+            max_mr_size,
+            page_size_cap,
+            vendor_id,
+            vendor_part_id,
+            hw_ver,
+            max_qp,
+            max_qp_wr,
+            device_cap_flags,
+            max_sge,
+            max_sge_rd,
+            max_cq,
+            max_cqe,
+            max_mr,
+            max_pd,
+            max_qp_rd_atom,
+            max_ee_rd_atom,
+            max_res_rd_atom,
+            max_qp_init_rd_atom,
+            max_ee_init_rd_atom,
+            atomic_cap,
+            max_ee,
+            max_rdd,
+            max_mw,
+            max_raw_ipv6_qp,
+            max_raw_ethy_qp,
+            max_mcast_grp,
+            max_mcast_qp_attach,
+            max_total_mcast_qp_attach,
+            max_ah,
+            max_fmr,
+            max_map_per_fmr,
+            max_srq,
+            max_srq_wr,
+            max_srq_sge,
+            max_pkeys,
+            local_ca_ack_delay,
+            phys_port_cnt
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_port_attr",
+        ibv_port_attr,
+        [
+            state,
+            max_mtu,
+            active_mtu,
+            gid_tbl_len,
+            port_cap_flags,
+            max_msg_sz,
+            bad_pkey_cntr,
+            qkey_viol_cntr,
+            pkey_tbl_len,
+            lid,
+            sm_lid,
+            lmc,
+            max_vl_num,
+            sm_sl,
+            subnet_timeout,
+            init_type_reply,
+            active_width,
+            active_speed,
+            phys_state,
+            link_layer,
+            flags,
+            port_cap_flags2
+        ]
+    );
+    fields!(v, "union ibv_gid", ibv_gid, [raw]);
+    fields!(
+        v,
+        "struct ibv_gid_entry",
+        ibv_gid_entry,
+        [gid, gid_index, port_num, gid_type, ndev_ifindex]
+    );
+    fields!(v, "struct ibv_pd", ibv_pd, [context, handle]);
+    fields!(
+        v,
+        "struct ibv_mr",
+        ibv_mr,
+        [context, pd, addr, length, handle, lkey, rkey]
+    );
+    fields!(
+        v,
+        "struct ibv_comp_channel",
+        ibv_comp_channel,
+        [context, fd, refcnt]
+    );
+    fields!(
+        v,
+        "struct ibv_cq",
+        ibv_cq,
+        [
+            context,
+            channel,
+            cq_context,
+            handle,
+            cqe,
+            mutex,
+            cond,
+            comp_events_completed,
+            async_events_completed
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_qp",
+        ibv_qp,
+        [
+            context,
+            qp_context,
+            pd,
+            send_cq,
+            recv_cq,
+            srq,
+            handle,
+            qp_num,
+            state,
+            qp_type,
+            mutex,
+            cond,
+            events_completed
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_qp_cap",
+        ibv_qp_cap,
+        [
+            max_send_wr,
+            max_recv_wr,
+            max_send_sge,
+            max_recv_sge,
+            max_inline_data
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_qp_init_attr",
+        ibv_qp_init_attr,
+        [qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all]
+    );
+    fields!(
+        v,
+        "struct ibv_global_route",
+        ibv_global_route,
+        [dgid, flow_label, sgid_index, hop_limit, traffic_class]
+    );
+    fields!(
+        v,
+        "struct ibv_ah_attr",
+        ibv_ah_attr,
+        [
+            grh,
+            dlid,
+            sl,
+            src_path_bits,
+            static_rate,
+            is_global,
+            port_num
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_qp_attr",
+        ibv_qp_attr,
+        [
+            qp_state,
+            cur_qp_state,
+            path_mtu,
+            path_mig_state,
+            qkey,
+            rq_psn,
+            sq_psn,
+            dest_qp_num,
+            qp_access_flags,
+            cap,
+            ah_attr,
+            alt_ah_attr,
+            pkey_index,
+            alt_pkey_index,
+            en_sqd_async_notify,
+            sq_draining,
+            max_rd_atomic,
+            max_dest_rd_atomic,
+            min_rnr_timer,
+            port_num,
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            alt_port_num,
+            alt_timeout,
+            rate_limit
+        ]
+    );
+    fields!(v, "struct ibv_ah", ibv_ah, [context, pd, handle]);
+    fields!(v, "struct ibv_sge", ibv_sge, [addr, length, lkey]);
+    fields!(
+        v,
+        "struct ibv_send_wr",
+        ibv_send_wr,
+        [
+            wr_id,
+            next,
+            sg_list,
+            num_sge,
+            opcode,
+            send_flags,
+            imm_data,
+            wr,
+            qp_type,
+            _bind_mw_tso = "bind_mw"
+        ]
+    );
+    let wr = offset_of!(ibv_send_wr, wr);
+    for (c, r) in [
+        (
+            "wr.rdma.remote_addr",
+            offset_of!(ibv_send_wr_rdma, remote_addr),
+        ),
+        ("wr.rdma.rkey", offset_of!(ibv_send_wr_rdma, rkey)),
+        (
+            "wr.atomic.remote_addr",
+            offset_of!(ibv_send_wr_atomic, remote_addr),
+        ),
+        (
+            "wr.atomic.compare_add",
+            offset_of!(ibv_send_wr_atomic, compare_add),
+        ),
+        ("wr.atomic.swap", offset_of!(ibv_send_wr_atomic, swap)),
+        ("wr.atomic.rkey", offset_of!(ibv_send_wr_atomic, rkey)),
+        ("wr.ud.ah", offset_of!(ibv_send_wr_ud, ah)),
+        ("wr.ud.remote_qpn", offset_of!(ibv_send_wr_ud, remote_qpn)),
+        ("wr.ud.remote_qkey", offset_of!(ibv_send_wr_ud, remote_qkey)),
+    ] {
+        v.push((
+            format!("struct ibv_send_wr.{c}"),
+            format!("offsetof(struct ibv_send_wr, {c})"),
+            wr + r,
+        ));
+    }
+    v.push((
+        "struct ibv_send_wr.invalidate_rkey".into(),
+        "offsetof(struct ibv_send_wr, invalidate_rkey)".into(),
+        offset_of!(ibv_send_wr, imm_data),
+    ));
+    fields!(
+        v,
+        "struct ibv_recv_wr",
+        ibv_recv_wr,
+        [wr_id, next, sg_list, num_sge]
+    );
+    fields!(
+        v,
+        "struct ibv_wc",
+        ibv_wc,
+        [
+            wr_id,
+            status,
+            opcode,
+            vendor_err,
+            byte_len,
+            imm_data,
+            qp_num,
+            src_qp,
+            wc_flags,
+            pkey_index,
+            slid,
+            sl,
+            dlid_path_bits
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_async_event",
+        ibv_async_event,
+        [element, event_type]
+    );
+    v
+}
+
+#[test]
+fn structs_match_installed_verbs_h() {
+    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+    assert!(
+        header.exists(),
+        "{} missing: install libibverbs-dev (bash deploy/prereqs.sh)",
+        header.display()
+    );
+    let checks = checks();
+    let mut src = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+    );
+    for (_, expr, _) in &checks {
+        writeln!(src, "    printf(\"%zu\\n\", (size_t){expr});").unwrap();
+    }
+    src.push_str("    return 0;\n}\n");
+    let dir = std::env::temp_dir().join(format!("rocev2-ibverbs-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join("layout.c");
+    let exe = dir.join("layout");
+    std::fs::write(&c, src).unwrap();
+    let out = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .expect("cc runs (deploy/prereqs.sh installs gcc)");
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().expect("layout program runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let printed: Vec<usize> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(printed.len(), checks.len());
+    let wrong: Vec<String> = checks
+        .iter()
+        .zip(&printed)
+        .filter(|((_, _, rust), c)| *rust != **c)
+        .map(|((label, _, rust), c)| format!("{label}: C {c}, Rust {rust}"))
+        .collect();
+    assert!(wrong.is_empty(), "layout mismatches:\n{}", wrong.join("\n"));
+    assert_eq!(COMPAT_PORT_ATTR_LEN, offset_of!(ibv_port_attr, flags));
+}

@@ -1,0 +1,324 @@
+//! Debian's own rdma-core and perftest binaries, unmodified, with `librocev2_ibverbs.so`
+//! preloaded, in a pair testbed (two namespaces, one veth link, MTU 4200): the device list,
+//! `ibv_rc_pingpong -c` (data validated) with polling and with completion events, and
+//! `ib_write_bw`, `ib_read_bw`, `ib_send_lat`, `ib_atomic_bw` between the namespaces.
+//!
+//! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
+//! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
+
+use rocev2_testbed::exec::{Proto, wait_for_port};
+use rocev2_testbed::topology::{LinkParams, Topology};
+use rocev2_testbed::{Captured, Process, Testbed, need_root};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// Generous: debug builds of the engine, on a shared 2-vCPU machine.
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The library under test, built beside this test's binary (`target/<profile>/deps/`; the
+/// copy one level up is only refreshed by `cargo build`, so it may be stale).
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps dir");
+    [deps, deps.parent().expect("profile dir")]
+        .iter()
+        .map(|d| d.join("librocev2_ibverbs.so"))
+        .find(|p| p.exists())
+        .expect("librocev2_ibverbs.so built beside the tests")
+}
+
+fn pair() -> Testbed {
+    Testbed::up_topology(&Topology::Pair {
+        link: LinkParams::new().mtu(4200),
+    })
+    .expect("pair testbed")
+}
+
+/// `host`'s device name, `rocev2_<its interface toward the other host>`.
+fn device(tb: &Testbed, host: &str) -> String {
+    let peer = if host == "h0" { "h1" } else { "h0" };
+    let port = tb.node(host).unwrap().port_toward(peer).unwrap();
+    format!("rocev2_{}", port.ifname)
+}
+
+/// `program` in `host`'s namespace with the library preloaded.
+fn preloaded(tb: &Testbed, host: &str, program: &str) -> Command {
+    let mut cmd = tb.command(host, "env").expect("command");
+    cmd.arg(format!("LD_PRELOAD={}", library().display()))
+        .arg("ROCEV2_DATAPATH=udp")
+        .arg(program);
+    cmd
+}
+
+fn show(c: &Captured) -> String {
+    format!("{} ({}):\n{}\n{}", c.cmd, c.status, c.stdout, c.stderr)
+}
+
+/// Runs `server` in h1 (waiting for it to listen on TCP `port`) and `client` in h0; both
+/// must succeed. Returns (server, client).
+fn run_pair(
+    tb: &Testbed,
+    mut server: Command,
+    mut client: Command,
+    port: u16,
+) -> (Captured, Captured) {
+    let s = Process::spawn(&mut server).expect("spawn server");
+    wait_for_port(&tb.node("h1").unwrap().netns, Proto::Tcp, port, TIMEOUT).expect("listening");
+    let c = Process::spawn(&mut client)
+        .expect("spawn client")
+        .wait(TIMEOUT)
+        .expect("client exits");
+    let s = s.wait(TIMEOUT).expect("server exits");
+    assert!(
+        s.status.success() && c.status.success(),
+        "server {}\nclient {}",
+        show(&s),
+        show(&c)
+    );
+    (s, c)
+}
+
+fn h1_ip(tb: &Testbed) -> String {
+    tb.node("h1").unwrap().ipv4().unwrap().to_string()
+}
+
+#[test]
+fn devices_are_listed_and_queried() {
+    if !need_root("devices_are_listed_and_queried") {
+        return;
+    }
+    let tb = pair();
+    let dev = device(&tb, "h0");
+    let out = preloaded(&tb, "h0", "ibv_devices").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let names: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(names, [dev.as_str()], "only the veth (not lo):\n{text}");
+    let out = preloaded(&tb, "h0", "ibv_devinfo")
+        .args(["-v", "-d", &dev])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let ip = tb.node("h0").unwrap().ipv4().unwrap();
+    for want in [
+        format!("hca_id:\t{dev}"),
+        "PORT_ACTIVE".into(),
+        "link_layer:\t\tEthernet".into(),
+        "active_mtu:\t\t4096 (5)".into(),
+        format!("GID[  1]:\t\t::ffff:{ip}, RoCE v2"),
+    ] {
+        assert!(text.contains(&want), "no {want:?} in\n{text}");
+    }
+    assert!(text.contains("GID[  0]:\t\tfe80:"), "{text}");
+}
+
+/// `ibv_rc_pingpong -g 1 -n 1000 -s 4096 -c` (plus `extra`) on both sides: both print the
+/// throughput lines, neither reports invalid data.
+fn rc_pingpong(test: &str, extra: &[&str]) {
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let port = 18515;
+    let args = |host: &str| {
+        let mut v: Vec<String> = [
+            "-d",
+            &device(&tb, host),
+            "-g",
+            "1",
+            "-n",
+            "1000",
+            "-s",
+            "4096",
+            "-c",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_rc_pingpong");
+    server.args(args("h1"));
+    let mut client = preloaded(&tb, "h0", "ibv_rc_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, c) = run_pair(&tb, server, client, port);
+    for out in [&s, &c] {
+        assert!(out.stdout.contains("8192000 bytes in "), "{}", show(out));
+        assert!(out.stdout.contains("1000 iters in "), "{}", show(out));
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(!all.contains("invalid data"), "{}", show(out));
+    }
+}
+
+#[test]
+fn rc_pingpong_validates_data_between_namespaces() {
+    rc_pingpong("rc_pingpong_validates_data_between_namespaces", &[]);
+}
+
+/// The check can fail: a client without `-c` leaves its pages at 0x7b, and the preloaded
+/// server finds exactly the two pages of an 8 KiB message in its own buffer.
+#[test]
+fn rc_pingpong_check_sees_the_peers_bytes() {
+    if !need_root("rc_pingpong_check_sees_the_peers_bytes") {
+        return;
+    }
+    let tb = pair();
+    let args = |host: &str| {
+        [
+            "-d".to_string(),
+            device(&tb, host),
+            "-g".into(),
+            "1".into(),
+            "-n".into(),
+            "20".into(),
+            "-s".into(),
+            "8192".into(),
+        ]
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_rc_pingpong");
+    server.args(args("h1")).arg("-c");
+    let mut client = preloaded(&tb, "h0", "ibv_rc_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, _) = run_pair(&tb, server, client, 18515);
+    let invalid: Vec<&str> = s
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("invalid data in page"))
+        .collect();
+    assert_eq!(
+        invalid,
+        ["invalid data in page 0", "invalid data in page 1"],
+        "{}",
+        show(&s)
+    );
+}
+
+#[test]
+fn rc_pingpong_with_completion_events() {
+    rc_pingpong("rc_pingpong_with_completion_events", &["-e"]);
+}
+
+/// A perftest program on both sides (`-x 1`: the IPv4-mapped GID; `-F`: no CPU-frequency
+/// warning), `args` added; returns the client's output, which must hold the result table.
+fn perftest(test: &str, program: &str, args: &[&str]) -> Option<String> {
+    if !need_root(test) {
+        return None;
+    }
+    let tb = pair();
+    let port = 18515;
+    let mut server = preloaded(&tb, "h1", program);
+    server
+        .args(["-d", &device(&tb, "h1"), "-x", "1", "-F"])
+        .args(args);
+    let mut client = preloaded(&tb, "h0", program);
+    client
+        .args(["-d", &device(&tb, "h0"), "-x", "1", "-F"])
+        .args(args)
+        .arg(h1_ip(&tb));
+    let (_, c) = run_pair(&tb, server, client, port);
+    Some(c.stdout)
+}
+
+/// The first number of the result line under the header containing `header`.
+fn result(out: &str, header: &str, col: usize) -> f64 {
+    let mut lines = out.lines().skip_while(|l| !l.contains(header));
+    lines.next();
+    let row = lines
+        .next()
+        .unwrap_or_else(|| panic!("no result row in\n{out}"));
+    row.split_whitespace()
+        .nth(col)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no column {col} in {row:?}"))
+}
+
+#[test]
+fn ib_write_bw_between_namespaces() {
+    if let Some(out) = perftest(
+        "ib_write_bw_between_namespaces",
+        "ib_write_bw",
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+#[test]
+fn ib_read_bw_between_namespaces() {
+    if let Some(out) = perftest(
+        "ib_read_bw_between_namespaces",
+        "ib_read_bw",
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+#[test]
+fn ib_send_lat_between_namespaces() {
+    if let Some(out) = perftest(
+        "ib_send_lat_between_namespaces",
+        "ib_send_lat",
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 2) > 0.0, "t_min\n{out}");
+    }
+}
+
+#[test]
+fn ib_atomic_bw_between_namespaces() {
+    if let Some(out) = perftest(
+        "ib_atomic_bw_between_namespaces",
+        "ib_atomic_bw",
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// perftest's `-e`: both sides sleep in `ibv_get_cq_event` on the channel's fd.
+#[test]
+fn ib_send_bw_with_completion_events() {
+    if let Some(out) = perftest(
+        "ib_send_bw_with_completion_events",
+        "ib_send_bw",
+        &["-e", "-n", "200"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 200.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
+#[test]
+fn ud_pingpong_between_namespaces() {
+    if !need_root("ud_pingpong_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let args = |host: &str| {
+        let d = device(&tb, host);
+        ["-d", d.as_str(), "-g", "1", "-n", "500", "-s", "2048"].map(str::to_string)
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_ud_pingpong");
+    server.args(args("h1"));
+    let mut client = preloaded(&tb, "h0", "ibv_ud_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, c) = run_pair(&tb, server, client, 18515);
+    for out in [&s, &c] {
+        // ibv_ud_pingpong counts both directions: 2 · 2048 · 500.
+        assert!(out.stdout.contains("2048000 bytes in "), "{}", show(out));
+        assert!(out.stdout.contains("500 iters in "), "{}", show(out));
+    }
+}
