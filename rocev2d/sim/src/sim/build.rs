@@ -40,6 +40,12 @@ impl Sim {
                 why: "wr_bytes >= 1 and wr_depth in 1..=256".into(),
             });
         }
+        if let Some((key, why)) = hs.check_rates() {
+            return Err(ScenarioError::Invalid {
+                key,
+                why: why.into(),
+            });
+        }
         if hs.iofd.is_some_and(|t| !(1..=63).contains(&t.tokens)) {
             return Err(ScenarioError::Invalid {
                 key: "host.iofd.tokens",
@@ -155,7 +161,7 @@ impl Sim {
         let mut hosts = Vec::with_capacity(topo.hosts as usize);
         for h in 0..topo.hosts {
             let mut ep = Endpoint::new(dist::mix64(scenario.seed ^ 0xe9 ^ (h as u64) << 24));
-            ep.set_receiver_cc(hs.cc.receiver(host_line_rate(&ports, h), hs.mtu));
+            ep.set_receiver_cc(hs.receiver_cc(host_line_rate(&ports, h)));
             let pd = ep.alloc_pd();
             let cq = ep.create_cq(1 << 16);
             let (len, mem) = if hs.verify_mr_bytes > 0 {
