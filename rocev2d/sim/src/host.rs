@@ -344,6 +344,11 @@ pub struct Host {
     pub ip: [u8; 4],
     /// The pending `HostWake` time (`u64::MAX`: none).
     pub wake_at: u64,
+    /// The IPv4 identification of the next frame the NIC sends: one counter per port, one step
+    /// per frame, retransmissions included, as the RNICs whose IP IDs seed 001 §5.1.1's drop rule
+    /// reads. The engine writes 0 (docs/wire.md), and the ICRC covers the field, so the model
+    /// keeps the value beside the frame instead of in it.
+    pub ip_id: u16,
 }
 
 /// Base virtual address of every host's region.

@@ -108,7 +108,7 @@ impl Sim {
                 why: format!("host {h} has {d} links; hosts need exactly one"),
             });
         }
-        if let Some(f) = scenario.faults {
+        if let Some(f) = &scenario.faults {
             if !(0.0..1.0).contains(&f.loss) {
                 return Err(ScenarioError::Invalid {
                     key: "faults.loss",
@@ -123,6 +123,23 @@ impl Sim {
                     ports[i].loss_q32 = q32;
                 }
             }
+        }
+        for lf in scenario.faults.iter().flat_map(|f| &f.links) {
+            let port = adj
+                .get(lf.from as usize)
+                .and_then(|a| a.iter().find(|&&(_, peer)| peer == lf.to))
+                .map(|&(p, _)| ports[p as usize].peer)
+                .ok_or_else(|| ScenarioError::Invalid {
+                    key: "faults.links",
+                    why: format!("nodes {} and {} are not neighbours", lf.from, lf.to),
+                })?;
+            if lf.drop_ip_id_mod == 0 {
+                return Err(ScenarioError::Invalid {
+                    key: "faults.links.drop_ip_id_mod",
+                    why: "must be at least 1".into(),
+                });
+            }
+            ports[port as usize].drop_ip_id_mod = lf.drop_ip_id_mod;
         }
         let routes = Routes::build(topo.hosts, &adj);
 
@@ -193,6 +210,7 @@ impl Sim {
                 mr,
                 ip: host_ip(h),
                 wake_at: u64::MAX,
+                ip_id: 0,
             });
         }
 
