@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// `[host]`: QP and NIC settings of every host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostSpec {
     /// Path MTU, bytes (256, 512, 1024, 2048 or 4096).
@@ -53,6 +53,17 @@ pub struct HostSpec {
     pub verify_mr_bytes: u32,
     /// Congestion control of every QP, and the matching receiver side (docs/congestion.md).
     pub cc: HostCc,
+    /// R_l of the congestion control, Gbit/s (0.001–1000): where flows start, the ceiling of
+    /// every increase and DASR's line; none = the host's link rate. The daemon's `[cc]
+    /// line_gbps`, so a testbed variant carries over unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line_gbps: Option<f64>,
+    /// DCQCN's R_min, Mbit/s (0.001–1000000), for `dcqcn`, `dcqcn_cx4` and `dart`'s fall-back;
+    /// none = the paper's 100 Mbit/s, the whole of a 100 Mbit/s testbed port. The daemon's
+    /// `[cc] min_rate_mbps`, ignored as there by schemes without it (DCQCN+'s R_min is
+    /// R_l/10000, eq. (15)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_rate_mbps: Option<f64>,
     /// MP-RDMA parameters, used when `cc` is [`HostCc::MpRdma`].
     pub mp: MpSpec,
     /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
@@ -237,10 +248,52 @@ impl Default for HostSpec {
             ect: true,
             verify_mr_bytes: 0,
             cc: HostCc::Rate(CcScheme::None),
+            line_gbps: None,
+            min_rate_mbps: None,
             mp: MpSpec::default(),
             synchronise_last_wr: false,
             iofd: None,
         }
+    }
+}
+
+impl HostSpec {
+    /// The congestion control's line rate R_l on a host whose link runs at `link`.
+    pub fn cc_line(&self, link: Rate) -> Rate {
+        self.line_gbps
+            .map_or(link, |g| Rate::from_bps((g * 1e9).round() as u64))
+    }
+
+    /// The sender controller of a QP on a host whose link runs at `link`, with `line_gbps` and
+    /// `min_rate_mbps` applied.
+    pub fn qp_cc(&self, link: Rate) -> Option<CcConfig> {
+        let mut c = self.cc.qp_config(self.cc_line(link), self.mtu)?;
+        if let (Some(m), CcConfig::Dcqcn(p) | CcConfig::Dart(p)) = (self.min_rate_mbps, &mut c) {
+            p.r_min = Rate::from_bps((m * 1e6).round() as u64);
+        }
+        Some(c)
+    }
+
+    /// The receiver side of a host whose link runs at `link`.
+    pub fn receiver_cc(&self, link: Rate) -> ReceiverCc {
+        self.cc.receiver(self.cc_line(link), self.mtu)
+    }
+
+    /// The first key out of range, with its range.
+    pub fn check_rates(&self) -> Option<(&'static str, &'static str)> {
+        if self
+            .line_gbps
+            .is_some_and(|g| !(0.001..=1000.0).contains(&g))
+        {
+            return Some(("host.line_gbps", "must be in 0.001..=1000"));
+        }
+        if self
+            .min_rate_mbps
+            .is_some_and(|m| !(0.001..=1_000_000.0).contains(&m))
+        {
+            return Some(("host.min_rate_mbps", "must be in 0.001..=1000000"));
+        }
+        None
     }
 }
 
@@ -291,6 +344,11 @@ pub struct Host {
     pub ip: [u8; 4],
     /// The pending `HostWake` time (`u64::MAX`: none).
     pub wake_at: u64,
+    /// The IPv4 identification of the next frame the NIC sends: one counter per port, one step
+    /// per frame, retransmissions included, as the RNICs whose IP IDs seed 001 §5.1.1's drop rule
+    /// reads. The engine writes 0 (docs/wire.md), and the ICRC covers the field, so the model
+    /// keeps the value beside the frame instead of in it.
+    pub ip_id: u16,
 }
 
 /// Base virtual address of every host's region.

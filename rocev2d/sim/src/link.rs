@@ -160,6 +160,9 @@ pub struct Port {
     pub link: LinkSpec,
     /// Loss probability of packets arriving on this port, Q32 (0 = none).
     pub loss_q32: u64,
+    /// Packets arriving on this port whose IPv4 identification is 0 modulo this are lost (seed
+    /// 001 §5.1.1's switch rule, "ID mod 100 == 0"); 0 = none.
+    pub drop_ip_id_mod: u16,
     /// This egress queue's own switch policy (its own RED curve), instead of its switch's.
     pub policy: Option<crate::switch_node::SwitchPolicy>,
     /// IOFD on this egress port, and its deflected-flow table (one per port, as the eBPF
@@ -200,6 +203,7 @@ impl Port {
             peer,
             link,
             loss_q32: 0,
+            drop_ip_id_mod: 0,
             policy: None,
             iofd: None,
             dvl: None,

@@ -81,15 +81,34 @@ pub enum LossScope {
     Fabric,
 }
 
-/// `[faults]`: random packet loss on links.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+/// `[faults]`: random packet loss on links, and deterministic loss on named ones.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     /// Probability that a packet is lost on a link.
+    #[serde(default)]
     pub loss: f64,
     /// Which links.
     #[serde(default)]
     pub scope: LossScope,
+    /// `[[faults.links]]`: links that drop by IPv4 identification.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkFault>,
+}
+
+/// `[[faults.links]]`: packets going from node `from` to its neighbour `to` are lost when their
+/// IPv4 identification is 0 modulo `drop_ip_id_mod` (seed 001 §5.1.1 drops "ID mod 100 == 0"
+/// at the switch's ingress: 1% of a NIC's packets, the same ones on every run). Nodes are
+/// numbered hosts first, then switches in the topology's order (`topology.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkFault {
+    /// Upstream node.
+    pub from: u32,
+    /// Downstream node, where the packet is dropped on arrival.
+    pub to: u32,
+    /// The modulus, at least 1.
+    pub drop_ip_id_mod: u16,
 }
 
 /// `[sweep]`.

@@ -131,6 +131,7 @@ fn traces_match_pinned_hashes() {
     s.faults = Some(rocev2_sim::scenario::FaultSpec {
         loss: 0.001,
         scope: rocev2_sim::scenario::LossScope::Fabric,
+        links: Vec::new(),
     });
     s.output.sample_ports = rocev2_sim::scenario::SamplePorts::All;
     let (pfc, rp) = trace_of(&s, "pfc");

@@ -21,6 +21,7 @@ fn rc_over_lossy_three_hops_delivers_exact_bytes() {
     s.faults = Some(FaultSpec {
         loss: 0.02,
         scope: LossScope::All,
+        links: Vec::new(),
     });
     s.host.verify_mr_bytes = size as u32;
     s.host.timeout = 3; // 32.8 µs

@@ -40,6 +40,12 @@ impl Sim {
                 why: "wr_bytes >= 1 and wr_depth in 1..=256".into(),
             });
         }
+        if let Some((key, why)) = hs.check_rates() {
+            return Err(ScenarioError::Invalid {
+                key,
+                why: why.into(),
+            });
+        }
         if hs.iofd.is_some_and(|t| !(1..=63).contains(&t.tokens)) {
             return Err(ScenarioError::Invalid {
                 key: "host.iofd.tokens",
@@ -102,7 +108,7 @@ impl Sim {
                 why: format!("host {h} has {d} links; hosts need exactly one"),
             });
         }
-        if let Some(f) = scenario.faults {
+        if let Some(f) = &scenario.faults {
             if !(0.0..1.0).contains(&f.loss) {
                 return Err(ScenarioError::Invalid {
                     key: "faults.loss",
@@ -117,6 +123,23 @@ impl Sim {
                     ports[i].loss_q32 = q32;
                 }
             }
+        }
+        for lf in scenario.faults.iter().flat_map(|f| &f.links) {
+            let port = adj
+                .get(lf.from as usize)
+                .and_then(|a| a.iter().find(|&&(_, peer)| peer == lf.to))
+                .map(|&(p, _)| ports[p as usize].peer)
+                .ok_or_else(|| ScenarioError::Invalid {
+                    key: "faults.links",
+                    why: format!("nodes {} and {} are not neighbours", lf.from, lf.to),
+                })?;
+            if lf.drop_ip_id_mod == 0 {
+                return Err(ScenarioError::Invalid {
+                    key: "faults.links.drop_ip_id_mod",
+                    why: "must be at least 1".into(),
+                });
+            }
+            ports[port as usize].drop_ip_id_mod = lf.drop_ip_id_mod;
         }
         let routes = Routes::build(topo.hosts, &adj);
 
@@ -155,7 +178,7 @@ impl Sim {
         let mut hosts = Vec::with_capacity(topo.hosts as usize);
         for h in 0..topo.hosts {
             let mut ep = Endpoint::new(dist::mix64(scenario.seed ^ 0xe9 ^ (h as u64) << 24));
-            ep.set_receiver_cc(hs.cc.receiver(host_line_rate(&ports, h), hs.mtu));
+            ep.set_receiver_cc(hs.receiver_cc(host_line_rate(&ports, h)));
             let pd = ep.alloc_pd();
             let cq = ep.create_cq(1 << 16);
             let (len, mem) = if hs.verify_mr_bytes > 0 {
@@ -187,6 +210,7 @@ impl Sim {
                 mr,
                 ip: host_ip(h),
                 wake_at: u64::MAX,
+                ip_id: 0,
             });
         }
 

@@ -144,7 +144,7 @@ impl Sim {
             cfg.max_inflight_psns = hs.max_inflight_psns;
             cfg.ack_req_every = hs.ack_req_every;
             cfg.max_send_wr = hs.wr_depth.max(1);
-            cfg.cc = hs.cc.qp_config(host_line_rate(&self.ports, h), hs.mtu);
+            cfg.cc = hs.qp_cc(host_line_rate(&self.ports, h));
             cfg.iofd_tokens = hs.iofd.map(|t| t.tokens());
             if hs.cc == HostCc::MpRdma {
                 let seed = dist::mix64(self.scenario.seed ^ 0x3d ^ (f as u64) << 8 ^ h as u64);

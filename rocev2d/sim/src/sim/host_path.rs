@@ -106,7 +106,10 @@ impl Sim {
     }
 
     fn host_transmit(&mut self, h: u32, pkt: PktId) {
-        let p = &mut self.pkts[pkt];
+        let host = &mut self.hosts[h as usize];
+        let (p, fr) = self.pkts.parts_mut(pkt);
+        fr.ip_id = host.ip_id;
+        host.ip_id = host.ip_id.wrapping_add(1);
         p.on_wire = true;
         let (flow, len, prio) = (p.flow, p.len, p.prio);
         if let Some(f) = self.flows.get_mut(flow as usize) {

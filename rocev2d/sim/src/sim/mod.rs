@@ -236,7 +236,10 @@ impl Sim {
     fn on_arrive(&mut self, port: PortId, pkt: PktId) {
         self.stats.packet_hops += 1;
         let pt = &mut self.ports[port as usize];
-        if pt.loss_q32 > 0 && (self.rng_loss.next_u32() as u64) < pt.loss_q32 {
+        if (pt.loss_q32 > 0 && (self.rng_loss.next_u32() as u64) < pt.loss_q32)
+            || (pt.drop_ip_id_mod > 0
+                && self.pkts.frame(pkt).ip_id.is_multiple_of(pt.drop_ip_id_mod))
+        {
             pt.stats.lost += 1;
             self.drop_pkt(pkt);
             return;

@@ -58,6 +58,8 @@ pub struct PacketFrame {
     pub dest_qp: u32,
     /// Its message's length, when the packet tells (RETH, or a single-packet message).
     pub message_bytes: Option<u64>,
+    /// The IPv4 identification its NIC gave it when it left (see [`crate::host::Host::ip_id`]).
+    pub ip_id: u16,
 }
 
 /// Every packet in the network, indexed by [`PktId`]; released slots are reused (with their
