@@ -27,7 +27,7 @@
 //! let c = connect::connect(&dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
 //! let target = c.peer.mrs.first().ok_or("the server offered no region")?;
 //! let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
-//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)))?;
+//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)?))?;
 //! # Ok(()) }
 //! ```
 //!
@@ -594,9 +594,11 @@ mod tests {
     #[test]
     fn statuses_are_ready_or_a_reason() {
         assert_eq!(status(&Ok(())), [READY]);
-        let failed = status(&Err(crate::Error::Timeout));
-        assert_eq!(failed[..3], [FAILED, 0, 9]);
-        assert_eq!(&failed[3..], b"timed out");
+        let e = crate::Error::Timeout;
+        let failed = status(&Err(e));
+        let reason = crate::Error::Timeout.to_string();
+        assert_eq!(failed[..3], [FAILED, 0, reason.len() as u8]);
+        assert_eq!(&failed[3..], reason.as_bytes());
         assert!(check_failed(FAILED).is_ok());
         assert!(matches!(check_failed(7), Err(ConnectError::Status(7))));
     }
