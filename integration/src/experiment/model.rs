@@ -9,13 +9,10 @@
 //! CC scheme by name, and `[model] host` sets the rest of the model's `[host]` (MTU, ACK
 //! timeout: what `rocev2-wiretest` is given in `extra`).
 //!
-//! A variant the model cannot run as the testbed does ([`Experiment::unmodelled`]: a CC
-//! parameter the model's `[host]` cannot take) is not run there, and the summary says why.
-//!
 //! Deviations: a star only (the topology the model and the testbed share exactly); the
-//! model's hosts are paced at the port rate where the testbed's veths are not (each flow's CC
-//! starts at `line_gbps` there, which must be the port rate); the scheme's parameters are
-//! the model's defaults for that line rate;
+//! model's hosts are paced at the port rate where the testbed's veths are not; the variant's
+//! `line_gbps` and `min_rate_mbps` carry over and the scheme's other parameters are the
+//! model's defaults for that line rate;
 //! short transfers start on time, not back to back after a slow one.
 
 use super::{Experiment, FlowKind, Variant, invalid};
@@ -177,29 +174,6 @@ impl Experiment {
         Ok(())
     }
 
-    /// Why the model cannot run `variant` as the testbed does, if it cannot: the model's
-    /// `[host]` takes a scheme by name and nothing else, so its QPs start at the line rate
-    /// (the port's) with the scheme's default R_min (DCQCN: 100 Mbit/s, the whole port here).
-    pub fn unmodelled(&self, variant: &Variant) -> Option<String> {
-        let cc = variant.cc.as_ref()?;
-        if cc.min_rate_mbps.is_some() {
-            return Some(format!(
-                "`{}` sets min_rate_mbps, which the model's [host] cannot (its DCQCN would keep \
-                 R_min = 100 Mbit/s, the whole port)",
-                variant.name
-            ));
-        }
-        let port = self.ports.iter().find(|p| p.sample)?;
-        let line = tc_gbps("port.rate", &port.rate).ok()?;
-        match cc.line_gbps {
-            Some(l) if (l - line).abs() > 1e-9 => Some(format!(
-                "`{}` starts its QPs at {l} Gbit/s, the model at the port's {line}",
-                variant.name
-            )),
-            _ => None,
-        }
-    }
-
     /// The model host number of a star's host.
     fn model_host(&self, name: &str) -> Option<i64> {
         let crate::Topology::Star { senders, .. } = self.topology else {
@@ -254,6 +228,15 @@ impl Experiment {
         let mut h = m.host.clone();
         let cc = variant.cc.as_ref().map_or("none", |c| c.scheme.as_str());
         h.insert("cc".into(), cc.into());
+        // The variant's rates carry over: the model's `[host]` takes the daemon's `[cc]` keys.
+        if let Some(c) = &variant.cc {
+            if let Some(l) = c.line_gbps {
+                h.insert("line_gbps".into(), l.into());
+            }
+            if let Some(m) = c.min_rate_mbps {
+                h.insert("min_rate_mbps".into(), m.into());
+            }
+        }
         let mut switch = toml::Table::new();
         switch.insert(
             "buffer_bytes".into(),

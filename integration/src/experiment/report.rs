@@ -254,11 +254,6 @@ fn model_table(s: &mut String, o: &Outcome) {
             m.failed
         );
     }
-    for v in o.experiment.variants() {
-        if let Some(why) = o.experiment.unmodelled(&v) {
-            let _ = writeln!(s, "\nNot modelled: {why}.");
-        }
-    }
     let _ = writeln!(s);
 }
 

@@ -241,7 +241,7 @@ pub fn run(
         run.finish(t0, &mut out);
         bar.set_message(format!("{}: tearing down", v.name));
         run.down()?;
-        if let Some(m) = exp.model.as_ref().filter(|_| exp.unmodelled(v).is_none()) {
+        if let Some(m) = exp.model.as_ref() {
             bar.set_message(format!("{}: the network model", v.name));
             out.model.push(super::model::run(exp, m, v, tools, work)?);
         }
