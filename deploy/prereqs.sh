@@ -6,6 +6,8 @@
 #   bash deploy/prereqs.sh        everything deploy/test.sh needs
 #   bash deploy/prereqs.sh demo   only what deploy/demo.sh needs (Rust, nightly, bpf-linker, the
 #                                 programs of deploy/tools.list)
+#   bash deploy/prereqs.sh experiment   what deploy/experiment.sh needs (the demo's, plus the
+#                                 plots' font)
 #
 # What and why:
 #   Rust stable + rustfmt + clippy   build, format check, lints
@@ -172,6 +174,13 @@ case "${1:-all}" in
         ensure_nightly_src
         ensure_bpf_linker
         ;;
+    experiment)
+        ensure_rust
+        ensure_tools
+        ensure_fonts
+        ensure_nightly_src
+        ensure_bpf_linker
+        ;;
     all)
         ensure_rust
         ensure_tools
@@ -188,7 +197,7 @@ case "${1:-all}" in
         check_tools
         ;;
     *)
-        log "usage: $0 [all|demo|check]" >&2
+        log "usage: $0 [all|demo|experiment|check]" >&2
         exit 2
         ;;
 esac
