@@ -538,3 +538,76 @@ fn mp_clean_link_sends_each_packet_once() {
     );
     assert_eq!(p.a.ep.qp(c.qa).unwrap().counters().retransmits, 0);
 }
+
+/// seed 001 §3.4 loss recovery when the retransmission is lost too: the test drops data PSN
+/// 40 and then its first retransmission, while 8 MiB of WRITEs keep new data queued (so no
+/// early retransmission applies). Packets sent after the lost retransmission overflow the
+/// bitmap again and NACK PSN 40 again; that NACK re-enters recovery and the third copy lands,
+/// with no retransmission timeout (an RC timeout of 67 ms, which the paper's RTO would be).
+#[test]
+fn mp_lost_retransmission_recovered_without_timeout() {
+    use rocev2_core::wire::frame::FrameRepr;
+    let mut p = Pair::new(link(1), link(2));
+    let c = p
+        .connect(ConnectOptions {
+            mr_len: 8 << 20,
+            timeout: 14,
+            ..options(true)
+        })
+        .unwrap();
+    let src = pattern(7, 8 << 20);
+    p.a.mem.get_mut(c.mr_a.id).unwrap().copy_from_slice(&src);
+    for i in 0..8u64 {
+        let off = i << 20;
+        let wr = SendWr::new(
+            i,
+            SendOp::Write {
+                remote_addr: c.mr_b.addr + off,
+                rkey: c.mr_b.rkey,
+            },
+        )
+        .sge(sge(&c.mr_a, off, 1 << 20));
+        p.a.ep.post_send(c.qa, wr).unwrap();
+    }
+    let victim = (ConnectOptions::default().psn_a + 40) & 0xff_ffff;
+    let (mut copies, mut dropped) = (0, 0);
+    let mut lose = |from_a: bool, f: &[u8]| {
+        let Ok((r, _)) = FrameRepr::parse(f) else {
+            return false;
+        };
+        let data = r
+            .roce
+            .bth
+            .opcode
+            .operation()
+            .is_some_and(|o| o.is_request());
+        if !from_a || !data || r.roce.bth.psn.value() != victim {
+            return false;
+        }
+        copies += 1;
+        let lost = copies <= 2;
+        dropped += lost as u32;
+        lost
+    };
+    let mut idle = false;
+    for _ in 0..4_000_000 {
+        if !p.step_losing(&mut lose) {
+            idle = true;
+            break;
+        }
+    }
+    assert!(idle, "never idle");
+    assert_eq!(dropped, 2, "the first send and the first retransmission");
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 8);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    assert!(p.b.mem.get(c.mr_b.id).unwrap()[..] == src[..], "data");
+    let counters = p.a.ep.qp(c.qa).unwrap().counters();
+    let rx = p.b.ep.qp(c.qb).unwrap().mp_snapshot().unwrap().rx;
+    eprintln!(
+        "copies of the victim {copies}; retransmits {}, timeouts {}, loss NACKs {}, bitmap \
+         drops {}, finished at {:?}",
+        counters.retransmits, counters.timeouts, rx.loss_nacks, rx.bitmap_drops, p.now
+    );
+    assert_eq!(counters.timeouts, 0, "recovered without the RTO");
+}

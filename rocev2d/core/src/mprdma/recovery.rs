@@ -155,6 +155,28 @@ impl Scoreboard {
         }
     }
 
+    /// Whether a loss NACK for `missing`, answering the overflowing packet `cause`, reports a
+    /// loss recovery has not acted on yet: outside recovery or beyond it, always (§3.4 "upon a
+    /// NACK, MP-RDMA enters recovery mode"); inside it, only when `missing` was resent and
+    /// `cause` left after that retransmission, which therefore was lost as well. NACKs for
+    /// packets sent earlier merely repeat the news, and would resend the hole once per
+    /// overflowing packet.
+    pub fn is_new_loss(&self, missing: Psn, cause: Psn) -> bool {
+        let Some(recovery) = self.recovery else {
+            return true;
+        };
+        if missing.distance(recovery) >= 0 {
+            return true;
+        }
+        match (self.at(missing), self.at(cause)) {
+            (Some(m), Some(c)) => {
+                let (m, c) = (&self.sent[m], &self.sent[c]);
+                m.retransmitted && c.at > m.at
+            }
+            _ => false,
+        }
+    }
+
     /// The retransmission timer fired: resend everything unacknowledged (§3.4).
     pub fn on_timeout(&mut self) {
         let (una, nxt) = (self.una, self.nxt());
@@ -263,6 +285,36 @@ mod tests {
         b.on_send_new(Instant::ZERO);
         assert_eq!(b.on_aack(Psn::new(111)), 2);
         assert!(!b.in_recovery());
+    }
+
+    // §3.4: a NACK re-triggers recovery for a PSN already resent only when the packet that
+    // overflowed the bitmap left after the retransmission (which was then lost as well).
+    #[test]
+    fn recovery_lost_retransmission_retriggered_by_later_overflow() {
+        let mut b = board(4);
+        assert!(b.is_new_loss(Psn::new(100), Psn::new(103)));
+        b.enter_recovery(Psn::new(100), b.nxt());
+        assert!(
+            !b.is_new_loss(Psn::new(100), Psn::new(103)),
+            "not resent yet"
+        );
+        b.on_retransmit(Psn::new(100), Instant::from_nanos(1_000), false);
+        for p in 101..104 {
+            b.on_retransmit(Psn::new(p), Instant::from_nanos(1_000), false);
+        }
+        assert_eq!(b.peek_retransmission(), None);
+        assert!(!b.is_new_loss(Psn::new(100), Psn::new(102)), "sent with it");
+        b.on_send_new(Instant::from_nanos(2_000));
+        assert!(b.is_new_loss(Psn::new(100), Psn::new(104)), "sent after it");
+        b.enter_recovery(Psn::new(100), b.nxt());
+        assert_eq!(b.peek_retransmission(), Some(Psn::new(100)));
+        b.on_aack(Psn::new(105));
+        assert!(!b.in_recovery());
+        b.on_send_new(Instant::from_nanos(3_000));
+        assert!(
+            b.is_new_loss(Psn::new(105), Psn::new(105)),
+            "outside recovery"
+        );
     }
 
     // §3.4: a synchronise NACK resends only its PSN.

@@ -14,8 +14,9 @@
 //!     sack < snd_ool && !R ─► cwnd −1, no clock (§3.3)   ─► bitmap: dup / beyond L / accept
 //!     else clock ≤ 2 on vp; rest after ½ RTT (§3.4)      ─► S and earlier missing: NACK
 //!  token ─► recovery? snd_retx : new : early retx        ─► place now, complete in order
-//!  NACK(psn): psn = aack ─► loss recovery (Fig. 7)       ─► ACK(vp, psn, rcv_nxt, CE, R)
-//!             psn > aack ─► resend that synchronise PSN     overflow ─► NACK(rcv_nxt) once
+//!  NACK(psn): psn = aack ─► loss recovery (Fig. 7),      ─► ACK(vp, psn, rcv_nxt, CE, R)
+//!       again if sack left after psn's retransmission       overflow ─► NACK(rcv_nxt, sack)
+//!             psn > aack ─► resend that synchronise PSN
 //! ```
 //!
 //! Deviations (also in `docs/multipath.md`): READ and atomics are refused on a multipath QP
@@ -46,7 +47,7 @@ use alloc::vec::Vec;
 /// An ACK or NACK to send (seed 001 §3.1: "the receiver immediately generates an ACK").
 #[derive(Debug, Clone, Copy)]
 struct AckOut {
-    /// The data packet's PSN (SACK), or the NACKed PSN.
+    /// The PSN of the data packet answered (SACK).
     psn: Psn,
     vp: u16,
     ece: bool,
@@ -59,8 +60,9 @@ struct AckOut {
 enum AckKind {
     /// The packet arrived.
     Ack,
-    /// Sequence NAK: `rcv_nxt` is missing (bitmap overflow), or a synchronise packet came early.
-    Nak,
+    /// Sequence NAK of this PSN: `rcv_nxt` is missing (the answered packet overflowed the
+    /// bitmap), or the answered synchronise packet came early (it names itself).
+    Nak(Psn),
     /// RNR NAK: no receive WQE for this SEND yet.
     Rnr,
 }
@@ -93,8 +95,6 @@ pub(super) struct Mp {
     rq_msn: u32,
     tails: Vec<TailInfo>,
     acks: VecDeque<AckOut>,
-    /// `rcv_nxt` for which a loss NACK is out (one per hole).
-    nacked: Option<Psn>,
     rx: MpRxStats,
     rx_vps: BTreeMap<u16, VpCounters>,
 }
@@ -134,7 +134,6 @@ impl Mp {
             rq_msn: 0,
             tails: Vec::new(),
             acks: VecDeque::new(),
-            nacked: None,
             rx: MpRxStats {
                 ood_hist: vec![0; cfg.bitmap_len as usize + 1],
                 ..MpRxStats::default()
@@ -449,7 +448,8 @@ fn on_ack(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>, roce: &RoceRepr) {
         // seed 001 §3.2: cwnd ± per ACK, inflate + 1.
         mp.win.on_ack(ext.ece);
     } else {
-        // The NACKed packet left the network without an ACK: it frees its place.
+        // The packet the NACK answers left the network without an ACK (dropped beyond the
+        // bitmap, or refused): it frees its place.
         mp.win.on_ack_of_nothing();
     }
     let advanced = mp.board.on_aack(aack_psn);
@@ -472,9 +472,13 @@ fn on_ack(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>, roce: &RoceRepr) {
     }
     match (nak, rnr) {
         (Some(p), None) if p == aack_psn => {
-            // seed 001 §3.4, Fig. 7: recovery = snd_nxt, snd_retx = NACKed PSN.
-            let nxt = mp.board.nxt();
-            mp.board.enter_recovery(p, nxt);
+            // seed 001 §3.4, Fig. 7: recovery = snd_nxt, snd_retx = NACKed PSN — once per
+            // loss: again only when the overflowing packet left after p's retransmission,
+            // which therefore was lost too.
+            if mp.board.is_new_loss(p, sack_psn) {
+                let nxt = mp.board.nxt();
+                mp.board.enter_recovery(p, nxt);
+            }
         }
         // A synchronise packet that came too early (§3.4), or a SEND without its receive WQE
         // yet: send that PSN again (after the RNR wait).

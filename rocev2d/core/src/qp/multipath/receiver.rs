@@ -72,20 +72,18 @@ pub(super) fn on_data(
             return;
         }
         Mark::Beyond => {
-            // seed 001 §3.3: beyond rcv_nxt + L the packet is dropped; §3.4: the overflow
-            // NACKs the missing rcv_nxt, once.
+            // seed 001 §3.3: beyond rcv_nxt + L the packet is dropped; §3.4: "if a packet gets
+            // lost, OOD will continuously increase until it is larger than the size of the
+            // tracking bitmap. Then, a NACK will be generated" — for every packet that
+            // overflows, naming the missing rcv_nxt and answering the dropped PSN, so that the
+            // sender can tell a lost retransmission from a NACK it already acted on.
             mp.rx.bitmap_drops += 1;
-            let head = mp.bitmap.head();
-            if mp.nacked != Some(head) {
-                mp.nacked = Some(head);
-                mp.rx.loss_nacks += 1;
-                mp.acks.push_back(AckOut {
-                    psn: head,
-                    kind: AckKind::Nak,
-                    ..ack
-                });
-                qp.counters.naks_sent += 1;
-            }
+            mp.rx.loss_nacks += 1;
+            mp.acks.push_back(AckOut {
+                kind: AckKind::Nak(mp.bitmap.head()),
+                ..ack
+            });
+            qp.counters.naks_sent += 1;
             return;
         }
         Mark::Accepted => {}
@@ -95,7 +93,7 @@ pub(super) fn on_data(
         // seed 001 §3.4: never update memory ahead of earlier messages; NACK so it is resent.
         mp.rx.sync_nacks += 1;
         mp.acks.push_back(AckOut {
-            kind: AckKind::Nak,
+            kind: AckKind::Nak(psn),
             ..ack
         });
         qp.counters.naks_sent += 1;
@@ -249,7 +247,6 @@ fn advance(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>) {
         let Some(slot) = mp.bitmap.pop() else {
             return;
         };
-        mp.nacked = None;
         match slot {
             Slot::Empty | Slot::Received => continue,
             Slot::Tail => {
@@ -283,7 +280,8 @@ fn advance(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>) {
 }
 
 /// Sends the next ACK or NACK: AETH as in RC (BTH PSN = `rcv_nxt − 1` for an ACK, the NACKed
-/// PSN for a NACK) and REXT's multipath block, on the VP of the packet it answers.
+/// PSN for a NACK) and REXT's multipath block (SACK = the PSN of the packet answered, for a NACK
+/// too), on the VP of the packet it answers.
 pub(super) fn transmit_ack(
     qp: &Shared,
     mp: &mut Mp,
@@ -294,7 +292,7 @@ pub(super) fn transmit_ack(
     let aack = mp.bitmap.head();
     let (syndrome, bth_psn) = match a.kind {
         AckKind::Ack => (Syndrome::Ack(Credits::UNLIMITED), aack.sub(1)),
-        AckKind::Nak => (Syndrome::Nak(NakCode::PsnSequenceError), a.psn),
+        AckKind::Nak(missing) => (Syndrome::Nak(NakCode::PsnSequenceError), missing),
         AckKind::Rnr => (
             Syndrome::RnrNak(RnrTimer::from_code(qp.min_rnr_timer)),
             a.psn,
