@@ -11,23 +11,44 @@
 //! [`Connection`] for the program's own messages.
 //!
 //! Our GID is the address the TCP connection leaves from, so both sides use the same family
-//! and a reachable address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
+//! and a reachable address; when the interface lacks it (TCP over another network, or
+//! loopback to a [`Device::pair`]), the interface's own address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
 //! QP) says so in [`ConnectConfig::offer`]; it runs it only when the peer offers it too.
 //!
-//! ```no_run
+//! ```
 //! use rocev2::connect::{self, ConnectConfig};
-//! use rocev2::{AccessFlags, DatapathKind, Device, SendOp, SendWr};
+//! use rocev2::{AccessFlags, Device, SendOp, SendWr};
+//! use std::time::Duration;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dev = Device::open("eth0", DatapathKind::Udp)?;
+//! // Two devices joined in memory; with `Device::open` each would be on its own host.
+//! let (dev, server) = Device::pair()?;
+//! let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+//! let addr = listener.local_addr()?;
+//!
+//! // The server offers a region and then makes no more calls.
+//! let srv = std::thread::spawn(move || -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+//!     let pd = server.alloc_pd()?;
+//!     let mr = server.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+//!     let cq = server.create_cq(16)?;
+//!     let qp = server.create_rc_qp(pd, cq, cq)?;
+//!     let c = connect::accept(&server, qp, &listener, &ConnectConfig::default().mr(&mr))?;
+//!     Ok((server, mr, c))
+//! });
+//!
 //! let pd = dev.alloc_pd()?;
-//! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
+//! let mr = dev.register(pd, b"hello".to_vec(), AccessFlags::LOCAL_WRITE)?;
 //! let cq = dev.create_cq(16)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
-//! // The server: `connect::accept(&dev, qp, &listener, &ConnectConfig::default().mr(&mr))`.
-//! let c = connect::connect(&dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
+//! let c = connect::connect(&dev, qp, addr, &ConnectConfig::default())?;
 //! let target = c.peer.mrs.first().ok_or("the server offered no region")?;
 //! let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
-//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)))?;
+//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 5)?))?;
+//! let mut wcs = Vec::new();
+//! dev.wait_cq(cq, &mut wcs, 1, Duration::from_secs(5))?;
+//! assert!(wcs[0].status.is_success());
+//!
+//! let (server, smr, _c) = srv.join().unwrap().map_err(|e| e.to_string())?;
+//! assert_eq!(&server.mr_guard(&smr)?[..5], b"hello");
 //! # Ok(()) }
 //! ```
 //!
@@ -268,7 +289,7 @@ fn handshake(
 }
 
 /// Our endpoint: the QP, a random first PSN, the TCP connection's local address as GID (an
-/// IPv4-mapped IPv6 address as IPv4), the interface's MAC, the MTU asked for lowered to the
+/// IPv4-mapped IPv6 address as IPv4) when the interface has it, the interface's MAC, the MTU asked for lowered to the
 /// interface's, the offer and the regions.
 fn local_endpoint(
     dev: &Device,
@@ -281,6 +302,17 @@ fn local_endpoint(
         v4 => v4,
     };
     let iface = dev.interface();
+    // TCP may leave from an address the RoCE interface lacks (another interface, loopback
+    // to a [`Device::pair`]): then our GID is the interface's own address, of that family
+    // if it has one.
+    let ip = if iface.addrs.iter().any(|a| a.ip == ip) {
+        ip
+    } else {
+        iface
+            .source_ip(ip.is_ipv6())
+            .or_else(|| iface.source_ip(!ip.is_ipv6()))
+            .unwrap_or(ip)
+    };
     let mtu = iface
         .path_mtu(ip.is_ipv6())
         .ok_or_else(|| ConnectError::Local(crate::Error::MtuTooSmall(iface.name.clone())))?

@@ -81,6 +81,9 @@ struct Inner {
     datapath: String,
     reason: String,
     backend: Backend,
+    /// Neighbours known without asking the kernel (the other end of [`Device::pair`], whose
+    /// made-up interface has no neighbour table).
+    neighbours: Vec<(IpAddr, [u8; 6])>,
 }
 
 /// Where the verbs are carried out.
@@ -153,16 +156,28 @@ impl Device {
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         let iface = Interface::by_name(iface)?;
         let opened = auto::open(&iface, kind, &cfg.datapath)?;
+        Device::in_process(iface, opened.datapath, opened.reason, Vec::new(), cfg)
+    }
+
+    /// An in-process device of `iface` over `datapath`: the one constructor behind
+    /// [`Device::open_with`] and [`Device::pair_with`]; `neighbours` answer before the kernel's
+    /// neighbour table.
+    pub(crate) fn in_process(
+        iface: Interface,
+        datapath: Box<dyn rocev2_datapath::Datapath + Send>,
+        reason: String,
+        neighbours: Vec<(IpAddr, [u8; 6])>,
+        cfg: DeviceConfig,
+    ) -> Result<Device> {
         let ep = Endpoint::new(cfg.seed.unwrap_or_else(random_u64));
-        let datapath = opened.datapath.name().to_string();
-        let driver = Driver::new(ep, VecMemory::new(), opened.datapath, cfg.driver);
+        let name = datapath.name().to_string();
+        let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
         let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
-        Ok(Device::new(
-            iface,
-            datapath,
-            opened.reason,
-            Backend::Local(local),
-        ))
+        let mut dev = Device::new(iface, name, reason, Backend::Local(local));
+        if let Some(inner) = Arc::get_mut(&mut dev.inner) {
+            inner.neighbours = neighbours;
+        }
+        Ok(dev)
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -214,6 +229,7 @@ impl Device {
                 datapath,
                 reason,
                 backend,
+                neighbours: Vec::new(),
             }),
         }
     }
@@ -556,7 +572,15 @@ impl Device {
         // Resolution may take the whole timeout: not under the lock.
         let dst_mac = match remote.mac {
             Some(m) => m,
-            None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
+            None => match self
+                .inner
+                .neighbours
+                .iter()
+                .find(|(ip, _)| *ip == remote.ip)
+            {
+                Some((_, mac)) => *mac,
+                None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
+            },
         };
         let path = iface
             .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
