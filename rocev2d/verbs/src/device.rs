@@ -804,13 +804,15 @@ impl Device {
                     return Ok(Step::Done(n));
                 }
                 let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
-                if !l.has_thread() {
+                if !l.has_thread() || l.waits_drive() {
+                    // Caller-driven, or busy-polling while the thread backs off (local.rs).
                     st.pass(&l.shared.activity)?;
                     let n = st.driver.ep.poll_cq(cq.0, out, max);
-                    return Ok(if n > 0 { Step::Done(n) } else { Step::Drive });
-                }
-                if l.shared.wait == WaitMode::Spin {
-                    return Ok(Step::Yield);
+                    return Ok(match (n, l.has_thread()) {
+                        (1.., _) => Step::Done(n),
+                        (0, false) => Step::Drive,
+                        (0, true) => Step::Yield,
+                    });
                 }
                 // Empty, seen under the lock the progress thread fires under: armed now, the
                 // next completion signals.
@@ -843,6 +845,15 @@ impl Device {
         }
     }
 
+    /// Marks a busy-polling wait that drives the engine while the progress thread backs off
+    /// ([`crate::local`]), for as long as the guard lives.
+    fn driving(&self) -> Option<crate::local::Driving<'_>> {
+        match &self.inner.backend {
+            Backend::Local(l) if l.waits_drive() => Some(l.driving()),
+            _ => None,
+        }
+    }
+
     /// How long an attached wait spins before sleeping.
     fn spin_window(&self) -> Duration {
         match &self.inner.backend {
@@ -868,6 +879,7 @@ impl Device {
         timeout: Duration,
     ) -> Result<usize> {
         let start = Instant::now();
+        let _driving = self.driving();
         let spin = self.spin_window();
         loop {
             let waited = start.elapsed();
@@ -901,6 +913,7 @@ impl Device {
     /// Takes up to `max` completions of `cq` into `out`, waiting asynchronously for the first.
     async fn next_batch(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
         let start = Instant::now();
+        let _driving = self.driving();
         let spin = self.spin_window();
         loop {
             let step = self.step(cq, out, max, start.elapsed() < spin)?;
@@ -1154,5 +1167,32 @@ mod tests {
         // The futures may be spawned on a multi-thread runtime.
         let f = |d: Device, cq: Cq| async move { d.next_completion(cq).await };
         let _ = |d: Device, cq: Cq| send(&f(d, cq));
+    }
+
+    #[test]
+    fn a_busy_polling_wait_drives_the_engine_and_the_thread_backs_off() {
+        let spin = DeviceConfig {
+            driver: DriverConfig {
+                wait: WaitMode::Spin,
+                ..DriverConfig::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let (a, _b) = Device::pair_with(spin).unwrap();
+        let cq = a.create_cq(4).unwrap();
+        let Backend::Local(l) = &a.inner.backend else {
+            unreachable!("a pair is in-process")
+        };
+        let wait = Duration::from_millis(200);
+        let before = l.shared.passes.load(Ordering::Relaxed);
+        let t = Instant::now();
+        let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
+        let waited = t.elapsed();
+        assert!(matches!(e, Error::Timeout), "{e}");
+        let passes = l.shared.passes.load(Ordering::Relaxed) - before;
+        // At most one pass per back-off sleep, plus the one under way when the wait began
+        // (a spinning thread makes a pass every few microseconds).
+        let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
+        assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
     }
 }
