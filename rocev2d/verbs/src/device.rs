@@ -49,8 +49,9 @@ use std::time::{Duration, Instant};
 pub struct DeviceConfig {
     /// Batching and waiting of the driver (default: busy polling for a while after activity,
     /// then sleeping in `ppoll`; see [`crate::WaitMode`]). With a progress thread, its wait
-    /// mode is the thread's: [`WaitMode::Spin`] busy-polls, [`WaitMode::Sleep`] sleeps until a
-    /// frame, a timer or a post (interrupt mode).
+    /// mode is the thread's: [`WaitMode::Spin`] busy-polls (and backs off while an application
+    /// thread's wait drives the engine), [`WaitMode::Sleep`] sleeps until a frame, a timer or a
+    /// post (interrupt mode).
     pub driver: DriverConfig,
     /// Settings of the datapaths.
     pub datapath: Options,
@@ -864,7 +865,8 @@ impl Device {
 
     /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
     /// returns how many (at least one). With a progress thread it sleeps on the CQ's eventfd
-    /// ([`WaitMode::Spin`]: polls the CQ); caller-driven, it drives the engine meanwhile;
+    /// ([`WaitMode::Spin`]: drives the engine and polls the CQ while the thread backs off);
+    /// caller-driven, it drives the engine meanwhile;
     /// attached, it spins on the CQ's ring for the wait mode's window, then sleeps on its
     /// eventfd.
     ///

@@ -20,8 +20,9 @@
 //! leaves at most that late (a post inside one leaves with the waiter's next pass).
 //!
 //! Measured (BENCHMARKS.md, `deploy/bench/api-async.sh`, a 2-vCPU VM): an idle device and a
-//! task awaiting its CQ cost no measurable CPU (< 0.2% of a core); the busy-polled 64 B
-//! ping-pong's cost over caller-driven is in BENCHMARKS.md.
+//! task awaiting its CQ cost no measurable CPU (< 0.2% of a core); with the back-off, a
+//! busy-polled 64 B ping-pong takes 0.94–1.12x the caller-driven round trip (1.5–1.8x before
+//! it, with two busy pollers per device for two shared vCPUs).
 //!
 //! The thread sleeps without holding the lock: it reads the driver's [`WaitPlan`] under the
 //! lock, says it sleeps, and waits on a duplicate of the datapath's descriptor and its wake
