@@ -430,6 +430,38 @@ fn read_exact(
 /// [`connect`] and [`accept`] on tokio's TCP: the same
 /// exchange, each step bounded by `tokio::time::timeout` (the runtime needs its time driver:
 /// `#[tokio::main]` and `Runtime::new` enable it). The QP bring-up itself does not block.
+///
+/// ```
+/// use rocev2::connect::{self, ConnectConfig};
+/// use rocev2::{AccessFlags, Device, SendOp, SendWr};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let (dev, server) = Device::pair()?; // two devices joined in memory
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let addr = listener.local_addr()?;
+/// let spd = server.alloc_pd()?;
+/// let smr = server.register(spd, vec![0u8; 64], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+/// let scq = server.create_cq(4)?;
+/// let sqp = server.create_rc_qp(spd, scq, scq)?;
+/// let accepting = tokio::spawn(async move {
+///     connect::tokio::accept(&server, sqp, &listener, &ConnectConfig::default().mr(&smr)).await?;
+///     Ok::<_, connect::ConnectError>(server)
+/// });
+///
+/// let pd = dev.alloc_pd()?;
+/// let mr = dev.register(pd, b"async".to_vec(), AccessFlags::LOCAL_WRITE)?;
+/// let cq = dev.create_cq(4)?;
+/// let qp = dev.create_rc_qp(pd, cq, cq)?;
+/// let c = connect::tokio::connect(&dev, qp, addr, &ConnectConfig::default()).await?;
+/// let target = c.peer.mrs[0];
+/// let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
+/// dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 5)?))?;
+/// rocev2::check(dev.next_completion(cq).await?)?;
+/// let server = accepting.await??;
+/// assert_eq!(&server.mr_guard(&smr)?[..5], b"async");
+/// # Ok(()) })
+/// # }
+/// ```
 #[cfg(feature = "tokio")]
 pub mod tokio {
     use super::{
