@@ -17,7 +17,8 @@ cd "$(dirname "$0")/../.."
 
 ITERS=${ITERS:-20000}
 IDLE=${IDLE:-5}
-PACKAGES="-p rocev2 --examples"
+# UDP datapath only: built without the `xdp` feature (no nightly, no eBPF build).
+PACKAGES="-p rocev2 --no-default-features --features rocev2/tokio --examples"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh api
 

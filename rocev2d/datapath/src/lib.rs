@@ -42,6 +42,7 @@ pub mod filter;
 pub mod iface;
 pub mod neigh;
 mod netlink;
+pub mod pair;
 
 mod sys;
 pub mod udp;

@@ -11,23 +11,44 @@
 //! [`Connection`] for the program's own messages.
 //!
 //! Our GID is the address the TCP connection leaves from, so both sides use the same family
-//! and a reachable address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
+//! and a reachable address; when the interface lacks it (TCP over another network, or
+//! loopback to a [`Device::pair`]), the interface's own address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
 //! QP) says so in [`ConnectConfig::offer`]; it runs it only when the peer offers it too.
 //!
-//! ```no_run
+//! ```
 //! use rocev2::connect::{self, ConnectConfig};
-//! use rocev2::{AccessFlags, DatapathKind, Device, SendOp, SendWr};
+//! use rocev2::{AccessFlags, Device, SendOp, SendWr};
+//! use std::time::Duration;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dev = Device::open("eth0", DatapathKind::Udp)?;
+//! // Two devices joined in memory; with `Device::open` each would be on its own host.
+//! let (dev, server) = Device::pair()?;
+//! let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+//! let addr = listener.local_addr()?;
+//!
+//! // The server offers a region and then makes no more calls.
+//! let srv = std::thread::spawn(move || -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+//!     let pd = server.alloc_pd()?;
+//!     let mr = server.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+//!     let cq = server.create_cq(16)?;
+//!     let qp = server.create_rc_qp(pd, cq, cq)?;
+//!     let c = connect::accept(&server, qp, &listener, &ConnectConfig::default().mr(&mr))?;
+//!     Ok((server, mr, c))
+//! });
+//!
 //! let pd = dev.alloc_pd()?;
-//! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
+//! let mr = dev.register(pd, b"hello".to_vec(), AccessFlags::LOCAL_WRITE)?;
 //! let cq = dev.create_cq(16)?;
 //! let qp = dev.create_rc_qp(pd, cq, cq)?;
-//! // The server: `connect::accept(&dev, qp, &listener, &ConnectConfig::default().mr(&mr))`.
-//! let c = connect::connect(&dev, qp, "192.168.77.10:18515", &ConnectConfig::default())?;
+//! let c = connect::connect(&dev, qp, addr, &ConnectConfig::default())?;
 //! let target = c.peer.mrs.first().ok_or("the server offered no region")?;
 //! let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
-//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)?))?;
+//! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 5)?))?;
+//! let mut wcs = Vec::new();
+//! dev.wait_cq(cq, &mut wcs, 1, Duration::from_secs(5))?;
+//! assert!(wcs[0].status.is_success());
+//!
+//! let (server, smr, _c) = srv.join().unwrap().map_err(|e| e.to_string())?;
+//! assert_eq!(&server.mr_guard(&smr)?[..5], b"hello");
 //! # Ok(()) }
 //! ```
 //!
@@ -268,7 +289,7 @@ fn handshake(
 }
 
 /// Our endpoint: the QP, a random first PSN, the TCP connection's local address as GID (an
-/// IPv4-mapped IPv6 address as IPv4), the interface's MAC, the MTU asked for lowered to the
+/// IPv4-mapped IPv6 address as IPv4) when the interface has it, the interface's MAC, the MTU asked for lowered to the
 /// interface's, the offer and the regions.
 fn local_endpoint(
     dev: &Device,
@@ -281,6 +302,17 @@ fn local_endpoint(
         v4 => v4,
     };
     let iface = dev.interface();
+    // TCP may leave from an address the RoCE interface lacks (another interface, loopback
+    // to a [`Device::pair`]): then our GID is the interface's own address, of that family
+    // if it has one.
+    let ip = if iface.addrs.iter().any(|a| a.ip == ip) {
+        ip
+    } else {
+        iface
+            .source_ip(ip.is_ipv6())
+            .or_else(|| iface.source_ip(!ip.is_ipv6()))
+            .unwrap_or(ip)
+    };
     let mtu = iface
         .path_mtu(ip.is_ipv6())
         .ok_or_else(|| ConnectError::Local(crate::Error::MtuTooSmall(iface.name.clone())))?
@@ -398,6 +430,38 @@ fn read_exact(
 /// [`connect`] and [`accept`] on tokio's TCP: the same
 /// exchange, each step bounded by `tokio::time::timeout` (the runtime needs its time driver:
 /// `#[tokio::main]` and `Runtime::new` enable it). The QP bring-up itself does not block.
+///
+/// ```
+/// use rocev2::connect::{self, ConnectConfig};
+/// use rocev2::{AccessFlags, Device, SendOp, SendWr};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let (dev, server) = Device::pair()?; // two devices joined in memory
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let addr = listener.local_addr()?;
+/// let spd = server.alloc_pd()?;
+/// let smr = server.register(spd, vec![0u8; 64], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+/// let scq = server.create_cq(4)?;
+/// let sqp = server.create_rc_qp(spd, scq, scq)?;
+/// let accepting = tokio::spawn(async move {
+///     connect::tokio::accept(&server, sqp, &listener, &ConnectConfig::default().mr(&smr)).await?;
+///     Ok::<_, connect::ConnectError>(server)
+/// });
+///
+/// let pd = dev.alloc_pd()?;
+/// let mr = dev.register(pd, b"async".to_vec(), AccessFlags::LOCAL_WRITE)?;
+/// let cq = dev.create_cq(4)?;
+/// let qp = dev.create_rc_qp(pd, cq, cq)?;
+/// let c = connect::tokio::connect(&dev, qp, addr, &ConnectConfig::default()).await?;
+/// let target = c.peer.mrs[0];
+/// let write = SendOp::Write { remote_addr: target.addr, rkey: target.rkey };
+/// dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 5)?))?;
+/// rocev2::check(dev.next_completion(cq).await?)?;
+/// let server = accepting.await??;
+/// assert_eq!(&server.mr_guard(&smr)?[..5], b"async");
+/// # Ok(()) })
+/// # }
+/// ```
 #[cfg(feature = "tokio")]
 pub mod tokio {
     use super::{
@@ -594,11 +658,14 @@ mod tests {
     #[test]
     fn statuses_are_ready_or_a_reason() {
         assert_eq!(status(&Ok(())), [READY]);
-        let e = crate::Error::Timeout;
-        let failed = status(&Err(e));
-        let reason = crate::Error::Timeout.to_string();
-        assert_eq!(failed[..3], [FAILED, 0, reason.len() as u8]);
-        assert_eq!(&failed[3..], reason.as_bytes());
+        let failed = status(&Err(crate::Error::Timeout));
+        let why = crate::Error::Timeout.to_string();
+        assert_eq!(failed[0], FAILED);
+        assert_eq!(
+            usize::from(u16::from_be_bytes([failed[1], failed[2]])),
+            why.len()
+        );
+        assert_eq!(&failed[3..], why.as_bytes());
         assert!(check_failed(FAILED).is_ok());
         assert!(matches!(check_failed(7), Err(ConnectError::Status(7))));
     }

@@ -49,8 +49,9 @@ use std::time::{Duration, Instant};
 pub struct DeviceConfig {
     /// Batching and waiting of the driver (default: busy polling for a while after activity,
     /// then sleeping in `ppoll`; see [`crate::WaitMode`]). With a progress thread, its wait
-    /// mode is the thread's: [`WaitMode::Spin`] busy-polls, [`WaitMode::Sleep`] sleeps until a
-    /// frame, a timer or a post (interrupt mode).
+    /// mode is the thread's: [`WaitMode::Spin`] busy-polls (and backs off while an application
+    /// thread's wait drives the engine), [`WaitMode::Sleep`] sleeps until a frame, a timer or a
+    /// post (interrupt mode).
     pub driver: DriverConfig,
     /// Settings of the datapaths.
     pub datapath: Options,
@@ -81,6 +82,9 @@ struct Inner {
     datapath: String,
     reason: String,
     backend: Backend,
+    /// Neighbours known without asking the kernel (the other end of [`Device::pair`], whose
+    /// made-up interface has no neighbour table).
+    neighbours: Vec<(IpAddr, [u8; 6])>,
 }
 
 /// Where the verbs are carried out.
@@ -153,16 +157,28 @@ impl Device {
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         let iface = Interface::by_name(iface)?;
         let opened = auto::open(&iface, kind, &cfg.datapath)?;
+        Device::in_process(iface, opened.datapath, opened.reason, Vec::new(), cfg)
+    }
+
+    /// An in-process device of `iface` over `datapath`: the one constructor behind
+    /// [`Device::open_with`] and [`Device::pair_with`]; `neighbours` answer before the kernel's
+    /// neighbour table.
+    pub(crate) fn in_process(
+        iface: Interface,
+        datapath: Box<dyn rocev2_datapath::Datapath + Send>,
+        reason: String,
+        neighbours: Vec<(IpAddr, [u8; 6])>,
+        cfg: DeviceConfig,
+    ) -> Result<Device> {
         let ep = Endpoint::new(cfg.seed.unwrap_or_else(random_u64));
-        let datapath = opened.datapath.name().to_string();
-        let driver = Driver::new(ep, VecMemory::new(), opened.datapath, cfg.driver);
+        let name = datapath.name().to_string();
+        let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
         let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
-        Ok(Device::new(
-            iface,
-            datapath,
-            opened.reason,
-            Backend::Local(local),
-        ))
+        let mut dev = Device::new(iface, name, reason, Backend::Local(local));
+        if let Some(inner) = Arc::get_mut(&mut dev.inner) {
+            inner.neighbours = neighbours;
+        }
+        Ok(dev)
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -214,6 +230,7 @@ impl Device {
                 datapath,
                 reason,
                 backend,
+                neighbours: Vec::new(),
             }),
         }
     }
@@ -556,7 +573,15 @@ impl Device {
         // Resolution may take the whole timeout: not under the lock.
         let dst_mac = match remote.mac {
             Some(m) => m,
-            None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
+            None => match self
+                .inner
+                .neighbours
+                .iter()
+                .find(|(ip, _)| *ip == remote.ip)
+            {
+                Some((_, mac)) => *mac,
+                None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
+            },
         };
         let path = iface
             .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
@@ -780,13 +805,15 @@ impl Device {
                     return Ok(Step::Done(n));
                 }
                 let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
-                if !l.has_thread() {
+                if !l.has_thread() || l.waits_drive() {
+                    // Caller-driven, or busy-polling while the thread backs off (local.rs).
                     st.pass(&l.shared.activity)?;
                     let n = st.driver.ep.poll_cq(cq.0, out, max);
-                    return Ok(if n > 0 { Step::Done(n) } else { Step::Drive });
-                }
-                if l.shared.wait == WaitMode::Spin {
-                    return Ok(Step::Yield);
+                    return Ok(match (n, l.has_thread()) {
+                        (1.., _) => Step::Done(n),
+                        (0, false) => Step::Drive,
+                        (0, true) => Step::Yield,
+                    });
                 }
                 // Empty, seen under the lock the progress thread fires under: armed now, the
                 // next completion signals.
@@ -819,6 +846,15 @@ impl Device {
         }
     }
 
+    /// Marks a busy-polling wait that drives the engine while the progress thread backs off
+    /// ([`crate::local`]), for as long as the guard lives.
+    fn driving(&self) -> Option<crate::local::Driving<'_>> {
+        match &self.inner.backend {
+            Backend::Local(l) if l.waits_drive() => Some(l.driving()),
+            _ => None,
+        }
+    }
+
     /// How long an attached wait spins before sleeping.
     fn spin_window(&self) -> Duration {
         match &self.inner.backend {
@@ -829,7 +865,8 @@ impl Device {
 
     /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
     /// returns how many (at least one). With a progress thread it sleeps on the CQ's eventfd
-    /// ([`WaitMode::Spin`]: polls the CQ); caller-driven, it drives the engine meanwhile;
+    /// ([`WaitMode::Spin`]: drives the engine and polls the CQ while the thread backs off);
+    /// caller-driven, it drives the engine meanwhile;
     /// attached, it spins on the CQ's ring for the wait mode's window, then sleeps on its
     /// eventfd.
     ///
@@ -844,6 +881,7 @@ impl Device {
         timeout: Duration,
     ) -> Result<usize> {
         let start = Instant::now();
+        let _driving = self.driving();
         let spin = self.spin_window();
         loop {
             let waited = start.elapsed();
@@ -877,6 +915,7 @@ impl Device {
     /// Takes up to `max` completions of `cq` into `out`, waiting asynchronously for the first.
     async fn next_batch(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
         let start = Instant::now();
+        let _driving = self.driving();
         let spin = self.spin_window();
         loop {
             let step = self.step(cq, out, max, start.elapsed() < spin)?;
@@ -1130,5 +1169,32 @@ mod tests {
         // The futures may be spawned on a multi-thread runtime.
         let f = |d: Device, cq: Cq| async move { d.next_completion(cq).await };
         let _ = |d: Device, cq: Cq| send(&f(d, cq));
+    }
+
+    #[test]
+    fn a_busy_polling_wait_drives_the_engine_and_the_thread_backs_off() {
+        let spin = DeviceConfig {
+            driver: DriverConfig {
+                wait: WaitMode::Spin,
+                ..DriverConfig::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let (a, _b) = Device::pair_with(spin).unwrap();
+        let cq = a.create_cq(4).unwrap();
+        let Backend::Local(l) = &a.inner.backend else {
+            unreachable!("a pair is in-process")
+        };
+        let wait = Duration::from_millis(200);
+        let before = l.shared.passes.load(Ordering::Relaxed);
+        let t = Instant::now();
+        let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
+        let waited = t.elapsed();
+        assert!(matches!(e, Error::Timeout), "{e}");
+        let passes = l.shared.passes.load(Ordering::Relaxed) - before;
+        // At most one pass per back-off sleep, plus the one under way when the wait began
+        // (a spinning thread makes a pass every few microseconds).
+        let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
+        assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
     }
 }

@@ -13,33 +13,38 @@
 //! A [`Device`] is a cheap, `Send + Sync` handle: clone it into threads or tasks; one can post
 //! while another reaps.
 //!
-//! ```no_run
-//! use rocev2::{AccessFlags, ConnectOptions, DatapathKind, Device, RemoteQp, SendOp, SendWr};
+//! ```
+//! use rocev2::{AccessFlags, ConnectOptions, Device, RemoteQp, SendOp, SendWr};
 //! use std::time::Duration;
 //! # fn main() -> Result<(), rocev2::Error> {
-//! let dev = Device::open("eth0", DatapathKind::Auto)?;
-//! let pd = dev.alloc_pd()?;
+//! // Two devices joined in memory; `Device::open("eth0", DatapathKind::Auto)` opens a real
+//! // interface the same way.
+//! let (dev, peer) = Device::pair()?;
+//! let (pd, ppd) = (dev.alloc_pd()?, peer.alloc_pd()?);
 //! let mr = dev.register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)?;
 //! dev.mr_guard(&mr)?[..5].copy_from_slice(b"hello");
-//! let cq = dev.create_cq(64)?;
-//! let qp = dev.create_rc_qp(pd, cq, cq)?;
-//! // The peer's QP number, PSN, address and buffer come from an out-of-band exchange
-//! // (`rocev2::connect` does it and the bring-up in one call, below).
-//! let (peer_qpn, peer_psn, peer_addr, peer_rkey) = (0x11, 0x7d2a9e, 0x1000_0000, 0x1234);
-//! let remote = RemoteQp {
-//!     qpn: rocev2::Qpn::new(peer_qpn),
-//!     psn: peer_psn,
-//!     ip: "192.168.77.10".parse().unwrap(),
+//! let target = peer.register(ppd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+//! let (cq, pcq) = (dev.create_cq(64)?, peer.create_cq(64)?);
+//! let (qp, pqp) = (dev.create_rc_qp(pd, cq, cq)?, peer.create_rc_qp(ppd, pcq, pcq)?);
+//! // What each side learns from the other out of band (`rocev2::connect` exchanges it and
+//! // brings both QPs up in one call).
+//! let to = |d: &Device, qpn, psn| RemoteQp {
+//!     qpn,
+//!     psn,
+//!     ip: d.source_ip(false).unwrap(),
 //!     mac: None, // resolved through the neighbour table
 //! };
-//! let opts = ConnectOptions { local_psn: rocev2::random_psn(), ..ConnectOptions::default() };
-//! dev.connect(qp, &remote, &opts)?;
-//! let write = SendOp::Write { remote_addr: peer_addr, rkey: rocev2::Rkey::new(peer_rkey) };
+//! let (psn, ppsn) = (rocev2::random_psn(), rocev2::random_psn());
+//! dev.connect(qp, &to(&peer, pqp.qpn(), ppsn), &ConnectOptions { local_psn: psn, ..Default::default() })?;
+//! peer.connect(pqp, &to(&dev, qp.qpn(), psn), &ConnectOptions { local_psn: ppsn, ..Default::default() })?;
+//!
+//! let write = SendOp::Write { remote_addr: target.addr(), rkey: target.rkey() };
 //! dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 4096)?))?;
 //! let mut wcs = Vec::new();
 //! dev.wait_cq(cq, &mut wcs, 16, Duration::from_secs(5))?;
 //! assert!(wcs[0].status.is_success());
-//! dev.drain(Duration::from_secs(1))?; // let the last ACKs leave before exiting
+//! // The peer made no call: its progress thread placed the bytes.
+//! assert_eq!(&peer.mr_guard(&target)?[..5], b"hello");
 //! # Ok(()) }
 //! ```
 //!
@@ -98,6 +103,7 @@ mod endpoint;
 mod error;
 mod local;
 mod mr;
+mod pair;
 mod qp;
 mod wakeup;
 

@@ -11,10 +11,18 @@
 //! | [`WaitMode::Adaptive`] (default) | busy-polls for the spin window after activity, then sleeps as `Sleep` | none | a wake-up after a pause |
 //! | [`WaitMode::Sleep`] (interrupt) | sleeps in `poll(2)` on the datapath and a wake eventfd | none | a wake-up (eventfd write by the poster) |
 //!
+//! Busy-polling both ways would give each device two busy pollers (the application spinning
+//! on its CQ and the thread), and the application's polls would queue for the lock behind the
+//! thread's passes. So with [`WaitMode::Spin`] an application thread inside
+//! [`crate::Device::wait_cq`] or [`crate::Device::next_completion`] drives the engine itself,
+//! as caller-driven, and the thread backs off meanwhile: it sleeps on its wake eventfd for
+//! [`BACKOFF`] at a time until no application thread waits, so a post made outside a wait
+//! leaves at most that late (a post inside one leaves with the waiter's next pass).
+//!
 //! Measured (BENCHMARKS.md, `deploy/bench/api-async.sh`, a 2-vCPU VM): an idle device and a
-//! task awaiting its CQ cost no measurable CPU (< 0.2% of a core); a busy-polled 64 B
-//! ping-pong takes 1.5–1.7x the caller-driven round trip there, because each device then has
-//! two busy pollers (the application and its thread) for two shared vCPUs.
+//! task awaiting its CQ cost no measurable CPU (< 0.2% of a core); with the back-off, a
+//! busy-polled 64 B ping-pong takes 0.94–1.12x the caller-driven round trip (1.5–1.8x before
+//! it, with two busy pollers per device for two shared vCPUs).
 //!
 //! The thread sleeps without holding the lock: it reads the driver's [`WaitPlan`] under the
 //! lock, says it sleeps, and waits on a duplicate of the datapath's descriptor and its wake
@@ -41,7 +49,7 @@ use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
 use rocev2_ipc::notify::EventFd;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -110,6 +118,11 @@ pub(crate) struct Shared {
     /// The progress thread sleeps (set under the lock before it releases it to sleep).
     sleeping: AtomicBool,
     stop: AtomicBool,
+    /// Application threads inside a busy-polling wait, driving the engine themselves.
+    driving: AtomicUsize,
+    /// The thread's passes (tests of its back-off).
+    #[cfg(test)]
+    pub(crate) passes: AtomicU64,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: CqEvent,
     pub(crate) mode: ProgressMode,
@@ -148,6 +161,9 @@ impl Local {
             wake: EventFd::new().map_err(Error::Io)?,
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            driving: AtomicUsize::new(0),
+            #[cfg(test)]
+            passes: AtomicU64::new(0),
             activity: CqEvent::new()?,
             mode,
             wait,
@@ -182,6 +198,18 @@ impl Local {
         self.thread.is_some()
     }
 
+    /// True when an application's busy-polling waits drive the engine and the progress thread
+    /// backs off meanwhile (a thread with [`WaitMode::Spin`]; see the module docs).
+    pub(crate) fn waits_drive(&self) -> bool {
+        self.has_thread() && self.shared.wait == WaitMode::Spin
+    }
+
+    /// Marks the calling thread as driving the engine until the guard drops.
+    pub(crate) fn driving(&self) -> Driving<'_> {
+        self.shared.driving.fetch_add(1, Ordering::SeqCst);
+        Driving(&self.shared)
+    }
+
     /// Tells a sleeping progress thread that work was posted.
     pub(crate) fn kick(&self) {
         if self.shared.sleeping.load(Ordering::SeqCst) {
@@ -189,6 +217,19 @@ impl Local {
         }
     }
 }
+
+/// An application thread driving the engine in a wait ([`Local::driving`]).
+pub(crate) struct Driving<'a>(&'a Shared);
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.0.driving.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How long the progress thread sleeps at a time while an application thread drives the
+/// engine: the most a post made outside a wait, just after one, waits to leave.
+pub(crate) const BACKOFF: std::time::Duration = std::time::Duration::from_micros(100);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -236,6 +277,18 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let mut woken = false;
     while !s.stop.load(Ordering::SeqCst) {
+        if s.driving.load(Ordering::SeqCst) > 0 {
+            let mut fds = [PollFd::new(&s.wake, PollFlags::IN)];
+            let ts = Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(BACKOFF.subsec_nanos()),
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+            woken |= s.wake.clear();
+            continue;
+        }
+        #[cfg(test)]
+        s.passes.fetch_add(1, Ordering::Relaxed);
         let plan = {
             let mut st = s.lock();
             if std::mem::take(&mut woken) {
