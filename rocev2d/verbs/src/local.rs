@@ -71,6 +71,8 @@ pub(crate) struct State {
     pub(crate) failed: Option<String>,
     /// Passes that received, sent or ran timers, so far.
     pub(crate) activity_gen: u64,
+    /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
+    pub(crate) cm_events: std::collections::VecDeque<rocev2_core::cm::Event>,
 }
 
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
@@ -95,7 +97,7 @@ impl CqEvent {
     }
 
     /// Signals if armed (called under the lock).
-    fn fire(&self) {
+    pub(crate) fn fire(&self) {
         if self.armed.swap(false, Ordering::SeqCst) {
             self.event.get().signal();
         }
@@ -112,6 +114,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: CqEvent,
+    /// Signalled, when armed, when the engine reports a CM event.
+    pub(crate) cm: CqEvent,
     pub(crate) mode: ProgressMode,
     pub(crate) wait: WaitMode,
 }
@@ -144,11 +148,13 @@ impl Local {
                 cqs: BTreeMap::new(),
                 failed: None,
                 activity_gen: 0,
+                cm_events: std::collections::VecDeque::new(),
             }),
             wake: EventFd::new().map_err(Error::Io)?,
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             activity: CqEvent::new()?,
+            cm: CqEvent::new()?,
             mode,
             wait,
         });
@@ -207,6 +213,15 @@ impl State {
         Ok(p)
     }
 
+    /// Moves the engine's CM events to [`State::cm_events`]; true if there were any.
+    pub(crate) fn take_cm_events(&mut self) -> bool {
+        let before = self.cm_events.len();
+        while let Some(ev) = self.driver.ep.poll_cm_event() {
+            self.cm_events.push_back(ev);
+        }
+        self.cm_events.len() > before
+    }
+
     fn fire(&mut self, p: Progress, activity: &CqEvent) {
         for (id, ev) in &self.cqs {
             if self.driver.ep.cq(*id).is_some_and(|c| !c.is_empty()) {
@@ -242,7 +257,12 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
                 st.driver.note_activity();
             }
             match st.driver.poll() {
-                Ok(p) => st.fire(p, &s.activity),
+                Ok(p) => {
+                    st.fire(p, &s.activity);
+                    if st.take_cm_events() {
+                        s.cm.fire();
+                    }
+                }
                 Err(e) => {
                     st.failed = Some(e.to_string());
                     // Wake every waiter: their next look reports the failure.
@@ -250,6 +270,7 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
                         ev.event.get().signal();
                     }
                     s.activity.event.get().signal();
+                    s.cm.event.get().signal();
                     return;
                 }
             }
