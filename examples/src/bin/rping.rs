@@ -296,6 +296,9 @@ fn server(a: &Args) -> Result<()> {
         let start = match r.recv_info() {
             Ok(i) => i,
             Err(e) => {
+                // What rdma-core's server prints when the client's disconnect ends its wait.
+                eprintln!("server DISCONNECT EVENT...");
+                eprintln!("wait for RDMA_READ_ADV state 10");
                 if a.debug {
                     eprintln!("server loop ends: {e:#}");
                 }
