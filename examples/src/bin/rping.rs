@@ -72,6 +72,10 @@ struct Args {
     /// Datapath. Ours.
     #[arg(long = "datapath", default_value = "auto")]
     datapath: DatapathKind,
+    /// UDP datapath: accept frames whose ICRC cannot be checked (rdma_rxe covers the IPv4
+    /// Identification, which a UDP socket does not see). Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    accept_unverified_icrc: bool,
     #[command(flatten)]
     poll: rocev2_examples::PollArgs,
 }
@@ -250,7 +254,9 @@ impl Rping {
 /// Opens the device and makes the QP and the advertisement buffers.
 fn setup(a: &Args) -> Result<Rping> {
     let iface = interface_for(a)?;
-    let dev = a.poll.open(&iface, a.datapath, DeviceConfig::default())?;
+    let mut cfg = DeviceConfig::default();
+    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
+    let dev = a.poll.open(&iface, a.datapath, cfg)?;
     if a.debug {
         eprintln!("created cm_id on {iface} ({})", dev.datapath_name());
     }
