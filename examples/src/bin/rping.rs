@@ -285,7 +285,19 @@ fn server(a: &Args) -> Result<()> {
         eprintln!("rdma_bind_addr successful");
         eprintln!("rdma_listen");
     }
-    let req = listener.get_request(Duration::from_secs(24 * 3600))?;
+    let req = loop {
+        // With -d, the engine's drop and CM counters every 10 s while nobody connects.
+        let wait = if a.debug { 10 } else { 24 * 3600 };
+        match listener.get_request(Duration::from_secs(wait)) {
+            Err(rdmacm_shim::cm::CmApiError::Device(rocev2::Error::Timeout)) => {
+                if let Some(e) = r.dev.engine() {
+                    eprintln!("waiting: {:?}", e.stats());
+                    eprintln!("waiting: {:?}", e.cm().map(|c| c.stats()));
+                }
+            }
+            other => break other?,
+        }
+    };
     if a.debug {
         eprintln!("connect request from {}", req.peer());
     }
