@@ -10,12 +10,12 @@
 //!   with QP, buffer and GID, bandwidth reports), so rocev2's `ib_*_bw` / `ib_*_lat` pair with
 //!   perftest's.
 //!
-//! rocev2 programs pair with each other through `rocev2::connect` instead (one exchange of
-//! `rocev2::Endpoint`s, remote regions included).
+//! - [`cm`]: rdma_cm's connect/listen over the IB CM on QP1 (CM MADs, the CMA header), so
+//!   rocev2 programs connect with an address and a port, as librdmacm programs do.
 //!
-//! NOT IMPLEMENTED (issue 16): the connection manager on QP1 (its state machine over the CM
-//! MADs whose wire formats are in `rocev2_core::wire::mad`, as in
-//! `../shared/captures/rping_cm.pcap`).
+//! rocev2 programs can also pair through `rocev2::connect` (one TCP exchange of
+//! `rocev2::Endpoint`s, remote regions included).
 
+pub mod cm;
 pub mod oob;
 pub mod perftest;

@@ -236,7 +236,7 @@ impl Device {
     }
 
     /// Refuses a handle of another device.
-    fn own(&self, device: u64, what: &'static str) -> Result<()> {
+    pub(crate) fn own(&self, device: u64, what: &'static str) -> Result<()> {
         if device == self.inner.id {
             Ok(())
         } else {
@@ -297,6 +297,14 @@ impl Device {
     pub fn engine(&self) -> Option<EngineGuard<'_>> {
         match &self.inner.backend {
             Backend::Local(l) => Some(EngineGuard(l.lock())),
+            Backend::Attached(_) => None,
+        }
+    }
+
+    /// The in-process backend; `None` when attached.
+    pub(crate) fn local(&self) -> Option<&Local> {
+        match &self.inner.backend {
+            Backend::Local(l) => Some(l),
             Backend::Attached(_) => None,
         }
     }

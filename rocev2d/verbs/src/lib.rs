@@ -97,6 +97,7 @@
 #![deny(missing_docs)]
 
 mod attached;
+mod cm;
 pub mod connect;
 mod device;
 mod endpoint;

@@ -79,6 +79,8 @@ pub(crate) struct State {
     pub(crate) failed: Option<String>,
     /// Passes that received, sent or ran timers, so far.
     pub(crate) activity_gen: u64,
+    /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
+    pub(crate) cm_events: std::collections::VecDeque<rocev2_core::cm::Event>,
 }
 
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
@@ -103,7 +105,7 @@ impl CqEvent {
     }
 
     /// Signals if armed (called under the lock).
-    fn fire(&self) {
+    pub(crate) fn fire(&self) {
         if self.armed.swap(false, Ordering::SeqCst) {
             self.event.get().signal();
         }
@@ -125,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) passes: AtomicU64,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: CqEvent,
+    /// Signalled, when armed, when the engine reports a CM event.
+    pub(crate) cm: CqEvent,
     pub(crate) mode: ProgressMode,
     pub(crate) wait: WaitMode,
 }
@@ -157,6 +161,7 @@ impl Local {
                 cqs: BTreeMap::new(),
                 failed: None,
                 activity_gen: 0,
+                cm_events: std::collections::VecDeque::new(),
             }),
             wake: EventFd::new().map_err(Error::Io)?,
             sleeping: AtomicBool::new(false),
@@ -165,6 +170,7 @@ impl Local {
             #[cfg(test)]
             passes: AtomicU64::new(0),
             activity: CqEvent::new()?,
+            cm: CqEvent::new()?,
             mode,
             wait,
         });
@@ -248,6 +254,15 @@ impl State {
         Ok(p)
     }
 
+    /// Moves the engine's CM events to [`State::cm_events`]; true if there were any.
+    pub(crate) fn take_cm_events(&mut self) -> bool {
+        let before = self.cm_events.len();
+        while let Some(ev) = self.driver.ep.poll_cm_event() {
+            self.cm_events.push_back(ev);
+        }
+        self.cm_events.len() > before
+    }
+
     fn fire(&mut self, p: Progress, activity: &CqEvent) {
         for (id, ev) in &self.cqs {
             if self.driver.ep.cq(*id).is_some_and(|c| !c.is_empty()) {
@@ -295,7 +310,12 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
                 st.driver.note_activity();
             }
             match st.driver.poll() {
-                Ok(p) => st.fire(p, &s.activity),
+                Ok(p) => {
+                    st.fire(p, &s.activity);
+                    if st.take_cm_events() {
+                        s.cm.fire();
+                    }
+                }
                 Err(e) => {
                     st.failed = Some(e.to_string());
                     // Wake every waiter: their next look reports the failure.
@@ -303,6 +323,7 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
                         ev.event.get().signal();
                     }
                     s.activity.event.get().signal();
+                    s.cm.event.get().signal();
                     return;
                 }
             }
