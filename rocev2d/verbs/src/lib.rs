@@ -118,6 +118,10 @@ pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
 /// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
 /// type [`Endpoint`].
 pub use rocev2_core::Endpoint as Engine;
+pub use rocev2_core::cm::{
+    AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event as CmEvent, PortSpace,
+    QpParams, RejectReason, ServiceId,
+};
 pub use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
 pub use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey, VecMemory};
