@@ -7,8 +7,8 @@
 
 mod common;
 use common::*;
-use rocev2_testbed::exec::{Proto, wait_for_port};
-use rocev2_testbed::{Captured, Process, Testbed};
+use rocev2_testbed::exec::run_server_client;
+use rocev2_testbed::{Captured, Testbed};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -57,21 +57,10 @@ fn show(c: &Captured) -> String {
 
 /// Server in h1, client in h0 (given h1's address); both must succeed.
 fn run(tb: &Testbed, mut server: Command, mut client: Command) -> (Captured, Captured) {
-    let s = Process::spawn(&mut server).expect("spawn server");
-    wait_for_port(&tb.node("h1").unwrap().netns, Proto::Tcp, PORT, TIMEOUT).expect("listening");
-    client.arg(tb.node("h1").unwrap().ipv4().unwrap().to_string());
-    let c = Process::spawn(&mut client)
-        .expect("spawn client")
-        .wait(TIMEOUT)
-        .expect("client exits");
-    let s = s.wait(TIMEOUT).expect("server exits");
-    assert!(
-        s.status.success() && c.status.success(),
-        "server {}\nclient {}",
-        show(&s),
-        show(&c)
-    );
-    (s, c)
+    let h1 = tb.node("h1").unwrap();
+    client.arg(h1.ipv4().unwrap().to_string());
+    run_server_client(&mut server, &h1.netns, PORT, &mut client, TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The `QPN 0x…, PSN 0x…` part of an address line.

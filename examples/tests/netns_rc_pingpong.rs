@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use rocev2_testbed::exec::{Proto, wait_for_port};
+use rocev2_testbed::exec::run_server_client;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rc_pingpong");
@@ -222,24 +222,16 @@ fn rc_pingpong_server_behind_arp_flux() {
     // One CPU for the server, so its announcement and its TCP reply reach the client in order.
     let mut cmd = rocev2_testbed::exec::netns_command(&f.server, "taskset");
     cmd.args(["-c", "0", BIN, "-d", "s0"]).args(args);
-    let server = rocev2_testbed::Process::spawn(&mut cmd).expect("server");
-    wait_for_port(&f.server, Proto::Tcp, PORT, Duration::from_secs(30)).expect("listening");
-    let mut cmd = rocev2_testbed::exec::netns_command(&f.client, BIN);
-    cmd.args(["-d", "c0"]).args(args).arg("10.77.0.1");
-    let client = rocev2_testbed::Process::spawn(&mut cmd)
-        .expect("client")
-        .wait(Duration::from_secs(60))
-        .expect("client exits");
-    let server = server.wait(Duration::from_secs(60)).expect("server exits");
-    for out in [&server, &client] {
-        assert!(
-            out.status.success(),
-            "{}:\n{}\n{}",
-            out.cmd,
-            out.stdout,
-            out.stderr
-        );
-    }
+    let mut client = rocev2_testbed::exec::netns_command(&f.client, BIN);
+    client.args(["-d", "c0"]).args(args).arg("10.77.0.1");
+    run_server_client(
+        &mut cmd,
+        &f.server,
+        PORT,
+        &mut client,
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         f.client_entry(),
         s0,

@@ -150,6 +150,36 @@ pub enum Proto {
     Udp,
 }
 
+/// Run a client against a server, as tools with an out-of-band TCP exchange are tested: spawn
+/// `server`, wait until it listens on TCP `port` in `server_netns`, run `client` to its end,
+/// then wait for the server. Returns (server, client).
+///
+/// # Errors
+/// What [`Process::spawn`], [`wait_for_port`] and [`Process::wait`] return; [`Error::Failed`]
+/// when either side exits unsuccessfully, carrying both sides' output (one side failing
+/// usually makes the other fail too, and the first cause may be in either).
+pub fn run_server_client(
+    server: &mut Command,
+    server_netns: &str,
+    port: u16,
+    client: &mut Command,
+    timeout: Duration,
+) -> Result<(Captured, Captured), Error> {
+    let server = Process::spawn(server)?;
+    wait_for_port(server_netns, Proto::Tcp, port, timeout)?;
+    let client = Process::spawn(client)?.wait(timeout)?;
+    let server = server.wait(timeout)?;
+    if server.status.success() && client.status.success() {
+        return Ok((server, client));
+    }
+    let show = |c: &Captured| format!("{} ({}):\n{}\n{}", c.cmd, c.status, c.stdout, c.stderr);
+    Err(Error::Failed {
+        cmd: format!("{} / {}", server.cmd, client.cmd),
+        status: format!("server {}, client {}", server.status, client.status),
+        stderr: format!("server {}\nclient {}", show(&server), show(&client)),
+    })
+}
+
 /// Wait until a socket in `netns` listens on (TCP) or is bound to (UDP) local `port`.
 ///
 /// This asks the kernel (`ss -N NETNS`) rather than sending probes, so it neither needs a

@@ -10,9 +10,9 @@
 // Each scenario file compiles this module separately and uses only part of it.
 #![allow(dead_code)]
 
-use rocev2_testbed::exec::{Proto, wait_for_port};
+use rocev2_testbed::exec::run_server_client;
 use rocev2_testbed::topology::{LinkParams, Topology};
-use rocev2_testbed::{Captured, Process, Testbed};
+use rocev2_testbed::{Captured, Testbed};
 use std::time::Duration;
 
 /// Out-of-band TCP port (the tools' default).
@@ -59,29 +59,13 @@ pub fn run_pair_args(
         v.extend(args.iter().map(|s| s.to_string()));
         v
     };
-    let mut cmd = tb.command("h1", bin).expect("command");
-    cmd.args(with_iface("h1", server_args));
-    let server = Process::spawn(&mut cmd).expect("spawn server");
-    wait_for_port(
-        &tb.node("h1").expect("h1").netns,
-        Proto::Tcp,
-        PORT,
-        Duration::from_secs(30),
-    )
-    .expect("server listening");
-    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
-    let mut cmd = tb.command("h0", bin).expect("command");
-    cmd.args(with_iface("h0", client_args)).arg(h1);
-    let client = Process::spawn(&mut cmd)
-        .expect("spawn client")
-        .wait(timeout)
-        .expect("client exits");
-    let server = server.wait(timeout).expect("server exits");
-    // Either side failing usually makes the other fail too (a closed exchange connection):
-    // show both, so the first cause is in the report.
-    if !(server.status.success() && client.status.success()) {
-        let show = |c: &Captured| format!("{} ({}):\n{}\n{}", c.cmd, c.status, c.stdout, c.stderr);
-        panic!("server {}\nclient {}", show(&server), show(&client));
-    }
-    (server, client)
+    let mut server = tb.command("h1", bin).expect("command");
+    server.args(with_iface("h1", server_args));
+    let h1 = tb.node("h1").expect("h1");
+    let mut client = tb.command("h0", bin).expect("command");
+    client
+        .args(with_iface("h0", client_args))
+        .arg(h1.ipv4().expect("v4").to_string());
+    run_server_client(&mut server, &h1.netns, PORT, &mut client, timeout)
+        .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -6,9 +6,9 @@
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
 
-use rocev2_testbed::exec::{Proto, wait_for_port};
+use rocev2_testbed::exec::run_server_client;
 use rocev2_testbed::topology::{LinkParams, Topology};
-use rocev2_testbed::{Captured, Process, Testbed, need_root};
+use rocev2_testbed::{Captured, Testbed, need_root};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -63,20 +63,8 @@ fn run_pair(
     mut client: Command,
     port: u16,
 ) -> (Captured, Captured) {
-    let s = Process::spawn(&mut server).expect("spawn server");
-    wait_for_port(&tb.node("h1").unwrap().netns, Proto::Tcp, port, TIMEOUT).expect("listening");
-    let c = Process::spawn(&mut client)
-        .expect("spawn client")
-        .wait(TIMEOUT)
-        .expect("client exits");
-    let s = s.wait(TIMEOUT).expect("server exits");
-    assert!(
-        s.status.success() && c.status.success(),
-        "server {}\nclient {}",
-        show(&s),
-        show(&c)
-    );
-    (s, c)
+    let h1 = &tb.node("h1").unwrap().netns;
+    run_server_client(&mut server, h1, port, &mut client, TIMEOUT).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn h1_ip(tb: &Testbed) -> String {
