@@ -57,11 +57,14 @@ for _ in $(seq 40); do
         rc=0
         break
     fi
-    # rxe's CM rejects (reason 8) until its rping listens.
-    grep -q "REJ reason 8" "$mine" || break
+    # The VM may still be booting (no ARP answer yet), then rxe's CM rejects (reason 8) until
+    # its rping listens.
+    grep -q "REJ reason 8\|no neighbour entry" "$mine" || break
     sleep 2
 done
-wait_gone "$run/srv"
+# rxe's rping -s exits after serving one client; after a failure it would wait until the VM's
+# time limit (the cleanup on exit stops it).
+[ $rc = 0 ] && wait_gone "$run/srv"
 theirs=$run/srv/cmd.log
 cat "$mine" "$theirs"
 if [ $rc = 0 ] && pinged "ping data: " "$mine" && [ "$(cat "$run/srv/cmd.rc" 2>/dev/null)" = 0 ] &&
