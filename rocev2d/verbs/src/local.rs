@@ -297,10 +297,11 @@ fn queue_cm_event(q: &mut VecDeque<Event>, ev: Event) {
 /// Appends `item`; when `bounded` holds for it and `kept` queued items already satisfy
 /// `bounded`, the oldest of those goes first. Other items are never dropped.
 fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, kept: usize) {
-    if bounded(&item) && q.iter().filter(|e| bounded(e)).count() >= kept {
-        if let Some(i) = q.iter().position(&bounded) {
-            q.remove(i);
-        }
+    if bounded(&item)
+        && q.iter().filter(|e| bounded(e)).count() >= kept
+        && let Some(i) = q.iter().position(&bounded)
+    {
+        q.remove(i);
     }
     q.push_back(item);
 }
