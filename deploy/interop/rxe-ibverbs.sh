@@ -18,21 +18,12 @@
 # (default packet: it verifies every ICRC, whatever IPv4 Identification rxe sends) picks our
 # datapath. Uses the namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per
 # case. All 13 cases passed on 2026-11-25.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-
-[ "$(id -u)" = 0 ] || { echo "needs root (QEMU, network namespaces)" >&2; exit 1; }
-RXE=${RXE_VM:-../shared/tools/rxe-vm/rxe-vm.sh}
-[ -x "$RXE" ] || { echo "rxe-vm not found at $RXE (set RXE_VM)" >&2; exit 1; }
-DP=${DATAPATH:-packet}
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
 TOOLS=${TOOLS:-"ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_read_bw ib_send_bw ib_send_lat ib_atomic_bw"}
-cargo build --release -q -p rocev2-ibverbs
-LIB=$PWD/${CARGO_TARGET_DIR:-target}/release/librocev2_ibverbs.so
-"$RXE" deps >/dev/null
-"$RXE" build >/dev/null
-trap '"$RXE" cleanup >/dev/null 2>&1 || true' EXIT
-"$RXE" host-veth >/dev/null
-fail=0
+interop_build rocev2-ibverbs
+LIB=$REL/librocev2_ibverbs.so
+rxe_up
 
 # Arguments after the device (ours: rocev2_rxhost0; rxe: $RXE_DEV), the same on both sides.
 args_for() {
@@ -56,7 +47,6 @@ result() {
     esac
 }
 ours() { ip netns exec rxetest env LD_PRELOAD="$LIB" ROCEV2_DATAPATH="$DP" "$@"; }
-wait_gone() { local pid; pid=$(cat "$1/qemu.pid"); while [ -d "/proc/$pid" ]; do sleep 1; done; }
 
 for t in $TOOLS; do
     a=$(args_for "$t")

@@ -13,26 +13,16 @@
 # Uses the namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per case.
 # rdma-core's and perftest's programs run only inside the VMs, whose image `rxe-vm.sh build`
 # installs them in (`rxe-vm.sh deps` installs QEMU on the host); the host runs only our binaries.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-
-[ "$(id -u)" = 0 ] || { echo "needs root (QEMU, network namespaces)" >&2; exit 1; }
-RXE=${RXE_VM:-../shared/tools/rxe-vm/rxe-vm.sh}
-[ -x "$RXE" ] || { echo "rxe-vm not found at $RXE (set RXE_VM)" >&2; exit 1; }
-DP=${DATAPATH:-packet}
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
 TOOLS=${TOOLS:-"ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat"}
-cargo build --release -q -p rocev2-examples
-BIN=$PWD/${CARGO_TARGET_DIR:-target}/release
-"$RXE" deps >/dev/null
-"$RXE" build >/dev/null
-trap '"$RXE" cleanup >/dev/null 2>&1 || true' EXIT
-"$RXE" host-veth >/dev/null
-fail=0
+interop_build rocev2-examples
+BIN=$REL
+rxe_up
 
 args_for() { case $1 in *_bw) echo "-s 4096 -n 50" ;; *) echo "-s 64 -n 50" ;; esac; }
 size_of() { case $1 in *_bw) echo 4096 ;; *) echo 64 ;; esac; }
 has_row() { grep -qE "^ $2 +50 " "$1"; }
-wait_gone() { local pid; pid=$(cat "$1/qemu.pid"); while [ -d "/proc/$pid" ]; do sleep 1; done; }
 
 for t in $TOOLS; do
     a=$(args_for "$t"); s=$(size_of "$t")

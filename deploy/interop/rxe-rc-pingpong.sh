@@ -13,20 +13,12 @@
 # namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per case.
 # rdma-core's and perftest's programs run only inside the VMs, whose image `rxe-vm.sh build`
 # installs them in (`rxe-vm.sh deps` installs QEMU on the host); the host runs only our binaries.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-
-[ "$(id -u)" = 0 ] || { echo "needs root (QEMU, network namespaces)" >&2; exit 1; }
-RXE=${RXE_VM:-../shared/tools/rxe-vm/rxe-vm.sh}
-[ -x "$RXE" ] || { echo "rxe-vm not found at $RXE (set RXE_VM)" >&2; exit 1; }
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
 ITERS=50
-cargo build --release -q -p rocev2-examples
-PP=$PWD/${CARGO_TARGET_DIR:-target}/release/rc_pingpong
-"$RXE" deps >/dev/null
-"$RXE" build >/dev/null
-trap '"$RXE" cleanup >/dev/null 2>&1 || true' EXIT
-"$RXE" host-veth >/dev/null
-fail=0
+interop_build rocev2-examples
+PP=$REL/rc_pingpong
+rxe_up
 
 echo "== 1: rocev2 rc_pingpong serves on rxhost0, ibv_rc_pingpong (rxe) connects"
 ip netns exec rxetest "$PP" -d rxhost0 -g 1 -n $ITERS -c >/tmp/rxe-pp-server.txt 2>&1 &

@@ -9,7 +9,8 @@
 //!
 //! Deviations: in-process devices only; an attached device refuses every call with
 //! [`Error::NotAttachedYet`] (the daemon does not run the CM yet). Events nobody picks stay
-//! queued until the device closes.
+//! queued until the device closes, but for [`Event::TimeWaitExit`]: the queue keeps the latest
+//! 64 (rdmacm-shim never takes them).
 
 use crate::device::Device;
 use crate::error::{Error, Result};

@@ -43,11 +43,12 @@
 
 use crate::error::{Error, Result};
 use crate::wakeup::{Waitable, wait_any};
+use rocev2_core::cm::Event;
 use rocev2_core::mr::VecMemory;
 use rocev2_core::qp::CqId;
 use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
 use rocev2_ipc::notify::EventFd;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -80,7 +81,7 @@ pub(crate) struct State {
     /// Passes that received, sent or ran timers, so far.
     pub(crate) activity_gen: u64,
     /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
-    pub(crate) cm_events: std::collections::VecDeque<rocev2_core::cm::Event>,
+    pub(crate) cm_events: VecDeque<Event>,
 }
 
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
@@ -161,7 +162,7 @@ impl Local {
                 cqs: BTreeMap::new(),
                 failed: None,
                 activity_gen: 0,
-                cm_events: std::collections::VecDeque::new(),
+                cm_events: VecDeque::new(),
             }),
             wake: EventFd::new().map_err(Error::Io)?,
             sleeping: AtomicBool::new(false),
@@ -256,11 +257,12 @@ impl State {
 
     /// Moves the engine's CM events to [`State::cm_events`]; true if there were any.
     pub(crate) fn take_cm_events(&mut self) -> bool {
-        let before = self.cm_events.len();
+        let mut any = false;
         while let Some(ev) = self.driver.ep.poll_cm_event() {
-            self.cm_events.push_back(ev);
+            queue_cm_event(&mut self.cm_events, ev);
+            any = true;
         }
-        self.cm_events.len() > before
+        any
     }
 
     fn fire(&mut self, p: Progress, activity: &CqEvent) {
@@ -274,6 +276,34 @@ impl State {
             activity.fire();
         }
     }
+}
+
+/// How many [`Event::TimeWaitExit`]s the device's CM queue keeps. rdmacm-shim never takes them
+/// (its calls return at `Disconnected`, seconds before the time-wait ends), so without a bound
+/// every connection a long-running listener served would leave one queued until the device
+/// closes; an application that wants them takes them within this many newer ones.
+const TIME_WAIT_EXITS_KEPT: usize = 64;
+
+/// Queues `ev` for [`crate::Device::next_cm_event`]: see [`push_bounded`].
+fn queue_cm_event(q: &mut VecDeque<Event>, ev: Event) {
+    push_bounded(
+        q,
+        ev,
+        |e| matches!(e, Event::TimeWaitExit { .. }),
+        TIME_WAIT_EXITS_KEPT,
+    );
+}
+
+/// Appends `item`; when `bounded` holds for it and `kept` queued items already satisfy
+/// `bounded`, the oldest of those goes first. Other items are never dropped.
+fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, kept: usize) {
+    if bounded(&item)
+        && q.iter().filter(|e| bounded(e)).count() >= kept
+        && let Some(i) = q.iter().position(&bounded)
+    {
+        q.remove(i);
+    }
+    q.push_back(item);
 }
 
 impl Drop for Local {
@@ -356,4 +386,26 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
 /// Waits, without the lock, until `ev` fires or `timeout` passes.
 pub(crate) fn sleep_on(ev: &CqEvent, timeout: std::time::Duration) -> Result<()> {
     wait_any(&[ev.event.get().as_fd()], timeout).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Odd numbers stand for `TimeWaitExit`s: beyond two queued, the oldest odd one goes, and
+    /// even ones, however many, stay in order.
+    #[test]
+    fn push_bounded_drops_only_the_oldest_bounded_item() {
+        let odd = |n: &u32| n % 2 == 1;
+        let mut q = VecDeque::new();
+        for n in [2, 1, 4, 3, 6, 8] {
+            push_bounded(&mut q, n, odd, 2);
+        }
+        assert_eq!(q, [2, 1, 4, 3, 6, 8]);
+        push_bounded(&mut q, 5, odd, 2);
+        assert_eq!(q, [2, 4, 3, 6, 8, 5]);
+        push_bounded(&mut q, 10, odd, 2);
+        push_bounded(&mut q, 7, odd, 2);
+        assert_eq!(q, [2, 4, 6, 8, 5, 10, 7]);
+    }
 }
