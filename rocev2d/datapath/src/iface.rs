@@ -81,6 +81,13 @@ pub fn default_gid(mac: [u8; 6]) -> Ipv6Addr {
     ])
 }
 
+/// The node GUID of a device on the interface with this MAC: the modified EUI-64 of
+/// [`default_gid`]'s low half, as RoCE NICs derive it (Linux uses it as the CM's CA GUID).
+pub fn node_guid(mac: [u8; 6]) -> u64 {
+    let o = default_gid(mac).octets();
+    u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
+}
+
 impl Interface {
     /// Reads interface `name` of the current network namespace.
     ///
@@ -218,6 +225,14 @@ impl Interface {
     /// 3 pad bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.
     pub fn path_mtu(&self, v6: bool) -> Option<rocev2_core::qp::Mtu> {
         use rocev2_core::qp::Mtu;
+
+        #[test]
+        fn node_guid_is_the_mac_eui64() {
+            assert_eq!(
+                node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+                0x5054_00ff_fe12_3456
+            );
+        }
         let overhead = if v6 { 40 } else { 20 } + 8 + 12 + 28 + 3 + 4;
         [
             Mtu::Mtu4096,

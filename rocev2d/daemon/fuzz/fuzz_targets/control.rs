@@ -68,9 +68,9 @@ fuzz_target!(|data: &[u8]| {
         if let Some(ring) = rings.get_mut(i % n) {
             let _ = ring.push(chunk);
         }
-        host.service(&mut ep, &mut mem);
+        host.service(&mut ep, &mut mem, Instant::ZERO);
     }
-    host.detach(&mut ep, &mut mem, app);
+    host.detach(&mut ep, &mut mem, Instant::ZERO, app);
     assert_eq!(ep.qps().count(), 0);
     assert!(mem.is_empty());
 });

@@ -21,11 +21,13 @@ fn host(limits: Limits) -> (Host, Endpoint, HostMemory) {
         }],
         rx_queues: 1,
     };
-    (
-        Host::new(iface, limits, None),
-        Endpoint::new(1),
-        HostMemory::default(),
-    )
+    let mut ep = Endpoint::new(1);
+    ep.enable_cm(rocev2_core::endpoint::GsiConfig {
+        mac: iface.mac,
+        cm: rocev2_core::cm::CmConfig { local_ca_guid: 1 },
+        seed: 1,
+    });
+    (Host::new(iface, limits, None), ep, HostMemory::default())
 }
 
 /// An attachment, with the application's end of its connection (kept open) and doorbell.
@@ -243,7 +245,7 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     // The QP is in INIT: a SEND there is refused by the engine (wrong state).
     let wr = SendWr::new(42, SendOp::Send);
     assert_eq!(sq.push(&record::encode(&SendRecord::from(&wr))), Ok(true));
-    assert!(h.service(&mut ep, &mut mem));
+    assert!(h.service(&mut ep, &mut mem, Instant::ZERO));
     let len = Ring::region_len(8, rocev2_ipc::proto::SLOT_SIZE) as u64;
     let mut ring = Ring::open(
         Region::from_fd(cq_fd, len).unwrap(),
@@ -276,11 +278,11 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     let event = EventFd::from_fd(event);
     ring.set_asleep(true);
     sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert!(event.clear(), "a sleeping consumer is woken");
     ring.set_asleep(false);
     sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert!(!event.clear(), "an awake consumer is not");
 }
 
@@ -307,7 +309,7 @@ fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
     let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
     let mut sq = sq(&fds);
     assert_eq!(sq.push(&[0xff; 40]), Ok(true));
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert_eq!(h.counters().closed_corrupt, 1);
     assert_eq!(h.len(), 1, "only the corrupt attachment is closed");
     // Its QP, CQ and region are gone from the engine and unmapped; B's QP is untouched.
@@ -339,7 +341,7 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
             vec![region.fd().try_clone_to_owned().unwrap()],
         );
         assert_eq!(mem.len(), 1);
-        h.detach(&mut ep, &mut mem, a);
+        h.detach(&mut ep, &mut mem, Instant::ZERO, a);
         assert_eq!(ep.qps().count(), 0);
         assert!(mem.is_empty());
         assert!(h.is_empty());
@@ -351,4 +353,116 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
     }
     assert_eq!(h.counters().attached, 3);
     assert_eq!(h.counters().detached, 3);
+}
+
+#[test]
+fn cm_service_ids_and_connections_belong_to_one_application() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let (_, _, qpn_a, _) = qp(&mut h, &mut ep, &mut mem, a);
+    let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
+    let service_id = 0x0106_1c06;
+    let listen = Request::CmListen { service_id };
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, a, listen.clone()).response,
+        Response::Done
+    );
+    // Taken: by another application, or by this one.
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, b, listen.clone()),
+        ErrorKind::InUse,
+    );
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, listen.clone()),
+        ErrorKind::InUse,
+    );
+    // B cannot give up A's listen.
+    assert_eq!(
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            b,
+            Request::CmUnlisten { service_id }
+        )
+        .response,
+        Response::Listened(false)
+    );
+    // A connects with its own QP, not with B's.
+    let spec = rocev2_ipc::cm::ConnectSpec::from(&rocev2_core::cm::ConnectParams::new(
+        rocev2_core::cm::ServiceId(0x0106_1c07),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        "::ffff:10.0.0.2".parse().unwrap(),
+        Qpn::new(0),
+        rocev2_core::wire::Psn::new(5),
+    ));
+    let connect = |qpn| Request::CmConnect {
+        qpn,
+        spec: spec.clone(),
+        mac: Some([2, 0, 0, 0, 0, 2]),
+        resolve_timeout_ms: 0,
+    };
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, connect(qpn_b)),
+        ErrorKind::UnknownHandle,
+    );
+    let Response::CmConn(comm_id) = ask(&mut h, &mut ep, &mut mem, a, connect(qpn_a)).response
+    else {
+        panic!("A could not connect its own QP")
+    };
+    // Only A may act on its connection; B may not even accept it onto B's own QP.
+    let accept = rocev2_ipc::cm::AcceptSpec::from(&rocev2_core::cm::AcceptParams::new(
+        Qpn::new(qpn_b),
+        rocev2_core::wire::Psn::new(1),
+    ));
+    for req in [
+        Request::CmDisconnect {
+            comm_id,
+            private_data: vec![],
+        },
+        Request::CmReject {
+            comm_id,
+            reason: 28,
+            private_data: vec![],
+        },
+        Request::CmAccept {
+            comm_id,
+            spec: accept.clone(),
+        },
+    ] {
+        expect_refusal(
+            &ask(&mut h, &mut ep, &mut mem, b, req),
+            ErrorKind::UnknownHandle,
+        );
+    }
+    // Each application polls its own events only (none yet: no peer answered).
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, b, Request::CmPoll { max: 8 }).response,
+        Response::CmEvents(vec![])
+    );
+    // A's CM eventfd comes with CmEnable.
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, a, Request::CmEnable)
+            .fds
+            .len(),
+        1
+    );
+    // A goes: its listen is free for B.
+    h.detach(&mut ep, &mut mem, Instant::ZERO, a);
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, b, listen).response,
+        Response::Done
+    );
+    assert_eq!(
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            b,
+            Request::CmUnlisten { service_id }
+        )
+        .response,
+        Response::Listened(true)
+    );
 }
