@@ -225,14 +225,6 @@ impl Interface {
     /// 3 pad bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.
     pub fn path_mtu(&self, v6: bool) -> Option<rocev2_core::qp::Mtu> {
         use rocev2_core::qp::Mtu;
-
-        #[test]
-        fn node_guid_is_the_mac_eui64() {
-            assert_eq!(
-                node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
-                0x5054_00ff_fe12_3456
-            );
-        }
         let overhead = if v6 { 40 } else { 20 } + 8 + 12 + 28 + 3 + 4;
         [
             Mtu::Mtu4096,
@@ -249,6 +241,14 @@ impl Interface {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_guid_is_the_mac_eui64() {
+        assert_eq!(
+            node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            0x5054_00ff_fe12_3456
+        );
+    }
     use rocev2_core::qp::Mtu;
 
     /// rxe-vm's server (MAC 52:54:00:77:00:0a, 192.168.77.10) shows this table in
