@@ -319,7 +319,8 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     let path = socket(test, "h0");
     let hello = {
         let mut v = Vec::new();
-        let body = [0u8, 1]; // Request::Hello { version: 1 } in postcard
+        // Request::Hello { version } in postcard (variant 0, a one-byte varint).
+        let body = [0u8, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()];
         v.extend_from_slice(&(body.len() as u32).to_le_bytes());
         v.push(0);
         v.extend_from_slice(&body);
