@@ -8,6 +8,11 @@
 //! ([`crate::wakeup`]). So while both sides are busy, posting
 //! and polling cost no system call at all.
 //!
+//! The connection manager is the daemon's ([`crate::Device::cm_listen`] and the other `cm_*`
+//! calls are control requests on this application's own service IDs, connections and QPs); the
+//! daemon queues this application's CM events and signals a CM eventfd, and
+//! [`crate::Device::next_cm_event`] fetches them ([`Request::CmPoll`]) and sleeps on it.
+//!
 //! Every call that waits also watches the control socket: when the daemon dies the kernel
 //! closes it, and the call returns [`Error::DaemonGone`] at once; a daemon that stops
 //! answering makes a control request fail with [`Error::Timeout`] after [`CALL_TIMEOUT`].
