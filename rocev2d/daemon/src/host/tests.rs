@@ -8,14 +8,19 @@ use rocev2_ipc::proto::ErrorKind;
 use std::os::unix::net::UnixStream;
 
 fn host(limits: Limits) -> (Host, Endpoint, HostMemory) {
+    host_at(limits, 1)
+}
+
+/// A host whose interface has MAC 02::0n and address 10.0.0.n.
+fn host_at(limits: Limits, n: u8) -> (Host, Endpoint, HostMemory) {
     let iface = Interface {
         name: "t0".into(),
         index: 7,
-        mac: [2, 0, 0, 0, 0, 1],
+        mac: [2, 0, 0, 0, 0, n],
         mtu: 4200,
         up: true,
         addrs: vec![IfAddr {
-            ip: "10.0.0.1".parse().unwrap(),
+            ip: std::net::IpAddr::V4([10, 0, 0, n].into()),
             prefix_len: 24,
             link_local: false,
         }],
@@ -465,4 +470,126 @@ fn cm_service_ids_and_connections_belong_to_one_application() {
         .response,
         Response::Listened(true)
     );
+}
+
+/// Carries frames from one host's engine to the other's, and routes the CM events on both.
+fn carry(from: &mut (Host, Endpoint, HostMemory), to: &mut (Host, Endpoint, HostMemory)) -> bool {
+    let mut buf = Vec::new();
+    let mut moved = false;
+    while let Some(n) = from.1.poll_transmit(Instant::ZERO, &mut from.2, &mut buf) {
+        to.1.handle_frame(Instant::ZERO, &buf[..n], &mut to.2)
+            .expect("frame accepted");
+        moved = true;
+    }
+    moved |= from.0.service(&mut from.1, &mut from.2, Instant::ZERO);
+    moved | to.0.service(&mut to.1, &mut to.2, Instant::ZERO)
+}
+
+/// [`carry`] both ways until nothing moves.
+fn shuttle(x: &mut (Host, Endpoint, HostMemory), y: &mut (Host, Endpoint, HostMemory)) {
+    while carry(x, y) | carry(y, x) {}
+}
+
+fn events(h: &mut (Host, Endpoint, HostMemory), app: u32) -> Vec<rocev2_core::cm::Event> {
+    let r = ask(
+        &mut h.0,
+        &mut h.1,
+        &mut h.2,
+        app,
+        Request::CmPoll { max: 64 },
+    );
+    let Response::CmEvents(records) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    records
+        .into_iter()
+        .map(|r| rocev2_core::cm::Event::try_from(r).unwrap())
+        .collect()
+}
+
+#[test]
+fn cm_events_reach_only_their_application_and_a_dying_one_sends_a_dreq() {
+    use rocev2_core::cm::{AcceptParams, ConnectParams, Event, ServiceId};
+    use rocev2_core::wire::Psn;
+    let mut x = host_at(Limits::default(), 1);
+    let mut y = host_at(Limits::default(), 2);
+    // On x: application 1 listens on port 7174's service, application 2 on 7175's.
+    let (a1, _c1, _) = attach(&mut x.0);
+    let (a2, _c2, _) = attach(&mut x.0);
+    let (_, _, qpn1, _) = qp(&mut x.0, &mut x.1, &mut x.2, a1);
+    let svc = |port: u64| ServiceId(0x0106_0000 | port);
+    for (app, port) in [(a1, 7174), (a2, 7175)] {
+        let r = ask(
+            &mut x.0,
+            &mut x.1,
+            &mut x.2,
+            app,
+            Request::CmListen {
+                service_id: svc(port).0,
+            },
+        );
+        assert_eq!(r.response, Response::Done);
+        ask(&mut x.0, &mut x.1, &mut x.2, app, Request::CmEnable);
+    }
+    // On y: application 3 connects to 7174.
+    let (a3, _c3, _) = attach(&mut y.0);
+    let (_, _, qpn3, _) = qp(&mut y.0, &mut y.1, &mut y.2, a3);
+    let params = ConnectParams::new(
+        svc(7174),
+        "::ffff:10.0.0.2".parse().unwrap(),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        Qpn::new(0),
+        Psn::new(100),
+    );
+    let r = ask(
+        &mut y.0,
+        &mut y.1,
+        &mut y.2,
+        a3,
+        Request::CmConnect {
+            qpn: qpn3,
+            spec: (&params).into(),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            resolve_timeout_ms: 0,
+        },
+    );
+    let Response::CmConn(active) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    shuttle(&mut x, &mut y);
+    // The request is application 1's alone.
+    assert!(events(&mut x, a2).is_empty());
+    let got = events(&mut x, a1);
+    let [Event::ConnectRequest(req)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(req.req.service_id, svc(7174).0);
+    // Application 2 cannot answer it; application 1 accepts with its own QP.
+    let accept = |qpn| Request::CmAccept {
+        comm_id: req.conn.comm_id(),
+        spec: (&AcceptParams::new(Qpn::new(qpn), Psn::new(200))).into(),
+    };
+    expect_refusal(
+        &ask(&mut x.0, &mut x.1, &mut x.2, a2, accept(qpn1)),
+        ErrorKind::UnknownHandle,
+    );
+    assert_eq!(
+        ask(&mut x.0, &mut x.1, &mut x.2, a1, accept(qpn1)).response,
+        Response::Done
+    );
+    shuttle(&mut x, &mut y);
+    let up = |evs: Vec<Event>| matches!(&evs[..], [Event::Established { .. }]);
+    assert!(up(events(&mut y, a3)));
+    assert!(up(events(&mut x, a1)));
+    assert!(events(&mut x, a2).is_empty());
+    // Application 1 dies: the daemon sends the DREQ its CM ID would have.
+    x.0.detach(&mut x.1, &mut x.2, Instant::ZERO, a1);
+    shuttle(&mut x, &mut y);
+    let got = events(&mut y, a3);
+    assert!(
+        matches!(&got[..], [Event::Disconnected { conn, .. }] if conn.comm_id() == active),
+        "{got:?}"
+    );
+    assert_eq!(x.0.counters().cm_orphans_closed, 1);
+    assert!(events(&mut x, a2).is_empty());
 }
