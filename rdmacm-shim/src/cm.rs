@@ -25,8 +25,10 @@
 //!
 //! Blocking calls; the waits sleep on the device's CM event eventfd ([`Device::next_cm_event`]).
 //!
-//! Deviations from librdmacm: in-process devices only (an attached one refuses with
-//! [`rocev2::Error::NotAttachedYet`]: the daemon does not run the CM yet); the QP is created
+//! Works on in-process and attached devices alike (attached, the daemon's CM serves QP1 and a
+//! port is one application's at a time).
+//!
+//! Deviations from librdmacm: the QP is created
 //! by the application before it connects or accepts (as with `rdma_create_qp` on the ID);
 //! RDMA_PS_TCP only; the passive side receives the REQ's whole user area (56 bytes after the
 //! CMA header, zero-padded), as librdmacm reports it.
@@ -185,7 +187,8 @@ impl CmListener {
     /// itself only names the family and is reported back.
     ///
     /// # Errors
-    /// [`rocev2::Error::NotAttachedYet`]; [`rocev2::Error::Verb`] if the port is taken.
+    /// [`rocev2::Error::Verb`] if the port is taken (attached: [`rocev2::Error::Refused`] with
+    /// kind `InUse`, also when another application holds it).
     pub fn bind(dev: &Device, addr: SocketAddr) -> Result<CmListener, CmApiError> {
         let service = ServiceId::rdma_cm(PortSpace::TCP, addr.port());
         dev.cm_listen(service)?;

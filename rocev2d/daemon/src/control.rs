@@ -8,13 +8,14 @@
 //! engine and answers through a oneshot channel. The datapath thread is woken by an eventfd
 //! it waits on beside its datapath, so a request costs it no polling. Resolving a peer's MAC
 //! can take seconds (ARP): the task does it on tokio's blocking pool before forwarding a
-//! connect, so the data path never waits for a neighbour.
+//! connect (of a QP, or of a CM connection), so the data path never waits for a neighbour.
 //!
 //! When a connection ends, however the application ended, the task tells the datapath thread
 //! to detach it ([`Cmd::Detach`]).
 //!
 //! Deviations: none.
 
+use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::{Interface, neigh};
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
@@ -286,6 +287,28 @@ async fn attachment(
                         spec.mac = Some(mac);
                         Request::Connect { qpn, spec }
                     }
+                    Ok(Err(e)) => {
+                        write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
+                        continue;
+                    }
+                    Err(e) => return Err(std::io::Error::other(e)),
+                }
+            }
+            Request::CmConnect {
+                qpn,
+                spec,
+                mac: None,
+                resolve_timeout_ms,
+            } => {
+                let (iface, ip) = (iface.clone(), gid_to_ip(spec.peer_gid));
+                let wait = Duration::from_millis(u64::from(resolve_timeout_ms.min(30_000)));
+                match tokio::task::spawn_blocking(move || neigh::resolve(&iface, ip, wait)).await {
+                    Ok(Ok(mac)) => Request::CmConnect {
+                        qpn,
+                        spec,
+                        mac: Some(mac),
+                        resolve_timeout_ms,
+                    },
                     Ok(Err(e)) => {
                         write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
                         continue;

@@ -15,7 +15,10 @@ use crate::control::{self, Cmd};
 use crate::metrics::Metrics;
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
+use rocev2_core::cm::CmConfig;
+use rocev2_core::endpoint::GsiConfig;
 use rocev2_datapath::entropy::os_seed;
+use rocev2_datapath::iface::node_guid;
 use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, auto, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response};
@@ -114,6 +117,14 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     }
     let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
     ep.set_receiver_cc(cfg.cc.receiver());
+    // QP1 and the CM, shared out to the attached applications by `Host`.
+    ep.enable_cm(GsiConfig {
+        mac: iface.mac,
+        cm: CmConfig {
+            local_ca_guid: node_guid(iface.mac),
+        },
+        seed: os_seed().context("reading /dev/urandom")?,
+    });
     let mut host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
     let mut driver = Driver::new(
         ep,
@@ -153,7 +164,8 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let mut drains: Vec<Drain> = Vec::new();
     loop {
         driver.poll()?;
-        let mut busy = host.service(&mut driver.ep, &mut driver.mem);
+        let now = driver.now();
+        let mut busy = host.service(&mut driver.ep, &mut driver.mem, now);
         while let Ok(cmd) = rx.try_recv() {
             busy = true;
             match cmd {
@@ -161,7 +173,8 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                     let _ = reply.send(host.attach(creds, conn));
                 }
                 Cmd::Detach { app } => {
-                    host.detach(&mut driver.ep, &mut driver.mem, app);
+                    let now = driver.now();
+                    host.detach(&mut driver.ep, &mut driver.mem, now, app);
                     drains.retain(|d| d.app != app);
                 }
                 Cmd::Request {

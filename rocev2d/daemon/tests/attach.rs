@@ -7,6 +7,10 @@
 //! - The daemon killed under a running application: the application fails at once with the
 //!   daemon's death as the reason; a restarted daemon serves new applications.
 //! - Garbage on the control socket: the connection is closed, the daemon serves on.
+//! - The connection manager through the daemons: `rping --attach` against `rping --attach`,
+//!   with another application listening on another port of the same daemon at once (a second
+//!   listen on a taken port refused); an application killed with a connected CM ID: its peer
+//!   gets the daemon's DREQ, and the port is free again.
 
 mod common;
 use common::*;
@@ -315,7 +319,8 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     let path = socket(test, "h0");
     let hello = {
         let mut v = Vec::new();
-        let body = [0u8, 1]; // Request::Hello { version: 1 } in postcard
+        // Request::Hello { version } in postcard (variant 0, a one-byte varint).
+        let body = [0u8, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()];
         v.extend_from_slice(&(body.len() as u32).to_le_bytes());
         v.push(0);
         v.extend_from_slice(&body);
@@ -565,4 +570,163 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
         d.kill();
         let _ = std::fs::remove_file(&cfg);
     }
+}
+
+/// `rping --attach` in `host`: `-s` or `-c` towards `addr`, port `port`, plus `args`.
+fn rping(tb: &Testbed, test: &str, host: &str, side: &str, addr: &str, args: &[&str]) -> Process {
+    let mut cmd = tb.command(host, example("rping")).expect("command");
+    cmd.args([side, "-a", addr, "--iface", &ifname(tb, host)])
+        .args(["--attach", "--socket", &socket(test, host)])
+        .args(args);
+    Process::spawn(&mut cmd).expect("spawn rping")
+}
+
+/// A PD, a 4 KiB region, a CQ and an RC QP on `dev`.
+fn cm_side(dev: &rocev2::Device) -> (rocev2::Mr, rocev2::Cq, rocev2::Qp) {
+    let pd = dev.alloc_pd().expect("pd");
+    let mr = dev
+        .register(pd, vec![0u8; 4096], rocev2::AccessFlags::LOCAL_WRITE)
+        .expect("mr");
+    let cq = dev.create_cq(16).expect("cq");
+    let qp = dev.create_rc_qp(pd, cq, cq).expect("qp");
+    (mr, cq, qp)
+}
+
+fn refused_in_use(r: &Result<rdmacm_shim::cm::CmListener, rdmacm_shim::cm::CmApiError>) -> bool {
+    matches!(
+        r,
+        Err(rdmacm_shim::cm::CmApiError::Device(
+            rocev2::Error::Refused {
+                kind: rocev2_ipc::proto::ErrorKind::InUse,
+                ..
+            }
+        ))
+    )
+}
+
+#[test]
+fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
+    use rdmacm_shim::cm::{CmId, CmListener};
+    use rocev2::{Device, RecvWr, SendOp, SendWr, WcOpcode};
+    let test = "attach_cm_rping";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    let mut server = rping(&tb, test, "h1", "-s", &h1, &["-p", "7174", "-C", "5", "-d"]);
+    server
+        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
+        .expect("rping server listening");
+    // This process attaches to both daemons: a second application on h1's, listening on
+    // another port while rping listens on its own; the port rping holds is refused.
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let taken = CmListener::bind(&b, format!("{h1}:7174").parse().unwrap());
+    assert!(refused_in_use(&taken), "{taken:?}");
+    let listener = CmListener::bind(&b, format!("{h1}:7175").parse().unwrap()).expect("bind");
+    let (mr_a, cq_a, qp_a) = cm_side(&a);
+    let (mr_b, cq_b, qp_b) = cm_side(&b);
+    b.post_recv(
+        qp_b,
+        RecvWr {
+            wr_id: 9,
+            sg_list: vec![mr_b.sge(0, 4096).unwrap()],
+        },
+    )
+    .unwrap();
+    let accept = std::thread::spawn(move || {
+        let got = listener.accept(qp_b, b"welcome", Duration::from_secs(20));
+        (listener, got)
+    });
+    let to = format!("{h1}:7175").parse().unwrap();
+    let id = CmId::connect(&a, qp_a, to, b"hello", Duration::from_secs(20)).expect("connect");
+    let (_listener, got) = accept.join().unwrap();
+    let (server_id, hello) = got.expect("accept");
+    assert_eq!(&hello[..5], b"hello");
+    assert_eq!(&id.peer_private_data()[..7], b"welcome");
+    a.mr_guard(&mr_a).unwrap()[..14].copy_from_slice(b"attached CM ok");
+    a.post_send(
+        qp_a,
+        SendWr::new(1, SendOp::Send).sge(mr_a.sge(0, 14).unwrap()),
+    )
+    .unwrap();
+    let mut wcs = Vec::new();
+    b.wait_cq(cq_b, &mut wcs, 1, Duration::from_secs(10))
+        .expect("receive");
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].opcode, wcs[0].byte_len),
+        (9, WcOpcode::Recv, 14)
+    );
+    assert_eq!(&b.mr_guard(&mr_b).unwrap()[..14], b"attached CM ok");
+    wcs.clear();
+    a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
+        .expect("send completion");
+    assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+    // Meanwhile rping's own connection, through the same two daemons, with every ping
+    // checked (-V) and printed (-v).
+    let client = rping(
+        &tb,
+        test,
+        "h0",
+        "-c",
+        &h1,
+        &["-p", "7174", "-C", "5", "-V", "-v"],
+    );
+    let out = client
+        .finish(Duration::from_secs(60))
+        .expect("rping client");
+    let pings = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"));
+    assert_eq!(pings.count(), 5, "{}", out.stdout);
+    server
+        .finish(Duration::from_secs(30))
+        .expect("rping server");
+    // Our connection is still up after rping's went; it ends with a DREQ/DREP.
+    id.disconnect(Duration::from_secs(10)).expect("disconnect");
+    server_id
+        .wait_disconnect(Duration::from_secs(10))
+        .expect("the passive side sees the disconnect");
+}
+
+#[test]
+fn attach_cm_sigkilled_application_disconnects_its_peer_and_frees_its_port() {
+    use rdmacm_shim::cm::{CmId, CmListener};
+    use rocev2::Device;
+    let test = "attach_cm_kill";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    let mut server = rping(&tb, test, "h1", "-s", &h1, &["-p", "7176", "-C", "1", "-d"]);
+    server
+        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
+        .expect("rping server listening");
+    // A client that speaks no rping: the server accepts, then waits for our advertisement.
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let (_mr, _cq, qp) = cm_side(&a);
+    let to = format!("{h1}:7176").parse().unwrap();
+    let id = CmId::connect(&a, qp, to, b"", Duration::from_secs(20)).expect("connect");
+    server
+        .wait_for_line(|l| l.contains("ESTABLISHED"), SETUP)
+        .expect("rping server connected");
+    server.kill();
+    // h1's daemon tears the dead application's connection down with a DREQ.
+    id.wait_disconnect(Duration::from_secs(15))
+        .expect("the peer of a killed application sees a disconnect");
+    let s = wait_detached(test, "h1");
+    assert_eq!(s["host"]["cm_orphans_closed"], 1, "{s}");
+    // Its port is free again.
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let again = CmListener::bind(&b, format!("{h1}:7176").parse().unwrap());
+    assert!(again.is_ok(), "{again:?}");
 }

@@ -81,6 +81,13 @@ pub fn default_gid(mac: [u8; 6]) -> Ipv6Addr {
     ])
 }
 
+/// The node GUID of a device on the interface with this MAC: the modified EUI-64 of
+/// [`default_gid`]'s low half, as RoCE NICs derive it (Linux uses it as the CM's CA GUID).
+pub fn node_guid(mac: [u8; 6]) -> u64 {
+    let o = default_gid(mac).octets();
+    u64::from_be_bytes([o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]])
+}
+
 impl Interface {
     /// Reads interface `name` of the current network namespace.
     ///
@@ -234,6 +241,14 @@ impl Interface {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_guid_is_the_mac_eui64() {
+        assert_eq!(
+            node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            0x5054_00ff_fe12_3456
+        );
+    }
     use rocev2_core::qp::Mtu;
 
     /// rxe-vm's server (MAC 52:54:00:77:00:0a, 192.168.77.10) shows this table in

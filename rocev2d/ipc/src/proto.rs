@@ -8,7 +8,14 @@
 //!
 //! Descriptors travel beside messages (SCM_RIGHTS, [`crate::frame`]): [`Request::RegMr`]
 //! carries the region's memfd; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
-//! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings.
+//! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings,
+//! [`Response::CmEnabled`] the eventfd the daemon signals when a CM event is queued for the
+//! application.
+//!
+//! The connection manager runs in the daemon, on QP1 of the interface, for every application
+//! ([`crate::cm`]): an application claims service IDs ([`Request::CmListen`]), connects and
+//! accepts with its own QPs only, and fetches the events of its own connections
+//! ([`Request::CmPoll`]).
 //!
 //! Deviations: none.
 
@@ -16,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits.
@@ -87,6 +94,60 @@ pub enum Request {
     QueryQp {
         /// The QP.
         qpn: u32,
+    },
+    /// Start receiving this application's CM events: answered [`Response::CmEnabled`] with an
+    /// eventfd, signalled whenever an event is queued for [`Request::CmPoll`].
+    CmEnable,
+    /// Claim a service ID: REQs for it come to this application as connect requests. Refused
+    /// ([`ErrorKind::InUse`]) while another application (or this one) holds it.
+    CmListen {
+        /// The service ID (rdma_cm: `0x0000_0000_01PP_pppp`).
+        service_id: u64,
+    },
+    /// Give a service ID up; answered [`Response::Listened`].
+    CmUnlisten {
+        /// The service ID.
+        service_id: u64,
+    },
+    /// Send a REQ for QP `qpn` (in INIT); answered [`Response::CmConn`].
+    CmConnect {
+        /// This application's QP.
+        qpn: u32,
+        /// The REQ's parameters.
+        spec: crate::cm::ConnectSpec,
+        /// The peer's next hop, or resolve it (the control plane does, before the request
+        /// reaches the engine).
+        mac: Option<[u8; 6]>,
+        /// Neighbour resolution bound, milliseconds.
+        resolve_timeout_ms: u32,
+    },
+    /// Accept a connect request of this application with one of its QPs (in INIT).
+    CmAccept {
+        /// The connection's local Communication ID.
+        comm_id: u32,
+        /// The REP's parameters.
+        spec: crate::cm::AcceptSpec,
+    },
+    /// Refuse a connect request of this application with a REJ.
+    CmReject {
+        /// The connection.
+        comm_id: u32,
+        /// The REJ's reason (IBA Table 112).
+        reason: u16,
+        /// The REJ's private data.
+        private_data: Vec<u8>,
+    },
+    /// Disconnect one of this application's connections (DREQ; its QP goes to ERROR).
+    CmDisconnect {
+        /// The connection.
+        comm_id: u32,
+        /// The DREQ's private data.
+        private_data: Vec<u8>,
+    },
+    /// Take up to `max` queued CM events of this application; answered [`Response::CmEvents`].
+    CmPoll {
+        /// Most events to return.
+        max: u32,
     },
     /// Answer once every QP of this attachment has nothing unacknowledged and nothing to send,
     /// or after `timeout_ms` with [`ErrorKind::Timeout`].
@@ -229,6 +290,14 @@ pub enum Response {
         /// True in MP-RDMA mode.
         multipath: bool,
     },
+    /// The CM events are on; the eventfd comes with it.
+    CmEnabled,
+    /// Whether the application held the service ID it gave up.
+    Listened(bool),
+    /// A connection was started: its local Communication ID.
+    CmConn(u32),
+    /// Queued CM events of the application, oldest first.
+    CmEvents(Vec<crate::cm::EventRecord>),
     /// The request failed.
     Error {
         /// What kind of failure.
@@ -272,6 +341,8 @@ pub enum ErrorKind {
     Path,
     /// A bound ran out.
     Timeout,
+    /// Held by another application (a CM service ID), or by this one already.
+    InUse,
 }
 
 /// The interface as the application needs to know it.
@@ -332,6 +403,14 @@ mod tests {
             },
             Request::CreateQp(spec),
             Request::Drain { timeout_ms: 5 },
+            Request::CmListen {
+                service_id: 0x0106_1c06,
+            },
+            Request::CmReject {
+                comm_id: 7,
+                reason: 28,
+                private_data: vec![1, 2, 3],
+            },
         ] {
             let bytes = frame::encode(&r, 0);
             let mut d = frame::Decoder::default();

@@ -8,6 +8,11 @@
 //! ([`crate::wakeup`]). So while both sides are busy, posting
 //! and polling cost no system call at all.
 //!
+//! The connection manager is the daemon's ([`crate::Device::cm_listen`] and the other `cm_*`
+//! calls are control requests on this application's own service IDs, connections and QPs); the
+//! daemon queues this application's CM events and signals a CM eventfd, and
+//! [`crate::Device::next_cm_event`] fetches them ([`Request::CmPoll`]) and sleeps on it.
+//!
 //! Every call that waits also watches the control socket: when the daemon dies the kernel
 //! closes it, and the call returns [`Error::DaemonGone`] at once; a daemon that stops
 //! answering makes a control request fail with [`Error::Timeout`] after [`CALL_TIMEOUT`].
@@ -19,19 +24,21 @@
 use crate::error::{Error, Result};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
+use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
 use rocev2_core::qp::{CqId, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::iface::IfAddr;
+use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::{self, EventFd};
 use rocev2_ipc::proto::{self, ConnectSpec, ErrorKind, MpSpec, QpSpec, Request, Response};
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
 use rocev2_ipc::shm::Region;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::Path;
@@ -68,6 +75,17 @@ impl CqView {
     }
 }
 
+/// The CM side of an attachment: the eventfd the daemon signals when it queues an event of
+/// this application, and the events fetched but not yet picked.
+#[derive(Debug)]
+struct CmView {
+    event: Arc<Waitable<EventFd>>,
+    events: VecDeque<Event>,
+}
+
+/// Events fetched per [`Request::CmPoll`].
+const CM_POLL_MAX: u32 = 64;
+
 #[derive(Debug)]
 struct QpView {
     sq: Ring,
@@ -91,6 +109,7 @@ pub(crate) struct Attached {
     /// A duplicate of the control socket, which waiters watch without the device's lock: the
     /// kernel makes it readable when the daemon dies.
     pub(crate) watch: Arc<Waitable<OwnedFd>>,
+    cm: Option<CmView>,
     buf: Vec<u8>,
 }
 
@@ -168,6 +187,7 @@ impl Attached {
             qps: BTreeMap::new(),
             spin,
             watch,
+            cm: None,
             buf: Vec::new(),
         })
     }
@@ -445,6 +465,123 @@ impl Attached {
         for v in self.cqs.values_mut() {
             v.disarm();
         }
+    }
+
+    /// Asks the daemon for this application's CM events, once.
+    pub(crate) fn cm_enable(&mut self) -> Result<()> {
+        if self.cm.is_some() {
+            return Ok(());
+        }
+        let (r, fds) = self.call(&Request::CmEnable, &[])?;
+        let Response::CmEnabled = r else {
+            return Err(unexpected(r));
+        };
+        let [event] = one(fds)?;
+        self.cm = Some(CmView {
+            event: Arc::new(Waitable::new(EventFd::from_fd(event))),
+            events: VecDeque::new(),
+        });
+        Ok(())
+    }
+
+    pub(crate) fn cm_listen(&mut self, service: ServiceId) -> Result<()> {
+        self.done(&Request::CmListen {
+            service_id: service.0,
+        })
+    }
+
+    pub(crate) fn cm_unlisten(&mut self, service: ServiceId) -> Result<bool> {
+        let req = Request::CmUnlisten {
+            service_id: service.0,
+        };
+        match self.call(&req, &[])?.0 {
+            Response::Listened(was) => Ok(was),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn cm_connect(
+        &mut self,
+        params: ConnectParams,
+        resolve_timeout: Duration,
+    ) -> Result<ConnId> {
+        let ms = u32::try_from(resolve_timeout.as_millis()).unwrap_or(u32::MAX);
+        let req = Request::CmConnect {
+            qpn: params.local_qpn.value(),
+            spec: (&params).into(),
+            mac: None,
+            resolve_timeout_ms: ms,
+        };
+        // Resolution happens in the daemon and may take the whole resolve timeout.
+        match self.call_for(&req, &[], CALL_TIMEOUT + resolve_timeout)?.0 {
+            Response::CmConn(id) => Ok(ConnId::from_comm_id(id)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<()> {
+        self.done(&Request::CmAccept {
+            comm_id: conn.comm_id(),
+            spec: AcceptSpec::from(params),
+        })
+    }
+
+    pub(crate) fn cm_reject(
+        &mut self,
+        conn: ConnId,
+        reason: RejectReason,
+        private_data: &[u8],
+    ) -> Result<()> {
+        self.done(&Request::CmReject {
+            comm_id: conn.comm_id(),
+            reason: reason.0,
+            private_data: private_data.to_vec(),
+        })
+    }
+
+    pub(crate) fn cm_disconnect(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        self.done(&Request::CmDisconnect {
+            comm_id: conn.comm_id(),
+            private_data: private_data.to_vec(),
+        })
+    }
+
+    /// Moves the events the daemon queued for this application into the device's queue
+    /// (enabling them first); returns the eventfd to sleep on. The eventfd is cleared before
+    /// asking, so an event queued after the answer signals it again.
+    pub(crate) fn cm_fetch(&mut self) -> Result<Arc<Waitable<EventFd>>> {
+        self.cm_enable()?;
+        let event = match &self.cm {
+            Some(cm) => Arc::clone(&cm.event),
+            None => return Err(protocol("CM events not enabled")),
+        };
+        event.get().clear();
+        loop {
+            let (r, _) = self.call(&Request::CmPoll { max: CM_POLL_MAX }, &[])?;
+            let Response::CmEvents(records) = r else {
+                return Err(unexpected(r));
+            };
+            let n = records.len();
+            let mut fetched = Vec::with_capacity(n);
+            for rec in records {
+                fetched.push(Event::try_from(rec).map_err(|e| protocol(format!("CM event: {e}")))?);
+            }
+            if let Some(cm) = &mut self.cm {
+                for ev in fetched {
+                    crate::local::queue_cm_event(&mut cm.events, ev);
+                }
+            }
+            if n < CM_POLL_MAX as usize {
+                return Ok(event);
+            }
+        }
+    }
+
+    /// Takes the first fetched event `pick` accepts.
+    pub(crate) fn cm_take(&mut self, pick: impl FnMut(&Event) -> bool) -> Option<Event> {
+        let cm = self.cm.as_mut()?;
+        let i = cm.events.iter().position(pick)?;
+        cm.events.remove(i)
     }
 
     pub(crate) fn drain(&mut self, timeout: Duration) -> Result<()> {

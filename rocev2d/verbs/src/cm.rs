@@ -1,27 +1,34 @@
-//! The connection manager on an in-process device: QP1 and the engine's CM
-//! ([`rocev2_core::Endpoint::enable_cm`]) opened on the device's interface, the `cm_*` calls
-//! under the device's lock, and CM events handed to whoever waits for them.
+//! The connection manager of a device: the `cm_*` calls and CM events handed to whoever waits
+//! for them.
 //!
-//! The progress thread (or, caller-driven, the waiter's own passes) moves the engine's CM
-//! events into a queue of the device and signals an eventfd; [`Device::next_cm_event`] sleeps
-//! on it and takes the first event its filter picks, so a listener and connecting IDs of one
+//! In-process, QP1 and the engine's CM ([`rocev2_core::Endpoint::enable_cm`]) are opened on the
+//! device's interface and the calls run under the device's lock; the progress thread (or,
+//! caller-driven, the waiter's own passes) moves the engine's CM events into a queue of the
+//! device and signals an eventfd. Attached, the daemon runs the CM for every application
+//! (docs/daemon.md): the calls are control requests, service IDs and connections are this
+//! application's alone, and the daemon signals the attachment's CM eventfd when it queues an
+//! event, which the device then fetches. Either way [`Device::next_cm_event`] sleeps on the
+//! eventfd and takes the first event its filter picks, so a listener and connecting IDs of one
 //! device each take their own. rdmacm-shim builds the rdma_cm-style API on these calls.
 //!
-//! Deviations: in-process devices only; an attached device refuses every call with
-//! [`Error::NotAttachedYet`] (the daemon does not run the CM yet). Events nobody picks stay
-//! queued until the device closes, but for [`Event::TimeWaitExit`]: the queue keeps the latest
-//! 64 (rdmacm-shim never takes them).
+//! Deviations: events nobody picks stay queued until the device closes, but for
+//! [`Event::TimeWaitExit`]: the queue keeps the latest 64 (rdmacm-shim never takes them).
 
-use crate::device::Device;
+use crate::attached::Attached;
+use crate::device::{Backend, Device, lock_attached};
 use crate::error::{Error, Result};
 use crate::local::{Local, sleep_on};
 use crate::qp::Qp;
+use crate::wakeup::wait_any;
 use rocev2_core::EndpointError;
 use rocev2_core::cm::ServiceId;
 use rocev2_core::cm::{AcceptParams, CmConfig, ConnId, ConnectParams, Event, RejectReason};
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::wire::gid::gid_to_ip;
+use rocev2_datapath::iface::node_guid;
 use rocev2_datapath::{Driver, neigh};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest a waiter sleeps before looking at the queue again: bounds a wake-up lost to
@@ -34,25 +41,24 @@ fn mtu_code(bytes: u32) -> u8 {
 }
 
 impl Device {
-    /// The in-process backend, or [`Error::NotAttachedYet`] naming `what`.
-    fn cm_local(&self, what: &'static str) -> Result<&Local> {
-        self.local().ok_or(Error::NotAttachedYet(what))
-    }
-
     /// Opens QP1 with a connection manager behind it, once: CM MADs to this interface's QP1
-    /// are answered from now on. Calling it again keeps the CM and its connections.
+    /// are answered from now on. Calling it again keeps the CM and its connections. Attached,
+    /// the daemon's CM answers QP1 always; this asks it for this application's events.
     ///
     /// # Errors
-    /// [`Error::NotAttachedYet`] on an attached device.
+    /// Attached: the daemon's ([`Error::DaemonGone`], [`Error::Refused`]).
     pub fn enable_cm(&self) -> Result<()> {
-        let l = self.cm_local("the connection manager")?;
+        let l = match self.backend() {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => return lock_attached(a).cm_enable(),
+        };
         let mut st = l.lock();
         if st.driver.ep.cm().is_none() {
             let cfg = GsiConfig {
                 mac: self.interface().mac,
                 // Linux uses the node GUID; ours is the interface MAC made an EUI-64.
                 cm: CmConfig {
-                    local_ca_guid: eui64(self.interface().mac),
+                    local_ca_guid: node_guid(self.interface().mac),
                 },
                 seed: crate::random_u64(),
             };
@@ -65,14 +71,13 @@ impl Device {
     /// and wakes the progress thread to send its MADs.
     fn with_cm<R>(
         &self,
-        what: &'static str,
+        l: &Local,
         f: impl FnOnce(
             &mut rocev2_core::Endpoint,
             rocev2_core::time::Instant,
             &mut rocev2_core::mr::VecMemory,
         ) -> std::result::Result<R, EndpointError>,
     ) -> Result<R> {
-        let l = self.cm_local(what)?;
         let mut st = l.lock();
         let now = st.driver.now();
         let Driver { ep, mem, .. } = &mut st.driver;
@@ -88,19 +93,30 @@ impl Device {
     /// Accepts REQs for `service_id` (rdma_cm: [`ServiceId::rdma_cm`]); they arrive as
     /// [`Event::ConnectRequest`] from [`Self::next_cm_event`]. Enables the CM first.
     ///
+    /// Attached, the service ID is this application's until it unlistens or detaches.
+    ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Verb`] if someone listens on it already.
+    /// [`Error::Verb`] if someone listens on it already (attached: [`Error::Refused`] with
+    /// [`ErrorKind::InUse`](rocev2_ipc::proto::ErrorKind::InUse), also when another application does).
     pub fn cm_listen(&self, service_id: ServiceId) -> Result<()> {
         self.enable_cm()?;
-        self.with_cm("cm_listen", |ep, _, _| ep.cm_listen(service_id))
+        match self.backend() {
+            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_listen(service_id)),
+            Backend::Attached(a) => lock_attached(a).cm_listen(service_id),
+        }
     }
 
     /// Stops accepting REQs for `service_id`; returns whether anyone listened.
     ///
+    /// Attached, only this application's listens count.
+    ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Verb`] if the CM is not enabled.
+    /// [`Error::Verb`] if the CM is not enabled; attached, the daemon's.
     pub fn cm_unlisten(&self, service_id: ServiceId) -> Result<bool> {
-        self.with_cm("cm_unlisten", |ep, _, _| ep.cm_unlisten(service_id))
+        match self.backend() {
+            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id)),
+            Backend::Attached(a) => lock_attached(a).cm_unlisten(service_id),
+        }
     }
 
     /// Sends a REQ for `qp` (in INIT) with `params` (their `local_qpn` is set to `qp`'s, their
@@ -108,10 +124,13 @@ impl Device {
     /// table, waiting up to `resolve_timeout`. Enables the CM first. The connection is up when
     /// [`Event::Established`] for the returned ID comes out of [`Self::next_cm_event`].
     ///
+    /// Attached, the daemon resolves the peer and sends the REQ.
+    ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Datapath`] when the peer cannot be resolved;
-    /// [`Error::MtuTooSmall`]; [`Error::Verb`] when the engine refuses (QP not in INIT,
-    /// parameters the REQ cannot carry).
+    /// [`Error::Datapath`] when the peer cannot be resolved (attached: [`Error::Refused`] with
+    /// [`ErrorKind::Path`](rocev2_ipc::proto::ErrorKind::Path)); [`Error::MtuTooSmall`]; [`Error::Verb`] (attached:
+    /// [`Error::Refused`]) when the engine refuses (QP not in INIT, parameters the REQ cannot
+    /// carry).
     pub fn cm_connect(
         &self,
         qp: Qp,
@@ -127,55 +146,74 @@ impl Device {
             .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
         params.path_mtu = params.path_mtu.min(mtu_code(mtu.bytes()));
         params.local_qpn = qp.0;
+        let l = match self.backend() {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => return lock_attached(a).cm_connect(params, resolve_timeout),
+        };
         // Resolution may take the whole timeout: not under the lock.
         let mac = neigh::resolve(iface, peer, resolve_timeout)?;
-        self.with_cm("cm_connect", |ep, now, _| ep.cm_connect(now, params, mac))
+        self.with_cm(l, |ep, now, _| ep.cm_connect(now, params, mac))
     }
 
     /// Accepts an [`Event::ConnectRequest`] with `params` (their `local_qpn`: a QP of this
     /// device in INIT). The QP moves to RTR at once and to RTS on [`Event::Established`].
     ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Verb`] when the engine refuses.
+    /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
+    /// connection or QP that is not this application's.
     pub fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
-        self.with_cm("cm_accept", |ep, now, mem| {
-            ep.cm_accept(now, conn, params, mem)
-        })
+        match self.backend() {
+            Backend::Local(l) => {
+                self.with_cm(l, |ep, now, mem| ep.cm_accept(now, conn, params, mem))
+            }
+            Backend::Attached(a) => lock_attached(a).cm_accept(conn, &params),
+        }
     }
 
     /// Refuses an [`Event::ConnectRequest`] with a REJ.
     ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Verb`] when the engine refuses.
+    /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
+    /// connection that is not this application's.
     pub fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
-        self.with_cm("cm_reject", |ep, now, _| {
-            ep.cm_reject(now, conn, reason, private_data)
-        })
+        match self.backend() {
+            Backend::Local(l) => self.with_cm(l, |ep, now, _| {
+                ep.cm_reject(now, conn, reason, private_data)
+            }),
+            Backend::Attached(a) => lock_attached(a).cm_reject(conn, reason, private_data),
+        }
     }
 
     /// Moves the connection's QP to ERROR and sends a DREQ; [`Event::Disconnected`] follows.
     ///
     /// # Errors
-    /// [`Error::NotAttachedYet`]; [`Error::Verb`] when the engine refuses.
+    /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
+    /// connection that is not this application's.
     pub fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
-        self.with_cm("cm_disconnect", |ep, now, mem| {
-            ep.cm_disconnect(now, conn, private_data, mem)
-        })
+        match self.backend() {
+            Backend::Local(l) => self.with_cm(l, |ep, now, mem| {
+                ep.cm_disconnect(now, conn, private_data, mem)
+            }),
+            Backend::Attached(a) => lock_attached(a).cm_disconnect(conn, private_data),
+        }
     }
 
     /// Takes the first CM event `pick` accepts, sleeping until one comes or `timeout` passes.
     /// Events it does not pick stay for other waiters.
     ///
     /// # Errors
-    /// [`Error::Timeout`]; [`Error::NotAttachedYet`]; [`Error::ProgressStopped`];
-    /// [`Error::Datapath`] (caller-driven).
+    /// [`Error::Timeout`]; [`Error::ProgressStopped`]; [`Error::Datapath`] (caller-driven);
+    /// attached, [`Error::DaemonGone`] as soon as the daemon dies.
     pub fn next_cm_event(
         &self,
         mut pick: impl FnMut(&Event) -> bool,
         timeout: Duration,
     ) -> Result<Event> {
-        let l = self.cm_local("next_cm_event")?;
         let deadline = Instant::now() + timeout;
+        let l = match self.backend() {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => return next_attached_event(a, pick, deadline),
+        };
         loop {
             {
                 let mut st = l.lock();
@@ -211,18 +249,35 @@ impl Device {
     }
 }
 
-/// A modified EUI-64 from a MAC (RFC 4291 appendix A), as RoCE NICs derive their node GUID.
-fn eui64(mac: [u8; 6]) -> u64 {
-    u64::from_be_bytes([
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ])
+/// [`Device::next_cm_event`] of an attached device: fetch what the daemon queued (clearing
+/// the eventfd first, so an event queued after the fetch signals it again), pick, else sleep
+/// on the eventfd and the control socket.
+fn next_attached_event(
+    a: &Mutex<Attached>,
+    mut pick: impl FnMut(&Event) -> bool,
+    deadline: Instant,
+) -> Result<Event> {
+    loop {
+        let (event, watch) = {
+            let mut g = lock_attached(a);
+            let event = g.cm_fetch()?;
+            if let Some(ev) = g.cm_take(&mut pick) {
+                return Ok(ev);
+            }
+            (event, Arc::clone(&g.watch))
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout);
+        }
+        let ready = wait_any(
+            &[event.get().as_fd(), watch.get().as_fd()],
+            left.min(WAIT_SLICE),
+        )?;
+        if ready.get(1) == Some(&true) {
+            lock_attached(a).check_alive()?;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -234,13 +289,5 @@ mod tests {
         assert_eq!(mtu_code(256), 1);
         assert_eq!(mtu_code(1024), 3);
         assert_eq!(mtu_code(4096), 5);
-    }
-
-    #[test]
-    fn eui64_of_mac() {
-        assert_eq!(
-            eui64([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
-            0x5054_00ff_fe12_3456
-        );
     }
 }

@@ -88,7 +88,7 @@ struct Inner {
 }
 
 /// Where the verbs are carried out.
-enum Backend {
+pub(crate) enum Backend {
     Local(Local),
     Attached(Box<Mutex<Attached>>),
 }
@@ -134,7 +134,7 @@ enum Step {
 }
 
 /// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
-fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
+pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
     a.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -301,12 +301,9 @@ impl Device {
         }
     }
 
-    /// The in-process backend; `None` when attached.
-    pub(crate) fn local(&self) -> Option<&Local> {
-        match &self.inner.backend {
-            Backend::Local(l) => Some(l),
-            Backend::Attached(_) => None,
-        }
+    /// Where the verbs are carried out.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).

@@ -101,10 +101,6 @@ pub enum Error {
         /// Its status.
         status: WcStatus,
     },
-    /// The call needs an in-process device: the daemon does not run the connection manager
-    /// yet ([`crate::Device::enable_cm`]).
-    #[error("{0} is not available on an attached device yet (open the interface in-process)")]
-    NotAttachedYet(&'static str),
     /// A local system call failed (eventfd, poll, thread creation).
     #[error("system call failed: {0}")]
     Io(#[source] std::io::Error),

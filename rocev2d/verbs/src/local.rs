@@ -284,8 +284,9 @@ impl State {
 /// closes; an application that wants them takes them within this many newer ones.
 const TIME_WAIT_EXITS_KEPT: usize = 64;
 
-/// Queues `ev` for [`crate::Device::next_cm_event`]: see [`push_bounded`].
-fn queue_cm_event(q: &mut VecDeque<Event>, ev: Event) {
+/// Queues `ev` for [`crate::Device::next_cm_event`], in-process or fetched from the daemon:
+/// see [`push_bounded`].
+pub(crate) fn queue_cm_event(q: &mut VecDeque<Event>, ev: Event) {
     push_bounded(
         q,
         ev,

@@ -90,6 +90,13 @@ impl ConnId {
     pub const fn comm_id(self) -> u32 {
         self.0
     }
+
+    /// The handle of the connection whose local Communication ID is `comm_id`, as a process
+    /// that does not run the CM itself names it (an application attached to `rocev2d`); the
+    /// CM refuses an ID it does not hold ([`CmError::UnknownConn`]).
+    pub const fn from_comm_id(comm_id: u32) -> ConnId {
+        ConnId(comm_id)
+    }
 }
 
 /// IBA's CM timeout encoding (§12.6.5, Table 106: "4.096 µs · 2^value"), for 5-bit values.

@@ -1,7 +1,8 @@
 //! A hostile application on the control protocol and its rings: arbitrary bytes are cut into
 //! frames and carried out on a [`Host`] as one attachment's requests (a `RegMr` gets a real
 //! sealed memfd of its announced length when that is small), then the rest of the input is
-//! pushed as records into every ring of the attachment's QPs and the host serves them. The host
+//! pushed as records into every ring of the attachment's QPs and the host serves them. CM
+//! requests (listen, connect, accept, reject, disconnect, poll) reach the daemon's CM. The host
 //! never panics; closing the attachment leaves no QP in the engine and no region mapped.
 #![no_main]
 
@@ -40,6 +41,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut host = Host::new(iface, limits, None);
     let mut ep = Endpoint::new(7);
+    // The daemon's CM, so the CM requests reach the engine too.
+    ep.enable_cm(rocev2_core::endpoint::GsiConfig {
+        mac: [2, 0, 0, 0, 0, 1],
+        cm: rocev2_core::cm::CmConfig { local_ca_guid: 1 },
+        seed: 7,
+    });
     let mut mem = HostMemory::default();
     let (conn, _app_end) = UnixStream::pair().unwrap();
     let (app, _bell) = host.attach(Creds { pid: 1, uid: 0 }, conn.into()).unwrap();
@@ -68,9 +75,9 @@ fuzz_target!(|data: &[u8]| {
         if let Some(ring) = rings.get_mut(i % n) {
             let _ = ring.push(chunk);
         }
-        host.service(&mut ep, &mut mem);
+        host.service(&mut ep, &mut mem, Instant::ZERO);
     }
-    host.detach(&mut ep, &mut mem, app);
+    host.detach(&mut ep, &mut mem, Instant::ZERO, app);
     assert_eq!(ep.qps().count(), 0);
     assert!(mem.is_empty());
 });

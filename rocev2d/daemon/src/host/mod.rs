@@ -10,6 +10,17 @@
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
+//! The connection manager (QP1, [`rocev2_core::Endpoint::enable_cm`]) is the daemon's, one for
+//! the interface; the host shares it out: a service ID belongs to the application that listens
+//! on it (a second claim is refused, [`ErrorKind::InUse`]), a connection to the application
+//! that started or was offered it, and each CM event goes to its connection's application
+//! only, queued until it asks ([`Request::CmPoll`]) and announced on its CM eventfd. An
+//! application connects, accepts, rejects and disconnects only its own connections and QPs.
+//! When it goes, its listens end and its connections are torn down as IBA §12.9 has a consumer
+//! do it: a DREQ for an established one, a REJ (Consumer) for a request it had not answered;
+//! one it was still setting up gets its DREQ when the handshake completes (the daemon answers
+//! an event of an orphaned connection that way).
+//!
 //! An attachment names only its own objects: a handle it does not own is refused as unknown,
 //! so nothing of another application can be reached, and the engine checks every key against
 //! the QP's PD, so another application's lkey or rkey fails as a protection error. Whatever an
@@ -25,6 +36,7 @@ pub mod memory;
 use memory::HostMemory;
 use rocev2_core::Endpoint;
 use rocev2_core::cc::CcConfig;
+use rocev2_core::cm::{AcceptParams, ConnId, Event as CmEvent, RejectReason, ServiceId};
 use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, MrId, PdId};
@@ -36,6 +48,7 @@ use rocev2_core::wire::Qpn;
 use rocev2_core::wire::ext::ExtCaps;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
+use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
 use rocev2_ipc::proto::{ConnectSpec, ErrorKind, IfaceInfo, MrSpec, QpSpec, Request, Response};
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
@@ -76,6 +89,9 @@ const MAX_SGE: u32 = 16;
 const MAX_INLINE: u32 = 200;
 /// Work requests taken from one ring per pass, so one busy QP cannot starve the others.
 const BUDGET: usize = 64;
+/// CM events queued for one application at most; past it the oldest are dropped (counted as
+/// `cm_events_dropped`), so an application that never asks cannot grow the daemon.
+const MAX_CM_EVENTS: usize = 1024;
 /// First virtual address handed to a region: regions of all applications get distinct,
 /// page-aligned addresses, so a stray address never lands in another region.
 const FIRST_ADDR: u64 = 0x1000_0000;
@@ -102,6 +118,12 @@ pub struct HostCounters {
     pub refused_work_requests: u64,
     /// Attachments closed for a malformed record or a corrupted ring.
     pub closed_corrupt: u64,
+    /// CM events delivered to applications' queues.
+    pub cm_events: u64,
+    /// CM events dropped: the application's queue was full.
+    pub cm_events_dropped: u64,
+    /// Connections of applications that had gone, torn down by the daemon (DREQ or REJ).
+    pub cm_orphans_closed: u64,
 }
 
 /// One application as `rocev2d stats` lists it.
@@ -163,6 +185,10 @@ struct App {
     posted: u64,
     completed: u64,
     corrupt: bool,
+    /// The CM eventfd, once the application asked for its events ([`Request::CmEnable`]).
+    cm_event: Option<EventFd>,
+    /// CM events of its listens and connections, oldest first.
+    cm_events: VecDeque<CmEvent>,
 }
 
 /// An answer, the descriptors that go with it, and the path to announce after a connect.
@@ -220,6 +246,10 @@ pub struct Host {
     counters: HostCounters,
     scratch: Vec<u8>,
     wcs: Vec<WorkCompletion>,
+    /// Service IDs listened on, and by which attachment.
+    listeners: BTreeMap<ServiceId, u32>,
+    /// Connections of attachments, and whose.
+    conns: BTreeMap<ConnId, u32>,
 }
 
 impl Host {
@@ -235,6 +265,8 @@ impl Host {
             counters: HostCounters::default(),
             scratch: Vec::new(),
             wcs: Vec::new(),
+            listeners: BTreeMap::new(),
+            conns: BTreeMap::new(),
         }
     }
 
@@ -278,18 +310,37 @@ impl Host {
                 posted: 0,
                 completed: 0,
                 corrupt: false,
+                cm_event: None,
+                cm_events: VecDeque::new(),
             },
         );
         self.counters.attached += 1;
         Ok((id, theirs.into()))
     }
 
-    /// Closes attachment `app`: destroys its QPs (their peers stop hearing from them, as from
-    /// a destroyed QP on an HCA), CQs, regions (unmapped) and PDs. Unknown ids are ignored.
-    pub fn detach(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, app: u32) {
+    /// Closes attachment `app`: ends its listens, tears its connections down (DREQ, or REJ for
+    /// a request it had not answered), destroys its QPs (their peers stop hearing from them, as
+    /// from a destroyed QP on an HCA), CQs, regions (unmapped) and PDs. Unknown ids are ignored.
+    pub fn detach(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant, app: u32) {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
+        self.listeners.retain(|service, owner| {
+            if *owner == app {
+                let _ = ep.cm_unlisten(*service);
+            }
+            *owner != app
+        });
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, owner)| **owner == app)
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in conns {
+            self.conns.remove(&conn);
+            self.close_orphan(ep, mem, now, conn);
+        }
         for qpn in a.qps.keys() {
             let _ = ep.destroy_qp(*qpn);
         }
@@ -514,6 +565,105 @@ impl Host {
                     multipath: qp.mode() == QpMode::MultiPath,
                 }))
             }
+            Request::CmEnable => {
+                if a.cm_event.is_none() {
+                    a.cm_event = Some(
+                        EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?,
+                    );
+                }
+                let event = a.cm_event.as_ref().map(|e| dup(e.as_fd())).transpose()?;
+                if !a.cm_events.is_empty()
+                    && let Some(e) = &a.cm_event
+                {
+                    e.signal();
+                }
+                Ok(Reply {
+                    response: Response::CmEnabled,
+                    fds: event.into_iter().collect(),
+                    announce: None,
+                })
+            }
+            Request::CmListen { service_id } => {
+                let service = ServiceId(service_id);
+                if let Some(owner) = self.listeners.get(&service) {
+                    let whose = if *owner == app {
+                        "this application listens on it already"
+                    } else {
+                        "another application listens on it"
+                    };
+                    return Err(Refusal(
+                        ErrorKind::InUse,
+                        format!("service ID {service_id:#018x} is taken: {whose}"),
+                    ));
+                }
+                ep.cm_listen(service)?;
+                self.listeners.insert(service, app);
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CmUnlisten { service_id } => {
+                let service = ServiceId(service_id);
+                let ours = self.listeners.get(&service) == Some(&app);
+                if ours {
+                    self.listeners.remove(&service);
+                    ep.cm_unlisten(service)?;
+                }
+                Ok(Reply::ok(Response::Listened(ours)))
+            }
+            Request::CmConnect {
+                qpn,
+                spec,
+                mac,
+                resolve_timeout_ms: _,
+            } => {
+                let qpn = owned_qp(a, qpn)?;
+                if !self.iface.gids().contains(&spec.local_gid) {
+                    return Err(Refusal(
+                        ErrorKind::Path,
+                        format!(
+                            "{} is not a GID of interface {}",
+                            spec.local_gid, self.iface.name
+                        ),
+                    ));
+                }
+                let mac = mac.ok_or_else(|| {
+                    Refusal(
+                        ErrorKind::Path,
+                        format!("no neighbour entry for {}", spec.peer_gid),
+                    )
+                })?;
+                let conn = ep.cm_connect(now, spec.params(qpn), mac)?;
+                self.conns.insert(conn, app);
+                Ok(Reply::ok(Response::CmConn(conn.comm_id())))
+            }
+            Request::CmAccept { comm_id, spec } => {
+                let conn = owned_conn(&self.conns, app, comm_id)?;
+                let params = AcceptParams::from(spec);
+                owned_qp(a, params.local_qpn.value())?;
+                ep.cm_accept(now, conn, params, mem)?;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CmReject {
+                comm_id,
+                reason,
+                private_data,
+            } => {
+                let conn = owned_conn(&self.conns, app, comm_id)?;
+                ep.cm_reject(now, conn, RejectReason(reason), &private_data)?;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CmDisconnect {
+                comm_id,
+                private_data,
+            } => {
+                let conn = owned_conn(&self.conns, app, comm_id)?;
+                ep.cm_disconnect(now, conn, &private_data, mem)?;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CmPoll { max } => {
+                let n = a.cm_events.len().min(max as usize);
+                let events = a.cm_events.drain(..n).map(|e| EventRecord::from(&e));
+                Ok(Reply::ok(Response::CmEvents(events.collect())))
+            }
             Request::Hello { .. } | Request::Stats | Request::Drain { .. } => Err(Refusal(
                 ErrorKind::Invalid,
                 "not a request the device answers".into(),
@@ -534,8 +684,8 @@ impl Host {
 
     /// One pass over every attachment's rings; see the module docs. Returns whether anything
     /// moved. Attachments found corrupt are closed.
-    pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory) -> bool {
-        let mut moved = false;
+    pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
+        let mut moved = self.route_cm_events(ep, mem, now);
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
             moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
@@ -547,9 +697,70 @@ impl Host {
         for id in corrupt {
             tracing::warn!(app = id, "closing an attachment that corrupted its rings");
             self.counters.closed_corrupt += 1;
-            self.detach(ep, mem, id);
+            self.detach(ep, mem, now, id);
         }
         moved
+    }
+
+    /// Hands the engine's CM events to the applications they belong to: a connect request to
+    /// the service's listener, any other event to its connection's application. Returns
+    /// whether there were any.
+    fn route_cm_events(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
+        let mut any = false;
+        while let Some(ev) = ep.poll_cm_event() {
+            any = true;
+            let conn = conn_of(&ev);
+            let owner = match &ev {
+                CmEvent::ConnectRequest(r) => {
+                    let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
+                    if let Some(app) = owner {
+                        self.conns.insert(conn, app);
+                    }
+                    owner
+                }
+                _ => self.conns.get(&conn).copied(),
+            };
+            if matches!(
+                ev,
+                CmEvent::TimeWaitExit { .. } | CmEvent::Rejected { .. } | CmEvent::TimedOut { .. }
+            ) {
+                // The connection is over: nothing more will be said of it.
+                self.conns.remove(&conn);
+            }
+            let Some(a) = owner.and_then(|app| self.apps.get_mut(&app)) else {
+                // Nobody's (its application went while it was being set up).
+                if matches!(ev, CmEvent::ConnectRequest(_) | CmEvent::Established { .. }) {
+                    self.close_orphan(ep, mem, now, conn);
+                }
+                continue;
+            };
+            if a.cm_events.len() >= MAX_CM_EVENTS {
+                a.cm_events.pop_front();
+                self.counters.cm_events_dropped += 1;
+            }
+            a.cm_events.push_back(ev);
+            self.counters.cm_events += 1;
+            if let Some(e) = &a.cm_event {
+                e.signal();
+            }
+        }
+        any
+    }
+
+    /// Tears down a connection no application owns: a DREQ if it is established, else a REJ
+    /// (Consumer) if it is a request not yet answered; otherwise it is on its way down already.
+    fn close_orphan(
+        &mut self,
+        ep: &mut Endpoint,
+        mem: &mut HostMemory,
+        now: Instant,
+        conn: ConnId,
+    ) {
+        let closed = ep.cm_disconnect(now, conn, &[], mem).is_ok()
+            || ep.cm_reject(now, conn, RejectReason::CONSUMER, &[]).is_ok();
+        if closed {
+            self.counters.cm_orphans_closed += 1;
+        }
     }
 
     /// The doorbells of every attachment, for the datapath's wait set.
@@ -632,6 +843,16 @@ fn depth(n: u32, what: &str) -> Result<u32, Refusal> {
             ErrorKind::Invalid,
             format!("{what} {n} outside 1..={MAX_DEPTH}"),
         ))
+    }
+}
+
+/// Connection `comm_id` if it is `app`'s.
+fn owned_conn(conns: &BTreeMap<ConnId, u32>, app: u32, comm_id: u32) -> Result<ConnId, Refusal> {
+    let conn = ConnId::from_comm_id(comm_id);
+    if conns.get(&conn) == Some(&app) {
+        Ok(conn)
+    } else {
+        Err(unknown("connection"))
     }
 }
 

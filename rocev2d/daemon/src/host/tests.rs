@@ -8,24 +8,31 @@ use rocev2_ipc::proto::ErrorKind;
 use std::os::unix::net::UnixStream;
 
 fn host(limits: Limits) -> (Host, Endpoint, HostMemory) {
+    host_at(limits, 1)
+}
+
+/// A host whose interface has MAC 02::0n and address 10.0.0.n.
+fn host_at(limits: Limits, n: u8) -> (Host, Endpoint, HostMemory) {
     let iface = Interface {
         name: "t0".into(),
         index: 7,
-        mac: [2, 0, 0, 0, 0, 1],
+        mac: [2, 0, 0, 0, 0, n],
         mtu: 4200,
         up: true,
         addrs: vec![IfAddr {
-            ip: "10.0.0.1".parse().unwrap(),
+            ip: std::net::IpAddr::V4([10, 0, 0, n].into()),
             prefix_len: 24,
             link_local: false,
         }],
         rx_queues: 1,
     };
-    (
-        Host::new(iface, limits, None),
-        Endpoint::new(1),
-        HostMemory::default(),
-    )
+    let mut ep = Endpoint::new(1);
+    ep.enable_cm(rocev2_core::endpoint::GsiConfig {
+        mac: iface.mac,
+        cm: rocev2_core::cm::CmConfig { local_ca_guid: 1 },
+        seed: 1,
+    });
+    (Host::new(iface, limits, None), ep, HostMemory::default())
 }
 
 /// An attachment, with the application's end of its connection (kept open) and doorbell.
@@ -243,7 +250,7 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     // The QP is in INIT: a SEND there is refused by the engine (wrong state).
     let wr = SendWr::new(42, SendOp::Send);
     assert_eq!(sq.push(&record::encode(&SendRecord::from(&wr))), Ok(true));
-    assert!(h.service(&mut ep, &mut mem));
+    assert!(h.service(&mut ep, &mut mem, Instant::ZERO));
     let len = Ring::region_len(8, rocev2_ipc::proto::SLOT_SIZE) as u64;
     let mut ring = Ring::open(
         Region::from_fd(cq_fd, len).unwrap(),
@@ -276,11 +283,11 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
     let event = EventFd::from_fd(event);
     ring.set_asleep(true);
     sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert!(event.clear(), "a sleeping consumer is woken");
     ring.set_asleep(false);
     sq.push(&record::encode(&SendRecord::from(&wr))).unwrap();
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert!(!event.clear(), "an awake consumer is not");
 }
 
@@ -307,7 +314,7 @@ fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
     let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
     let mut sq = sq(&fds);
     assert_eq!(sq.push(&[0xff; 40]), Ok(true));
-    h.service(&mut ep, &mut mem);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
     assert_eq!(h.counters().closed_corrupt, 1);
     assert_eq!(h.len(), 1, "only the corrupt attachment is closed");
     // Its QP, CQ and region are gone from the engine and unmapped; B's QP is untouched.
@@ -339,7 +346,7 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
             vec![region.fd().try_clone_to_owned().unwrap()],
         );
         assert_eq!(mem.len(), 1);
-        h.detach(&mut ep, &mut mem, a);
+        h.detach(&mut ep, &mut mem, Instant::ZERO, a);
         assert_eq!(ep.qps().count(), 0);
         assert!(mem.is_empty());
         assert!(h.is_empty());
@@ -351,4 +358,238 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
     }
     assert_eq!(h.counters().attached, 3);
     assert_eq!(h.counters().detached, 3);
+}
+
+#[test]
+fn cm_service_ids_and_connections_belong_to_one_application() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let (_, _, qpn_a, _) = qp(&mut h, &mut ep, &mut mem, a);
+    let (_, _, qpn_b, _) = qp(&mut h, &mut ep, &mut mem, b);
+    let service_id = 0x0106_1c06;
+    let listen = Request::CmListen { service_id };
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, a, listen.clone()).response,
+        Response::Done
+    );
+    // Taken: by another application, or by this one.
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, b, listen.clone()),
+        ErrorKind::InUse,
+    );
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, listen.clone()),
+        ErrorKind::InUse,
+    );
+    // B cannot give up A's listen.
+    assert_eq!(
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            b,
+            Request::CmUnlisten { service_id }
+        )
+        .response,
+        Response::Listened(false)
+    );
+    // A connects with its own QP, not with B's.
+    let spec = rocev2_ipc::cm::ConnectSpec::from(&rocev2_core::cm::ConnectParams::new(
+        rocev2_core::cm::ServiceId(0x0106_1c07),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        "::ffff:10.0.0.2".parse().unwrap(),
+        Qpn::new(0),
+        rocev2_core::wire::Psn::new(5),
+    ));
+    let connect = |qpn| Request::CmConnect {
+        qpn,
+        spec: spec.clone(),
+        mac: Some([2, 0, 0, 0, 0, 2]),
+        resolve_timeout_ms: 0,
+    };
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, connect(qpn_b)),
+        ErrorKind::UnknownHandle,
+    );
+    let Response::CmConn(comm_id) = ask(&mut h, &mut ep, &mut mem, a, connect(qpn_a)).response
+    else {
+        panic!("A could not connect its own QP")
+    };
+    // Only A may act on its connection; B may not even accept it onto B's own QP.
+    let accept = rocev2_ipc::cm::AcceptSpec::from(&rocev2_core::cm::AcceptParams::new(
+        Qpn::new(qpn_b),
+        rocev2_core::wire::Psn::new(1),
+    ));
+    for req in [
+        Request::CmDisconnect {
+            comm_id,
+            private_data: vec![],
+        },
+        Request::CmReject {
+            comm_id,
+            reason: 28,
+            private_data: vec![],
+        },
+        Request::CmAccept {
+            comm_id,
+            spec: accept.clone(),
+        },
+    ] {
+        expect_refusal(
+            &ask(&mut h, &mut ep, &mut mem, b, req),
+            ErrorKind::UnknownHandle,
+        );
+    }
+    // Each application polls its own events only (none yet: no peer answered).
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, b, Request::CmPoll { max: 8 }).response,
+        Response::CmEvents(vec![])
+    );
+    // A's CM eventfd comes with CmEnable.
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, a, Request::CmEnable)
+            .fds
+            .len(),
+        1
+    );
+    // A goes: its listen is free for B.
+    h.detach(&mut ep, &mut mem, Instant::ZERO, a);
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, b, listen).response,
+        Response::Done
+    );
+    assert_eq!(
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            b,
+            Request::CmUnlisten { service_id }
+        )
+        .response,
+        Response::Listened(true)
+    );
+}
+
+/// Carries frames from one host's engine to the other's, and routes the CM events on both.
+fn carry(from: &mut (Host, Endpoint, HostMemory), to: &mut (Host, Endpoint, HostMemory)) -> bool {
+    let mut buf = Vec::new();
+    let mut moved = false;
+    while let Some(n) = from.1.poll_transmit(Instant::ZERO, &mut from.2, &mut buf) {
+        to.1.handle_frame(Instant::ZERO, &buf[..n], &mut to.2)
+            .expect("frame accepted");
+        moved = true;
+    }
+    moved |= from.0.service(&mut from.1, &mut from.2, Instant::ZERO);
+    moved | to.0.service(&mut to.1, &mut to.2, Instant::ZERO)
+}
+
+/// [`carry`] both ways until nothing moves.
+fn shuttle(x: &mut (Host, Endpoint, HostMemory), y: &mut (Host, Endpoint, HostMemory)) {
+    while carry(x, y) | carry(y, x) {}
+}
+
+fn events(h: &mut (Host, Endpoint, HostMemory), app: u32) -> Vec<rocev2_core::cm::Event> {
+    let r = ask(
+        &mut h.0,
+        &mut h.1,
+        &mut h.2,
+        app,
+        Request::CmPoll { max: 64 },
+    );
+    let Response::CmEvents(records) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    records
+        .into_iter()
+        .map(|r| rocev2_core::cm::Event::try_from(r).unwrap())
+        .collect()
+}
+
+#[test]
+fn cm_events_reach_only_their_application_and_a_dying_one_sends_a_dreq() {
+    use rocev2_core::cm::{AcceptParams, ConnectParams, Event, ServiceId};
+    use rocev2_core::wire::Psn;
+    let mut x = host_at(Limits::default(), 1);
+    let mut y = host_at(Limits::default(), 2);
+    // On x: application 1 listens on port 7174's service, application 2 on 7175's.
+    let (a1, _c1, _) = attach(&mut x.0);
+    let (a2, _c2, _) = attach(&mut x.0);
+    let (_, _, qpn1, _) = qp(&mut x.0, &mut x.1, &mut x.2, a1);
+    let svc = |port: u64| ServiceId(0x0106_0000 | port);
+    for (app, port) in [(a1, 7174), (a2, 7175)] {
+        let r = ask(
+            &mut x.0,
+            &mut x.1,
+            &mut x.2,
+            app,
+            Request::CmListen {
+                service_id: svc(port).0,
+            },
+        );
+        assert_eq!(r.response, Response::Done);
+        ask(&mut x.0, &mut x.1, &mut x.2, app, Request::CmEnable);
+    }
+    // On y: application 3 connects to 7174.
+    let (a3, _c3, _) = attach(&mut y.0);
+    let (_, _, qpn3, _) = qp(&mut y.0, &mut y.1, &mut y.2, a3);
+    let params = ConnectParams::new(
+        svc(7174),
+        "::ffff:10.0.0.2".parse().unwrap(),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        Qpn::new(0),
+        Psn::new(100),
+    );
+    let r = ask(
+        &mut y.0,
+        &mut y.1,
+        &mut y.2,
+        a3,
+        Request::CmConnect {
+            qpn: qpn3,
+            spec: (&params).into(),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            resolve_timeout_ms: 0,
+        },
+    );
+    let Response::CmConn(active) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    shuttle(&mut x, &mut y);
+    // The request is application 1's alone.
+    assert!(events(&mut x, a2).is_empty());
+    let got = events(&mut x, a1);
+    let [Event::ConnectRequest(req)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(req.req.service_id, svc(7174).0);
+    // Application 2 cannot answer it; application 1 accepts with its own QP.
+    let accept = |qpn| Request::CmAccept {
+        comm_id: req.conn.comm_id(),
+        spec: (&AcceptParams::new(Qpn::new(qpn), Psn::new(200))).into(),
+    };
+    expect_refusal(
+        &ask(&mut x.0, &mut x.1, &mut x.2, a2, accept(qpn1)),
+        ErrorKind::UnknownHandle,
+    );
+    assert_eq!(
+        ask(&mut x.0, &mut x.1, &mut x.2, a1, accept(qpn1)).response,
+        Response::Done
+    );
+    shuttle(&mut x, &mut y);
+    let up = |evs: Vec<Event>| matches!(&evs[..], [Event::Established { .. }]);
+    assert!(up(events(&mut y, a3)));
+    assert!(up(events(&mut x, a1)));
+    assert!(events(&mut x, a2).is_empty());
+    // Application 1 dies: the daemon sends the DREQ its CM ID would have.
+    x.0.detach(&mut x.1, &mut x.2, Instant::ZERO, a1);
+    shuttle(&mut x, &mut y);
+    let got = events(&mut y, a3);
+    assert!(
+        matches!(&got[..], [Event::Disconnected { conn, .. }] if conn.comm_id() == active),
+        "{got:?}"
+    );
+    assert_eq!(x.0.counters().cm_orphans_closed, 1);
+    assert!(events(&mut x, a2).is_empty());
 }
