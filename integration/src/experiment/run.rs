@@ -122,6 +122,8 @@ pub struct PortSample {
     /// The port interface's transmit rate since the previous sample, Mbit/s of Ethernet
     /// frames: what the port delivered.
     pub tx_mbps: f64,
+    /// The port's modelled rate (`[[port]] rate`), Mbit/s: the utilisation's denominator.
+    pub rate_mbps: Option<f64>,
 }
 
 /// What became of one flow.
@@ -319,7 +321,8 @@ struct VariantRun<'a> {
     flows: Vec<Flow>,
     mixes: Vec<Mix>,
     servers: Vec<Server>,
-    ports: Vec<SwitchPort>,
+    /// Sampled ports and their `rate` in Mbit/s.
+    ports: Vec<(SwitchPort, Option<f64>)>,
     /// Per sampled port: (time, tx_bytes) of its previous sample.
     port_last: Vec<(f64, u64)>,
     rates: Vec<RateSample>,
@@ -461,7 +464,8 @@ impl<'a> VariantRun<'a> {
                 cmd.args(p.extra.iter().map(|a| a.replace("{others}", &others)));
                 exec::run(&mut cmd, SETUP)?;
                 if p.sample {
-                    self.ports.push(port.clone());
+                    let rate = super::model::tc_gbps("port.rate", &p.rate).ok();
+                    self.ports.push((port.clone(), rate.map(|g| g * 1000.0)));
                 }
             }
         }
@@ -725,7 +729,7 @@ impl<'a> VariantRun<'a> {
         self.port_last = self
             .ports
             .iter()
-            .map(|p| Ok((0.0, p.counters()?.tx_bytes)))
+            .map(|(p, _)| Ok((0.0, p.counters()?.tx_bytes)))
             .collect::<Result<_, Error>>()?;
         bar.set_message(format!("{}: traffic starts", self.variant.name));
         let t0 = Instant::now();
@@ -1033,7 +1037,7 @@ impl<'a> VariantRun<'a> {
             });
             f.last = Some((t, tx));
         }
-        for (k, p) in self.ports.iter().enumerate() {
+        for (k, (p, rate_mbps)) in self.ports.iter().enumerate() {
             let tx = p.counters()?.tx_bytes;
             let (t_prev, tx_prev) = self.port_last.get(k).copied().unwrap_or((0.0, tx));
             let dt = t - t_prev;
@@ -1064,6 +1068,7 @@ impl<'a> VariantRun<'a> {
                 dvl_notify_sent: c("dvl_notify_sent"),
                 dvl_notify_accepted: c("dvl_notify_accepted"),
                 tx_mbps,
+                rate_mbps: *rate_mbps,
             });
         }
         Ok(())
@@ -1126,9 +1131,17 @@ impl<'a> VariantRun<'a> {
             }
         }
         // A server whose clients all quit has exited; one still waiting for transfers that
-        // the end of the run cut off is stopped.
+        // the end of the run cut off is stopped. Its output (Dart: the receiver's `DASR`
+        // state every second) is kept in `logs/VARIANT-server-HOST.log`.
         for s in &mut self.servers {
-            s.process.kill();
+            let c = s.process.kill();
+            let dir = self.work.join("logs");
+            let text = format!(
+                "{}\n--- stdout\n{}--- stderr\n{}",
+                c.cmd, c.stdout, c.stderr
+            );
+            let path = dir.join(format!("{}-server-{}.log", self.variant.name, s.host));
+            let _ = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(path, text));
         }
         out.flows.append(&mut self.failures);
         out.rates.append(&mut self.rates);

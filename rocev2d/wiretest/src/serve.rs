@@ -16,6 +16,11 @@
 //!
 //! A question that fails is answered `{"error": reason}`; the server carries on.
 //!
+//! Under Dart the server prints a `DASR {json}` line every second: the receiver's state (seed 000
+//! Fig. 5) and its last measured receive rate, and how many milliseconds of the second it spent
+//! in each state (sampled each time the server wakes), so a run shows when the receiver judged
+//! a congestion its own (N = |AUSS|, CNPs held) and when not (N = 1, DCQCN's CNPs).
+//!
 //! Deviations: none.
 
 use crate::args::Args;
@@ -23,12 +28,68 @@ use crate::oob::{hex, u64_of};
 use crate::peer::{Conn, Host, pattern};
 use crate::setup;
 use anyhow::{Context as _, anyhow, bail};
+use rocev2_core::cc::DartState;
 use rocev2_core::cq::WorkCompletion;
 use rocev2d::stats;
 use serde_json::{Value, json};
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+/// How often the `DASR` line is printed.
+const DASR_EVERY: Duration = Duration::from_secs(1);
+
+/// Time spent in each DASR receiver state since the last `DASR` line.
+struct DasrLog {
+    start: Instant,
+    last: Instant,
+    line_at: Instant,
+    /// Milliseconds in no congestion, receiver congestion, non-receiver congestion.
+    ms: [f64; 3],
+}
+
+impl DasrLog {
+    fn new() -> DasrLog {
+        let now = Instant::now();
+        DasrLog {
+            start: now,
+            last: now,
+            line_at: now + DASR_EVERY,
+            ms: [0.0; 3],
+        }
+    }
+
+    /// Adds the time since the last call to the receiver's current state; prints the line
+    /// when a second is up. Nothing without DASR.
+    fn note(&mut self, host: &Host) {
+        let Some(r) = host.d.ep.receiver_cc().dasr.as_ref() else {
+            return;
+        };
+        let now = Instant::now();
+        let k = match r.state() {
+            DartState::NoCongestion => 0,
+            DartState::ReceiverCongestion => 1,
+            DartState::NonReceiverCongestion => 2,
+        };
+        self.ms[k] += (now - self.last).as_secs_f64() * 1000.0;
+        self.last = now;
+        if now >= self.line_at {
+            let [no, receiver, non_receiver] = self.ms.map(|m| m.round() as u64);
+            println!(
+                "DASR {}",
+                json!({
+                    "t_ms": (now - self.start).as_millis() as u64,
+                    "state": format!("{:?}", r.state()),
+                    "throughput_mbps": r.throughput.as_bps() as f64 / 1e6,
+                    "ms": {"no": no, "receiver": receiver, "non_receiver": non_receiver},
+                })
+            );
+            self.ms = [0.0; 3];
+            self.line_at = now + DASR_EVERY;
+        }
+    }
+}
 
 /// What became of a connection after its questions were answered.
 #[derive(PartialEq, Eq)]
@@ -53,8 +114,10 @@ pub fn serve(mut host: Host, a: &Args) -> anyhow::Result<()> {
     l.set_nonblocking(true)?;
     let mut conns: Vec<(Conn, After)> = Vec::new();
     let mut accepted = 0u32;
+    let mut dasr = DasrLog::new();
     loop {
         host.d.poll()?;
+        dasr.note(&host);
         for (c, _) in &mut conns {
             c.collect(&mut host.d);
         }
