@@ -10,6 +10,10 @@
 //! variants to compare (`[[variant]]`: the same traffic once per variant, each on a fresh
 //! testbed, the variant choosing the CC scheme and multipath by default).
 //!
+//! Every RoCE transfer to one host is a QP of that host's one `rocev2-wiretest` server
+//! ([`Experiment::receivers`], `--qps`), as QPs of one NIC share its endpoint: an incast's
+//! receiver counts all its senders (Dart) and keeps one CNP list (DCQCN+).
+//!
 //! [`run()`] brings each variant's testbed up, attaches the ports, starts the flows on time,
 //! samples every `sample_ms` (per-flow rate from the sender's interface counters, each port's
 //! modelled queue, CE marks and drops from `rocev2d switch stats --json`), collects what the
@@ -159,6 +163,9 @@ pub struct CcSpec {
     /// DCQCN's R_min (dcqcn, dcqcn_cx4, dart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rate_mbps: Option<f64>,
+    /// DASR's measurement interval, µs (dart): about one RTT of the testbed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dasr_interval_us: Option<u64>,
 }
 
 /// One variant: the same traffic with other defaults.
@@ -270,6 +277,28 @@ pub struct ShortSpec {
     pub cc: Option<CcSpec>,
     /// More `rocev2-wiretest` arguments (both sides), as a flow's `extra`.
     #[serde(default)]
+    pub extra: Vec<String>,
+}
+
+/// The one `rocev2-wiretest` server of a receiving host in one variant: every RoCE flow and
+/// short transfer to that host is a QP in its endpoint, as QPs of one NIC are, so its
+/// receiver-side congestion control sees them all (Dart's DASR counts the senders, seed 000
+/// §III-B; DCQCN+ keeps one CNP list, seed 002 §IV-B).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receiver {
+    /// The receiving host.
+    pub host: String,
+    /// QPs it takes: its RoCE flows and every short transfer to it.
+    pub qps: u32,
+    /// The largest transfer to it, MiB (each QP's buffer).
+    pub mib: u64,
+    /// The congestion control of all its QPs (the endpoint has one receiver side).
+    pub cc: Option<CcSpec>,
+    /// Whether it offers MP-RDMA.
+    pub multipath: bool,
+    /// Virtual paths of its multipath QPs.
+    pub vps: Option<u16>,
+    /// The `extra` arguments all its transfers give.
     pub extra: Vec<String>,
 }
 
@@ -441,6 +470,9 @@ impl Experiment {
         if self.flows.is_empty() && self.shorts.is_empty() {
             return Err(invalid("flow", "no traffic"));
         }
+        for v in self.variants() {
+            self.receivers(&v)?;
+        }
         if self.model.is_some() {
             self.check_model()?;
         }
@@ -484,6 +516,68 @@ impl Experiment {
             ));
         }
         Ok(())
+    }
+
+    /// The receiving hosts of RoCE traffic in variant `v`, in the order of their first
+    /// transfer, each one server.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] when transfers to one host differ in what the server side takes
+    /// (congestion control, multipath, `vps`, `extra`): they are QPs of one endpoint.
+    pub fn receivers(&self, v: &Variant) -> Result<Vec<Receiver>, SpecError> {
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.kind == FlowKind::Roce)
+            .map(|(i, f)| {
+                let r = Receiver {
+                    host: f.to.clone(),
+                    qps: 1,
+                    mib: f.mib.unwrap_or(1),
+                    cc: f.cc.clone().or_else(|| v.cc.clone()),
+                    multipath: f.multipath.unwrap_or(v.multipath),
+                    vps: f.vps,
+                    extra: f.extra.clone(),
+                };
+                (format!("flow[{i}]"), r)
+            });
+        let shorts = self.shorts.iter().enumerate().map(|(i, s)| {
+            let r = Receiver {
+                host: s.to.clone(),
+                qps: s.count,
+                mib: s.mib,
+                cc: s.cc.clone().or_else(|| v.cc.clone()),
+                multipath: v.multipath,
+                vps: None,
+                extra: s.extra.clone(),
+            };
+            (format!("short[{i}]"), r)
+        });
+        let mut out: Vec<Receiver> = Vec::new();
+        for (key, t) in flows.chain(shorts) {
+            match out.iter_mut().find(|r| r.host == t.host) {
+                None => out.push(t),
+                Some(r) => {
+                    if (&r.cc, r.multipath, r.vps, &r.extra)
+                        != (&t.cc, t.multipath, t.vps, &t.extra)
+                    {
+                        return Err(invalid(
+                            key,
+                            format!(
+                                "variant {:?}: its cc, multipath, vps or extra differ from those \
+                                 of another transfer to {:?}, whose transfers are QPs of one \
+                                 endpoint (one server)",
+                                v.name, t.host
+                            ),
+                        ));
+                    }
+                    r.qps = r.qps.saturating_add(t.qps);
+                    r.mib = r.mib.max(t.mib);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The variants to run: the file's, or one named `default` without CC.
@@ -578,6 +672,24 @@ start_secs = 8
         let text = format!("{SMALL}[[flow]]\nname = \"b\"\nfrom = \"tx0\"\nto = \"rx\"\nmib = 1\n");
         let e = Experiment::parse(&text).unwrap_err().to_string();
         assert!(e.contains("flow[1].from"), "{e}");
+    }
+
+    #[test]
+    fn transfers_to_one_host_share_one_server() {
+        let two = SMALL.replace("senders = 2", "senders = 3");
+        let flow_b = "[[flow]]\nname = \"b\"\nfrom = \"tx1\"\nto = \"rx\"\nmib = 20\n";
+        let mice = "[[short]]\nname = \"m\"\nfrom = \"tx2\"\nto = \"rx\"\nmib = 1\n\
+                    count = 4\ninterval_secs = 1\n";
+        let e = Experiment::parse(&format!("{two}{flow_b}{mice}")).unwrap();
+        let r = e.receivers(&e.variants()[0]).unwrap();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].host.as_str(), r[0].qps, r[0].mib), ("rx", 6, 20));
+        let differ = format!("{two}{}extra = [\"--timeout\", \"18\"]\n{mice}", flow_b);
+        let err = Experiment::parse(&differ).unwrap_err().to_string();
+        assert!(
+            err.contains("flow[1]") && err.contains("one server"),
+            "{err}"
+        );
     }
 
     #[test]

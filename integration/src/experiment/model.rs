@@ -74,7 +74,7 @@ fn tc_bytes(key: &str, s: &str) -> Result<u64, SpecError> {
 }
 
 /// A tc rate (`100mbit`: 1000-based) in Gbit/s.
-fn tc_gbps(key: &str, s: &str) -> Result<f64, SpecError> {
+pub(super) fn tc_gbps(key: &str, s: &str) -> Result<f64, SpecError> {
     let s = s.trim().to_ascii_lowercase();
     let digits = s.find(|c: char| !(c.is_ascii_digit() || c == '.'));
     let (n, unit) = s.split_at(digits.unwrap_or(s.len()));

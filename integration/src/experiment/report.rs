@@ -379,18 +379,23 @@ pub fn write_summary(
         if !names.is_empty() {
             let _ = writeln!(
                 s,
-                "\n| port | output mean Mbit/s | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected | DVL isolated / CFQ packets / notified / accepted |"
+                "\n| port | output mean Mbit/s | utilisation | queue mean kB | queue p99 kB | queue max kB | packets | CE marked | buffer drops | IOFD deflected | DVL isolated / CFQ packets / notified / accepted |"
             );
-            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         }
         for n in names {
             let mine: Vec<&&PortSample> = ports.iter().filter(|p| p.port == n).collect();
             let q: Vec<f64> = mine.iter().map(|p| p.queue_bytes as f64 / 1000.0).collect();
             let Some(last) = mine.last() else { continue };
             let out: f64 = mine.iter().map(|p| p.tx_mbps).sum::<f64>() / mine.len() as f64;
+            let util = last
+                .rate_mbps
+                .filter(|r| *r > 0.0)
+                .map(|r| format!("{:.0}%", out / r * 100.0));
             let _ = writeln!(
                 s,
-                "| {n} | {out:.1} | {:.1} | {} | {:.1} | {} | {} | {} | {} | {} / {} / {} / {} |",
+                "| {n} | {out:.1} | {} | {:.1} | {} | {:.1} | {} | {} | {} | {} | {} / {} / {} / {} |",
+                opt(util),
                 q.iter().sum::<f64>() / q.len() as f64,
                 opt(quantile(&q, 0.99).map(|x| format!("{x:.1}"))),
                 last.queue_max_bytes as f64 / 1000.0,

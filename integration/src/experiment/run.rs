@@ -9,7 +9,7 @@
 //!
 //! Deviations: none beyond the module's (rates are sender interface counters).
 
-use super::{CcSpec, Experiment, FlowKind, FlowSpec, ShortSpec, Variant};
+use super::{CcSpec, Experiment, FlowKind, FlowSpec, Receiver, ShortSpec, Variant};
 use crate::exec::{self, Process};
 use crate::probe::SinkReport;
 use crate::{Error, IfCounters, PortSelection, SwitchPort, Testbed};
@@ -26,10 +26,8 @@ const SETUP: Duration = Duration::from_secs(30);
 const EXIT: Duration = Duration::from_secs(10);
 /// The longest nap of the scheduling loop, so the stop flag is seen quickly.
 const NAP: Duration = Duration::from_millis(50);
-/// First out-of-band TCP port of the long flows' servers (one per flow).
-const FLOW_OOB_PORT: u16 = 18600;
-/// First out-of-band TCP port of the short transfers (1000 per mix).
-const SHORT_OOB_PORT: u16 = 20000;
+/// First out-of-band TCP port of the receivers' servers (one per receiving host).
+const SERVER_OOB_PORT: u16 = 18600;
 /// First UDP port of the floods' sinks.
 const SINK_PORT: u16 = 5201;
 
@@ -124,6 +122,8 @@ pub struct PortSample {
     /// The port interface's transmit rate since the previous sample, Mbit/s of Ethernet
     /// frames: what the port delivered.
     pub tx_mbps: f64,
+    /// The port's modelled rate (`[[port]] rate`), Mbit/s: the utilisation's denominator.
+    pub rate_mbps: Option<f64>,
 }
 
 /// What became of one flow.
@@ -260,7 +260,8 @@ struct Flow {
     /// The sender's interface, read for the rate.
     netns: String,
     ifname: String,
-    server: Option<Process>,
+    /// A UDP flow's sink (a RoCE flow's server is its receiver's [`Server`]).
+    sink: Option<Process>,
     client: Option<Process>,
     started: Option<f64>,
     ended: Option<f64>,
@@ -300,7 +301,16 @@ struct Mix {
     spec: ShortSpec,
     next: u32,
     next_start: f64,
-    running: Option<(Process, Process, f64)>,
+    /// The transfer under way: its client and when it started.
+    running: Option<(Process, f64)>,
+}
+
+/// A receiving host's one server ([`Receiver`]) while the variant runs.
+struct Server {
+    host: String,
+    /// Its out-of-band TCP port.
+    port: u16,
+    process: Process,
 }
 
 struct VariantRun<'a> {
@@ -310,7 +320,9 @@ struct VariantRun<'a> {
     work: &'a Path,
     flows: Vec<Flow>,
     mixes: Vec<Mix>,
-    ports: Vec<SwitchPort>,
+    servers: Vec<Server>,
+    /// Sampled ports and their `rate` in Mbit/s.
+    ports: Vec<(SwitchPort, Option<f64>)>,
     /// Per sampled port: (time, tx_bytes) of its previous sample.
     port_last: Vec<(f64, u64)>,
     rates: Vec<RateSample>,
@@ -392,6 +404,7 @@ impl<'a> VariantRun<'a> {
             work,
             flows: Vec::new(),
             mixes: Vec::new(),
+            servers: Vec::new(),
             ports: Vec::new(),
             port_last: Vec::new(),
             rates: Vec::new(),
@@ -401,6 +414,12 @@ impl<'a> VariantRun<'a> {
             tb,
         };
         run.attach()?;
+        let receivers = exp
+            .receivers(variant)
+            .map_err(|e| Error::Toml(e.to_string()))?;
+        for (k, r) in receivers.iter().enumerate() {
+            run.start_server(k, r)?;
+        }
         for (i, f) in exp.flows.iter().enumerate() {
             run.add_flow(i, f)?;
         }
@@ -445,7 +464,8 @@ impl<'a> VariantRun<'a> {
                 cmd.args(p.extra.iter().map(|a| a.replace("{others}", &others)));
                 exec::run(&mut cmd, SETUP)?;
                 if p.sample {
-                    self.ports.push(port.clone());
+                    let rate = super::model::tc_gbps("port.rate", &p.rate).ok();
+                    self.ports.push((port.clone(), rate.map(|g| g * 1000.0)));
                 }
             }
         }
@@ -457,6 +477,7 @@ impl<'a> VariantRun<'a> {
     }
 
     /// The arguments both RoCE peers of a transfer take.
+    #[allow(clippy::too_many_arguments)]
     fn wiretest_args(
         &self,
         cmd: &mut Command,
@@ -464,7 +485,8 @@ impl<'a> VariantRun<'a> {
         mib: u64,
         msg_bytes: Option<u64>,
         multipath: bool,
-        flow: Option<&FlowSpec>,
+        vps: Option<u16>,
+        extra: &[String],
     ) {
         cmd.args(["--datapath", &self.exp.datapath])
             .args(["--bulk-mib", &mib.to_string()])
@@ -480,42 +502,71 @@ impl<'a> VariantRun<'a> {
         }
         if multipath {
             cmd.arg("--multipath");
-            if let Some(vps) = flow.and_then(|f| f.vps) {
+            if let Some(vps) = vps {
                 cmd.args(["--vps", &vps.to_string()]);
             }
         }
-        if let Some(f) = flow {
-            cmd.args(&f.extra);
-        }
+        cmd.args(extra);
+    }
+
+    /// Start receiver `k`'s server (`--qps`: its flows and short transfers) and wait until it
+    /// listens.
+    fn start_server(&mut self, k: usize, r: &Receiver) -> Result<(), Error> {
+        let config = cc_file(
+            &self.work.join("configs"),
+            &format!("{}-server-{}", self.variant.name, r.host),
+            r.cc.as_ref(),
+        )?;
+        let (netns, ifname, _) = host_iface(&self.tb, &r.host)?;
+        let port = SERVER_OOB_PORT + k as u16;
+        let mut cmd = exec::netns_command(&netns, &self.tools.wiretest);
+        cmd.args(["--iface", &ifname, "--listen", &port.to_string()])
+            .args(["--qps", &r.qps.to_string()]);
+        self.wiretest_args(
+            &mut cmd,
+            config.as_deref(),
+            r.mib,
+            None,
+            r.multipath,
+            r.vps,
+            &r.extra,
+        );
+        let mut process = Process::spawn(&mut cmd)?;
+        process.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)?;
+        self.servers.push(Server {
+            host: r.host.clone(),
+            port,
+            process,
+        });
+        Ok(())
+    }
+
+    /// The out-of-band address of `host`'s server.
+    fn server_addr(&self, host: &str) -> Result<String, Error> {
+        let (_, _, ip) = host_iface(&self.tb, host)?;
+        let port = self
+            .servers
+            .iter()
+            .find(|s| s.host == host)
+            .map(|s| s.port)
+            .ok_or_else(|| crate::topology::Error::UnknownNode(format!("no server in {host}")))?;
+        Ok(format!("{ip}:{port}"))
     }
 
     fn add_flow(&mut self, i: usize, f: &'a FlowSpec) -> Result<(), Error> {
         let (netns, ifname, _) = host_iface(&self.tb, &f.from)?;
-        let (_, to_if, _) = host_iface(&self.tb, &f.to)?;
         let to_netns = self.tb.node(&f.to)?.netns.clone();
-        let (server, cc) = match f.kind {
+        let (sink, cc) = match f.kind {
+            // The receiver's server takes the flow's QP.
             FlowKind::Roce => {
                 let cc = self.cc_for(f.cc.as_ref());
-                let config = cc_file(
+                cc_file(
                     &self.work.join("configs"),
                     &format!("{}-{}", self.variant.name, f.name),
                     cc,
                 )?;
-                let mut cmd = exec::netns_command(&to_netns, &self.tools.wiretest);
-                cmd.args(["--iface", &to_if, "--listen"])
-                    .arg((FLOW_OOB_PORT + i as u16).to_string());
-                self.wiretest_args(
-                    &mut cmd,
-                    config.as_deref(),
-                    f.mib.unwrap_or(1),
-                    f.msg_bytes,
-                    f.multipath.unwrap_or(self.variant.multipath),
-                    Some(f),
-                );
-                let mut p = Process::spawn(&mut cmd)?;
-                p.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)?;
                 (
-                    p,
+                    None,
                     cc.map_or_else(|| "none".to_owned(), |c| c.scheme.clone()),
                 )
             }
@@ -527,7 +578,7 @@ impl<'a> VariantRun<'a> {
                     .args(["--idle-ms", "1000", "--max-ms", &max_ms.to_string()]);
                 let mut p = Process::spawn(&mut cmd)?;
                 p.wait_for_line(|l| l == "ready", SETUP)?;
-                (p, "-".to_owned())
+                (Some(p), "-".to_owned())
             }
         };
         let collide = match &f.collide_with {
@@ -539,7 +590,7 @@ impl<'a> VariantRun<'a> {
             cc,
             netns,
             ifname,
-            server: Some(server),
+            sink,
             client: None,
             started: None,
             ended: None,
@@ -678,7 +729,7 @@ impl<'a> VariantRun<'a> {
         self.port_last = self
             .ports
             .iter()
-            .map(|p| Ok((0.0, p.counters()?.tx_bytes)))
+            .map(|(p, _)| Ok((0.0, p.counters()?.tx_bytes)))
             .collect::<Result<_, Error>>()?;
         bar.set_message(format!("{}: traffic starts", self.variant.name));
         let t0 = Instant::now();
@@ -693,6 +744,10 @@ impl<'a> VariantRun<'a> {
         let (_, from_if, _) = host_iface(&self.tb, &spec.from)?;
         let (_, _, to_ip) = host_iface(&self.tb, &spec.to)?;
         let from_netns = self.flows[i].netns.clone();
+        let server = match spec.kind {
+            FlowKind::Roce => self.server_addr(&spec.to)?,
+            FlowKind::Udp => String::new(),
+        };
         let mut src_port = spec.src_port;
         if self.flows[i].collide.is_some() {
             match self.collision(i)? {
@@ -716,8 +771,7 @@ impl<'a> VariantRun<'a> {
         match spec.kind {
             FlowKind::Roce => {
                 cmd = exec::netns_command(&from_netns, &self.tools.wiretest);
-                cmd.args(["--iface", &from_if, "--connect"])
-                    .arg(format!("{to_ip}:{}", FLOW_OOB_PORT + i as u16))
+                cmd.args(["--iface", &from_if, "--connect", &server])
                     .args(["--workload", "bulk"]);
                 let config = self.cc_for(spec.cc.as_ref()).map(|_| {
                     self.work
@@ -730,7 +784,8 @@ impl<'a> VariantRun<'a> {
                     spec.mib.unwrap_or(1),
                     spec.msg_bytes,
                     spec.multipath.unwrap_or(self.variant.multipath),
-                    Some(&spec),
+                    spec.vps,
+                    &spec.extra,
                 );
             }
             FlowKind::Udp => {
@@ -866,11 +921,11 @@ impl<'a> VariantRun<'a> {
     /// Start the next short transfer of mix `m` when due; collect a finished one.
     fn step_mix(&mut self, m: usize, t0: Instant) -> Result<(), Error> {
         let t = secs_since(t0);
-        if let Some((_, client, _)) = self.mixes[m].running.as_mut() {
+        if let Some((client, _)) = self.mixes[m].running.as_mut() {
             if client.is_running() {
                 return Ok(());
             }
-            let Some((server, client, started)) = self.mixes[m].running.take() else {
+            let Some((client, started)) = self.mixes[m].running.take() else {
                 return Ok(());
             };
             let index = self.mixes[m].next - 1;
@@ -917,7 +972,6 @@ impl<'a> VariantRun<'a> {
                     });
                 }
             }
-            let _ = server.wait(EXIT);
             return Ok(());
         }
         let mix = &self.mixes[m];
@@ -925,8 +979,6 @@ impl<'a> VariantRun<'a> {
             return Ok(());
         }
         let spec = mix.spec.clone();
-        let index = mix.next;
-        let port = SHORT_OOB_PORT + (m as u16) * 1000 + (index % 1000) as u16;
         let cc = self.cc_for(spec.cc.as_ref());
         let config = cc_file(
             &self.work.join("configs"),
@@ -934,38 +986,25 @@ impl<'a> VariantRun<'a> {
             cc,
         )?;
         let (from_netns, from_if, _) = host_iface(&self.tb, &spec.from)?;
-        let (to_netns, to_if, to_ip) = host_iface(&self.tb, &spec.to)?;
-        let mut scmd = exec::netns_command(&to_netns, &self.tools.wiretest);
-        scmd.args(["--iface", &to_if, "--listen", &port.to_string()]);
-        self.wiretest_args(
-            &mut scmd,
-            config.as_deref(),
-            spec.mib,
-            spec.msg_bytes,
-            false,
-            None,
-        );
-        scmd.args(&spec.extra);
-        let mut server = Process::spawn(&mut scmd)?;
-        server.wait_for_line(|l| l.starts_with("LISTENING"), SETUP)?;
+        let server = self.server_addr(&spec.to)?;
         let mut ccmd = exec::netns_command(&from_netns, &self.tools.wiretest);
-        ccmd.args(["--iface", &from_if, "--connect", &format!("{to_ip}:{port}")])
+        ccmd.args(["--iface", &from_if, "--connect", &server])
             .args(["--workload", "bulk"]);
         self.wiretest_args(
             &mut ccmd,
             config.as_deref(),
             spec.mib,
             spec.msg_bytes,
-            false,
+            self.variant.multipath,
             None,
+            &spec.extra,
         );
-        ccmd.args(&spec.extra);
         let client = Process::spawn(&mut ccmd)?;
         let started = secs_since(t0);
         let mix = &mut self.mixes[m];
         mix.next += 1;
         mix.next_start = mix.next_start.max(started - mix.spec.interval_secs) + spec.interval_secs;
-        mix.running = Some((server, client, started));
+        mix.running = Some((client, started));
         Ok(())
     }
 
@@ -998,7 +1037,7 @@ impl<'a> VariantRun<'a> {
             });
             f.last = Some((t, tx));
         }
-        for (k, p) in self.ports.iter().enumerate() {
+        for (k, (p, rate_mbps)) in self.ports.iter().enumerate() {
             let tx = p.counters()?.tx_bytes;
             let (t_prev, tx_prev) = self.port_last.get(k).copied().unwrap_or((0.0, tx));
             let dt = t - t_prev;
@@ -1029,6 +1068,7 @@ impl<'a> VariantRun<'a> {
                 dvl_notify_sent: c("dvl_notify_sent"),
                 dvl_notify_accepted: c("dvl_notify_accepted"),
                 tx_mbps,
+                rate_mbps: *rate_mbps,
             });
         }
         Ok(())
@@ -1050,31 +1090,18 @@ impl<'a> VariantRun<'a> {
                     FlowKind::Udp => udp_result(f, None, None, "unfinished"),
                 });
             }
-            if let Some(server) = f.server.take() {
-                let report = match f.spec.kind {
-                    // A sink stops after a second without datagrams.
-                    FlowKind::Udp => server
-                        .wait(EXIT)
-                        .ok()
-                        .and_then(|c| serde_json::from_str::<SinkReport>(c.stdout.trim()).ok()),
-                    FlowKind::Roce => {
-                        // A server whose client finished exits on the client's `quit`.
-                        let _ = server.wait(if f.ended.is_some() {
-                            EXIT
-                        } else {
-                            Duration::ZERO
-                        });
-                        None
-                    }
-                };
-                if f.spec.kind == FlowKind::Udp {
-                    let status = f
-                        .result
-                        .as_ref()
-                        .map_or("unfinished", |r| r.status.as_str())
-                        .to_owned();
-                    f.result = Some(udp_result(f, report.as_ref(), f.ended, &status));
-                }
+            // A sink stops after a second without datagrams.
+            if let Some(sink) = f.sink.take() {
+                let report = sink
+                    .wait(EXIT)
+                    .ok()
+                    .and_then(|c| serde_json::from_str::<SinkReport>(c.stdout.trim()).ok());
+                let status = f
+                    .result
+                    .as_ref()
+                    .map_or("unfinished", |r| r.status.as_str())
+                    .to_owned();
+                f.result = Some(udp_result(f, report.as_ref(), f.ended, &status));
             }
             if f.result.is_none() {
                 f.result = Some(FlowResult {
@@ -1099,10 +1126,22 @@ impl<'a> VariantRun<'a> {
             }
         }
         for m in &mut self.mixes {
-            if let Some((mut s, mut c, _)) = m.running.take() {
+            if let Some((mut c, _)) = m.running.take() {
                 c.kill();
-                s.kill();
             }
+        }
+        // A server whose clients all quit has exited; one still waiting for transfers that
+        // the end of the run cut off is stopped. Its output (Dart: the receiver's `DASR`
+        // state every second) is kept in `logs/VARIANT-server-HOST.log`.
+        for s in &mut self.servers {
+            let c = s.process.kill();
+            let dir = self.work.join("logs");
+            let text = format!(
+                "{}\n--- stdout\n{}--- stderr\n{}",
+                c.cmd, c.stdout, c.stderr
+            );
+            let path = dir.join(format!("{}-server-{}.log", self.variant.name, s.host));
+            let _ = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(path, text));
         }
         out.flows.append(&mut self.failures);
         out.rates.append(&mut self.rates);
@@ -1113,10 +1152,15 @@ impl<'a> VariantRun<'a> {
     /// Tear the testbed down (every process first).
     fn down(self) -> Result<(), Error> {
         let VariantRun {
-            flows, mixes, tb, ..
+            flows,
+            mixes,
+            servers,
+            tb,
+            ..
         } = self;
         drop(flows);
         drop(mixes);
+        drop(servers);
         tb.down()
     }
 }

@@ -287,3 +287,50 @@ fn iofd_tokens_only_on_short_messages_and_the_peer_accepts_them() {
     // B's ACKs carry none.
     assert!(from_b(&p).iter().all(|f| f.roce.bth.deflection_tokens == 0));
 }
+
+#[test]
+fn dart_auss_keeps_a_sender_whose_message_lost_a_packet() {
+    // A writes one 4-packet message and its second packet is lost: B takes the first, sees the
+    // third and the last out of sequence (and NAKs), then go-back-N resends the rest. The
+    // AUSS counts messages by their first and last packets (seed 000 §III-B); the discarded
+    // out-of-sequence copy of the last packet must not end the message, or A leaves the set
+    // while its message is still in flight and the receiver hands out too large shares.
+    let caps = ExtCaps {
+        dasr_n: true,
+        ..ExtCaps::default()
+    };
+    let rx = ReceiverCc::new(
+        NpConfig::Dcqcn {
+            interval: Duration::from_micros(50),
+        },
+        Some(DasrParams::paper(G10)),
+    );
+    let (mut p, c) = pair(CcConfig::Dart(DcqcnParams::paper(G10)), caps, rx);
+    let wr = write(&mut p, &c, 1, 4096);
+    p.a.ep.post_send(c.qa, wr).unwrap();
+    let mut sent_by_a = 0;
+    let mut checked = false;
+    for _ in 0..100_000 {
+        let busy = p.step_losing(|from_a, _| {
+            sent_by_a += from_a as u32;
+            from_a && sent_by_a == 2
+        });
+        // First, third and last packet delivered, the resend not yet: A's message is open.
+        if !checked && p.ab.stats().delivered == 3 {
+            let mut cc = p.b.ep.receiver_cc().clone();
+            // An ACK to another sender (id 0x63) counts it and A.
+            assert_eq!(cc.dasr_n(p.now, 0xffff, 0x63), Some(2));
+            checked = true;
+        }
+        if !busy {
+            break;
+        }
+    }
+    assert!(checked, "never saw three of A's packets delivered");
+    let wcs = p.completions(true, c.cq_a);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success, "{wcs:?}");
+    // The message ended: A has left the set.
+    let mut cc = p.b.ep.receiver_cc().clone();
+    assert_eq!(cc.dasr_n(p.now, 0xffff, 0x63), Some(1));
+}

@@ -43,6 +43,9 @@
 //! mtu_bytes = 1024         # 256..=4096: M of DCQCN+'s eqs. (16), (17)
 //! min_rate_mbps = 100      # 0.001..=1000000: DCQCN's R_min (dcqcn, dcqcn_cx4, dart);
 //!                          # default the paper's 100 Mbit/s, too high for a slow testbed port
+//! dasr_interval_us = 10    # 1..=1000000: DASR's measurement interval (dart), about one RTT;
+//!                          # default 10 µs, a dozen packets at 10 Gbit/s but less than one at
+//!                          # 100 Mbit/s (docs/congestion.md)
 //! ```
 //!
 //! Each QP the daemon creates gets its own controller of `cc.scheme`, and the endpoint the
@@ -52,7 +55,7 @@
 //! Deviations: none.
 
 use crate::host::Limits;
-use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
+use rocev2_core::cc::{CcConfig, CcScheme, DasrParams, DasrReceiver, ReceiverCc};
 use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
 use rocev2_datapath::auto::Options;
@@ -134,6 +137,7 @@ struct CcSection {
     line_gbps: Option<f64>,
     mtu_bytes: Option<u64>,
     min_rate_mbps: Option<f64>,
+    dasr_interval_us: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -233,6 +237,8 @@ pub struct CcSettings {
     pub mtu_bytes: u32,
     /// DCQCN's R_min when set (seed 002 Table I: 100 Mbit/s otherwise).
     pub r_min: Option<Rate>,
+    /// DASR's measurement interval when set ([`DasrParams::paper`]'s 10 µs otherwise).
+    pub dasr_interval: Option<Duration>,
 }
 
 impl Default for CcSettings {
@@ -243,6 +249,7 @@ impl Default for CcSettings {
             line: Rate::from_gbps(10),
             mtu_bytes: 1024,
             r_min: None,
+            dasr_interval: None,
         }
     }
 }
@@ -258,7 +265,14 @@ impl CcSettings {
     }
     /// The endpoint's receiver side.
     pub fn receiver(&self) -> ReceiverCc {
-        self.scheme.receiver(self.line, self.mtu_bytes)
+        let mut r = self.scheme.receiver(self.line, self.mtu_bytes);
+        if let (Some(iv), Some(d)) = (self.dasr_interval, &mut r.dasr) {
+            *d = DasrReceiver::new(DasrParams {
+                measure_interval: iv,
+                ..*d.params()
+            });
+        }
+        r
     }
 }
 
@@ -472,6 +486,14 @@ impl Config {
             }
             c.cc.r_min = Some(Rate::from_bps((m * 1e6).round() as u64));
         }
+        if let Some(us) = ranged(
+            "cc.dasr_interval_us",
+            f.cc.dasr_interval_us,
+            1..=1_000_000,
+            "1..=1000000",
+        )? {
+            c.cc.dasr_interval = Some(Duration::from_micros(us as u64));
+        }
         Ok(c)
     }
 }
@@ -543,7 +565,16 @@ mod tests {
         }
         let dart = Config::parse("[cc]\nscheme = \"dart\"").unwrap().cc;
         assert_eq!(dart.line, Rate::from_gbps(10), "default line rate");
-        assert!(dart.receiver().dasr.is_some());
+        let paper = dart.receiver().dasr.map(|d| d.params().measure_interval);
+        assert_eq!(
+            paper,
+            Some(Duration::from_micros(10)),
+            "the paper's default"
+        );
+        let slow = Config::parse("[cc]\nscheme = \"dart\"\ndasr_interval_us = 1000").unwrap();
+        let iv = slow.cc.receiver().dasr.map(|d| d.params().measure_interval);
+        assert_eq!(iv, Some(Duration::from_micros(1000)));
+        assert!(Config::parse("[cc]\ndasr_interval_us = 0").is_err());
         assert!(Config::default().cc.qp_config().is_none(), "default: none");
         let e = Config::parse("[cc]\nscheme = \"timely\"")
             .unwrap_err()

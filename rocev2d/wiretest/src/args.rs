@@ -23,6 +23,14 @@ pub struct Args {
     /// Serve: listen for the client's TCP connection on this port.
     #[arg(long, conflicts_with = "connect", required_unless_present = "connect")]
     pub listen: Option<u16>,
+    /// Serve: take this many clients, each a QP in this one endpoint (an incast's receiver);
+    /// exit once all have quit.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub qps: u32,
+    /// Act: before the workload, wait until all of the server's `--qps` clients have connected
+    /// (so the transfers of an incast start together).
+    #[arg(long)]
+    pub wait_for_all: bool,
     /// Act: connect to the server's TCP address.
     #[arg(long)]
     pub connect: Option<SocketAddr>,

@@ -11,6 +11,12 @@
 //! (`crc`, `read`, `fill`, `recvs`, `stats`, `quit`), so the client can verify what arrived
 //! ([`oob`], answered by [`serve`]).
 //!
+//! `--qps N` makes the server take N clients (one after the other or at once), each a QP in its
+//! one endpoint, as N QPs of one NIC: the receiver-side congestion control then sees them all
+//! (Dart's DASR counts the senders, seed 000 §III-B; DCQCN+'s notification point keeps one CNP
+//! list, seed 002 §IV-B), which one server process per QP would hide. A client with
+//! `--wait-for-all` starts its workload only once all N have connected.
+//!
 //! Workloads (client side; the server only serves; [`workload`]):
 //!
 //! * `verbs`: SEND (1, 1000 and 5000 bytes: one packet, one, several), SEND with immediate,
@@ -66,10 +72,9 @@ use clap::Parser as _;
 fn main() -> anyhow::Result<()> {
     rocev2d::init_logging();
     let a = args::Args::parse();
-    let mut peer = setup::connect(&a)?;
     if a.listen.is_some() {
-        serve::serve(&mut peer)
+        serve::serve(setup::open(&a)?, &a)
     } else {
-        workload::run(&mut peer, &a)
+        workload::run(&mut setup::client(&a)?, &a)
     }
 }

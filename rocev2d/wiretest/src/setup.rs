@@ -1,8 +1,11 @@
-//! Bring-up of one side: open the datapath, register the buffer, create the QP, exchange
-//! [`rocev2::Endpoint`]s over TCP ([`rocev2::connect::exchange`], the form `write_bw` and every
-//! rocev2 program use), resolve the other side's MAC, connect the QP, print `READY`.
+//! Bring-up: [`open`] the host (interface, datapath, the endpoint with its receiver-side
+//! congestion control, the driver); per connection ([`add_qp`]) register a buffer, create the
+//! QP, exchange [`rocev2::Endpoint`]s over the TCP connection ([`rocev2::connect::exchange`],
+//! the form `write_bw` and every rocev2 program use), resolve the other side's MAC, connect the
+//! QP, print `READY`. The client ([`client`]) does both once; the server ([`crate::serve`])
+//! opens once and adds a QP per accepted connection, all in the one endpoint.
 //!
-//! The QP's congestion control comes from the `[cc]` section of a `rocev2d run` configuration
+//! The QPs' congestion control comes from the `[cc]` section of a `rocev2d run` configuration
 //! file (`--config`), and how the driver waits from its `[datapath]` `wait` and `spin_us` keys
 //! (default adaptive; `--busy-poll` means spin), read by the daemon's own parser so both
 //! programs accept the same keys.
@@ -11,7 +14,7 @@
 
 use crate::args::Args;
 use crate::oob::Oob;
-use crate::peer::{BASE_VA, BULK_OFF, Peer, RECV_N, RECV_OFF, RECV_SLOT};
+use crate::peer::{BASE_VA, BULK_OFF, Conn, Host, Peer, RECV_N, RECV_OFF, RECV_SLOT};
 use crate::tap::Tap;
 use crate::workload::Workload;
 use anyhow::{Context as _, anyhow, bail};
@@ -28,16 +31,21 @@ use rocev2_datapath::{Driver, DriverConfig, Interface, WaitMode, auto, neigh};
 use rocev2d::config::Config;
 use rocev2d::stats::Identity;
 use serde_json::json;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// Brings one side up: a server once the client has connected, a client once connected to the
-/// server.
+/// Access to every buffer: both sides' workloads use every verb.
+const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC);
+
+/// Opens the host: interface, datapath, an endpoint with the `[cc]` section's receiver side,
+/// and the driver, with no QP yet.
 ///
 /// # Errors
-/// Any setup failure: interface, datapath, side channel, neighbour resolution, QP attributes,
-/// or `--workload verbs` on a multipath QP.
-pub fn connect(a: &Args) -> anyhow::Result<Peer> {
+/// Interface, datapath or configuration failures.
+pub fn open(a: &Args) -> anyhow::Result<Host> {
     let end = Instant::now() + Duration::from_secs(a.deadline_secs);
     let iface = Interface::by_name(&a.iface)?;
     let src_ip = iface.source_ip(a.ipv6).ok_or_else(|| {
@@ -59,25 +67,63 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         reason: opened.reason.clone(),
         started: Instant::now(),
     };
-
-    // The endpoint, one buffer, one CQ, one QP in INIT.
-    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
-    let len = BULK_OFF + a.bulk_mib * (1 << 20);
-    let all = AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC;
-    let pd = ep.alloc_pd();
-    let mr = ep.register_mr(pd, BASE_VA, len, all)?;
-    let mut mem = VecMemory::new();
-    mem.insert(mr.id, vec![0; usize::try_from(len)?]);
-    let cq = ep.create_cq(1 << 16);
     let file = match &a.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let cc = file.cc;
-    ep.set_receiver_cc(cc.receiver());
+    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
+    ep.set_receiver_cc(file.cc.receiver());
+    let cfg = DriverConfig {
+        wait: if a.busy_poll {
+            WaitMode::Spin
+        } else {
+            file.wait
+        },
+        ..DriverConfig::default()
+    };
+    let d = Driver::new(ep, VecMemory::new(), Tap::new(opened.datapath), cfg);
+    Ok(Host {
+        d,
+        iface,
+        id,
+        end,
+        src_ip,
+        mtu,
+        cc: file.cc,
+    })
+}
+
+/// Connects to the server and brings the client's one QP up.
+///
+/// # Errors
+/// As [`open`] and [`add_qp`], or the TCP connection.
+pub fn client(a: &Args) -> anyhow::Result<Peer> {
+    let mut host = open(a)?;
+    let Some(addr) = a.connect else {
+        bail!("--listen or --connect is required");
+    };
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .with_context(|| format!("connecting to {addr}"))?;
+    let conn = add_qp(&mut host, a, stream)?;
+    Ok(Peer { host, conn })
+}
+
+/// Brings one QP up over `stream` (the server's after accepting it, the client's after
+/// connecting): its buffer (`--bulk-mib`), CQ and QP in the host's endpoint, the exchange,
+/// the server's receive buffers, neighbour resolution, RTR/RTS; prints `READY`.
+///
+/// # Errors
+/// Any setup failure: side channel, neighbour resolution, QP attributes, or `--workload verbs`
+/// on a multipath QP.
+pub fn add_qp(host: &mut Host, a: &Args, mut stream: TcpStream) -> anyhow::Result<Conn> {
+    let ep = &mut host.d.ep;
+    let len = BULK_OFF + a.bulk_mib * (1 << 20);
+    let pd = ep.alloc_pd();
+    let mr = ep.register_mr(pd, BASE_VA, len, ALL)?;
+    host.d.mem.insert(mr.id, vec![0; usize::try_from(len)?]);
+    let ep = &mut host.d.ep;
+    let cq = ep.create_cq(1 << 16);
+    let cc = host.cc;
     let mut qp_cfg = QpConfig::new(pd, cq, cq);
     qp_cfg.cc = cc.qp_config();
     qp_cfg.iofd_tokens = a.iofd_tokens.map(|tokens| IofdTokens {
@@ -98,11 +144,11 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         QpState::Init,
         &QpAttr {
             p_key: Some(0xffff),
-            access: Some(all),
+            access: Some(ALL),
             ..QpAttr::default()
         },
         now,
-        &mut mem,
+        &mut host.d.mem,
     )?;
     let psn = (os_seed()? & 0xff_ffff) as u32;
     // The extensions our congestion control uses, and multipath when offered.
@@ -113,9 +159,9 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     let me = rocev2::Endpoint {
         qpn,
         psn,
-        ip: src_ip,
-        mac: Some(iface.mac),
-        mtu,
+        ip: host.src_ip,
+        mac: Some(host.iface.mac),
+        mtu: host.mtu,
         ext: offer,
         mrs: vec![rocev2::RemoteMr {
             addr: mr.addr,
@@ -125,17 +171,6 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     };
 
     // Out-of-band exchange.
-    let mut stream = match (a.listen, a.connect) {
-        (Some(port), _) => {
-            let l = TcpListener::bind((if a.ipv6 { "::" } else { "0.0.0.0" }, port))
-                .with_context(|| format!("listening on TCP {port}"))?;
-            println!("LISTENING {port}");
-            l.accept()?.0
-        }
-        (None, Some(addr)) => TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-            .with_context(|| format!("connecting to {addr}"))?,
-        (None, None) => bail!("--listen or --connect is required"),
-    };
     let remote = rocev2::connect::exchange(&mut stream, &me, Duration::from_secs(10))?;
     let remote_mr = *remote
         .mrs
@@ -160,12 +195,13 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         }
     }
 
-    let dst_mac = neigh::resolve(&iface, remote.ip, Duration::from_secs(3))?;
+    let iface = &host.iface;
+    let dst_mac = neigh::resolve(iface, remote.ip, Duration::from_secs(3))?;
     let path = Path {
         src_mac: iface.mac,
         dst_mac,
         vlan: None,
-        src_ip,
+        src_ip: host.src_ip,
         dst_ip: remote.ip,
         dscp: 26,
         ecn: Ecn::Ect0,
@@ -175,7 +211,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
     };
     let attr = ConnectAttr {
         path,
-        mtu: mtu.min(remote.mtu),
+        mtu: host.mtu.min(remote.mtu),
         dest_qpn: remote.qpn,
         rq_psn: remote.psn,
         sq_psn: psn,
@@ -186,28 +222,17 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         rnr_retry: 7,
         peer_ext: remote.ext,
     };
-    ep.connect_qp(qpn, &attr, now, &mut mem)?;
-    let cfg = DriverConfig {
-        wait: if a.busy_poll {
-            WaitMode::Spin
-        } else {
-            file.wait
-        },
-        ..DriverConfig::default()
-    };
+    let now = rocev2_datapath::clock::now();
+    ep.connect_qp(qpn, &attr, now, &mut host.d.mem)?;
     let multipath = ep.qp(qpn).map(|q| q.mode()) == Some(QpMode::MultiPath);
     if multipath && a.listen.is_none() && a.workload == Workload::Verbs {
         bail!("a multipath QP refuses READ and atomics: use --workload bulk, flood or outlive");
     }
-    let d = Driver::new(ep, mem, Tap::new(opened.datapath), cfg);
     println!(
         "READY {}",
-        json!({"datapath": id.datapath, "reason": id.reason, "qpn": qpn.value(), "mtu": attr.mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
+        json!({"datapath": host.id.datapath, "reason": host.id.reason, "qpn": qpn.value(), "mtu": attr.mtu.bytes(), "peer": remote.ip, "dst_mac": rocev2d::mac(dst_mac), "mode": if multipath { "multipath" } else { "rc" }})
     );
-    Ok(Peer {
-        d,
-        iface,
-        id,
+    Ok(Conn {
         qpn,
         cq,
         mr,
@@ -215,7 +240,7 @@ pub fn connect(a: &Args) -> anyhow::Result<Peer> {
         remote_mr,
         path,
         oob,
-        end,
         completions: Vec::new(),
+        dasr_n_max: None,
     })
 }

@@ -183,11 +183,15 @@ impl Shared {
                 .on_lookahead(env.now, p_key, l.group_size, l.members());
         }
         let pos = op.position();
+        // Only a request at the expected PSN opens or closes a message for DASR's count
+        // (seed 000 §III-B counts messages): an out-of-sequence copy the responder discards
+        // and its go-back-N resend would end one message twice.
+        let counted = !op.is_read_response() && roce.bth.psn == self.resp.epsn();
         let arrival = crate::cc::DataArrival {
             p_key,
             sender,
-            starts: pos.starts_message() && !op.is_read_response(),
-            ends: pos.ends_message() && !op.is_read_response(),
+            starts: pos.starts_message() && counted,
+            ends: pos.ends_message() && counted,
             bytes: bytes as u64,
             ce,
         };

@@ -3,7 +3,8 @@
 //! WRITE and READ messages, WRITEs into the first half of the server's bulk area and READs
 //! from the second (which the server fills with a pattern first), so both directions carry
 //! data and each side's faults hit requests, responses and ACKs. Reports the goodput, the
-//! QP's retransmissions and timeouts and, for a multipath QP, the sender's per-VP counters.
+//! QP's retransmissions and timeouts, for a Dart QP the largest DASR N its ACKs carried
+//! (`dasr_n_max`), and for a multipath QP the sender's per-VP counters.
 //!
 //! Deviations: none.
 
@@ -36,7 +37,7 @@ pub fn run(peer: &mut Peer, bytes: u64, msg: u64, mix: bool) -> anyhow::Result<V
     if read_bytes > 0 {
         peer.call(json!({"cmd": "fill", "off": read_off, "len": read_bytes, "seed": READ_SEED}))?;
     }
-    let r = peer.remote_mr;
+    let r = peer.conn.remote_mr;
     // Message k of each kind covers [k·msg, (k+1)·msg) of its region.
     let writes = write_bytes.div_ceil(msg);
     let reads = read_bytes.div_ceil(msg);
@@ -100,13 +101,16 @@ pub fn run(peer: &mut Peer, bytes: u64, msg: u64, mix: bool) -> anyhow::Result<V
         result["read_crc"] = json!(got);
     }
     let qp = peer
+        .host
         .d
         .ep
-        .qp(peer.qpn)
+        .qp(peer.conn.qpn)
         .map(|q| *q.counters())
         .unwrap_or_default();
     result["retransmits"] = json!(qp.retransmits);
     result["timeouts"] = json!(qp.timeouts);
-    result["mp"] = peer.mp_json(true);
+    result["mp"] = peer.mp_json();
+    // Dart: the most senders the receiver counted while this QP sent (seed 000 §III-A).
+    result["dasr_n_max"] = json!(peer.conn.dasr_n_max);
     Ok(result)
 }

@@ -50,7 +50,7 @@ pub fn flood(peer: &mut Peer, bytes: u64, msg: u64) -> anyhow::Result<Value> {
 /// # Errors
 /// An IPv6 QP (IPv6 has no Identification), or a frame the datapath did not send.
 pub fn rxe(peer: &mut Peer) -> anyhow::Result<Value> {
-    let ip = ip_repr(&peer.path)?;
+    let ip = ip_repr(&peer.conn.path)?;
     ensure!(
         matches!(ip, IpRepr::V4 { .. }),
         "IPv6 has no Identification"
@@ -58,7 +58,7 @@ pub fn rxe(peer: &mut Peer) -> anyhow::Result<Value> {
     let frames = (0..RXE_FRAMES)
         .map(|i| {
             frame(
-                &peer.path,
+                &peer.conn.path,
                 ip,
                 0xab_cdee,
                 &pattern(i as u64, 64),
@@ -78,21 +78,21 @@ fn inject(
     bulk: Option<(u64, u64)>,
 ) -> anyhow::Result<Value> {
     let total = frames.len() as u64;
-    peer.d.datapath_mut().inject.extend(frames);
+    peer.host.d.datapath_mut().inject.extend(frames);
     let bulk = match bulk {
         Some((bytes, msg)) => bulk::run(peer, bytes, msg, false)?,
         None => Value::Null,
     };
     // Whatever is still queued goes out now.
-    while !peer.d.datapath().inject.is_empty() {
+    while !peer.host.d.datapath().inject.is_empty() {
         peer.check_deadline()?;
-        peer.d.poll()?;
+        peer.host.d.poll()?;
         // An empty batch still lets the tap send its frames.
         let mut empty = TxBatch::new(1);
-        peer.d.datapath_mut().send(&mut empty)?;
+        peer.host.d.datapath_mut().send(&mut empty)?;
     }
     ensure!(
-        peer.d.datapath().injected == total,
+        peer.host.d.datapath().injected == total,
         "not every flood frame was sent"
     );
     // Let the server count the tail.
@@ -160,7 +160,7 @@ fn frame(p: &Path, mut ip: IpRepr, qpn: u32, payload: &[u8], id: u16) -> anyhow:
 
 /// `per_kind` frames of each `flood` kind, interleaved so each is spread over the transfer.
 fn garbage(peer: &Peer, per_kind: usize) -> anyhow::Result<Vec<Vec<u8>>> {
-    let p = &peer.path;
+    let p = &peer.conn.path;
     let ip = ip_repr(p)?;
     let v4 = matches!(ip, IpRepr::V4 { .. });
     let l2l3 = 14 + if v4 { 20 } else { 40 };
@@ -176,13 +176,19 @@ fn garbage(peer: &Peer, per_kind: usize) -> anyhow::Result<Vec<Vec<u8>>> {
         // Valid frame for a QP that does not exist: unknown_qp.
         out.push(frame(p, ip, 0xab_cdef, &pattern(i as u64, 64), 0)?);
         // The real QP, one payload bit flipped after the ICRC was computed: icrc_error.
-        let mut f = frame(p, ip, peer.remote.qpn.value(), &pattern(i as u64, 64), 0)?;
+        let mut f = frame(
+            p,
+            ip,
+            peer.conn.remote.qpn.value(),
+            &pattern(i as u64, 64),
+            0,
+        )?;
         let at = l2l3 + 8 + 12 + 3;
         f[at] ^= 0x10;
         out.push(f);
         // Random bytes as the UDP payload: any reason. The lengths and the IPv4 header
         // checksum are rewritten so only the RoCEv2 part is garbage.
-        let mut f = frame(p, ip, peer.remote.qpn.value(), &[], 0)?;
+        let mut f = frame(p, ip, peer.conn.remote.qpn.value(), &[], 0)?;
         let n = 1 + (next() % 120) as usize;
         f.truncate(l2l3 + 8);
         f.extend((0..n).map(|_| next() as u8));

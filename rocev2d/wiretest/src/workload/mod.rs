@@ -38,6 +38,9 @@ pub enum Workload {
 /// A check that failed, a datapath or side-channel failure, or the deadline.
 pub fn run(peer: &mut Peer, a: &Args) -> anyhow::Result<()> {
     let bytes = a.bulk_mib << 20;
+    if a.wait_for_all {
+        peer.call(json!({"cmd": "all"}))?;
+    }
     let mut result = match a.workload {
         Workload::Verbs => verbs::run(peer)?,
         Workload::Bulk => bulk::run(peer, bytes, a.msg_bytes, false)?,

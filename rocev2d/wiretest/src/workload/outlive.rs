@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// # Errors
 /// A first failure other than `RetryExcErr`, a later one other than a flush, or the deadline.
 pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
-    let r = peer.remote_mr;
+    let r = peer.conn.remote_mr;
     let mut posted = 0u64;
     let mut statuses: Vec<WcStatus> = Vec::new();
     let mut started = false;
@@ -35,7 +35,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
             posted += 1;
         }
         peer.turn()?;
-        for wc in peer.completions.drain(..) {
+        for wc in peer.conn.completions.drain(..) {
             failed |= wc.status != WcStatus::Success;
             statuses.push(wc.status);
         }
@@ -46,7 +46,7 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         if failed && statuses.len() as u64 == posted {
             break;
         }
-        peer.d.wait(&[])?;
+        peer.host.d.wait(&[])?;
     }
     let first_error = statuses.iter().find(|s| **s != WcStatus::Success);
     let after: Vec<_> = statuses
@@ -62,7 +62,12 @@ pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
         after.iter().all(|s| **s == WcStatus::WrFlushErr),
         "after the failure: {after:?}"
     );
-    let qp = peer.d.ep.qp(peer.qpn).map(|q| (q.state(), *q.counters()));
+    let qp = peer
+        .host
+        .d
+        .ep
+        .qp(peer.conn.qpn)
+        .map(|q| (q.state(), *q.counters()));
     Ok(json!({
         "completed": statuses.iter().filter(|s| **s == WcStatus::Success).count(),
         "first_error": format!("{:?}", WcStatus::RetryExcErr),

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// # Errors
 /// A completion that is not a success, bytes or values that differ, or the deadline.
 pub fn run(peer: &mut Peer) -> anyhow::Result<Value> {
-    let r = peer.remote_mr;
+    let r = peer.conn.remote_mr;
     // SEND of 1, 1000 and 5000 bytes, then 64 bytes with immediate.
     let sizes = [1u64, 1000, 5000, 64];
     for (i, &n) in sizes.iter().enumerate() {
