@@ -52,7 +52,7 @@
 //! Deviations: none.
 
 use crate::host::Limits;
-use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
+use rocev2_core::cc::{CcConfig, CcScheme, CcTuning, ReceiverCc};
 use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
 use rocev2_datapath::auto::Options;
@@ -250,15 +250,20 @@ impl Default for CcSettings {
 impl CcSettings {
     /// The controller configuration of a new QP (`None`: no congestion control).
     pub fn qp_config(&self) -> Option<CcConfig> {
-        let mut c = self.scheme.qp_config(self.line, self.mtu_bytes)?;
-        if let (Some(r), CcConfig::Dcqcn(p) | CcConfig::Dart(p)) = (self.r_min, &mut c) {
-            p.r_min = r;
-        }
-        Some(c)
+        self.scheme
+            .qp_config(self.line, self.mtu_bytes, &self.tuning())
     }
     /// The endpoint's receiver side.
     pub fn receiver(&self) -> ReceiverCc {
-        self.scheme.receiver(self.line, self.mtu_bytes)
+        self.scheme
+            .receiver(self.line, self.mtu_bytes, &self.tuning())
+    }
+    /// What the settings change from the scheme's paper parameters.
+    fn tuning(&self) -> CcTuning {
+        CcTuning {
+            r_min: self.r_min,
+            ..CcTuning::default()
+        }
     }
 }
 
