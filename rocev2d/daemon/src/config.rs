@@ -55,7 +55,7 @@
 //! Deviations: none.
 
 use crate::host::Limits;
-use rocev2_core::cc::{CcConfig, CcScheme, DasrParams, DasrReceiver, ReceiverCc};
+use rocev2_core::cc::{CcConfig, CcScheme, CcTuning, ReceiverCc};
 use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
 use rocev2_datapath::auto::Options;
@@ -257,22 +257,21 @@ impl Default for CcSettings {
 impl CcSettings {
     /// The controller configuration of a new QP (`None`: no congestion control).
     pub fn qp_config(&self) -> Option<CcConfig> {
-        let mut c = self.scheme.qp_config(self.line, self.mtu_bytes)?;
-        if let (Some(r), CcConfig::Dcqcn(p) | CcConfig::Dart(p)) = (self.r_min, &mut c) {
-            p.r_min = r;
-        }
-        Some(c)
+        self.scheme
+            .qp_config(self.line, self.mtu_bytes, &self.tuning())
     }
     /// The endpoint's receiver side.
     pub fn receiver(&self) -> ReceiverCc {
-        let mut r = self.scheme.receiver(self.line, self.mtu_bytes);
-        if let (Some(iv), Some(d)) = (self.dasr_interval, &mut r.dasr) {
-            *d = DasrReceiver::new(DasrParams {
-                measure_interval: iv,
-                ..*d.params()
-            });
+        self.scheme
+            .receiver(self.line, self.mtu_bytes, &self.tuning())
+    }
+    /// What the settings change from the scheme's paper parameters.
+    fn tuning(&self) -> CcTuning {
+        CcTuning {
+            r_min: self.r_min,
+            dasr_interval: self.dasr_interval,
+            ..CcTuning::default()
         }
-        r
     }
 }
 

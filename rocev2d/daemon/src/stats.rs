@@ -512,7 +512,7 @@ mod tests {
         let cq = ep.create_cq(16);
         let line = Rate::from_gbps(10);
         let mut with = QpConfig::new(pd, cq, cq);
-        with.cc = CcScheme::Dcqcn.qp_config(line, 1024);
+        with.cc = CcScheme::Dcqcn.qp_config(line, 1024, &Default::default());
         let q_cc = ep.create_qp(with).unwrap();
         let q_plain = ep.create_qp(QpConfig::new(pd, cq, cq)).unwrap();
         let id = Identity {
@@ -595,7 +595,7 @@ mod tests {
         let pd = ep.alloc_pd();
         let cq = ep.create_cq(16);
         let mut with = QpConfig::new(pd, cq, cq);
-        with.cc = CcScheme::Dcqcn.qp_config(Rate::from_gbps(10), 1024);
+        with.cc = CcScheme::Dcqcn.qp_config(Rate::from_gbps(10), 1024, &Default::default());
         let qpn = ep.create_qp(with).unwrap();
         let id = Identity {
             iface: "veth\"0".into(),

@@ -17,11 +17,11 @@
 //! no per-priority engine pull).
 
 use rocev2_core::Endpoint;
-use rocev2_core::cc::{CcConfig, CcScheme, ReceiverCc};
+use rocev2_core::cc::{CcConfig, CcScheme, CcTuning, ReceiverCc};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AtomicOp, Memory, MrId, MrInfo, NullMemory, PdId, VecMemory};
 use rocev2_core::qp::{CqId, ExtCaps, IofdTokens};
-use rocev2_core::time::Rate;
+use rocev2_core::time::{Duration, Rate};
 use serde::de::{Error as _, Expected, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -64,6 +64,15 @@ pub struct HostSpec {
     /// R_l/10000, eq. (15)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_rate_mbps: Option<f64>,
+    /// DCQCN+'s eq. (19) step scale (0.01–100; none = 1, the equation as written), for the
+    /// sensitivity grid of issue 21 (`DcqcnPlusParams::ai_scale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dcqcn_plus_ai_scale: Option<f64>,
+    /// DCQCN+'s CNP generation interval δ, ns (1–1000000; none = 1 µs, seed 004's CX4 rate):
+    /// the notification point's tick, which sets τ = l·δ (eq. (11)) and with it the senders'
+    /// timers K = λ·τ (eq. (17)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dcqcn_plus_delta_ns: Option<u64>,
     /// MP-RDMA parameters, used when `cc` is [`HostCc::MpRdma`].
     pub mp: MpSpec,
     /// Every flow's last work request carries MP-RDMA's synchronise flag (seed 001 §3.4): it
@@ -166,17 +175,17 @@ impl HostCc {
     }
 
     /// The sender controller of a QP on a host of `line` rate and path MTU `mtu`.
-    pub fn qp_config(self, line: Rate, mtu: u32) -> Option<CcConfig> {
+    pub fn qp_config(self, line: Rate, mtu: u32, tuning: &CcTuning) -> Option<CcConfig> {
         match self {
-            HostCc::Rate(c) => c.qp_config(line, mtu),
+            HostCc::Rate(c) => c.qp_config(line, mtu, tuning),
             HostCc::MpRdma => None,
         }
     }
 
     /// The receiver side of a host.
-    pub fn receiver(self, line: Rate, mtu: u32) -> ReceiverCc {
+    pub fn receiver(self, line: Rate, mtu: u32, tuning: &CcTuning) -> ReceiverCc {
         match self {
-            HostCc::Rate(c) => c.receiver(line, mtu),
+            HostCc::Rate(c) => c.receiver(line, mtu, tuning),
             HostCc::MpRdma => ReceiverCc::default(),
         }
     }
@@ -250,6 +259,8 @@ impl Default for HostSpec {
             cc: HostCc::Rate(CcScheme::None),
             line_gbps: None,
             min_rate_mbps: None,
+            dcqcn_plus_ai_scale: None,
+            dcqcn_plus_delta_ns: None,
             mp: MpSpec::default(),
             synchronise_last_wr: false,
             iofd: None,
@@ -264,19 +275,31 @@ impl HostSpec {
             .map_or(link, |g| Rate::from_bps((g * 1e9).round() as u64))
     }
 
-    /// The sender controller of a QP on a host whose link runs at `link`, with `line_gbps` and
-    /// `min_rate_mbps` applied.
-    pub fn qp_cc(&self, link: Rate) -> Option<CcConfig> {
-        let mut c = self.cc.qp_config(self.cc_line(link), self.mtu)?;
-        if let (Some(m), CcConfig::Dcqcn(p) | CcConfig::Dart(p)) = (self.min_rate_mbps, &mut c) {
-            p.r_min = Rate::from_bps((m * 1e6).round() as u64);
+    /// What `min_rate_mbps`, `dcqcn_plus_ai_scale` and `dcqcn_plus_delta_ns` change from the
+    /// scheme's paper parameters.
+    pub fn cc_tuning(&self) -> CcTuning {
+        CcTuning {
+            r_min: self
+                .min_rate_mbps
+                .map(|m| Rate::from_bps((m * 1e6).round() as u64)),
+            dcqcn_plus_ai_scale: self.dcqcn_plus_ai_scale,
+            dcqcn_plus_delta: self.dcqcn_plus_delta_ns.map(Duration::from_nanos),
+            // The model runs at the paper's RTTs, where DASR's paper interval is one RTT.
+            dasr_interval: None,
         }
-        Some(c)
     }
 
-    /// The receiver side of a host whose link runs at `link`.
+    /// The sender controller of a QP on a host whose link runs at `link`, with `line_gbps` and
+    /// [`HostSpec::cc_tuning`] applied.
+    pub fn qp_cc(&self, link: Rate) -> Option<CcConfig> {
+        self.cc
+            .qp_config(self.cc_line(link), self.mtu, &self.cc_tuning())
+    }
+
+    /// The receiver side of a host whose link runs at `link`, tuned as its QPs.
     pub fn receiver_cc(&self, link: Rate) -> ReceiverCc {
-        self.cc.receiver(self.cc_line(link), self.mtu)
+        self.cc
+            .receiver(self.cc_line(link), self.mtu, &self.cc_tuning())
     }
 
     /// The first key out of range, with its range.
@@ -292,6 +315,18 @@ impl HostSpec {
             .is_some_and(|m| !(0.001..=1_000_000.0).contains(&m))
         {
             return Some(("host.min_rate_mbps", "must be in 0.001..=1000000"));
+        }
+        if self
+            .dcqcn_plus_ai_scale
+            .is_some_and(|a| !(0.01..=100.0).contains(&a))
+        {
+            return Some(("host.dcqcn_plus_ai_scale", "must be in 0.01..=100"));
+        }
+        if self
+            .dcqcn_plus_delta_ns
+            .is_some_and(|d| !(1..=1_000_000).contains(&d))
+        {
+            return Some(("host.dcqcn_plus_delta_ns", "must be in 1..=1000000"));
         }
         None
     }

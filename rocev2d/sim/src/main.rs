@@ -43,7 +43,7 @@ enum Cmd {
     },
     /// Run the papers' congestion-control experiments (docs/congestion.md) and write CSV + SVG.
     Experiments {
-        /// Only this experiment: many_flows, dart_incast or fairness.
+        /// Only this experiment: many_flows, dart_incast, fairness, dcqcn_plus_grid or dart_clos.
         #[arg(long)]
         only: Option<String>,
         /// Output directory.

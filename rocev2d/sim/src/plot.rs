@@ -1,6 +1,7 @@
 //! SVG plots of a run, drawn with plotters' SVG backend (no fonts or native libraries needed):
 //! rate vs time (`rates.svg`), queue vs time (`queues.svg`), FCT CDF (`fct_cdf.svg`) and, for a
-//! load sweep, p50/p99 FCT vs load (`fct_vs_load.svg`).
+//! load sweep, p50/p99 FCT vs load (`fct_vs_load.svg`); the experiments' line plots and heat
+//! maps ([`series`], [`heat_maps`]).
 
 use crate::output::Report;
 use plotters::prelude::*;
@@ -202,6 +203,115 @@ pub fn series(
     log_x: bool,
 ) -> io::Result<()> {
     lines(path, title, x_desc, y_desc, series, log_x)
+}
+
+/// One panel of [`heat_maps`]: `values[y][x]`, and the cells to outline (e.g. those meeting a
+/// paper's numbers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeatPanel {
+    /// Panel title.
+    pub title: String,
+    /// One row per y label, one value per x label.
+    pub values: Vec<Vec<f64>>,
+    /// Outlined cells, same shape.
+    pub outlined: Vec<Vec<bool>>,
+}
+
+/// Heat maps of `panels`, `columns` per row, sharing the axes' labels and one colour scale
+/// from `lo` (light) to `hi` (dark); each cell is written with `fmt` of its value.
+///
+/// # Errors
+/// IO or drawing errors.
+#[allow(clippy::too_many_arguments)]
+pub fn heat_maps(
+    path: &Path,
+    title: &str,
+    (x_labels, x_desc): (&[String], &str),
+    (y_labels, y_desc): (&[String], &str),
+    panels: &[HeatPanel],
+    columns: usize,
+    (lo, hi): (f64, f64),
+    fmt: &dyn Fn(f64) -> String,
+) -> io::Result<()> {
+    let columns = columns.max(1);
+    let rows = panels.len().div_ceil(columns).max(1);
+    let root =
+        SVGBackend::new(path, (420 * columns as u32, 80 + 300 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
+    let (nx, ny) = (x_labels.len() as i32, y_labels.len() as i32);
+    for (area, panel) in root.split_evenly((rows, columns)).iter().zip(panels) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(72)
+            .build_cartesian_2d((0..nx - 1).into_segmented(), (0..ny - 1).into_segmented())
+            .map_err(err)?;
+        let label = |labels: &[String], v: &SegmentValue<i32>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .x_labels(x_labels.len())
+            .y_labels(y_labels.len())
+            .x_label_formatter(&|v| label(x_labels, v))
+            .y_label_formatter(&|v| label(y_labels, v))
+            .draw()
+            .map_err(err)?;
+        let span = if hi > lo { hi - lo } else { 1.0 };
+        for (y, row) in panel.values.iter().enumerate() {
+            for (x, &v) in row.iter().enumerate() {
+                let (x, y) = (x as i32, y as i32);
+                let f = ((v - lo) / span).clamp(0.0, 1.0);
+                let light = 0.92 - 0.55 * f;
+                // The segments of 0..=n − 1 are the cells; the last one ends at `Last`.
+                let end = |i: i32, n: i32| {
+                    if i + 1 < n {
+                        SegmentValue::Exact(i + 1)
+                    } else {
+                        SegmentValue::Last
+                    }
+                };
+                let cell = [
+                    (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                    (end(x, nx), end(y, ny)),
+                ];
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        cell.clone(),
+                        HSLColor(0.58, 0.65, light).filled(),
+                    )))
+                    .map_err(err)?;
+                if panel
+                    .outlined
+                    .get(y as usize)
+                    .and_then(|r| r.get(x as usize))
+                    == Some(&true)
+                {
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            cell.clone(),
+                            RGBColor(220, 40, 20).stroke_width(4),
+                        )))
+                        .map_err(err)?;
+                }
+                let ink = if light > 0.6 { BLACK } else { WHITE };
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        fmt(v),
+                        (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
+                        ("sans-serif", 14).into_font().color(&ink),
+                    )))
+                    .map_err(err)?;
+            }
+        }
+    }
+    root.present().map_err(err)
 }
 
 /// Draws the per-run plots into `dir` and returns their paths.

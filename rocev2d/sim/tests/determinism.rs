@@ -61,13 +61,19 @@ fn trace(seed: u64, iofd_dvl: bool) -> (Vec<u8>, Report) {
     trace_of(&scenario(seed, iofd_dvl), &format!("{seed}-{iofd_dvl}"))
 }
 
-/// Every output file's bytes of a run of `s`, concatenated (`tag` names its temporary folder).
+/// Every output file's bytes of a run of `s`, concatenated (`tag` names its temporary folder,
+/// with a per-call number: tests running in parallel trace the same seed).
 fn trace_of(s: &Scenario, tag: &str) -> (Vec<u8>, Report) {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut sim = Sim::new(s).unwrap();
     sim.run();
     sim.finish();
     let r = Report::from_sim(&sim);
-    let dir = std::env::temp_dir().join(format!("rocev2-sim-det-{}-{tag}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "rocev2-sim-det-{}-{tag}-{call}",
+        std::process::id()
+    ));
     let files = r.write_csv(&dir).unwrap();
     let mut all = Vec::new();
     for f in files {

@@ -72,6 +72,8 @@ fn host_rates_out_of_range_name_the_key() {
         ("line_gbps = 2000", "host.line_gbps"),
         ("min_rate_mbps = 0", "host.min_rate_mbps"),
         ("min_rate_mbps = -1", "host.min_rate_mbps"),
+        ("dcqcn_plus_ai_scale = 0", "host.dcqcn_plus_ai_scale"),
+        ("dcqcn_plus_delta_ns = 0", "host.dcqcn_plus_delta_ns"),
     ] {
         let e = Sim::new(&testbed_incast(line)).unwrap_err().to_string();
         assert!(e.contains(key), "{line}: {e}");

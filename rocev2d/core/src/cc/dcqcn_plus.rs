@@ -66,11 +66,16 @@ pub struct DcqcnPlusParams {
     pub delta: Duration,
     /// NP: minimum interval between two CNPs to the same flow (45 µs).
     pub min_cnp_interval: Duration,
+    /// Scale of eq. (19)'s additive step: 1 is the equation as written. The paper's other
+    /// reading of the step, §V-D's R_AI = R_l/(10·l) for the testbed, is eq. (19)'s second
+    /// branch at the fair share, half the first; the sensitivity grid of issue 21 varies it
+    /// (docs/congestion.md), the experiments and scenarios keep 1.
+    pub ai_scale: f64,
 }
 
 impl DcqcnPlusParams {
     /// The values of seed 002 §IV-B: λ = 2, λ_α = 1, F = 5, g = 1/256, 45 µs minimum CNP
-    /// interval, δ = 1 µs (the CX4 generation rate, seed 004).
+    /// interval, δ = 1 µs (the CX4 generation rate, seed 004), eq. (19) unscaled.
     pub fn paper(line_rate: Rate, mtu_bytes: u32) -> DcqcnPlusParams {
         DcqcnPlusParams {
             line_rate,
@@ -83,6 +88,7 @@ impl DcqcnPlusParams {
             tau_threshold: Duration::from_micros(50),
             delta: Duration::from_micros(1),
             min_cnp_interval: Duration::from_micros(45),
+            ai_scale: 1.0,
         }
     }
 
@@ -267,7 +273,7 @@ impl DcqcnPlus {
             } else {
                 (self.r_c / 10.0).min(line / 100.0)
             };
-            self.r_t += step;
+            self.r_t += step * self.p.ai_scale;
         } else {
             // eq. (21): R_T += min(R_C, (S − 4F)/100 · R_l)
             let step = (self.r_c).min((self.s - 4 * f) as f64 / 100.0 * line);
@@ -562,6 +568,27 @@ mod tests {
         d.handle_timeout(t(220));
         assert_eq!(d.r_t, 10e9 + 0.8e9);
         assert_eq!(d.r_c, 10.4e9);
+    }
+
+    #[test]
+    fn dcqcn_plus_eq19_step_scaled_by_ai_scale_only() {
+        let mut d = DcqcnPlus::new(DcqcnPlusParams {
+            ai_scale: 0.5,
+            ..p()
+        });
+        d.on_cnp(t(0), None);
+        // S = F with α > 0.1: eq. (19)'s step min(R_C/5, R_l/50) = 0.8G, halved.
+        d.s = 4;
+        d.r_c = 30e9;
+        d.r_t = 30e9;
+        d.handle_timeout(t(55));
+        assert_eq!(d.r_t, 30.4e9);
+        // Eq. (21) is not scaled: S = 22 adds 2/100 · 40G.
+        d.s = 21;
+        d.r_c = 10e9;
+        d.r_t = 10e9;
+        d.handle_timeout(t(110));
+        assert_eq!(d.r_t, 10.8e9);
     }
 
     #[test]

@@ -250,20 +250,21 @@ impl CcScheme {
             .position(|n| *n == name)
             .map(|i| Self::ALL[i])
     }
-    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`.
-    pub fn qp_config(self, line: Rate, mtu_bytes: u32) -> Option<CcConfig> {
+    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
+    /// paper's parameters changed where `tuning` says so.
+    pub fn qp_config(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig> {
         match self {
             CcScheme::None => None,
-            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(DcqcnParams::paper(line))),
-            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(DcqcnParams::cx4(line))),
-            CcScheme::DcqcnPlus => {
-                Some(CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu_bytes)))
-            }
-            CcScheme::Dart => Some(CcConfig::Dart(DcqcnParams::paper(line))),
+            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::paper(line)))),
+            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::cx4(line)))),
+            CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(
+                tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes)),
+            )),
+            CcScheme::Dart => Some(CcConfig::Dart(tuning.dcqcn(DcqcnParams::paper(line)))),
         }
     }
-    /// The receiver side of an endpoint.
-    pub fn receiver(self, line: Rate, mtu_bytes: u32) -> ReceiverCc {
+    /// The receiver side of an endpoint, with the same `tuning` as its QPs.
+    pub fn receiver(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc {
         let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
             interval: p.cnp_interval,
         };
@@ -272,12 +273,12 @@ impl CcScheme {
             CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
             CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
             CcScheme::DcqcnPlus => ReceiverCc::new(
-                NpConfig::DcqcnPlus(DcqcnPlusParams::paper(line, mtu_bytes)),
+                NpConfig::DcqcnPlus(tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes))),
                 None,
             ),
             CcScheme::Dart => ReceiverCc::new(
                 dcqcn(DcqcnParams::paper(line)),
-                Some(DasrParams::paper(line)),
+                Some(tuning.dasr(DasrParams::paper(line))),
             ),
         }
     }
@@ -289,6 +290,51 @@ impl CcScheme {
             lookahead: self == CcScheme::Dart,
             ..crate::wire::ext::ExtCaps::default()
         }
+    }
+}
+
+/// The parameters a deployment may move away from the paper's values, one place for every user
+/// of [`CcScheme`] (the daemon's `[cc]`, the model's `[host]`); `Default` changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CcTuning {
+    /// DCQCN's R_min (seed 002 Table I: 100 Mbit/s, the whole of a 100 Mbit/s testbed port) in
+    /// the schemes with a DCQCN reaction point: `dcqcn`, `dcqcn_cx4` and Dart's fall-back.
+    /// DCQCN+ keeps R_l/10000 (eq. (15)).
+    pub r_min: Option<Rate>,
+    /// DCQCN+: the scale of eq. (19)'s additive step ([`DcqcnPlusParams::ai_scale`]).
+    pub dcqcn_plus_ai_scale: Option<f64>,
+    /// DCQCN+: the notification point's CNP generation interval δ
+    /// ([`DcqcnPlusParams::delta`]; seed 004: a NIC makes a CNP every 1–5 µs).
+    pub dcqcn_plus_delta: Option<Duration>,
+    /// Dart: DASR's measurement interval ([`DasrParams::measure_interval`]; §III-A asks for about
+    /// one RTT, and a slow testbed's RTT is far above the paper's 10 µs).
+    pub dasr_interval: Option<Duration>,
+}
+
+impl CcTuning {
+    /// DCQCN's parameters `p` with this tuning applied.
+    pub fn dcqcn(&self, mut p: DcqcnParams) -> DcqcnParams {
+        if let Some(r) = self.r_min {
+            p.r_min = r;
+        }
+        p
+    }
+    /// DASR's parameters `p` with this tuning applied.
+    pub fn dasr(&self, mut p: DasrParams) -> DasrParams {
+        if let Some(iv) = self.dasr_interval {
+            p.measure_interval = iv;
+        }
+        p
+    }
+    /// DCQCN+'s parameters `p` with this tuning applied.
+    pub fn dcqcn_plus(&self, mut p: DcqcnPlusParams) -> DcqcnPlusParams {
+        if let Some(a) = self.dcqcn_plus_ai_scale {
+            p.ai_scale = a;
+        }
+        if let Some(d) = self.dcqcn_plus_delta {
+            p.delta = d;
+        }
+        p
     }
 }
 
@@ -487,13 +533,75 @@ mod tests {
         }
         assert_eq!(CcScheme::from_name("timely"), None);
         let line = Rate::from_gbps(10);
-        assert!(CcScheme::None.qp_config(line, 1024).is_none());
+        assert!(
+            CcScheme::None
+                .qp_config(line, 1024, &CcTuning::default())
+                .is_none()
+        );
         assert!(matches!(
-            CcScheme::DcqcnPlus.qp_config(line, 1024),
+            CcScheme::DcqcnPlus.qp_config(line, 1024, &CcTuning::default()),
             Some(CcConfig::DcqcnPlus(p)) if p.mtu_bytes == 1024
         ));
-        assert!(CcScheme::Dart.receiver(line, 1024).dasr.is_some());
+        assert!(
+            CcScheme::Dart
+                .receiver(line, 1024, &CcTuning::default())
+                .dasr
+                .is_some()
+        );
         assert!(CcScheme::DcqcnPlus.peer_ext().cnp_tau);
+    }
+
+    #[test]
+    fn cc_tuning_r_min_applies_to_dcqcn_reaction_points_only() {
+        let line = Rate::from_gbps(10);
+        let r = Rate::from_bps(5_000_000);
+        let tuned = CcTuning {
+            r_min: Some(r),
+            ..CcTuning::default()
+        };
+        let r_min = |s: CcScheme, t: &CcTuning| match s.qp_config(line, 1024, t) {
+            Some(CcConfig::Dcqcn(p) | CcConfig::Dart(p)) => Some(p.r_min),
+            _ => None,
+        };
+        for s in [CcScheme::Dcqcn, CcScheme::DcqcnCx4, CcScheme::Dart] {
+            assert_eq!(r_min(s, &tuned), Some(r), "{s:?}");
+            // seed 002 Table I: 100 Mbit/s untuned.
+            assert_eq!(
+                r_min(s, &CcTuning::default()),
+                Some(Rate::from_bps(100_000_000)),
+                "{s:?}"
+            );
+        }
+        // DCQCN+ keeps eq. (15)'s R_l/10000.
+        assert_eq!(
+            CcScheme::DcqcnPlus.qp_config(line, 1024, &tuned),
+            CcScheme::DcqcnPlus.qp_config(line, 1024, &CcTuning::default())
+        );
+        assert!(CcScheme::None.qp_config(line, 1024, &tuned).is_none());
+    }
+
+    #[test]
+    fn cc_tuning_dcqcn_plus_reaches_sender_and_notification_point_alike() {
+        let line = Rate::from_gbps(10);
+        let t = CcTuning {
+            dcqcn_plus_ai_scale: Some(0.5),
+            dcqcn_plus_delta: Some(Duration::from_micros(5)),
+            ..CcTuning::default()
+        };
+        let Some(CcConfig::DcqcnPlus(p)) = CcScheme::DcqcnPlus.qp_config(line, 1024, &t) else {
+            panic!("DCQCN+ has a sender controller");
+        };
+        assert_eq!((p.ai_scale, p.delta), (0.5, Duration::from_micros(5)));
+        // The NP walks its list with the same δ the sender's fair-share floor assumes.
+        assert_eq!(
+            CcScheme::DcqcnPlus.receiver(line, 1024, &t).np,
+            NpConfig::DcqcnPlus(p)
+        );
+        let paper = DcqcnPlusParams::paper(line, 1024);
+        assert_eq!(
+            (paper.ai_scale, paper.delta),
+            (1.0, Duration::from_micros(1))
+        );
     }
 
     #[test]

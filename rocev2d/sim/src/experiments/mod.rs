@@ -6,9 +6,17 @@
 //! | [`ManyFlows`] | seed 002 Fig. 2 topology, Fig. 4 and Fig. 6: N long flows from 8 senders into one receiver, queue and throughput |
 //! | [`DartIncast`] | seed 000 §V-B (Fig. 10) and §VI-B: 16-way 8 KB incasts over background long flows, short-flow p50/p99 FCT |
 //! | [`Fairness`] | seed 002 Fig. 13(a), §VI-C: 8 long flows on one bottleneck, Jain's index |
+//! | [`GridCell`] | issue 21: [`ManyFlows`] with DCQCN+ over the parameters seed 002 leaves open (RED P_max, K_min/K_max, eq. (19)'s step, δ) |
+//! | [`DartClos`] | seed 000 §VI-A/B (Fig. 11(a), Fig. 12, Table I): the 1024-host Clos, short-flow p50/p99 FCT and ECN marks across loads |
 //!
 //! Each function builds a scenario, runs it, samples what the paper plots and returns it; the CLI
 //! writes the samples as CSV and SVG.
+
+mod dart_clos;
+mod dcqcn_plus_grid;
+
+pub use dart_clos::{DartClos, DartClosResult};
+pub use dcqcn_plus_grid::{GridCell, PAPER_QUEUE_BYTES, PAPER_THROUGHPUT, Plane, meets_paper};
 
 use crate::Sim;
 use crate::dist;
@@ -45,6 +53,10 @@ pub struct ManyFlows {
     pub pfc: bool,
     /// Switch marking (K_min, K_max, P_max, enqueue or dequeue).
     pub red: RedSpec,
+    /// DCQCN+'s eq. (19) step scale (`[host] dcqcn_plus_ai_scale`; none = as written).
+    pub dcqcn_plus_ai_scale: Option<f64>,
+    /// DCQCN+'s δ, ns (`[host] dcqcn_plus_delta_ns`; none = 1 µs).
+    pub dcqcn_plus_delta_ns: Option<u64>,
     /// Seed.
     pub seed: u64,
 }
@@ -72,6 +84,8 @@ impl ManyFlows {
                 drop_non_ect: false,
                 mark_at: MarkAt::Dequeue,
             },
+            dcqcn_plus_ai_scale: None,
+            dcqcn_plus_delta_ns: None,
             seed: 1,
         }
     }
@@ -90,6 +104,8 @@ impl ManyFlows {
         let mut host = crate::host::HostSpec {
             cc: self.cc.into(),
             mtu: 1024,
+            dcqcn_plus_ai_scale: self.dcqcn_plus_ai_scale,
+            dcqcn_plus_delta_ns: self.dcqcn_plus_delta_ns,
             ..Default::default()
         };
         host.ack_req_every = 16;
