@@ -106,7 +106,8 @@ ensure_verbs_header() {
     apt_install libibverbs-dev
 }
 
-# The font rocev2-testbed's plots write their text in (integration/src/experiment/plot.rs).
+# The font the plots of rocev2-testbed and rocev2-sim write their text in
+# (rocev2d/sim/src/plot.rs, register_font).
 ensure_fonts() {
     apt_install fonts-dejavu-core
 }

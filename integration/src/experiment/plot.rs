@@ -6,9 +6,8 @@
 //! short transfers ran, the CDF of their completion times (`fct_cdf`). With a `[model]`, the
 //! network model's queue, port output and FCTs join those plots as `VARIANT model`.
 //!
-//! Text is laid out with `ab_glyph` from a TrueType font read once from the system (DejaVu
-//! Sans, Debian package `fonts-dejavu-core`, or `ROCEV2_PLOT_FONT`): no fontconfig or
-//! freetype at build time.
+//! Text is laid out with `ab_glyph` from a TrueType font read once from the system
+//! ([`rocev2_sim::plot::register_font`]: DejaVu Sans or `ROCEV2_PLOT_FONT`).
 //!
 //! Deviations: none.
 
@@ -17,14 +16,7 @@ use crate::Error;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-/// Fonts tried in order when `ROCEV2_PLOT_FONT` is not set.
-const FONTS: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
-];
 /// Line colours, in series order (Tableau 10: distinguishable, readable on white).
 const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
@@ -56,27 +48,9 @@ pub struct Plot {
     pub series: Vec<(String, Vec<(f64, f64)>)>,
 }
 
-/// Register the font once per process.
+/// Register the font once per process ([`rocev2_sim::plot::register_font`]).
 fn font() -> Result<(), Error> {
-    static FONT: OnceLock<Result<(), String>> = OnceLock::new();
-    FONT.get_or_init(|| {
-        let candidates: Vec<PathBuf> = match std::env::var_os("ROCEV2_PLOT_FONT") {
-            Some(p) => vec![PathBuf::from(p)],
-            None => FONTS.iter().map(PathBuf::from).collect(),
-        };
-        let Some(bytes) = candidates.iter().find_map(|p| std::fs::read(p).ok()) else {
-            return Err(format!(
-                "no TrueType font for the plots' text: apt-get install -y fonts-dejavu-core, or \
-                 set ROCEV2_PLOT_FONT to a .ttf file (tried {candidates:?})"
-            ));
-        };
-        // Registered fonts live as long as the process: leak the one file once.
-        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-            .map_err(|_| "the font file is not a valid TrueType font".to_owned())
-    })
-    .clone()
-    .map_err(|why| Error::Plot {
+    rocev2_sim::plot::register_font().map_err(|why| Error::Plot {
         path: PathBuf::from("(font)"),
         why,
     })

@@ -1,7 +1,10 @@
-//! SVG plots of a run, drawn with plotters' SVG backend (no fonts or native libraries needed):
-//! rate vs time (`rates.svg`), queue vs time (`queues.svg`), FCT CDF (`fct_cdf.svg`) and, for a
-//! load sweep, p50/p99 FCT vs load (`fct_vs_load.svg`); the experiments' line plots and heat
-//! maps ([`series`], [`heat_maps`]).
+//! SVG plots of a run, drawn with plotters' SVG backend: rate vs time (`rates.svg`), queue vs
+//! time (`queues.svg`), FCT CDF (`fct_cdf.svg`) and, for a load sweep, p50/p99 FCT vs load
+//! (`fct_vs_load.svg`); the experiments' line plots and heat maps ([`series`], [`heat_maps`]).
+//!
+//! Text is laid out with `ab_glyph` from a TrueType font read once from the system
+//! ([`register_font`]: DejaVu Sans, Debian package `fonts-dejavu-core`, or `ROCEV2_PLOT_FONT`),
+//! no fontconfig or freetype at build time; `rocev2-testbed`'s plots use the same font.
 
 use crate::output::Report;
 use plotters::prelude::*;
@@ -12,6 +15,48 @@ use std::path::{Path, PathBuf};
 const SIZE: (u32, u32) = (960, 540);
 /// Most series one plot shows.
 const MAX_SERIES: usize = 12;
+
+/// Fonts tried in order when `ROCEV2_PLOT_FONT` is not set.
+const FONTS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+];
+
+/// Registers the plots' font ("sans-serif") once per process; later calls return the first
+/// call's outcome.
+///
+/// # Errors
+/// What to install (or set) when no font file is found, or that the file is not TrueType.
+pub fn register_font() -> Result<(), String> {
+    static FONT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    FONT.get_or_init(|| {
+        let candidates: Vec<PathBuf> = match std::env::var_os("ROCEV2_PLOT_FONT") {
+            Some(p) => vec![PathBuf::from(p)],
+            None => FONTS.iter().map(PathBuf::from).collect(),
+        };
+        let Some(bytes) = candidates.iter().find_map(|p| std::fs::read(p).ok()) else {
+            return Err(format!(
+                "no TrueType font for the plots' text: apt-get install -y fonts-dejavu-core, or \
+                 set ROCEV2_PLOT_FONT to a .ttf file (tried {candidates:?})"
+            ));
+        };
+        // Registered fonts live as long as the process: leak the one file once.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| "the font file is not a valid TrueType font".to_owned())
+    })
+    .clone()
+}
+
+/// A drawing area on a new SVG file, the font registered first.
+fn svg(
+    path: &Path,
+    size: (u32, u32),
+) -> io::Result<DrawingArea<SVGBackend<'_>, plotters::coord::Shift>> {
+    register_font().map_err(io::Error::other)?;
+    Ok(SVGBackend::new(path, size).into_drawing_area())
+}
 
 fn err<E: std::fmt::Debug>(e: E) -> io::Error {
     io::Error::other(format!("plot: {e:?}"))
@@ -25,7 +70,7 @@ fn lines(
     series: &[(String, Vec<(f64, f64)>)],
     log_x: bool,
 ) -> io::Result<()> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let root = svg(path, SIZE)?;
     root.fill(&WHITE).map_err(err)?;
     let pts = series.iter().flat_map(|s| s.1.iter());
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
@@ -235,8 +280,7 @@ pub fn heat_maps(
 ) -> io::Result<()> {
     let columns = columns.max(1);
     let rows = panels.len().div_ceil(columns).max(1);
-    let root =
-        SVGBackend::new(path, (420 * columns as u32, 80 + 300 * rows as u32)).into_drawing_area();
+    let root = svg(path, (420 * columns as u32, 80 + 300 * rows as u32))?;
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
     let (nx, ny) = (x_labels.len() as i32, y_labels.len() as i32);
