@@ -140,6 +140,11 @@ fn conn_of(ev: &Event) -> ConnId {
     }
 }
 
+/// Picks `conn`'s outcome after a REQ or REP.
+fn outcome_of(conn: ConnId) -> impl Fn(&Event) -> bool {
+    move |ev: &Event| conn_of(ev) == conn && !matches!(ev, Event::TimeWaitExit { .. })
+}
+
 /// Waits for `conn`'s outcome after a REQ or REP: established (the peer's private data) or
 /// why not.
 fn established(
@@ -148,8 +153,21 @@ fn established(
     peer: SocketAddr,
     timeout: Duration,
 ) -> Result<Vec<u8>, CmApiError> {
-    let pick = |ev: &Event| conn_of(ev) == conn && !matches!(ev, Event::TimeWaitExit { .. });
-    match dev.next_cm_event(pick, timeout)? {
+    outcome(dev.next_cm_event(outcome_of(conn), timeout)?, peer)
+}
+
+/// [`established`] awaited ([`Device::next_cm_event_async`]).
+async fn established_async(
+    dev: &Device,
+    conn: ConnId,
+    peer: SocketAddr,
+) -> Result<Vec<u8>, CmApiError> {
+    outcome(dev.next_cm_event_async(outcome_of(conn)).await?, peer)
+}
+
+/// What an outcome event (picked by [`outcome_of`]) means for the caller.
+fn outcome(ev: Event, peer: SocketAddr) -> Result<Vec<u8>, CmApiError> {
+    match ev {
         Event::Established { private_data, .. } => Ok(private_data),
         Event::Rejected {
             reason,
@@ -219,22 +237,52 @@ impl CmListener {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let pick = |ev: &Event| matches!(ev, Event::ConnectRequest(r) if r.req.service_id == self.service.0);
-            let Event::ConnectRequest(r) = self.dev.next_cm_event(pick, left)? else {
-                continue;
-            };
-            match cma_source(&r.req.private_data) {
-                Ok(peer) => {
-                    return Ok(ConnRequest {
-                        dev: self.dev.clone(),
-                        peer,
-                        req: r,
-                    });
-                }
-                Err(_) => {
-                    self.bad_requests.fetch_add(1, Ordering::Relaxed);
-                    self.dev.cm_reject(r.conn, RejectReason::CONSUMER, &[])?;
-                }
+            let ev = self.dev.next_cm_event(self.requests(), left)?;
+            if let Some(req) = self.request(ev)? {
+                return Ok(req);
+            }
+        }
+    }
+
+    /// [`Self::get_request`] as a future, without a timeout (wrap it in
+    /// `tokio::time::timeout` for one): on a tokio runtime it sleeps on the device's CM
+    /// eventfd through the reactor ([`Device::next_cm_event_async`]).
+    ///
+    /// Cancel-safe: dropped, it leaves the next request queued.
+    ///
+    /// # Errors
+    /// The device's.
+    pub async fn get_request_async(&self) -> Result<ConnRequest, CmApiError> {
+        loop {
+            let ev = self.dev.next_cm_event_async(self.requests()).await?;
+            if let Some(req) = self.request(ev)? {
+                return Ok(req);
+            }
+        }
+    }
+
+    /// Picks this listener's connection requests.
+    fn requests(&self) -> impl Fn(&Event) -> bool + use<> {
+        let service = self.service.0;
+        move |ev: &Event| matches!(ev, Event::ConnectRequest(r) if r.req.service_id == service)
+    }
+
+    /// The request a picked event carries; `None` for a REQ without a valid CMA header,
+    /// which is rejected and counted.
+    fn request(&self, ev: Event) -> Result<Option<ConnRequest>, CmApiError> {
+        let Event::ConnectRequest(r) = ev else {
+            return Ok(None);
+        };
+        match cma_source(&r.req.private_data) {
+            Ok(peer) => Ok(Some(ConnRequest {
+                dev: self.dev.clone(),
+                peer,
+                req: r,
+            })),
+            Err(_) => {
+                self.bad_requests.fetch_add(1, Ordering::Relaxed);
+                self.dev.cm_reject(r.conn, RejectReason::CONSUMER, &[])?;
+                Ok(None)
             }
         }
     }
@@ -253,6 +301,24 @@ impl CmListener {
         let req = self.get_request(timeout)?;
         let data = req.private_data().to_vec();
         Ok((req.accept(qp, private_data, timeout)?, data))
+    }
+
+    /// [`Self::accept`] as a future, without a timeout (wrap it in `tokio::time::timeout`
+    /// for one).
+    ///
+    /// Cancel-safe while it waits for a request; dropped after one came, that request is
+    /// left accepted but not established, and the peer times out.
+    ///
+    /// # Errors
+    /// As [`Self::get_request_async`] and [`ConnRequest::accept_async`].
+    pub async fn accept_async(
+        &self,
+        qp: Qp,
+        private_data: &[u8],
+    ) -> Result<(CmId, Vec<u8>), CmApiError> {
+        let req = self.get_request_async().await?;
+        let data = req.private_data().to_vec();
+        Ok((req.accept_async(qp, private_data).await?, data))
     }
 }
 
@@ -295,18 +361,39 @@ impl ConnRequest {
         private_data: &[u8],
         timeout: Duration,
     ) -> Result<CmId, CmApiError> {
+        self.send_rep(qp, private_data)?;
+        let peer_data = established(&self.dev, self.req.conn, self.peer, timeout)?;
+        Ok(self.connected(peer_data))
+    }
+
+    /// [`Self::accept`] as a future, without a timeout: the CM ends it with
+    /// [`CmApiError::TimedOut`] when no RTU comes.
+    ///
+    /// # Errors
+    /// As [`Self::accept`].
+    pub async fn accept_async(self, qp: Qp, private_data: &[u8]) -> Result<CmId, CmApiError> {
+        self.send_rep(qp, private_data)?;
+        let peer_data = established_async(&self.dev, self.req.conn, self.peer).await?;
+        Ok(self.connected(peer_data))
+    }
+
+    /// Accepts the REQ with `qp`: the REP leaves, the QP goes to RTR.
+    fn send_rep(&self, qp: Qp, private_data: &[u8]) -> Result<(), CmApiError> {
         let params = AcceptParams {
             private_data: private_data.to_vec(),
             ..AcceptParams::new(qp.qpn(), start_psn())
         };
-        self.dev.cm_accept(self.req.conn, params)?;
-        let peer_data = established(&self.dev, self.req.conn, self.peer, timeout)?;
-        Ok(CmId {
+        Ok(self.dev.cm_accept(self.req.conn, params)?)
+    }
+
+    /// The connected ID, once established.
+    fn connected(self, peer_data: Vec<u8>) -> CmId {
+        CmId {
             dev: self.dev,
             conn: self.req.conn,
             peer: self.peer,
             peer_data,
-        })
+        }
     }
 
     /// Refuses with a REJ (reason: consumer) carrying `private_data`.
@@ -345,21 +432,33 @@ impl CmId {
         private_data: &[u8],
         timeout: Duration,
     ) -> Result<CmId, CmApiError> {
-        let family = if addr.is_ipv6() { "IPv6" } else { "IPv4" };
-        let src_ip = dev
-            .source_ip(addr.is_ipv6())
-            .map_err(|_| CmApiError::NoAddress(family))?;
-        // An ephemeral port, as the kernel's rdma_cm binds one.
-        let src_port = 49152 + (rocev2::random_u64() % 16384) as u16;
-        let src = SocketAddr::new(src_ip, src_port);
-        let data = req_private_data(src, addr, private_data)?;
-        let service = ServiceId::rdma_cm(PortSpace::TCP, addr.port());
-        let params = ConnectParams {
-            private_data: data,
-            ..ConnectParams::new(service, gid(src_ip), gid(addr.ip()), qp.qpn(), start_psn())
-        };
-        let conn = dev.cm_connect(qp, params, RESOLVE_TIMEOUT)?;
+        let conn = send_req(dev, qp, addr, private_data)?;
         let peer_data = established(dev, conn, addr, timeout)?;
+        Ok(CmId {
+            dev: dev.clone(),
+            conn,
+            peer: addr,
+            peer_data,
+        })
+    }
+
+    /// [`Self::connect`] as a future, without a timeout: the CM ends it with
+    /// [`CmApiError::TimedOut`] when its retries run out. On a tokio runtime it sleeps on the
+    /// device's CM eventfd through the reactor ([`Device::next_cm_event_async`]).
+    ///
+    /// Dropped before it returns, the REQ stays sent and the connection half-made (as a
+    /// librdmacm ID destroyed mid-connect).
+    ///
+    /// # Errors
+    /// As [`Self::connect`].
+    pub async fn connect_async(
+        dev: &Device,
+        qp: Qp,
+        addr: SocketAddr,
+        private_data: &[u8],
+    ) -> Result<CmId, CmApiError> {
+        let conn = send_req(dev, qp, addr, private_data)?;
+        let peer_data = established_async(dev, conn, addr).await?;
         Ok(CmId {
             dev: dev.clone(),
             conn,
@@ -405,6 +504,30 @@ impl CmId {
         self.dev.cm_disconnect(self.conn, &[])?;
         self.wait_disconnect(timeout).map(drop)
     }
+}
+
+/// Sends the REQ of [`CmId::connect`]: from the device's address of `addr`'s family and an
+/// ephemeral port, the CMA header then `private_data`.
+fn send_req(
+    dev: &Device,
+    qp: Qp,
+    addr: SocketAddr,
+    private_data: &[u8],
+) -> Result<ConnId, CmApiError> {
+    let family = if addr.is_ipv6() { "IPv6" } else { "IPv4" };
+    let src_ip = dev
+        .source_ip(addr.is_ipv6())
+        .map_err(|_| CmApiError::NoAddress(family))?;
+    // An ephemeral port, as the kernel's rdma_cm binds one.
+    let src_port = 49152 + (rocev2::random_u64() % 16384) as u16;
+    let src = SocketAddr::new(src_ip, src_port);
+    let data = req_private_data(src, addr, private_data)?;
+    let service = ServiceId::rdma_cm(PortSpace::TCP, addr.port());
+    let params = ConnectParams {
+        private_data: data,
+        ..ConnectParams::new(service, gid(src_ip), gid(addr.ip()), qp.qpn(), start_psn())
+    };
+    Ok(dev.cm_connect(qp, params, RESOLVE_TIMEOUT)?)
 }
 
 #[cfg(test)]

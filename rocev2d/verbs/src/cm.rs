@@ -17,7 +17,7 @@
 use crate::attached::Attached;
 use crate::device::{Backend, Device, lock_attached};
 use crate::error::{Error, Result};
-use crate::local::{Local, sleep_on};
+use crate::local::{Local, State, sleep_on};
 use crate::qp::Qp;
 use crate::wakeup::wait_any;
 use rocev2_core::EndpointError;
@@ -25,8 +25,8 @@ use rocev2_core::cm::ServiceId;
 use rocev2_core::cm::{AcceptParams, CmConfig, ConnId, ConnectParams, Event, RejectReason};
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::wire::gid::gid_to_ip;
+use rocev2_datapath::Driver;
 use rocev2_datapath::iface::node_guid;
-use rocev2_datapath::{Driver, neigh};
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -121,8 +121,9 @@ impl Device {
 
     /// Sends a REQ for `qp` (in INIT) with `params` (their `local_qpn` is set to `qp`'s, their
     /// path MTU lowered to the interface's). The peer's MAC is resolved through the neighbour
-    /// table, waiting up to `resolve_timeout`. Enables the CM first. The connection is up when
-    /// [`Event::Established`] for the returned ID comes out of [`Self::next_cm_event`].
+    /// table (a [`Device::pair`] end knows the other's), waiting up to `resolve_timeout`.
+    /// Enables the CM first. The connection is up when [`Event::Established`] for the
+    /// returned ID comes out of [`Self::next_cm_event`].
     ///
     /// Attached, the daemon resolves the peer and sends the REQ.
     ///
@@ -151,7 +152,7 @@ impl Device {
             Backend::Attached(a) => return lock_attached(a).cm_connect(params, resolve_timeout),
         };
         // Resolution may take the whole timeout: not under the lock.
-        let mac = neigh::resolve(iface, peer, resolve_timeout)?;
+        let mac = self.resolve(peer, resolve_timeout)?;
         self.with_cm(l, |ep, now, _| ep.cm_connect(now, params, mac))
     }
 
@@ -223,13 +224,7 @@ impl Device {
                 if !l.has_thread() {
                     st.pass(&l.shared.activity)?;
                 }
-                st.take_cm_events();
-                if let Some(ev) = st
-                    .cm_events
-                    .iter()
-                    .position(&mut pick)
-                    .and_then(|i| st.cm_events.remove(i))
-                {
+                if let Some(ev) = take_local(&mut st, &mut pick) {
                     return Ok(ev);
                 }
                 // Looked under the lock the events are queued under: armed now, the next
@@ -247,6 +242,78 @@ impl Device {
             }
         }
     }
+
+    /// [`Device::next_cm_event`] as a future, without a timeout (wrap it in
+    /// `tokio::time::timeout` for one).
+    ///
+    /// With a progress thread, or attached, and awaited on a tokio runtime (feature `tokio`,
+    /// default), it sleeps on the device's CM eventfd through tokio's reactor (no busy
+    /// polling); attached, it also wakes when the control socket does, so a dead daemon ends
+    /// it with [`Error::DaemonGone`]. Caller-driven, or on another executor, it busy-polls
+    /// (driving the engine and yielding to the executor), as `next_completion` does.
+    ///
+    /// Cancel-safe: an event leaves the queue only in the poll that returns it, so dropping
+    /// the future loses none.
+    ///
+    /// Deviations: a blocking [`Device::next_cm_event`] on the same device clears the shared
+    /// eventfd when it arms; if it does so between a signal and tokio's reading of it, an
+    /// async waiter sleeps until the next CM event (async waiters among themselves share one
+    /// registration, which wakes them all).
+    ///
+    /// # Errors
+    /// [`Error::ProgressStopped`]; [`Error::Datapath`] (caller-driven); attached,
+    /// [`Error::DaemonGone`].
+    pub async fn next_cm_event_async(&self, mut pick: impl FnMut(&Event) -> bool) -> Result<Event> {
+        use crate::wakeup::{Waitable, readable, yield_now};
+        use std::os::fd::OwnedFd;
+        loop {
+            let slept = match self.backend() {
+                Backend::Local(l) => {
+                    {
+                        let mut st = l.lock();
+                        if let Some(why) = &st.failed {
+                            return Err(Error::ProgressStopped(why.clone()));
+                        }
+                        if !l.has_thread() {
+                            st.pass(&l.shared.activity)?;
+                        }
+                        if let Some(ev) = take_local(&mut st, &mut pick) {
+                            return Ok(ev);
+                        }
+                        l.shared.cm.arm();
+                    }
+                    if l.has_thread() {
+                        readable(&l.shared.cm.event, None::<&Waitable<OwnedFd>>).await?
+                    } else {
+                        false
+                    }
+                }
+                Backend::Attached(a) => {
+                    let (event, watch) = {
+                        let mut g = lock_attached(a);
+                        let event = g.cm_fetch()?;
+                        if let Some(ev) = g.cm_take(&mut pick) {
+                            return Ok(ev);
+                        }
+                        (event, Arc::clone(&g.watch))
+                    };
+                    let slept = readable(&event, Some(&watch)).await;
+                    lock_attached(a).check_alive()?;
+                    slept?
+                }
+            };
+            if !slept {
+                yield_now().await;
+            }
+        }
+    }
+}
+
+/// Moves the engine's CM events into the device's queue and takes the first `pick` accepts.
+fn take_local(st: &mut State, pick: &mut impl FnMut(&Event) -> bool) -> Option<Event> {
+    st.take_cm_events();
+    let i = st.cm_events.iter().position(pick)?;
+    st.cm_events.remove(i)
 }
 
 /// [`Device::next_cm_event`] of an attached device: fetch what the daemon queued (clearing

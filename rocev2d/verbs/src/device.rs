@@ -578,15 +578,7 @@ impl Device {
         // Resolution may take the whole timeout: not under the lock.
         let dst_mac = match remote.mac {
             Some(m) => m,
-            None => match self
-                .inner
-                .neighbours
-                .iter()
-                .find(|(ip, _)| *ip == remote.ip)
-            {
-                Some((_, mac)) => *mac,
-                None => neigh::resolve(iface, remote.ip, opts.resolve_timeout)?,
-            },
+            None => self.resolve(remote.ip, opts.resolve_timeout)?,
         };
         let path = iface
             .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
@@ -848,6 +840,15 @@ impl Device {
         match &self.inner.backend {
             Backend::Attached(a) => lock_attached(a).check_alive(),
             Backend::Local(_) => Ok(()),
+        }
+    }
+
+    /// The MAC of `ip` (a neighbour on the interface): from the neighbours the device knows
+    /// ([`Device::pair`]), else the kernel's neighbour table, waiting up to `wait`.
+    pub(crate) fn resolve(&self, ip: IpAddr, wait: Duration) -> Result<[u8; 6]> {
+        match self.inner.neighbours.iter().find(|(n, _)| *n == ip) {
+            Some((_, mac)) => Ok(*mac),
+            None => Ok(neigh::resolve(&self.inner.iface, ip, wait)?),
         }
     }
 
