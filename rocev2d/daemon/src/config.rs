@@ -237,7 +237,7 @@ pub struct CcSettings {
     pub mtu_bytes: u32,
     /// DCQCN's R_min when set (seed 002 Table I: 100 Mbit/s otherwise).
     pub r_min: Option<Rate>,
-    /// DASR's measurement interval when set ([`DasrParams::paper`]'s 10 µs otherwise).
+    /// DASR's measurement interval when set ([`rocev2_core::cc::DasrParams::paper`]'s 10 µs otherwise).
     pub dasr_interval: Option<Duration>,
 }
 
