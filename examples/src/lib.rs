@@ -104,7 +104,7 @@ pub fn local_ip(
 
 /// This process's CPU time (user + system) so far.
 pub fn cpu_time() -> Duration {
-    Duration::from_nanos(rocev2_datapath::clock::cpu_time().as_nanos())
+    rocev2_datapath::clock::cpu_time().into()
 }
 
 /// Prints the CPU time this process used per round trip while it ran `iters` of them

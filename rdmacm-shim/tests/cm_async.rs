@@ -3,6 +3,7 @@
 
 use rdmacm_shim::cm::{CmId, CmListener};
 use rocev2::{AccessFlags, Cq, Device, Mr, Qp, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
+use rocev2_datapath::clock::cpu_time;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -14,20 +15,6 @@ fn side(dev: &Device) -> (Mr, Cq, Qp) {
     let cq = dev.create_cq(16).unwrap();
     let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
     (mr, cq, qp)
-}
-
-/// CPU time of this process (user + system), from `/proc/self/stat` in clock ticks (10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<u64> = rest
-        .split(' ')
-        .skip(11)
-        .take(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    Duration::from_millis((f[0] + f[1]) * 10)
 }
 
 /// An async listener accepts an async connect made 600 ms later on the same one-thread
@@ -52,7 +39,7 @@ fn cm_async_accept_and_connect_on_a_pair() {
         .enable_all()
         .build()
         .unwrap();
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let (cpu0, wall0) = (Duration::from(cpu_time()), Instant::now());
     let (id, server) = rt.block_on(async {
         let accept = tokio::spawn(async move { listener.accept_async(qp_b, b"welcome").await });
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -71,7 +58,7 @@ fn cm_async_accept_and_connect_on_a_pair() {
             .expect("accept");
         (id, server)
     });
-    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    let (cpu, wall) = (Duration::from(cpu_time()) - cpu0, wall0.elapsed());
     let (server_id, hello) = server;
     assert_eq!(&hello[..5], b"hello");
     assert_eq!(&id.peer_private_data()[..7], b"welcome");

@@ -110,6 +110,13 @@ impl Add for Duration {
     }
 }
 
+/// For tools and tests that hand a core duration (e.g. the datapath's CPU clock) to `std`.
+impl From<Duration> for core::time::Duration {
+    fn from(d: Duration) -> Self {
+        core::time::Duration::from_nanos(d.0)
+    }
+}
+
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ns = self.0;

@@ -14,6 +14,7 @@
 
 mod common;
 use common::*;
+use rocev2_datapath::clock::cpu_time;
 use rocev2_testbed::{Process, Testbed, exec};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -353,20 +354,6 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     );
 }
 
-/// User plus system CPU time of this process, from /proc (10 ms ticks).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
-    // Fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<u64> = rest
-        .split(' ')
-        .skip(11)
-        .take(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    Duration::from_millis((f[0] + f[1]) * 10)
-}
-
 #[test]
 fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     use rocev2::{
@@ -432,9 +419,9 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
         .enable_all()
         .build()
         .unwrap();
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let (cpu0, wall0) = (Duration::from(cpu_time()), Instant::now());
     let wc = rt.block_on(b.next_completion(cq_b)).expect("completion");
-    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    let (cpu, wall) = (Duration::from(cpu_time()) - cpu0, wall0.elapsed());
     assert_eq!(
         (wc.wr_id, wc.opcode, wc.byte_len),
         (7, WcOpcode::Recv, 5),

@@ -14,6 +14,7 @@ use rocev2::{
     AccessFlags, ConnectOptions, Cq, DatapathKind, Device, DeviceConfig, DriverConfig, Error, Mr,
     Pd, Qp, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
+use rocev2_datapath::clock::cpu_time;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -496,20 +497,6 @@ fn api_random_calls_never_panic_and_refuse_foreign_handles() {
         .unwrap();
 }
 
-/// CPU time of this process (user + system), from `/proc/self/stat` in clock ticks (10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<u64> = rest
-        .split(' ')
-        .skip(11)
-        .take(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    Duration::from_millis((f[0] + f[1]) * 10)
-}
-
 #[test]
 fn api_async_wait_sleeps_on_the_cq_eventfd() {
     in_netns("api_async_wait_sleeps_on_the_cq_eventfd", "as", || {
@@ -533,9 +520,9 @@ fn api_async_wait_sleeps_on_the_cq_eventfd() {
                 .unwrap();
             assert_eq!(wcs[0].status, WcStatus::Success);
         });
-        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        let (cpu0, wall0) = (Duration::from(cpu_time()), Instant::now());
         let wc = rt.block_on(b.dev.next_completion(b.cq)).unwrap();
-        let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+        let (cpu, wall) = (Duration::from(cpu_time()) - cpu0, wall0.elapsed());
         assert_eq!((wc.wr_id, wc.status), (9, WcStatus::Success));
         sender.join().unwrap();
         // Busy polling would burn the whole wait; both progress threads and the waiter sleep.
