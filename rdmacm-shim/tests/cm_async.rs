@@ -97,8 +97,9 @@ fn cm_async_accept_and_connect_on_a_pair() {
 
 /// Connected, then torn down asynchronously: the passive side awaits the disconnect (a first
 /// wait dropped by its timeout loses nothing), the active side's `disconnect_async` comes
-/// 600 ms later on the same one-thread runtime; both return, the QPs are in ERROR, and the
-/// waits cost little CPU (they slept instead of polling).
+/// 600 ms later on the same one-thread runtime; both return, the passive side's own
+/// disconnect then returns at once, the QPs are in ERROR, and the waits cost little CPU (they
+/// slept instead of polling).
 #[test]
 fn cm_async_disconnect_is_seen_by_the_peer() {
     let (a, b) = Device::pair().unwrap();
@@ -134,11 +135,17 @@ fn cm_async_disconnect_is_seen_by_the_peer() {
             .await
             .expect("disconnect in time")
             .expect("disconnect");
-        let (_, data) = tokio::time::timeout(Duration::from_secs(20), peer)
+        let (server_id, data) = tokio::time::timeout(Duration::from_secs(20), peer)
             .await
             .expect("peer saw it in time")
             .unwrap();
         data.expect("peer's disconnect event");
+        // Disconnecting after the wait saw the peer's is done at once (rdma_disconnect after
+        // DISCONNECTED, as ucmatose's client does).
+        server_id
+            .disconnect_async()
+            .await
+            .expect("passive disconnect");
         (cpu0, wall0)
     });
     let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());

@@ -233,8 +233,9 @@ impl Device {
     /// the engine and yielding to the executor), as `next_completion` does.
     ///
     /// Cancel-safe: an event leaves the queue only in the poll that returns it, so dropping
-    /// the future loses none. Blocking and async waiters on one device each get every wake-up
-    /// (see [`CmWaiters`]).
+    /// the future loses none. Blocking and async waiters on one device each sleep on a
+    /// wake-up of their own, signalled whenever CM events are queued, so none takes
+    /// another's.
     ///
     /// # Errors
     /// [`Error::ProgressStopped`]; [`Error::Datapath`] (caller-driven); attached,
