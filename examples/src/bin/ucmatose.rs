@@ -153,7 +153,7 @@ fn open(a: &Args, addr: IpAddr, local: bool) -> Result<Device> {
     let iface = rocev2_examples::interface_for(a.iface.as_deref(), addr, local)?;
     let mut cfg = DeviceConfig::default();
     cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    Ok(a.poll.open(&iface, a.datapath, cfg)?)
+    a.poll.open(&iface, a.datapath, cfg)
 }
 
 fn run_server(a: &Args) -> Result<()> {
