@@ -1,7 +1,8 @@
 //! Output shared by the ping-pong examples (`rc_pingpong`, `tcp_pingpong`), so the RDMA and TCP
 //! figures that `deploy/bench/` compares are computed and printed the same way; the flags of
 //! how the rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools) open their device (in
-//! process or attached to `rocev2d`) and wait; and the address a GID index picks.
+//! process or attached to `rocev2d`) and wait; the address a GID index picks; and the interface
+//! an rdma_cm tool (`rping`, `ucmatose`) opens for an address.
 
 pub mod perftest;
 
@@ -148,4 +149,42 @@ pub fn print_round_trips(rtts: &[Duration], server: bool) {
         pct(0.99),
         v.len()
     );
+}
+
+/// The interface an rdma_cm tool opens: `iface` if given, else the one holding `addr` (a
+/// server's bind address, `local`), else the one the route to `addr` leaves by (a client's).
+///
+/// # Errors
+/// No route, or no interface holds the address.
+pub fn interface_for(
+    iface: Option<&str>,
+    addr: std::net::IpAddr,
+    local: bool,
+) -> anyhow::Result<String> {
+    use rocev2_datapath::{Interface, neigh};
+    if let Some(n) = iface {
+        return Ok(n.to_owned());
+    }
+    let oif = if local {
+        None
+    } else {
+        Some(neigh::route(addr).context("no route to the server")?.oif)
+    };
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    for n in names {
+        let Ok(i) = Interface::by_name(&n) else {
+            continue;
+        };
+        let found = match oif {
+            Some(oif) => i.index == oif,
+            None => i.addrs.iter().any(|x| x.ip == addr),
+        };
+        if found {
+            return Ok(n);
+        }
+    }
+    anyhow::bail!("no interface for {addr} (name one with --iface)")
 }

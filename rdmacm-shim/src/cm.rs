@@ -23,7 +23,9 @@
 //! # let _ = hello; Ok(()) }
 //! ```
 //!
-//! Blocking calls; the waits sleep on the device's CM event eventfd ([`Device::next_cm_event`]).
+//! Blocking calls, and on tokio their `_async` futures (`accept_async`, `connect_async`,
+//! `disconnect_async`, …); the waits sleep on the device's CM wake-up
+//! ([`Device::next_cm_event`], [`Device::next_cm_event_async`]).
 //!
 //! Works on in-process and attached devices alike (attached, the daemon's CM serves QP1 and a
 //! port is one application's at a time).
@@ -37,7 +39,7 @@ use rocev2::{Device, Psn, Qp, gid};
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, ConnectRequest, Event, RejectReason};
 use rocev2_core::cm::{CmaAddrs, CmaError, CmaHeader, PortSpace, ServiceId};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// User bytes a REQ carries after the CMA header: 92 − 36.
@@ -393,6 +395,7 @@ impl ConnRequest {
             conn: self.req.conn,
             peer: self.peer,
             peer_data,
+            disconnected: AtomicBool::new(false),
         }
     }
 
@@ -414,6 +417,8 @@ pub struct CmId {
     conn: ConnId,
     peer: SocketAddr,
     peer_data: Vec<u8>,
+    /// A wait took the connection's `Disconnected` already.
+    disconnected: AtomicBool,
 }
 
 impl CmId {
@@ -439,6 +444,7 @@ impl CmId {
             conn,
             peer: addr,
             peer_data,
+            disconnected: AtomicBool::new(false),
         })
     }
 
@@ -464,6 +470,7 @@ impl CmId {
             conn,
             peer: addr,
             peer_data,
+            disconnected: AtomicBool::new(false),
         })
     }
 
@@ -477,32 +484,82 @@ impl CmId {
         &self.peer_data
     }
 
+    /// Picks this connection's [`Event::Disconnected`].
+    fn disconnected(&self) -> impl Fn(&Event) -> bool + use<> {
+        let conn = self.conn;
+        move |ev: &Event| matches!(ev, Event::Disconnected { conn: c, .. } if *c == conn)
+    }
+
+    /// The private data of a picked [`Event::Disconnected`].
+    fn dreq_data(&self, ev: Event) -> Result<Vec<u8>, CmApiError> {
+        match ev {
+            Event::Disconnected { private_data, .. } => {
+                self.disconnected.store(true, Ordering::Relaxed);
+                Ok(private_data)
+            }
+            _ => Err(CmApiError::Disconnected(self.peer)),
+        }
+    }
+
     /// Waits until the peer disconnects (`RDMA_CM_EVENT_DISCONNECTED`); returns its DREQ's
     /// private data. The QP is in ERROR then.
     ///
     /// # Errors
     /// [`rocev2::Error::Timeout`] and the device's.
     pub fn wait_disconnect(&self, timeout: Duration) -> Result<Vec<u8>, CmApiError> {
-        let conn = self.conn;
-        let pick = |ev: &Event| matches!(ev, Event::Disconnected { conn: c, .. } if *c == conn);
-        match self.dev.next_cm_event(pick, timeout)? {
-            Event::Disconnected { private_data, .. } => Ok(private_data),
-            _ => Err(CmApiError::Disconnected(self.peer)),
-        }
+        self.dreq_data(self.dev.next_cm_event(self.disconnected(), timeout)?)
+    }
+
+    /// [`Self::wait_disconnect`] as a future, without a timeout (wrap it in
+    /// `tokio::time::timeout` for one): on a tokio runtime it sleeps on the device's CM
+    /// wake-up through the reactor ([`Device::next_cm_event_async`]).
+    ///
+    /// Cancel-safe: dropped, it leaves the disconnection queued for the next wait.
+    ///
+    /// # Errors
+    /// The device's.
+    pub async fn wait_disconnect_async(&self) -> Result<Vec<u8>, CmApiError> {
+        self.dreq_data(self.dev.next_cm_event_async(self.disconnected()).await?)
     }
 
     /// Disconnects (`rdma_disconnect`): the QP goes to ERROR (outstanding work completes
     /// flushed), a DREQ leaves, and this returns once the peer answered or the CM gave up. If
-    /// the peer disconnected first, returns at once.
+    /// the peer disconnected first (whether or not [`Self::wait_disconnect`] saw it), returns
+    /// at once.
     ///
     /// # Errors
     /// [`rocev2::Error::Timeout`] and the device's.
     pub fn disconnect(self, timeout: Duration) -> Result<(), CmApiError> {
-        if self.wait_disconnect(Duration::ZERO).is_ok() {
-            return Ok(());
+        if self.send_dreq()? {
+            self.wait_disconnect(timeout)?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::disconnect`] as a future, without a timeout: the CM ends the wait when the
+    /// peer answers the DREQ or the DREQ's retries run out.
+    ///
+    /// Dropped before it returns, the DREQ stays sent and the CM finishes the disconnection
+    /// (as `rdma_disconnect` followed by `rdma_destroy_id`).
+    ///
+    /// # Errors
+    /// The device's.
+    pub async fn disconnect_async(self) -> Result<(), CmApiError> {
+        if self.send_dreq()? {
+            self.wait_disconnect_async().await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the DREQ unless the peer disconnected first (its event is taken then, if a wait
+    /// has not taken it); true if it left.
+    fn send_dreq(&self) -> Result<bool, CmApiError> {
+        if self.disconnected.load(Ordering::Relaxed) || self.wait_disconnect(Duration::ZERO).is_ok()
+        {
+            return Ok(false);
         }
         self.dev.cm_disconnect(self.conn, &[])?;
-        self.wait_disconnect(timeout).map(drop)
+        Ok(true)
     }
 }
 

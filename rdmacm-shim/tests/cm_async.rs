@@ -81,3 +81,63 @@ fn cm_async_accept_and_connect_on_a_pair() {
     assert!(wall >= Duration::from_millis(500), "{wall:?}");
     assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
 }
+
+/// Connected, then torn down asynchronously: the passive side awaits the disconnect (a first
+/// wait dropped by its timeout loses nothing), the active side's `disconnect_async` comes
+/// 600 ms later on the same one-thread runtime; both return, the passive side's own
+/// disconnect then returns at once, the QPs are in ERROR, and the waits cost little CPU (they
+/// slept instead of polling).
+#[test]
+fn cm_async_disconnect_is_seen_by_the_peer() {
+    let (a, b) = Device::pair().unwrap();
+    let (_mr_a, _cq_a, qp_a) = side(&a);
+    let (_mr_b, _cq_b, qp_b) = side(&b);
+    let to: SocketAddr = "10.77.0.2:7176".parse().unwrap();
+    let listener = CmListener::bind(&b, to).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (cpu0, wall0) = rt.block_on(async {
+        let accept = tokio::spawn(async move { listener.accept_async(qp_b, &[]).await });
+        let id = CmId::connect_async(&a, qp_a, to, b"bye soon")
+            .await
+            .expect("connect");
+        let (server_id, _) = accept.await.unwrap().expect("accept");
+        assert_eq!(a.qp_state(qp_a), Some(rocev2::QpState::Rts));
+
+        let early = tokio::time::timeout(
+            Duration::from_millis(100),
+            server_id.wait_disconnect_async(),
+        );
+        assert!(early.await.is_err(), "nobody disconnected yet");
+        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        let peer = tokio::spawn(async move {
+            let data = server_id.wait_disconnect_async().await;
+            (server_id, data)
+        });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!peer.is_finished(), "disconnected before anyone did");
+        tokio::time::timeout(Duration::from_secs(20), id.disconnect_async())
+            .await
+            .expect("disconnect in time")
+            .expect("disconnect");
+        let (server_id, data) = tokio::time::timeout(Duration::from_secs(20), peer)
+            .await
+            .expect("peer saw it in time")
+            .unwrap();
+        data.expect("peer's disconnect event");
+        // Disconnecting after the wait saw the peer's is done at once (rdma_disconnect after
+        // DISCONNECTED, as ucmatose's client does).
+        server_id
+            .disconnect_async()
+            .await
+            .expect("passive disconnect");
+        (cpu0, wall0)
+    });
+    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    assert_eq!(a.qp_state(qp_a), Some(rocev2::QpState::Error));
+    assert_eq!(b.qp_state(qp_b), Some(rocev2::QpState::Error));
+    assert!(wall >= Duration::from_millis(500), "{wall:?}");
+    assert!(cpu < wall / 3, "{cpu:?} of CPU over {wall:?} of waiting");
+}

@@ -19,7 +19,6 @@ use rocev2::{
     AccessFlags, Cq, DatapathKind, Device, DeviceConfig, Mr, Pd, Qp, RecvWr, Rkey, SendOp, SendWr,
     WorkCompletion,
 };
-use rocev2_datapath::{Interface, neigh};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -141,36 +140,6 @@ fn c_str(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-/// The interface to open: `--iface`, else the one holding the server's address, else the
-/// client's route's.
-fn interface_for(a: &Args) -> Result<String> {
-    if let Some(n) = &a.iface {
-        return Ok(n.clone());
-    }
-    let oif = if a.server {
-        None
-    } else {
-        Some(neigh::route(a.addr).context("no route to the server")?.oif)
-    };
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    for n in names {
-        let Ok(i) = Interface::by_name(&n) else {
-            continue;
-        };
-        let found = match oif {
-            Some(oif) => i.index == oif,
-            None => i.addrs.iter().any(|x| x.ip == a.addr),
-        };
-        if found {
-            return Ok(n);
-        }
-    }
-    bail!("no interface for {} (name one with --iface)", a.addr)
-}
-
 /// The device's objects rping uses.
 struct Rping {
     dev: Device,
@@ -253,7 +222,7 @@ impl Rping {
 
 /// Opens the device and makes the QP and the advertisement buffers.
 fn setup(a: &Args) -> Result<Rping> {
-    let iface = interface_for(a)?;
+    let iface = rocev2_examples::interface_for(a.iface.as_deref(), a.addr, a.server)?;
     let mut cfg = DeviceConfig::default();
     cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
     let dev = a.poll.open(&iface, a.datapath, cfg)?;

@@ -717,3 +717,79 @@ fn attach_cm_sigkilled_application_disconnects_its_peer_and_frees_its_port() {
     let again = CmListener::bind(&b, format!("{h1}:7176").parse().unwrap());
     assert!(again.is_ok(), "{again:?}");
 }
+
+/// rdmacm-shim's async calls on attached devices, with a blocking CM waiter on the passive
+/// device all along (it waits for an event nobody sends): the accept and the disconnect are
+/// awaited on one-thread runtimes while the daemon's CM eventfd is shared by both waiters, and
+/// each gets what is its own.
+#[test]
+fn attach_cm_async_accept_connect_disconnect_beside_a_blocking_waiter() {
+    use rdmacm_shim::cm::{CmId, CmListener};
+    use rocev2::{CmEvent, Device};
+    let test = "attach_cm_async";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let listener = CmListener::bind(&b, format!("{h1}:7177").parse().unwrap()).expect("bind");
+    let b2 = b.clone();
+    let blocking = std::thread::spawn(move || {
+        b2.next_cm_event(
+            |ev| matches!(ev, CmEvent::Rejected { .. }),
+            Duration::from_secs(10),
+        )
+    });
+    let (_mr_a, _cq_a, qp_a) = cm_side(&a);
+    let (_mr_b, _cq_b, qp_b) = cm_side(&b);
+    let rt = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let server = std::thread::spawn(move || {
+        rt().block_on(async move {
+            let (id, hello) = tokio::time::timeout(
+                Duration::from_secs(20),
+                listener.accept_async(qp_b, b"welcome"),
+            )
+            .await
+            .expect("accept in time")
+            .expect("accept");
+            let dreq = tokio::time::timeout(Duration::from_secs(20), id.wait_disconnect_async())
+                .await
+                .expect("disconnect seen in time");
+            (hello, dreq.map(drop))
+        })
+    });
+    let to = format!("{h1}:7177").parse().unwrap();
+    rt().block_on(async {
+        let id = tokio::time::timeout(
+            Duration::from_secs(20),
+            CmId::connect_async(&a, qp_a, to, b"hello"),
+        )
+        .await
+        .expect("connect in time")
+        .expect("connect");
+        assert_eq!(&id.peer_private_data()[..7], b"welcome");
+        tokio::time::timeout(Duration::from_secs(20), id.disconnect_async())
+            .await
+            .expect("disconnect in time")
+            .expect("disconnect");
+    });
+    let (hello, dreq) = server.join().unwrap();
+    assert_eq!(&hello[..5], b"hello");
+    dreq.expect("the passive side's disconnect event");
+    assert_eq!(a.qp_state(qp_a), Some(rocev2::QpState::Error));
+    let left = blocking.join().unwrap();
+    assert!(
+        matches!(left, Err(rocev2::Error::Timeout)),
+        "the blocking waiter picked only its own: {left:?}"
+    );
+}

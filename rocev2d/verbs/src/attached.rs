@@ -76,11 +76,13 @@ impl CqView {
 }
 
 /// The CM side of an attachment: the eventfd the daemon signals when it queues an event of
-/// this application, and the events fetched but not yet picked.
+/// this application, the events fetched but not yet picked, and the waiters to wake when a
+/// fetch brings some.
 #[derive(Debug)]
 struct CmView {
     event: Arc<Waitable<EventFd>>,
     events: VecDeque<Event>,
+    waiters: crate::cm::CmWaiters,
 }
 
 /// Events fetched per [`Request::CmPoll`].
@@ -480,6 +482,7 @@ impl Attached {
         self.cm = Some(CmView {
             event: Arc::new(Waitable::new(EventFd::from_fd(event))),
             events: VecDeque::new(),
+            waiters: crate::cm::CmWaiters::default(),
         });
         Ok(())
     }
@@ -546,9 +549,19 @@ impl Attached {
         })
     }
 
+    /// The CM waiters of this attachment (enabling CM events first).
+    pub(crate) fn cm_waiters(&mut self) -> Result<&crate::cm::CmWaiters> {
+        self.cm_enable()?;
+        match &self.cm {
+            Some(cm) => Ok(&cm.waiters),
+            None => Err(protocol("CM events not enabled")),
+        }
+    }
+
     /// Moves the events the daemon queued for this application into the device's queue
-    /// (enabling them first); returns the eventfd to sleep on. The eventfd is cleared before
-    /// asking, so an event queued after the answer signals it again.
+    /// (enabling them first) and wakes the waiters if there were any; returns the eventfd to
+    /// sleep on. The eventfd is cleared before asking, so an event queued after the answer
+    /// signals it again.
     pub(crate) fn cm_fetch(&mut self) -> Result<Arc<Waitable<EventFd>>> {
         self.cm_enable()?;
         let event = match &self.cm {
@@ -567,8 +580,12 @@ impl Attached {
                 fetched.push(Event::try_from(rec).map_err(|e| protocol(format!("CM event: {e}")))?);
             }
             if let Some(cm) = &mut self.cm {
+                let any = !fetched.is_empty();
                 for ev in fetched {
                     crate::local::queue_cm_event(&mut cm.events, ev);
+                }
+                if any {
+                    cm.waiters.fire();
                 }
             }
             if n < CM_POLL_MAX as usize {

@@ -4,22 +4,23 @@
 //! In-process, QP1 and the engine's CM ([`rocev2_core::Endpoint::enable_cm`]) are opened on the
 //! device's interface and the calls run under the device's lock; the progress thread (or,
 //! caller-driven, the waiter's own passes) moves the engine's CM events into a queue of the
-//! device and signals an eventfd. Attached, the daemon runs the CM for every application
+//! device and wakes the waiters. Attached, the daemon runs the CM for every application
 //! (docs/daemon.md): the calls are control requests, service IDs and connections are this
 //! application's alone, and the daemon signals the attachment's CM eventfd when it queues an
-//! event, which the device then fetches. Either way [`Device::next_cm_event`] sleeps on the
-//! eventfd and takes the first event its filter picks, so a listener and connecting IDs of one
-//! device each take their own. rdmacm-shim builds the rdma_cm-style API on these calls.
+//! event; a waiter woken by it fetches what was queued and wakes the others. Either way
+//! [`Device::next_cm_event`] (blocking) and [`Device::next_cm_event_async`] run one look-or-sleep
+//! loop (`CmWait`) that takes the first event its filter picks, so a listener and connecting
+//! IDs of one device each take their own, and each waiter sleeps on a wake-up of its own
+//! ([`CmWaiters`]). rdmacm-shim builds the rdma_cm-style API on these calls.
 //!
 //! Deviations: events nobody picks stay queued until the device closes, but for
 //! [`Event::TimeWaitExit`]: the queue keeps the latest 64 (rdmacm-shim never takes them).
 
-use crate::attached::Attached;
 use crate::device::{Backend, Device, lock_attached};
 use crate::error::{Error, Result};
-use crate::local::{Local, State, sleep_on};
+use crate::local::Local;
 use crate::qp::Qp;
-use crate::wakeup::wait_any;
+use crate::wakeup::{Waitable, readable, wait_any, yield_now};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::ServiceId;
 use rocev2_core::cm::{AcceptParams, CmConfig, ConnId, ConnectParams, Event, RejectReason};
@@ -27,13 +28,10 @@ use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::Driver;
 use rocev2_datapath::iface::node_guid;
-use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex};
+use rocev2_ipc::notify::EventFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
-
-/// The longest a waiter sleeps before looking at the queue again: bounds a wake-up lost to
-/// another waiter clearing the shared eventfd.
-const WAIT_SLICE: Duration = Duration::from_millis(50);
 
 /// The IBA path MTU code of an MTU (256 → 1 … 4096 → 5).
 fn mtu_code(bytes: u32) -> u8 {
@@ -207,39 +205,21 @@ impl Device {
     /// attached, [`Error::DaemonGone`] as soon as the daemon dies.
     pub fn next_cm_event(
         &self,
-        mut pick: impl FnMut(&Event) -> bool,
+        pick: impl FnMut(&Event) -> bool,
         timeout: Duration,
     ) -> Result<Event> {
         let deadline = Instant::now() + timeout;
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return next_attached_event(a, pick, deadline),
-        };
+        let mut w = CmWait::new(self, pick)?;
         loop {
-            {
-                let mut st = l.lock();
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                if !l.has_thread() {
-                    st.pass(&l.shared.activity)?;
-                }
-                if let Some(ev) = take_local(&mut st, &mut pick) {
-                    return Ok(ev);
-                }
-                // Looked under the lock the events are queued under: armed now, the next
-                // one signals.
-                l.shared.cm.arm();
-            }
+            let sleep = match w.look()? {
+                Look::Found(ev) => return Ok(ev),
+                Look::Sleep(s) => s,
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Error::Timeout);
             }
-            if l.has_thread() {
-                sleep_on(&l.shared.cm, left.min(WAIT_SLICE))?;
-            } else {
-                l.lock().driver.wait(&[])?;
-            }
+            w.sleep(sleep, left)?;
         }
     }
 
@@ -247,103 +227,200 @@ impl Device {
     /// `tokio::time::timeout` for one).
     ///
     /// With a progress thread, or attached, and awaited on a tokio runtime (feature `tokio`,
-    /// default), it sleeps on the device's CM eventfd through tokio's reactor (no busy
-    /// polling); attached, it also wakes when the control socket does, so a dead daemon ends
-    /// it with [`Error::DaemonGone`]. Caller-driven, or on another executor, it busy-polls
-    /// (driving the engine and yielding to the executor), as `next_completion` does.
+    /// default), it sleeps on its own CM wake-up through tokio's reactor (no busy polling);
+    /// attached, it also wakes when the control socket does, so a dead daemon ends it with
+    /// [`Error::DaemonGone`]. Caller-driven, or on another executor, it busy-polls (driving
+    /// the engine and yielding to the executor), as `next_completion` does.
     ///
     /// Cancel-safe: an event leaves the queue only in the poll that returns it, so dropping
-    /// the future loses none.
-    ///
-    /// Deviations: a blocking [`Device::next_cm_event`] on the same device clears the shared
-    /// eventfd when it arms; if it does so between a signal and tokio's reading of it, an
-    /// async waiter sleeps until the next CM event (async waiters among themselves share one
-    /// registration, which wakes them all).
+    /// the future loses none. Blocking and async waiters on one device each sleep on a
+    /// wake-up of their own, signalled whenever CM events are queued, so none takes
+    /// another's.
     ///
     /// # Errors
     /// [`Error::ProgressStopped`]; [`Error::Datapath`] (caller-driven); attached,
     /// [`Error::DaemonGone`].
-    pub async fn next_cm_event_async(&self, mut pick: impl FnMut(&Event) -> bool) -> Result<Event> {
-        use crate::wakeup::{Waitable, readable, yield_now};
-        use std::os::fd::OwnedFd;
+    pub async fn next_cm_event_async(&self, pick: impl FnMut(&Event) -> bool) -> Result<Event> {
+        let mut w = CmWait::new(self, pick)?;
         loop {
-            let slept = match self.backend() {
-                Backend::Local(l) => {
-                    {
-                        let mut st = l.lock();
-                        if let Some(why) = &st.failed {
-                            return Err(Error::ProgressStopped(why.clone()));
-                        }
-                        if !l.has_thread() {
-                            st.pass(&l.shared.activity)?;
-                        }
-                        if let Some(ev) = take_local(&mut st, &mut pick) {
-                            return Ok(ev);
-                        }
-                        l.shared.cm.arm();
-                    }
-                    if l.has_thread() {
-                        readable(&l.shared.cm.event, None::<&Waitable<OwnedFd>>).await?
-                    } else {
-                        false
-                    }
-                }
-                Backend::Attached(a) => {
-                    let (event, watch) = {
-                        let mut g = lock_attached(a);
-                        let event = g.cm_fetch()?;
-                        if let Some(ev) = g.cm_take(&mut pick) {
-                            return Ok(ev);
-                        }
-                        (event, Arc::clone(&g.watch))
-                    };
-                    let slept = readable(&event, Some(&watch)).await;
-                    lock_attached(a).check_alive()?;
-                    slept?
-                }
-            };
-            if !slept {
-                yield_now().await;
+            match w.look()? {
+                Look::Found(ev) => return Ok(ev),
+                Look::Sleep(s) => w.sleep_async(s).await?,
             }
         }
     }
 }
 
-/// Moves the engine's CM events into the device's queue and takes the first `pick` accepts.
-fn take_local(st: &mut State, pick: &mut impl FnMut(&Event) -> bool) -> Option<Event> {
-    st.take_cm_events();
-    let i = st.cm_events.iter().position(pick)?;
-    st.cm_events.remove(i)
+/// The wake-ups of a device's CM waiters: each waiter (a [`Device::next_cm_event`] call or a
+/// [`Device::next_cm_event_async`] future) registers an eventfd of its own, and whoever queues
+/// CM events for the device signals them all. So no waiter can take another's wake-up by
+/// clearing a shared descriptor (as one eventfd cleared by every waiter before it slept did:
+/// a blocking waiter clearing it between the signal and tokio's look at its reactor left an
+/// async waiter asleep until the next event).
+#[derive(Debug, Default)]
+pub(crate) struct CmWaiters(Mutex<Vec<Weak<Waitable<EventFd>>>>);
+
+impl CmWaiters {
+    /// Adds `w` (forgetting waiters that are gone).
+    fn register(&self, w: &Arc<Waitable<EventFd>>) {
+        let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        v.retain(|x| x.strong_count() > 0);
+        v.push(Arc::downgrade(w));
+    }
+
+    /// Signals every waiter: each looks at the queue again. Called after queueing events (and
+    /// when the device fails, so each sees why).
+    pub(crate) fn fire(&self) {
+        let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        v.retain(|x| match x.upgrade() {
+            Some(w) => {
+                w.get().signal();
+                true
+            }
+            None => false,
+        });
+    }
 }
 
-/// [`Device::next_cm_event`] of an attached device: fetch what the daemon queued (clearing
-/// the eventfd first, so an event queued after the fetch signals it again), pick, else sleep
-/// on the eventfd and the control socket.
-fn next_attached_event(
-    a: &Mutex<Attached>,
-    mut pick: impl FnMut(&Event) -> bool,
-    deadline: Instant,
-) -> Result<Event> {
-    loop {
-        let (event, watch) = {
-            let mut g = lock_attached(a);
-            let event = g.cm_fetch()?;
-            if let Some(ev) = g.cm_take(&mut pick) {
-                return Ok(ev);
+/// One waiter for a CM event, blocking or async: the one dispatch between the backends.
+struct CmWait<'d, P> {
+    dev: &'d Device,
+    pick: P,
+    /// This waiter's wake-up, in the device's [`CmWaiters`] once the CM is enabled.
+    own: Arc<Waitable<EventFd>>,
+    registered: bool,
+}
+
+/// What a look at the queue found.
+enum Look {
+    Found(Event),
+    Sleep(Sleep),
+}
+
+/// What to sleep on before the next look.
+enum Sleep {
+    /// Caller-driven: drive the engine (blocking) or yield (async).
+    Drive,
+    /// The waiter's own eventfd, signalled by the progress thread or a CM call.
+    Own,
+    /// The own eventfd, the daemon's CM eventfd (whoever wakes fetches and signals the
+    /// others) and the control socket (the daemon died).
+    Attached {
+        daemon: Arc<Waitable<EventFd>>,
+        watch: Arc<Waitable<OwnedFd>>,
+    },
+}
+
+impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
+    fn new(dev: &'d Device, pick: P) -> Result<Self> {
+        Ok(CmWait {
+            dev,
+            pick,
+            own: Arc::new(Waitable::new(EventFd::new().map_err(Error::Io)?)),
+            registered: false,
+        })
+    }
+
+    /// Takes the first event `pick` accepts, else says what to sleep on. Registers first and
+    /// clears the own wake-up under the lock events are queued under, after moving them into
+    /// the queue: an event queued after this look signals it.
+    fn look(&mut self) -> Result<Look> {
+        match self.dev.backend() {
+            Backend::Local(l) => {
+                let mut st = l.lock();
+                if !self.registered {
+                    l.shared.cm.register(&self.own);
+                    self.registered = true;
+                }
+                if let Some(why) = &st.failed {
+                    return Err(Error::ProgressStopped(why.clone()));
+                }
+                if !l.has_thread() {
+                    st.pass(&l.shared.activity)?;
+                }
+                if st.take_cm_events() {
+                    l.shared.cm.fire();
+                }
+                self.own.get().clear();
+                let i = st.cm_events.iter().position(&mut self.pick);
+                if let Some(ev) = i.and_then(|i| st.cm_events.remove(i)) {
+                    return Ok(Look::Found(ev));
+                }
+                Ok(Look::Sleep(if l.has_thread() {
+                    Sleep::Own
+                } else {
+                    Sleep::Drive
+                }))
             }
-            (event, Arc::clone(&g.watch))
+            Backend::Attached(a) => {
+                let mut g = lock_attached(a);
+                if !self.registered {
+                    g.cm_waiters()?.register(&self.own);
+                    self.registered = true;
+                }
+                let daemon = g.cm_fetch()?;
+                self.own.get().clear();
+                if let Some(ev) = g.cm_take(&mut self.pick) {
+                    return Ok(Look::Found(ev));
+                }
+                let watch = Arc::clone(&g.watch);
+                Ok(Look::Sleep(Sleep::Attached { daemon, watch }))
+            }
+        }
+    }
+
+    /// Sleeps (blocking) as `s` says, for at most `timeout`.
+    fn sleep(&self, s: Sleep, timeout: Duration) -> Result<()> {
+        match s {
+            Sleep::Drive => match self.dev.backend() {
+                Backend::Local(l) => l.lock().driver.wait(&[]).map(drop).map_err(Error::from),
+                Backend::Attached(_) => Ok(()),
+            },
+            Sleep::Own => wait_any(&[self.own.get().as_fd()], timeout).map(drop),
+            Sleep::Attached { daemon, watch } => {
+                let fds = [
+                    self.own.get().as_fd(),
+                    daemon.get().as_fd(),
+                    watch.get().as_fd(),
+                ];
+                let ready = wait_any(&fds, timeout)?;
+                if ready.get(2) == Some(&true) {
+                    self.check_alive()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Self::sleep`] awaited, without a timeout.
+    async fn sleep_async(&self, s: Sleep) -> Result<()> {
+        let slept = match s {
+            Sleep::Drive => false,
+            Sleep::Own => readable(&[&*self.own]).await?,
+            Sleep::Attached { daemon, watch } => {
+                let slept = readable(&[&*self.own, &*daemon, &*watch]).await;
+                self.check_alive()?;
+                slept?
+            }
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Error::Timeout);
+        if !slept {
+            yield_now().await;
         }
-        let ready = wait_any(
-            &[event.get().as_fd(), watch.get().as_fd()],
-            left.min(WAIT_SLICE),
-        )?;
-        if ready.get(1) == Some(&true) {
-            lock_attached(a).check_alive()?;
+        Ok(())
+    }
+
+    /// Attached: [`Error::DaemonGone`] if the daemon died; the other waiters wake to see it.
+    fn check_alive(&self) -> Result<()> {
+        if let Backend::Attached(a) = self.dev.backend() {
+            let mut g = lock_attached(a);
+            if let Err(e) = g.check_alive() {
+                if let Ok(w) = g.cm_waiters() {
+                    w.fire();
+                }
+                return Err(e);
+            }
         }
+        Ok(())
     }
 }
 

@@ -934,11 +934,11 @@ impl Device {
                     std::thread::yield_now();
                     false
                 }
-                Step::Local(ev) => readable(&ev.event, None::<&Waitable<OwnedFd>>).await?,
+                Step::Local(ev) => readable(&[&ev.event]).await?,
                 Step::Attached(ev, watch) => {
                     // Dropped mid-sleep (a cancelled future), the guard still ends the sleep.
                     let guard = Sleeping(self, cq);
-                    let slept = readable(&ev, Some(&watch)).await;
+                    let slept = readable(&[&*ev, &*watch]).await;
                     drop(guard);
                     self.alive()?;
                     slept?

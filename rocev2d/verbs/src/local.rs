@@ -128,8 +128,8 @@ pub(crate) struct Shared {
     pub(crate) passes: AtomicU64,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: CqEvent,
-    /// Signalled, when armed, when the engine reports a CM event.
-    pub(crate) cm: CqEvent,
+    /// Signalled when the engine reports a CM event.
+    pub(crate) cm: crate::cm::CmWaiters,
     pub(crate) mode: ProgressMode,
     pub(crate) wait: WaitMode,
 }
@@ -171,7 +171,7 @@ impl Local {
             #[cfg(test)]
             passes: AtomicU64::new(0),
             activity: CqEvent::new()?,
-            cm: CqEvent::new()?,
+            cm: crate::cm::CmWaiters::default(),
             mode,
             wait,
         });
@@ -354,7 +354,7 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
                         ev.event.get().signal();
                     }
                     s.activity.event.get().signal();
-                    s.cm.event.get().signal();
+                    s.cm.fire();
                     return;
                 }
             }

@@ -72,41 +72,41 @@ pub(crate) fn wait_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result<Vec<
     Ok(pfds.iter().map(|f| !f.revents().is_empty()).collect())
 }
 
-/// Sleeps until `a` (or `b`) is readable. Returns `Ok(false)` when it cannot sleep (no tokio
+/// A [`Waitable`] of any descriptor type, so one wait can take several.
+pub(crate) trait Wait {
+    /// The registration with the current tokio runtime's reactor; `None` outside a runtime.
+    #[cfg(feature = "tokio")]
+    fn registration(&self) -> Result<Option<&tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>>;
+}
+
+impl<F: AsFd> Wait for Waitable<F> {
+    #[cfg(feature = "tokio")]
+    fn registration(&self) -> Result<Option<&tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>> {
+        self.reactor()
+    }
+}
+
+/// Sleeps until one of `ws` is readable. Returns `Ok(false)` when it cannot sleep (no tokio
 /// runtime): the caller then yields and looks again.
-pub(crate) async fn readable<F: AsFd, G: AsFd>(
-    a: &Waitable<F>,
-    b: Option<&Waitable<G>>,
-) -> Result<bool> {
+pub(crate) async fn readable(ws: &[&(dyn Wait + Sync)]) -> Result<bool> {
     #[cfg(feature = "tokio")]
     {
         use std::future::Future;
-        use std::pin::pin;
         use std::task::Poll;
-        let Some(ra) = a.reactor()? else {
-            return Ok(false);
-        };
-        let rb = match b {
-            Some(b) => b.reactor()?,
-            None => None,
-        };
-        let mut fa = pin!(ra.readable());
-        let mut fb = pin!(async move {
-            match rb {
-                Some(r) => r.readable().await.map(Some),
-                None => std::future::pending().await,
-            }
-        });
+        let mut regs = Vec::with_capacity(ws.len());
+        for w in ws {
+            let Some(r) = w.registration()? else {
+                return Ok(false);
+            };
+            regs.push(r);
+        }
+        let mut futs: Vec<_> = regs.iter().map(|r| Box::pin(r.readable())).collect();
         std::future::poll_fn(|cx| {
-            if let Poll::Ready(g) = fa.as_mut().poll(cx) {
-                g.map_err(Error::Io)?.clear_ready();
-                return Poll::Ready(Ok(true));
-            }
-            if let Poll::Ready(g) = fb.as_mut().poll(cx) {
-                if let Some(mut g) = g.map_err(Error::Io)? {
-                    g.clear_ready();
+            for f in &mut futs {
+                if let Poll::Ready(g) = f.as_mut().poll(cx) {
+                    g.map_err(Error::Io)?.clear_ready();
+                    return Poll::Ready(Ok(true));
                 }
-                return Poll::Ready(Ok(true));
             }
             Poll::Pending
         })
@@ -114,7 +114,7 @@ pub(crate) async fn readable<F: AsFd, G: AsFd>(
     }
     #[cfg(not(feature = "tokio"))]
     {
-        let _ = (a, b);
+        let _ = ws;
         Ok(false)
     }
 }

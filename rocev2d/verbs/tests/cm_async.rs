@@ -53,3 +53,60 @@ async fn run() {
     assert_eq!(req.req.local_qpn, qp.qpn(), "REQ carries b's QPN");
     let _ = conn;
 }
+
+/// A blocking and an async waiter on one device, each waiting for its own event: the async
+/// one's REQ arrives while its runtime's thread is busy (so tokio has not yet looked at the
+/// reactor) and the blocking waiter, woken by the same event, goes back to sleep meanwhile.
+/// The async waiter must still get its REQ without any later event.
+#[test]
+fn blocking_waiter_does_not_steal_an_async_waiters_wake_up() {
+    let (a, b) = Device::pair().expect("pair");
+    let service = ServiceId::rdma_cm(PortSpace::TCP, 7175);
+    a.cm_listen(service).expect("listen");
+    // The blocking waiter: waits for an event nobody sends, until the test is over.
+    let a2 = a.clone();
+    let blocking = std::thread::spawn(move || {
+        a2.next_cm_event(
+            |ev| matches!(ev, CmEvent::Rejected { .. }),
+            Duration::from_secs(8),
+        )
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let is_req = |ev: &CmEvent| matches!(ev, CmEvent::ConnectRequest(_));
+    rt.block_on(async {
+        let a3 = a.clone();
+        let waiter = tokio::spawn(async move { a3.next_cm_event_async(is_req).await });
+        // Let the waiter look at the queue and go to sleep.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "no REQ was sent yet");
+        let pd = b.alloc_pd().expect("pd");
+        let cq = b.create_cq(4).expect("cq");
+        let qp = b.create_rc_qp(pd, cq, cq).expect("qp");
+        let params = ConnectParams::new(
+            service,
+            gid(b.interface().addrs[0].ip),
+            gid(a.interface().addrs[0].ip),
+            qp.qpn(),
+            Psn::new(0x1234),
+        );
+        b.cm_connect(qp, params, Duration::from_secs(2))
+            .expect("cm_connect");
+        // Keep the runtime's only thread away from its reactor while the REQ arrives and
+        // the blocking waiter wakes and sleeps again.
+        std::thread::sleep(Duration::from_millis(1500));
+        let ev = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the async waiter woke for its REQ (no later event comes)")
+            .expect("join")
+            .expect("event");
+        assert!(is_req(&ev), "picked {ev:?}");
+    });
+    let left = blocking.join().expect("join");
+    assert!(
+        matches!(left, Err(rocev2::Error::Timeout)),
+        "the blocking waiter picked only its own: {left:?}"
+    );
+}
