@@ -111,7 +111,7 @@ fn cm_async_disconnect_is_seen_by_the_peer() {
             server_id.wait_disconnect_async(),
         );
         assert!(early.await.is_err(), "nobody disconnected yet");
-        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        let (cpu0, wall0) = (Duration::from(cpu_time()), Instant::now());
         let peer = tokio::spawn(async move {
             let data = server_id.wait_disconnect_async().await;
             (server_id, data)
@@ -135,7 +135,7 @@ fn cm_async_disconnect_is_seen_by_the_peer() {
             .expect("passive disconnect");
         (cpu0, wall0)
     });
-    let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+    let (cpu, wall) = (Duration::from(cpu_time()) - cpu0, wall0.elapsed());
     assert_eq!(a.qp_state(qp_a), Some(rocev2::QpState::Error));
     assert_eq!(b.qp_state(qp_b), Some(rocev2::QpState::Error));
     assert!(wall >= Duration::from_millis(500), "{wall:?}");
