@@ -115,7 +115,6 @@ fn lookahead_changes_nothing_for_a_peer_that_does_not_take_it() {
     assert_eq!(on, run(false));
 }
 
-
 /// Every member's first message carries the same announcement; the copies arriving after a
 /// member's message ended must not count it again, or the long flow would stay at line/9 for
 /// the 2 s soft-state timeout (seed 000 §III-B) once the incast is over.

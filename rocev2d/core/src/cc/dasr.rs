@@ -220,9 +220,11 @@ impl DasrReceiver {
         let mut sorted = members.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        if let Some(i) = auss.open.iter().position(|g| {
-            g.size == group_size && g.members == sorted && !g.heard.contains(&sender)
-        }) {
+        if let Some(i) = auss
+            .open
+            .iter()
+            .position(|g| g.size == group_size && g.members == sorted && !g.heard.contains(&sender))
+        {
             let g = &mut auss.open[i];
             g.heard.push(sender);
             if g.heard.len() >= usize::from(g.size) {
@@ -522,7 +524,11 @@ mod tests {
         // Member 2's copy arrives after member 1's message ended: 1 is not counted again.
         r.on_lookahead(t(1), 0xffff, 2, 3, &[3, 2, 1]);
         r.on_data(t(1), &only(2));
-        assert_eq!(r.n(t(1), 0xffff, 9), 2, "only 3 is left, plus the ACK's recipient");
+        assert_eq!(
+            r.n(t(1), 0xffff, 9),
+            2,
+            "only 3 is left, plus the ACK's recipient"
+        );
         r.on_lookahead(t(2), 0xffff, 3, 3, &[1, 2, 3]);
         r.on_data(t(2), &only(3));
         assert_eq!(r.n(t(2), 0xffff, 9), 1, "the group is done");
