@@ -395,6 +395,13 @@ pub const fn host_ip(h: u32) -> [u8; 4] {
     [10, (v >> 16) as u8, (v >> 8) as u8, v as u8]
 }
 
+/// DASR's 16-bit id of host `h` as a sender: the low 16 bits of its address, as the core's
+/// receiver counts it (`rocev2_core::cc::dasr`), and as look-ahead groups list it.
+pub const fn sender_id(h: u32) -> u16 {
+    let ip = host_ip(h);
+    u16::from_be_bytes([ip[2], ip[3]])
+}
+
 /// The host an IPv4 address belongs to.
 pub const fn ip_host(ip: [u8; 4]) -> u32 {
     (((ip[1] as u32) << 16) | ((ip[2] as u32) << 8) | ip[3] as u32).wrapping_sub(1)

@@ -16,6 +16,12 @@
 //!   foreground incasts of short flows of 2, 4 or 8 KB (uniform) from `incast_degree` (default 16)
 //!   random servers to a random receiver, at a total load split between the two.
 //!
+//! Incasts are announced: the flows of one `incast` round or one `dart_mix` incast form a group
+//! ([`FlowSpec::group`], members by [`incast_groups`]), and each flow's first WRITE carries the
+//! group's size and sender ids through the core's `SendWr::lookahead`, Dart's look-ahead (seed
+//! 000 §III-D: the application knows its static incast groups). The core sends the block only
+//! to a peer that announced it (Dart); `lookahead = false` turns the announcement off.
+//!
 //! Load is the mean offered payload rate per host as a fraction of a reference capacity: the
 //! host link rate (`load_reference = "access"`) or the host's share of the core, host rate divided
 //! by the topology's oversubscription (`"bisection"`, the default, so that 40% load on seed 000's
@@ -54,6 +60,10 @@ pub struct FlowSpec {
     pub start_ns: u64,
     /// Label for the outputs: the index of the `[[workload]]` entry, or the DVL traffic class.
     pub class: u8,
+    /// The announced incast group this flow belongs to (numbered from 0 over the whole
+    /// workload): its first packet carries the group's size and sender ids, Dart's look-ahead
+    /// (seed 000 §III-D). `None` for flows sent without an announcement.
+    pub group: Option<u32>,
 }
 
 /// A flow-size distribution (`sizes = { kind = "..." }`).
@@ -290,6 +300,10 @@ pub enum WorkloadSpec {
         /// First round, ns.
         #[serde(default)]
         start_ns: u64,
+        /// Each round's messages announce the round as an incast group (Dart's look-ahead,
+        /// seed 000 §III-D; default on, sent only to peers that take it).
+        #[serde(default = "announce")]
+        lookahead: bool,
     },
     /// Poisson arrivals at every host, uniform random destinations.
     Poisson {
@@ -322,7 +336,15 @@ pub enum WorkloadSpec {
         /// Reference capacity for `load`.
         #[serde(default)]
         load_reference: LoadReference,
+        /// Each incast's messages announce it as a group (Dart's look-ahead, seed 000 §III-D;
+        /// default on, sent only to peers that take it).
+        #[serde(default = "announce")]
+        lookahead: bool,
     },
+}
+
+fn announce() -> bool {
+    true
 }
 
 /// Size of an "endless" flow: more than any run can send.
@@ -376,6 +398,7 @@ pub fn generate(
     seed: u64,
 ) -> Result<Vec<FlowSpec>, WorkloadError> {
     let mut out = Vec::new();
+    let mut groups = 0u32;
     let h = cap.hosts;
     for (index, spec) in specs.iter().enumerate() {
         let err = |why: String| WorkloadError { index, why };
@@ -405,6 +428,7 @@ pub fn generate(
                         size,
                         start_ns: t,
                         class,
+                        group: None,
                     });
                 }
             }
@@ -421,6 +445,7 @@ pub fn generate(
                         size: ENDLESS,
                         start_ns: *start_ns,
                         class,
+                        group: None,
                     });
                 }
             }
@@ -441,6 +466,7 @@ pub fn generate(
                         size: size_bytes.unwrap_or(ENDLESS).max(1),
                         start_ns: *start_ns,
                         class,
+                        group: None,
                     });
                 }
             }
@@ -453,6 +479,7 @@ pub fn generate(
                 rounds,
                 period_ns,
                 start_ns,
+                lookahead,
             } => {
                 let r = host_ok("receiver", *receiver)?;
                 let list: Vec<u32> = match (senders, degree) {
@@ -475,6 +502,7 @@ pub fn generate(
                 }
                 for round in 0..rounds.unwrap_or(1) as u64 {
                     let t0 = start_ns + round * period_ns;
+                    let group = lookahead.then(|| next_group(&mut groups));
                     for &s in &list {
                         let j = if *jitter_ns > 0 {
                             dist::below(&mut rng, jitter_ns + 1)
@@ -487,6 +515,7 @@ pub fn generate(
                             size: *size_bytes,
                             start_ns: t0 + j,
                             class,
+                            group,
                         });
                     }
                 }
@@ -515,6 +544,7 @@ pub fn generate(
                             size,
                             start_ns: t as u64,
                             class,
+                            group: None,
                         });
                         t += dist::exponential(&mut rng, mean_gap);
                     }
@@ -528,6 +558,7 @@ pub fn generate(
                 long_bytes,
                 jitter_ns,
                 load_reference,
+                lookahead,
             } => {
                 check_load(*load).map_err(err)?;
                 if !(0.0..=1.0).contains(short_fraction) {
@@ -556,6 +587,7 @@ pub fn generate(
                                 size: long,
                                 start_ns: t as u64,
                                 class: 1,
+                                group: None,
                             });
                             t += dist::exponential(&mut rng, gap);
                         }
@@ -576,6 +608,7 @@ pub fn generate(
                                 picked.push(s);
                             }
                         }
+                        let group = lookahead.then(|| next_group(&mut groups));
                         for &s in &picked {
                             let (size, _) = shorts.sample(&mut rng);
                             let j = if *jitter_ns > 0 {
@@ -589,6 +622,7 @@ pub fn generate(
                                 size,
                                 start_ns: t as u64 + j,
                                 class: 0,
+                                group,
                             });
                         }
                         t += dist::exponential(&mut rng, gap);
@@ -600,6 +634,29 @@ pub fn generate(
     // Stable: equal start times keep generation order.
     out.sort_by_key(|f| f.start_ns);
     Ok(out)
+}
+
+/// The next incast group's number.
+fn next_group(groups: &mut u32) -> u32 {
+    let g = *groups;
+    *groups += 1;
+    g
+}
+
+/// The members of every announced incast group, indexed by [`FlowSpec::group`]: the sending
+/// hosts of the group's flows, in workload order.
+pub fn incast_groups(flows: &[FlowSpec]) -> Vec<Vec<u32>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for f in flows {
+        if let Some(g) = f.group {
+            let g = g as usize;
+            if groups.len() <= g {
+                groups.resize_with(g + 1, Vec::new);
+            }
+            groups[g].push(f.src);
+        }
+    }
+    groups
 }
 
 fn check_load(load: f64) -> Result<(), String> {
@@ -694,6 +751,7 @@ mod tests {
                 long_bytes: Some(100_000),
                 jitter_ns: 0,
                 load_reference: LoadReference::Access,
+                lookahead: true,
             }],
             CAP,
             10_000_000,
@@ -709,6 +767,51 @@ mod tests {
                 .filter(|f| f.class == 0)
                 .all(|f| [2048, 4096, 8192].contains(&f.size))
         );
+        // Every incast is one announced group of 16 distinct senders to one receiver; the long
+        // flows announce nothing (seed 000 §III-D).
+        assert!(f.iter().all(|f| (f.class == 0) == f.group.is_some()));
+        let groups = incast_groups(&f);
+        assert!(groups.len() > 10);
+        for (g, members) in groups.iter().enumerate() {
+            let mut m = members.clone();
+            m.sort_unstable();
+            m.dedup();
+            assert_eq!(m.len(), 16, "group {g}");
+            let dst: Vec<u32> = f
+                .iter()
+                .filter(|f| f.group == Some(g as u32))
+                .map(|f| f.dst)
+                .collect();
+            assert!(dst.windows(2).all(|w| w[0] == w[1]), "group {g}");
+        }
+    }
+
+    #[test]
+    fn incast_rounds_are_groups_unless_told_not_to() {
+        let spec = |lookahead| WorkloadSpec::Incast {
+            receiver: 0,
+            senders: None,
+            degree: Some(4),
+            size_bytes: 1000,
+            jitter_ns: 50,
+            rounds: Some(3),
+            period_ns: 1000,
+            start_ns: 0,
+            lookahead,
+        };
+        let f = generate(&[spec(true)], CAP, 1, 2).unwrap();
+        // One group per round: the four senders, whatever order the jitter put them in.
+        let groups: Vec<Vec<u32>> = incast_groups(&f)
+            .into_iter()
+            .map(|mut g| {
+                g.sort_unstable();
+                g
+            })
+            .collect();
+        assert_eq!(groups, vec![vec![1, 2, 3, 4]; 3]);
+        let off = generate(&[spec(false)], CAP, 1, 2).unwrap();
+        assert!(off.iter().all(|f| f.group.is_none()));
+        assert!(incast_groups(&off).is_empty());
     }
 
     #[test]
@@ -723,6 +826,7 @@ mod tests {
                 rounds: None,
                 period_ns: 0,
                 start_ns: 0,
+                lookahead: true,
             }],
             CAP,
             1,

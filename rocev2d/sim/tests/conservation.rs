@@ -22,6 +22,7 @@ fn bytes_balance_per_flow_and_per_switch() {
                 rounds: None,
                 period_ns: 0,
                 start_ns: 0,
+                lookahead: true,
             },
             WorkloadSpec::Flows {
                 flows: vec![(7, 0, 100_000, 0)],

@@ -18,6 +18,7 @@ fn incast(pfc: bool) -> Sim {
             rounds: None,
             period_ns: 0,
             start_ns: 0,
+            lookahead: true,
         }],
         2_000_000,
     );

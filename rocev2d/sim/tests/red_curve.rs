@@ -40,6 +40,7 @@ fn check_curve(mark_at: MarkAt) {
             rounds: Some(12),
             period_ns: 40_000,
             start_ns: 0,
+            lookahead: true,
         }],
         500_000,
     );

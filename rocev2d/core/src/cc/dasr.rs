@@ -23,7 +23,12 @@
 //! first packet of a message, counts its messages in flight, leaves when the count returns to
 //! zero or after `idle_timeout` (2 s) without a packet. Look-ahead (§III-D) pre-populates the set
 //! with an incast group's announced members (and counts unlisted ones anonymously) within the
-//! announcing tenant only, so one tenant can never throttle another.
+//! announcing tenant only, so one tenant can never throttle another. Every member's first message
+//! carries the same announcement, and a flow counts "as if it begins when the look-ahead
+//! notification first arrives": the receiver keeps the group open until each of its members has
+//! announced it (or for `idle_timeout`), and the copies do not count anyone again, not even a
+//! member whose message has already ended. A member announcing the same group a second time
+//! starts a new instance of it (the next round of a static group).
 //!
 //! Deviations: senders are identified by a 16-bit id, the low 16 bits of their IP address (the
 //! paper's example uses 2-byte sender ids). "Receive throughput at line rate" means at least
@@ -92,6 +97,19 @@ struct Auss {
     senders: BTreeMap<u16, Sender>,
     /// Announced group members that were not listed by id: (count, when announced).
     anonymous: Option<(u16, Instant)>,
+    /// Announced groups some of whose members have not announced them yet.
+    open: alloc::vec::Vec<OpenGroup>,
+}
+
+/// An incast group announced by look-ahead whose copies are still due (§III-D).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OpenGroup {
+    size: u16,
+    /// Listed member ids, sorted.
+    members: alloc::vec::Vec<u16>,
+    /// Senders whose copy of the announcement arrived.
+    heard: alloc::vec::Vec<u16>,
+    at: Instant,
 }
 
 impl Auss {
@@ -182,12 +200,46 @@ impl DasrReceiver {
         }
     }
 
-    /// A look-ahead notification in tenant `p_key`: `group_size` senders, `members` listed.
-    pub fn on_lookahead(&mut self, now: Instant, p_key: u16, group_size: u16, members: &[u16]) {
+    /// A look-ahead notification from `sender` in tenant `p_key`: `group_size` senders,
+    /// `members` listed. A copy of a group still open (another member's announcement of it)
+    /// changes nothing (see the module doc).
+    pub fn on_lookahead(
+        &mut self,
+        now: Instant,
+        p_key: u16,
+        sender: u16,
+        group_size: u16,
+        members: &[u16],
+    ) {
         if !self.p.lookahead {
             return;
         }
+        let idle = self.p.idle_timeout;
         let auss = self.tenants.entry(p_key & 0x7fff).or_default();
+        auss.open.retain(|g| now - g.at < idle);
+        let mut sorted = members.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if let Some(i) = auss
+            .open
+            .iter()
+            .position(|g| g.size == group_size && g.members == sorted && !g.heard.contains(&sender))
+        {
+            let g = &mut auss.open[i];
+            g.heard.push(sender);
+            if g.heard.len() >= usize::from(g.size) {
+                auss.open.swap_remove(i);
+            }
+            return;
+        }
+        if group_size > 1 {
+            auss.open.push(OpenGroup {
+                size: group_size,
+                members: sorted,
+                heard: alloc::vec![sender],
+                at: now,
+            });
+        }
         for id in members {
             auss.senders.entry(*id).or_insert(Sender {
                 in_flight: 1,
@@ -414,7 +466,7 @@ mod tests {
             },
         );
         // Tenant 0x8002 announces a 20-sender incast listing 3 ids.
-        r.on_lookahead(t(0), 0x8002, 20, &[1, 2, 3]);
+        r.on_lookahead(t(0), 0x8002, 1, 20, &[1, 2, 3]);
         assert_eq!(r.n(t(0), 0x8002, 1), 20);
         assert_eq!(r.n(t(0), 0x8001, 9), 1, "another tenant is not throttled");
         // A listed member's message starts and ends: counted once, then gone.
@@ -446,8 +498,49 @@ mod tests {
             lookahead: false,
             ..DasrParams::paper(G10)
         });
-        off.on_lookahead(t(0), 0x8002, 20, &[1, 2, 3]);
+        off.on_lookahead(t(0), 0x8002, 1, 20, &[1, 2, 3]);
         assert_eq!(off.n(t(0), 0x8002, 1), 1);
+    }
+
+    /// One message of sender `s`, first and last packet at once.
+    fn only(s: u16) -> DataArrival {
+        DataArrival {
+            p_key: 0xffff,
+            sender: s,
+            starts: true,
+            ends: true,
+            bytes: 1000,
+            ce: false,
+        }
+    }
+
+    #[test]
+    fn dasr_lookahead_counts_a_group_once_however_many_members_announce_it() {
+        let mut r = DasrReceiver::new(DasrParams::paper(G10));
+        // Members 1, 2, 3 each send one single-packet message carrying the group (§III-D).
+        r.on_lookahead(t(0), 0xffff, 1, 3, &[1, 2, 3]);
+        r.on_data(t(0), &only(1));
+        assert_eq!(r.n(t(0), 0xffff, 9), 3, "2 and 3 announced, not yet seen");
+        // Member 2's copy arrives after member 1's message ended: 1 is not counted again.
+        r.on_lookahead(t(1), 0xffff, 2, 3, &[3, 2, 1]);
+        r.on_data(t(1), &only(2));
+        assert_eq!(
+            r.n(t(1), 0xffff, 9),
+            2,
+            "only 3 is left, plus the ACK's recipient"
+        );
+        r.on_lookahead(t(2), 0xffff, 3, 3, &[1, 2, 3]);
+        r.on_data(t(2), &only(3));
+        assert_eq!(r.n(t(2), 0xffff, 9), 1, "the group is done");
+        // The next round of the same static group is a new instance.
+        r.on_lookahead(t(5), 0xffff, 2, 3, &[1, 2, 3]);
+        assert_eq!(r.n(t(5), 0xffff, 9), 4);
+        // A member announcing twice opens a further instance rather than closing this one.
+        r.on_lookahead(t(6), 0xffff, 2, 3, &[1, 2, 3]);
+        r.on_data(t(6), &only(2));
+        r.on_lookahead(t(7), 0xffff, 1, 3, &[1, 2, 3]);
+        r.on_data(t(7), &only(1));
+        assert_eq!(r.n(t(7), 0xffff, 9), 2, "3 is still announced");
     }
 
     #[test]

@@ -420,9 +420,16 @@ impl ReceiverCc {
     }
 
     /// A look-ahead notification arrived (seed 000 §III-D).
-    pub fn on_lookahead(&mut self, now: Instant, p_key: u16, group_size: u16, members: &[u16]) {
+    pub fn on_lookahead(
+        &mut self,
+        now: Instant,
+        p_key: u16,
+        sender: u16,
+        group_size: u16,
+        members: &[u16],
+    ) {
         if let Some(d) = &mut self.dasr {
-            d.on_lookahead(now, p_key, group_size, members);
+            d.on_lookahead(now, p_key, sender, group_size, members);
         }
     }
 

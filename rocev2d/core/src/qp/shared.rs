@@ -178,15 +178,20 @@ impl Shared {
         self.counters.ce_received += ce as u64;
         let sender = self.peer_id();
         let p_key = roce.bth.p_key;
-        if let Some(l) = roce.ext.as_ref().and_then(|e| e.lookahead.as_ref()) {
-            env.rx_cc
-                .on_lookahead(env.now, p_key, l.group_size, l.members());
-        }
         let pos = op.position();
         // Only a request at the expected PSN opens or closes a message for DASR's count
         // (seed 000 §III-B counts messages): an out-of-sequence copy the responder discards
         // and its go-back-N resend would end one message twice.
         let counted = !op.is_read_response() && roce.bth.psn == self.resp.epsn();
+        // The look-ahead rides on that same first packet (§III-D); a resent copy would
+        // announce the group again.
+        if let Some(l) = roce.ext.as_ref().and_then(|e| e.lookahead.as_ref())
+            && counted
+            && pos.starts_message()
+        {
+            env.rx_cc
+                .on_lookahead(env.now, p_key, sender, l.group_size, l.members());
+        }
         let arrival = crate::cc::DataArrival {
             p_key,
             sender,

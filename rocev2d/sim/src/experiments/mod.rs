@@ -358,6 +358,7 @@ impl DartIncast {
                     rounds: Some(self.rounds),
                     period_ns: self.period_ns,
                     start_ns: self.warmup_ns,
+                    lookahead: true,
                 },
                 WorkloadSpec::LongLived {
                     pairs: (self.degree..receiver).map(|h| (h, receiver)).collect(),

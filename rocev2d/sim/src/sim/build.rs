@@ -10,7 +10,7 @@ use super::pool::PacketPool;
 use super::{Flow, RunStats, Sim};
 use crate::dist;
 use crate::event::{Event, EventQueue, PortId};
-use crate::host::{Host, HostMemory, MR_BASE, host_ip};
+use crate::host::{Host, HostMemory, MR_BASE, host_ip, sender_id};
 use crate::link::Port;
 use crate::routing::Routes;
 use crate::scenario::{LossScope, SamplePorts, Scenario, ScenarioError};
@@ -214,6 +214,10 @@ impl Sim {
             });
         }
 
+        let groups = workload::incast_groups(&specs)
+            .into_iter()
+            .map(|g| g.into_iter().map(sender_id).collect())
+            .collect();
         let flows = specs
             .into_iter()
             .enumerate()
@@ -242,6 +246,7 @@ impl Sim {
             routes,
             pkts: PacketPool::default(),
             flows,
+            groups,
             qp_flow: HashMap::new(),
             rng_policy: dist::rng(scenario.seed, 1),
             rng_loss: dist::rng(scenario.seed, 2),

@@ -235,6 +235,12 @@ impl Sim {
             } else {
                 wr
             };
+            // Dart's look-ahead (seed 000 §III-D): the flow's first message announces its
+            // incast group; the core sends it only to a peer that takes it.
+            let wr = match fl.spec.group.and_then(|g| self.groups.get(g as usize)) {
+                Some(members) if off == 0 => wr.lookahead(members.len() as u16, members),
+                _ => wr,
+            };
             if host.ep.post_send(qs, wr).is_err() {
                 fl.failed = Some(WcStatus::GeneralErr);
                 return;

@@ -63,6 +63,8 @@ pub struct Sim {
     routes: Routes,
     pkts: PacketPool,
     flows: Vec<Flow>,
+    /// Each announced incast group's sender ids ([`crate::workload::incast_groups`]).
+    groups: Vec<Vec<u16>>,
     /// (host, QPN on that host) → flow. Looked up, never iterated.
     qp_flow: HashMap<u64, u32>,
     rng_policy: SimRng,
