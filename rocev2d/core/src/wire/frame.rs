@@ -404,9 +404,8 @@ impl FrameRepr {
     ) -> Result<(), Error> {
         let l2 = self.l2_len();
         let ip_len = self.ip.header_len();
-        // Validated once; the transport headers are written with the same layout.
-        let sized = self.roce.sized(payload_len)?;
-        let transport_len = sized.1;
+        // Validated once here; the transport headers are then written without repeating it.
+        let transport_len = self.roce.buffer_len(payload_len)?;
         if buf.len() != l2 + ip_len + UDP_LEN + transport_len {
             return Err(Error::BadRepr);
         }
@@ -519,7 +518,9 @@ impl FrameRepr {
         };
         buf[udp_range.clone()].copy_from_slice(&udp.to_bytes());
         let transport = &mut buf[udp_range.end..];
-        let payload = self.roce.emit_sized(transport, payload_len, sized)?;
+        let payload = self
+            .roce
+            .emit_sized(transport, payload_len, transport_len)?;
         fill(&mut transport[payload]);
         // ICRC first: it masks the UDP checksum, which in turn covers the ICRC. One CRC pass
         // over the frame where it lies, from the eight bytes before the IP header (the LRH

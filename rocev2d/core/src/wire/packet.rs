@@ -284,7 +284,7 @@ impl Repr {
 
     /// The opcode's layout, after checking that exactly its headers are present and that the
     /// TVer agrees with the presence of a REXT header.
-    #[inline]
+    #[inline(always)]
     pub fn layout(&self) -> Result<Layout, Error> {
         let l = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
         let matches = l.deth == self.deth.is_some()
@@ -325,41 +325,39 @@ impl Repr {
         (4 - payload_len % 4) % 4
     }
 
-    /// The layout and total length for a payload of `payload_len`, validated once so the emit
-    /// path does not repeat it.
+    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included; an error when
+    /// the repr cannot be emitted ([`Self::layout`]) or its opcode carries no payload.
     #[inline]
-    pub(super) fn sized(&self, payload_len: usize) -> Result<(Layout, usize), Error> {
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
         let l = self.layout()?;
         if !l.payload && payload_len != 0 {
             return Err(Error::BadRepr);
         }
-        let total = self.header_len_for(&l) + payload_len + Self::pad_for(payload_len) + ICRC_LEN;
-        Ok((l, total))
-    }
-
-    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included.
-    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
-        Ok(self.sized(payload_len)?.1)
+        Ok(self.header_len_for(&l) + payload_len + Self::pad_for(payload_len) + ICRC_LEN)
     }
 
     /// Writes the headers into `buf` (exactly `buffer_len(payload_len)` long), sets PadCnt from
     /// the payload length, zeroes pad and ICRC, and returns the range where the caller puts
     /// the payload. This lets the engine copy payload straight from memory into the frame.
     pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Range<usize>, Error> {
-        self.emit_sized(buf, payload_len, self.sized(payload_len)?)
+        let total = self.buffer_len(payload_len)?;
+        self.emit_sized(buf, payload_len, total)
     }
 
-    /// [`Self::emit_headers`] with the layout and length [`Self::sized`] returned for this
-    /// `payload_len`, for a caller that already validated them (the frame builder).
+    /// [`Self::emit_headers`] for a caller that already validated this repr and took `total`
+    /// from [`Self::buffer_len`] (the frame builder, which needs the length first for the IP
+    /// and UDP headers). The layout is looked up again in the opcode table rather than handed
+    /// over: moving the returned `Layout` out of its `Result` stalled on store forwarding.
     pub(super) fn emit_sized(
         &self,
         buf: &mut [u8],
         payload_len: usize,
-        (layout, total): (Layout, usize),
+        total: usize,
     ) -> Result<Range<usize>, Error> {
         if buf.len() != total {
             return Err(Error::BadRepr);
         }
+        let layout = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
         let mut bth = self.bth;
         bth.pad_cnt = Self::pad_for(payload_len) as u8;
         bth.emit(&mut BthPacket::new_unchecked(&mut buf[..BthRepr::LEN]));
