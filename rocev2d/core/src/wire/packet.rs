@@ -21,12 +21,13 @@ use core::ops::Range;
 /// Length of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
 
-/// Offsets of each header present in a packet, computed once from the opcode's layout.
+/// Offsets of each header present in a packet, from the opcode's layout and the REXT length.
 ///
-/// Kept in `u16`s: every checked packet carries one, and it is moved with the packet through
-/// each parse layer on the receive path, where a table of `Option<usize>` (160 bytes) cost more
-/// to copy than the headers it locates. No offset can exceed `u16`: the REXT is at most
-/// 255 · 4 bytes and the other headers add up to 128.
+/// A [`Packet`] keeps only those two and computes this on demand (a few additions): the
+/// checked view is moved through every parse layer of the receive path, where a stored table
+/// (160 bytes of `Option<usize>` at first, then 36 of `u16`) cost more to copy, and to read back
+/// across the narrow stores that built it, than recomputing it. No offset exceeds `u16`: the
+/// REXT is at most 255 · 4 bytes and the other headers add up to 128.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Offsets {
     /// Length of the REXT header, which follows the BTH; 0 without one.
@@ -71,7 +72,8 @@ fn offsets(layout: &Layout, ext_len: usize) -> Offsets {
 #[derive(Debug, Clone)]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
-    offsets: Offsets,
+    /// Length of the REXT header (0 without one).
+    ext_len: u16,
     layout: Layout,
 }
 
@@ -107,13 +109,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(Packet {
             buffer,
-            offsets,
+            ext_len: offsets.ext_len,
             layout,
         })
     }
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
+    }
+    #[inline]
+    fn offsets(&self) -> Offsets {
+        offsets(&self.layout, usize::from(self.ext_len))
     }
     /// The opcode's header layout.
     pub fn layout(&self) -> Layout {
@@ -125,55 +131,55 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// The REXT header, when BTH.TVer is 1.
     pub fn ext(&self) -> Option<ExtPacket<&[u8]>> {
-        let len = usize::from(self.offsets.ext_len);
+        let len = usize::from(self.ext_len);
         (len > 0).then(|| ExtPacket::new_unchecked(&self.b()[BthRepr::LEN..BthRepr::LEN + len]))
     }
     /// The DETH, for UD opcodes.
     pub fn deth(&self) -> Option<DethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .deth
             .map(|at| DethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The RETH, for RDMA WRITE First/Only and READ requests.
     pub fn reth(&self) -> Option<RethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .reth
             .map(|at| RethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AtomicETH, for CmpSwap and FetchAdd.
     pub fn atomic_eth(&self) -> Option<AtomicEthPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .atomic_eth
             .map(|at| AtomicEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AETH, for ACKs and READ responses First/Last/Only.
     pub fn aeth(&self) -> Option<AethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .aeth
             .map(|at| AethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AtomicAckETH, for ATOMIC Acknowledge.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .atomic_ack_eth
             .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The ImmDt, for the with-immediate opcodes.
     pub fn immdt(&self) -> Option<ImmDtPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .immdt
             .map(|at| ImmDtPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The IETH, for SEND with Invalidate.
     pub fn ieth(&self) -> Option<IethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .ieth
             .map(|at| IethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// Where the payload (without pad bytes) lies in the buffer.
     fn payload_range(&self) -> Range<usize> {
         let end = self.b().len() - ICRC_LEN - self.bth().pad_cnt() as usize;
-        usize::from(self.offsets.payload)..end
+        usize::from(self.offsets().payload)..end
     }
     /// The payload without pad bytes.
     pub fn payload(&self) -> &[u8] {
