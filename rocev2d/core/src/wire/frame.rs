@@ -165,6 +165,21 @@ pub struct FrameRepr {
     pub roce: RoceRepr,
 }
 
+/// A frame's headers with the transport headers borrowed: what [`FrameRepr`] emits through,
+/// and what the engine builds for every frame it sends, so its transport repr (a few hundred
+/// bytes with a REXT) is not copied into a [`FrameRepr`] per packet.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameHeaders<'a> {
+    /// Link layer.
+    pub eth: EthRepr,
+    /// Network layer.
+    pub ip: IpRepr,
+    /// UDP.
+    pub udp: UdpRepr,
+    /// The transport headers, BTH onwards.
+    pub roce: &'a RoceRepr,
+}
+
 /// A checked view of a frame: where each layer lies, and the transport packet.
 #[derive(Debug, Clone)]
 pub struct Frame<'a> {
@@ -384,6 +399,40 @@ impl FrameRepr {
         })
     }
 
+    /// The headers to emit, borrowing the transport repr.
+    pub fn headers(&self) -> FrameHeaders<'_> {
+        FrameHeaders {
+            eth: self.eth,
+            ip: self.ip,
+            udp: self.udp,
+            roce: &self.roce,
+        }
+    }
+
+    /// Bytes a frame with a payload of `payload_len` takes, ICRC included (no Ethernet FCS).
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
+        self.headers().buffer_len(payload_len)
+    }
+
+    /// Writes headers into `buf` (exactly [`Self::buffer_len`] long), lets `fill` write the
+    /// payload in place, then computes pad, ICRC, and the IP and UDP checksums; see
+    /// [`FrameHeaders::emit_with`].
+    pub fn emit_with(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Error> {
+        self.headers().emit_with(buf, payload_len, fill)
+    }
+
+    /// Writes the whole frame with `payload`; see [`Self::emit_with`].
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<(), Error> {
+        self.emit_with(buf, payload.len(), |dst| dst.copy_from_slice(payload))
+    }
+}
+
+impl FrameHeaders<'_> {
     fn l2_len(&self) -> usize {
         ETH_LEN + self.eth.vlan.map_or(0, |_| VLAN_LEN)
     }
@@ -542,11 +591,6 @@ impl FrameRepr {
             head[udp_range.start + 6..udp_range.end].copy_from_slice(&sum.to_be_bytes());
         }
         Ok(())
-    }
-
-    /// Writes the whole frame with `payload`; see [`Self::emit_with`].
-    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<(), Error> {
-        self.emit_with(buf, payload.len(), |dst| dst.copy_from_slice(payload))
     }
 }
 
