@@ -5,6 +5,8 @@
 //! what the wire code adds on top (header encode/decode, ICRC masking, the IP header checksum)
 //! shows as the ratio to it. `build` also copies the 4 KiB payload into the frame, so it is
 //! compared with a second reference as well, a copy of the payload plus the plain CRC.
+//! `parse_verify` is `FrameRepr::parse`; `receive` is what the endpoint does per frame (the same
+//! checks and ICRC, building only the transport repr).
 //! `deploy/bench/wire-ratio.sh` prints both ratios; BENCHMARKS.md records them (target: within
 //! 1.25x of plain CRC).
 //!
@@ -16,7 +18,8 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rocev2_core::wire::{
     BthRepr, EthRepr, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, ROCEV2_UDP_PORT, RethRepr,
-    RoceRepr, UdpRepr, frame::Ecn,
+    RoceRepr, UdpRepr,
+    frame::{Ecn, Frame},
 };
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -86,6 +89,17 @@ fn wire(c: &mut Criterion) {
             // By reference: the repr must exist, but copying it out is not the parser's cost.
             black_box(&r);
             black_box(p);
+        })
+    });
+    // What the endpoint does per received frame: the same checks and ICRC, but only the
+    // transport repr is built (L2–L4 are read from the checked view), no whole `FrameRepr`.
+    g.bench_function("receive", |b| {
+        b.iter(|| {
+            let f = Frame::new_checked(black_box(&frame)).unwrap();
+            f.verify_icrc().unwrap();
+            let r = RoceRepr::parse(f.transport()).unwrap();
+            black_box(&r);
+            black_box(f.payload());
         })
     });
     // The floor for `build`, which must also copy the payload into the frame: a 4 KiB copy plus

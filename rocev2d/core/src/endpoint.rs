@@ -25,8 +25,8 @@ use crate::qp::{
 };
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    self, DatagramMeta, FrameRepr, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr,
-    frame::Frame, gid::gid, grh,
+    self, DatagramMeta, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame, gid::gid,
+    grh,
 };
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -606,18 +606,21 @@ impl Endpoint {
     ) -> Result<(), DropReason> {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
-        let repr = FrameRepr::parse_frame(&frame)?;
-        let (src, dst): (IpAddr, IpAddr) = match repr.ip {
+        // Only the transport headers' meaning is built; the L2–L4 fields are read from the
+        // checked frame in place, so no whole `FrameRepr` is assembled per packet.
+        let roce = RoceRepr::parse(frame.transport())?;
+        let ip = frame.ip_repr();
+        let (src, dst): (IpAddr, IpAddr) = match *ip {
             IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
             IpRepr::V6 { src, dst, .. } => (src.into(), dst.into()),
         };
         let rx = Received {
             src,
             dst,
-            src_mac: Some(repr.eth.src),
-            sport: repr.udp.src_port,
-            ecn: repr.ip.ecn(),
-            roce: &repr.roce,
+            src_mac: Some(frame.eth_repr().src),
+            sport: frame.udp_repr().src_port,
+            ecn: ip.ecn(),
+            roce: &roce,
             payload: frame.payload(),
             len: bytes.len(),
             ip: IpHeader::Frame(frame.ip_header()),

@@ -13,14 +13,15 @@
 //! Deviations: IPv4 options, IPv6 extension headers and double-tagged (QinQ) frames are refused
 //! ([`Error::IpOptions`], [`Error::NotIp`]); no RoCEv2 implementation sends them.
 
+use super::packet::ICRC_LEN;
 use super::{Error, Header, RocePacket, RoceRepr, icrc};
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use core::ops::Range;
 use etherparse::{
-    EtherType, Ethernet2Header, Ethernet2HeaderSlice, IpDscp, IpEcn, IpNumber, Ipv4Header,
-    Ipv4HeaderSlice, Ipv6FlowLabel, Ipv6Header, Ipv6HeaderSlice, SingleVlanHeader,
-    SingleVlanHeaderSlice, UdpHeader, UdpHeaderSlice, VlanId, VlanPcp,
+    EtherType, Ethernet2Header, Ethernet2HeaderSlice, IpNumber, Ipv4HeaderSlice, Ipv6FlowLabel,
+    Ipv6Header, Ipv6HeaderSlice, SingleVlanHeader, SingleVlanHeaderSlice, UdpHeader,
+    UdpHeaderSlice, VlanId, VlanPcp,
 };
 
 /// The IANA-assigned RoCEv2 UDP destination port.
@@ -164,12 +165,27 @@ pub struct FrameRepr {
     pub roce: RoceRepr,
 }
 
+/// A frame's headers with the transport headers borrowed: what [`FrameRepr`] emits through,
+/// and what the engine builds for every frame it sends, so its transport repr (a few hundred
+/// bytes with a REXT) is not copied into a [`FrameRepr`] per packet.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameHeaders<'a> {
+    /// Link layer.
+    pub eth: EthRepr,
+    /// Network layer.
+    pub ip: IpRepr,
+    /// UDP.
+    pub udp: UdpRepr,
+    /// The transport headers, BTH onwards.
+    pub roce: &'a RoceRepr,
+}
+
 /// A checked view of a frame: where each layer lies, and the transport packet.
 #[derive(Debug, Clone)]
 pub struct Frame<'a> {
     bytes: &'a [u8],
+    /// Where the IP header lies; the UDP header follows it.
     ip: Range<usize>,
-    udp: Range<usize>,
     transport: RocePacket<&'a [u8]>,
     /// The L2–L4 fields, read once while checking.
     eth_repr: EthRepr,
@@ -284,7 +300,6 @@ impl<'a> Frame<'a> {
         if udp_h.destination_port() != ROCEV2_UDP_PORT {
             return Err(Error::NotRoce(udp_h.destination_port()));
         }
-        let udp = at..at + UDP_LEN;
         let transport_bytes = &ip_payload[UDP_LEN..];
         if udp_h.checksum() != 0 {
             let h = udp_h.to_header();
@@ -321,7 +336,6 @@ impl<'a> Frame<'a> {
         Ok(Frame {
             bytes,
             ip,
-            udp,
             transport,
             eth_repr,
             ip_repr,
@@ -331,12 +345,9 @@ impl<'a> Frame<'a> {
 
     /// Checks the ICRC (RoCEv2 Annex A17.8).
     pub fn verify_icrc(&self) -> Result<(), Error> {
-        let end = self.udp.end + self.transport.icrc_covered().len() + 4;
-        icrc::verify(
-            self.ip_header(),
-            self.udp_header(),
-            &self.bytes[self.udp.end..end],
-        )
+        let at = self.ip.end + UDP_LEN;
+        let end = at + self.transport.icrc_covered().len() + ICRC_LEN;
+        icrc::verify(self.ip_header(), self.udp_header(), &self.bytes[at..end])
     }
     /// The IP header bytes.
     pub fn ip_header(&self) -> &'a [u8] {
@@ -344,7 +355,19 @@ impl<'a> Frame<'a> {
     }
     /// The UDP header bytes.
     pub fn udp_header(&self) -> &'a [u8] {
-        &self.bytes[self.udp.clone()]
+        &self.bytes[self.ip.end..self.ip.end + UDP_LEN]
+    }
+    /// The Ethernet header's fields.
+    pub fn eth_repr(&self) -> &EthRepr {
+        &self.eth_repr
+    }
+    /// The IP header's fields.
+    pub fn ip_repr(&self) -> &IpRepr {
+        &self.ip_repr
+    }
+    /// The UDP header's fields.
+    pub fn udp_repr(&self) -> &UdpRepr {
+        &self.udp_repr
     }
     /// The transport packet (BTH … ICRC).
     pub fn transport(&self) -> &RocePacket<&'a [u8]> {
@@ -376,6 +399,40 @@ impl FrameRepr {
         })
     }
 
+    /// The headers to emit, borrowing the transport repr.
+    pub fn headers(&self) -> FrameHeaders<'_> {
+        FrameHeaders {
+            eth: self.eth,
+            ip: self.ip,
+            udp: self.udp,
+            roce: &self.roce,
+        }
+    }
+
+    /// Bytes a frame with a payload of `payload_len` takes, ICRC included (no Ethernet FCS).
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
+        self.headers().buffer_len(payload_len)
+    }
+
+    /// Writes headers into `buf` (exactly [`Self::buffer_len`] long), lets `fill` write the
+    /// payload in place, then computes pad, ICRC, and the IP and UDP checksums; see
+    /// [`FrameHeaders::emit_with`].
+    pub fn emit_with(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Error> {
+        self.headers().emit_with(buf, payload_len, fill)
+    }
+
+    /// Writes the whole frame with `payload`; see [`Self::emit_with`].
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<(), Error> {
+        self.emit_with(buf, payload.len(), |dst| dst.copy_from_slice(payload))
+    }
+}
+
+impl FrameHeaders<'_> {
     fn l2_len(&self) -> usize {
         ETH_LEN + self.eth.vlan.map_or(0, |_| VLAN_LEN)
     }
@@ -396,6 +453,7 @@ impl FrameRepr {
     ) -> Result<(), Error> {
         let l2 = self.l2_len();
         let ip_len = self.ip.header_len();
+        // Validated once here; the transport headers are then written without repeating it.
         let transport_len = self.roce.buffer_len(payload_len)?;
         if buf.len() != l2 + ip_len + UDP_LEN + transport_len {
             return Err(Error::BadRepr);
@@ -435,16 +493,47 @@ impl FrameRepr {
                 dont_fragment,
                 ttl,
             } => {
+                // RFC 791 §3.1, written directly: the header has no options, and this runs for
+                // every frame sent, where building etherparse's `Ipv4Header`, summing it and
+                // serialising it cost more than the 20 bytes themselves. The checksum is
+                // `wire::ip`'s, the one IPv4 header checksum in the tree.
                 let total = u16::try_from(ip_len + udp_total).map_err(|_| Error::BadRepr)?;
-                let mut h =
-                    Ipv4Header::new(total - 20, ttl, IpNumber::UDP, src.octets(), dst.octets())
-                        .map_err(|_| Error::BadRepr)?;
-                h.dscp = IpDscp::try_new(dscp).map_err(|_| Error::BadRepr)?;
-                h.ecn = IpEcn::try_new(ecn.bits()).map_err(|_| Error::BadRepr)?;
-                h.identification = identification;
-                h.dont_fragment = dont_fragment;
-                h.header_checksum = h.calc_header_checksum();
-                buf[ip_range.clone()].copy_from_slice(&h.to_bytes());
+                if dscp > 63 {
+                    return Err(Error::BadRepr);
+                }
+                // Assembled in a local array and summed there, then stored once: summing the
+                // frame's bytes right after writing them stalled on store forwarding.
+                let [t0, t1] = total.to_be_bytes();
+                let [i0, i1] = identification.to_be_bytes();
+                let [s0, s1, s2, s3] = src.octets();
+                let [d0, d1, d2, d3] = dst.octets();
+                let df = if dont_fragment { 0x40 } else { 0 };
+                let mut h = [
+                    0x45, // version 4, IHL 5
+                    (dscp << 2) | ecn.bits(),
+                    t0,
+                    t1,
+                    i0,
+                    i1,
+                    df,
+                    0, // fragment offset 0
+                    ttl,
+                    IpNumber::UDP.0,
+                    0, // header checksum, below
+                    0,
+                    s0,
+                    s1,
+                    s2,
+                    s3,
+                    d0,
+                    d1,
+                    d2,
+                    d3,
+                ];
+                let [c0, c1] = super::ip::ipv4_header_checksum(&h).to_be_bytes();
+                h[10] = c0;
+                h[11] = c1;
+                buf[ip_range.clone()].copy_from_slice(&h);
             }
             IpRepr::V6 {
                 src,
@@ -477,17 +566,18 @@ impl FrameRepr {
             checksum: 0,
         };
         buf[udp_range.clone()].copy_from_slice(&udp.to_bytes());
-        let (head, transport) = buf.split_at_mut(udp_range.end);
-        let payload = self.roce.emit_headers(transport, payload_len)?;
+        let transport = &mut buf[udp_range.end..];
+        let payload = self
+            .roce
+            .emit_sized(transport, payload_len, transport_len)?;
         fill(&mut transport[payload]);
-        // ICRC first: it masks the UDP checksum, which in turn covers the ICRC.
-        let icrc_at = transport.len() - 4;
-        let crc = icrc::compute(
-            &head[ip_range.clone()],
-            &head[udp_range.clone()],
-            &transport[..icrc_at],
-        )?;
-        transport[icrc_at..].copy_from_slice(&crc.to_le_bytes());
+        // ICRC first: it masks the UDP checksum, which in turn covers the ICRC. One CRC pass
+        // over the frame where it lies, from the eight bytes before the IP header (the LRH
+        // stand-in) up to the ICRC, right after `fill` wrote the payload.
+        let icrc_at = buf.len() - ICRC_LEN;
+        let crc = icrc::compute_in_place(&mut buf[ip_range.start - 8..icrc_at], ip_len)?;
+        buf[icrc_at..].copy_from_slice(&crc.to_le_bytes());
+        let (head, transport) = buf.split_at_mut(udp_range.end);
         if self.udp.checksum {
             let sum = match self.ip {
                 IpRepr::V4 { src, dst, .. } => {
@@ -501,11 +591,6 @@ impl FrameRepr {
             head[udp_range.start + 6..udp_range.end].copy_from_slice(&sum.to_be_bytes());
         }
         Ok(())
-    }
-
-    /// Writes the whole frame with `payload`; see [`Self::emit_with`].
-    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<(), Error> {
-        self.emit_with(buf, payload.len(), |dst| dst.copy_from_slice(payload))
     }
 }
 

@@ -15,43 +15,42 @@
 //! is *not* masked, so it is covered: whoever writes the IP header must know the ID before the
 //! ICRC is computed (`docs/wire.md` explains what that means for each datapath).
 //!
+//! One masking rule (`mask_head`), two ways to run the CRC over it: [`compute`]/[`verify`]
+//! gather the masked head (at most 88 bytes) beside bytes they may not change (a received frame,
+//! a UDP datagram's headers); [`compute_in_place`] masks a frame being built where it lies and
+//! runs one CRC pass over it, which is how `FrameRepr::emit_with` computes the ICRC right after
+//! it copied the payload.
+//!
 //! Deviations: none.
 
 use super::{Error, Header};
 
+/// The LRH stand-in: eight bytes of 0xFF before the IP header.
+const LRH_LEN: usize = 8;
 const BTH_LEN: usize = 12;
 const UDP_LEN: usize = 8;
 /// IPv4 with the largest IHL (60) or IPv6 (40), whichever is larger.
 const MAX_IP_LEN: usize = 60;
+/// The longest masked head: LRH stand-in, IP, UDP and BTH.
+const MAX_HEAD_LEN: usize = LRH_LEN + MAX_IP_LEN + UDP_LEN + BTH_LEN;
 
-/// Computes the ICRC from its three parts: the IP header (IPv4 of any IHL, or the 40-byte IPv6
-/// header), the UDP header, and the UDP payload from the BTH up to (excluding) the ICRC.
-///
-/// Packets whose IP header was never seen (UDP sockets) go through
-/// [`super::DatagramMeta::verify_icrc`], which builds the headers and calls this.
-pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<u32, Error> {
-    if transport.len() < BTH_LEN {
-        return Err(Error::Truncated(Header::Bth));
-    }
-    if udp_header.len() < UDP_LEN {
-        return Err(Error::Truncated(Header::Udp));
-    }
-    // The masked headers are gathered into one buffer so the CRC runs over them in a single
-    // call: 8 + up to 60 + 8 + 12 bytes.
-    let mut head = [0u8; 8 + MAX_IP_LEN + UDP_LEN + BTH_LEN];
-    head[..8].fill(0xff);
-    let ip_len = ip_header.len();
-    let ip = &mut head[8..8 + ip_len];
-    match ip_header.first().map(|b| b >> 4) {
+/// Applies the Annex A17.8 masks to a head laid out as the CRC reads it: `head[..8]` for the
+/// LRH, the IP header of `ip_len` bytes, the UDP header, then the BTH. This is the one place
+/// that knows which fields are variant; both ways of computing the ICRC go through it. Nothing
+/// is written unless the IP header is one the ICRC is defined for. `head` is exactly
+/// `8 + ip_len + 8 + 12` bytes long (both callers check).
+fn mask_head(head: &mut [u8], ip_len: usize) -> Result<(), Error> {
+    let version = head.get(LRH_LEN).filter(|_| ip_len > 0).map(|b| b >> 4);
+    let (lrh, rest) = head.split_at_mut(LRH_LEN);
+    let (ip, rest) = rest.split_at_mut(ip_len);
+    match version {
         Some(4) if (20..=MAX_IP_LEN).contains(&ip_len) => {
-            ip.copy_from_slice(ip_header);
             ip[1] = 0xff; // TOS
             ip[8] = 0xff; // TTL
             ip[10] = 0xff; // header checksum
             ip[11] = 0xff;
         }
         Some(6) if ip_len == 40 => {
-            ip.copy_from_slice(ip_header);
             ip[0] |= 0x0f; // traffic class (high nibble) ...
             ip[1] = 0xff; // ... traffic class (low nibble) and flow label
             ip[2] = 0xff;
@@ -61,20 +60,67 @@ pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<
         Some(6) => return Err(Error::Malformed(Header::Ipv6)),
         _ => return Err(Error::Malformed(Header::Ipv4)),
     }
-    let udp_at = 8 + ip_len;
-    let udp = &mut head[udp_at..udp_at + UDP_LEN];
-    udp.copy_from_slice(&udp_header[..UDP_LEN]);
-    udp[6] = 0xff;
-    udp[7] = 0xff;
-    let bth_at = udp_at + UDP_LEN;
-    let bth = &mut head[bth_at..bth_at + BTH_LEN];
-    bth.copy_from_slice(&transport[..BTH_LEN]);
-    bth[4] = 0xff;
+    lrh.fill(0xff);
+    rest[6] = 0xff; // UDP checksum
+    rest[7] = 0xff;
+    rest[UDP_LEN + 4] = 0xff; // BTH byte 4: FECN, BECN, Resv6a
+    Ok(())
+}
 
+/// Computes the ICRC from its three parts: the IP header (IPv4 of any IHL, or the 40-byte IPv6
+/// header), the UDP header, and the UDP payload from the BTH up to (excluding) the ICRC.
+///
+/// This is the receive side's form, for bytes it may not change: the masked head (at most 88
+/// bytes) is gathered into a buffer and the CRC runs over it, then on over the rest of the
+/// transport packet in place. Packets whose IP header was never seen (UDP sockets) go through
+/// [`super::DatagramMeta::verify_icrc`], which builds the headers and calls this.
+pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<u32, Error> {
+    if transport.len() < BTH_LEN {
+        return Err(Error::Truncated(Header::Bth));
+    }
+    if udp_header.len() < UDP_LEN {
+        return Err(Error::Truncated(Header::Udp));
+    }
+    let ip_len = ip_header.len();
+    if ip_len > MAX_IP_LEN {
+        return Err(Error::Malformed(match ip_header[0] >> 4 {
+            6 => Header::Ipv6,
+            _ => Header::Ipv4,
+        }));
+    }
+    let udp_at = LRH_LEN + ip_len;
+    let bth_at = udp_at + UDP_LEN;
+    let head_len = bth_at + BTH_LEN;
+    let mut head = [0u8; MAX_HEAD_LEN];
+    head[LRH_LEN..udp_at].copy_from_slice(ip_header);
+    head[udp_at..bth_at].copy_from_slice(&udp_header[..UDP_LEN]);
+    head[bth_at..head_len].copy_from_slice(&transport[..BTH_LEN]);
+    mask_head(&mut head[..head_len], ip_len)?;
     let mut h = crc32fast::Hasher::new();
-    h.update(&head[..bth_at + BTH_LEN]);
+    h.update(&head[..head_len]);
     h.update(&transport[BTH_LEN..]);
     Ok(h.finalize())
+}
+
+/// Computes the ICRC of a packet being built in one CRC pass over its bytes, where they lie.
+///
+/// `bytes` runs from eight bytes before the IP header (the end of the Ethernet or 802.1Q
+/// header, which stands in for the LRH) up to, excluding, the ICRC; the IP header is `ip_len`
+/// long. The head's variant fields are masked in place, the CRC runs once over the whole
+/// range, and the head is put back as it was: no second pass over a separate copy of the
+/// headers, and the payload is read once, right after the frame builder wrote it, while it is
+/// still in the cache (a frame of at most 4096 bytes of payload fits in L1 whole).
+pub fn compute_in_place(bytes: &mut [u8], ip_len: usize) -> Result<u32, Error> {
+    let head_len = LRH_LEN + ip_len + UDP_LEN + BTH_LEN;
+    if ip_len > MAX_IP_LEN || bytes.len() < head_len {
+        return Err(Error::BadRepr);
+    }
+    let mut saved = [0u8; MAX_HEAD_LEN];
+    saved[..head_len].copy_from_slice(&bytes[..head_len]);
+    mask_head(&mut bytes[..head_len], ip_len)?;
+    let crc = crc32fast::hash(bytes);
+    bytes[..head_len].copy_from_slice(&saved[..head_len]);
+    Ok(crc)
 }
 
 /// Checks the ICRC stored in the last four bytes of `transport_with_icrc`.
@@ -154,6 +200,60 @@ mod tests {
         ip3.copy_from_slice(ip);
         ip3[5] ^= 1;
         assert_ne!(compute(&ip3, udp, body).unwrap(), base);
+    }
+
+    /// The captured ACK behind eight bytes standing where a frame's Ethernet header ends.
+    fn ack_in_frame() -> [u8; 56] {
+        let mut f = [0u8; 56];
+        f[..8].copy_from_slice(&[0x52, 0x54, 0x00, 0x77, 0x00, 0x0b, 0x08, 0x00]);
+        f[8..].copy_from_slice(&ACK);
+        f
+    }
+
+    #[test]
+    fn icrc_in_place_matches_rxe_and_restores_head() {
+        let mut f = ack_in_frame();
+        let before = f;
+        assert_eq!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
+        assert_eq!(f, before, "the masked head must be put back");
+        // Variant fields do not change it; a covered one does.
+        f[8 + 1] = 0x03; // TOS
+        f[8 + 28 + 4] = 0xc0; // FECN, BECN
+        f[0] = 0; // the MAC bytes standing in for the LRH
+        assert_eq!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
+        f[8 + 28 + 11] ^= 1; // PSN
+        assert_ne!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
+    }
+
+    #[test]
+    fn icrc_in_place_agrees_with_gathered_ipv6() {
+        // An IPv6 head (version 6, traffic class and flow label set) with a 4-byte payload.
+        let mut f = [0u8; 8 + 40 + 8 + 12 + 4];
+        for (i, b) in f.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+        }
+        f[8] = 0x6a;
+        let want = compute(&f[8..48], &f[48..56], &f[56..]).unwrap();
+        let before = f;
+        assert_eq!(compute_in_place(&mut f, 40), Ok(want));
+        assert_eq!(f, before);
+    }
+
+    #[test]
+    fn icrc_in_place_rejects_without_writing() {
+        let mut f = ack_in_frame();
+        let before = f;
+        f[8] = 0x55;
+        let bad = f;
+        assert_eq!(
+            compute_in_place(&mut f[..52], 20),
+            Err(Error::Malformed(Header::Ipv4))
+        );
+        assert_eq!(f, bad);
+        f = before;
+        assert_eq!(compute_in_place(&mut f[..47], 20), Err(Error::BadRepr));
+        assert_eq!(compute_in_place(&mut f, 64), Err(Error::BadRepr));
+        assert_eq!(f, before);
     }
 
     #[test]

@@ -21,58 +21,66 @@ use core::ops::Range;
 /// Length of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
 
-/// Offsets of each header present in a packet, computed once from the opcode's layout.
+/// Offsets of each header present in a packet, from the opcode's layout and the REXT length.
+///
+/// A [`Packet`] keeps only those two and computes this on demand (a few additions): the
+/// checked view is moved through every parse layer of the receive path, where a stored table
+/// (160 bytes of `Option<usize>` at first, then 36 of `u16`) cost more to copy, and to read back
+/// across the narrow stores that built it, than recomputing it. No offset exceeds `u16`: the
+/// REXT is at most 255 · 4 bytes and the other headers add up to 128.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Offsets {
-    ext: Option<Range<usize>>,
-    deth: Option<usize>,
-    reth: Option<usize>,
-    atomic_eth: Option<usize>,
-    aeth: Option<usize>,
-    atomic_ack_eth: Option<usize>,
-    immdt: Option<usize>,
-    ieth: Option<usize>,
-    cnp: Option<usize>,
-    payload: usize,
+    /// Length of the REXT header, which follows the BTH; 0 without one.
+    ext_len: u16,
+    deth: Option<u16>,
+    reth: Option<u16>,
+    atomic_eth: Option<u16>,
+    aeth: Option<u16>,
+    atomic_ack_eth: Option<u16>,
+    immdt: Option<u16>,
+    ieth: Option<u16>,
+    cnp: Option<u16>,
+    payload: u16,
 }
 
 fn offsets(layout: &Layout, ext_len: usize) -> Offsets {
-    let mut at = BthRepr::LEN;
-    let mut o = Offsets::default();
-    if ext_len > 0 {
-        o.ext = Some(at..at + ext_len);
-        at += ext_len;
-    }
+    // Lossless: `ext_len` is a REXT length (at most 1020, see `ExtPacket::header_len`).
+    let ext_len = ext_len as u16;
+    let mut at = BthRepr::LEN as u16 + ext_len;
     let mut place = |present: bool, len: usize| {
         present.then(|| {
             let here = at;
-            at += len;
+            at += len as u16;
             here
         })
     };
-    o.deth = place(layout.deth, DethRepr::LEN);
-    o.reth = place(layout.reth, RethRepr::LEN);
-    o.atomic_eth = place(layout.atomic_eth, AtomicEthRepr::LEN);
-    o.aeth = place(layout.aeth, AethRepr::LEN);
-    o.atomic_ack_eth = place(layout.atomic_ack_eth, AtomicAckEthRepr::LEN);
-    o.immdt = place(layout.immdt, ImmDtRepr::LEN);
-    o.ieth = place(layout.ieth, IethRepr::LEN);
-    o.cnp = place(layout.cnp, 16);
-    o.payload = at;
-    o
+    Offsets {
+        ext_len,
+        deth: place(layout.deth, DethRepr::LEN),
+        reth: place(layout.reth, RethRepr::LEN),
+        atomic_eth: place(layout.atomic_eth, AtomicEthRepr::LEN),
+        aeth: place(layout.aeth, AethRepr::LEN),
+        atomic_ack_eth: place(layout.atomic_ack_eth, AtomicAckEthRepr::LEN),
+        immdt: place(layout.immdt, ImmDtRepr::LEN),
+        ieth: place(layout.ieth, IethRepr::LEN),
+        cnp: place(layout.cnp, 16),
+        payload: at,
+    }
 }
 
 /// A checked view of a transport packet (BTH … ICRC).
 #[derive(Debug, Clone)]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
-    offsets: Offsets,
+    /// Length of the REXT header (0 without one).
+    ext_len: u16,
     layout: Layout,
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the opcode is known, its headers are present, the pad fits the payload and an
     /// ICRC trailer follows. The ICRC itself is not verified here.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, Error> {
         let b = buffer.as_ref();
         let bth = BthPacket::new_checked(b)?;
@@ -84,7 +92,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             0
         };
         let offsets = offsets(&layout, ext_len);
-        let min = offsets.payload + ICRC_LEN;
+        let min = usize::from(offsets.payload) + ICRC_LEN;
         if b.len() < min {
             return Err(Error::Truncated(truncated_header(&offsets, b.len())));
         }
@@ -101,13 +109,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(Packet {
             buffer,
-            offsets,
+            ext_len: offsets.ext_len,
             layout,
         })
     }
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
+    }
+    #[inline]
+    fn offsets(&self) -> Offsets {
+        offsets(&self.layout, usize::from(self.ext_len))
     }
     /// The opcode's header layout.
     pub fn layout(&self) -> Layout {
@@ -119,57 +131,55 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// The REXT header, when BTH.TVer is 1.
     pub fn ext(&self) -> Option<ExtPacket<&[u8]>> {
-        self.offsets
-            .ext
-            .clone()
-            .map(|r| ExtPacket::new_unchecked(&self.b()[r]))
+        let len = usize::from(self.ext_len);
+        (len > 0).then(|| ExtPacket::new_unchecked(&self.b()[BthRepr::LEN..BthRepr::LEN + len]))
     }
     /// The DETH, for UD opcodes.
     pub fn deth(&self) -> Option<DethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .deth
-            .map(|at| DethPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| DethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The RETH, for RDMA WRITE First/Only and READ requests.
     pub fn reth(&self) -> Option<RethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .reth
-            .map(|at| RethPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| RethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AtomicETH, for CmpSwap and FetchAdd.
     pub fn atomic_eth(&self) -> Option<AtomicEthPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .atomic_eth
-            .map(|at| AtomicEthPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| AtomicEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AETH, for ACKs and READ responses First/Last/Only.
     pub fn aeth(&self) -> Option<AethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .aeth
-            .map(|at| AethPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| AethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The AtomicAckETH, for ATOMIC Acknowledge.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .atomic_ack_eth
-            .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The ImmDt, for the with-immediate opcodes.
     pub fn immdt(&self) -> Option<ImmDtPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .immdt
-            .map(|at| ImmDtPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| ImmDtPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// The IETH, for SEND with Invalidate.
     pub fn ieth(&self) -> Option<IethPacket<&[u8]>> {
-        self.offsets
+        self.offsets()
             .ieth
-            .map(|at| IethPacket::new_unchecked(&self.b()[at..]))
+            .map(|at| IethPacket::new_unchecked(&self.b()[usize::from(at)..]))
     }
     /// Where the payload (without pad bytes) lies in the buffer.
     fn payload_range(&self) -> Range<usize> {
         let end = self.b().len() - ICRC_LEN - self.bth().pad_cnt() as usize;
-        self.offsets.payload..end
+        usize::from(self.offsets().payload)..end
     }
     /// The payload without pad bytes.
     pub fn payload(&self) -> &[u8] {
@@ -213,7 +223,7 @@ fn truncated_header(o: &Offsets, len: usize) -> super::Header {
     ];
     headers
         .into_iter()
-        .find_map(|(at, n, h)| at.filter(|at| len < at + n).map(|_| h))
+        .find_map(|(at, n, h)| at.filter(|&at| len < usize::from(at) + n).map(|_| h))
         .unwrap_or(H::Icrc)
 }
 
@@ -257,6 +267,7 @@ impl Repr {
     }
 
     /// Reads all headers of a checked packet.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, Error> {
         Ok(Repr {
             bth: BthRepr::parse(&p.bth())?,
@@ -279,6 +290,7 @@ impl Repr {
 
     /// The opcode's layout, after checking that exactly its headers are present and that the
     /// TVer agrees with the presence of a REXT header.
+    #[inline(always)]
     pub fn layout(&self) -> Result<Layout, Error> {
         let l = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
         let matches = l.deth == self.deth.is_some()
@@ -319,30 +331,39 @@ impl Repr {
         (4 - payload_len % 4) % 4
     }
 
-    /// The layout and total length for a payload of `payload_len`, validated once so the emit
-    /// path does not repeat it.
-    fn sized(&self, payload_len: usize) -> Result<(Layout, usize), Error> {
+    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included; an error when
+    /// the repr cannot be emitted ([`Self::layout`]) or its opcode carries no payload.
+    #[inline]
+    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
         let l = self.layout()?;
         if !l.payload && payload_len != 0 {
             return Err(Error::BadRepr);
         }
-        let total = self.header_len_for(&l) + payload_len + Self::pad_for(payload_len) + ICRC_LEN;
-        Ok((l, total))
-    }
-
-    /// Bytes [`Self::emit`] writes for a payload of `payload_len`, ICRC included.
-    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
-        Ok(self.sized(payload_len)?.1)
+        Ok(self.header_len_for(&l) + payload_len + Self::pad_for(payload_len) + ICRC_LEN)
     }
 
     /// Writes the headers into `buf` (exactly `buffer_len(payload_len)` long), sets PadCnt from
     /// the payload length, zeroes pad and ICRC, and returns the range where the caller puts
     /// the payload. This lets the engine copy payload straight from memory into the frame.
     pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Range<usize>, Error> {
-        let (layout, total) = self.sized(payload_len)?;
+        let total = self.buffer_len(payload_len)?;
+        self.emit_sized(buf, payload_len, total)
+    }
+
+    /// [`Self::emit_headers`] for a caller that already validated this repr and took `total`
+    /// from [`Self::buffer_len`] (the frame builder, which needs the length first for the IP
+    /// and UDP headers). The layout is looked up again in the opcode table rather than handed
+    /// over: moving the returned `Layout` out of its `Result` stalled on store forwarding.
+    pub(super) fn emit_sized(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        total: usize,
+    ) -> Result<Range<usize>, Error> {
         if buf.len() != total {
             return Err(Error::BadRepr);
         }
+        let layout = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
         let mut bth = self.bth;
         bth.pad_cnt = Self::pad_for(payload_len) as u8;
         bth.emit(&mut BthPacket::new_unchecked(&mut buf[..BthRepr::LEN]));
@@ -353,45 +374,46 @@ impl Repr {
             ));
         }
         let o = offsets(&layout, ext_len);
-        if let (Some(at), Some(h)) = (o.deth, &self.deth) {
+        if let (Some(at), Some(h)) = (o.deth.map(usize::from), &self.deth) {
             h.emit(&mut DethPacket::new_unchecked(
                 &mut buf[at..at + DethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.reth, &self.reth) {
+        if let (Some(at), Some(h)) = (o.reth.map(usize::from), &self.reth) {
             h.emit(&mut RethPacket::new_unchecked(
                 &mut buf[at..at + RethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.atomic_eth, &self.atomic_eth) {
+        if let (Some(at), Some(h)) = (o.atomic_eth.map(usize::from), &self.atomic_eth) {
             h.emit(&mut AtomicEthPacket::new_unchecked(
                 &mut buf[at..at + AtomicEthRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.aeth, &self.aeth) {
+        if let (Some(at), Some(h)) = (o.aeth.map(usize::from), &self.aeth) {
             h.emit(&mut AethPacket::new_unchecked(
                 &mut buf[at..at + AethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.atomic_ack_eth, &self.atomic_ack_eth) {
+        if let (Some(at), Some(h)) = (o.atomic_ack_eth.map(usize::from), &self.atomic_ack_eth) {
             h.emit(&mut AtomicAckEthPacket::new_unchecked(
                 &mut buf[at..at + AtomicAckEthRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.immdt, &self.immdt) {
+        if let (Some(at), Some(h)) = (o.immdt.map(usize::from), &self.immdt) {
             h.emit(&mut ImmDtPacket::new_unchecked(
                 &mut buf[at..at + ImmDtRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.ieth, &self.ieth) {
+        if let (Some(at), Some(h)) = (o.ieth.map(usize::from), &self.ieth) {
             h.emit(&mut IethPacket::new_unchecked(
                 &mut buf[at..at + IethRepr::LEN],
             ));
         }
-        if let Some(at) = o.cnp {
+        if let Some(at) = o.cnp.map(usize::from) {
             buf[at..at + CnpPacket::<&[u8]>::LEN].fill(0);
         }
-        let payload = o.payload..o.payload + payload_len;
+        let at = usize::from(o.payload);
+        let payload = at..at + payload_len;
         buf[payload.end..].fill(0);
         Ok(payload)
     }
