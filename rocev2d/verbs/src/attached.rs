@@ -390,6 +390,38 @@ impl Attached {
         Ok(())
     }
 
+    /// UD QPs are not available attached yet.
+    pub(crate) fn create_ud_qp(&mut self, _cfg: &QpConfig, _q_key: u32) -> Result<Qpn> {
+        Err(Error::WrongQpType("UD QPs are not available attached yet"))
+    }
+
+    /// No attached QP is UD yet.
+    pub(crate) fn ud_mtu(&self, _qpn: Qpn) -> Option<rocev2_core::qp::Mtu> {
+        None
+    }
+
+    /// Address handles are not available attached yet.
+    pub(crate) fn create_ah(&mut self, _attr: &crate::AhAttr) -> Result<u32> {
+        Err(Error::WrongQpType(
+            "address handles are not available attached yet",
+        ))
+    }
+
+    /// No attached address handle exists yet.
+    pub(crate) fn destroy_ah(&mut self, _ah: u32) -> Result<()> {
+        Err(Error::UnknownAh)
+    }
+
+    /// No attached QP is UD yet.
+    pub(crate) fn post_send_to(
+        &mut self,
+        _qpn: Qpn,
+        _to: crate::UdAddress,
+        _wr: &SendWr,
+    ) -> Result<()> {
+        Err(Error::WrongQpType("UD QPs are not available attached yet"))
+    }
+
     pub(crate) fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
         record::encode_into(&RecvRecord::from(wr), &mut self.buf);
