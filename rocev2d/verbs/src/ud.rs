@@ -39,16 +39,13 @@ use crate::device::{Backend, Device, lock_attached};
 use crate::error::{Error, Result};
 use crate::mr::Pd;
 use crate::qp::{Cq, Qp};
-use rocev2_core::qp::{AddressHandle, Mtu, QpAttr, QpConfig, QpState, SendOp, SendWr, UdDest};
+use rocev2_core::qp::{AddressHandle, Mtu, QpConfig, SendOp, SendWr, UdDest};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Driver;
 use std::net::IpAddr;
 use std::time::Duration;
 
 pub use rocev2_core::wire::grh::GRH_LEN;
-
-/// The partition key of every rocev2 QP: the default P_Key, full membership (IBA §10.9.1).
-const DEFAULT_P_KEY: u16 = 0xffff;
 
 /// An address handle (`ibv_ah`): the path to one peer port, made by [`Device::create_ah`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,29 +184,9 @@ impl Device {
                 let now = st.driver.now();
                 let Driver { ep, mem, .. } = &mut st.driver;
                 let qpn = ep.create_ud_qp(cfg, mtu)?;
-                let steps = [
-                    (
-                        QpState::Init,
-                        QpAttr {
-                            p_key: Some(DEFAULT_P_KEY),
-                            q_key: Some(q_key),
-                            ..QpAttr::default()
-                        },
-                    ),
-                    (QpState::Rtr, QpAttr::default()),
-                    (
-                        QpState::Rts,
-                        QpAttr {
-                            sq_psn: Some(crate::random_psn()),
-                            ..QpAttr::default()
-                        },
-                    ),
-                ];
-                for (to, attr) in steps {
-                    if let Err(e) = ep.modify_qp(qpn, to, &attr, now, mem) {
-                        let _ = ep.destroy_qp(qpn);
-                        return Err(e.into());
-                    }
+                if let Err(e) = ep.activate_ud_qp(qpn, q_key, crate::random_psn(), now, mem) {
+                    let _ = ep.destroy_qp(qpn);
+                    return Err(e.into());
                 }
                 qpn
             }
