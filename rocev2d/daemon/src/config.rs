@@ -537,8 +537,13 @@ mod tests {
         assert_eq!(c.control.allow_uids, [1000, 1001]);
         assert_eq!((c.limits.max_qps, c.limits.max_cqs), (4, 1024));
         assert_eq!(c.limits.max_ahs, 4096);
-        let c = Config::parse("[limits]\nmax_ahs = 2").unwrap();
-        assert_eq!(c.limits.max_ahs, 2);
+        assert_eq!(
+            Config::parse("[limits]\nmax_ahs = 2")
+                .unwrap()
+                .limits
+                .max_ahs,
+            2
+        );
         assert!(Config::parse("[limits]\nmax_ahs = 0").is_err());
         assert_eq!(c.limits.max_mr_bytes, 1 << 20);
         assert!(Config::parse("[control]\nmode = 0o1777").is_err());
