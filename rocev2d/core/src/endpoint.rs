@@ -541,6 +541,36 @@ impl Endpoint {
         self.modify_qp(qpn, QpState::Rts, &attr.rts(), now, mem)
     }
 
+    /// Brings a UD QP from RESET to RTS (IBA §11.2.4.2, UD column): INIT with the default
+    /// P_Key 0xffff and Q_Key `q_key`, RTR, then RTS sending from PSN `sq_psn` (24 bits; the
+    /// receiver does not check it). The one UD bring-up of the API and the daemon, as
+    /// [`Self::connect_qp`] is for RC.
+    ///
+    /// # Errors
+    /// The first transition the QP refused ([`EndpointError::Modify`]), or
+    /// [`EndpointError::UnknownQp`].
+    pub fn activate_ud_qp(
+        &mut self,
+        qpn: Qpn,
+        q_key: u32,
+        sq_psn: u32,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> Result<(), EndpointError> {
+        let init = QpAttr {
+            p_key: Some(0xffff),
+            q_key: Some(q_key),
+            ..QpAttr::default()
+        };
+        let rts = QpAttr {
+            sq_psn: Some(sq_psn & 0xff_ffff),
+            ..QpAttr::default()
+        };
+        self.modify_qp(qpn, QpState::Init, &init, now, mem)?;
+        self.modify_qp(qpn, QpState::Rtr, &QpAttr::default(), now, mem)?;
+        self.modify_qp(qpn, QpState::Rts, &rts, now, mem)
+    }
+
     /// Posts a send work request.
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
         Ok(

@@ -8,9 +8,7 @@ mod captures;
 use captures::frames;
 use rocev2_core::Endpoint;
 use rocev2_core::mr::{AccessFlags, VecMemory};
-use rocev2_core::qp::{
-    AddressHandle, Mtu, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, UdDest,
-};
+use rocev2_core::qp::{AddressHandle, Mtu, Path, QpConfig, RecvWr, SendOp, SendWr, Sge, UdDest};
 use rocev2_core::time::Instant;
 use rocev2_core::wire::{
     Error, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, Syndrome, Transport, frame::Ecn,
@@ -159,20 +157,7 @@ fn captures_ud_pingpong_received_and_answered_like_rxe() {
         .create_ud_qp(QpConfig::new(pd, cq, cq), Mtu::Mtu1024)
         .unwrap();
     assert_eq!(qpn, Qpn::new(0x11));
-    let init = QpAttr {
-        p_key: Some(0xffff),
-        q_key: Some(0x1111_1111),
-        ..QpAttr::default()
-    };
-    ep.modify_qp(qpn, QpState::Init, &init, now, &mut mem)
-        .unwrap();
-    ep.modify_qp(qpn, QpState::Rtr, &QpAttr::default(), now, &mut mem)
-        .unwrap();
-    let rts = QpAttr {
-        sq_psn: Some(0x537e9d),
-        ..QpAttr::default()
-    };
-    ep.modify_qp(qpn, QpState::Rts, &rts, now, &mut mem)
+    ep.activate_ud_qp(qpn, 0x1111_1111, 0x537e9d, now, &mut mem)
         .unwrap();
     let sge = |addr, length| Sge {
         addr,

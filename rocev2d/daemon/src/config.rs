@@ -35,6 +35,7 @@
 //! [limits]                 # per attached application
 //! max_qps = 1024           # 1..=1000000
 //! max_cqs = 1024           # 1..=1000000
+//! max_ahs = 4096           # 1..=1000000: UD address handles
 //! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
@@ -127,6 +128,7 @@ struct ControlSection {
 struct LimitsSection {
     max_qps: Option<u64>,
     max_cqs: Option<u64>,
+    max_ahs: Option<u64>,
     max_mr_bytes: Option<u64>,
 }
 
@@ -445,6 +447,9 @@ impl Config {
         if let Some(v) = ranged("limits.max_cqs", f.limits.max_cqs, 1..=1_000_000, n)? {
             l.max_cqs = v as u32;
         }
+        if let Some(v) = ranged("limits.max_ahs", f.limits.max_ahs, 1..=1_000_000, n)? {
+            l.max_ahs = v as u32;
+        }
         if let Some(v) = f.limits.max_mr_bytes {
             l.max_mr_bytes = v;
         }
@@ -531,6 +536,15 @@ mod tests {
         assert_eq!(c.control.mode, 0o660);
         assert_eq!(c.control.allow_uids, [1000, 1001]);
         assert_eq!((c.limits.max_qps, c.limits.max_cqs), (4, 1024));
+        assert_eq!(c.limits.max_ahs, 4096);
+        assert_eq!(
+            Config::parse("[limits]\nmax_ahs = 2")
+                .unwrap()
+                .limits
+                .max_ahs,
+            2
+        );
+        assert!(Config::parse("[limits]\nmax_ahs = 0").is_err());
         assert_eq!(c.limits.max_mr_bytes, 1 << 20);
         assert!(Config::parse("[control]\nmode = 0o1777").is_err());
         assert!(Config::parse("[limits]\nmax_qps = 0").is_err());

@@ -278,51 +278,71 @@ async fn attachment(
     write_frame(s, &welcome, &[bell]).await?;
     loop {
         let (req, fds) = read_frame(s, dec).await?;
-        let req = match req {
+        let resolved = match req {
             Request::Connect { qpn, mut spec } if spec.mac.is_none() => {
-                let (iface, ip) = (iface.clone(), spec.ip);
-                let wait = Duration::from_millis(u64::from(spec.resolve_timeout_ms.min(30_000)));
-                match tokio::task::spawn_blocking(move || neigh::resolve(&iface, ip, wait)).await {
-                    Ok(Ok(mac)) => {
+                resolve(iface, spec.ip, spec.resolve_timeout_ms)
+                    .await?
+                    .map(|mac| {
                         spec.mac = Some(mac);
                         Request::Connect { qpn, spec }
-                    }
-                    Ok(Err(e)) => {
-                        write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
-                        continue;
-                    }
-                    Err(e) => return Err(std::io::Error::other(e)),
-                }
+                    })
             }
             Request::CmConnect {
                 qpn,
                 spec,
                 mac: None,
                 resolve_timeout_ms,
-            } => {
-                let (iface, ip) = (iface.clone(), gid_to_ip(spec.peer_gid));
-                let wait = Duration::from_millis(u64::from(resolve_timeout_ms.min(30_000)));
-                match tokio::task::spawn_blocking(move || neigh::resolve(&iface, ip, wait)).await {
-                    Ok(Ok(mac)) => Request::CmConnect {
-                        qpn,
-                        spec,
-                        mac: Some(mac),
-                        resolve_timeout_ms,
-                    },
-                    Ok(Err(e)) => {
-                        write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
-                        continue;
-                    }
-                    Err(e) => return Err(std::io::Error::other(e)),
-                }
+            } => resolve(iface, gid_to_ip(spec.peer_gid), resolve_timeout_ms)
+                .await?
+                .map(|mac| Request::CmConnect {
+                    qpn,
+                    spec,
+                    mac: Some(mac),
+                    resolve_timeout_ms,
+                }),
+            Request::CreateAh {
+                ip,
+                mac: None,
+                dscp,
+                resolve_timeout_ms,
+            } => resolve(iface, ip, resolve_timeout_ms)
+                .await?
+                .map(|mac| Request::CreateAh {
+                    ip,
+                    mac: Some(mac),
+                    dscp,
+                    resolve_timeout_ms,
+                }),
+            other => Ok(other),
+        };
+        let req = match resolved {
+            Ok(req) => req,
+            Err(e) => {
+                write_frame(s, &refusal(ErrorKind::Path, e.to_string()), &[]).await?;
+                continue;
             }
-            other => other,
         };
         let Some((response, fds)) = forward(link, app, req, fds).await else {
             return Ok(());
         };
         write_frame(s, &response, &fds).await?;
     }
+}
+
+/// The MAC of neighbour `ip`, resolved off the runtime's threads (the kernel may take up to
+/// `timeout_ms`, bounded at 30 s): the control plane's step before a request that needs a
+/// next hop (connect, CM connect, address handle) reaches the engine. `Err` when the task
+/// failed; `Ok(Err)` when the neighbour could not be resolved.
+async fn resolve(
+    iface: &Interface,
+    ip: std::net::IpAddr,
+    timeout_ms: u32,
+) -> std::io::Result<Result<[u8; 6], rocev2_datapath::Error>> {
+    let iface = iface.clone();
+    let wait = Duration::from_millis(u64::from(timeout_ms.min(30_000)));
+    tokio::task::spawn_blocking(move || neigh::resolve(&iface, ip, wait))
+        .await
+        .map_err(std::io::Error::other)
 }
 
 /// Hands a request to the datapath thread and waits for its answer (`None`: it has stopped).

@@ -11,6 +11,9 @@
 //!   with another application listening on another port of the same daemon at once (a second
 //!   listen on a taken port refused); an application killed with a connected CM ID: its peer
 //!   gets the daemon's DREQ, and the port is free again.
+//! - UD through the daemons: a datagram with the wrong Q_Key dropped and counted, a ping and a
+//!   reply addressed from its completion (GRH area and source QPN checked), a send through a
+//!   destroyed address handle completing in error.
 
 mod common;
 use common::*;
@@ -792,4 +795,114 @@ fn attach_cm_async_accept_connect_disconnect_beside_a_blocking_waiter() {
         matches!(left, Err(rocev2::Error::Timeout)),
         "the blocking waiter picked only its own: {left:?}"
     );
+}
+
+#[test]
+fn attach_ud_ping_reply_and_wrong_qkey_through_two_daemons() {
+    use rocev2::{
+        AccessFlags, AhAttr, Device, GRH_LEN, QpState, RecvWr, SendOp, SendWr, UdAddress, WcOpcode,
+        WcStatus, gid_to_ip,
+    };
+    let test = "attach_ud";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let ip = |h: &str| tb.node(h).expect("host").ipv4().expect("v4");
+    let side = |d: &Device, q_key| {
+        let pd = d.alloc_pd().unwrap();
+        let mr = d
+            .register(pd, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let cq = d.create_cq(16).unwrap();
+        let qp = d.create_ud_qp(pd, cq, cq, q_key).unwrap();
+        assert_eq!(d.qp_state(qp), Some(QpState::Rts));
+        (pd, mr, cq, qp)
+    };
+    let (pd_a, mr_a, cq_a, qp_a) = side(&a, 0x11);
+    let (pd_b, mr_b, cq_b, qp_b) = side(&b, 0x22);
+    assert!(a.ud_mtu(qp_a).is_some());
+    let recv = |d: &Device, mr: &rocev2::Mr, qp, wr_id| {
+        let sge = mr.sge(2048, 1024).unwrap();
+        d.post_recv(
+            qp,
+            RecvWr {
+                wr_id,
+                sg_list: vec![sge],
+            },
+        )
+        .unwrap();
+    };
+    let wait = |d: &Device, cq| {
+        let mut wcs = Vec::new();
+        d.wait_cq(cq, &mut wcs, 1, SETUP).expect("completion");
+        wcs[0]
+    };
+    recv(&b, &mr_b, qp_b, 1);
+    // The daemon resolves the MAC and builds the path from its own interface.
+    let ah = a.create_ah(pd_a, &AhAttr::new(ip("h1").into())).unwrap();
+    let mut to_b = UdAddress {
+        ah,
+        qpn: qp_b.qpn(),
+        q_key: 0x23,
+    };
+    a.mr_guard(&mr_a).unwrap()[..8].copy_from_slice(b"datagram");
+    let send = |wr_id| SendWr::new(wr_id, SendOp::Send).sge(mr_a.sge(0, 8).unwrap());
+    a.post_send_to(qp_a, to_b, send(1)).unwrap();
+    assert!(wait(&a, cq_a).status.is_success());
+    to_b.q_key = 0x22;
+    a.post_send_to(qp_a, to_b, send(2)).unwrap();
+    assert!(wait(&a, cq_a).status.is_success());
+    let got = wait(&b, cq_b);
+    assert_eq!(
+        (got.wr_id, got.status, got.opcode),
+        (1, WcStatus::Success, WcOpcode::Recv)
+    );
+    assert_eq!(got.byte_len as usize, GRH_LEN + 8);
+    assert_eq!(got.src_qp, qp_a.qpn());
+    let src = gid_to_ip(got.ud.expect("UD source").sgid);
+    assert_eq!(src, std::net::IpAddr::V4(ip("h0")));
+    {
+        let m = b.mr_guard(&mr_b).unwrap();
+        assert_eq!(m[2048 + 20], 0x45, "IPv4 header at byte 20 of the GRH area");
+        assert_eq!(&m[2048 + 32..2048 + 36], &ip("h0").octets());
+        assert_eq!(&m[2048 + 36..2048 + 40], &ip("h1").octets());
+        assert_eq!(&m[2048 + GRH_LEN..2048 + GRH_LEN + 8], b"datagram");
+    }
+    // The first datagram's Q_Key was wrong: dropped and counted by h1's daemon.
+    let s = stats(test, "h1");
+    assert_eq!(s["drops"]["bad_qkey"], 1, "{s}");
+
+    // The reply goes where the completion says the datagram came from.
+    recv(&a, &mr_a, qp_a, 3);
+    let back = b.create_ah(pd_b, &AhAttr::new(src)).unwrap();
+    let to_a = UdAddress {
+        ah: back,
+        qpn: got.src_qp,
+        q_key: 0x11,
+    };
+    b.mr_guard(&mr_b).unwrap()[..5].copy_from_slice(b"reply");
+    let wr = SendWr::new(4, SendOp::Send).sge(mr_b.sge(0, 5).unwrap());
+    b.post_send_to(qp_b, to_a, wr).unwrap();
+    assert!(wait(&b, cq_b).status.is_success());
+    let r = wait(&a, cq_a);
+    assert_eq!((r.wr_id, r.byte_len as usize), (3, GRH_LEN + 5));
+    assert_eq!(r.src_qp, qp_b.qpn());
+    assert_eq!(
+        &a.mr_guard(&mr_a).unwrap()[2048 + GRH_LEN..2048 + GRH_LEN + 5],
+        b"reply"
+    );
+
+    // Through a destroyed handle, the daemon refuses the request: an error completion.
+    b.destroy_ah(back).unwrap();
+    assert!(matches!(b.destroy_ah(back), Err(rocev2::Error::UnknownAh)));
+    let wr = SendWr::new(5, SendOp::Send).sge(mr_b.sge(0, 5).unwrap());
+    b.post_send_to(qp_b, to_a, wr).unwrap();
+    let e = wait(&b, cq_b);
+    assert_eq!((e.wr_id, e.status), (5, WcStatus::LocQpOpErr));
 }

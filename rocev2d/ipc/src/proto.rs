@@ -6,6 +6,11 @@
 //! creates (PD, MR, CQ, QP) belongs to it: other attachments cannot name it, and closing the
 //! connection (or the process dying) destroys them all.
 //!
+//! UD QPs ([`Request::CreateUdQp`]) share the rings' format with RC QPs; their send records
+//! name one of the application's address handles ([`Request::CreateAh`]), which the daemon
+//! builds from its own interface, so an application cannot choose the source addresses of
+//! its frames.
+//!
 //! Descriptors travel beside messages (SCM_RIGHTS, [`crate::frame`]): [`Request::RegMr`]
 //! carries the region's memfd; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
 //! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings,
@@ -23,10 +28,10 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
-/// 16 scatter/gather elements or 200 bytes of inline data fits.
+/// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
 pub const SLOT_SIZE: usize = 256;
 
 /// What an application asks.
@@ -73,6 +78,34 @@ pub enum Request {
     },
     /// Create an RC QP and move it to INIT.
     CreateQp(QpSpec),
+    /// Create a UD QP and bring it to RTS with Q_Key `q_key`; answered [`Response::UdQp`].
+    /// Of the spec it uses the PD, the CQs and the queue, SGE and inline limits.
+    CreateUdQp {
+        /// Its PD, CQs and sizes.
+        spec: QpSpec,
+        /// The Q_Key received messages must carry.
+        q_key: u32,
+        /// First PSN it sends (24 bits; UD receivers do not check it).
+        sq_psn: u32,
+    },
+    /// Create an address handle: the path to `ip`, built by the daemon from its interface (our
+    /// MAC and address) and the neighbour table; answered [`Response::Ah`]. Send requests of UD
+    /// QPs name it in their ring records ([`crate::record::UdRecord`]).
+    CreateAh {
+        /// The peer's address (its GID, IPv4-mapped GIDs as IPv4).
+        ip: IpAddr,
+        /// Next hop's MAC, or resolve through the kernel.
+        mac: Option<[u8; 6]>,
+        /// DSCP of the packets sent through it.
+        dscp: u8,
+        /// Neighbour resolution bound, milliseconds.
+        resolve_timeout_ms: u32,
+    },
+    /// Destroy one of this application's address handles.
+    DestroyAh {
+        /// Its id.
+        ah: u32,
+    },
     /// Connect a QP: INIT→RTR→RTS towards the peer.
     Connect {
         /// The QP.
@@ -283,6 +316,19 @@ pub enum Response {
         /// Slots of the receive ring.
         rq_slots: u32,
     },
+    /// A UD QP in RTS, with its send and receive rings.
+    UdQp {
+        /// Its number.
+        qpn: u32,
+        /// Slots of the send ring.
+        sq_slots: u32,
+        /// Slots of the receive ring.
+        rq_slots: u32,
+        /// Its MTU in bytes: the largest message it sends or accepts.
+        mtu: u32,
+    },
+    /// An address handle's id.
+    Ah(u32),
     /// A QP's state and mode.
     QpStatus {
         /// The core's `QpState` as ibverbs numbers it (RESET 0 … ERR 6).
@@ -401,7 +447,19 @@ mod tests {
                 len: 1 << 40,
                 access: 0xf,
             },
-            Request::CreateQp(spec),
+            Request::CreateQp(spec.clone()),
+            Request::CreateUdQp {
+                spec,
+                q_key: 0x8001_0000,
+                sq_psn: 0xff_ffff,
+            },
+            Request::CreateAh {
+                ip: "fd00::1".parse().unwrap(),
+                mac: Some([2, 0, 0, 0, 0, 1]),
+                dscp: 26,
+                resolve_timeout_ms: 3000,
+            },
+            Request::DestroyAh { ah: 9 },
             Request::Drain { timeout_ms: 5 },
             Request::CmListen {
                 service_id: 0x0106_1c06,
@@ -418,6 +476,25 @@ mod tests {
             let (back, fds) = d.next_frame::<Request>().unwrap().unwrap();
             assert_eq!(back, r);
             assert!(fds.is_empty());
+        }
+    }
+
+    #[test]
+    fn ud_responses_round_trip() {
+        for r in [
+            Response::UdQp {
+                qpn: 0xab_cdef,
+                sq_slots: 64,
+                rq_slots: 128,
+                mtu: 4096,
+            },
+            Response::Ah(u32::MAX),
+        ] {
+            let bytes = frame::encode(&r, 0);
+            let mut d = frame::Decoder::default();
+            d.extend(&bytes);
+            let (back, _) = d.next_frame::<Response>().unwrap().unwrap();
+            assert_eq!(back, r);
         }
     }
 }

@@ -85,6 +85,21 @@ pub struct SendRecord {
     flags: u8,
     /// Dart's look-ahead: group size and member ids.
     lookahead: Option<(u16, Vec<u16>)>,
+    /// A UD send's destination; the core's `UdDest` holds a path, which only the daemon
+    /// builds, so the record names the application's address handle instead.
+    ud: Option<UdRecord>,
+}
+
+/// The destination of a UD send (`ibv_send_wr.wr.ud`): one of the application's address
+/// handles (`proto::Request::CreateAh`), the peer's QP and the Q_Key to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdRecord {
+    /// The address handle's id.
+    pub ah: u32,
+    /// The peer's QPN, 24 bits.
+    pub remote_qpn: u32,
+    /// The Q_Key (high bit set: the sending QP's own).
+    pub remote_qkey: u32,
 }
 
 /// A receive work request on a QP's receive ring.
@@ -217,6 +232,7 @@ impl From<&SendWr> for SendRecord {
                 let n = usize::from(l.member_count).min(MAX_LOOKAHEAD);
                 (l.group_size, l.members[..n].to_vec())
             }),
+            ud: None,
         }
     }
 }
@@ -303,6 +319,23 @@ impl SendRecord {
     pub fn wr_id(&self) -> u64 {
         self.wr_id
     }
+
+    /// The same request sent to `ud` (a UD QP's send).
+    pub fn with_ud(mut self, ud: UdRecord) -> SendRecord {
+        self.ud = Some(ud);
+        self
+    }
+
+    /// A UD send's destination, its QPN checked; the address handle is the daemon's to look
+    /// up (converting to [`SendWr`] leaves `ud` empty).
+    ///
+    /// # Errors
+    /// [`RecordError::Range`] for a QPN past 24 bits.
+    pub fn ud(&self) -> Result<Option<(u32, Qpn, u32)>, RecordError> {
+        self.ud
+            .map(|u| Ok((u.ah, qpn(u.remote_qpn, "remote_qpn")?, u.remote_qkey)))
+            .transpose()
+    }
 }
 
 impl From<&RecvWr> for RecvRecord {
@@ -388,6 +421,33 @@ mod tests {
         wr.signaled = false;
         let back = SendWr::try_from(decode::<SendRecord>(&encode(&SendRecord::from(&wr))).unwrap());
         assert_eq!(back.unwrap(), wr);
+        // A UD send: the destination crosses as the address handle's id.
+        let ud = UdRecord {
+            ah: 3,
+            remote_qpn: 0xff_fffe,
+            remote_qkey: 0x8001_0000,
+        };
+        let send = SendWr::new(8, SendOp::SendWithImm { imm: 5 }).inline(vec![1, 2, 3]);
+        let rec = SendRecord::from(&send).with_ud(ud);
+        let back = decode::<SendRecord>(&encode(&rec)).unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(back.ud(), Ok(Some((3, Qpn::new(0xff_fffe), 0x8001_0000))));
+        assert_eq!(SendWr::try_from(back).unwrap(), send);
+        let bad = SendRecord::from(&send).with_ud(UdRecord {
+            remote_qpn: 1 << 24,
+            ..ud
+        });
+        assert_eq!(bad.ud(), Err(RecordError::Range("remote_qpn")));
+        assert_eq!(SendRecord::from(&send).ud(), Ok(None));
+        // The largest UD send (200 bytes inline, every field at its widest) fits a ring slot.
+        let widest =
+            SendWr::new(u64::MAX, SendOp::SendWithImm { imm: u32::MAX }).inline(vec![0xff; 200]);
+        let rec = SendRecord::from(&widest).with_ud(UdRecord {
+            ah: u32::MAX,
+            remote_qpn: 0xff_ffff,
+            remote_qkey: u32::MAX,
+        });
+        assert!(encode(&rec).len() + 4 <= crate::proto::SLOT_SIZE);
         let rwr = RecvWr {
             wr_id: 9,
             sg_list: wr.sg_list.clone(),

@@ -17,17 +17,22 @@
 //! closes it, and the call returns [`Error::DaemonGone`] at once; a daemon that stops
 //! answering makes a control request fail with [`Error::Timeout`] after [`CALL_TIMEOUT`].
 //!
+//! UD QPs use the same rings; their send records name an address handle the daemon built
+//! from its own interface ([`crate::Device::create_ah`]), so the application never chooses the
+//! source addresses of its frames.
+//!
 //! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
 //! an error status instead of failing the post; the QP's congestion control is the daemon's;
 //! [`crate::Device::mp_snapshot`] is not available.
 
 use crate::error::{Error, Result};
+use crate::ud::{AhAttr, UdAddress};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
-use rocev2_core::qp::{CqId, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{CqId, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::iface::IfAddr;
@@ -35,7 +40,7 @@ use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::{self, EventFd};
 use rocev2_ipc::proto::{self, ConnectSpec, ErrorKind, MpSpec, QpSpec, Request, Response};
-use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
+use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord, UdRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
 use rocev2_ipc::shm::Region;
 use std::collections::{BTreeMap, VecDeque};
@@ -92,6 +97,8 @@ const CM_POLL_MAX: u32 = 64;
 struct QpView {
     sq: Ring,
     rq: Ring,
+    /// A UD QP's MTU; `None` for RC.
+    ud_mtu: Option<Mtu>,
 }
 
 /// An attachment to the daemon; see the module docs.
@@ -287,32 +294,7 @@ impl Attached {
     }
 
     pub(crate) fn create_qp(&mut self, cfg: &QpConfig) -> Result<Qpn> {
-        let spec = QpSpec {
-            pd: cfg.pd.value(),
-            send_cq: cfg.send_cq.0,
-            recv_cq: cfg.recv_cq.0,
-            max_send_wr: cfg.max_send_wr,
-            max_recv_wr: cfg.max_recv_wr,
-            max_send_sge: cfg.max_send_sge,
-            max_recv_sge: cfg.max_recv_sge,
-            max_inline_data: cfg.max_inline_data,
-            ack_req_every: cfg.ack_req_every,
-            max_inflight_psns: cfg.max_inflight_psns,
-            multipath: cfg.multipath.map(|m| MpSpec {
-                iw: m.iw,
-                bitmap_len: m.bitmap_len,
-                delta: m.delta,
-                sync_alpha: m.sync_alpha,
-                probe_p: m.probe_p,
-                initial_rtt_ns: m.initial_rtt.as_nanos(),
-                idle_restart_rtts: m.idle_restart_rtts,
-                early_retx_rtts: m.early_retx_rtts,
-                vp_base: m.vp_base,
-                vp_count: m.vp_count,
-                seed: m.seed,
-            }),
-        };
-        let (r, fds) = self.call(&Request::CreateQp(spec), &[])?;
+        let (r, fds) = self.call(&Request::CreateQp(qp_spec(cfg)), &[])?;
         let Response::Qp {
             qpn,
             sq_slots,
@@ -321,10 +303,23 @@ impl Attached {
         else {
             return Err(unexpected(r));
         };
+        self.map_qp(qpn, fds, sq_slots, rq_slots, None)
+    }
+
+    /// Maps a new QP's rings (the answer's descriptors) and keeps its view.
+    fn map_qp(
+        &mut self,
+        qpn: u32,
+        fds: Vec<OwnedFd>,
+        sq_slots: u32,
+        rq_slots: u32,
+        ud_mtu: Option<Mtu>,
+    ) -> Result<Qpn> {
         let [sq, rq] = one(fds)?;
         let view = QpView {
             sq: open_ring(sq, sq_slots, End::Producer)?,
             rq: open_ring(rq, rq_slots, End::Producer)?,
+            ud_mtu,
         };
         let qpn = Qpn::new(qpn & 0xff_ffff);
         self.qps.insert(qpn, view);
@@ -381,10 +376,81 @@ impl Attached {
     pub(crate) fn post_send(&mut self, qpn: Qpn, wr: &SendWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
         if wr.ud.is_some() {
-            // The daemon's QPs are RC; the rings carry no address handles.
+            // A path cannot cross: UD sends name the daemon's address handle (post_send_to).
             return Err(EndpointError::Post(PostError::Unsupported).into());
         }
         record::encode_into(&SendRecord::from(wr), &mut self.buf);
+        push(&mut q.sq, &self.buf)?;
+        if q.sq.consumer_asleep() {
+            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+        }
+        Ok(())
+    }
+
+    /// Creates a UD QP in the daemon, brought to RTS there, and maps its rings.
+    pub(crate) fn create_ud_qp(&mut self, cfg: &QpConfig, q_key: u32) -> Result<Qpn> {
+        let req = Request::CreateUdQp {
+            spec: qp_spec(cfg),
+            q_key,
+            sq_psn: crate::random_psn(),
+        };
+        let (r, fds) = self.call(&req, &[])?;
+        let Response::UdQp {
+            qpn,
+            sq_slots,
+            rq_slots,
+            mtu,
+        } = r
+        else {
+            return Err(unexpected(r));
+        };
+        let mtu = Mtu::from_bytes(mtu).ok_or_else(|| protocol(format!("UD MTU {mtu}")))?;
+        self.map_qp(qpn, fds, sq_slots, rq_slots, Some(mtu))
+    }
+
+    /// A UD QP's MTU; `None` for an RC QP or an unknown one.
+    pub(crate) fn ud_mtu(&self, qpn: Qpn) -> Option<Mtu> {
+        self.qps.get(&qpn)?.ud_mtu
+    }
+
+    /// Asks the daemon for an address handle to `attr.ip` (it resolves the MAC when `attr`
+    /// does not give it, and builds the path from its interface).
+    pub(crate) fn create_ah(&mut self, attr: &AhAttr) -> Result<u32> {
+        let resolve_timeout_ms =
+            u32::try_from(attr.resolve_timeout.as_millis()).unwrap_or(u32::MAX);
+        let req = Request::CreateAh {
+            ip: attr.ip,
+            mac: attr.mac,
+            dscp: attr.dscp,
+            resolve_timeout_ms,
+        };
+        let wait = CALL_TIMEOUT + Duration::from_millis(u64::from(resolve_timeout_ms));
+        match self.call_for(&req, &[], wait)?.0 {
+            Response::Ah(id) => Ok(id),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn destroy_ah(&mut self, ah: u32) -> Result<()> {
+        match self.done(&Request::DestroyAh { ah }) {
+            Err(Error::Refused {
+                kind: ErrorKind::UnknownHandle,
+                ..
+            }) => Err(Error::UnknownAh),
+            other => other,
+        }
+    }
+
+    /// Posts a UD send to `to` (checked by the caller): the record names the address handle,
+    /// which the daemon looks up.
+    pub(crate) fn post_send_to(&mut self, qpn: Qpn, to: UdAddress, wr: &SendWr) -> Result<()> {
+        let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        let ud = UdRecord {
+            ah: to.ah.id(),
+            remote_qpn: to.qpn.value(),
+            remote_qkey: to.q_key,
+        };
+        record::encode_into(&SendRecord::from(wr).with_ud(ud), &mut self.buf);
         push(&mut q.sq, &self.buf)?;
         if q.sq.consumer_asleep() {
             notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
@@ -614,6 +680,35 @@ impl Attached {
             Response::Done => Ok(()),
             other => Err(unexpected(other)),
         }
+    }
+}
+
+/// The control protocol's form of a QP configuration (congestion control is the daemon's).
+fn qp_spec(cfg: &QpConfig) -> QpSpec {
+    QpSpec {
+        pd: cfg.pd.value(),
+        send_cq: cfg.send_cq.0,
+        recv_cq: cfg.recv_cq.0,
+        max_send_wr: cfg.max_send_wr,
+        max_recv_wr: cfg.max_recv_wr,
+        max_send_sge: cfg.max_send_sge,
+        max_recv_sge: cfg.max_recv_sge,
+        max_inline_data: cfg.max_inline_data,
+        ack_req_every: cfg.ack_req_every,
+        max_inflight_psns: cfg.max_inflight_psns,
+        multipath: cfg.multipath.map(|m| MpSpec {
+            iw: m.iw,
+            bitmap_len: m.bitmap_len,
+            delta: m.delta,
+            sync_alpha: m.sync_alpha,
+            probe_p: m.probe_p,
+            initial_rtt_ns: m.initial_rtt.as_nanos(),
+            idle_restart_rtts: m.idle_restart_rtts,
+            early_retx_rtts: m.early_retx_rtts,
+            vp_base: m.vp_base,
+            vp_count: m.vp_count,
+            seed: m.seed,
+        }),
     }
 }
 

@@ -16,7 +16,7 @@
 //! critical section; the waits ([`Device::wait_cq`], [`Device::next_completion`]) sleep
 //! without holding it.
 //!
-//! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC only).
+//! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC and UD, no UC).
 
 use crate::attached::Attached;
 use crate::error::{Error, Result};
@@ -242,6 +242,11 @@ impl Device {
         } else {
             Err(Error::WrongDevice(what))
         }
+    }
+
+    /// The device's number, which its handles carry.
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
     }
 
     /// True when the device is attached to a daemon.
@@ -541,6 +546,11 @@ impl Device {
     /// [`Error::Refused`] for any of these as the daemon reports it.
     pub fn connect(&self, qp: Qp, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
         self.own(qp.1, "QP")?;
+        if self.ud_mtu(qp).is_some() {
+            return Err(Error::WrongQpType(
+                "a UD QP is not connected: send to an address",
+            ));
+        }
         let l = match &self.inner.backend {
             Backend::Local(l) => l,
             Backend::Attached(a) => {
@@ -623,11 +633,17 @@ impl Device {
         self.engine()?.qp(qp.0).and_then(|q| q.mp_snapshot())
     }
 
-    /// The QP's state; `None` for an unknown QP.
+    /// The QP's state, RC or UD; `None` for an unknown QP.
     pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
         self.own(qp.1, "QP").ok()?;
         match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).map(|q| q.state()),
+            Backend::Local(l) => {
+                let st = l.lock();
+                let ep = &st.driver.ep;
+                ep.qp(qp.0)
+                    .map(|q| q.state())
+                    .or_else(|| ep.ud_qp(qp.0).map(|q| q.state()))
+            }
             Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(s, _)| s),
         }
     }
@@ -670,17 +686,30 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Verb`] (wrong state, queue full, too many SGEs, bad inline data);
+    /// [`Error::WrongQpType`] on a UD QP (use [`Device::post_send_to`]);
     /// [`Error::WrongDevice`]; attached, only queue full and [`Error::DaemonGone`]: the others
     /// complete with an error status.
     pub fn post_send(&self, qp: Qp, wr: SendWr) -> Result<()> {
         self.own(qp.1, "QP")?;
+        let ud = || Error::WrongQpType("a UD send needs an address: use Device::post_send_to");
         match &self.inner.backend {
             Backend::Local(l) => {
-                l.lock().driver.ep.post_send(qp.0, wr)?;
+                let mut st = l.lock();
+                if st.driver.ep.ud_qp(qp.0).is_some() {
+                    return Err(ud());
+                }
+                st.driver.ep.post_send(qp.0, wr)?;
+                drop(st);
                 l.kick();
                 Ok(())
             }
-            Backend::Attached(a) => lock_attached(a).post_send(qp.0, &wr),
+            Backend::Attached(a) => {
+                let mut g = lock_attached(a);
+                if g.ud_mtu(qp.0).is_some() {
+                    return Err(ud());
+                }
+                g.post_send(qp.0, &wr)
+            }
         }
     }
 

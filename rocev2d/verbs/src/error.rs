@@ -55,6 +55,23 @@ pub enum Error {
         /// The region's length.
         region_len: u64,
     },
+    /// A verb of one QP type on a QP of the other (`ibv_post_send` returning `EINVAL`): READ,
+    /// WRITE, atomics or [`crate::Device::connect`] on a UD QP, a UD destination on an RC QP,
+    /// or a UD send without one ([`crate::Device::post_send_to`]).
+    #[error("{0} (a UD QP sends SEND and SEND with immediate to an address; RC does the rest)")]
+    WrongQpType(&'static str),
+    /// A UD message longer than the QP's MTU (IBA §9.8: a UD message is one packet;
+    /// `ibv_post_send` returning `EINVAL`, or `IBV_WC_LOC_LEN_ERR` on some devices).
+    #[error("a UD message of {len} bytes exceeds the {mtu}-byte MTU (send less, or use RC)")]
+    UdTooLong {
+        /// Bytes of the message.
+        len: u64,
+        /// The QP's MTU ([`crate::Device::ud_mtu`]).
+        mtu: u32,
+    },
+    /// An address handle this device does not hold: destroyed, or made by another device.
+    #[error("unknown address handle (destroyed, or a handle of another device)")]
+    UnknownAh,
     /// The interface MTU is too small for any RoCE path MTU.
     #[error("interface {0} MTU is too small for RoCE (raise it to at least 256 + 78 bytes)")]
     MtuTooSmall(String),

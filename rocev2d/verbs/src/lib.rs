@@ -90,7 +90,12 @@
 //! assert!(e.to_string().contains("use handles with the device that made them"));
 //! ```
 //!
-//! Deviations from libibverbs: RC QPs only; memory is handed over as owned buffers instead of
+//! UD: [`Device::create_ud_qp`], [`Device::create_ah`] and [`Device::post_send_to`] carry
+//! datagrams (`IBV_QPT_UD`); every UD receive buffer starts with the 40-byte GRH area
+//! ([`GRH_LEN`]), as libibverbs delivers it, and UD completions name the sender
+//! ([`WorkCompletion::src_qp`], [`UdSource`]).
+//!
+//! Deviations from libibverbs: RC and UD QPs, no UC; memory is handed over as owned buffers instead of
 //! raw pointers, so no `unsafe` is needed; one call connects a QP; no LIDs, GIDs are the
 //! interface addresses; handles of another device are refused ([`Error::WrongDevice`]).
 
@@ -106,6 +111,7 @@ mod local;
 mod mr;
 mod pair;
 mod qp;
+mod ud;
 mod wakeup;
 
 pub use connect::{ConnectConfig, ConnectError, Connection};
@@ -122,7 +128,7 @@ pub use rocev2_core::cm::{
     AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event as CmEvent, PortSpace,
     QpParams, RejectReason, ServiceId,
 };
-pub use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
+pub use rocev2_core::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
 pub use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey, VecMemory};
 pub use rocev2_core::qp::{
@@ -134,3 +140,4 @@ pub use rocev2_datapath::auto::Options as DatapathOptions;
 pub use rocev2_datapath::{
     Datapath, Driver, DriverConfig, Interface, Mode as DatapathKind, Progress, WaitMode,
 };
+pub use ud::{Ah, AhAttr, GRH_LEN, UdAddress};

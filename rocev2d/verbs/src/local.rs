@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::cm::Event;
 use rocev2_core::mr::VecMemory;
-use rocev2_core::qp::CqId;
+use rocev2_core::qp::{AddressHandle, CqId};
 use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
 use rocev2_ipc::notify::EventFd;
 use std::collections::{BTreeMap, VecDeque};
@@ -82,6 +82,10 @@ pub(crate) struct State {
     pub(crate) activity_gen: u64,
     /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
     pub(crate) cm_events: VecDeque<Event>,
+    /// Address handles by number ([`crate::Device::create_ah`]).
+    pub(crate) ahs: BTreeMap<u32, AddressHandle>,
+    /// Number of the next address handle (never 0).
+    pub(crate) next_ah: u32,
 }
 
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
@@ -163,6 +167,8 @@ impl Local {
                 failed: None,
                 activity_gen: 0,
                 cm_events: VecDeque::new(),
+                ahs: BTreeMap::new(),
+                next_ah: 1,
             }),
             wake: EventFd::new().map_err(Error::Io)?,
             sleeping: AtomicBool::new(false),

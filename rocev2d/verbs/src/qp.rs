@@ -1,7 +1,7 @@
 //! Completion-queue and queue-pair handles, and what [`crate::Device::connect`] needs to know
 //! about the peer.
 //!
-//! Deviations from verbs: RC only (the engine has no UC/UD); one call,
+//! Deviations from verbs: RC and UD QPs ([`crate::Device::create_ud_qp`]), no UC; one call,
 //! [`crate::Device::connect`], does INIT→RTR→RTS.
 
 use rocev2_core::qp::{CqId, ExtCaps, Mtu};
@@ -19,7 +19,8 @@ impl Cq {
     }
 }
 
-/// An RC queue pair (`ibv_qp`), in INIT once created.
+/// A queue pair (`ibv_qp`): RC, in INIT once created ([`crate::Device::create_rc_qp`]), or
+/// UD, in RTS once created ([`crate::Device::create_ud_qp`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Qp(pub(crate) Qpn, pub(crate) u64);
 

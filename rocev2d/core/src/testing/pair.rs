@@ -265,18 +265,7 @@ impl Pair {
                 h.ep.register_mr(pd, 0x2000_0000, mr_len as u64, AccessFlags::LOCAL_WRITE)?;
             h.mem.insert(mr.id, vec![0; mr_len]);
             let qpn = h.ep.create_ud_qp(QpConfig::new(pd, cq, cq), mtu)?;
-            let init = QpAttr {
-                p_key: Some(0xffff),
-                q_key: Some(q_key),
-                ..QpAttr::default()
-            };
-            let rts = QpAttr {
-                sq_psn: Some(sq_psn),
-                ..QpAttr::default()
-            };
-            h.ep.modify_qp(qpn, QpState::Init, &init, now, &mut h.mem)?;
-            h.ep.modify_qp(qpn, QpState::Rtr, &QpAttr::default(), now, &mut h.mem)?;
-            h.ep.modify_qp(qpn, QpState::Rts, &rts, now, &mut h.mem)?;
+            h.ep.activate_ud_qp(qpn, q_key, sq_psn, now, &mut h.mem)?;
             Ok((cq, mr, qpn))
         };
         // The send PSNs of ../shared/captures/ud_pingpong.tool-output.txt.

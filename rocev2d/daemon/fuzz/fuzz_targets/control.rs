@@ -2,7 +2,8 @@
 //! frames and carried out on a [`Host`] as one attachment's requests (a `RegMr` gets a real
 //! sealed memfd of its announced length when that is small), then the rest of the input is
 //! pushed as records into every ring of the attachment's QPs and the host serves them. CM
-//! requests (listen, connect, accept, reject, disconnect, poll) reach the daemon's CM. The host
+//! requests (listen, connect, accept, reject, disconnect, poll) reach the daemon's CM; UD QPs
+//! and address handles are made like RC QPs, and their rings get the same records. The host
 //! never panics; closing the attachment leaves no QP in the engine and no region mapped.
 #![no_main]
 
@@ -37,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
     let limits = Limits {
         max_qps: 8,
         max_cqs: 8,
+        max_ahs: 8,
         max_mr_bytes: 1 << 20,
     };
     let mut host = Host::new(iface, limits, None);
@@ -62,7 +64,13 @@ fuzz_target!(|data: &[u8]| {
             _ => Vec::new(),
         };
         let reply = host.request(&mut ep, &mut mem, Instant::ZERO, app, req, fds);
-        if let Response::Qp { sq_slots, rq_slots, .. } = reply.response {
+        if let Response::Qp {
+            sq_slots, rq_slots, ..
+        }
+        | Response::UdQp {
+            sq_slots, rq_slots, ..
+        } = reply.response
+        {
             for (fd, slots) in reply.fds.into_iter().zip([sq_slots, rq_slots]) {
                 let len = Ring::region_len(slots, SLOT_SIZE) as u64;
                 let region = Region::from_fd(fd, len).unwrap();
@@ -79,5 +87,6 @@ fuzz_target!(|data: &[u8]| {
     }
     host.detach(&mut ep, &mut mem, Instant::ZERO, app);
     assert_eq!(ep.qps().count(), 0);
+    assert_eq!(ep.ud_qps().count(), 0);
     assert!(mem.is_empty());
 });

@@ -41,7 +41,8 @@ use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, MrId, PdId};
 use rocev2_core::qp::{
-    ConnectAttr, CqId, Mtu, Path, PostError, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr,
+    AddressHandle, ConnectAttr, CqId, Mtu, Path, PostError, QpAttr, QpConfig, QpMode, QpState,
+    RecvWr, SendWr, UdDest,
 };
 use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::Qpn;
@@ -66,16 +67,19 @@ pub struct Limits {
     pub max_qps: u32,
     /// CQs.
     pub max_cqs: u32,
+    /// UD address handles.
+    pub max_ahs: u32,
     /// Bytes of registered memory.
     pub max_mr_bytes: u64,
 }
 
 impl Default for Limits {
-    /// 1024 QPs, 1024 CQs, 16 GiB.
+    /// 1024 QPs (RC and UD), 1024 CQs, 4096 address handles, 16 GiB.
     fn default() -> Self {
         Limits {
             max_qps: 1024,
             max_cqs: 1024,
+            max_ahs: 4096,
             max_mr_bytes: 16 << 30,
         }
     }
@@ -189,6 +193,10 @@ struct App {
     cm_event: Option<EventFd>,
     /// CM events of its listens and connections, oldest first.
     cm_events: VecDeque<CmEvent>,
+    /// Its UD address handles, built by the daemon ([`Request::CreateAh`]).
+    ahs: BTreeMap<u32, AddressHandle>,
+    /// Id of its next address handle.
+    next_ah: u32,
 }
 
 /// An answer, the descriptors that go with it, and the path to announce after a connect.
@@ -312,6 +320,8 @@ impl Host {
                 corrupt: false,
                 cm_event: None,
                 cm_events: VecDeque::new(),
+                ahs: BTreeMap::new(),
+                next_ah: 1,
             },
         );
         self.counters.attached += 1;
@@ -500,13 +510,7 @@ impl Host {
                     return Err(limit("QPs", limits.max_qps, "max_qps"));
                 }
                 let cfg = qp_config(&spec, a, self.cc)?;
-                let slot = rocev2_ipc::proto::SLOT_SIZE;
-                let ring = |slots| {
-                    Ring::create("rocev2d-wq", slots, slot, End::Consumer)
-                        .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
-                };
-                let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
-                let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
+                let (sq, rq, fds) = qp_rings(&cfg)?;
                 let qpn = ep.create_qp(cfg)?;
                 if let Err(e) =
                     ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)
@@ -519,22 +523,65 @@ impl Host {
                     sq_slots: sq.slots(),
                     rq_slots: rq.slots(),
                 };
-                a.qps.insert(
-                    qpn,
-                    QpShare {
-                        sq,
-                        rq,
-                        send_cq: cfg.send_cq,
-                        recv_cq: cfg.recv_cq,
-                        send_wait: None,
-                        recv_wait: None,
-                    },
-                );
+                a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
                 Ok(Reply {
                     response,
                     fds,
                     announce: None,
                 })
+            }
+            Request::CreateUdQp {
+                spec,
+                q_key,
+                sq_psn,
+            } => {
+                if a.qps.len() >= limits.max_qps as usize {
+                    return Err(limit("QPs", limits.max_qps, "max_qps"));
+                }
+                let cfg = qp_config(&spec, a, None)?;
+                let mtu = self.iface.path_mtu(false).ok_or_else(|| {
+                    Refusal(
+                        ErrorKind::Path,
+                        format!("interface {} MTU is too small for RoCE", self.iface.name),
+                    )
+                })?;
+                let (sq, rq, fds) = qp_rings(&cfg)?;
+                let qpn = ep.create_ud_qp(cfg, mtu)?;
+                if let Err(e) = ep.activate_ud_qp(qpn, q_key, sq_psn, now, mem) {
+                    let _ = ep.destroy_qp(qpn);
+                    return Err(e.into());
+                }
+                let response = Response::UdQp {
+                    qpn: qpn.value(),
+                    sq_slots: sq.slots(),
+                    rq_slots: rq.slots(),
+                    mtu: mtu.bytes(),
+                };
+                a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
+                Ok(Reply {
+                    response,
+                    fds,
+                    announce: None,
+                })
+            }
+            Request::CreateAh {
+                ip,
+                mac,
+                dscp,
+                resolve_timeout_ms: _,
+            } => {
+                if a.ahs.len() >= limits.max_ahs as usize {
+                    return Err(limit("address handles", limits.max_ahs, "max_ahs"));
+                }
+                let ah = address_handle(&self.iface, ip, mac, dscp)?;
+                let id = a.next_ah;
+                a.next_ah = a.next_ah.wrapping_add(1).max(1);
+                a.ahs.insert(id, ah);
+                Ok(Reply::ok(Response::Ah(id)))
+            }
+            Request::DestroyAh { ah } => {
+                a.ahs.remove(&ah).ok_or_else(|| unknown("address handle"))?;
+                Ok(Reply::ok(Response::Done))
             }
             Request::Connect { qpn, spec } => {
                 let qpn = owned_qp(a, qpn)?;
@@ -559,10 +606,14 @@ impl Host {
             }
             Request::QueryQp { qpn } => {
                 let qpn = owned_qp(a, qpn)?;
-                let qp = ep.qp(qpn).ok_or_else(|| unknown("QP"))?;
+                let (state, multipath) = match (ep.qp(qpn), ep.ud_qp(qpn)) {
+                    (Some(qp), _) => (qp.state(), qp.mode() == QpMode::MultiPath),
+                    (None, Some(ud)) => (ud.state(), false),
+                    (None, None) => return Err(unknown("QP")),
+                };
                 Ok(Reply::ok(Response::QpStatus {
-                    state: qp.state().as_ibv(),
-                    multipath: qp.mode() == QpMode::MultiPath,
+                    state: state.as_ibv(),
+                    multipath,
                 }))
             }
             Request::CmEnable => {
@@ -920,6 +971,56 @@ fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, R
     Ok(cfg)
 }
 
+/// A QP's send and receive rings, and the descriptors that go to the application.
+fn qp_rings(cfg: &QpConfig) -> Result<(Ring, Ring, Vec<OwnedFd>), Refusal> {
+    let ring = |slots| {
+        Ring::create(
+            "rocev2d-wq",
+            slots,
+            rocev2_ipc::proto::SLOT_SIZE,
+            End::Consumer,
+        )
+        .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
+    };
+    let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
+    let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
+    Ok((sq, rq, fds))
+}
+
+impl QpShare {
+    fn new(sq: Ring, rq: Ring, cfg: &QpConfig) -> QpShare {
+        QpShare {
+            sq,
+            rq,
+            send_cq: cfg.send_cq,
+            recv_cq: cfg.recv_cq,
+            send_wait: None,
+            recv_wait: None,
+        }
+    }
+}
+
+/// An address handle to `ip` built from the daemon's interface (its MAC and address, never
+/// the application's say), the next hop's MAC already resolved by the control plane; UDP
+/// source port as QPN 0's, as the API's in-process handles.
+fn address_handle(
+    iface: &Interface,
+    ip: std::net::IpAddr,
+    mac: Option<[u8; 6]>,
+    dscp: u8,
+) -> Result<AddressHandle, Refusal> {
+    let path_err = |m: String| Refusal(ErrorKind::Path, m);
+    let mac = mac.ok_or_else(|| path_err(format!("no neighbour entry for {ip}")))?;
+    let family = if ip.is_ipv6() { "IPv6" } else { "IPv4" };
+    let path = iface.path_to(Qpn::new(0), ip, mac, dscp).ok_or_else(|| {
+        path_err(format!(
+            "interface {} has no usable {family} address",
+            iface.name
+        ))
+    })?;
+    AddressHandle::new(path).map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
+}
+
 /// INIT→RTR→RTS attributes towards the peer of `spec` (its next hop's MAC already resolved by
 /// the control plane).
 fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<ConnectAttr, Refusal> {
@@ -988,8 +1089,11 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
 
 /// What differs between a send and a receive queue for [`take`].
 trait WorkRequest: Clone {
-    /// Decodes a ring record.
-    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError>;
+    /// Decodes a ring record; a UD send's address handle is looked up in `ahs`.
+    fn decode(
+        bytes: &[u8],
+        ahs: &BTreeMap<u32, AddressHandle>,
+    ) -> Result<Self, record::RecordError>;
     /// Posts to the engine.
     fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError>;
     /// The id and completion opcode an error completion of this request carries.
@@ -997,8 +1101,24 @@ trait WorkRequest: Clone {
 }
 
 impl WorkRequest for SendWr {
-    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError> {
-        record::decode::<SendRecord>(bytes).and_then(SendWr::try_from)
+    /// An address handle the application does not hold (destroyed before the daemon took the
+    /// request) leaves the request without a destination, which the engine refuses
+    /// ([`PostError::Unsupported`]): it completes with an error, as any refused request.
+    fn decode(
+        bytes: &[u8],
+        ahs: &BTreeMap<u32, AddressHandle>,
+    ) -> Result<Self, record::RecordError> {
+        let rec = record::decode::<SendRecord>(bytes)?;
+        let ud = rec.ud()?;
+        let mut wr = SendWr::try_from(rec)?;
+        wr.ud = ud.and_then(|(ah, remote_qpn, remote_qkey)| {
+            Some(UdDest {
+                ah: *ahs.get(&ah)?,
+                remote_qpn,
+                remote_qkey,
+            })
+        });
+        Ok(wr)
     }
     fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
         ep.post_send(qpn, self)
@@ -1009,7 +1129,10 @@ impl WorkRequest for SendWr {
 }
 
 impl WorkRequest for RecvWr {
-    fn decode(bytes: &[u8]) -> Result<Self, record::RecordError> {
+    fn decode(
+        bytes: &[u8],
+        _ahs: &BTreeMap<u32, AddressHandle>,
+    ) -> Result<Self, record::RecordError> {
         record::decode::<RecvRecord>(bytes).map(RecvWr::from)
     }
     fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
@@ -1021,14 +1144,14 @@ impl WorkRequest for RecvWr {
 }
 
 /// Moves up to [`BUDGET`] requests of one queue of QP `qpn` into the engine: first the one it
-/// had no room for (`waiting`), then records of `ring`. A request the engine refuses completes
-/// with an error on `cq`. Returns how many were posted or refused; `Err` when the ring or a
-/// record is corrupt.
+/// had no room for (`waiting`), then records of `ring`, a UD send's address handle looked up in
+/// `ahs`. A request the engine refuses completes with an error on `cq`. Returns how many were
+/// posted or refused; `Err` when the ring or a record is corrupt.
 fn take<W: WorkRequest>(
     ep: &mut Endpoint,
     qpn: Qpn,
-    ring: &mut Ring,
-    waiting: &mut Option<W>,
+    (ring, waiting): (&mut Ring, &mut Option<W>),
+    ahs: &BTreeMap<u32, AddressHandle>,
     mut cq: Option<&mut CqShare>,
     buf: &mut Vec<u8>,
     c: &mut HostCounters,
@@ -1039,7 +1162,7 @@ fn take<W: WorkRequest>(
             Some(wr) => wr,
             None => match ring.pop(buf) {
                 Ok(false) => break,
-                Ok(true) => W::decode(buf).map_err(|_| ())?,
+                Ok(true) => W::decode(buf, ahs).map_err(|_| ())?,
                 Err(_) => return Err(()),
             },
         };
@@ -1067,9 +1190,11 @@ fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCoun
     let mut moved = 0;
     for (qpn, q) in a.qps.iter_mut() {
         let send_cq = a.cqs.get_mut(&q.send_cq);
-        let sent = take(ep, *qpn, &mut q.sq, &mut q.send_wait, send_cq, buf, c);
+        let sq = (&mut q.sq, &mut q.send_wait);
+        let sent = take(ep, *qpn, sq, &a.ahs, send_cq, buf, c);
         let recv_cq = a.cqs.get_mut(&q.recv_cq);
-        let received = take(ep, *qpn, &mut q.rq, &mut q.recv_wait, recv_cq, buf, c);
+        let rq = (&mut q.rq, &mut q.recv_wait);
+        let received = take(ep, *qpn, rq, &a.ahs, recv_cq, buf, c);
         match (sent, received) {
             (Ok(s), Ok(r)) => moved += s + r,
             _ => a.corrupt = true,

@@ -54,12 +54,23 @@ fn expect_refusal(r: &Reply, want: ErrorKind) {
     }
 }
 
-/// PD, CQ and QP of a fresh attachment; returns (pd, cq, qpn, the QP's rings' fds).
+/// PD, CQ and RC QP of a fresh attachment; returns (pd, cq, qpn, the QP's rings' fds).
 fn qp(
     h: &mut Host,
     ep: &mut Endpoint,
     mem: &mut HostMemory,
     app: u32,
+) -> (u32, u32, u32, Vec<OwnedFd>) {
+    qp_with(h, ep, mem, app, Request::CreateQp)
+}
+
+/// As [`qp`], the QP made by the request `create` builds from the spec.
+fn qp_with(
+    h: &mut Host,
+    ep: &mut Endpoint,
+    mem: &mut HostMemory,
+    app: u32,
+    create: impl FnOnce(QpSpec) -> Request,
 ) -> (u32, u32, u32, Vec<OwnedFd>) {
     let Response::Pd(pd) = ask(h, ep, mem, app, Request::AllocPd).response else {
         panic!()
@@ -81,11 +92,29 @@ fn qp(
         max_inflight_psns: 1024,
         multipath: None,
     };
-    let r = ask(h, ep, mem, app, Request::CreateQp(spec));
-    let Response::Qp { qpn, .. } = r.response else {
+    let r = ask(h, ep, mem, app, create(spec));
+    let (Response::Qp { qpn, .. } | Response::UdQp { qpn, .. }) = r.response else {
         panic!("{:?}", r.response)
     };
     (pd, cq, qpn, r.fds)
+}
+
+/// The consumer end of CQ `cq` (8 slots) of attachment `app`.
+fn cq_ring(h: &Host, app: u32, cq: u32) -> Ring {
+    let fd = h.apps[&app].cqs[&CqId(cq)]
+        .ring
+        .region()
+        .fd()
+        .try_clone_to_owned()
+        .unwrap();
+    let len = Ring::region_len(8, rocev2_ipc::proto::SLOT_SIZE) as u64;
+    Ring::open(
+        Region::from_fd(fd, len).unwrap(),
+        8,
+        rocev2_ipc::proto::SLOT_SIZE,
+        End::Consumer,
+    )
+    .unwrap()
 }
 
 fn sq(fds: &[OwnedFd]) -> Ring {
@@ -150,6 +179,7 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
     let limits = Limits {
         max_qps: 1,
         max_cqs: 2,
+        max_ahs: 1,
         max_mr_bytes: 8192,
     };
     let (mut h, mut ep, mut mem) = host(limits);
@@ -592,4 +622,115 @@ fn cm_events_reach_only_their_application_and_a_dying_one_sends_a_dreq() {
     );
     assert_eq!(x.0.counters().cm_orphans_closed, 1);
     assert!(events(&mut x, a2).is_empty());
+}
+
+/// A UD QP with Q_Key 0x77 (RTS at once).
+fn ud_qp(spec: QpSpec) -> Request {
+    Request::CreateUdQp {
+        spec,
+        q_key: 0x77,
+        sq_psn: 5,
+    }
+}
+
+#[test]
+fn ud_address_handles_are_their_applications_own_and_count_against_its_limit() {
+    let limits = Limits {
+        max_ahs: 1,
+        ..Limits::default()
+    };
+    let (mut h, mut ep, mut mem) = host(limits);
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let to = |mac| Request::CreateAh {
+        ip: std::net::IpAddr::V4([10, 0, 0, 2].into()),
+        mac,
+        dscp: 26,
+        resolve_timeout_ms: 0,
+    };
+    let peer_mac = Some([2, 0, 0, 0, 0, 2]);
+    let Response::Ah(ah) = ask(&mut h, &mut ep, &mut mem, a, to(peer_mac)).response else {
+        panic!()
+    };
+    let r = ask(&mut h, &mut ep, &mut mem, a, to(peer_mac));
+    expect_refusal(&r, ErrorKind::Limit);
+    // The control plane resolves the MAC first; none reaching the host is a path failure.
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, b, to(None)),
+        ErrorKind::Path,
+    );
+    let destroy = Request::DestroyAh { ah };
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, b, destroy.clone()),
+        ErrorKind::UnknownHandle,
+    );
+
+    // B's UD send naming A's handle: refused with an error completion, nothing leaves.
+    let (_, b_cq, b_qpn, b_fds) = qp_with(&mut h, &mut ep, &mut mem, b, ud_qp);
+    let r = ask(
+        &mut h,
+        &mut ep,
+        &mut mem,
+        b,
+        Request::QueryQp { qpn: b_qpn },
+    );
+    assert_eq!(
+        r.response,
+        Response::QpStatus {
+            state: QpState::Rts.as_ibv(),
+            multipath: false
+        }
+    );
+    let send = |wr_id| {
+        let wr = SendWr::new(wr_id, SendOp::Send).inline(b"datagram".to_vec());
+        let ud = record::UdRecord {
+            ah,
+            remote_qpn: 0x99,
+            remote_qkey: 0x77,
+        };
+        record::encode(&SendRecord::from(&wr).with_ud(ud))
+    };
+    sq(&b_fds).push(&send(1)).unwrap();
+    h.service(&mut ep, &mut mem, Instant::ZERO);
+    let mut buf = Vec::new();
+    assert_eq!(cq_ring(&h, b, b_cq).pop(&mut buf), Ok(true));
+    let wc = WorkCompletion::try_from(record::decode::<CompletionRecord>(&buf).unwrap()).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LocQpOpErr));
+    let mut frame = Vec::new();
+    assert_eq!(ep.poll_transmit(Instant::ZERO, &mut mem, &mut frame), None);
+
+    // A's own send through it leaves from the daemon's MAC and address.
+    let (_, a_cq, a_qpn, a_fds) = qp_with(&mut h, &mut ep, &mut mem, a, ud_qp);
+    sq(&a_fds).push(&send(2)).unwrap();
+    h.service(&mut ep, &mut mem, Instant::ZERO);
+    let n = ep
+        .poll_transmit(Instant::ZERO, &mut mem, &mut frame)
+        .expect("A's datagram");
+    let f = &frame[..n];
+    assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 2], "to the resolved next hop");
+    assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 1], "from the daemon's MAC");
+    assert_eq!(&f[26..30], &[10, 0, 0, 1], "from the daemon's address");
+    assert_eq!(&f[30..34], &[10, 0, 0, 2]);
+    // BTH (at 42): destination QP 0x99; DETH (at 54): Q_Key 0x77, source QP A's.
+    assert_eq!(&f[47..50], &[0, 0, 0x99]);
+    assert_eq!(&f[54..58], &0x77u32.to_be_bytes());
+    assert_eq!(&f[59..62], &a_qpn.to_be_bytes()[1..]);
+    h.service(&mut ep, &mut mem, Instant::ZERO);
+    assert_eq!(cq_ring(&h, a, a_cq).pop(&mut buf), Ok(true));
+    let wc = WorkCompletion::try_from(record::decode::<CompletionRecord>(&buf).unwrap()).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+
+    // Destroyed, the handle frees A's quota.
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, a, destroy.clone()).response,
+        Response::Done
+    );
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, a, destroy),
+        ErrorKind::UnknownHandle,
+    );
+    assert!(matches!(
+        ask(&mut h, &mut ep, &mut mem, a, to(peer_mac)).response,
+        Response::Ah(_)
+    ));
 }
