@@ -348,6 +348,20 @@ impl Qp {
         }
     }
 
+    /// A lower bound on when [`Qp::wants_to_send`] can next hold if nothing else changes the
+    /// QP, or `None` when it cannot hold at any time before such a change: the endpoint's
+    /// scheduler looks at the QP only from then on. Time only opens the gates `wants_to_send`
+    /// tests (the pacer, MP-RDMA's synchronise delay and early-retransmission age), so this is
+    /// sound; in RC mode it is exact (the pacer's next send when only paced work waits).
+    pub(crate) fn send_gate(&self) -> Option<Instant> {
+        match &self.transport {
+            Transport::Rc(rc) => rc.send_gate(&self.sh),
+            Transport::MultiPath(mp) => mp
+                .wants_to_send(&self.sh, Instant::FAR_FUTURE)
+                .then_some(Instant::ZERO),
+        }
+    }
+
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
         let sh = &mut self.sh;
