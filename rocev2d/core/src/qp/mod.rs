@@ -401,6 +401,20 @@ impl Qp {
             .min()
     }
 
+    /// [`Qp::poll_timeout`] when it may have moved since the last call, `None` when it cannot
+    /// have: the endpoint's deadline index re-reads a QP only then. In RC mode without
+    /// congestion control the deadline is the timer table's alone, which records its changes;
+    /// a controller, a pacer (whose deadline follows every send and `last_now`) or multipath
+    /// mode make every call a possible change.
+    pub(crate) fn deadline_update(&mut self) -> Option<Option<Instant>> {
+        let sh = &mut self.sh;
+        let timers = sh.timers.take_changed();
+        let volatile = sh.cc.is_some()
+            || sh.pacer.is_some()
+            || matches!(self.transport, Transport::MultiPath(_));
+        (timers || volatile).then(|| self.poll_timeout())
+    }
+
     /// Runs the timers whose deadline passed; a spurious call does nothing.
     pub(crate) fn handle_timeout(&mut self, env: &mut Env<'_>) {
         let sh = &mut self.sh;
