@@ -947,13 +947,15 @@ mod tests {
     }
 
     /// Paced WRITEs on three QPs over a lossy link (retransmit timers, pacer gates, QPs
-    /// created and destroyed): after every step each endpoint's scheduler and timer indexes
-    /// agree with a scan of all its QPs, so they find the same QP and deadline a scan would.
+    /// created and destroyed mid-traffic, so the endpoint goes from one QP, which keeps no
+    /// indexes, to several and back): after every step each endpoint's scheduler and timer
+    /// indexes agree with a scan of all its QPs, so they find the same QP and deadline a scan
+    /// would.
     #[test]
     fn qp_indexes_match_a_scan_through_paced_lossy_traffic() {
         use crate::cc::CcConfig;
         use crate::qp::{SendOp, Sge};
-        use crate::testing::{ConnectOptions, LinkConfig, Pair};
+        use crate::testing::{Conn, ConnectOptions, LinkConfig, Pair};
         use crate::time::Rate;
         let link = |seed| LinkConfig {
             loss: 0.05,
@@ -966,33 +968,45 @@ mod tests {
             cc: Some(CcConfig::LineRate(Rate::from_gbps(1))),
             ..ConnectOptions::default()
         };
-        let conns: Vec<_> = (0..3).map(|_| p.connect(opts()).unwrap()).collect();
-        let idle = p.connect(opts()).unwrap();
-        for (i, c) in conns.iter().enumerate() {
+        let post = |p: &mut Pair, c: &Conn, i: u32| {
             let write = SendOp::Write {
                 remote_addr: c.mr_b.addr,
                 rkey: c.mr_b.rkey,
             };
             let sge = Sge {
                 addr: c.mr_a.addr,
-                length: (16 << 10) * (i as u32 + 1),
+                length: (16 << 10) * (i + 1),
                 lkey: c.mr_a.lkey,
             };
             p.a.ep
                 .post_send(c.qa, SendWr::new(i as u64, write).sge(sge))
                 .unwrap();
-        }
+        };
+        let mut conns = alloc::vec![p.connect(opts()).unwrap()];
+        post(&mut p, &conns[0], 0);
+        let mut idle = None;
         let mut steps = 0;
         while p.step() {
             for ep in [&p.a.ep, &p.b.ep] {
                 ep.qps.assert_indexes_match_scan(p.now);
             }
             steps += 1;
-            if steps == 10 {
-                p.a.ep.destroy_qp(idle.qa).unwrap();
-                p.a.ep.qps.assert_indexes_match_scan(p.now);
-            }
             assert!(steps < 100_000, "never idle");
+            match steps {
+                // A second QP while the first has packets, timers and a pacer gate in flight.
+                5 => idle = Some(p.connect(opts()).unwrap()),
+                // Back to one QP, then to three with work.
+                15 => p.a.ep.destroy_qp(idle.take().unwrap().qa).unwrap(),
+                25 => {
+                    for i in 1..3 {
+                        conns.push(p.connect(opts()).unwrap());
+                        post(&mut p, &conns[i], i as u32);
+                    }
+                }
+                _ => continue,
+            }
+            p.a.ep.qps.assert_indexes_match_scan(p.now);
+            assert_eq!(p.a.ep.qps.len() == 1, steps == 15);
         }
         for c in &conns {
             let wcs = p.completions(true, c.cq_a);
@@ -1000,7 +1014,7 @@ mod tests {
             assert_eq!(wcs[0].status, crate::cq::WcStatus::Success);
         }
         assert!(p.a.ep.is_idle(p.now) && p.b.ep.is_idle(p.now));
-        assert!(p.b.ep.stats().drops(DropReason::UnknownQp) == 0 && steps > 10);
+        assert!(p.b.ep.stats().drops(DropReason::UnknownQp) == 0 && steps > 25);
     }
 
     #[test]
