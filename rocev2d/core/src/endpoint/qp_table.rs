@@ -4,12 +4,11 @@
 //!
 //! Every change to a QP goes through a [`QpMut`], which brings both indexes up to date when it
 //! is dropped, so no caller can forget to. The drop re-reads the QP's deadline only when the QP
-//! says it may have moved (`Qp::deadline_update`; re-reading it on every drop made the
-//! one-QP engine bench ~4% slower), and moves an index entry only when the gate or deadline
-//! did move. With them, [`super::Endpoint::poll_timeout`] reads
-//! the first entry of an ordered set and an empty [`super::Endpoint::poll_transmit`] looks at
-//! no QP, instead of visiting all of them after every host event (the network model holds
-//! 10^4 QPs; issue 21).
+//! says it may have moved (`Qp::deadline_update`; re-reading it on every drop made the one-QP
+//! engine bench ~4% slower), and moves an index entry only when the gate or deadline did move.
+//! With them, [`super::Endpoint::poll_timeout`] reads the first entry of an ordered set and an
+//! empty [`super::Endpoint::poll_transmit`] looks at no QP, instead of visiting all of them
+//! after every host event (the network model holds 10^4 QPs; issue 21).
 //!
 //! A table of one QP keeps no indexes: that QP is its own index, and reading it costs less than
 //! keeping sets up to date on every call (the one-QP engine bench was 5–7% slower with them).
