@@ -12,8 +12,10 @@
 //! Deviations: none.
 
 mod gsi;
+mod qp_table;
 
 pub use gsi::{GSI_UDP_SRC_PORT, GsiConfig};
+use qp_table::{AnyQp, QpTable};
 
 use crate::cc::ReceiverCc;
 use crate::cm::CmError;
@@ -28,7 +30,6 @@ use crate::wire::{
     self, DatagramMeta, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame, gid::gid,
     grh,
 };
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 use rand_chacha::ChaCha12Rng;
@@ -241,47 +242,13 @@ pub enum EndpointError {
     Cm(#[from] CmError),
 }
 
-/// A QP of either type, in the one QPN space the demux looks packets up in.
-#[derive(Debug)]
-// RC QPs are the many and the hot path (the model holds 10^4 of them); boxing them to shrink
-// the few UD ones would add an indirection to every RC packet.
-#[allow(clippy::large_enum_variant)]
-enum AnyQp {
-    Rc(Qp),
-    Ud(UdQp),
-}
-
-impl AnyQp {
-    fn wants_to_send(&self, now: Instant) -> bool {
-        match self {
-            AnyQp::Rc(q) => q.wants_to_send(now),
-            AnyQp::Ud(q) => q.wants_to_send(),
-        }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            AnyQp::Rc(q) => q.poll_timeout(),
-            AnyQp::Ud(_) => None,
-        }
-    }
-    fn is_idle(&self, now: Instant) -> bool {
-        !self.wants_to_send(now) && self.poll_timeout().is_none()
-    }
-    fn config(&self) -> &QpConfig {
-        match self {
-            AnyQp::Rc(q) => q.config(),
-            AnyQp::Ud(q) => q.config(),
-        }
-    }
-}
-
 /// One RoCE device: its QPs, memory regions and completion queues.
 #[derive(Debug)]
 pub struct Endpoint {
     mrs: MrTable,
     /// Completion queues by id; a destroyed one leaves a hole its id is reused for.
     cqs: Vec<Option<Cq>>,
-    qps: BTreeMap<Qpn, AnyQp>,
+    qps: QpTable,
     next_qpn: u32,
     /// QPN after which the transmit scheduler looks first (round robin).
     rr: Qpn,
@@ -303,7 +270,7 @@ impl Endpoint {
         Endpoint {
             mrs: MrTable::new(ChaCha12Rng::seed_from_u64(seed)),
             cqs: Vec::new(),
-            qps: BTreeMap::new(),
+            qps: QpTable::default(),
             next_qpn: FIRST_QPN,
             rr: Qpn::new(0),
             stats: EndpointStats::default(),
@@ -326,7 +293,7 @@ impl Endpoint {
     /// PFC paused or resumed the priority of QP `qpn`.
     /// UD QPs run no congestion control, so pausing them holds nothing.
     pub fn set_paused(&mut self, qpn: Qpn, paused: bool) -> Result<(), EndpointError> {
-        match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+        match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
             AnyQp::Rc(q) => q.set_paused(paused),
             AnyQp::Ud(_) => {}
         }
@@ -448,7 +415,7 @@ impl Endpoint {
             } else {
                 self.next_qpn + 1
             };
-            if !self.qps.contains_key(&candidate) && candidate.value() >= 2 {
+            if !self.qps.contains(candidate) && candidate.value() >= 2 {
                 qpn = Some(candidate);
                 break;
             }
@@ -458,15 +425,12 @@ impl Endpoint {
 
     /// Destroys a QP; its outstanding work is dropped without completions (as `ibv_destroy_qp`).
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
-        self.qps
-            .remove(&qpn)
-            .map(|_| ())
-            .ok_or(EndpointError::UnknownQp)
+        self.qps.remove(qpn).ok_or(EndpointError::UnknownQp)
     }
 
     /// The RC QP `qpn`.
     pub fn qp(&self, qpn: Qpn) -> Option<&Qp> {
-        match self.qps.get(&qpn)? {
+        match self.qps.get(qpn)? {
             AnyQp::Rc(q) => Some(q),
             AnyQp::Ud(_) => None,
         }
@@ -482,7 +446,7 @@ impl Endpoint {
 
     /// The UD QP `qpn`.
     pub fn ud_qp(&self, qpn: Qpn) -> Option<&UdQp> {
-        match self.qps.get(&qpn)? {
+        match self.qps.get(qpn)? {
             AnyQp::Ud(q) => Some(q),
             AnyQp::Rc(_) => None,
         }
@@ -513,7 +477,7 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        let result = match qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+        let result = match &mut *qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
             AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
                 qp.modify(to, attr, env)
             }),
@@ -574,7 +538,7 @@ impl Endpoint {
     /// Posts a send work request.
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
         Ok(
-            match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
                 AnyQp::Rc(q) => q.post_send(wr),
                 AnyQp::Ud(q) => q.post_send(wr),
             }?,
@@ -584,7 +548,7 @@ impl Endpoint {
     /// Posts a receive work request.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EndpointError> {
         Ok(
-            match self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)? {
+            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
                 AnyQp::Rc(q) => q.post_recv(wr),
                 AnyQp::Ud(q) => q.post_recv(wr),
             }?,
@@ -705,10 +669,8 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        let qp = match qps
-            .get_mut(&roce.bth.dest_qp)
-            .ok_or(DropReason::UnknownQp)?
-        {
+        let mut guard = qps.get_mut(roce.bth.dest_qp).ok_or(DropReason::UnknownQp)?;
+        let qp = match &mut *guard {
             AnyQp::Ud(qp) if transport == wire::Transport::Ud => {
                 let pkt = UdInbound {
                     roce,
@@ -748,6 +710,7 @@ impl Endpoint {
         drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
             qp.handle_packet(env, roce, rx.payload, rx.ecn, rx.len, rx.sport)
         });
+        drop(guard);
         if waiting {
             self.qp_saw_peer(now, roce.bth.dest_qp, mem);
         }
@@ -778,18 +741,11 @@ impl Endpoint {
         } = self;
         // Every QP gets a turn in QPN order after the last one that sent; one that wanted to
         // send but produced nothing (a request that failed and completed in error) passes the
-        // turn on instead of ending the poll.
+        // turn on instead of ending the poll. Only QPs that may have work are visited.
         let mut cursor = *rr;
         for _ in 0..qps.len() {
-            let after = qps.range((
-                core::ops::Bound::Excluded(cursor),
-                core::ops::Bound::Unbounded,
-            ));
-            let next = after
-                .chain(qps.range(..=cursor))
-                .find(|(_, qp)| qp.wants_to_send(now))
-                .map(|(q, _)| *q)?;
-            let sent = match qps.get_mut(&next)? {
+            let next = qps.next_wanting(cursor, now)?;
+            let sent = match &mut *qps.get_mut(next)? {
                 AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
                     qp.poll_transmit(env, buf)
                 }),
@@ -830,7 +786,7 @@ impl Endpoint {
 
     /// The earliest timer deadline of any QP, of the notification point or of the CM.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let qps = self.qps.values().filter_map(|q| q.poll_timeout()).min();
+        let qps = self.qps.next_deadline();
         let cm = self.gsi.as_ref().and_then(|g| g.poll_timeout());
         [qps, self.rx_cc.poll_timeout(), cm]
             .into_iter()
@@ -843,7 +799,8 @@ impl Endpoint {
         self.gsi_timeout(now, mem);
         if self.rx_cc.poll_timeout().is_some_and(|t| t <= now)
             && let Some((qpn, tau)) = self.rx_cc.handle_timeout(now)
-            && let Some(AnyQp::Rc(qp)) = self.qps.get_mut(&qpn)
+            && let Some(mut guard) = self.qps.get_mut(qpn)
+            && let AnyQp::Rc(qp) = &mut *guard
         {
             qp.queue_cnp(Some(tau));
         }
@@ -854,19 +811,26 @@ impl Endpoint {
             rx_cc,
             ..
         } = self;
-        for qp in qps.values_mut() {
-            let AnyQp::Rc(qp) = qp else { continue };
+        // The due QPs run in QPN order, as the scan ran them; running one moves no other
+        // QP's deadline, so the list taken first is the list the scan would have found.
+        let due = qps.take_due(now);
+        for &qpn in &due {
+            let Some(mut guard) = qps.get_mut(qpn) else {
+                continue;
+            };
+            let AnyQp::Rc(qp) = &mut *guard else { continue };
             if qp.poll_timeout().is_some_and(|t| t <= now) {
                 drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
                     qp.handle_timeout(env)
                 });
             }
         }
+        qps.recycle(due);
     }
 
     /// True when no QP (QP1 included) has anything to send or any timer pending.
     pub fn is_idle(&self, now: Instant) -> bool {
-        self.qps.values().all(|q| q.is_idle(now)) && self.gsi.as_ref().is_none_or(|g| g.is_idle())
+        self.qps.is_idle(now) && self.gsi.as_ref().is_none_or(|g| g.is_idle())
     }
 }
 
@@ -1013,6 +977,77 @@ mod tests {
         let s = p.b.ep.stats();
         assert_eq!((s.rx_bytes, s.total_drops()), (frame_bytes, 0));
         assert_eq!(s.rx_bytes, p.a.ep.stats().tx_bytes);
+    }
+
+    /// Paced WRITEs on three QPs over a lossy link (retransmit timers, pacer gates, QPs
+    /// created and destroyed mid-traffic, so the endpoint goes from one QP, which keeps no
+    /// indexes, to several and back): after every step each endpoint's scheduler and timer
+    /// indexes agree with a scan of all its QPs, so they find the same QP and deadline a scan
+    /// would.
+    #[test]
+    fn qp_indexes_match_a_scan_through_paced_lossy_traffic() {
+        use crate::cc::CcConfig;
+        use crate::qp::{SendOp, Sge};
+        use crate::testing::{Conn, ConnectOptions, LinkConfig, Pair};
+        use crate::time::Rate;
+        let link = |seed| LinkConfig {
+            loss: 0.05,
+            seed,
+            ..LinkConfig::default()
+        };
+        let mut p = Pair::new(link(1), link(2));
+        let opts = || ConnectOptions {
+            mr_len: 64 << 10,
+            cc: Some(CcConfig::LineRate(Rate::from_gbps(1))),
+            ..ConnectOptions::default()
+        };
+        let post = |p: &mut Pair, c: &Conn, i: u32| {
+            let write = SendOp::Write {
+                remote_addr: c.mr_b.addr,
+                rkey: c.mr_b.rkey,
+            };
+            let sge = Sge {
+                addr: c.mr_a.addr,
+                length: (16 << 10) * (i + 1),
+                lkey: c.mr_a.lkey,
+            };
+            p.a.ep
+                .post_send(c.qa, SendWr::new(i as u64, write).sge(sge))
+                .unwrap();
+        };
+        let mut conns = alloc::vec![p.connect(opts()).unwrap()];
+        post(&mut p, &conns[0], 0);
+        let mut idle = None;
+        let mut steps = 0;
+        while p.step() {
+            for ep in [&p.a.ep, &p.b.ep] {
+                ep.qps.assert_indexes_match_scan(p.now);
+            }
+            steps += 1;
+            assert!(steps < 100_000, "never idle");
+            match steps {
+                // A second QP while the first has packets, timers and a pacer gate in flight.
+                5 => idle = Some(p.connect(opts()).unwrap()),
+                // Back to one QP, then to three with work.
+                15 => p.a.ep.destroy_qp(idle.take().unwrap().qa).unwrap(),
+                25 => {
+                    for i in 1..3 {
+                        conns.push(p.connect(opts()).unwrap());
+                        post(&mut p, &conns[i], i as u32);
+                    }
+                }
+                _ => continue,
+            }
+            p.a.ep.qps.assert_indexes_match_scan(p.now);
+            assert_eq!(p.a.ep.qps.len() == 1, steps == 15);
+        }
+        for c in &conns {
+            let wcs = p.completions(true, c.cq_a);
+            assert_eq!(wcs.len(), 1);
+            assert_eq!(wcs[0].status, crate::cq::WcStatus::Success);
+        }
+        assert!(p.a.ep.is_idle(p.now) && p.b.ep.is_idle(p.now));
+        assert!(p.b.ep.stats().drops(DropReason::UnknownQp) == 0 && steps > 25);
     }
 
     #[test]

@@ -348,6 +348,20 @@ impl Qp {
         }
     }
 
+    /// A lower bound on when [`Qp::wants_to_send`] can next hold if nothing else changes the
+    /// QP, or `None` when it cannot hold at any time before such a change: the endpoint's
+    /// scheduler looks at the QP only from then on. Time only opens the gates `wants_to_send`
+    /// tests (the pacer, MP-RDMA's synchronise delay and early-retransmission age), so this is
+    /// sound; in RC mode it is exact (the pacer's next send when only paced work waits).
+    pub(crate) fn send_gate(&self) -> Option<Instant> {
+        match &self.transport {
+            Transport::Rc(rc) => rc.send_gate(&self.sh),
+            Transport::MultiPath(mp) => mp
+                .wants_to_send(&self.sh, Instant::FAR_FUTURE)
+                .then_some(Instant::ZERO),
+        }
+    }
+
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
     pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
         let sh = &mut self.sh;
@@ -385,6 +399,20 @@ impl Qp {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// [`Qp::poll_timeout`] when it may have moved since the last call, `None` when it cannot
+    /// have: the endpoint's deadline index re-reads a QP only then. In RC mode without
+    /// congestion control the deadline is the timer table's alone, which records its changes;
+    /// a controller, a pacer (whose deadline follows every send and `last_now`) or multipath
+    /// mode make every call a possible change.
+    pub(crate) fn deadline_update(&mut self) -> Option<Option<Instant>> {
+        let sh = &mut self.sh;
+        let timers = sh.timers.take_changed();
+        let volatile = sh.cc.is_some()
+            || sh.pacer.is_some()
+            || matches!(self.transport, Transport::MultiPath(_));
+        (timers || volatile).then(|| self.poll_timeout())
     }
 
     /// Runs the timers whose deadline passed; a spurious call does nothing.

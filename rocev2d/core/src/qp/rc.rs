@@ -42,6 +42,27 @@ impl Rc {
             || (qp.can_request() && requester::has_sendable(qp, now))
     }
 
+    /// The earliest time [`Rc::wants_to_send`] can hold without another change to the QP, or
+    /// `None` when it cannot: exactly the moment the pacer opens when only paced work waits.
+    pub(super) fn send_gate(&self, qp: &Shared) -> Option<Instant> {
+        let pacer = qp.pacer.map_or(Instant::ZERO, |p| p.next_send());
+        // The responder has output when it would send once the pacer opens.
+        let respond =
+            (qp.can_respond() && responder::has_sendable(qp, Instant::FAR_FUTURE)).then(|| {
+                if qp.resp.read_pending() {
+                    pacer
+                } else {
+                    Instant::ZERO
+                }
+            });
+        let request = (qp.can_request() && !requester::blocked(qp)).then_some(pacer);
+        if qp.cnp_out.is_some() || qp.resp.has_fatal_nak() {
+            Some(Instant::ZERO)
+        } else {
+            respond.into_iter().chain(request).min()
+        }
+    }
+
     /// The responder and the requester take turns when both have a packet.
     pub(super) fn poll_transmit(
         &mut self,
