@@ -713,14 +713,17 @@ fn coin(state: &mut u64, p: f64) -> bool {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// MADs lost at random (up to half of them), every frame duplicated and reordered (held
-    /// back 1 ms) at random: the connection is made once, with matching QPNs and PSNs, and
-    /// carries a SEND and a WRITE.
+    /// MADs lost at random (up to a quarter of them), every frame duplicated and reordered
+    /// (held back 1 ms) at random: the connection is made once, with matching QPNs and PSNs,
+    /// and carries a SEND and a WRITE. The bound is what the protocol guarantees: a REP and its
+    /// RTU both arrive with probability (1 - loss)², and the passive side gives up after 15
+    /// REP retries (the REQ's Max CM Retries), so at 47% loss one hand-shake in 200 times out
+    /// legitimately (a seed found it), at 25% one in 550,000.
     /// (RC traffic is not lost here: its recovery is `rc_faults`'s subject.)
     #[test]
     fn cm_mad_loss_duplication_reordering_connect_once(
         seed in any::<u64>(),
-        loss in 0.0f64..0.5,
+        loss in 0.0f64..0.25,
         dup in 0.0f64..0.3,
         reorder in 0.0f64..0.3,
     ) {
