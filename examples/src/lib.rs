@@ -1,4 +1,4 @@
-//! Output shared by the ping-pong examples (`rc_pingpong`, `tcp_pingpong`), so the RDMA and TCP
+//! Output shared by the ping-pong examples (`rc_pingpong`, `ud_pingpong`, `tcp_pingpong`), so the RDMA and TCP
 //! figures that `deploy/bench/` compares are computed and printed the same way; the flags of
 //! how the rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools) open their device (in
 //! process or attached to `rocev2d`) and wait; the address a GID index picks; and the interface
@@ -76,6 +76,34 @@ impl PollArgs {
         } else {
             Device::open_with(iface, kind, cfg).with_context(|| format!("opening {iface}"))
         }
+    }
+
+    /// Opens `iface` as [`PollArgs::open`] does or, without a name, the first interface (by
+    /// name, loopback excepted) that opens: the ibverbs examples' `-d` (rdma-core: the first
+    /// RDMA device).
+    ///
+    /// # Errors
+    /// The named interface could not be opened, or none could.
+    pub fn open_or_first(
+        &self,
+        iface: Option<&str>,
+        kind: DatapathKind,
+        cfg: DeviceConfig,
+    ) -> anyhow::Result<Device> {
+        if let Some(n) = iface {
+            return self.open(n, kind, cfg);
+        }
+        let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n != "lo")
+            .collect();
+        names.sort();
+        for n in &names {
+            if let Ok(d) = self.open(n, kind, cfg) {
+                return Ok(d);
+            }
+        }
+        anyhow::bail!("no usable Ethernet interface among {names:?}")
     }
 }
 

@@ -123,24 +123,10 @@ struct Args {
     servername: Option<String>,
 }
 
-fn open(name: &str, kind: DatapathKind, a: &Args) -> Result<Device> {
+fn open(a: &Args) -> Result<Device> {
     let mut cfg = DeviceConfig::default();
     cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    a.poll.open(name, kind, cfg)
-}
-
-fn first_interface(kind: DatapathKind, a: &Args) -> Result<Device> {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != "lo")
-        .collect();
-    names.sort();
-    for n in &names {
-        if let Ok(d) = open(n, kind, a) {
-            return Ok(d);
-        }
-    }
-    bail!("no usable Ethernet interface among {names:?}")
+    a.poll.open_or_first(a.dev.as_deref(), a.datapath, cfg)
 }
 
 fn print_dest(which: &str, d: &PingpongDest) {
@@ -159,10 +145,7 @@ fn main() -> Result<()> {
     if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
-    let mut dev = match &a.dev {
-        Some(n) => open(n, a.datapath, &a)?,
-        None => first_interface(a.datapath, &a)?,
-    };
+    let mut dev = open(&a)?;
     let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
 
     let size = a.size as usize;

@@ -1,0 +1,234 @@
+//! `ud_pingpong`: rdma-core's `ibv_ud_pingpong` over the rocev2 user API (UD QPs and address
+//! handles, docs/api.md "Queue pairs").
+//!
+//! Same command line subset, defaults and out-of-band exchange as the libibverbs example: TCP
+//! port 18515 and the `LID:QPN:PSN:GID` messages of `ibv_rc_pingpong` (`rdmacm_shim::oob`, the
+//! one exchange both pingpongs use). The server runs without a host argument, the client with
+//! the server's name. Each side has one buffer of `size + 40` bytes, filled with 0x7b: receives
+//! take all of it (the first 40 bytes are the GRH area, `rocev2::GRH_LEN`), sends carry the
+//! `size` bytes after it. Both QPs use Q_Key 0x11111111, as rdma-core's. The server builds its
+//! address handle from the client's GID during the exchange, the client from the server's
+//! after it; then the client sends first and they bounce `size`-byte SENDs `iters` times. Each
+//! side prints rdma-core's lines (the local one has `: GID`, the remote one `, GID`, as there):
+//!
+//! ```text
+//!   local address:  LID 0x0000, QPN 0x000011, PSN 0x7d2a9e: GID ::ffff:192.168.77.10
+//!   remote address: LID 0x0000, QPN 0x000011, PSN 0x37cf8a, GID ::ffff:192.168.77.11
+//! 4096000 bytes in 0.05 seconds = 655.36 Mbit/sec
+//! 1000 iters in 0.05 seconds = 50.00 usec/iter
+//! ```
+//!
+//! A `size` larger than the interface's MTU is refused before the exchange (`Requested size
+//! larger than port MTU`), as rdma-core refuses one larger than the port's active MTU.
+//! UD is unreliable: a lost datagram stops the ping-pong (rdma-core waits forever; ours gives up
+//! after 30 s without a completion).
+//!
+//! Deviations, as `rc_pingpong`'s: `-d` names an Ethernet interface, `-g` indexes its GID table
+//! in rdma_rxe's order (without `-g` the first IPv4 address; rdma-core would send a zero GID and
+//! no GRH, which RoCE cannot, and our server refuses a peer that sends a zero GID), `-i`, `-l`
+//! are ignored, `-e` is accepted but the CQ is polled. The PSN printed and sent is random as
+//! rdma-core's; UD receivers ignore PSNs and our UD QP draws its own send PSN at creation.
+//! `--datapath`, `--poll`/`--spin-us`/`--busy-poll`, `--attach` and `--accept-unverified-icrc`
+//! are ours.
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use rdmacm_shim::oob::{self, PingpongDest};
+use rocev2::{
+    AccessFlags, AhAttr, DatapathKind, Device, DeviceConfig, GRH_LEN, Pd, RecvWr, SendOp, SendWr,
+    UdAddress, WcStatus,
+};
+use rocev2_core::wire::Psn;
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// The Q_Key both sides of `ibv_ud_pingpong` use.
+const Q_KEY: u32 = 0x1111_1111;
+
+/// Ping-pong SENDs over a UD QP, as `ibv_ud_pingpong`.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Listen on / connect to TCP port.
+    #[arg(short = 'p', long = "port", default_value_t = oob::DEFAULT_PORT)]
+    port: u16,
+    /// Ethernet interface (rdma-core: IB device); default: the first one that opens.
+    #[arg(short = 'd', long = "ib-dev")]
+    dev: Option<String>,
+    /// Port of the device (ignored: one port per interface).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    _ib_port: u32,
+    /// Size of message to exchange (at most the interface's MTU).
+    #[arg(short = 's', long = "size", default_value_t = 2048)]
+    size: u32,
+    /// Number of receives to post at a time.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    rx_depth: u32,
+    /// Number of exchanges.
+    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
+    iters: u32,
+    /// Service level (ignored).
+    #[arg(short = 'l', long = "sl", default_value_t = 0)]
+    _sl: u32,
+    /// Sleep on CQ events (accepted; the CQ is polled).
+    #[arg(short = 'e', long = "events")]
+    _events: bool,
+    /// Local port GID index, in rdma_rxe's order: 0 the link-local default GID, 1 the first
+    /// IPv4-mapped address (docs/datapath.md, "GID table").
+    #[arg(short = 'g', long = "gid-idx")]
+    gid_idx: Option<usize>,
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp.
+    #[arg(long = "datapath", default_value = "auto")]
+    datapath: DatapathKind,
+    #[command(flatten)]
+    poll: rocev2_examples::PollArgs,
+    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
+    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    accept_unverified_icrc: bool,
+    /// Server to connect to; none: be the server.
+    servername: Option<String>,
+}
+
+fn print_dest(which: &str, sep: char, d: &PingpongDest) {
+    println!(
+        "  {which} LID {:#06x}, QPN {:#08x}, PSN {:#08x}{sep} GID {}",
+        d.lid,
+        d.qpn.value(),
+        d.psn.value(),
+        std::net::Ipv6Addr::from(d.gid)
+    );
+}
+
+/// The address handle to the peer `rem` describes (`ibv_create_ah` from its GID).
+fn peer_ah(dev: &Device, pd: Pd, rem: &PingpongDest) -> Result<rocev2::Ah> {
+    if rem.gid == [0; 16] {
+        bail!("the peer sent no GID (start it with -g: RoCE needs one)");
+    }
+    dev.create_ah(pd, &AhAttr::new(rem.ip()))
+        .with_context(|| format!("address handle to {}", rem.ip()))
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
+        bail!("size, iters must be positive and rx-depth at least 2");
+    }
+    let mut cfg = DeviceConfig::default();
+    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
+    let dev = a.poll.open_or_first(a.dev.as_deref(), a.datapath, cfg)?;
+    let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
+
+    let size = a.size as usize;
+    let pd = dev.alloc_pd()?;
+    let mr = dev.register(pd, vec![0x7bu8; size + GRH_LEN], AccessFlags::LOCAL_WRITE)?;
+    let cq = dev.create_cq(a.rx_depth as usize + 1)?;
+    let mut qcfg = rocev2::QpConfig::new(pd.id(), cq.id(), cq.id());
+    qcfg.max_send_wr = 1;
+    qcfg.max_recv_wr = a.rx_depth;
+    let qp = dev.create_ud_qp_with(qcfg, Q_KEY)?;
+    let mtu = dev.ud_mtu(qp).context("the UD QP's MTU")?.bytes();
+    if a.size > mtu {
+        bail!("Requested size larger than port MTU ({mtu})");
+    }
+    let recv_len = a.size + GRH_LEN as u32;
+    let post_recvs = |n: u32| -> Result<u32> {
+        for _ in 0..n {
+            let sg_list = vec![mr.sge(0, recv_len)?];
+            dev.post_recv(
+                qp,
+                RecvWr {
+                    wr_id: RECV_WRID,
+                    sg_list,
+                },
+            )?;
+        }
+        Ok(n)
+    };
+    let mut routs = post_recvs(a.rx_depth)?;
+
+    let mine = PingpongDest {
+        lid: 0,
+        qpn: qp.qpn(),
+        psn: Psn::new(rocev2::random_psn()),
+        gid: rocev2::gid(my_ip).octets(),
+    };
+    print_dest("local address: ", ':', &mine);
+    let (remote, ah) = match &a.servername {
+        None => {
+            let l = TcpListener::bind(("::", a.port))
+                .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
+                .with_context(|| format!("listening on TCP port {}", a.port))?;
+            let (mut s, _) = l.accept()?;
+            let mut ah = None;
+            let rem = oob::server_exchange(&mut s, &mine, |rem| {
+                ah = Some(peer_ah(&dev, pd, rem)?);
+                anyhow::Ok(())
+            })??;
+            (rem, ah.context("no address handle")?)
+        }
+        Some(host) => {
+            let addrs: Vec<_> = (host.as_str(), a.port)
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {host}"))?
+                .collect();
+            let mut s = TcpStream::connect(&addrs[..])
+                .with_context(|| format!("couldn't connect to {host}:{}", a.port))?;
+            let rem = oob::client_exchange(&mut s, &mine)?;
+            let ah = peer_ah(&dev, pd, &rem)?;
+            (rem, ah)
+        }
+    };
+    print_dest("remote address:", ',', &remote);
+
+    let to = UdAddress {
+        ah,
+        qpn: remote.qpn,
+        q_key: Q_KEY,
+    };
+    let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(GRH_LEN as u64, a.size)?);
+    let mut pending = RECV_WRID;
+    let start = Instant::now();
+    if a.servername.is_some() {
+        dev.post_send_to(qp, to, send.clone())?;
+        pending |= SEND_WRID;
+    }
+    let (mut rcnt, mut scnt) = (0u32, 0u32);
+    let mut wcs = Vec::new();
+    while rcnt < a.iters || scnt < a.iters {
+        wcs.clear();
+        dev.wait_cq(cq, &mut wcs, 2, Duration::from_secs(30))
+            .context("waiting for completions (UD is unreliable: a datagram may be lost)")?;
+        for wc in &wcs {
+            if wc.status != WcStatus::Success {
+                bail!(
+                    "Failed status {:?} ({}) for wr_id {}",
+                    wc.status,
+                    wc.status as u32,
+                    wc.wr_id
+                );
+            }
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        routs += post_recvs(a.rx_depth - routs)?;
+                    }
+                    rcnt += 1;
+                }
+                other => bail!("Completion for unknown wr_id {other}"),
+            }
+            pending &= !wc.wr_id;
+            if scnt < a.iters && pending == 0 {
+                dev.post_send_to(qp, to, send.clone())?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
+    Ok(())
+}
