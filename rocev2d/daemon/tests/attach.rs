@@ -53,6 +53,38 @@ impl Drop for Sockets {
     }
 }
 
+/// Most tests' set-up: a pair testbed with a daemon on each host. Fields drop in order: the
+/// daemons, the testbed, then the socket files.
+struct Rig {
+    d: [Process; 2],
+    tb: Testbed,
+    test: &'static str,
+    _sockets: Sockets,
+}
+
+impl Rig {
+    /// `None` when not root (the test then skips, saying so).
+    fn new(test: &'static str) -> Option<Rig> {
+        if !need_root(test) {
+            return None;
+        }
+        let _sockets = Sockets(test);
+        let tb = pair();
+        let d = [daemon(&tb, test, "h0"), daemon(&tb, test, "h1")];
+        Some(Rig {
+            d,
+            tb,
+            test,
+            _sockets,
+        })
+    }
+
+    /// This process attached to `host`'s daemon.
+    fn attach(&self, host: &str) -> rocev2::Device {
+        rocev2::Device::attach_socket(socket(self.test, host).as_ref()).expect("attach")
+    }
+}
+
 fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
     let mut cmd = tb.command(host, BIN).expect("command");
     cmd.args([
@@ -131,19 +163,16 @@ fn wait_detached(test: &str, host: &str) -> serde_json::Value {
 #[test]
 fn attach_two_applications_share_each_daemon() {
     let test = "attach_two_apps";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     let wb = ["--verify", "-s", "65536", "-n", "256", "-p", "18515"];
     let pp = ["-c", "--lat", "-s", "4096", "-n", "500", "-p", "18516"];
-    let wb_server = server(&tb, test, "write_bw", &wb, 18515);
-    let pp_server = server(&tb, test, "rc_pingpong", &pp, 18516);
-    let wb_client = tool(&tb, test, "h0", "write_bw", &wb, Some("h1"));
-    let pp_client = tool(&tb, test, "h0", "rc_pingpong", &pp, Some("h1"));
+    let wb_server = server(tb, test, "write_bw", &wb, 18515);
+    let pp_server = server(tb, test, "rc_pingpong", &pp, 18516);
+    let wb_client = tool(tb, test, "h0", "write_bw", &wb, Some("h1"));
+    let pp_client = tool(tb, test, "h0", "rc_pingpong", &pp, Some("h1"));
     let limit = Duration::from_secs(120);
     for p in [wb_client, pp_client, wb_server, pp_server] {
         let out = p.finish(limit).expect("tool succeeds");
@@ -193,21 +222,18 @@ fn footprint(pid: u32) -> (usize, usize, u64) {
 #[test]
 fn attach_sigkill_frees_everything_and_spares_the_others() {
     let test = "attach_sigkill";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     // A long stream, killed mid-transfer, beside a verified one that must finish.
     let long = ["-s", "65536", "-n", "1000000", "-p", "18515"];
     let checked = ["--verify", "-s", "65536", "-n", "512", "-p", "18516"];
-    let mut long_server = server(&tb, test, "write_bw", &long, 18515);
-    let checked_server = server(&tb, test, "write_bw", &checked, 18516);
-    let mut long_client = tool(&tb, test, "h0", "write_bw", &long, Some("h1"));
+    let mut long_server = server(tb, test, "write_bw", &long, 18515);
+    let checked_server = server(tb, test, "write_bw", &checked, 18516);
+    let mut long_client = tool(tb, test, "h0", "write_bw", &long, Some("h1"));
     std::thread::sleep(Duration::from_millis(300));
-    let checked_client = tool(&tb, test, "h0", "write_bw", &checked, Some("h1"));
+    let checked_client = tool(tb, test, "h0", "write_bw", &checked, Some("h1"));
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         long_client.is_running(),
@@ -229,7 +255,7 @@ fn attach_sigkill_frees_everything_and_spares_the_others() {
     // its peer, killed.
     let cycle = || {
         let mut p = tool(
-            &tb,
+            tb,
             test,
             "h1",
             "write_bw",
@@ -242,12 +268,12 @@ fn attach_sigkill_frees_everything_and_spares_the_others() {
     };
     cycle();
     wait_detached(test, "h1");
-    let before = footprint(d1.id());
+    let before = footprint(rig.d[1].id());
     for _ in 0..100 {
         cycle();
     }
     let s = wait_detached(test, "h1");
-    let after = footprint(d1.id());
+    let after = footprint(rig.d[1].id());
     assert!(s["host"]["attached"].as_u64() >= Some(103), "{s}");
     assert_eq!(s["host"]["attached"], s["host"]["detached"], "{s}");
     assert_eq!(after.0, before.0, "descriptors before and after 100 cycles");
@@ -264,19 +290,16 @@ fn attach_sigkill_frees_everything_and_spares_the_others() {
 #[test]
 fn attach_daemon_death_fails_the_application_and_a_restart_serves_again() {
     let test = "attach_death";
-    if !need_root(test) {
+    let Some(mut rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let mut d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     let long = ["-s", "65536", "-n", "1000000", "-p", "18515"];
-    let mut long_server = server(&tb, test, "write_bw", &long, 18515);
-    let mut client = tool(&tb, test, "h0", "write_bw", &long, Some("h1"));
+    let mut long_server = server(tb, test, "write_bw", &long, 18515);
+    let mut client = tool(tb, test, "h0", "write_bw", &long, Some("h1"));
     std::thread::sleep(Duration::from_millis(300));
     assert!(client.is_running(), "{}", client.stderr());
-    d0.kill();
+    rig.d[0].kill();
     let killed = Instant::now();
     let out = client
         .wait(Duration::from_secs(20))
@@ -293,10 +316,10 @@ fn attach_daemon_death_fails_the_application_and_a_restart_serves_again() {
     long_server.kill();
     // A new daemon on the same socket path (the dead one's file is stale) serves new
     // applications.
-    let _d0 = daemon(&tb, test, "h0");
+    let _d0 = daemon(tb, test, "h0");
     let short = ["--verify", "-s", "4096", "-n", "64", "-p", "18516"];
-    let s = server(&tb, test, "write_bw", &short, 18516);
-    let c = tool(&tb, test, "h0", "write_bw", &short, Some("h1"));
+    let s = server(tb, test, "write_bw", &short, 18516);
+    let c = tool(tb, test, "h0", "write_bw", &short, Some("h1"));
     assert!(
         c.finish(Duration::from_secs(60))
             .expect("client")
@@ -597,24 +620,21 @@ fn refused_in_use(r: &Result<rdmacm_shim::cm::CmListener, rdmacm_shim::cm::CmApi
 #[test]
 fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
     use rdmacm_shim::cm::{CmId, CmListener};
-    use rocev2::{Device, RecvWr, SendOp, SendWr, WcOpcode};
+    use rocev2::{RecvWr, SendOp, SendWr, WcOpcode};
     let test = "attach_cm_rping";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
-    let mut server = rping(&tb, test, "h1", "-s", &h1, &["-p", "7174", "-C", "5", "-d"]);
+    let mut server = rping(tb, test, "h1", "-s", &h1, &["-p", "7174", "-C", "5", "-d"]);
     server
         .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
         .expect("rping server listening");
     // This process attaches to both daemons: a second application on h1's, listening on
     // another port while rping listens on its own; the port rping holds is refused.
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let a = rig.attach("h0");
+    let b = rig.attach("h1");
     let taken = CmListener::bind(&b, format!("{h1}:7174").parse().unwrap());
     assert!(refused_in_use(&taken), "{taken:?}");
     let listener = CmListener::bind(&b, format!("{h1}:7175").parse().unwrap()).expect("bind");
@@ -659,7 +679,7 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
     // Meanwhile rping's own connection, through the same two daemons, with every ping
     // checked (-V) and printed (-v).
     let client = rping(
-        &tb,
+        tb,
         test,
         "h0",
         "-c",
@@ -687,22 +707,19 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
 #[test]
 fn attach_cm_sigkilled_application_disconnects_its_peer_and_frees_its_port() {
     use rdmacm_shim::cm::{CmId, CmListener};
-    use rocev2::Device;
+
     let test = "attach_cm_kill";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
-    let mut server = rping(&tb, test, "h1", "-s", &h1, &["-p", "7176", "-C", "1", "-d"]);
+    let mut server = rping(tb, test, "h1", "-s", &h1, &["-p", "7176", "-C", "1", "-d"]);
     server
         .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
         .expect("rping server listening");
     // A client that speaks no rping: the server accepts, then waits for our advertisement.
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let a = rig.attach("h0");
     let (_mr, _cq, qp) = cm_side(&a);
     let to = format!("{h1}:7176").parse().unwrap();
     let id = CmId::connect(&a, qp, to, b"", Duration::from_secs(20)).expect("connect");
@@ -716,7 +733,7 @@ fn attach_cm_sigkilled_application_disconnects_its_peer_and_frees_its_port() {
     let s = wait_detached(test, "h1");
     assert_eq!(s["host"]["cm_orphans_closed"], 1, "{s}");
     // Its port is free again.
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let b = rig.attach("h1");
     let again = CmListener::bind(&b, format!("{h1}:7176").parse().unwrap());
     assert!(again.is_ok(), "{again:?}");
 }
@@ -728,18 +745,15 @@ fn attach_cm_sigkilled_application_disconnects_its_peer_and_frees_its_port() {
 #[test]
 fn attach_cm_async_accept_connect_disconnect_beside_a_blocking_waiter() {
     use rdmacm_shim::cm::{CmId, CmListener};
-    use rocev2::{CmEvent, Device};
+    use rocev2::CmEvent;
     let test = "attach_cm_async";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
+    };
+    let tb = &rig.tb;
     let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let a = rig.attach("h0");
+    let b = rig.attach("h1");
     let listener = CmListener::bind(&b, format!("{h1}:7177").parse().unwrap()).expect("bind");
     let b2 = b.clone();
     let blocking = std::thread::spawn(move || {
@@ -804,15 +818,12 @@ fn attach_ud_ping_reply_and_wrong_qkey_through_two_daemons() {
         WcStatus, gid_to_ip,
     };
     let test = "attach_ud";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    };
+    let tb = &rig.tb;
+    let a = rig.attach("h0");
+    let b = rig.attach("h1");
     let ip = |h: &str| tb.node(h).expect("host").ipv4().expect("v4");
     let side = |d: &Device, q_key| {
         let pd = d.alloc_pd().unwrap();
