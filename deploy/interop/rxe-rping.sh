@@ -27,11 +27,7 @@ PINGS=10
 interop_build rocev2-examples
 RPING=$REL/rping
 rxe_up
-ours() {
-    local extra=()
-    [ "$DP" = udp ] && extra=(--accept-unverified-icrc)
-    ip netns exec rxetest "$RPING" --iface rxhost0 --datapath "$DP" "${extra[@]}" "$@"
-}
+ours() { in_ns "$RPING" --iface rxhost0 "$@"; }
 # The ten lines rping -v prints for 64-byte pings, each after the prefix $1.
 want() {
     local n c i s
@@ -49,46 +45,15 @@ want() {
 pinged() { diff <(want "$1") <(grep "^$1rdma-ping-" "$2") >/dev/null; }
 
 echo "== A: rdma-core rping -s (rxe) serves, rocev2 rping -c connects ($DP)"
-run=$("$RXE" vm srv 192.168.77.10 --bg --cmd "rping -s -a 192.168.77.10 -C $PINGS -v" | tail -1)
 mine=/tmp/rxe-rping-client.txt
-rc=1
-for _ in $(seq 40); do
-    if ours -c -a 192.168.77.10 -C $PINGS -v -V >"$mine" 2>&1; then
-        rc=0
-        break
-    fi
-    # The VM may still be booting (no ARP answer yet), then rxe's CM rejects (reason 8) until
-    # its rping listens.
-    grep -q "REJ reason 8\|no neighbour entry" "$mine" || break
-    sleep 2
-done
-# rxe's rping -s exits after serving one client; after a failure it would wait until the VM's
-# time limit (the cleanup on exit stops it).
-[ $rc = 0 ] && wait_gone "$run/srv"
-theirs=$run/srv/cmd.log
-cat "$mine" "$theirs"
-if [ $rc = 0 ] && pinged "ping data: " "$mine" && [ "$(cat "$run/srv/cmd.rc" 2>/dev/null)" = 0 ] &&
-    pinged "server ping data: " "$theirs"; then
-    echo "PASS A: $PINGS pings, both sides print the same data"
-else
-    echo "FAIL A: our client exit $rc, server rc $(cat "$run/srv/cmd.rc" 2>/dev/null || echo '?')"
-    fail=1
-fi
+rxe_serves "rping -s -a 192.168.77.10 -C $PINGS -v" "REJ reason 8\|no neighbour entry" \
+    -c -a 192.168.77.10 -C $PINGS -v -V
+both() { pinged "ping data: " "$mine" && pinged "server ping data: " "$theirs"; }
+verdict A "$PINGS pings, both sides print the same data" both
 
 echo "== B: rocev2 rping -s serves, rdma-core rping -c (rxe) connects ($DP)"
-ip netns exec rxetest sysctl -qw net.ipv4.conf.rxebr0.arp_ignore=1
 mine=/tmp/rxe-rping-server.txt
-ours -s -a 192.168.77.1 -C $PINGS -v >"$mine" 2>&1 &
-srv=$!
-run=$("$RXE" vm cli 192.168.77.11 --cmd "rping -c -a 192.168.77.1 -C $PINGS -v" | tail -1)
-wait $srv && rc=0 || rc=$?
-theirs=$run/cli/cmd.log
-cat "$mine" "$theirs"
-if [ $rc = 0 ] && pinged "server ping data: " "$mine" &&
-    [ "$(cat "$run/cli/cmd.rc" 2>/dev/null)" = 0 ] && pinged "ping data: " "$theirs"; then
-    echo "PASS B: $PINGS pings, both sides print the same data"
-else
-    echo "FAIL B: our server exit $rc, client rc $(cat "$run/cli/cmd.rc" 2>/dev/null || echo '?')"
-    fail=1
-fi
+rxe_connects "rping -c -a 192.168.77.1 -C $PINGS -v" -s -a 192.168.77.1 -C $PINGS -v
+both() { pinged "server ping data: " "$mine" && pinged "ping data: " "$theirs"; }
+verdict B "$PINGS pings, both sides print the same data" both
 exit $fail

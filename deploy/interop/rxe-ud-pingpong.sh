@@ -23,11 +23,7 @@ SIZE=1024
 interop_build rocev2-examples
 UD=$REL/ud_pingpong
 rxe_up
-ours() {
-    local extra=()
-    [ "$DP" = udp ] && extra=(--accept-unverified-icrc)
-    ip netns exec rxetest "$UD" -d rxhost0 --datapath "$DP" "${extra[@]}" -g 1 -s $SIZE -n $ITERS "$@"
-}
+ours() { in_ns "$UD" -d rxhost0 -g 1 -s $SIZE -n $ITERS "$@"; }
 # The `QPN 0x…` of file $2's address line $1 (`local` or `remote`).
 qpn() { sed -n "s/^  $1 address: *LID 0x[0-9a-f]*, \(QPN 0x[0-9a-f]*\),.*/\1/p" "$2" | head -1; }
 # Files $1 (ours) and $2 (theirs) both show a complete run and name each other's QPs.
@@ -41,44 +37,13 @@ complete() {
 }
 
 echo "== 1: ibv_ud_pingpong (rxe) serves, rocev2 ud_pingpong connects ($DP)"
-run=$("$RXE" vm srv 192.168.77.10 --bg \
-    --cmd "ibv_ud_pingpong -d \$RXE_DEV -g \$RXE_GID_INDEX -s $SIZE -n $ITERS" | tail -1)
 mine=/tmp/rxe-ud-pingpong-client.txt
-rc=1
-for _ in $(seq 40); do
-    if ours 192.168.77.10 >"$mine" 2>&1; then
-        rc=0
-        break
-    fi
-    # The VM may still be booting, or its server not yet listening.
-    grep -q "couldn't connect\|no neighbour entry" "$mine" || break
-    sleep 2
-done
-# rxe's server exits after one client; after a failure the cleanup on exit stops it.
-[ $rc = 0 ] && wait_gone "$run/srv"
-theirs=$run/srv/cmd.log
-cat "$mine" "$theirs"
-if [ $rc = 0 ] && [ "$(cat "$run/srv/cmd.rc" 2>/dev/null)" = 0 ] && complete "$mine" "$theirs"; then
-    echo "PASS 1: $ITERS round trips of $SIZE bytes, QPNs match"
-else
-    echo "FAIL 1: our client exit $rc, server rc $(cat "$run/srv/cmd.rc" 2>/dev/null || echo '?')"
-    fail=1
-fi
+rxe_serves "ibv_ud_pingpong -d \$RXE_DEV -g \$RXE_GID_INDEX -s $SIZE -n $ITERS" \
+    "couldn't connect\|no neighbour entry" 192.168.77.10
+verdict 1 "$ITERS round trips of $SIZE bytes, QPNs match" complete "$mine" "$theirs"
 
 echo "== 2: rocev2 ud_pingpong serves, ibv_ud_pingpong (rxe) connects ($DP)"
-ip netns exec rxetest sysctl -qw net.ipv4.conf.rxebr0.arp_ignore=1
 mine=/tmp/rxe-ud-pingpong-server.txt
-ours >"$mine" 2>&1 &
-srv=$!
-run=$("$RXE" vm cli 192.168.77.11 \
-    --cmd "ibv_ud_pingpong -d \$RXE_DEV -g \$RXE_GID_INDEX -s $SIZE -n $ITERS 192.168.77.1" | tail -1)
-wait $srv && rc=0 || rc=$?
-theirs=$run/cli/cmd.log
-cat "$mine" "$theirs"
-if [ $rc = 0 ] && [ "$(cat "$run/cli/cmd.rc" 2>/dev/null)" = 0 ] && complete "$mine" "$theirs"; then
-    echo "PASS 2: $ITERS round trips of $SIZE bytes, QPNs match"
-else
-    echo "FAIL 2: our server exit $rc, client rc $(cat "$run/cli/cmd.rc" 2>/dev/null || echo '?')"
-    fail=1
-fi
+rxe_connects "ibv_ud_pingpong -d \$RXE_DEV -g \$RXE_GID_INDEX -s $SIZE -n $ITERS 192.168.77.1"
+verdict 2 "$ITERS round trips of $SIZE bytes, QPNs match" complete "$mine" "$theirs"
 exit $fail
