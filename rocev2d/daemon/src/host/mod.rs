@@ -51,7 +51,9 @@ use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
 use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
-use rocev2_ipc::proto::{ConnectSpec, ErrorKind, IfaceInfo, MrSpec, QpSpec, Request, Response};
+use rocev2_ipc::proto::{
+    ConnectSpec, ErrorKind, IfaceInfo, MpState, MrSpec, QpSpec, Request, Response,
+};
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
 use rocev2_ipc::ring::{End, Ring};
 use rocev2_ipc::shm::Region;
@@ -615,6 +617,11 @@ impl Host {
                     state: state.as_ibv(),
                     multipath,
                 }))
+            }
+            Request::MpSnapshot { qpn } => {
+                let qpn = owned_qp(a, qpn)?;
+                let snap = ep.qp(qpn).and_then(|q| q.mp_snapshot());
+                Ok(Reply::ok(Response::MpState(snap.as_ref().map(MpState::from))))
             }
             Request::CmEnable => {
                 if a.cm_event.is_none() {

@@ -734,3 +734,77 @@ fn ud_address_handles_are_their_applications_own_and_count_against_its_limit() {
         Response::Ah(_)
     ));
 }
+
+#[test]
+fn mp_snapshot_answers_only_the_applications_own_qp() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let mp = MpConfig::paper();
+    let (_, _, mp_qpn, _) = qp_with(&mut h, &mut ep, &mut mem, a, |mut spec| {
+        spec.multipath = Some(rocev2_ipc::proto::MpSpec {
+            iw: mp.iw,
+            bitmap_len: mp.bitmap_len,
+            delta: mp.delta,
+            sync_alpha: mp.sync_alpha,
+            probe_p: mp.probe_p,
+            initial_rtt_ns: mp.initial_rtt.as_nanos(),
+            idle_restart_rtts: mp.idle_restart_rtts,
+            early_retx_rtts: mp.early_retx_rtts,
+            vp_base: mp.vp_base,
+            vp_count: mp.vp_count,
+            seed: mp.seed,
+        });
+        Request::CreateQp(spec)
+    });
+    let (_, _, rc_qpn, _) = qp(&mut h, &mut ep, &mut mem, a);
+    // The peer announced multipath: the QP runs MP-RDMA once connected.
+    let connect = |qpn| Request::Connect {
+        qpn,
+        spec: ConnectSpec {
+            dest_qpn: 0x99,
+            remote_psn: 0,
+            ip: std::net::IpAddr::V4([10, 0, 0, 2].into()),
+            mac: Some([2, 0, 0, 0, 0, 2]),
+            local_psn: 0,
+            mtu: 1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            rd_atomic: 1,
+            dscp: 26,
+            resolve_timeout_ms: 0,
+            peer_ext: ExtCaps {
+                multipath: true,
+                ..Default::default()
+            }
+            .to_word(),
+        },
+    };
+    for qpn in [mp_qpn, rc_qpn] {
+        let r = ask(&mut h, &mut ep, &mut mem, a, connect(qpn));
+        assert_eq!(r.response, Response::Done, "{:?}", r.response);
+    }
+    let snap = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app, qpn| {
+        ask(h, ep, mem, app, Request::MpSnapshot { qpn }).response
+    };
+    // The owner reads what the engine holds; an RC QP has no multipath state.
+    let Response::MpState(Some(state)) = snap(&mut h, &mut ep, &mut mem, a, mp_qpn) else {
+        panic!("no multipath state for A's MP-RDMA QP")
+    };
+    let engine = ep.qp(Qpn::new(mp_qpn)).unwrap().mp_snapshot().unwrap();
+    assert_eq!(rocev2_core::qp::MpSnapshot::from(state), engine);
+    assert_eq!(engine.cwnd, f64::from(mp.iw));
+    assert_eq!(
+        snap(&mut h, &mut ep, &mut mem, a, rc_qpn),
+        Response::MpState(None)
+    );
+    let before = h.counters().refused_requests;
+    // Another application cannot read it, nor can anyone name a QP no one has.
+    for (app, qpn) in [(b, mp_qpn), (b, rc_qpn), (a, 0xab_cdef)] {
+        let r = ask(&mut h, &mut ep, &mut mem, app, Request::MpSnapshot { qpn });
+        expect_refusal(&r, ErrorKind::UnknownHandle);
+    }
+    assert_eq!(h.counters().refused_requests, before + 3);
+}
