@@ -16,6 +16,9 @@
 //!   destroyed address handle completing in error.
 //! - MP-RDMA through the daemons: a multipath QP on each side, a WRITE between them, and each
 //!   application reads its QP's per-VP counters from its daemon (`Device::mp_snapshot`).
+//! - An MRA through the daemons: the passive application answers a REQ with an MRA, then
+//!   accepts, and both ends are established; another application cannot send an MRA for it,
+//!   and a second one after the accept is refused by the engine.
 
 mod common;
 use common::*;
@@ -987,4 +990,51 @@ fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
     assert!(sent >= 64, "{tx:?}");
     assert!(got >= 64, "{rx:?}");
     assert!(tx.tx_vps.len() > 1, "one VP only: {tx:?}");
+}
+
+#[test]
+fn attach_cm_mra_then_accept_through_two_daemons() {
+    use rocev2::{AcceptParams, CmEvent, ConnectParams, Device, PortSpace, Psn, ServiceId, gid};
+    use rocev2_ipc::proto::ErrorKind;
+    let test = "attach_mra";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let other = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0 again");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
+    let service = ServiceId::rdma_cm(PortSpace::TCP, 7178);
+    a.cm_listen(service).expect("listen");
+    let (_mr_a, _cq_a, qp_a) = cm_side(&a);
+    let (_mr_b, _cq_b, qp_b) = cm_side(&b);
+    let params = ConnectParams::new(service, gid(ip("h1")), gid(ip("h0")), qp_b.qpn(), Psn::new(1));
+    let conn_b = b.cm_connect(qp_b, params, SETUP).expect("cm_connect");
+    let ev = a
+        .next_cm_event(|e| matches!(e, CmEvent::ConnectRequest(_)), SETUP)
+        .expect("REQ");
+    let CmEvent::ConnectRequest(req) = ev else {
+        unreachable!()
+    };
+    let refused = |r: rocev2::Result<()>, want: ErrorKind| {
+        assert!(
+            matches!(&r, Err(rocev2::Error::Refused { kind, .. }) if *kind == want),
+            "{r:?}"
+        );
+    };
+    refused(other.cm_send_mra(req.conn, 24), ErrorKind::UnknownHandle);
+    a.cm_send_mra(req.conn, 24).expect("MRA");
+    a.cm_accept(req.conn, AcceptParams::new(qp_a.qpn(), Psn::new(2)))
+        .expect("accept");
+    let up = |d: &Device| {
+        d.next_cm_event(|e| matches!(e, CmEvent::Established { .. }), SETUP)
+            .expect("established")
+    };
+    assert!(matches!(up(&b), CmEvent::Established { conn, .. } if conn == conn_b));
+    up(&a);
+    refused(a.cm_send_mra(req.conn, 24), ErrorKind::Verb);
 }

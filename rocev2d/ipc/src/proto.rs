@@ -194,6 +194,14 @@ pub enum Request {
         /// Bound.
         timeout_ms: u32,
     },
+    /// Answer a connect request of this application with an MRA (IBA §12.6.6): the peer holds
+    /// its REQ for the service timeout instead of resending it. Answered [`Response::Done`].
+    CmSendMra {
+        /// The connection.
+        comm_id: u32,
+        /// Service timeout, 4.096 µs × 2^n.
+        service_timeout: u8,
+    },
     /// A QP's MP-RDMA state (the core's `MpSnapshot`); answered [`Response::MpState`], `None`
     /// for a QP that does not run multipath.
     MpSnapshot {
@@ -571,6 +579,10 @@ mod tests {
                 private_data: vec![1, 2, 3],
             },
             Request::MpSnapshot { qpn: 0xff_ffff },
+            Request::CmSendMra {
+                comm_id: 0xdead_beef,
+                service_timeout: 24,
+            },
         ] {
             let bytes = frame::encode(&r, 0);
             let mut d = frame::Decoder::default();

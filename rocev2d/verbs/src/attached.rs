@@ -609,6 +609,13 @@ impl Attached {
         })
     }
 
+    pub(crate) fn cm_send_mra(&mut self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        self.done(&Request::CmSendMra {
+            comm_id: conn.comm_id(),
+            service_timeout,
+        })
+    }
+
     pub(crate) fn cm_reject(
         &mut self,
         conn: ConnId,

@@ -709,6 +709,14 @@ impl Host {
                 ep.cm_reject(now, conn, RejectReason(reason), &private_data)?;
                 Ok(Reply::ok(Response::Done))
             }
+            Request::CmSendMra {
+                comm_id,
+                service_timeout,
+            } => {
+                let conn = owned_conn(&self.conns, app, comm_id)?;
+                ep.cm_send_mra(conn, service_timeout)?;
+                Ok(Reply::ok(Response::Done))
+            }
             Request::CmDisconnect {
                 comm_id,
                 private_data,

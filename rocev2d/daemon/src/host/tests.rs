@@ -808,3 +808,73 @@ fn mp_snapshot_answers_only_the_applications_own_qp() {
     }
     assert_eq!(h.counters().refused_requests, before + 3);
 }
+
+#[test]
+fn cm_mra_is_sent_only_for_the_applications_own_request_and_the_peer_holds_its_req() {
+    use rocev2_core::cm::{ConnectParams, Event, ServiceId, State};
+    use rocev2_core::wire::Psn;
+    let mut x = host_at(Limits::default(), 1);
+    let mut y = host_at(Limits::default(), 2);
+    let (a1, _c1, _) = attach(&mut x.0);
+    let (a2, _c2, _) = attach(&mut x.0);
+    let svc = ServiceId(0x0106_0000 | 7174);
+    let r = ask(
+        &mut x.0,
+        &mut x.1,
+        &mut x.2,
+        a1,
+        Request::CmListen { service_id: svc.0 },
+    );
+    assert_eq!(r.response, Response::Done);
+    ask(&mut x.0, &mut x.1, &mut x.2, a1, Request::CmEnable);
+    let (a3, _c3, _) = attach(&mut y.0);
+    let (_, _, qpn3, _) = qp(&mut y.0, &mut y.1, &mut y.2, a3);
+    let params = ConnectParams::new(
+        svc,
+        "::ffff:10.0.0.2".parse().unwrap(),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        Qpn::new(0),
+        Psn::new(100),
+    );
+    let r = ask(
+        &mut y.0,
+        &mut y.1,
+        &mut y.2,
+        a3,
+        Request::CmConnect {
+            qpn: qpn3,
+            spec: (&params).into(),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            resolve_timeout_ms: 0,
+        },
+    );
+    let Response::CmConn(active) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    shuttle(&mut x, &mut y);
+    let got = events(&mut x, a1);
+    let [Event::ConnectRequest(req)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    let mra = Request::CmSendMra {
+        comm_id: req.conn.comm_id(),
+        service_timeout: 24,
+    };
+    let before = x.0.counters().refused_requests;
+    expect_refusal(
+        &ask(&mut x.0, &mut x.1, &mut x.2, a2, mra.clone()),
+        ErrorKind::UnknownHandle,
+    );
+    assert_eq!(x.0.counters().refused_requests, before + 1);
+    let active = rocev2_core::cm::ConnId::from_comm_id(active);
+    let peer_state = |y: &(Host, Endpoint, HostMemory)| y.1.cm().unwrap().state(active);
+    assert_eq!(peer_state(&y), Some(State::ReqSent));
+    assert_eq!(
+        ask(&mut x.0, &mut x.1, &mut x.2, a1, mra.clone()).response,
+        Response::Done
+    );
+    shuttle(&mut x, &mut y);
+    // The active side's CM saw the MRA: it holds its REQ for the service timeout.
+    assert_eq!(peer_state(&y), Some(State::MraReqRcvd));
+    assert_eq!(x.1.cm().unwrap().state(req.conn), Some(State::MraReqSent));
+}
