@@ -915,8 +915,8 @@ fn attach_ud_ping_reply_and_wrong_qkey_through_two_daemons() {
 #[test]
 fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
     use rocev2::{
-        AccessFlags, ConnectOptions, Device, ExtCaps, MpConfig, QpConfig, QpMode, RemoteQp,
-        SendOp, SendWr,
+        AccessFlags, ConnectOptions, Device, ExtCaps, MpConfig, QpConfig, QpMode, RemoteQp, SendOp,
+        SendWr,
     };
     let test = "attach_mp";
     if !need_root(test) {
@@ -954,8 +954,10 @@ fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
         ip: tb.node(h).expect("host").ipv4().expect("v4").into(),
         mac: None,
     };
-    a.connect(qp_a, &remote(qp_b, "h1"), &opts).expect("connect a");
-    b.connect(qp_b, &remote(qp_a, "h0"), &opts).expect("connect b");
+    a.connect(qp_a, &remote(qp_b, "h1"), &opts)
+        .expect("connect a");
+    b.connect(qp_b, &remote(qp_a, "h0"), &opts)
+        .expect("connect b");
     assert_eq!(a.qp_mode(qp_a), Some(QpMode::MultiPath));
     assert_eq!(b.qp_mode(qp_b), Some(QpMode::MultiPath));
     // Before any traffic: the initial window, nothing sent on any VP.
@@ -977,9 +979,13 @@ fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
     .sge(mr_a.sge(0, LEN as u32).unwrap());
     a.post_send(qp_a, wr).unwrap();
     let mut wcs = Vec::new();
-    a.wait_cq(cq_a, &mut wcs, 1, SETUP).expect("WRITE completion");
+    a.wait_cq(cq_a, &mut wcs, 1, SETUP)
+        .expect("WRITE completion");
     assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
-    assert_eq!(&b.mr_guard(&mr_b).unwrap()[..], &a.mr_guard(&mr_a).unwrap()[..]);
+    assert_eq!(
+        &b.mr_guard(&mr_b).unwrap()[..],
+        &a.mr_guard(&mr_a).unwrap()[..]
+    );
 
     // 64 KiB at MTU 1024: at least 64 data packets left over the sender's VPs and arrived over
     // the receiver's, as each daemon's engine counted them.
@@ -1012,7 +1018,13 @@ fn attach_cm_mra_then_accept_through_two_daemons() {
     a.cm_listen(service).expect("listen");
     let (_mr_a, _cq_a, qp_a) = cm_side(&a);
     let (_mr_b, _cq_b, qp_b) = cm_side(&b);
-    let params = ConnectParams::new(service, gid(ip("h1")), gid(ip("h0")), qp_b.qpn(), Psn::new(1));
+    let params = ConnectParams::new(
+        service,
+        gid(ip("h1")),
+        gid(ip("h0")),
+        qp_b.qpn(),
+        Psn::new(1),
+    );
     let conn_b = b.cm_connect(qp_b, params, SETUP).expect("cm_connect");
     let ev = a
         .next_cm_event(|e| matches!(e, CmEvent::ConnectRequest(_)), SETUP)

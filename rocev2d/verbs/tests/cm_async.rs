@@ -140,14 +140,24 @@ fn cm_send_mra_reaches_the_requesters_cm() {
     else {
         unreachable!()
     };
-    let state = || b.engine().expect("in-process").cm().expect("CM").state(conn);
+    let state = || {
+        b.engine()
+            .expect("in-process")
+            .cm()
+            .expect("CM")
+            .state(conn)
+    };
     assert_eq!(state(), Some(State::ReqSent));
     a.cm_send_mra(req.conn, 24).expect("MRA");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while state() != Some(State::MraReqRcvd) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(state(), Some(State::MraReqRcvd), "the MRA did not reach b's CM");
+    assert_eq!(
+        state(),
+        Some(State::MraReqRcvd),
+        "the MRA did not reach b's CM"
+    );
 
     let pd_a = a.alloc_pd().expect("pd");
     let cq_a = a.create_cq(4).expect("cq");

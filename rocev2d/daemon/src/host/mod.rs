@@ -621,7 +621,9 @@ impl Host {
             Request::MpSnapshot { qpn } => {
                 let qpn = owned_qp(a, qpn)?;
                 let snap = ep.qp(qpn).and_then(|q| q.mp_snapshot());
-                Ok(Reply::ok(Response::MpState(snap.as_ref().map(MpState::from))))
+                Ok(Reply::ok(Response::MpState(
+                    snap.as_ref().map(MpState::from),
+                )))
             }
             Request::CmEnable => {
                 if a.cm_event.is_none() {
