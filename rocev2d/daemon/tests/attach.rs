@@ -14,6 +14,11 @@
 //! - UD through the daemons: a datagram with the wrong Q_Key dropped and counted, a ping and a
 //!   reply addressed from its completion (GRH area and source QPN checked), a send through a
 //!   destroyed address handle completing in error.
+//! - MP-RDMA through the daemons: a multipath QP on each side, a WRITE between them, and each
+//!   application reads its QP's per-VP counters from its daemon (`Device::mp_snapshot`).
+//! - An MRA through the daemons: the passive application answers a REQ with an MRA, then
+//!   accepts, and both ends are established; another application cannot send an MRA for it,
+//!   and a second one after the accept is refused by the engine.
 
 mod common;
 use common::*;
@@ -916,4 +921,143 @@ fn attach_ud_ping_reply_and_wrong_qkey_through_two_daemons() {
     b.post_send_to(qp_b, to_a, wr).unwrap();
     let e = wait(&b, cq_b);
     assert_eq!((e.wr_id, e.status), (5, WcStatus::LocQpOpErr));
+}
+
+#[test]
+fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
+    use rocev2::{
+        AccessFlags, ConnectOptions, Device, ExtCaps, MpConfig, QpConfig, QpMode, RemoteQp, SendOp,
+        SendWr,
+    };
+    let test = "attach_mp";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    const LEN: usize = 64 * 1024;
+    let side = |d: &Device| {
+        let pd = d.alloc_pd().unwrap();
+        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+        let mr = d.register(pd, vec![0u8; LEN], access).unwrap();
+        let cq = d.create_cq(16).unwrap();
+        let cfg = QpConfig::new(pd.id(), cq.id(), cq.id()).with_multipath(MpConfig::paper());
+        let qp = d.create_qp(cfg).unwrap();
+        let rc = d.create_rc_qp(pd, cq, cq).unwrap();
+        (mr, cq, qp, rc)
+    };
+    let (mr_a, cq_a, qp_a, rc_a) = side(&a);
+    let (mr_b, _cq_b, qp_b, _) = side(&b);
+    let opts = ConnectOptions {
+        peer_ext: ExtCaps {
+            multipath: true,
+            ..ExtCaps::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let remote = |qp: rocev2::Qp, h: &str| RemoteQp {
+        qpn: qp.qpn(),
+        psn: 0,
+        ip: tb.node(h).expect("host").ipv4().expect("v4").into(),
+        mac: None,
+    };
+    a.connect(qp_a, &remote(qp_b, "h1"), &opts)
+        .expect("connect a");
+    b.connect(qp_b, &remote(qp_a, "h0"), &opts)
+        .expect("connect b");
+    assert_eq!(a.qp_mode(qp_a), Some(QpMode::MultiPath));
+    assert_eq!(b.qp_mode(qp_b), Some(QpMode::MultiPath));
+    // Before any traffic: the initial window, nothing sent on any VP.
+    let before = a.mp_snapshot(qp_a).expect("multipath state of a's QP");
+    assert_eq!(before.cwnd, f64::from(MpConfig::paper().iw));
+    assert!(before.tx_vps.iter().all(|(_, c)| c.packets == 0));
+    assert_eq!(a.mp_snapshot(rc_a), None, "an RC QP has no multipath state");
+
+    for (i, x) in a.mr_guard(&mr_a).unwrap().iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    let wr = SendWr::new(
+        1,
+        SendOp::Write {
+            remote_addr: mr_b.remote_addr(0, LEN as u64).unwrap(),
+            rkey: mr_b.rkey(),
+        },
+    )
+    .sge(mr_a.sge(0, LEN as u32).unwrap());
+    a.post_send(qp_a, wr).unwrap();
+    let mut wcs = Vec::new();
+    a.wait_cq(cq_a, &mut wcs, 1, SETUP)
+        .expect("WRITE completion");
+    assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+    assert_eq!(
+        &b.mr_guard(&mr_b).unwrap()[..],
+        &a.mr_guard(&mr_a).unwrap()[..]
+    );
+
+    // 64 KiB at MTU 1024: at least 64 data packets left over the sender's VPs and arrived over
+    // the receiver's, as each daemon's engine counted them.
+    let tx = a.mp_snapshot(qp_a).expect("a's state");
+    let rx = b.mp_snapshot(qp_b).expect("b's state");
+    let sent: u64 = tx.tx_vps.iter().map(|(_, c)| c.packets).sum();
+    let got: u64 = rx.rx_vps.iter().map(|(_, c)| c.packets).sum();
+    assert!(sent >= 64, "{tx:?}");
+    assert!(got >= 64, "{rx:?}");
+    assert!(tx.tx_vps.len() > 1, "one VP only: {tx:?}");
+}
+
+#[test]
+fn attach_cm_mra_then_accept_through_two_daemons() {
+    use rocev2::{AcceptParams, CmEvent, ConnectParams, Device, PortSpace, Psn, ServiceId, gid};
+    use rocev2_ipc::proto::ErrorKind;
+    let test = "attach_mra";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d0 = daemon(&tb, test, "h0");
+    let _d1 = daemon(&tb, test, "h1");
+    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    let other = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0 again");
+    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
+    let service = ServiceId::rdma_cm(PortSpace::TCP, 7178);
+    a.cm_listen(service).expect("listen");
+    let (_mr_a, _cq_a, qp_a) = cm_side(&a);
+    let (_mr_b, _cq_b, qp_b) = cm_side(&b);
+    let params = ConnectParams::new(
+        service,
+        gid(ip("h1")),
+        gid(ip("h0")),
+        qp_b.qpn(),
+        Psn::new(1),
+    );
+    let conn_b = b.cm_connect(qp_b, params, SETUP).expect("cm_connect");
+    let ev = a
+        .next_cm_event(|e| matches!(e, CmEvent::ConnectRequest(_)), SETUP)
+        .expect("REQ");
+    let CmEvent::ConnectRequest(req) = ev else {
+        unreachable!()
+    };
+    let refused = |r: rocev2::Result<()>, want: ErrorKind| {
+        assert!(
+            matches!(&r, Err(rocev2::Error::Refused { kind, .. }) if *kind == want),
+            "{r:?}"
+        );
+    };
+    refused(other.cm_send_mra(req.conn, 24), ErrorKind::UnknownHandle);
+    a.cm_send_mra(req.conn, 24).expect("MRA");
+    a.cm_accept(req.conn, AcceptParams::new(qp_a.qpn(), Psn::new(2)))
+        .expect("accept");
+    let up = |d: &Device| {
+        d.next_cm_event(|e| matches!(e, CmEvent::Established { .. }), SETUP)
+            .expect("established")
+    };
+    assert!(matches!(up(&b), CmEvent::Established { conn, .. } if conn == conn_b));
+    up(&a);
+    refused(a.cm_send_mra(req.conn, 24), ErrorKind::Verb);
 }

@@ -22,13 +22,19 @@
 //! accepts with its own QPs only, and fetches the events of its own connections
 //! ([`Request::CmPoll`]).
 //!
+//! [`Request::MpSnapshot`] answers an application's own multipath QP's state ([`MpState`]),
+//! so an attached application reads the same `MpSnapshot` as an in-process one.
+//!
 //! Deviations: none.
 
+use rocev2_core::mprdma::{MpRxStats, VpCounters};
+use rocev2_core::qp::MpSnapshot;
+use rocev2_core::time::Duration;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -188,6 +194,20 @@ pub enum Request {
         /// Bound.
         timeout_ms: u32,
     },
+    /// Answer a connect request of this application with an MRA (IBA §12.6.6): the peer holds
+    /// its REQ for the service timeout instead of resending it. Answered [`Response::Done`].
+    CmSendMra {
+        /// The connection.
+        comm_id: u32,
+        /// Service timeout, 4.096 µs × 2^n.
+        service_timeout: u8,
+    },
+    /// A QP's MP-RDMA state (the core's `MpSnapshot`); answered [`Response::MpState`], `None`
+    /// for a QP that does not run multipath.
+    MpSnapshot {
+        /// The QP.
+        qpn: u32,
+    },
 }
 
 /// What a QP is created with: the core's `QpConfig` minus what the daemon decides for the
@@ -344,6 +364,8 @@ pub enum Response {
     CmConn(u32),
     /// Queued CM events of the application, oldest first.
     CmEvents(Vec<crate::cm::EventRecord>),
+    /// A QP's MP-RDMA state, `None` when it does not run multipath.
+    MpState(Option<MpState>),
     /// The request failed.
     Error {
         /// What kind of failure.
@@ -389,6 +411,93 @@ pub enum ErrorKind {
     Timeout,
     /// Held by another application (a CM service ID), or by this one already.
     InUse,
+}
+
+/// The core's `MpSnapshot` (seed 001 §3: window, ACK-clocked VPs, receiver bitmap), field for
+/// field, as [`Response::MpState`] carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MpState {
+    /// cwnd, packets.
+    pub cwnd: f64,
+    /// snd_nxt − snd_una.
+    pub in_flight: u32,
+    /// Smoothed RTT, nanoseconds.
+    pub rtt_ns: u64,
+    /// Data packets sent to random VPs.
+    pub random_vp_sends: u64,
+    /// Sender counters by VP: port, packets, ECN marks, out-of-order prunes.
+    pub tx_vps: Vec<(u16, u64, u64, u64)>,
+    /// Receiver counters by VP: port, packets, CE marks, arrivals more than Δ out of order.
+    pub rx_vps: Vec<(u16, u64, u64, u64)>,
+    /// Receiver's out-of-order histogram.
+    pub ood_hist: Vec<u64>,
+    /// Packets dropped beyond the bitmap.
+    pub bitmap_drops: u64,
+    /// NACKs after a bitmap overflow.
+    pub loss_nacks: u64,
+    /// Synchronise packets NACKed.
+    pub sync_nacks: u64,
+    /// SEND packets RNR-NAKed.
+    pub rnr_drops: u64,
+}
+
+fn vps_out(vps: &[(u16, VpCounters)]) -> Vec<(u16, u64, u64, u64)> {
+    vps.iter()
+        .map(|(p, c)| (*p, c.packets, c.ecn_marks, c.ood))
+        .collect()
+}
+
+fn vps_in(vps: Vec<(u16, u64, u64, u64)>) -> Vec<(u16, VpCounters)> {
+    vps.into_iter()
+        .map(|(p, packets, ecn_marks, ood)| {
+            (
+                p,
+                VpCounters {
+                    packets,
+                    ecn_marks,
+                    ood,
+                },
+            )
+        })
+        .collect()
+}
+
+impl From<&MpSnapshot> for MpState {
+    fn from(s: &MpSnapshot) -> MpState {
+        MpState {
+            cwnd: s.cwnd,
+            in_flight: s.in_flight,
+            rtt_ns: s.rtt.as_nanos(),
+            random_vp_sends: s.random_vp_sends,
+            tx_vps: vps_out(&s.tx_vps),
+            rx_vps: vps_out(&s.rx_vps),
+            ood_hist: s.rx.ood_hist.clone(),
+            bitmap_drops: s.rx.bitmap_drops,
+            loss_nacks: s.rx.loss_nacks,
+            sync_nacks: s.rx.sync_nacks,
+            rnr_drops: s.rx.rnr_drops,
+        }
+    }
+}
+
+impl From<MpState> for MpSnapshot {
+    fn from(s: MpState) -> MpSnapshot {
+        MpSnapshot {
+            cwnd: s.cwnd,
+            in_flight: s.in_flight,
+            rtt: Duration::from_nanos(s.rtt_ns),
+            random_vp_sends: s.random_vp_sends,
+            tx_vps: vps_in(s.tx_vps),
+            rx_vps: vps_in(s.rx_vps),
+            rx: MpRxStats {
+                ood_hist: s.ood_hist,
+                bitmap_drops: s.bitmap_drops,
+                loss_nacks: s.loss_nacks,
+                sync_nacks: s.sync_nacks,
+                rnr_drops: s.rnr_drops,
+            },
+        }
+    }
 }
 
 /// The interface as the application needs to know it.
@@ -469,6 +578,11 @@ mod tests {
                 reason: 28,
                 private_data: vec![1, 2, 3],
             },
+            Request::MpSnapshot { qpn: 0xff_ffff },
+            Request::CmSendMra {
+                comm_id: 0xdead_beef,
+                service_timeout: 24,
+            },
         ] {
             let bytes = frame::encode(&r, 0);
             let mut d = frame::Decoder::default();
@@ -495,6 +609,62 @@ mod tests {
             d.extend(&bytes);
             let (back, _) = d.next_frame::<Response>().unwrap().unwrap();
             assert_eq!(back, r);
+        }
+    }
+
+    #[test]
+    fn mp_state_round_trips_to_the_same_snapshot() {
+        let snap = MpSnapshot {
+            cwnd: 17.25,
+            in_flight: 9,
+            rtt: Duration::from_nanos(12_345),
+            random_vp_sends: 4,
+            tx_vps: vec![
+                (
+                    49152,
+                    VpCounters {
+                        packets: 10,
+                        ecn_marks: 2,
+                        ood: 1,
+                    },
+                ),
+                (
+                    49160,
+                    VpCounters {
+                        packets: 3,
+                        ecn_marks: 0,
+                        ood: 0,
+                    },
+                ),
+            ],
+            rx_vps: vec![(
+                50000,
+                VpCounters {
+                    packets: 7,
+                    ecn_marks: 5,
+                    ood: 6,
+                },
+            )],
+            rx: MpRxStats {
+                ood_hist: vec![5, 0, 2, 1],
+                bitmap_drops: 1,
+                loss_nacks: 2,
+                sync_nacks: 3,
+                rnr_drops: 4,
+            },
+        };
+        for r in [
+            Response::MpState(Some(MpState::from(&snap))),
+            Response::MpState(None),
+        ] {
+            let bytes = frame::encode(&r, 0);
+            let mut d = frame::Decoder::default();
+            d.extend(&bytes);
+            let (back, _) = d.next_frame::<Response>().unwrap().unwrap();
+            assert_eq!(back, r);
+            if let Response::MpState(Some(s)) = back {
+                assert_eq!(MpSnapshot::from(s), snap);
+            }
         }
     }
 }

@@ -22,8 +22,7 @@
 //! source addresses of its frames.
 //!
 //! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
-//! an error status instead of failing the post; the QP's congestion control is the daemon's;
-//! [`crate::Device::mp_snapshot`] is not available.
+//! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
 use crate::error::{Error, Result};
 use crate::ud::{AhAttr, UdAddress};
@@ -32,7 +31,9 @@ use rocev2_core::EndpointError;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
-use rocev2_core::qp::{CqId, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{
+    CqId, MpSnapshot, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr,
+};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::iface::IfAddr;
@@ -363,6 +364,19 @@ impl Attached {
         }
     }
 
+    /// The QP's MP-RDMA state as the daemon's engine holds it; `None` for an RC QP, one not
+    /// of this application, or a failed call (as [`Self::query`]).
+    pub(crate) fn mp_snapshot(&mut self, qpn: Qpn) -> Option<MpSnapshot> {
+        match self
+            .call(&Request::MpSnapshot { qpn: qpn.value() }, &[])
+            .ok()?
+            .0
+        {
+            Response::MpState(state) => state.map(MpSnapshot::from),
+            _ => None,
+        }
+    }
+
     pub(crate) fn reset_to_error(&mut self, qpn: Qpn) -> Result<()> {
         self.done(&Request::ModifyToError { qpn: qpn.value() })
     }
@@ -592,6 +606,13 @@ impl Attached {
         self.done(&Request::CmAccept {
             comm_id: conn.comm_id(),
             spec: AcceptSpec::from(params),
+        })
+    }
+
+    pub(crate) fn cm_send_mra(&mut self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        self.done(&Request::CmSendMra {
+            comm_id: conn.comm_id(),
+            service_timeout,
         })
     }
 

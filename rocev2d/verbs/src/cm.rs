@@ -183,6 +183,20 @@ impl Device {
         }
     }
 
+    /// Answers an [`Event::ConnectRequest`] with an MRA (IBA §12.6.6) instead of accepting it
+    /// now: the peer holds its REQ for `service_timeout` (4.096 µs × 2^n) rather than resending
+    /// it; [`Self::cm_accept`] or [`Self::cm_reject`] follows.
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when the engine refuses (the request is already answered); attached,
+    /// [`Error::Refused`] also for a connection that is not this application's.
+    pub fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        match self.backend() {
+            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_send_mra(conn, service_timeout)),
+            Backend::Attached(a) => lock_attached(a).cm_send_mra(conn, service_timeout),
+        }
+    }
+
     /// Moves the connection's QP to ERROR and sends a DREQ; [`Event::Disconnected`] follows.
     ///
     /// # Errors

@@ -627,10 +627,14 @@ impl Device {
     }
 
     /// A multipath QP's window, RTT, per-VP counters and receiver statistics
-    /// ([`crate::MpSnapshot`]); `None` for an RC QP, an unknown one, or when attached.
+    /// ([`crate::MpSnapshot`]); `None` for an RC QP or an unknown one. Attached, the daemon's
+    /// engine answers for this application's own QPs only.
     pub fn mp_snapshot(&self, qp: Qp) -> Option<crate::MpSnapshot> {
         self.own(qp.1, "QP").ok()?;
-        self.engine()?.qp(qp.0).and_then(|q| q.mp_snapshot())
+        match &self.inner.backend {
+            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).and_then(|q| q.mp_snapshot()),
+            Backend::Attached(a) => lock_attached(a).mp_snapshot(qp.0),
+        }
     }
 
     /// The QP's state, RC or UD; `None` for an unknown QP.

@@ -1,6 +1,6 @@
 //! `Device::next_cm_event_async` on a `Device::pair()` (no root): a REQ sent by one device is
 //! awaited by the other through tokio's reactor, and a future dropped while pending loses no
-//! event (cancel safety).
+//! event (cancel safety). An MRA answering a REQ reaches the requester's CM.
 
 use rocev2::{CmEvent, ConnectParams, Device, PortSpace, Psn, ServiceId, gid};
 use std::time::Duration;
@@ -109,4 +109,63 @@ fn blocking_waiter_does_not_steal_an_async_waiters_wake_up() {
         matches!(left, Err(rocev2::Error::Timeout)),
         "the blocking waiter picked only its own: {left:?}"
     );
+}
+
+/// `Device::cm_send_mra` answers a REQ: the requester's CM moves to MRA-received (it holds its
+/// REQ for the service timeout, IBA §12.6.6), and a second MRA after the accept is refused.
+#[test]
+fn cm_send_mra_reaches_the_requesters_cm() {
+    use rocev2::AcceptParams;
+    use rocev2_core::cm::State;
+    let (a, b) = Device::pair().expect("pair");
+    let service = ServiceId::rdma_cm(PortSpace::TCP, 7176);
+    a.cm_listen(service).expect("listen");
+    let pd = b.alloc_pd().expect("pd");
+    let cq = b.create_cq(4).expect("cq");
+    let qp = b.create_rc_qp(pd, cq, cq).expect("qp");
+    let params = ConnectParams::new(
+        service,
+        gid(b.interface().addrs[0].ip),
+        gid(a.interface().addrs[0].ip),
+        qp.qpn(),
+        Psn::new(0x1234),
+    );
+    let conn = b
+        .cm_connect(qp, params, Duration::from_secs(2))
+        .expect("cm_connect");
+    let is_req = |ev: &CmEvent| matches!(ev, CmEvent::ConnectRequest(_));
+    let CmEvent::ConnectRequest(req) = a
+        .next_cm_event(is_req, Duration::from_secs(10))
+        .expect("REQ")
+    else {
+        unreachable!()
+    };
+    let state = || {
+        b.engine()
+            .expect("in-process")
+            .cm()
+            .expect("CM")
+            .state(conn)
+    };
+    assert_eq!(state(), Some(State::ReqSent));
+    a.cm_send_mra(req.conn, 24).expect("MRA");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state() != Some(State::MraReqRcvd) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        state(),
+        Some(State::MraReqRcvd),
+        "the MRA did not reach b's CM"
+    );
+
+    let pd_a = a.alloc_pd().expect("pd");
+    let cq_a = a.create_cq(4).expect("cq");
+    let qp_a = a.create_rc_qp(pd_a, cq_a, cq_a).expect("qp");
+    a.cm_accept(req.conn, AcceptParams::new(qp_a.qpn(), Psn::new(7)))
+        .expect("accept");
+    assert!(matches!(
+        a.cm_send_mra(req.conn, 24),
+        Err(rocev2::Error::Verb(_))
+    ));
 }

@@ -2,7 +2,7 @@
 //! frames and carried out on a [`Host`] as one attachment's requests (a `RegMr` gets a real
 //! sealed memfd of its announced length when that is small), then the rest of the input is
 //! pushed as records into every ring of the attachment's QPs and the host serves them. CM
-//! requests (listen, connect, accept, reject, disconnect, poll) reach the daemon's CM; UD QPs
+//! requests (listen, connect, accept, reject, MRA, disconnect, poll) reach the daemon's CM; UD QPs
 //! and address handles are made like RC QPs, and their rings get the same records. The host
 //! never panics; closing the attachment leaves no QP in the engine and no region mapped.
 #![no_main]

@@ -51,7 +51,9 @@ use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
 use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
-use rocev2_ipc::proto::{ConnectSpec, ErrorKind, IfaceInfo, MrSpec, QpSpec, Request, Response};
+use rocev2_ipc::proto::{
+    ConnectSpec, ErrorKind, IfaceInfo, MpState, MrSpec, QpSpec, Request, Response,
+};
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
 use rocev2_ipc::ring::{End, Ring};
 use rocev2_ipc::shm::Region;
@@ -616,6 +618,13 @@ impl Host {
                     multipath,
                 }))
             }
+            Request::MpSnapshot { qpn } => {
+                let qpn = owned_qp(a, qpn)?;
+                let snap = ep.qp(qpn).and_then(|q| q.mp_snapshot());
+                Ok(Reply::ok(Response::MpState(
+                    snap.as_ref().map(MpState::from),
+                )))
+            }
             Request::CmEnable => {
                 if a.cm_event.is_none() {
                     a.cm_event = Some(
@@ -700,6 +709,14 @@ impl Host {
             } => {
                 let conn = owned_conn(&self.conns, app, comm_id)?;
                 ep.cm_reject(now, conn, RejectReason(reason), &private_data)?;
+                Ok(Reply::ok(Response::Done))
+            }
+            Request::CmSendMra {
+                comm_id,
+                service_timeout,
+            } => {
+                let conn = owned_conn(&self.conns, app, comm_id)?;
+                ep.cm_send_mra(conn, service_timeout)?;
                 Ok(Reply::ok(Response::Done))
             }
             Request::CmDisconnect {

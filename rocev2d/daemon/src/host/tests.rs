@@ -734,3 +734,147 @@ fn ud_address_handles_are_their_applications_own_and_count_against_its_limit() {
         Response::Ah(_)
     ));
 }
+
+#[test]
+fn mp_snapshot_answers_only_the_applications_own_qp() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _ca, _) = attach(&mut h);
+    let (b, _cb, _) = attach(&mut h);
+    let mp = MpConfig::paper();
+    let (_, _, mp_qpn, _) = qp_with(&mut h, &mut ep, &mut mem, a, |mut spec| {
+        spec.multipath = Some(rocev2_ipc::proto::MpSpec {
+            iw: mp.iw,
+            bitmap_len: mp.bitmap_len,
+            delta: mp.delta,
+            sync_alpha: mp.sync_alpha,
+            probe_p: mp.probe_p,
+            initial_rtt_ns: mp.initial_rtt.as_nanos(),
+            idle_restart_rtts: mp.idle_restart_rtts,
+            early_retx_rtts: mp.early_retx_rtts,
+            vp_base: mp.vp_base,
+            vp_count: mp.vp_count,
+            seed: mp.seed,
+        });
+        Request::CreateQp(spec)
+    });
+    let (_, _, rc_qpn, _) = qp(&mut h, &mut ep, &mut mem, a);
+    // The peer announced multipath: the QP runs MP-RDMA once connected.
+    let connect = |qpn| Request::Connect {
+        qpn,
+        spec: ConnectSpec {
+            dest_qpn: 0x99,
+            remote_psn: 0,
+            ip: std::net::IpAddr::V4([10, 0, 0, 2].into()),
+            mac: Some([2, 0, 0, 0, 0, 2]),
+            local_psn: 0,
+            mtu: 1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            rd_atomic: 1,
+            dscp: 26,
+            resolve_timeout_ms: 0,
+            peer_ext: ExtCaps {
+                multipath: true,
+                ..Default::default()
+            }
+            .to_word(),
+        },
+    };
+    for qpn in [mp_qpn, rc_qpn] {
+        let r = ask(&mut h, &mut ep, &mut mem, a, connect(qpn));
+        assert_eq!(r.response, Response::Done, "{:?}", r.response);
+    }
+    let snap = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app, qpn| {
+        ask(h, ep, mem, app, Request::MpSnapshot { qpn }).response
+    };
+    // The owner reads what the engine holds; an RC QP has no multipath state.
+    let Response::MpState(Some(state)) = snap(&mut h, &mut ep, &mut mem, a, mp_qpn) else {
+        panic!("no multipath state for A's MP-RDMA QP")
+    };
+    let engine = ep.qp(Qpn::new(mp_qpn)).unwrap().mp_snapshot().unwrap();
+    assert_eq!(rocev2_core::qp::MpSnapshot::from(state), engine);
+    assert_eq!(engine.cwnd, f64::from(mp.iw));
+    assert_eq!(
+        snap(&mut h, &mut ep, &mut mem, a, rc_qpn),
+        Response::MpState(None)
+    );
+    let before = h.counters().refused_requests;
+    // Another application cannot read it, nor can anyone name a QP no one has.
+    for (app, qpn) in [(b, mp_qpn), (b, rc_qpn), (a, 0xab_cdef)] {
+        let r = ask(&mut h, &mut ep, &mut mem, app, Request::MpSnapshot { qpn });
+        expect_refusal(&r, ErrorKind::UnknownHandle);
+    }
+    assert_eq!(h.counters().refused_requests, before + 3);
+}
+
+#[test]
+fn cm_mra_is_sent_only_for_the_applications_own_request_and_the_peer_holds_its_req() {
+    use rocev2_core::cm::{ConnectParams, Event, ServiceId, State};
+    use rocev2_core::wire::Psn;
+    let mut x = host_at(Limits::default(), 1);
+    let mut y = host_at(Limits::default(), 2);
+    let (a1, _c1, _) = attach(&mut x.0);
+    let (a2, _c2, _) = attach(&mut x.0);
+    let svc = ServiceId(0x0106_0000 | 7174);
+    let r = ask(
+        &mut x.0,
+        &mut x.1,
+        &mut x.2,
+        a1,
+        Request::CmListen { service_id: svc.0 },
+    );
+    assert_eq!(r.response, Response::Done);
+    ask(&mut x.0, &mut x.1, &mut x.2, a1, Request::CmEnable);
+    let (a3, _c3, _) = attach(&mut y.0);
+    let (_, _, qpn3, _) = qp(&mut y.0, &mut y.1, &mut y.2, a3);
+    let params = ConnectParams::new(
+        svc,
+        "::ffff:10.0.0.2".parse().unwrap(),
+        "::ffff:10.0.0.1".parse().unwrap(),
+        Qpn::new(0),
+        Psn::new(100),
+    );
+    let r = ask(
+        &mut y.0,
+        &mut y.1,
+        &mut y.2,
+        a3,
+        Request::CmConnect {
+            qpn: qpn3,
+            spec: (&params).into(),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            resolve_timeout_ms: 0,
+        },
+    );
+    let Response::CmConn(active) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    shuttle(&mut x, &mut y);
+    let got = events(&mut x, a1);
+    let [Event::ConnectRequest(req)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    let mra = Request::CmSendMra {
+        comm_id: req.conn.comm_id(),
+        service_timeout: 24,
+    };
+    let before = x.0.counters().refused_requests;
+    expect_refusal(
+        &ask(&mut x.0, &mut x.1, &mut x.2, a2, mra.clone()),
+        ErrorKind::UnknownHandle,
+    );
+    assert_eq!(x.0.counters().refused_requests, before + 1);
+    let active = rocev2_core::cm::ConnId::from_comm_id(active);
+    let peer_state = |y: &(Host, Endpoint, HostMemory)| y.1.cm().unwrap().state(active);
+    assert_eq!(peer_state(&y), Some(State::ReqSent));
+    assert_eq!(
+        ask(&mut x.0, &mut x.1, &mut x.2, a1, mra.clone()).response,
+        Response::Done
+    );
+    shuttle(&mut x, &mut y);
+    // The active side's CM saw the MRA: it holds its REQ for the service timeout.
+    assert_eq!(peer_state(&y), Some(State::MraReqRcvd));
+    assert_eq!(x.1.cm().unwrap().state(req.conn), Some(State::MraReqSent));
+}
