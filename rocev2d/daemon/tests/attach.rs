@@ -930,15 +930,12 @@ fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
         SendWr,
     };
     let test = "attach_mp";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    };
+    let tb = &rig.tb;
+    let a = rig.attach("h0");
+    let b = rig.attach("h1");
     const LEN: usize = 64 * 1024;
     let side = |d: &Device| {
         let pd = d.alloc_pd().unwrap();
@@ -1014,16 +1011,13 @@ fn attach_cm_mra_then_accept_through_two_daemons() {
     use rocev2::{AcceptParams, CmEvent, ConnectParams, Device, PortSpace, Psn, ServiceId, gid};
     use rocev2_ipc::proto::ErrorKind;
     let test = "attach_mra";
-    if !need_root(test) {
+    let Some(rig) = Rig::new(test) else {
         return;
-    }
-    let _sockets = Sockets(test);
-    let tb = pair();
-    let _d0 = daemon(&tb, test, "h0");
-    let _d1 = daemon(&tb, test, "h1");
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
+    };
+    let tb = &rig.tb;
+    let a = rig.attach("h0");
     let other = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0 again");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    let b = rig.attach("h1");
     let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
     let service = ServiceId::rdma_cm(PortSpace::TCP, 7178);
     a.cm_listen(service).expect("listen");
