@@ -390,13 +390,7 @@ impl ConnRequest {
 
     /// The connected ID, once established.
     fn connected(self, peer_data: Vec<u8>) -> CmId {
-        CmId {
-            dev: self.dev,
-            conn: self.req.conn,
-            peer: self.peer,
-            peer_data,
-            disconnected: AtomicBool::new(false),
-        }
+        CmId::established(self.dev, self.req.conn, self.peer, peer_data)
     }
 
     /// Refuses with a REJ (reason: consumer) carrying `private_data`.
@@ -422,6 +416,17 @@ pub struct CmId {
 }
 
 impl CmId {
+    /// The ID of an established connection `conn` to `peer`, who sent `peer_data`.
+    fn established(dev: Device, conn: ConnId, peer: SocketAddr, peer_data: Vec<u8>) -> CmId {
+        CmId {
+            dev,
+            conn,
+            peer,
+            peer_data,
+            disconnected: AtomicBool::new(false),
+        }
+    }
+
     /// Connects `qp` (in INIT) of `dev` to the rdma_cm listener at `addr`, sending
     /// `private_data` (up to [`MAX_REQ_USER_DATA`] bytes) after the CMA header; returns once
     /// the REP came and the QP is in RTS.
@@ -439,13 +444,7 @@ impl CmId {
     ) -> Result<CmId, CmApiError> {
         let conn = send_req(dev, qp, addr, private_data)?;
         let peer_data = established(dev, conn, addr, timeout)?;
-        Ok(CmId {
-            dev: dev.clone(),
-            conn,
-            peer: addr,
-            peer_data,
-            disconnected: AtomicBool::new(false),
-        })
+        Ok(CmId::established(dev.clone(), conn, addr, peer_data))
     }
 
     /// [`Self::connect`] as a future, without a timeout: the CM ends it with
@@ -465,13 +464,7 @@ impl CmId {
     ) -> Result<CmId, CmApiError> {
         let conn = send_req(dev, qp, addr, private_data)?;
         let peer_data = established_async(dev, conn, addr).await?;
-        Ok(CmId {
-            dev: dev.clone(),
-            conn,
-            peer: addr,
-            peer_data,
-            disconnected: AtomicBool::new(false),
-        })
+        Ok(CmId::established(dev.clone(), conn, addr, peer_data))
     }
 
     /// The peer's address.
