@@ -12,6 +12,40 @@ use rocev2_core::time::Duration as CoreDuration;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The CM tools' device options (`rping`, `ucmatose`): the interface (default: the one holding
+/// the tool's address, or the route's to it, [`interface_for`]), the datapath and the wait options.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CmDeviceArgs {
+    /// The interface. Ours.
+    #[arg(long = "iface")]
+    pub iface: Option<String>,
+    /// Datapath. Ours.
+    #[arg(long = "datapath", default_value = "auto")]
+    pub datapath: DatapathKind,
+    /// UDP datapath: accept frames whose ICRC cannot be checked (rdma_rxe covers the IPv4
+    /// Identification, which a UDP socket does not see). Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    pub accept_unverified_icrc: bool,
+    /// In-process or attached, and the wait mode.
+    #[command(flatten)]
+    pub poll: PollArgs,
+}
+
+impl CmDeviceArgs {
+    /// Opens the device on the interface for `addr` (`local`: an address of this host, else
+    /// the peer's); returns the interface's name with it.
+    ///
+    /// # Errors
+    /// No interface for `addr`, or the device does not open.
+    pub fn open(&self, addr: std::net::IpAddr, local: bool) -> anyhow::Result<(String, Device)> {
+        let iface = interface_for(self.iface.as_deref(), addr, local)?;
+        let mut cfg = DeviceConfig::default();
+        cfg.datapath.udp.accept_unverified_icrc = self.accept_unverified_icrc;
+        let dev = self.poll.open(&iface, self.datapath, cfg)?;
+        Ok((iface, dev))
+    }
+}
+
 /// How the tool opens its device (in-process, or attached to the daemon serving the interface)
 /// and how it waits between events (`rocev2_datapath::driver`, "WaitMode").
 #[derive(clap::Args, Debug, Clone)]

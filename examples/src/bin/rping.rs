@@ -15,10 +15,7 @@
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::cm::{CmId, CmListener};
-use rocev2::{
-    AccessFlags, Cq, DatapathKind, Device, DeviceConfig, Mr, Pd, Qp, RecvWr, Rkey, SendOp, SendWr,
-    WorkCompletion,
-};
+use rocev2::{AccessFlags, Cq, Device, Mr, Pd, Qp, RecvWr, Rkey, SendOp, SendWr, WorkCompletion};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -65,18 +62,8 @@ struct Args {
     /// Debug output (on stderr).
     #[arg(short = 'd')]
     debug: bool,
-    /// The interface. Ours.
-    #[arg(long = "iface")]
-    iface: Option<String>,
-    /// Datapath. Ours.
-    #[arg(long = "datapath", default_value = "auto")]
-    datapath: DatapathKind,
-    /// UDP datapath: accept frames whose ICRC cannot be checked (rdma_rxe covers the IPv4
-    /// Identification, which a UDP socket does not see). Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    accept_unverified_icrc: bool,
     #[command(flatten)]
-    poll: rocev2_examples::PollArgs,
+    dev: rocev2_examples::CmDeviceArgs,
 }
 
 /// A buffer's advertisement, as rping's `struct rping_rdma_info` (big-endian).
@@ -222,10 +209,7 @@ impl Rping {
 
 /// Opens the device and makes the QP and the advertisement buffers.
 fn setup(a: &Args) -> Result<Rping> {
-    let iface = rocev2_examples::interface_for(a.iface.as_deref(), a.addr, a.server)?;
-    let mut cfg = DeviceConfig::default();
-    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    let dev = a.poll.open(&iface, a.datapath, cfg)?;
+    let (iface, dev) = a.dev.open(a.addr, a.server)?;
     if a.debug {
         eprintln!("created cm_id on {iface} ({})", dev.datapath_name());
     }

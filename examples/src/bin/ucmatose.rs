@@ -22,7 +22,7 @@
 use anyhow::{Result, bail};
 use clap::Parser;
 use rdmacm_shim::cm::{CmId, CmListener};
-use rocev2::{AccessFlags, Cq, DatapathKind, Device, DeviceConfig, Mr, Qp, RecvWr, SendOp, SendWr};
+use rocev2::{AccessFlags, Cq, Device, Mr, Qp, RecvWr, SendOp, SendWr};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -54,18 +54,8 @@ struct Args {
     /// Port.
     #[arg(short = 'p', default_value_t = PORT)]
     port: u16,
-    /// The interface. Ours.
-    #[arg(long = "iface")]
-    iface: Option<String>,
-    /// Datapath. Ours.
-    #[arg(long = "datapath", default_value = "auto")]
-    datapath: DatapathKind,
-    /// UDP datapath: accept frames whose ICRC cannot be checked (rdma_rxe covers the IPv4
-    /// Identification, which a UDP socket does not see). Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    accept_unverified_icrc: bool,
     #[command(flatten)]
-    poll: rocev2_examples::PollArgs,
+    dev: rocev2_examples::CmDeviceArgs,
 }
 
 impl Args {
@@ -150,15 +140,12 @@ impl Node {
 
 /// Opens the device on the interface for `addr`.
 fn open(a: &Args, addr: IpAddr, local: bool) -> Result<Device> {
-    let iface = rocev2_examples::interface_for(a.iface.as_deref(), addr, local)?;
-    let mut cfg = DeviceConfig::default();
-    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    a.poll.open(&iface, a.datapath, cfg)
+    Ok(a.dev.open(addr, local)?.1)
 }
 
 fn run_server(a: &Args) -> Result<()> {
     println!("cmatose: starting server");
-    let (dev, addr) = match (a.bind, &a.iface) {
+    let (dev, addr) = match (a.bind, &a.dev.iface) {
         (Some(b), _) => (open(a, b, true)?, b),
         (None, Some(_)) => {
             let dev = open(a, IpAddr::from([0, 0, 0, 0]), true)?;
