@@ -48,14 +48,12 @@ use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
-    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr, WcStatus,
+    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr,
 };
 use rocev2_core::wire::Psn;
+use rocev2_examples::pingpong::{PingPong, RECV_WRID, SEND_WRID};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
-
-const RECV_WRID: u64 = 1;
-const SEND_WRID: u64 = 2;
 
 /// Ping-pong SENDs over an RC QP, as `ibv_rc_pingpong`.
 #[derive(Parser, Debug)]
@@ -165,7 +163,7 @@ fn main() -> Result<()> {
         });
     }
     let qp = dev.create_qp(cfg)?;
-    let post_recvs = |dev: &mut Device, n: u32| -> Result<u32> {
+    let post_recvs = |dev: &Device, n: u32| -> Result<u32> {
         for _ in 0..n {
             dev.post_recv(
                 qp,
@@ -177,7 +175,7 @@ fn main() -> Result<()> {
         }
         Ok(n)
     };
-    let mut routs = post_recvs(&mut dev, a.rx_depth)?;
+    let routs = post_recvs(&dev, a.rx_depth)?;
 
     let psn = rocev2::random_psn();
     let mine = PingpongDest {
@@ -243,7 +241,6 @@ fn main() -> Result<()> {
     // rdma-core's page size (`sysconf(_SC_PAGESIZE)` on x86-64 and most Linux machines).
     let page = 4096usize;
     let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(0, a.size)?);
-    let mut pending = RECV_WRID;
     if a.servername.is_some() && a.chk {
         // rdma-core writes `i / page_size % sizeof(char)`, which is 0 for every page.
         let mut b = dev.mr_guard(&mr)?;
@@ -253,50 +250,29 @@ fn main() -> Result<()> {
     }
     let start = Instant::now();
     let cpu_start = rocev2_examples::cpu_time();
-    if a.servername.is_some() {
-        dev.post_send(qp, send.clone())?;
-        pending |= SEND_WRID;
-    }
-    let (mut rcnt, mut scnt) = (0u32, 0u32);
-    let mut wcs = Vec::new();
     let mut rtts = Vec::with_capacity(if a.lat { a.iters as usize } else { 0 });
     let mut last_rx = start;
-    while rcnt < a.iters || scnt < a.iters {
-        wcs.clear();
-        dev.wait_cq(cq, &mut wcs, 16, Duration::from_secs(30))
-            .context("waiting for completions")?;
-        for wc in &wcs {
-            if wc.status != WcStatus::Success {
-                bail!(
-                    "Failed status {:?} ({}) for wr_id {}",
-                    wc.status,
-                    wc.status as u32,
-                    wc.wr_id
-                );
+    let pingpong = PingPong {
+        dev: &dev,
+        cq,
+        iters: a.iters,
+        rx_depth: a.rx_depth,
+        batch: 16,
+        wait_context: "waiting for completions",
+    };
+    pingpong.run(
+        a.servername.is_some(),
+        routs,
+        || Ok(dev.post_send(qp, send.clone())?),
+        |n| post_recvs(&dev, n),
+        || {
+            if a.lat {
+                let now = Instant::now();
+                rtts.push(now - last_rx);
+                last_rx = now;
             }
-            match wc.wr_id {
-                SEND_WRID => scnt += 1,
-                RECV_WRID => {
-                    routs -= 1;
-                    if routs <= 1 {
-                        routs += post_recvs(&mut dev, a.rx_depth - routs)?;
-                    }
-                    rcnt += 1;
-                    if a.lat {
-                        let now = Instant::now();
-                        rtts.push(now - last_rx);
-                        last_rx = now;
-                    }
-                }
-                other => bail!("Completion for unknown wr_id {other}"),
-            }
-            pending &= !wc.wr_id;
-            if scnt < a.iters && pending == 0 {
-                dev.post_send(qp, send.clone())?;
-                pending = RECV_WRID | SEND_WRID;
-            }
-        }
-    }
+        },
+    )?;
     let cpu = rocev2_examples::cpu_time().saturating_sub(cpu_start);
     rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
     if a.servername.is_none() && a.chk {

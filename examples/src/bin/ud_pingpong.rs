@@ -36,14 +36,13 @@ use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
     AccessFlags, AhAttr, DatapathKind, Device, DeviceConfig, GRH_LEN, Pd, RecvWr, SendOp, SendWr,
-    UdAddress, WcStatus,
+    UdAddress,
 };
 use rocev2_core::wire::Psn;
+use rocev2_examples::pingpong::{PingPong, RECV_WRID, SEND_WRID};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const RECV_WRID: u64 = 1;
-const SEND_WRID: u64 = 2;
 /// The Q_Key both sides of `ibv_ud_pingpong` use.
 const Q_KEY: u32 = 0x1111_1111;
 
@@ -148,7 +147,7 @@ fn main() -> Result<()> {
         }
         Ok(n)
     };
-    let mut routs = post_recvs(a.rx_depth)?;
+    let routs = post_recvs(a.rx_depth)?;
 
     let mine = PingpongDest {
         lid: 0,
@@ -190,45 +189,22 @@ fn main() -> Result<()> {
         q_key: Q_KEY,
     };
     let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(GRH_LEN as u64, a.size)?);
-    let mut pending = RECV_WRID;
     let start = Instant::now();
-    if a.servername.is_some() {
-        dev.post_send_to(qp, to, send.clone())?;
-        pending |= SEND_WRID;
-    }
-    let (mut rcnt, mut scnt) = (0u32, 0u32);
-    let mut wcs = Vec::new();
-    while rcnt < a.iters || scnt < a.iters {
-        wcs.clear();
-        dev.wait_cq(cq, &mut wcs, 2, Duration::from_secs(30))
-            .context("waiting for completions (UD is unreliable: a datagram may be lost)")?;
-        for wc in &wcs {
-            if wc.status != WcStatus::Success {
-                bail!(
-                    "Failed status {:?} ({}) for wr_id {}",
-                    wc.status,
-                    wc.status as u32,
-                    wc.wr_id
-                );
-            }
-            match wc.wr_id {
-                SEND_WRID => scnt += 1,
-                RECV_WRID => {
-                    routs -= 1;
-                    if routs <= 1 {
-                        routs += post_recvs(a.rx_depth - routs)?;
-                    }
-                    rcnt += 1;
-                }
-                other => bail!("Completion for unknown wr_id {other}"),
-            }
-            pending &= !wc.wr_id;
-            if scnt < a.iters && pending == 0 {
-                dev.post_send_to(qp, to, send.clone())?;
-                pending = RECV_WRID | SEND_WRID;
-            }
-        }
-    }
+    let pingpong = PingPong {
+        dev: &dev,
+        cq,
+        iters: a.iters,
+        rx_depth: a.rx_depth,
+        batch: 2,
+        wait_context: "waiting for completions (UD is unreliable: a datagram may be lost)",
+    };
+    pingpong.run(
+        a.servername.is_some(),
+        routs,
+        || Ok(dev.post_send_to(qp, to, send.clone())?),
+        post_recvs,
+        || {},
+    )?;
     rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
     Ok(())
 }
