@@ -33,7 +33,9 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # goodput its client printed, then CPU seconds and cycles ("-" if not counted) of h0 and h1.
 measured() {
     local gbps
+    # shellcheck disable=SC2054 # -x, is one word: perf's field separator
     WRAP0=(perf stat -x, -o "$OUT/h0.stat" -e task-clock,cycles --)
+    # shellcheck disable=SC2054
     WRAP1=(perf stat -x, -o "$OUT/h1.stat" -e task-clock,cycles --)
     gbps=$("$@")
     WRAP0=()
@@ -61,15 +63,15 @@ transfer() {
 # "ns cycles" per byte, both sides, of a transfer: the full run less the setup run, over the
 # bytes the full run moved beyond the setup run's; "gbps s0 c0 s1 c1" of each as arguments.
 per_byte() {
-    local full=($1) setup=($2)
-    awk -v b=$((BYTES - SETUP_BYTES)) \
-        -v s="${full[1]} ${full[3]} ${setup[1]} ${setup[3]}" \
-        -v c="${full[2]} ${full[4]} ${setup[2]} ${setup[4]}" 'BEGIN {
-            split(s, t); split(c, k)
-            ns = (t[1] + t[2] - t[3] - t[4]) * 1e9 / b
-            cyc = (c ~ /-/) ? "-" : sprintf("%.2f", (k[1] + k[2] - k[3] - k[4]) / b)
-            printf "%.3f %s\n", ns, cyc
-        }'
+    local s0 c0 s1 c1 t0 k0 t1 k1
+    read -r _ s0 c0 s1 c1 <<<"$1"
+    read -r _ t0 k0 t1 k1 <<<"$2"
+    awk -v b=$((BYTES - SETUP_BYTES)) -v s="$s0 $s1 $t0 $t1" -v c="$c0 $c1 $k0 $k1" 'BEGIN {
+        split(s, t); split(c, k)
+        ns = (t[1] + t[2] - t[3] - t[4]) * 1e9 / b
+        cyc = (c ~ /-/) ? "-" : sprintf("%.2f", (k[1] + k[2] - k[3] - k[4]) / b)
+        printf "%.3f %s\n", ns, cyc
+    }'
 }
 
 declare -A full setup
@@ -80,7 +82,7 @@ for what in tcp $DATAPATHS; do
 done
 read -r tcp_ns _ < <(per_byte "${full[tcp]}" "${setup[tcp]}")
 
-echo "Load average before: $load0; after: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "Binaries of $(git -C "${TREE:-.}" rev-parse --short HEAD); load average before: $load0, after: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "| sender -> receiver | bytes moved | Gbit/s | CPU s, sender | CPU s, receiver | CPU s, both, $((SETUP_BYTES / 1024)) KiB run | CPU ns per byte, both | cycles per byte, both | ns per byte / TCP's |"
 echo "|---|---|---|---|---|---|---|---|---|"

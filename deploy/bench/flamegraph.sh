@@ -33,6 +33,7 @@ need inferno-flamegraph
 
 WRAP0=(perf record -q -F "$FREQ" --call-graph dwarf -o "$OUT/send.data" --)
 WRAP1=(perf record -q -F "$FREQ" --call-graph dwarf -o "$OUT/recv.data" --)
+rev=$(git -C "${TREE:-.}" rev-parse --short HEAD)
 gbps=$(write_bw_run "$DATAPATH" "$WRITES" | awk '$1 == 65536 { print $4 }')
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p docs/flame
@@ -41,7 +42,7 @@ for side in send recv; do
     perf script -i "$OUT/$side.data" 2>/dev/null |
         inferno-collapse-perf |
         inferno-flamegraph --minwidth "$MINWIDTH" \
-            --title "write_bw $what, $DATAPATH, $LABEL" \
+            --title "write_bw $what, $DATAPATH, $LABEL ($rev)" \
             --subtitle "64 KiB WRITEs x $WRITES, $gbps Gbit/s, perf record -F $FREQ --call-graph dwarf, load $load" \
             >"docs/flame/$side-$LABEL.svg"
     echo "docs/flame/$side-$LABEL.svg: $(du -k "docs/flame/$side-$LABEL.svg" | cut -f1) KiB"

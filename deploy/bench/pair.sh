@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts that measure on a pair testbed (one veth link, MTU 4200, h0
 # 10.0.0.1 <-> h1 10.0.0.2): checks root, builds the release binaries of the packages in
 # PACKAGES, brings the testbed up as "$1" plus a number, and defines BIN, TB, NAME, OUT (a
@@ -29,8 +30,7 @@ IF1=$(ifname h1)
 in_h0() { "$TB" exec "$NAME" h0 -- "$@"; }
 in_h1() { "$TB" exec "$NAME" h1 -- "$@"; }
 wait_port() {
-    local i
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
         in_h1 ss -Hltn "sport = :$1" | grep -q . && return 0
         sleep 0.1
     done
