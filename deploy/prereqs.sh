@@ -16,6 +16,8 @@
 #   bpf-linker (+ LLVM 22 dev libs)  links the eBPF programs; rustc's LLVM is 22, so bpf-linker
 #                                    is built against llvm-22 (llvm-config must be on PATH)
 #   cargo-fuzz                       the fuzz smoke run (deploy/fuzz-smoke.sh)
+#   inferno                          flame graphs (deploy/bench/flamegraph.sh); tools.list names
+#                                    its programs with package cargo:inferno
 #   cargo-public-api (pinned)        rocev2's public-API listing test (rocev2d/verbs/tests/
 #                                    public_api.rs); the version reads the installed nightly's
 #                                    rustdoc JSON (a new nightly may need a new pin)
@@ -82,9 +84,18 @@ missing_tools() {
     done <"$TOOLS_LIST"
 }
 
+# The command that installs package $1 of the list: apt for a Debian package, cargo for cargo:NAME.
+install_line() {
+    case "$1" in
+        cargo:*) echo "cargo install ${1#cargo:} --locked" ;;
+        *) echo "apt-get install -y $1" ;;
+    esac
+}
+
+# The Debian packages of missing programs; the crates (cargo:NAME) have their own ensure_ step.
 ensure_tools() {
     local pkgs
-    pkgs=$(missing_tools | awk '{ print $2 }' | sort -u)
+    pkgs=$(missing_tools | awk '$2 !~ /^cargo:/ { print $2 }' | sort -u)
     [ -z "$pkgs" ] && return 0
     # shellcheck disable=SC2086 # one word per package
     apt_install $pkgs
@@ -95,7 +106,7 @@ check_tools() {
     missing=$(missing_tools)
     if [ -n "$missing" ]; then
         while read -r prog pkg; do
-            log "missing: $prog (install: apt-get install -y $pkg, or bash deploy/prereqs.sh)" >&2
+            log "missing: $prog (install: $(install_line "$pkg"), or bash deploy/prereqs.sh)" >&2
         done <<<"$missing"
         exit 1
     fi
@@ -150,6 +161,12 @@ ensure_cargo_fuzz() {
     cargo install cargo-fuzz --locked
 }
 
+ensure_inferno() {
+    command -v inferno-flamegraph >/dev/null && command -v inferno-collapse-perf >/dev/null && return 0
+    log "installing inferno (flame graphs)"
+    cargo install inferno --locked
+}
+
 # The version of the public-API listing; 0.52.0 reads nightly 2026-05-19's rustdoc JSON. About
 # 3.5 minutes to build with one job.
 PUBLIC_API_VERSION=0.52.0
@@ -191,6 +208,7 @@ case "${1:-all}" in
         ensure_nightly_src
         ensure_bpf_linker
         ensure_cargo_fuzz
+        ensure_inferno
         ensure_cargo_public_api
         ensure_msrv
         ;;

@@ -21,11 +21,7 @@ LIB="$(realpath "$BIN")/librocev2_ibverbs.so"
 
 # write_bw's Gbit/s over datapath $1.
 native() {
-    in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$1" >/dev/null &
-    wait_port 18515
-    in_h0 "$BIN/write_bw" -d "$IF0" --datapath "$1" -s 65536 -n "$ITERS" 10.0.0.2 |
-        awk '$1 == 65536 { print $4 }'
-    wait %%
+    write_bw_run "$1" "$ITERS" | awk '$1 == 65536 { print $4 }'
 }
 
 # ib_write_bw's Gbit/s through the library over datapath $1.

@@ -20,7 +20,6 @@ ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh bench
-command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
 
 # "median p99 cpu" from a ping-pong tool's output (cpu: this process's usec per round trip).
 figures() { awk '/^round trip/ { m = $4; p = $7 } /^cpu:/ { c = $2 } END { print m, p, c }' "$1"; }
@@ -29,19 +28,12 @@ rows=()
 lrows=()
 declare -A goodput
 for dp in $DATAPATHS; do
-    in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$dp" >/dev/null &
-    wait_port 18515
-    bw=$(in_h0 "$BIN/write_bw" -d "$IF0" --datapath "$dp" -s 65536 -n 16384 10.0.0.2 |
-        awk '$1 == 65536 { print $4 }')
-    wait
+    bw=$(write_bw_run "$dp" 16384 | awk '$1 == 65536 { print $4 }')
     goodput[$dp]=$bw
     rows+=("| goodput, write_bw 64 KiB x 16384, $dp | $bw Gbit/s |")
 done
 
-in_h1 iperf3 -s -1 >/dev/null &
-wait_port 5201
-tcp=$(in_h0 iperf3 -c 10.0.0.2 -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
-wait
+tcp=$(iperf3_run -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
 rows+=("| goodput, iperf3 one TCP stream, 5 s | $tcp Gbit/s |")
 for dp in $DATAPATHS; do
     ratio=$(awk -v a="${goodput[$dp]}" -v b="$tcp" 'BEGIN { printf "%.2f", a / b }')

@@ -67,7 +67,11 @@ fn require_in(program: &OsStr, path: &OsStr) -> Result<(), Error> {
     }
     let name = program.to_string_lossy().into_owned();
     let install = match package(&name) {
-        Some(pkg) => format!("apt-get install -y {pkg} (or: bash deploy/prereqs.sh)"),
+        Some(pkg) => match pkg.strip_prefix("cargo:") {
+            // A crate, installed by its own step of prereqs.sh.
+            Some(krate) => format!("cargo install {krate} --locked (or: bash deploy/prereqs.sh)"),
+            None => format!("apt-get install -y {pkg} (or: bash deploy/prereqs.sh)"),
+        },
         None => format!(
             "nothing in deploy/tools.list installs `{name}`: build it, or add it to the list"
         ),
@@ -118,6 +122,16 @@ mod tests {
         assert_eq!(
             install,
             "apt-get install -y iperf3 (or: bash deploy/prereqs.sh)"
+        );
+        // A program a crate installs names cargo's line.
+        let Err(Error::MissingTool { install, .. }) =
+            require_in(OsStr::new("inferno-flamegraph"), OsStr::new("/nonexistent"))
+        else {
+            panic!("inferno-flamegraph found on a PATH of one missing directory")
+        };
+        assert_eq!(
+            install,
+            "cargo install inferno --locked (or: bash deploy/prereqs.sh)"
         );
     }
 
