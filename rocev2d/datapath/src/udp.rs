@@ -14,14 +14,44 @@
 //!   the port the sending socket is bound to, so there is one socket per source port in use
 //!   (created on first use). Every socket is **unconnected** and has
 //!   `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, which makes Linux write DF and Identification 0,
-//!   exactly the header the core's ICRC covers. No UDP GSO (it numbers segments 0, 1, 2, …).
-//!   A whole frame in the batch (a wrapper injecting frames) is taken apart with
-//!   [`DatagramMeta::split_frame`] and sent the same way.
+//!   exactly the header the core's ICRC covers. A whole frame in the batch (a wrapper injecting
+//!   frames) is taken apart with [`DatagramMeta::split_frame`] and sent the same way.
+//! * **Send offload (GSO, [`UdpConfig::gso`], IPv6 only, off by default).** Consecutive
+//!   payloads of a batch with identical metadata (addresses, ports, DSCP/ECN, hop limit) and
+//!   equal size, the last possibly shorter, go as one `sendmmsg` entry with a `UDP_SEGMENT`
+//!   control message (at most 64 datagrams, 65527 bytes); the kernel or the NIC cuts it at
+//!   that size with the same headers, so each segment is the datagram the core built, ICRC
+//!   included. **Never for IPv4**: `ip_select_ident_segs()` gives the unsegmented packet ID 0,
+//!   and `inet_gso_segment()` then writes `id++` into each segment for UDP (only TCP has a
+//!   fixed-ID GSO type), so segment *i* carries ID *i* and every segment but the first would
+//!   fail the ICRC the core computed over ID 0. Computing each segment's ICRC for its ID
+//!   instead would be verified by AF_XDP, AF_PACKET and rdma_rxe receivers but not by a
+//!   UDP-mode receiver, which cannot see the ID and assumes 0, so two rocev2 peers in UDP mode
+//!   would lose the ICRC's protection. Off by default because over a veth the kernel hands the
+//!   unsegmented buffer to the peer namespace (veth offers `NETIF_F_GSO_UDP_L4`): a UDP-mode,
+//!   rdma_rxe or AF_XDP receiver gets proper datagrams (the UDP stack segments for a socket
+//!   without `UDP_GRO`; measured: AF_XDP receives each segment as a frame), but an AF_PACKET
+//!   receiver reads one oversized frame and drops it (measured: the WRITE retries until
+//!   `RetryExcErr`). Across a real link every receiver sees ordinary frames. A send the kernel
+//!   refuses (`EIO` without checksum offload) turns GSO off with a logged reason and is retried.
+//! * **Receive offload (GRO, [`UdpConfig::gro`], on by default).** With `UDP_GRO` on the
+//!   port-4791 sockets the kernel may return several datagrams in one buffer (GSO buffers that
+//!   arrived whole, or datagrams the interface's GRO merged) with a `UDP_GRO` control message
+//!   giving the segment size; the buffer is split at that size and every piece delivered with
+//!   the buffer's metadata. That metadata is exact for each piece: `udp_gro_receive_segment()`
+//!   merges only datagrams of the same ports, of the segment size except a shorter last one,
+//!   with a non-zero checksum, and `inet_gro_receive()`/`ipv6_gro_receive()` flush on any
+//!   difference in addresses, TOS/traffic class (so DSCP and ECN: a CE mark starts a new
+//!   buffer), TTL/hop limit or DF. The IPv4 Identification may differ between pieces (incrementing
+//!   IDs merge), but a UDP socket never reports it anyway (below). Receive buffers are 64 KiB
+//!   per `recvmmsg` entry (an IP packet's length field bounds a coalesced buffer); datagrams
+//!   that do not fit the caller's batch wait for the next receive.
 //! * **Receive.** `recvmmsg` on the port-4791 sockets with `IP_PKTINFO`, `IP_RECVTOS` and
 //!   `IP_RECVTTL` (IPv6: `IPV6_RECVPKTINFO`, `IPV6_RECVTCLASS`, `IPV6_RECVHOPLIMIT`) gives the
 //!   addresses, ECN, TTL and interface; the datagram lands at the start of its slot with that
 //!   metadata beside it, and the core checks the ICRC over the headers the metadata stands for:
-//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP.
+//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP. Each datagram is copied
+//!   once from the receive buffer into its slot (the price of splitting coalesced buffers).
 //!
 //! Consequences, measured by the namespace tests: frames from rocev2 in any mode verify
 //! completely; IPv6 frames from anyone verify; IPv4 frames from a sender using non-zero
@@ -81,7 +111,9 @@ pub struct UdpConfig {
     pub gro: bool,
     /// Send runs of equal-sized IPv6 datagrams to the same peer as one `UDP_SEGMENT` entry
     /// (GSO). Never used for IPv4: the kernel numbers the segments' Identification 0, 1, 2, …,
-    /// which the ICRC covers (module docs).
+    /// which the ICRC covers (module docs). Off by default: over a veth link the kernel hands
+    /// the unsegmented buffer to the peer namespace, and a peer in AF_PACKET mode there reads
+    /// it as one oversized frame and drops it (module docs); any other peer is fine.
     pub gso: bool,
 }
 
@@ -93,7 +125,7 @@ impl Default for UdpConfig {
             sndbuf_bytes: 4 << 20,
             max_source_ports: 4096,
             gro: true,
-            gso: true,
+            gso: false,
         }
     }
 }
