@@ -9,6 +9,9 @@
 #     processes of a pair used per round trip over their loops (each tool prints its own).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
+# PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
+# ROCEV2_FLAGS extra flags for both rocev2 tools on both sides (e.g. "--udp-gso", UDP mode's
+# IPv6 send offload; "--no-udp-gro").
 # Prints two Markdown tables for BENCHMARKS.md. The testbed is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +21,8 @@ MODES=${MODES:-sleep adaptive spin}
 SPIN_US=${SPIN_US:-}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
+PEER=${PEER:-10.0.0.2}
+read -r -a FLAGS <<<"${ROCEV2_FLAGS:-}"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh bench
 command -v iperf3 >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null
@@ -29,9 +34,9 @@ rows=()
 lrows=()
 declare -A goodput
 for dp in $DATAPATHS; do
-    in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$dp" >/dev/null &
+    in_h1 "$BIN/write_bw" -d "$IF1" --datapath "$dp" "${FLAGS[@]}" >/dev/null &
     wait_port 18515
-    bw=$(in_h0 "$BIN/write_bw" -d "$IF0" --datapath "$dp" -s 65536 -n 16384 10.0.0.2 |
+    bw=$(in_h0 "$BIN/write_bw" -d "$IF0" --datapath "$dp" "${FLAGS[@]}" -s 65536 -n 16384 "$PEER" |
         awk '$1 == 65536 { print $4 }')
     wait
     goodput[$dp]=$bw
@@ -40,7 +45,7 @@ done
 
 in_h1 iperf3 -s -1 >/dev/null &
 wait_port 5201
-tcp=$(in_h0 iperf3 -c 10.0.0.2 -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
+tcp=$(in_h0 iperf3 -c "$PEER" -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
 wait
 rows+=("| goodput, iperf3 one TCP stream, 5 s | $tcp Gbit/s |")
 for dp in $DATAPATHS; do
@@ -65,9 +70,9 @@ for dp in $DATAPATHS; do
             poll+=(--spin-us "$SPIN_US")
             label="adaptive, $SPIN_US µs"
         fi
-        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
+        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
         wait_port 18515
-        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
+        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
         wait
         read -r med p99 cpu_c < <(figures "$OUT/cli")
         read -r _ _ cpu_s < <(figures "$OUT/srv")
