@@ -53,7 +53,10 @@ fn offload(test: &str, server_mode: &str, workload: &str) -> Value {
         counter(&r, "server", "rx_gro_segments"),
         counter(&r, "server", "tx_gso_segments"),
     );
-    assert!(counter(&r, "client", "tx_gso_segments") > 0, "client sent no GSO entry: {r}");
+    assert!(
+        counter(&r, "client", "tx_gso_segments") > 0,
+        "client sent no GSO entry: {r}"
+    );
     r
 }
 
@@ -93,4 +96,3 @@ fn wire_udp_gso_to_xdp_receiver_verifies_icrc() {
     assert_eq!(counter(&r, "server", "rx_truncated"), 0, "{r}");
     assert!(counter(&r, "server", "rx_packets") > 0, "{r}");
 }
-
