@@ -169,6 +169,76 @@ struct RxBuffers {
     pending: std::collections::VecDeque<Pending>,
 }
 
+impl RxBuffers {
+    /// Queues the datagrams of the `len` bytes `recvmmsg` wrote into entry `entry_index`: all of
+    /// it, or its `UDP_GRO` segments, each with the buffer's metadata; a datagram longer than
+    /// `room` is counted as truncated instead.
+    fn queue(
+        &mut self,
+        entry_index: usize,
+        len: usize,
+        gro_segment: Option<usize>,
+        meta: DatagramMeta,
+        room: usize,
+        stats: &mut DatapathStats,
+    ) {
+        let segs = gro_segments(len, gro_segment);
+        let count = segs.clone().count();
+        if count > 1 {
+            stats.rx_gro_buffers += 1;
+            stats.rx_gro_segments += count as u64;
+        }
+        for seg in segs {
+            if seg.len() > room {
+                stats.rx_truncated += 1;
+                continue;
+            }
+            self.pending.push_back(Pending {
+                at: entry_index * self.entry + seg.start,
+                len: seg.len(),
+                meta,
+            });
+        }
+    }
+
+    /// Copies pending datagrams into `slots`, oldest first, and returns how many; the rest
+    /// wait for the next call. With `accept_unverified`, an IPv4 ICRC that does not verify is
+    /// rewritten (`icrc_unverifiable`).
+    fn drain(
+        &mut self,
+        slots: &mut [Vec<u8>],
+        meta: &mut [RxMeta],
+        accept_unverified: bool,
+        stats: &mut DatapathStats,
+    ) -> usize {
+        let mut out = 0;
+        while out < slots.len().min(meta.len()) {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            let Some(src) = self.buf.get(p.at..p.at + p.len) else {
+                continue;
+            };
+            let slot = &mut slots[out];
+            slot.clear();
+            slot.extend_from_slice(src);
+            let dm = p.meta;
+            if accept_unverified && dm.src.is_ipv4() && self::accept_unverified(&dm, slot) {
+                stats.icrc_unverifiable += 1;
+            }
+            meta[out] = RxMeta {
+                len: p.len,
+                ecn: dm.ecn,
+                datagram: Some(dm),
+            };
+            stats.rx_packets += 1;
+            stats.rx_bytes += dm.frame_len(p.len) as u64;
+            out += 1;
+        }
+        out
+    }
+}
+
 /// One received datagram waiting in [`RxBuffers::buf`].
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -455,54 +525,16 @@ impl UdpDatapath {
             let Some(meta) = rx_meta(src, &info) else {
                 continue;
             };
-            let segs = gro_segments(len, info.gro_segment);
-            let count = segs.clone().count();
-            if count > 1 {
-                self.stats.rx_gro_buffers += 1;
-                self.stats.rx_gro_segments += count as u64;
-            }
-            for seg in segs {
-                if seg.len() > room {
-                    self.stats.rx_truncated += 1;
-                    continue;
-                }
-                self.rx.pending.push_back(Pending {
-                    at: i * entry + seg.start,
-                    len: seg.len(),
-                    meta,
-                });
-            }
+            self.rx
+                .queue(i, len, info.gro_segment, meta, room, &mut self.stats);
         }
         Ok(got)
     }
 
     /// Copies pending datagrams into `slots`, oldest first; returns how many.
     fn drain(&mut self, slots: &mut [Vec<u8>], meta: &mut [RxMeta]) -> usize {
-        let mut out = 0;
-        while out < slots.len().min(meta.len()) {
-            let Some(p) = self.rx.pending.pop_front() else {
-                break;
-            };
-            let Some(src) = self.rx.buf.get(p.at..p.at + p.len) else {
-                continue;
-            };
-            let slot = &mut slots[out];
-            slot.clear();
-            slot.extend_from_slice(src);
-            let dm = p.meta;
-            if self.cfg.accept_unverified_icrc && dm.src.is_ipv4() && accept_unverified(&dm, slot) {
-                self.stats.icrc_unverifiable += 1;
-            }
-            meta[out] = RxMeta {
-                len: p.len,
-                ecn: dm.ecn,
-                datagram: Some(dm),
-            };
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += dm.frame_len(p.len) as u64;
-            out += 1;
-        }
-        out
+        let accept = self.cfg.accept_unverified_icrc;
+        self.rx.drain(slots, meta, accept, &mut self.stats)
     }
 
     /// The socket sending from UDP source port `sport`, created on first use; `None` means the
@@ -1225,6 +1257,46 @@ mod tests {
         // Cut at the wrong size, the datagrams fail the ICRC: the split is what makes them verify.
         let wrong = &buf[..dgrams[0].len() - 4];
         assert!(core_accepts(&m, wrong).is_err());
+    }
+
+    #[test]
+    fn udp_gro_buffer_larger_than_the_batch_waits_for_the_next_receive() {
+        // Entry 1 of the receive buffers holds three coalesced datagrams; the caller has two
+        // slots, then two more.
+        let dgrams = payloads(v6(), &[1024, 1024, 100]);
+        let entry = 4096;
+        let mut rx = RxBuffers {
+            buf: vec![0; 2 * entry],
+            entry,
+            pending: Default::default(),
+        };
+        let coalesced = dgrams.concat();
+        rx.buf[entry..entry + coalesced.len()].copy_from_slice(&coalesced);
+        let m = DatagramMeta::split_frame(&crate::test_frames::send_middle(v6(), 49152, 1, &[]))
+            .unwrap()
+            .0;
+        let mut st = DatapathStats::default();
+        rx.queue(1, coalesced.len(), Some(dgrams[0].len()), m, 9000, &mut st);
+        assert_eq!((st.rx_gro_buffers, st.rx_gro_segments), (1, 3));
+        let mut slots = vec![Vec::new(); 2];
+        let mut meta = vec![RxMeta::default(); 2];
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 2);
+        assert_eq!(rx.pending.len(), 1, "the third waits");
+        let mut got: Vec<Vec<u8>> = (0..2).map(|i| slots[i][..meta[i].len].to_vec()).collect();
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 1);
+        got.push(slots[0][..meta[0].len].to_vec());
+        assert_eq!(got, dgrams, "in order and whole");
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(meta[0].datagram, Some(m));
+            let r = core_accepts(&m, d).expect("verifies");
+            assert_eq!(r.bth.psn.value(), i as u32 + 1);
+        }
+        assert_eq!(st.rx_packets, 3);
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 0);
+        // A segment longer than a slot's room is counted, not delivered.
+        rx.queue(1, coalesced.len(), Some(dgrams[0].len()), m, 1000, &mut st);
+        assert_eq!(st.rx_truncated, 2);
+        assert_eq!(rx.pending.len(), 1);
     }
 
     /// Parts for payload sizes with the given metadata changes applied per entry.
