@@ -33,7 +33,8 @@
 //!   without `UDP_GRO`; measured: AF_XDP receives each segment as a frame), but an AF_PACKET
 //!   receiver reads one oversized frame and drops it (measured: the WRITE retries until
 //!   `RetryExcErr`). Across a real link every receiver sees ordinary frames. A send the kernel
-//!   refuses (`EIO` without checksum offload) turns GSO off with a logged reason and is retried.
+//!   refuses (`EIO` without checksum offload before Linux 6.11; later kernels segment in
+//!   software) turns GSO off with a logged reason and is retried.
 //! * **Receive offload (GRO, [`UdpConfig::gro`], on by default).** With `UDP_GRO` on the
 //!   port-4791 sockets the kernel may return several datagrams in one buffer (GSO buffers that
 //!   arrived whole, or datagrams the interface's GRO merged) with a `UDP_GRO` control message
