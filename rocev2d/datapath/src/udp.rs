@@ -203,13 +203,13 @@ impl RxBuffers {
     }
 
     /// Copies pending datagrams into `slots`, oldest first, and returns how many; the rest
-    /// wait for the next call. With `accept_unverified`, an IPv4 ICRC that does not verify is
-    /// rewritten (`icrc_unverifiable`).
+    /// wait for the next call. With `accept` (`accept_unverified_icrc`), an IPv4 ICRC that does
+    /// not verify is rewritten (`icrc_unverifiable`).
     fn drain(
         &mut self,
         slots: &mut [Vec<u8>],
         meta: &mut [RxMeta],
-        accept_unverified: bool,
+        accept: bool,
         stats: &mut DatapathStats,
     ) -> usize {
         let mut out = 0;
@@ -224,7 +224,7 @@ impl RxBuffers {
             slot.clear();
             slot.extend_from_slice(src);
             let dm = p.meta;
-            if accept_unverified && dm.src.is_ipv4() && self::accept_unverified(&dm, slot) {
+            if accept && dm.src.is_ipv4() && accept_unverified(&dm, slot) {
                 stats.icrc_unverifiable += 1;
             }
             meta[out] = RxMeta {
