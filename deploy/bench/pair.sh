@@ -4,8 +4,9 @@
 # PACKAGES, brings the testbed up as "$1" plus a number, and defines BIN, TB, NAME, OUT (a
 # scratch folder), IF0 and IF1 (each host's interface), in_h0/in_h1 (run a command in a host),
 # wait_port (until h1 listens on a TCP port), need (a program of deploy/tools.list, or fail with
-# its install line), write_bw_run and iperf3_run (one transfer from h0 to h1). On exit, ON_EXIT
-# runs (if the script set it), then the testbed and OUT go away, also on failure.
+# its install line), write_bw_run and iperf3_run (one transfer from h0 to h1, to PEER: default
+# 10.0.0.2, fd00::2 for IPv6). On exit, ON_EXIT runs (if the script set it), then the testbed
+# and OUT go away, also on failure.
 #
 # TREE, when set, is another checkout (e.g. a worktree of an older commit, for a before/after):
 # the packages of PACKAGES are built there, in its own target/, and BIN points at them; the
@@ -56,7 +57,7 @@ write_bw_run() {
     in_h1 "${WRAP1[@]}" "$BIN/write_bw" -d "$IF1" --datapath "$dp" "$@" >/dev/null &
     local srv=$!
     wait_port 18515
-    in_h0 "${WRAP0[@]}" "$BIN/write_bw" -d "$IF0" --datapath "$dp" "$@" -s 65536 -n "$n" 10.0.0.2
+    in_h0 "${WRAP0[@]}" "$BIN/write_bw" -d "$IF0" --datapath "$dp" "$@" -s 65536 -n "$n" "${PEER:-10.0.0.2}"
     wait "$srv"
 }
 # One iperf3 TCP stream from h0 to h1, the client's arguments "$@"; prints the client's output.
@@ -65,6 +66,6 @@ iperf3_run() {
     in_h1 "${WRAP1[@]}" iperf3 -s -1 >/dev/null &
     local srv=$!
     wait_port 5201
-    in_h0 "${WRAP0[@]}" iperf3 -c 10.0.0.2 "$@"
+    in_h0 "${WRAP0[@]}" iperf3 -c "${PEER:-10.0.0.2}" "$@"
     wait "$srv"
 }

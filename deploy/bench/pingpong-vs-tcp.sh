@@ -9,6 +9,9 @@
 #     processes of a pair used per round trip over their loops (each tool prints its own).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
+# PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
+# ROCEV2_FLAGS extra flags for both rocev2 tools on both sides (e.g. "--udp-gso", UDP mode's
+# IPv6 send offload; "--no-udp-gro").
 # Prints two Markdown tables for BENCHMARKS.md. The testbed is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +21,7 @@ MODES=${MODES:-sleep adaptive spin}
 SPIN_US=${SPIN_US:-}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
+read -r -a FLAGS <<<"${ROCEV2_FLAGS:-}"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh bench
 
@@ -28,7 +32,7 @@ rows=()
 lrows=()
 declare -A goodput
 for dp in $DATAPATHS; do
-    bw=$(write_bw_run "$dp" 16384 | awk '$1 == 65536 { print $4 }')
+    bw=$(write_bw_run "$dp" 16384 "${FLAGS[@]}" | awk '$1 == 65536 { print $4 }')
     goodput[$dp]=$bw
     rows+=("| goodput, write_bw 64 KiB x 16384, $dp | $bw Gbit/s |")
 done
@@ -57,9 +61,9 @@ for dp in $DATAPATHS; do
             poll+=(--spin-us "$SPIN_US")
             label="adaptive, $SPIN_US µs"
         fi
-        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
+        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
         wait_port 18515
-        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
+        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
         wait
         read -r med p99 cpu_c < <(figures "$OUT/cli")
         read -r _ _ cpu_s < <(figures "$OUT/srv")

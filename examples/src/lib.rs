@@ -48,8 +48,8 @@ impl CmDeviceArgs {
     }
 }
 
-/// How the tool opens its device (in-process, or attached to the daemon serving the interface)
-/// and how it waits between events (`rocev2_datapath::driver`, "WaitMode").
+/// How the tool opens its device (in-process, or attached to the daemon serving the interface;
+/// the UDP datapath's offloads) and how it waits between events (`rocev2_datapath::driver`, "WaitMode").
 #[derive(clap::Args, Debug, Clone)]
 pub struct PollArgs {
     /// Wait mode: sleep (ppoll), adaptive (busy-poll for --spin-us after activity, then ppoll)
@@ -69,6 +69,14 @@ pub struct PollArgs {
     /// The daemon's control socket, with --attach. Ours.
     #[arg(long = "socket", requires = "attach")]
     pub socket: Option<PathBuf>,
+    /// UDP datapath: send runs of equal IPv6 datagrams as one `UDP_SEGMENT` entry (GSO;
+    /// docs/datapath.md). Ours.
+    #[arg(long = "udp-gso")]
+    pub udp_gso: bool,
+    /// UDP datapath: take one datagram per receive entry instead of coalesced buffers
+    /// (`UDP_GRO`). Ours.
+    #[arg(long = "no-udp-gro")]
+    pub no_udp_gro: bool,
 }
 
 impl PollArgs {
@@ -102,6 +110,8 @@ impl PollArgs {
         mut cfg: DeviceConfig,
     ) -> anyhow::Result<Device> {
         cfg.driver.wait = self.wait_mode()?;
+        cfg.datapath.udp.gso = self.udp_gso;
+        cfg.datapath.udp.gro = !self.no_udp_gro;
         if self.attach {
             let path = self
                 .socket

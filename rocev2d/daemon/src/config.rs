@@ -15,6 +15,8 @@
 //!
 //! [datapath.udp]
 //! accept_unverified_icrc = false
+//! gro = true               # receive coalesced buffers (UDP_GRO)
+//! gso = false              # send runs of equal IPv6 datagrams as one (UDP_SEGMENT); docs/datapath.md
 //! rcvbuf_bytes = 8388608   # 65536..=1073741824
 //! sndbuf_bytes = 4194304   # 65536..=1073741824
 //!
@@ -161,6 +163,8 @@ struct DatapathSection {
 #[serde(deny_unknown_fields)]
 struct UdpSection {
     accept_unverified_icrc: Option<bool>,
+    gro: Option<bool>,
+    gso: Option<bool>,
     rcvbuf_bytes: Option<u64>,
     sndbuf_bytes: Option<u64>,
 }
@@ -392,6 +396,12 @@ impl Config {
         if let Some(v) = d.udp.accept_unverified_icrc {
             o.udp.accept_unverified_icrc = v;
         }
+        if let Some(v) = d.udp.gro {
+            o.udp.gro = v;
+        }
+        if let Some(v) = d.udp.gso {
+            o.udp.gso = v;
+        }
         if let Some(v) = ranged(
             "datapath.udp.rcvbuf_bytes",
             d.udp.rcvbuf_bytes,
@@ -518,6 +528,8 @@ mod tests {
             rx_batch = 32
             [datapath.udp]
             accept_unverified_icrc = true
+            gro = false
+            gso = true
             rcvbuf_bytes = 1048576
             [datapath.packet]
             guard_udp_port = false
@@ -557,6 +569,7 @@ mod tests {
         );
         assert_eq!((c.rx_batch, c.tx_batch), (32, 64));
         assert!(c.options.udp.accept_unverified_icrc);
+        assert!(!c.options.udp.gro && c.options.udp.gso);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);
         assert!(!c.options.packet.guard_udp_port);
         assert_eq!(c.stats_socket, Some(PathBuf::from("/tmp/x.sock")));

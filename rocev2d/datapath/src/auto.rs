@@ -130,10 +130,13 @@ pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Err
             datapath: Box::new(PacketDatapath::open(iface, opts.packet)?),
             reason: "packet: asked for".into(),
         },
-        Mode::Udp => Opened {
-            datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
-            reason: "udp: asked for".into(),
-        },
+        Mode::Udp => {
+            let u = UdpDatapath::open(iface, opts.udp)?;
+            Opened {
+                reason: format!("udp: asked for; {}", u.describe()),
+                datapath: Box::new(u),
+            }
+        }
         Mode::Auto => match open_xdp(iface, opts) {
             Ok((datapath, describe)) => Opened {
                 reason: format!("xdp: steering program loaded; {describe}"),
@@ -144,13 +147,18 @@ pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Err
                     datapath: Box::new(p),
                     reason: format!("packet: AF_XDP unavailable ({xdp}); AF_PACKET permitted"),
                 },
-                Err(e) if e.is_permission() => Opened {
-                    datapath: Box::new(UdpDatapath::open(iface, opts.udp)?),
-                    reason: format!(
-                        "udp: AF_XDP unavailable ({xdp}); AF_PACKET not permitted ({e}); \
-                         IPv4 frames from senders with non-zero IP IDs cannot be ICRC-verified"
-                    ),
-                },
+                Err(e) if e.is_permission() => {
+                    let u = UdpDatapath::open(iface, opts.udp)?;
+                    Opened {
+                        reason: format!(
+                            "udp: AF_XDP unavailable ({xdp}); AF_PACKET not permitted ({e}); \
+                             IPv4 frames from senders with non-zero IP IDs cannot be \
+                             ICRC-verified; {}",
+                            u.describe()
+                        ),
+                        datapath: Box::new(u),
+                    }
+                }
                 Err(e) => return Err(e),
             },
         },

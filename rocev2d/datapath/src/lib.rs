@@ -332,11 +332,19 @@ pub struct DatapathStats {
     pub steer_not_roce: u64,
     /// AF_XDP: frames too short for the headers they announce, passed to the kernel.
     pub steer_truncated: u64,
+    /// UDP mode: receive buffers the kernel coalesced from several datagrams (`UDP_GRO`).
+    pub rx_gro_buffers: u64,
+    /// UDP mode: datagrams split out of those buffers (each also counts in `rx_packets`).
+    pub rx_gro_segments: u64,
+    /// UDP mode: send entries carrying several datagrams with `UDP_SEGMENT` (GSO).
+    pub tx_gso_sends: u64,
+    /// UDP mode: datagrams sent in those entries (each also counts in `tx_packets`).
+    pub tx_gso_segments: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 17] {
+    pub fn named(&self) -> [(&'static str, u64); 21] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -355,6 +363,10 @@ impl DatapathStats {
             ("steer_no_socket", self.steer_no_socket),
             ("steer_not_roce", self.steer_not_roce),
             ("steer_truncated", self.steer_truncated),
+            ("rx_gro_buffers", self.rx_gro_buffers),
+            ("rx_gro_segments", self.rx_gro_segments),
+            ("tx_gso_sends", self.tx_gso_sends),
+            ("tx_gso_segments", self.tx_gso_segments),
         ]
     }
 }
@@ -432,6 +444,33 @@ pub(crate) mod test_frames {
             Qpn::new(0x11),
             Psn::new(0x7d2ab1),
         );
+        let aeth = AethRepr {
+            syndrome: Syndrome::Ack(Credits::from_code(31)),
+            msn: Msn::new(5),
+        };
+        frame(
+            ip,
+            sport,
+            RoceRepr {
+                aeth: Some(aeth),
+                ..RoceRepr::new(bth)
+            },
+            &[],
+        )
+    }
+
+    /// An RC SEND Middle (QP 0x11) with PSN `psn` carrying `payload`, as the core emits it.
+    pub(crate) fn send_middle(ip: IpRepr, sport: u16, psn: u32, payload: &[u8]) -> Vec<u8> {
+        let bth = BthRepr::new(
+            Opcode::rc(Operation::SendMiddle),
+            0xffff,
+            Qpn::new(0x11),
+            Psn::new(psn),
+        );
+        frame(ip, sport, RoceRepr::new(bth), payload)
+    }
+
+    fn frame(ip: IpRepr, sport: u16, roce: RoceRepr, payload: &[u8]) -> Vec<u8> {
         let repr = FrameRepr {
             eth: EthRepr {
                 src: [2, 0, 0, 0, 0, 1],
@@ -444,16 +483,10 @@ pub(crate) mod test_frames {
                 dst_port: ROCEV2_UDP_PORT,
                 checksum: matches!(ip, IpRepr::V6 { .. }),
             },
-            roce: RoceRepr {
-                aeth: Some(AethRepr {
-                    syndrome: Syndrome::Ack(Credits::from_code(31)),
-                    msn: Msn::new(5),
-                }),
-                ..RoceRepr::new(bth)
-            },
+            roce,
         };
-        let mut buf = vec![0; repr.buffer_len(0).expect("ACK fits")];
-        repr.emit(&mut buf, &[]).expect("ACK emits");
+        let mut buf = vec![0; repr.buffer_len(payload.len()).expect("frame fits")];
+        repr.emit(&mut buf, payload).expect("frame emits");
         buf
     }
 }

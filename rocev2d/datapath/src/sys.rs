@@ -9,6 +9,13 @@ use rocev2_core::time::Duration;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+/// `UDP_SEGMENT` (`SOL_UDP`, linux/udp.h): the send's payload is cut into datagrams of this
+/// many bytes (GSO). Not in every libc target of the `libc` crate.
+pub(crate) const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (`SOL_UDP`, linux/udp.h): the socket takes coalesced buffers; each `recvmsg`
+/// reports the segment size in a control message of this type.
+pub(crate) const UDP_GRO: libc::c_int = 104;
+
 /// `setsockopt(fd, level, name, &val, sizeof(int))`.
 pub(crate) fn setsockopt_int(
     fd: BorrowedFd<'_>,

@@ -14,14 +14,45 @@
 //!   the port the sending socket is bound to, so there is one socket per source port in use
 //!   (created on first use). Every socket is **unconnected** and has
 //!   `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, which makes Linux write DF and Identification 0,
-//!   exactly the header the core's ICRC covers. No UDP GSO (it numbers segments 0, 1, 2, …).
-//!   A whole frame in the batch (a wrapper injecting frames) is taken apart with
-//!   [`DatagramMeta::split_frame`] and sent the same way.
+//!   exactly the header the core's ICRC covers. A whole frame in the batch (a wrapper injecting
+//!   frames) is taken apart with [`DatagramMeta::split_frame`] and sent the same way.
+//! * **Send offload (GSO, [`UdpConfig::gso`], IPv6 only, off by default).** Consecutive
+//!   payloads of a batch with identical metadata (addresses, ports, DSCP/ECN, hop limit) and
+//!   equal size, the last possibly shorter, go as one `sendmmsg` entry with a `UDP_SEGMENT`
+//!   control message (at most 64 datagrams, 65527 bytes); the kernel or the NIC cuts it at
+//!   that size with the same headers, so each segment is the datagram the core built, ICRC
+//!   included. **Never for IPv4**: `ip_select_ident_segs()` gives the unsegmented packet ID 0,
+//!   and `inet_gso_segment()` then writes `id++` into each segment for UDP (only TCP has a
+//!   fixed-ID GSO type), so segment *i* carries ID *i* and every segment but the first would
+//!   fail the ICRC the core computed over ID 0. Computing each segment's ICRC for its ID
+//!   instead would be verified by AF_XDP, AF_PACKET and rdma_rxe receivers but not by a
+//!   UDP-mode receiver, which cannot see the ID and assumes 0, so two rocev2 peers in UDP mode
+//!   would lose the ICRC's protection. Off by default because over a veth the kernel hands the
+//!   unsegmented buffer to the peer namespace (veth offers `NETIF_F_GSO_UDP_L4`): a UDP-mode,
+//!   rdma_rxe or AF_XDP receiver gets proper datagrams (the UDP stack segments for a socket
+//!   without `UDP_GRO`; measured: AF_XDP receives each segment as a frame), but an AF_PACKET
+//!   receiver reads one oversized frame and drops it (measured: the WRITE retries until
+//!   `RetryExcErr`). Across a real link every receiver sees ordinary frames. A send the kernel
+//!   refuses (`EIO` without checksum offload before Linux 6.11; later kernels segment in
+//!   software) turns GSO off with a logged reason and is retried.
+//! * **Receive offload (GRO, [`UdpConfig::gro`], on by default).** With `UDP_GRO` on the
+//!   port-4791 sockets the kernel may return several datagrams in one buffer (GSO buffers that
+//!   arrived whole, or datagrams the interface's GRO merged) with a `UDP_GRO` control message
+//!   giving the segment size; the buffer is split at that size and every piece delivered with
+//!   the buffer's metadata. That metadata is exact for each piece: `udp_gro_receive_segment()`
+//!   merges only datagrams of the same ports, of the segment size except a shorter last one,
+//!   with a non-zero checksum, and `inet_gro_receive()`/`ipv6_gro_receive()` flush on any
+//!   difference in addresses, TOS/traffic class (so DSCP and ECN: a CE mark starts a new
+//!   buffer), TTL/hop limit or DF. The IPv4 Identification may differ between pieces (incrementing
+//!   IDs merge), but a UDP socket never reports it anyway (below). Receive buffers are 64 KiB
+//!   per `recvmmsg` entry (an IP packet's length field bounds a coalesced buffer); datagrams
+//!   that do not fit the caller's batch wait for the next receive.
 //! * **Receive.** `recvmmsg` on the port-4791 sockets with `IP_PKTINFO`, `IP_RECVTOS` and
 //!   `IP_RECVTTL` (IPv6: `IPV6_RECVPKTINFO`, `IPV6_RECVTCLASS`, `IPV6_RECVHOPLIMIT`) gives the
 //!   addresses, ECN, TTL and interface; the datagram lands at the start of its slot with that
 //!   metadata beside it, and the core checks the ICRC over the headers the metadata stands for:
-//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP.
+//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP. Each datagram is copied
+//!   once from the receive buffer into its slot (the price of splitting coalesced buffers).
 //!
 //! Consequences, measured by the namespace tests: frames from rocev2 in any mode verify
 //! completely; IPv6 frames from anyone verify; IPv4 frames from a sender using non-zero
@@ -49,6 +80,20 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 /// Frames per `recvmmsg`/`sendmmsg` call.
 const BATCH: usize = 64;
 
+/// Receive buffer per `recvmmsg` entry with `UDP_GRO`: a coalesced buffer is one IP packet's
+/// payload as far as the kernel is concerned, so its 16-bit length field bounds it. The extra
+/// 17 cache lines keep the entries from starting at 64 KiB multiples, where every entry's
+/// first bytes would compete for the same cache sets.
+const GRO_BUF: usize = (1 << 16) + 17 * 64;
+
+/// Most datagrams in one `UDP_SEGMENT` send: the kernel's `UDP_MAX_SEGMENTS` (64 up to
+/// Linux 6.x; later kernels allow more, never fewer).
+const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Most payload bytes in one `UDP_SEGMENT` send: the IPv6 payload length is 16 bits and
+/// includes the 8-byte UDP header.
+const GSO_MAX_BYTES: usize = u16::MAX as usize - 8;
+
 /// Options of the UDP datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpConfig {
@@ -64,6 +109,15 @@ pub struct UdpConfig {
     /// Most sockets bound to distinct UDP source ports; past it, frames leave from port 4791
     /// with their ICRC recomputed (`tx_sport_fallback`).
     pub max_source_ports: usize,
+    /// Take coalesced receive buffers (`UDP_GRO`) and split them; off, or refused by the
+    /// kernel, each `recvmmsg` entry is one datagram.
+    pub gro: bool,
+    /// Send runs of equal-sized IPv6 datagrams to the same peer as one `UDP_SEGMENT` entry
+    /// (GSO). Never used for IPv4: the kernel numbers the segments' Identification 0, 1, 2, …,
+    /// which the ICRC covers (module docs). Off by default: over a veth link the kernel hands
+    /// the unsegmented buffer to the peer namespace, and a peer in AF_PACKET mode there reads
+    /// it as one oversized frame and drops it (module docs); any other peer is fine.
+    pub gso: bool,
 }
 
 impl Default for UdpConfig {
@@ -73,6 +127,8 @@ impl Default for UdpConfig {
             rcvbuf_bytes: 8 << 20,
             sndbuf_bytes: 4 << 20,
             max_source_ports: 4096,
+            gro: true,
+            gso: false,
         }
     }
 }
@@ -95,7 +151,101 @@ pub struct UdpDatapath {
     tx: HashMap<(bool, u16), TxSock>,
     iface: String,
     cfg: UdpConfig,
+    rx: RxBuffers,
+    /// `UDP_GRO` is on for every receive socket.
+    gro: bool,
+    /// IPv6 sends use `UDP_SEGMENT`.
+    gso: bool,
+    /// Why GRO or GSO is off although asked for (the kernel refused), for [`Self::describe`].
+    refused: Vec<String>,
     stats: DatapathStats,
+}
+
+/// Where `recvmmsg` writes: [`BATCH`] entries of `entry` bytes, and the datagrams received
+/// there that the caller has not taken yet.
+#[derive(Debug)]
+struct RxBuffers {
+    buf: Vec<u8>,
+    entry: usize,
+    pending: std::collections::VecDeque<Pending>,
+}
+
+impl RxBuffers {
+    /// Queues the datagrams of the `len` bytes `recvmmsg` wrote into entry `entry_index`: all of
+    /// it, or its `UDP_GRO` segments, each with the buffer's metadata; a datagram longer than
+    /// `room` is counted as truncated instead.
+    fn queue(
+        &mut self,
+        entry_index: usize,
+        len: usize,
+        gro_segment: Option<usize>,
+        meta: DatagramMeta,
+        room: usize,
+        stats: &mut DatapathStats,
+    ) {
+        let segs = gro_segments(len, gro_segment);
+        let count = segs.clone().count();
+        if count > 1 {
+            stats.rx_gro_buffers += 1;
+            stats.rx_gro_segments += count as u64;
+        }
+        for seg in segs {
+            if seg.len() > room {
+                stats.rx_truncated += 1;
+                continue;
+            }
+            self.pending.push_back(Pending {
+                at: entry_index * self.entry + seg.start,
+                len: seg.len(),
+                meta,
+            });
+        }
+    }
+
+    /// Copies pending datagrams into `slots`, oldest first, and returns how many; the rest
+    /// wait for the next call. With `accept` (`accept_unverified_icrc`), an IPv4 ICRC that does
+    /// not verify is rewritten (`icrc_unverifiable`).
+    fn drain(
+        &mut self,
+        slots: &mut [Vec<u8>],
+        meta: &mut [RxMeta],
+        accept: bool,
+        stats: &mut DatapathStats,
+    ) -> usize {
+        let mut out = 0;
+        while out < slots.len().min(meta.len()) {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            let Some(src) = self.buf.get(p.at..p.at + p.len) else {
+                continue;
+            };
+            let slot = &mut slots[out];
+            slot.clear();
+            slot.extend_from_slice(src);
+            let dm = p.meta;
+            if accept && dm.src.is_ipv4() && accept_unverified(&dm, slot) {
+                stats.icrc_unverifiable += 1;
+            }
+            meta[out] = RxMeta {
+                len: p.len,
+                ecn: dm.ecn,
+                datagram: Some(dm),
+            };
+            stats.rx_packets += 1;
+            stats.rx_bytes += dm.frame_len(p.len) as u64;
+            out += 1;
+        }
+        out
+    }
+}
+
+/// One received datagram waiting in [`RxBuffers::buf`].
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at: usize,
+    len: usize,
+    meta: DatagramMeta,
 }
 
 fn set_int(
@@ -199,6 +349,23 @@ fn open_socket(
     Ok(s)
 }
 
+/// Turns `UDP_GRO` on for every receive socket; on a refusal turns it back off on the others
+/// (so every `recvmmsg` entry is one datagram) and records why.
+fn enable_gro(socks: [&Option<Socket>; 2], refused: &mut Vec<String>) -> bool {
+    let socks: Vec<&Socket> = socks.into_iter().flatten().collect();
+    for (i, s) in socks.iter().enumerate() {
+        if let Err(e) = sys::setsockopt_int(s.as_fd(), libc::SOL_UDP, sys::UDP_GRO, 1) {
+            tracing::warn!(error = %e, "UDP_GRO refused; receiving one datagram per entry");
+            refused.push(format!("UDP_GRO refused: {e}"));
+            for t in &socks[..i] {
+                let _ = sys::setsockopt_int(t.as_fd(), libc::SOL_UDP, sys::UDP_GRO, 0);
+            }
+            return false;
+        }
+    }
+    true
+}
+
 impl UdpDatapath {
     /// Opens port-4791 sockets for each IP family `iface` has an address of.
     ///
@@ -230,15 +397,54 @@ impl UdpDatapath {
             }
             _ => None,
         };
-        Ok(UdpDatapath {
+        let mut refused = Vec::new();
+        let gro = cfg.gro && enable_gro([&rx4, &rx6], &mut refused);
+        // GSO matters for IPv6 only; `UDP_SEGMENT` 0 (no default segmentation) probes support.
+        let gso = cfg.gso
+            && rx6.as_ref().is_some_and(|s| {
+                sys::setsockopt_int(s.as_fd(), libc::SOL_UDP, sys::UDP_SEGMENT, 0)
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "UDP_SEGMENT refused; sending one datagram per entry");
+                        refused.push(format!("UDP_SEGMENT refused: {e}"));
+                    })
+                    .is_ok()
+            });
+        let entry = if gro { GRO_BUF } else { MAX_FRAME };
+        let dp = UdpDatapath {
             rx4,
             rx6,
             epoll,
             tx: HashMap::new(),
             iface: iface.name.clone(),
             cfg,
+            rx: RxBuffers {
+                buf: vec![0; BATCH * entry],
+                entry,
+                pending: Default::default(),
+            },
+            gro,
+            gso,
+            refused,
             stats: DatapathStats::default(),
-        })
+        };
+        tracing::info!(iface = %iface.name, offloads = %dp.describe(), "UDP datapath open");
+        Ok(dp)
+    }
+
+    /// The offloads in use, for logs and the datapath's reason line: `UDP_GRO on|off`,
+    /// `UDP_SEGMENT IPv6 on|off` (IPv4 never; module docs), and why one asked for is off.
+    pub fn describe(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        let mut d = format!(
+            "UDP_GRO {}, UDP_SEGMENT IPv6 {} (IPv4 never: per-segment IP IDs)",
+            on(self.gro),
+            on(self.gso)
+        );
+        for r in &self.refused {
+            d.push_str("; ");
+            d.push_str(r);
+        }
+        d
     }
 
     fn rx_socket(&self, v6: bool) -> Option<&Socket> {
@@ -249,23 +455,20 @@ impl UdpDatapath {
         }
     }
 
-    /// Receives into `slots`, compacting good datagrams to the front; returns how many.
-    fn recv_family(
-        &mut self,
-        v6: bool,
-        slots: &mut [Vec<u8>],
-        meta: &mut [RxMeta],
-    ) -> Result<usize, Error> {
+    /// Receives one `recvmmsg` batch of the family into the receive buffers and queues its
+    /// datagrams (a `UDP_GRO` buffer split at its segment size) as pending; returns how many
+    /// buffers arrived. Only called with nothing pending: the queue points into the buffers.
+    fn fill(&mut self, v6: bool, want: usize) -> Result<usize, Error> {
+        debug_assert!(self.rx.pending.is_empty());
         let Some(sock) = self.rx_socket(v6) else {
             return Ok(0);
         };
         let fd = sock.as_raw_fd();
-        // A datagram fits when the frame that carried it would fit a slot, as in other modes.
-        let room = MAX_FRAME - frame_headers(v6);
-        let n = slots.len().min(meta.len()).min(BATCH);
+        let n = want.min(BATCH);
         if n == 0 {
             return Ok(0);
         }
+        let entry = self.rx.entry;
         // SAFETY: these are plain C structs for which all-zero bytes are a valid value (null
         // pointers, zero lengths).
         let mut names: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
@@ -274,12 +477,10 @@ impl UdpDatapath {
         let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..n {
-            let slot = &mut slots[i];
-            slot.resize(MAX_FRAME, 0);
+        for (i, chunk) in self.rx.buf.chunks_exact_mut(entry).take(n).enumerate() {
             iovs[i] = libc::iovec {
-                iov_base: slot.as_mut_ptr().cast(),
-                iov_len: room,
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: entry,
             };
             let h = &mut msgs[i].msg_hdr;
             h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
@@ -289,8 +490,8 @@ impl UdpDatapath {
             h.msg_control = ctrl[i].0.as_mut_ptr().cast();
             h.msg_controllen = ctrl[i].0.len();
         }
-        // SAFETY: `msgs[..n]` point into `names`, `iovs`, `ctrl` and the slots, all alive and
-        // unmoved until the call returns; each iovec covers writable memory inside its slot.
+        // SAFETY: `msgs[..n]` point into `names`, `iovs`, `ctrl` and `n` disjoint chunks of
+        // the receive buffer, all alive and unmoved until the call returns.
         let r = unsafe {
             libc::recvmmsg(
                 fd,
@@ -308,12 +509,13 @@ impl UdpDatapath {
                 Err(Error::io("recvmmsg", e))
             };
         }
-        let got = r as usize;
-        let mut out = 0;
-        for i in 0..got.min(n) {
+        let got = (r as usize).min(n);
+        // A datagram fits when the frame that carried it would fit a slot, as in other modes.
+        let room = MAX_FRAME - frame_headers(v6);
+        for i in 0..got {
             let m = &msgs[i];
             let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > room {
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > entry {
                 self.stats.rx_truncated += 1;
                 continue;
             }
@@ -321,30 +523,19 @@ impl UdpDatapath {
                 continue;
             };
             let info = parse_rx_cmsgs(&ctrl[i].0, m.msg_hdr.msg_controllen, v6);
-            let Some(dm) = rx_meta(src, &info) else {
+            let Some(meta) = rx_meta(src, &info) else {
                 continue;
             };
-            if self.cfg.accept_unverified_icrc
-                && !v6
-                && accept_unverified(&dm, &mut slots[i][..len])
-            {
-                self.stats.icrc_unverifiable += 1;
-            }
-            let flen = dm.frame_len(len);
-            meta[i] = RxMeta {
-                len,
-                ecn: dm.ecn,
-                datagram: Some(dm),
-            };
-            if out != i {
-                slots.swap(out, i);
-                meta.swap(out, i);
-            }
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += flen as u64;
-            out += 1;
+            self.rx
+                .queue(i, len, info.gro_segment, meta, room, &mut self.stats);
         }
-        Ok(out)
+        Ok(got)
+    }
+
+    /// Copies pending datagrams into `slots`, oldest first; returns how many.
+    fn drain(&mut self, slots: &mut [Vec<u8>], meta: &mut [RxMeta]) -> usize {
+        let accept = self.cfg.accept_unverified_icrc;
+        self.rx.drain(slots, meta, accept, &mut self.stats)
     }
 
     /// The socket sending from UDP source port `sport`, created on first use; `None` means the
@@ -381,6 +572,8 @@ struct RxInfo {
     tos: u8,
     ttl: u8,
     ifindex: u32,
+    /// `UDP_GRO`: the buffer holds datagrams of this size (the last may be shorter).
+    gro_segment: Option<usize>,
 }
 
 fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
@@ -389,6 +582,7 @@ fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
         tos: 0,
         ttl: 64,
         ifindex: 0,
+        gro_segment: None,
     };
     let int = |d: &[u8]| {
         d.get(..4)
@@ -432,6 +626,10 @@ fn parse_rx_cmsgs(buf: &[u8], len: usize, v6: bool) -> RxInfo {
                     info.ttl = t.clamp(0, 255) as u8;
                 }
             }
+            // The segment size of a coalesced buffer (an int).
+            (libc::SOL_UDP, sys::UDP_GRO) => {
+                info.gro_segment = int(c.data).and_then(|g| usize::try_from(g).ok());
+            }
             _ => {}
         }
     }
@@ -459,6 +657,19 @@ fn sockaddr_to_std(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
         }
         _ => None,
     }
+}
+
+/// The datagrams of a received buffer of `len` bytes: all of it, or with `UDP_GRO` consecutive
+/// pieces of the segment size, the last possibly shorter (how the kernel coalesces them).
+fn gro_segments(
+    len: usize,
+    segment: Option<usize>,
+) -> impl Iterator<Item = std::ops::Range<usize>> + Clone {
+    let seg = segment.filter(|&g| g > 0 && g < len).unwrap_or(len.max(1));
+    // An empty datagram is still one (the core counts it as truncated).
+    (0..len.max(1))
+        .step_by(seg)
+        .map(move |at| at..(at + seg).min(len))
 }
 
 /// Ethernet, IP and UDP header bytes of the untagged frame a datagram of the family stands for.
@@ -543,6 +754,42 @@ impl TxParts {
     }
 }
 
+/// How `parts` (all from one socket) go out: lengths of consecutive runs sent as one entry.
+/// With `gso`, IPv6 datagrams with identical metadata (addresses, ports, DSCP, ECN, hop
+/// limit) and equal size, the last possibly shorter, share an entry with `UDP_SEGMENT`, up to
+/// the kernel's limits; everything else, and all IPv4, goes one datagram per entry.
+fn gso_groups(parts: &[TxParts], gso: bool) -> Vec<usize> {
+    let mut groups = Vec::with_capacity(parts.len());
+    let mut i = 0;
+    while i < parts.len() {
+        let first = &parts[i];
+        let seg = first.payload.len();
+        let mut len = 1;
+        let mut total = seg;
+        if gso && first.meta.src.is_ipv6() {
+            for p in &parts[i + 1..] {
+                let l = p.payload.len();
+                if p.meta != first.meta
+                    || l > seg
+                    || l == 0
+                    || len == GSO_MAX_SEGMENTS
+                    || total + l > GSO_MAX_BYTES
+                {
+                    break;
+                }
+                len += 1;
+                total += l;
+                if l < seg {
+                    break;
+                }
+            }
+        }
+        groups.push(len);
+        i += len;
+    }
+    groups
+}
+
 /// The control messages that carry one datagram's source address, TOS and TTL.
 fn tx_cmsgs(p: &TxParts, buf: &mut [u8]) -> usize {
     let mut at = 0;
@@ -611,15 +858,15 @@ impl Datapath for UdpDatapath {
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
         let (slots, meta) = batch.parts_mut();
-        let mut n = 0;
-        // Alternate families by filling what is left after IPv4 with IPv6.
+        let mut n = self.drain(slots, meta);
+        // Alternate families by filling what is left after IPv4 with IPv6; what does not fit
+        // waits in `pending` for the next call.
         for v6 in [false, true] {
-            while n < slots.len() {
-                let got = self.recv_family(v6, &mut slots[n..], &mut meta[n..])?;
-                n += got;
-                if got == 0 {
+            while n < slots.len() && self.rx.pending.is_empty() {
+                if self.fill(v6, slots.len() - n)? == 0 {
                     break;
                 }
+                n += self.drain(&mut slots[n..], &mut meta[n..]);
             }
         }
         batch.set_len(n);
@@ -678,20 +925,37 @@ impl Datapath for UdpDatapath {
                     }
                 }
             };
+            // Runs of datagrams that leave as one entry (GSO), in order.
+            let groups = gso_groups(&parts, self.gso);
             let n = parts.len();
-            let mut names = Vec::with_capacity(n);
-            let mut ctrl = vec![Cmsg::default(); n];
-            let mut ctrl_len = Vec::with_capacity(n);
-            for (i, p) in parts.iter().enumerate() {
+            let g = groups.len();
+            let mut names = Vec::with_capacity(g);
+            let mut ctrl = vec![Cmsg::default(); g];
+            let mut ctrl_len = Vec::with_capacity(g);
+            let mut first = 0;
+            for (k, &len) in groups.iter().enumerate() {
+                let p = &parts[first];
                 names.push(SockAddr::from(p.meta.dst));
-                ctrl_len.push(tx_cmsgs(p, &mut ctrl[i].0));
+                let mut at = tx_cmsgs(p, &mut ctrl[k].0);
+                if len > 1 {
+                    let seg = u16::try_from(p.payload.len()).unwrap_or(u16::MAX);
+                    sys::push_cmsg(
+                        &mut ctrl[k].0,
+                        &mut at,
+                        libc::SOL_UDP,
+                        sys::UDP_SEGMENT,
+                        &seg.to_ne_bytes(),
+                    );
+                }
+                ctrl_len.push(at);
+                first += len;
             }
             // SAFETY: all-zero is a valid iovec/mmsghdr (null pointers, zero lengths).
             let mut iovs: Vec<libc::iovec> =
                 (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
             // SAFETY: as above.
             let mut msgs: Vec<libc::mmsghdr> =
-                (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+                (0..g).map(|_| unsafe { std::mem::zeroed() }).collect();
             let mut bytes = Vec::with_capacity(n);
             for (i, f) in batch.frames().take(n).enumerate() {
                 let p = &parts[i];
@@ -701,22 +965,48 @@ impl Datapath for UdpDatapath {
                     iov_base: payload.as_ptr() as *mut libc::c_void,
                     iov_len: payload.len(),
                 };
-                let h = &mut msgs[i].msg_hdr;
-                // The kernel only reads the address of a send.
-                h.msg_name = names[i].as_ptr() as *mut libc::c_void;
-                h.msg_namelen = names[i].len();
-                h.msg_iov = &mut iovs[i];
-                h.msg_iovlen = 1;
-                h.msg_control = ctrl[i].0.as_mut_ptr().cast();
-                h.msg_controllen = ctrl_len[i];
             }
-            // SAFETY: every pointer in `msgs` refers to `names`, `iovs`, `ctrl` or a frame of
-            // `batch`, none of which moves or is freed before the call returns; the kernel only
-            // reads the payloads.
+            let mut first = 0;
+            for (k, &len) in groups.iter().enumerate() {
+                let h = &mut msgs[k].msg_hdr;
+                // The kernel only reads the address of a send.
+                h.msg_name = names[k].as_ptr() as *mut libc::c_void;
+                h.msg_namelen = names[k].len();
+                h.msg_iov = iovs[first..].as_mut_ptr();
+                h.msg_iovlen = len;
+                h.msg_control = ctrl[k].0.as_mut_ptr().cast();
+                h.msg_controllen = ctrl_len[k];
+                first += len;
+            }
+            // SAFETY: every pointer in `msgs` refers to `names`, `iovs` (each entry's run of
+            // `msg_iovlen` iovecs lies inside it), `ctrl` or a frame of `batch`, none of which
+            // moves or is freed before the call returns; the kernel only reads the payloads.
             let r = unsafe {
-                libc::sendmmsg(fd, msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT)
+                libc::sendmmsg(fd, msgs.as_mut_ptr(), g as libc::c_uint, libc::MSG_DONTWAIT)
             };
-            match sys::settle_sendmmsg(r, &bytes, batch, &mut self.stats) {
+            if r < 0 && groups[0] > 1 {
+                let e = io::Error::last_os_error();
+                if !sys::would_block(&e) {
+                    // EIO without checksum offload, EINVAL on a kernel without UDP_SEGMENT:
+                    // send one datagram per entry from now on and retry.
+                    tracing::warn!(error = %e, "UDP_SEGMENT send refused; GSO off");
+                    self.refused.push(format!("UDP_SEGMENT send refused: {e}"));
+                    self.gso = false;
+                    continue;
+                }
+            }
+            // Entries taken → datagrams taken.
+            let entries = usize::try_from(r).unwrap_or(0).min(g);
+            for &len in groups[..entries].iter().filter(|&&l| l > 1) {
+                self.stats.tx_gso_sends += 1;
+                self.stats.tx_gso_segments += len as u64;
+            }
+            let sent = if r < 0 {
+                r
+            } else {
+                groups[..entries].iter().sum::<usize>() as libc::c_int
+            };
+            match sys::settle_sendmmsg(sent, &bytes, batch, &mut self.stats) {
                 Some(sent) => consumed += sent,
                 None => break,
             }
@@ -780,6 +1070,7 @@ mod tests {
             tos: p.meta.tos(),
             ttl: p.meta.ttl,
             ifindex: 7,
+            gro_segment: None,
         };
         let m = rx_meta(p.meta.src, &info).unwrap();
         (p.clone(), m, frame[p.payload].to_vec())
@@ -857,6 +1148,7 @@ mod tests {
             tos: 0,
             ttl: 1,
             ifindex: 0,
+            gro_segment: None,
         };
         assert_eq!(rx_meta("10.0.0.1:1".parse().unwrap(), &info), None);
         let info = RxInfo { dst: None, ..info };
@@ -885,6 +1177,167 @@ mod tests {
             TxParts::of(&TxBatch::new(1), 0, &f[..30]).is_none(),
             "a frame too short to take apart is malformed"
         );
+    }
+
+    fn v6() -> IpRepr {
+        IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            dscp: 10,
+            ecn: Ecn::Ect0,
+            flow_label: 0,
+            hop_limit: 64,
+        }
+    }
+
+    /// The UDP payloads of SEND Middle frames with the given payload sizes, PSN 1, 2, ….
+    fn payloads(ip: IpRepr, sizes: &[usize]) -> Vec<Vec<u8>> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let body: Vec<u8> = (0..n).map(|b| (b * 7 + i) as u8).collect();
+                let f = crate::test_frames::send_middle(ip, 49152, i as u32 + 1, &body);
+                f[parts(&f).payload].to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn udp_gro_buffer_splits_into_verified_datagrams() {
+        // What recvmsg returns for three coalesced datagrams: their payloads back to back, and
+        // a UDP_GRO message giving the first one's size (the last is shorter).
+        let dgrams = payloads(v6(), &[1024, 1024, 100]);
+        let buf: Vec<u8> = dgrams.concat();
+        let mut ctrl = [0u8; 128];
+        let mut at = 0;
+        let mut pi = [0u8; 20];
+        pi[..16].copy_from_slice(&"fd00::2".parse::<Ipv6Addr>().unwrap().octets());
+        sys::push_cmsg(
+            &mut ctrl,
+            &mut at,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_PKTINFO,
+            &pi,
+        );
+        sys::push_cmsg(
+            &mut ctrl,
+            &mut at,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            &i32::from((10u8 << 2) | 2).to_ne_bytes(),
+        );
+        let seg = dgrams[0].len() as i32;
+        sys::push_cmsg(
+            &mut ctrl,
+            &mut at,
+            libc::SOL_UDP,
+            sys::UDP_GRO,
+            &seg.to_ne_bytes(),
+        );
+        let info = parse_rx_cmsgs(&ctrl, at, true);
+        assert_eq!(info.gro_segment, Some(dgrams[0].len()));
+        let m = rx_meta("[fd00::1]:49152".parse().unwrap(), &info).unwrap();
+        let got: Vec<&[u8]> = gro_segments(buf.len(), info.gro_segment)
+            .map(|r| &buf[r])
+            .collect();
+        assert_eq!(got.len(), 3);
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(*d, &dgrams[i][..], "datagram {i} comes back whole");
+            let r = core_accepts(&m, d).expect("each datagram verifies with the buffer's metadata");
+            assert_eq!(r.bth.psn.value(), i as u32 + 1);
+        }
+        // A buffer without the message, or of one segment, is one datagram.
+        assert_eq!(gro_segments(500, None).collect::<Vec<_>>(), vec![0..500]);
+        assert_eq!(
+            gro_segments(500, Some(500)).collect::<Vec<_>>(),
+            vec![0..500]
+        );
+        assert_eq!(gro_segments(500, Some(0)).collect::<Vec<_>>(), vec![0..500]);
+        assert_eq!(gro_segments(0, Some(8)).collect::<Vec<_>>(), vec![0..0]);
+        // Cut at the wrong size, the datagrams fail the ICRC: the split is what makes them verify.
+        let wrong = &buf[..dgrams[0].len() - 4];
+        assert!(core_accepts(&m, wrong).is_err());
+    }
+
+    #[test]
+    fn udp_gro_buffer_larger_than_the_batch_waits_for_the_next_receive() {
+        // Entry 1 of the receive buffers holds three coalesced datagrams; the caller has two
+        // slots, then two more.
+        let dgrams = payloads(v6(), &[1024, 1024, 100]);
+        let entry = 4096;
+        let mut rx = RxBuffers {
+            buf: vec![0; 2 * entry],
+            entry,
+            pending: Default::default(),
+        };
+        let coalesced = dgrams.concat();
+        rx.buf[entry..entry + coalesced.len()].copy_from_slice(&coalesced);
+        let m = DatagramMeta::split_frame(&crate::test_frames::send_middle(v6(), 49152, 1, &[]))
+            .unwrap()
+            .0;
+        let mut st = DatapathStats::default();
+        rx.queue(1, coalesced.len(), Some(dgrams[0].len()), m, 9000, &mut st);
+        assert_eq!((st.rx_gro_buffers, st.rx_gro_segments), (1, 3));
+        let mut slots = vec![Vec::new(); 2];
+        let mut meta = vec![RxMeta::default(); 2];
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 2);
+        assert_eq!(rx.pending.len(), 1, "the third waits");
+        let mut got: Vec<Vec<u8>> = (0..2).map(|i| slots[i][..meta[i].len].to_vec()).collect();
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 1);
+        got.push(slots[0][..meta[0].len].to_vec());
+        assert_eq!(got, dgrams, "in order and whole");
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(meta[0].datagram, Some(m));
+            let r = core_accepts(&m, d).expect("verifies");
+            assert_eq!(r.bth.psn.value(), i as u32 + 1);
+        }
+        assert_eq!(st.rx_packets, 3);
+        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 0);
+        // A segment longer than a slot's room is counted, not delivered.
+        rx.queue(1, coalesced.len(), Some(dgrams[0].len()), m, 1000, &mut st);
+        assert_eq!(st.rx_truncated, 2);
+        assert_eq!(rx.pending.len(), 1);
+    }
+
+    /// Parts for payload sizes with the given metadata changes applied per entry.
+    fn tx_parts(ip: IpRepr, sizes: &[usize]) -> Vec<TxParts> {
+        sizes
+            .iter()
+            .map(|&n| {
+                let f = crate::test_frames::send_middle(ip, 49152, 1, &vec![0; n]);
+                parts(&f)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn udp_gso_groups_equal_ipv6_runs_only() {
+        let six = tx_parts(v6(), &[1024, 1024, 1024, 100, 1024, 1024]);
+        // A shorter datagram ends its run; the next starts a new one.
+        assert_eq!(gso_groups(&six, true), vec![4, 2]);
+        assert_eq!(gso_groups(&six, false), vec![1; 6], "off: one per entry");
+        // A larger datagram cannot follow a run (segments are cut at the first one's size).
+        let grow = tx_parts(v6(), &[100, 1024, 1024]);
+        assert_eq!(gso_groups(&grow, true), vec![1, 2]);
+        // Any metadata difference (here ECN: a CE-marked copy) splits the run.
+        let mut ce = tx_parts(v6(), &[1024, 1024, 1024]);
+        ce[1].meta.ecn = Ecn::Ce;
+        assert_eq!(gso_groups(&ce, true), vec![1, 1, 1]);
+        let mut other = tx_parts(v6(), &[1024, 1024]);
+        other[1].meta.dst.set_ip("fd00::3".parse().unwrap());
+        assert_eq!(gso_groups(&other, true), vec![1, 1]);
+        // IPv4 never: the kernel would number the segments' IP IDs 0, 1, 2, ….
+        assert_eq!(
+            gso_groups(&tx_parts(v4(0), &[1024; 3]), true),
+            vec![1, 1, 1]
+        );
+        // The kernel's limits: 64 segments, 65527 payload bytes.
+        assert_eq!(gso_groups(&tx_parts(v6(), &[256; 70]), true), vec![64, 6]);
+        let big = tx_parts(v6(), &[4096; 20]);
+        let seg = big[0].payload.len();
+        let per = GSO_MAX_BYTES / seg;
+        assert_eq!(gso_groups(&big, true), vec![per, 20 - per]);
     }
 
     #[test]
@@ -935,6 +1388,7 @@ mod tests {
                 tos: 0x6b,
                 ttl: 63,
                 ifindex: 0,
+                gro_segment: None,
             }
         );
     }

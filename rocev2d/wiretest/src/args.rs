@@ -61,6 +61,12 @@ pub struct Args {
     /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (see `udp.rs`).
     #[arg(long)]
     pub accept_unverified_icrc: bool,
+    /// UDP datapath: send runs of equal IPv6 datagrams as one `UDP_SEGMENT` entry (GSO).
+    #[arg(long)]
+    pub udp_gso: bool,
+    /// UDP datapath: do not take coalesced receive buffers (`UDP_GRO`).
+    #[arg(long)]
+    pub no_udp_gro: bool,
     /// Busy-poll (one core at 100%) instead of the configuration's wait mode (`[datapath]`
     /// `wait`, default adaptive: busy-poll for a while after activity, then sleep).
     #[arg(long)]

@@ -43,7 +43,8 @@
 //! window, RTT and per-VP counters (client: packets sent, ECN echoes, out-of-order prunes;
 //! server: packets received, CE marks, late arrivals).
 //!
-//! Output: `LISTENING`, `READY {json}`, `STARTED` and `RESULT {json}` lines on stdout; errors
+//! Output: `LISTENING`, `READY {json}`, `STARTED` and `RESULT {json}` lines on stdout (the
+//! client's `RESULT` holds its own datapath counters under `"datapath"`); errors
 //! exit non-zero with the reason on stderr. Logging goes to stderr through
 //! `tracing-subscriber`, filtered by `RUST_LOG` (default `info`), as the daemon's.
 //!

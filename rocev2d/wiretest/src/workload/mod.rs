@@ -50,6 +50,16 @@ pub fn run(peer: &mut Peer, a: &Args) -> anyhow::Result<()> {
         Workload::Outlive => outlive::run(peer)?,
     };
     if a.workload != Workload::Outlive {
+        // The client's own datapath counters (the server's are in its snapshot).
+        result["datapath"] = peer
+            .host
+            .d
+            .datapath_stats()
+            .named()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         result["server"] = peer.call(json!({"cmd": "stats"}))?;
         let _ = peer.call(json!({"cmd": "quit"}));
     }
