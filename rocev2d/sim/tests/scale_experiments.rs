@@ -121,3 +121,48 @@ fn dcqcn_plus_grid_parameters_change_the_queue_and_the_cnp_walk() {
     (e.spread_ns, e.duration_ns, e.tail_ns) = (5_000_000, 15_000_000, 5_000_000);
     assert_eq!(e.run(), paper);
 }
+
+/// `experiments --only dcqcn_plus_grid --quick` writes one row per plane, rate and cell (64
+/// flows within 10 ms, last 10 ms of 30 ms) and the six heat maps; the paper's row carries what
+/// the library measures for that cell at that size.
+#[test]
+fn dcqcn_plus_grid_cli_ci_size_writes_every_cell_and_the_heat_maps() {
+    let out = std::env::temp_dir().join(format!("rocev2-sim-grid-{}", std::process::id()));
+    let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
+        .args([
+            "experiments",
+            "--only",
+            "dcqcn_plus_grid",
+            "--quick",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("rocev2-sim runs");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let dir = out.join("dcqcn_plus_grid");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
+    let svgs: Vec<bool> = ["marking", "recovery"]
+        .iter()
+        .flat_map(|p| ["throughput", "queue", "jain"].map(|m| dir.join(format!("{p}_{m}.svg"))))
+        .map(|f| f.exists())
+        .collect();
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(svgs, [true; 6]);
+    // Two planes × two rates × nine cells.
+    assert_eq!(summary.lines().count(), 1 + 36, "{summary}");
+    let paper_10g = summary
+        .lines()
+        .find(|l| l.starts_with("marking,10,64,1,20000,200000,1,1000,"))
+        .expect("the paper's cell at 10 Gbit/s");
+    let mut e = GridCell::paper().many_flows(64, 10.0);
+    (e.spread_ns, e.duration_ns, e.tail_ns) = (10_000_000, 30_000_000, 10_000_000);
+    let r = e.run();
+    let cols: Vec<&str> = paper_10g.split(',').collect();
+    assert_eq!(cols[8], format!("{:.0}", r.queue_mean_bytes), "{paper_10g}");
+    assert_eq!(cols[10], format!("{:.4}", r.throughput), "{paper_10g}");
+}
