@@ -3,7 +3,8 @@
 //! For every destination host a breadth-first search over the link graph gives each node's hop
 //! distance; a switch's next hops towards that host are the ports whose neighbour is one hop
 //! closer. The equal-cost sets are interned (a ToR has one set, "all uplinks", for every remote
-//! host), so the table is a `u32` per (switch, destination).
+//! host), so the table is a `u16` per (switch, destination): 2 bytes, as the lookup is a cache miss
+//! per hop on big topologies (the 1024-host Clos has 147,456 entries).
 //!
 //! Among equal-cost ports a switch picks by hashing the packet's 5-tuple with a per-switch salt,
 //! as ECMP hardware does: one flow keeps one path, the UDP source port (the QP's entropy) picks
@@ -18,12 +19,19 @@ use crate::dist::mix64;
 use crate::event::PortId;
 use std::collections::{BTreeMap, VecDeque};
 
+/// The table entry of a (switch, destination) with no route.
+const UNREACHABLE: u16 = u16::MAX;
+
+/// The most distinct equal-cost sets a topology may have: a set id is a `u16` below
+/// [`UNREACHABLE`].
+pub const MAX_SETS: usize = UNREACHABLE as usize;
+
 /// ECMP next-hop tables of every switch.
 #[derive(Debug, Clone, Default)]
 pub struct Routes {
     hosts: u32,
-    /// `set index` per (switch ordinal, destination host).
-    table: Vec<u32>,
+    /// `set index` per (switch ordinal, destination host); [`UNREACHABLE`] for none.
+    table: Vec<u16>,
     /// (start, len) into `ports` per interned set.
     sets: Vec<(u32, u32)>,
     ports: Vec<PortId>,
@@ -32,11 +40,13 @@ pub struct Routes {
 impl Routes {
     /// Builds the tables. `adj[n]` lists node `n`'s ports as (port id, neighbour node); nodes
     /// `0..hosts` are hosts and `switch_of[n]` is the switch ordinal of node `n` (hosts: unused).
-    pub fn build(hosts: u32, adj: &[Vec<(PortId, u32)>]) -> Routes {
+    ///
+    /// `None` when the topology has more than [`MAX_SETS`] distinct equal-cost sets.
+    pub fn build(hosts: u32, adj: &[Vec<(PortId, u32)>]) -> Option<Routes> {
         let n = adj.len();
         let switches = n - hosts as usize;
-        let mut table = vec![u32::MAX; switches * hosts as usize];
-        let mut interned: BTreeMap<Vec<PortId>, u32> = BTreeMap::new();
+        let mut table = vec![UNREACHABLE; switches * hosts as usize];
+        let mut interned: BTreeMap<Vec<PortId>, usize> = BTreeMap::new();
         let mut sets = Vec::new();
         let mut ports = Vec::new();
         let mut dist = vec![u32::MAX; n];
@@ -74,17 +84,18 @@ impl Routes {
                 let id = *interned.entry(hop.clone()).or_insert_with(|| {
                     sets.push((ports.len() as u32, hop.len() as u32));
                     ports.extend_from_slice(&hop);
-                    sets.len() as u32 - 1
+                    sets.len() - 1
                 });
-                table[(s - hosts as usize) * hosts as usize + dst] = id;
+                table[(s - hosts as usize) * hosts as usize + dst] =
+                    u16::try_from(id).ok().filter(|&i| i != UNREACHABLE)?;
             }
         }
-        Routes {
+        Some(Routes {
             hosts,
             table,
             sets,
             ports,
-        }
+        })
     }
 
     /// The equal-cost egress ports of switch ordinal `switch` towards host `dst` (empty when
@@ -139,7 +150,7 @@ mod tests {
             vec![(1, 0), (3, 1), (6, 4)],
             vec![(5, 2), (7, 3)],
         ];
-        let r = Routes::build(3, &adj);
+        let r = Routes::build(3, &adj).unwrap();
         assert_eq!(r.next_hops(0, 0), &[1]);
         assert_eq!(r.next_hops(0, 2), &[6]);
         assert_eq!(r.next_hops(1, 0), &[7]);
