@@ -14,7 +14,7 @@ use crate::link::{PRIO_CTRL, PRIO_DATA, Queued, wire_bytes};
 use crate::routing::five_tuple_hash;
 use rocev2_core::time::Instant;
 use rocev2_core::wire::frame::{Ecn, Frame};
-use rocev2_core::wire::{FrameRepr, IpRepr, Opcode, Operation, Qpn, ip};
+use rocev2_core::wire::{IpRepr, Opcode, Operation, Qpn, ip};
 use rocev2_ebpf_common::iofd::Position;
 
 impl Sim {
@@ -203,27 +203,30 @@ struct Headers {
 
 impl Headers {
     /// The headers of an IPv4 RoCEv2 frame; `None` for anything the engine should not emit.
+    /// Reads the few fields it needs through the frame's views rather than parsing every
+    /// header into a `FrameRepr` (this runs once per frame the engine sends).
     fn read(frame: &[u8]) -> Option<Headers> {
         let fr = Frame::new_checked(frame).ok()?;
-        let repr = FrameRepr::parse_frame(&fr).ok()?;
-        let IpRepr::V4 { src, dst, ecn, .. } = repr.ip else {
+        let &IpRepr::V4 { src, dst, ecn, .. } = fr.ip_repr() else {
             return None;
         };
         let (ip_at, _) = ip::ip_header(frame)?;
-        let bth = repr.roce.bth;
-        let op = bth.opcode.0;
-        let message_bytes = match repr.roce.reth {
-            Some(r) if Position::has_reth(op) => Some(r.dma_len as u64),
+        let roce = fr.transport();
+        let bth = roce.bth();
+        let opcode = bth.opcode();
+        let op = opcode.0;
+        let message_bytes = match roce.reth() {
+            Some(r) if Position::has_reth(op) => Some(r.dma_len() as u64),
             _ if Position::of_opcode(op) == Position::Only => Some(fr.payload().len() as u64),
             _ => None,
         };
         Some(Headers {
             src: src.octets(),
             dst: dst.octets(),
-            sport: repr.udp.src_port,
+            sport: fr.udp_repr().src_port,
             ecn,
-            opcode: bth.opcode,
-            dest_qp: bth.dest_qp,
+            opcode,
+            dest_qp: bth.dest_qp(),
             message_bytes,
             bth_offset: (ip_at + fr.ip_header().len() + fr.udp_header().len()) as u32,
         })
