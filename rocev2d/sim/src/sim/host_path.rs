@@ -20,7 +20,16 @@ use rocev2_ebpf_common::iofd::Position;
 impl Sim {
     pub(super) fn host_receive(&mut self, h: u32, pkt: PktId) {
         let now = Instant::from_nanos(self.now);
-        let (p, fr) = (&self.pkts[pkt], self.pkts.frame(pkt));
+        let (p, fr) = self.pkts.parts_mut(pkt);
+        if p.ce {
+            // A switch's mark (`apply_policy`) reaches the frame here, once, rather than at the
+            // switch, where it would be the only touch of the frame's bytes. The ICRC masks the
+            // TOS byte (RoCEv2 Annex A17.8), so the frame stays valid. (The engine never emits
+            // CE, so a frame that carries it was marked by a switch.)
+            let marked = ip::mark_ce(&mut fr.buf[..p.len as usize]);
+            debug_assert!(marked, "classified frames are IPv4");
+        }
+        let (p, fr) = (&*p, &*fr);
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
             if p.ce && p.prio != PRIO_CTRL {
