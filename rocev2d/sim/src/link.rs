@@ -68,6 +68,40 @@ impl Queued {
     }
 }
 
+/// An egress queue whose front entry sits inline in its [`Port`], the rest in a ring: a port
+/// that sends the one packet it holds reads the entry from the port it touches anyway, not
+/// from a ring slot written a serialisation time earlier (that read was most of
+/// `switch_start`'s samples).
+#[derive(Debug, Clone, Default)]
+pub struct Fifo {
+    /// The oldest entry; `None` only when the queue is empty.
+    front: Option<Queued>,
+    rest: VecDeque<Queued>,
+}
+
+impl Fifo {
+    /// Appends `q`.
+    pub fn push_back(&mut self, q: Queued) {
+        if self.front.is_none() {
+            self.front = Some(q);
+        } else {
+            self.rest.push_back(q);
+        }
+    }
+
+    /// Takes the oldest entry.
+    pub fn pop_front(&mut self) -> Option<Queued> {
+        let q = self.front.take()?;
+        self.front = self.rest.pop_front();
+        Some(q)
+    }
+
+    /// No entry waiting.
+    pub fn is_empty(&self) -> bool {
+        self.front.is_none()
+    }
+}
+
 /// Counters of one port, named as the CSV columns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortStats {
@@ -182,7 +216,7 @@ pub struct Port {
     /// When the current pause began (for `paused_ns`).
     pub paused_since: u64,
     /// Egress queues per priority.
-    pub queues: [VecDeque<Queued>; NPRIO],
+    pub queues: [Fifo; NPRIO],
     /// Frame bytes in each queue.
     pub queue_bytes: [u64; NPRIO],
     /// Frame bytes in this node's buffer that entered through this port, per priority.
