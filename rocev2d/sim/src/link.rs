@@ -346,6 +346,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fifo_pops_in_a_plain_ring_order() {
+        // Fill and drain in uneven bursts so the front is refilled from the ring, from an
+        // empty ring, and after the queue ran dry; a plain ring is the reference.
+        let (mut f, mut reference) = (Fifo::default(), VecDeque::new());
+        let mut next = 0;
+        for (push, pop) in [(1, 2), (3, 1), (0, 1), (2, 0), (5, 3), (1, 9)] {
+            for _ in 0..push {
+                f.push_back(Queued::at_host(next, 64 + next));
+                reference.push_back(Queued::at_host(next, 64 + next));
+                next += 1;
+            }
+            for _ in 0..pop {
+                assert_eq!(f.pop_front(), reference.pop_front());
+                assert_eq!(f.is_empty(), reference.is_empty());
+            }
+        }
+        assert!(f.is_empty() && next == 12);
+    }
+
+    #[test]
     fn wire_bytes_pads_and_adds_overhead() {
         assert_eq!(wire_bytes(58), 84, "a 58-byte ACK frame is padded to 60");
         assert_eq!(wire_bytes(1000), 1024);
