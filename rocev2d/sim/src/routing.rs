@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 const UNREACHABLE: u16 = u16::MAX;
 
 /// The most distinct equal-cost sets a topology may have: a set id is a `u16` below
-/// [`UNREACHABLE`].
+/// `u16::MAX`, which marks "no route".
 pub const MAX_SETS: usize = UNREACHABLE as usize;
 
 /// ECMP next-hop tables of every switch.
