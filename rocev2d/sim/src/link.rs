@@ -68,6 +68,40 @@ impl Queued {
     }
 }
 
+/// An egress queue whose front entry sits inline in its [`Port`], the rest in a ring: a port
+/// that sends the one packet it holds reads the entry from the port it touches anyway, not
+/// from a ring slot written a serialisation time earlier (that read was most of
+/// `switch_start`'s samples).
+#[derive(Debug, Clone, Default)]
+pub struct Fifo {
+    /// The oldest entry; `None` only when the queue is empty.
+    front: Option<Queued>,
+    rest: VecDeque<Queued>,
+}
+
+impl Fifo {
+    /// Appends `q`.
+    pub fn push_back(&mut self, q: Queued) {
+        if self.front.is_none() {
+            self.front = Some(q);
+        } else {
+            self.rest.push_back(q);
+        }
+    }
+
+    /// Takes the oldest entry.
+    pub fn pop_front(&mut self) -> Option<Queued> {
+        let q = self.front.take()?;
+        self.front = self.rest.pop_front();
+        Some(q)
+    }
+
+    /// No entry waiting.
+    pub fn is_empty(&self) -> bool {
+        self.front.is_none()
+    }
+}
+
 /// Counters of one port, named as the CSV columns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortStats {
@@ -182,7 +216,7 @@ pub struct Port {
     /// When the current pause began (for `paused_ns`).
     pub paused_since: u64,
     /// Egress queues per priority.
-    pub queues: [VecDeque<Queued>; NPRIO],
+    pub queues: [Fifo; NPRIO],
     /// Frame bytes in each queue.
     pub queue_bytes: [u64; NPRIO],
     /// Frame bytes in this node's buffer that entered through this port, per priority.
@@ -310,6 +344,26 @@ impl Port {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fifo_pops_in_a_plain_ring_order() {
+        // Fill and drain in uneven bursts so the front is refilled from the ring, from an
+        // empty ring, and after the queue ran dry; a plain ring is the reference.
+        let (mut f, mut reference) = (Fifo::default(), VecDeque::new());
+        let mut next = 0;
+        for (push, pop) in [(1, 2), (3, 1), (0, 1), (2, 0), (5, 3), (1, 9)] {
+            for _ in 0..push {
+                f.push_back(Queued::at_host(next, 64 + next));
+                reference.push_back(Queued::at_host(next, 64 + next));
+                next += 1;
+            }
+            for _ in 0..pop {
+                assert_eq!(f.pop_front(), reference.pop_front());
+                assert_eq!(f.is_empty(), reference.is_empty());
+            }
+        }
+        assert!(f.is_empty() && next == 12);
+    }
 
     #[test]
     fn wire_bytes_pads_and_adds_overhead() {

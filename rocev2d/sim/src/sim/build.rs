@@ -141,7 +141,13 @@ impl Sim {
             }
             ports[port as usize].drop_ip_id_mod = lf.drop_ip_id_mod;
         }
-        let routes = Routes::build(topo.hosts, &adj);
+        let routes = Routes::build(topo.hosts, &adj).ok_or_else(|| ScenarioError::Invalid {
+            key: "topology",
+            why: format!(
+                "at most {} distinct ECMP next-hop sets (the route table's u16 ids)",
+                crate::routing::MAX_SETS
+            ),
+        })?;
 
         let sw = scenario.switch;
         for pt in ports.iter_mut().filter(|p| p.node >= topo.hosts) {

@@ -14,13 +14,22 @@ use crate::link::{PRIO_CTRL, PRIO_DATA, Queued, wire_bytes};
 use crate::routing::five_tuple_hash;
 use rocev2_core::time::Instant;
 use rocev2_core::wire::frame::{Ecn, Frame};
-use rocev2_core::wire::{FrameRepr, IpRepr, Opcode, Operation, Qpn, ip};
+use rocev2_core::wire::{IpRepr, Opcode, Operation, Qpn, ip};
 use rocev2_ebpf_common::iofd::Position;
 
 impl Sim {
     pub(super) fn host_receive(&mut self, h: u32, pkt: PktId) {
         let now = Instant::from_nanos(self.now);
-        let (p, fr) = (&self.pkts[pkt], self.pkts.frame(pkt));
+        let (p, fr) = self.pkts.parts_mut(pkt);
+        if p.ce {
+            // A switch's mark (`apply_policy`) reaches the frame here, once, rather than at the
+            // switch, where it would be the only touch of the frame's bytes. The ICRC masks the
+            // TOS byte (RoCEv2 Annex A17.8), so the frame stays valid. (The engine never emits
+            // CE, so a frame that carries it was marked by a switch.)
+            let marked = ip::mark_ce(&mut fr.buf[..p.len as usize]);
+            debug_assert!(marked, "classified frames are IPv4");
+        }
+        let (p, fr) = (&*p, &*fr);
         if let Some(f) = self.flows.get_mut(p.flow as usize) {
             f.delivered_bytes += p.len as u64;
             if p.ce && p.prio != PRIO_CTRL {
@@ -203,27 +212,30 @@ struct Headers {
 
 impl Headers {
     /// The headers of an IPv4 RoCEv2 frame; `None` for anything the engine should not emit.
+    /// Reads the few fields it needs through the frame's views rather than parsing every
+    /// header into a `FrameRepr` (this runs once per frame the engine sends).
     fn read(frame: &[u8]) -> Option<Headers> {
         let fr = Frame::new_checked(frame).ok()?;
-        let repr = FrameRepr::parse_frame(&fr).ok()?;
-        let IpRepr::V4 { src, dst, ecn, .. } = repr.ip else {
+        let &IpRepr::V4 { src, dst, ecn, .. } = fr.ip_repr() else {
             return None;
         };
         let (ip_at, _) = ip::ip_header(frame)?;
-        let bth = repr.roce.bth;
-        let op = bth.opcode.0;
-        let message_bytes = match repr.roce.reth {
-            Some(r) if Position::has_reth(op) => Some(r.dma_len as u64),
+        let roce = fr.transport();
+        let bth = roce.bth();
+        let opcode = bth.opcode();
+        let op = opcode.0;
+        let message_bytes = match roce.reth() {
+            Some(r) if Position::has_reth(op) => Some(r.dma_len() as u64),
             _ if Position::of_opcode(op) == Position::Only => Some(fr.payload().len() as u64),
             _ => None,
         };
         Some(Headers {
             src: src.octets(),
             dst: dst.octets(),
-            sport: repr.udp.src_port,
+            sport: fr.udp_repr().src_port,
             ecn,
-            opcode: bth.opcode,
-            dest_qp: bth.dest_qp,
+            opcode,
+            dest_qp: bth.dest_qp(),
             message_bytes,
             bth_offset: (ip_at + fr.ip_header().len() + fr.udp_header().len()) as u32,
         })

@@ -30,7 +30,9 @@ pub struct Packet {
     pub prio: u8,
     /// ECN-capable (ECT(0), ECT(1) or CE).
     pub ect: bool,
-    /// Carries CE.
+    /// Carries CE. A switch that marks sets only this; the frame's IP header is rewritten
+    /// when the packet reaches its host (`host_path.rs`), so no switch touches frame bytes for
+    /// a mark.
     pub ce: bool,
     /// Has left its host NIC.
     pub on_wire: bool,

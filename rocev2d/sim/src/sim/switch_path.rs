@@ -14,7 +14,6 @@ use crate::link::{PRIO_CTRL, Queued};
 use crate::routing::ecmp_pick;
 use crate::switch_node::MarkAt;
 use rand_core::RngCore;
-use rocev2_core::wire::ip;
 use rocev2_ebpf_common::red::Verdict;
 
 impl Sim {
@@ -112,13 +111,8 @@ impl Sim {
         }
         if verdict == Verdict::Mark {
             self.ports[out as usize].stats.ecn_marks += 1;
-            let (p, fr) = self.pkts.parts_mut(pkt);
-            if !p.ce {
-                p.ce = true;
-                // The ICRC masks the TOS byte (RoCEv2 Annex A17.8), so the frame stays valid.
-                let marked = ip::mark_ce(&mut fr.buf[..p.len as usize]);
-                debug_assert!(marked, "classified frames are IPv4");
-            }
+            // The frame's bytes follow at delivery (`host_receive`).
+            self.pkts[pkt].ce = true;
         }
         verdict
     }
