@@ -18,14 +18,23 @@
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
 //! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
-//! is loaded with `xdp.frags`). Receiving copies a frame's chunks into the caller's [`RxBatch`]
-//! slot and returns the chunks to the fill ring at once; sending copies each frame of the
-//! [`TxBatch`] into free chunks of the transmit pool, queues their descriptors on the tx ring in
-//! one batch and, when the kernel asks for it (`need_wakeup`; always in copy mode), kicks it with
-//! `sendto`, repeated while the kernel reports it stopped at its per-call budget. Completed
-//! chunks come back through the completion ring before the next send. Every frame therefore
-//! costs one copy each way, as with AF_PACKET, but no system call per batch on receive and no
-//! socket-buffer allocation in zero-copy mode.
+//! is loaded with `xdp.frags`).
+//!
+//! Receiving ([`Datapath::recv_with`], what the [`crate::Driver`] calls) hands a frame that fits
+//! one chunk to the core **inside its UMEM chunk**, so the core's placement into the memory
+//! region is the only copy in user space, and returns the chunks to the fill ring once the core
+//! has handled the whole batch; a frame of several chunks is gathered into one buffer first (a
+//! second copy). Sending ([`Datapath::transmit_with`]) lets the core build each frame **straight
+//! into a free chunk** of the transmit pool (the chunk is its [`FrameBuf`]; building it is the
+//! only copy, MR → UMEM); a frame longer than a chunk goes into a spare buffer and is copied into
+//! several chunks. The descriptors are queued on the tx ring in one batch and, when the kernel
+//! asks for it (`need_wakeup`; always in copy mode), the kernel is kicked with `sendto`,
+//! repeated while it reports it stopped at its per-call budget. Completed chunks come back
+//! through the completion ring before the next send. So a frame of one chunk pays one copy in
+//! user space each way, a larger one two; copy mode adds the kernel's copy between the UMEM and
+//! an skb on each side, and no system call is made per batch on receive. [`Datapath::recv`] and
+//! [`Datapath::send`], the batch API, copy between the UMEM and the caller's [`RxBatch`] or
+//! [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the one-copy frames.
 //!
 //! Transmission uses the first queue's socket only, so frames leave in the order the core
 //! produced them.
@@ -42,6 +51,8 @@
 //! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
+//! A frame larger than a chunk keeps a second copy in user space each way (issue 18 asks for one):
+//! the core reads and writes frames as one contiguous slice.
 
 use crate::sys::{self, Epoll};
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
