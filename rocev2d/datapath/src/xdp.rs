@@ -522,6 +522,7 @@ impl Queue {
                 }
                 let Some(addr) = free_tx.pop() else { break };
                 let Some(chunk) = area.chunk_mut(addr, CHUNK as usize) else {
+                    free_tx.push(addr);
                     break;
                 };
                 let mut buf = ChunkBuf {
@@ -535,8 +536,9 @@ impl Queue {
                 };
                 let spilled = buf.spilled;
                 produced += 1;
-                if n == 0 || n > MAX_FRAME {
-                    // A bug upstream; drop it rather than wedge the queue.
+                if n == 0 || n > MAX_FRAME || (!spilled && n > CHUNK as usize) {
+                    // A bug upstream (a length other than the buffer it asked for); drop the
+                    // frame rather than wedge the queue.
                     st.tx_malformed += 1;
                     free_tx.push(addr);
                     continue;
