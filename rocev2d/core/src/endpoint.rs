@@ -26,6 +26,7 @@ use crate::qp::{
     SendWr, UdInbound, UdQp,
 };
 use crate::time::{Duration, Instant};
+use crate::wire::FrameBuf;
 use crate::wire::{
     self, DatagramMeta, IpRepr, Qpn, ROCEV2_UDP_PORT, RocePacket, RoceRepr, frame::Frame, gid::gid,
     grh,
@@ -717,13 +718,14 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Writes the next frame to send into `buf` (resized to fit) and returns its length.
+    /// Writes the next frame to send into `buf` ([`FrameBuf::frame_mut`] of its length) and
+    /// returns its length.
     /// QP1's MADs go first; then QPs take turns; within a QP, responses and requests alternate.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         mem: &mut dyn Memory,
-        buf: &mut Vec<u8>,
+        buf: &mut dyn FrameBuf,
     ) -> Option<usize> {
         if let Some(n) = self.gsi.as_mut().and_then(|g| g.poll_transmit(buf)) {
             self.stats.tx_frames += 1;

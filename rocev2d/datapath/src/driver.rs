@@ -3,12 +3,14 @@
 //!
 //! One [`Driver::poll`] pass:
 //!
-//! 1. receive up to a few batches and hand every frame to [`Endpoint::handle_frame`], or every
-//!    UDP payload to [`Endpoint::handle_datagram`] (drops are counted there by reason);
+//! 1. receive up to a few batches ([`Datapath::recv_with`]: in place where the datapath lends
+//!    its buffers) and hand every frame to [`Endpoint::handle_frame`], or every UDP payload to
+//!    [`Endpoint::handle_datagram`] (drops are counted there by reason);
 //! 2. run the QP timers that are due ([`Endpoint::poll_timeout`] / [`Endpoint::handle_timeout`]);
-//! 3. pull frames with [`Endpoint::poll_transmit`] (UDP payloads with
-//!    [`Endpoint::poll_transmit_datagram`] when the datapath [`Datapath::carries_datagrams`])
-//!    straight into the transmit batch and send it,
+//! 3. let [`Endpoint::poll_transmit`] write frames straight into the datapath's buffers
+//!    ([`Datapath::transmit_with`]: UMEM chunks for AF_XDP, the transmit batch otherwise), or
+//!    pull UDP payloads with [`Endpoint::poll_transmit_datagram`] into the transmit batch when
+//!    the datapath [`Datapath::carries_datagrams`], and send them,
 //!    until the core has nothing left, the kernel pushes back, or the per-pass budget is spent
 //!    (so a long transfer never starves the receive side).
 //!
@@ -266,15 +268,14 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             ..
         } = self;
         for _ in 0..cfg.rx_batches_per_pass.max(1) {
-            let n = dp.recv(rx)?;
             let now = clock.now();
-            for (bytes, meta) in rx.iter() {
+            let n = dp.recv_with(rx, &mut |bytes, meta| {
                 // A drop is counted by the endpoint under its reason; nothing to do here.
                 let _ = match &meta.datagram {
                     Some(d) => ep.handle_datagram(now, d, bytes, mem),
                     None => ep.handle_frame(now, bytes, mem),
                 };
-            }
+            })?;
             p.rx += n;
             if n < rx.capacity() {
                 break;
@@ -291,22 +292,25 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         }
         let now = clock.now();
         let datagrams = dp.carries_datagrams();
-        let mut pull = |tx: &mut TxBatch| {
-            if datagrams {
-                tx.push_datagram_with(|buf| {
+        while tx.is_empty() && p.tx < cfg.tx_frames_per_pass {
+            let sent = if datagrams {
+                let mut pull = |buf: &mut Vec<u8>| {
                     ep.poll_transmit_datagram(now, mem, buf)
                         .map(|(m, n)| (Some(m), n))
-                })
+                };
+                while !tx.is_full() && tx.push_datagram_with(&mut pull) {}
+                match tx.is_empty() {
+                    true => 0,
+                    false => dp.send(tx)?,
+                }
             } else {
-                tx.push_with(|buf| ep.poll_transmit(now, mem, buf))
-            }
-        };
-        while tx.is_empty() && p.tx < cfg.tx_frames_per_pass {
-            while !tx.is_full() && pull(tx) {}
-            if tx.is_empty() {
+                dp.transmit_with(tx, &mut |buf| ep.poll_transmit(now, mem, buf))?
+            };
+            if sent == 0 && tx.is_empty() {
+                // The core had nothing to send.
                 break;
             }
-            p.tx += dp.send(tx)?;
+            p.tx += sent;
         }
         // Frames still waiting mean the kernel pushed back or the budget ran out; either way
         // the next pass should not wait for a packet or a timer to arrive first.

@@ -56,8 +56,8 @@ pub use iface::Interface;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use rocev2_core::wire::DatagramMeta;
 use rocev2_core::wire::frame::Ecn;
+use rocev2_core::wire::{DatagramMeta, FrameBuf};
 
 /// Largest frame a batch slot holds: a 9000-byte jumbo IP packet plus Ethernet and one 802.1Q
 /// tag. Interfaces with a larger MTU are refused at open time.
@@ -217,6 +217,10 @@ impl TxBatch {
     pub fn is_empty(&self) -> bool {
         self.pending() == 0
     }
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.frames.len()
+    }
     /// True when no slot is free.
     pub fn is_full(&self) -> bool {
         self.len == self.frames.len()
@@ -340,11 +344,17 @@ pub struct DatapathStats {
     pub tx_gso_sends: u64,
     /// UDP mode: datagrams sent in those entries (each also counts in `tx_packets`).
     pub tx_gso_segments: u64,
+    /// AF_XDP: received frames handed to the core inside their UMEM chunk, without a copy
+    /// ([`Datapath::recv_with`]); the rest of `rx_packets` were copied out first.
+    pub rx_in_place: u64,
+    /// AF_XDP: frames the core built straight into a UMEM chunk ([`Datapath::transmit_with`]);
+    /// the rest of `tx_packets` were copied into chunks from a [`TxBatch`].
+    pub tx_in_place: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 21] {
+    pub fn named(&self) -> [(&'static str, u64); 23] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -367,6 +377,8 @@ impl DatapathStats {
             ("rx_gro_segments", self.rx_gro_segments),
             ("tx_gso_sends", self.tx_gso_sends),
             ("tx_gso_segments", self.tx_gso_segments),
+            ("rx_in_place", self.rx_in_place),
+            ("tx_in_place", self.tx_in_place),
         ]
     }
 }
@@ -393,6 +405,49 @@ pub trait Datapath {
     /// Only socket failures; a bad frame is never an error.
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error>;
 
+    /// Receives as [`Datapath::recv`] does and hands each frame with its metadata to `handle`;
+    /// returns how many (at most `batch.capacity()`). A datapath that can lend its own receive
+    /// buffers (AF_XDP's UMEM chunks) hands frames in place and reuses the buffers once `handle`
+    /// returns, saving the copy into `batch`; by default frames are received into `batch`.
+    ///
+    /// # Errors
+    /// As [`Datapath::recv`].
+    fn recv_with(
+        &mut self,
+        batch: &mut RxBatch,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, Error> {
+        let n = self.recv(batch)?;
+        for (bytes, meta) in batch.iter() {
+            handle(bytes, meta);
+        }
+        Ok(n)
+    }
+
+    /// Lets `fill` write new frames ([`rocev2_core::Endpoint::poll_transmit`] fits: it writes
+    /// one into the buffer and returns its length, `None` when it has nothing more) and sends
+    /// them; returns how many frames were consumed, as [`Datapath::send`] does. Produces at most
+    /// `batch.capacity()` frames. A datapath that can lend its own transmit buffers (AF_XDP's
+    /// UMEM chunks) lets `fill` write into them; by default frames go through `batch`. Frames
+    /// the kernel pushed back wait in `batch`; send them with [`Datapath::send`] first, since a
+    /// call with frames waiting only tries those.
+    ///
+    /// # Errors
+    /// As [`Datapath::send`].
+    fn transmit_with(
+        &mut self,
+        batch: &mut TxBatch,
+        fill: &mut dyn FnMut(&mut dyn FrameBuf) -> Option<usize>,
+    ) -> Result<usize, Error> {
+        if batch.is_empty() {
+            while !batch.is_full() && batch.push_with(|buf| fill(buf)) {}
+        }
+        match batch.is_empty() {
+            true => Ok(0),
+            false => self.send(batch),
+        }
+    }
+
     /// Sends the waiting frames of `batch` in order, consuming those the kernel took or refused
     /// for good, and returns how many were consumed. When the kernel's queue is full the rest
     /// stay in the batch; wait for [`Datapath::fd`] to become writable and call again.
@@ -417,6 +472,20 @@ impl<D: Datapath + ?Sized> Datapath for Box<D> {
     }
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
         (**self).recv(batch)
+    }
+    fn recv_with(
+        &mut self,
+        batch: &mut RxBatch,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, Error> {
+        (**self).recv_with(batch, handle)
+    }
+    fn transmit_with(
+        &mut self,
+        batch: &mut TxBatch,
+        fill: &mut dyn FnMut(&mut dyn FrameBuf) -> Option<usize>,
+    ) -> Result<usize, Error> {
+        (**self).transmit_with(batch, fill)
     }
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
         (**self).send(batch)

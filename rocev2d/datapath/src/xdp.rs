@@ -18,14 +18,23 @@
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
 //! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
-//! is loaded with `xdp.frags`). Receiving copies a frame's chunks into the caller's [`RxBatch`]
-//! slot and returns the chunks to the fill ring at once; sending copies each frame of the
-//! [`TxBatch`] into free chunks of the transmit pool, queues their descriptors on the tx ring in
-//! one batch and, when the kernel asks for it (`need_wakeup`; always in copy mode), kicks it with
-//! `sendto`, repeated while the kernel reports it stopped at its per-call budget. Completed
-//! chunks come back through the completion ring before the next send. Every frame therefore
-//! costs one copy each way, as with AF_PACKET, but no system call per batch on receive and no
-//! socket-buffer allocation in zero-copy mode.
+//! is loaded with `xdp.frags`).
+//!
+//! Receiving ([`Datapath::recv_with`], what the [`crate::Driver`] calls) hands a frame that fits
+//! one chunk to the core **inside its UMEM chunk**, so the core's placement into the memory
+//! region is the only copy in user space, and returns the chunks to the fill ring once the core
+//! has handled the whole batch; a frame of several chunks is gathered into one buffer first (a
+//! second copy). Sending ([`Datapath::transmit_with`]) lets the core build each frame **straight
+//! into a free chunk** of the transmit pool (the chunk is its [`FrameBuf`]; building it is the
+//! only copy, MR → UMEM); a frame longer than a chunk goes into a spare buffer and is copied into
+//! several chunks. The descriptors are queued on the tx ring in one batch and, when the kernel
+//! asks for it (`need_wakeup`; always in copy mode), the kernel is kicked with `sendto`,
+//! repeated while it reports it stopped at its per-call budget. Completed chunks come back
+//! through the completion ring before the next send. So a frame of one chunk pays one copy in
+//! user space each way, a larger one two; copy mode adds the kernel's copy between the UMEM and
+//! an skb on each side, and no system call is made per batch on receive. [`Datapath::recv`] and
+//! [`Datapath::send`], the batch API, copy between the UMEM and the caller's [`RxBatch`] or
+//! [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the one-copy frames.
 //!
 //! Transmission uses the first queue's socket only, so frames leave in the order the core
 //! produced them.
@@ -42,9 +51,12 @@
 //! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
+//! A frame larger than a chunk keeps a second copy in user space each way (issue 18 asks for one):
+//! the core reads and writes frames as one contiguous slice.
 
 use crate::sys::{self, Epoll};
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
+use rocev2_core::wire::FrameBuf;
 use rocev2_ebpf_loader::steer::{AttachMode, Counter, MAX_QUEUES, Steering};
 use std::io;
 use std::num::NonZeroU32;
@@ -68,6 +80,9 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const SOL_XDP: libc::c_int = 283;
 /// `sendto` kicks per [`Datapath::send`] at most.
 const MAX_KICKS: usize = 64;
+/// Chunks the largest frame ([`MAX_FRAME`]) takes: what [`Queue::transmit_with`] keeps free
+/// before it lets the core write a frame whose length it learns only afterwards.
+const MAX_FRAME_CHUNKS: usize = MAX_FRAME.div_ceil(CHUNK as usize);
 
 /// Options of the AF_XDP datapath. Chunk counts are rounded up to a power of two (64 at least);
 /// a queue's UMEM is `(rx_frames + tx_frames) × 4 KiB`.
@@ -149,6 +164,22 @@ impl Area {
         true
     }
 
+    /// The `len` bytes at UMEM offset `addr`, to read or write in place; `None` if out of
+    /// bounds. As for [`Self::read`] and [`Self::write`], the caller owns those bytes: a chunk
+    /// taken off the rx ring and not yet given back through the fill ring, or a chunk of the
+    /// free transmit pool not yet queued on the tx ring.
+    fn chunk_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        let at = usize::try_from(addr).ok()?;
+        if at.checked_add(len).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        // SAFETY: `at..at + len` lies inside the mapping (checked above), which lives as long as
+        // `self`; the `&mut self` borrow makes the slice the only access from this process while
+        // it lives, and the kernel does not touch a chunk we own (see above) until we hand it
+        // back, which needs `self` again.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), len) })
+    }
+
     /// Copies `src` to UMEM offset `addr`; `false` if out of bounds.
     fn write(&mut self, addr: u64, src: &[u8]) -> bool {
         let Ok(at) = usize::try_from(addr) else {
@@ -189,8 +220,12 @@ struct Queue {
     zero_copy: bool,
     /// Chunk offsets free for transmitting.
     free_tx: Vec<u64>,
-    /// Chunk offsets received and copied out, to go back to the fill ring.
+    /// Chunk offsets received and handed on, to go back to the fill ring.
     recycle: Vec<u64>,
+    /// A frame of several chunks, gathered on receive or written by the core on transmit.
+    spill: Vec<u8>,
+    /// Descriptors of one send, queued on the tx ring together ([`queue_descs`]).
+    tx_descs: Vec<XdpDesc>,
     /// Frames this queue handed to the caller.
     rx_packets: u64,
     /// Descriptors taken off the rx ring by one receive.
@@ -279,6 +314,8 @@ impl Queue {
             zero_copy,
             free_tx,
             recycle: Vec::with_capacity(rx_n as usize),
+            spill: Vec::with_capacity(MAX_FRAME),
+            tx_descs: Vec::with_capacity(tx_n as usize),
             descs: Vec::with_capacity(rx_n as usize),
             rx_packets: 0,
             area,
@@ -323,17 +360,18 @@ impl Queue {
         }
     }
 
-    /// Receives frames into `slots[*out..]`, advancing `*out`; see the module docs.
-    fn recv(
+    /// Takes up to `room` frames off the rx ring and hands each to `handle` with its metadata:
+    /// a one-chunk frame inside its UMEM chunk, a larger one gathered into `spill` first. The
+    /// chunks go back to the fill ring once every frame has been handled. Returns the frames
+    /// handed on and how many of them were in place.
+    fn recv_with(
         &mut self,
-        slots: &mut [Vec<u8>],
-        meta: &mut [RxMeta],
-        out: &mut usize,
+        room: usize,
         st: &mut DatapathStats,
-    ) {
-        let room = slots.len().min(meta.len()).saturating_sub(*out);
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> (usize, usize) {
         if room == 0 {
-            return;
+            return (0, 0);
         }
         self.take(room);
         let Queue {
@@ -341,32 +379,21 @@ impl Queue {
             fill,
             recycle,
             area,
+            spill,
             rx_packets,
             ..
         } = self;
-        let mut frame_descs = descs.split_inclusive(|d| d.options & XDP_PKT_CONTD == 0);
-        for parts in frame_descs.by_ref() {
-            let Some(slot) = slots.get_mut(*out) else {
-                break;
+        let (mut handed, mut in_place) = (0usize, 0usize);
+        for parts in descs.split_inclusive(|d| d.options & XDP_PKT_CONTD == 0) {
+            recycle.extend(parts.iter().map(|d| d.addr));
+            let frame = match parts {
+                [d] => area.chunk_mut(d.addr, d.len as usize),
+                _ => gather(area, parts, spill),
             };
-            slot.resize(MAX_FRAME, 0);
-            let mut len = 0usize;
-            let mut fits = true;
-            for d in parts {
-                recycle.push(d.addr);
-                match len
-                    .checked_add(d.len as usize)
-                    .filter(|&end| end <= MAX_FRAME)
-                {
-                    Some(end) if fits && area.read(d.addr, &mut slot[len..end]) => len = end,
-                    _ => fits = false,
-                }
-            }
-            if !fits {
+            let Some(frame) = frame else {
                 st.rx_truncated += 1;
                 continue;
-            }
-            let frame = &mut slot[..len];
+            };
             if !crate::filter::is_roce(frame) {
                 st.rx_filtered += 1;
                 continue;
@@ -376,22 +403,21 @@ impl Queue {
             {
                 st.rx_csum_unfinished += 1;
             }
-            if let Some(m) = meta.get_mut(*out) {
-                *m = RxMeta {
+            let len = frame.len();
+            handle(
+                frame,
+                RxMeta {
                     len,
                     ecn: crate::filter::frame_ecn(frame),
                     datagram: None,
-                };
-            }
+                },
+            );
             st.rx_packets += 1;
             st.rx_bytes += len as u64;
             *rx_packets += 1;
-            *out += 1;
+            handed += 1;
+            in_place += usize::from(parts.len() == 1);
         }
-        debug_assert!(
-            frame_descs.next().is_none(),
-            "take() returned more frames than room"
-        );
         if !recycle.is_empty() {
             // The fill ring has room for every receive chunk, so this always takes them all.
             let mut w = fill.fill(recycle.len() as u32);
@@ -403,6 +429,7 @@ impl Queue {
         if fill.needs_wakeup() {
             fill.wake();
         }
+        (handed, in_place)
     }
 
     /// Takes back the chunks the kernel finished sending.
@@ -415,17 +442,8 @@ impl Queue {
         c.release();
     }
 
-    /// Queues as many frames of `batch` as the pool and the ring allow, kicks the kernel, and
-    /// returns how many frames were consumed.
-    ///
-    /// A frame of several chunks may straddle two reservations of the ring: `xdpilone` refreshes
-    /// its view of the kernel's consumer only once its cached free count is zero, so a stale
-    /// remainder of one slot would otherwise refuse every two-chunk frame forever (an odd
-    /// number of one-chunk frames, an ACK or an ARP announcement among 4 KiB frames, was
-    /// enough). Room is therefore counted from the ring's shared indices, and a used-up
-    /// reservation is committed and renewed in the middle of a frame; the kernel reads the ring
-    /// only at the kick (copy mode) or takes whole packets only (zero-copy), so it never sees
-    /// half a frame.
+    /// Queues as many frames of `batch` as the pool and the ring allow, copying each into
+    /// chunks, kicks the kernel, and returns how many frames were consumed.
     fn send(&mut self, batch: &mut TxBatch, st: &mut DatapathStats) -> usize {
         self.reap();
         let mut consumed = 0usize;
@@ -436,11 +454,11 @@ impl Queue {
                 tx_slots,
                 free_tx,
                 area,
+                tx_descs,
                 ..
             } = self;
             let mut room = tx_slots.saturating_sub(tx.pending()) as usize;
-            let mut w = tx.transmit(u32::MAX);
-            let mut reserved = w.capacity();
+            tx_descs.clear();
             for f in batch.frames() {
                 if f.is_empty() || f.len() > MAX_FRAME {
                     // A bug upstream; drop it rather than wedge the queue.
@@ -453,36 +471,99 @@ impl Queue {
                     st.tx_blocked += 1;
                     break;
                 }
-                let parts = f.chunks(CHUNK as usize);
-                let last = need - 1;
-                for (i, part) in parts.enumerate() {
-                    let Some(addr) = free_tx.pop() else { break };
-                    let _ = area.write(addr, part);
-                    let desc = XdpDesc {
-                        addr,
-                        len: part.len() as u32,
-                        options: if i < last { XDP_PKT_CONTD } else { 0 },
-                    };
-                    if reserved == 0 {
-                        w.commit();
-                        drop(w);
-                        w = tx.transmit(u32::MAX);
-                        reserved = w.capacity();
-                    }
-                    // `room` counted this slot free, so the renewed reservation holds it.
-                    let _ = w.insert_once(desc);
-                    reserved = reserved.saturating_sub(1);
-                }
+                scatter(area, free_tx, f, None, tx_descs);
                 room -= need;
                 consumed += 1;
                 queued += 1;
                 st.tx_packets += 1;
                 st.tx_bytes += f.len() as u64;
             }
-            w.commit();
+            queue_descs(tx, tx_descs);
         }
         batch.consume(consumed);
         if queued > 0 || self.tx.pending() > 0 {
+            self.kick(st);
+        }
+        consumed
+    }
+
+    /// Lets `fill` (the core) write up to `max` frames straight into free chunks of the transmit
+    /// pool, queues them and kicks the kernel; a frame longer than a chunk is written into
+    /// `spill` and copied into several. Chunks and ring slots for the largest frame are
+    /// reserved before `fill` runs, as the length is known only afterwards; when they run out
+    /// while the core may still have frames, the next frame goes into `batch` and waits there
+    /// ([`Self::send`]), so the driver waits for room. Returns the frames consumed.
+    fn transmit_with(
+        &mut self,
+        batch: &mut TxBatch,
+        max: usize,
+        st: &mut DatapathStats,
+        fill: &mut dyn FnMut(&mut dyn FrameBuf) -> Option<usize>,
+    ) -> usize {
+        self.reap();
+        let mut produced = 0usize;
+        let mut exhausted = false;
+        {
+            let Queue {
+                tx,
+                tx_slots,
+                free_tx,
+                area,
+                spill,
+                tx_descs,
+                ..
+            } = self;
+            let mut room = tx_slots.saturating_sub(tx.pending()) as usize;
+            tx_descs.clear();
+            while produced < max {
+                if room < MAX_FRAME_CHUNKS || free_tx.len() < MAX_FRAME_CHUNKS {
+                    exhausted = true;
+                    break;
+                }
+                let Some(addr) = free_tx.pop() else { break };
+                let Some(chunk) = area.chunk_mut(addr, CHUNK as usize) else {
+                    free_tx.push(addr);
+                    break;
+                };
+                let mut buf = ChunkBuf {
+                    chunk,
+                    spill,
+                    spilled: false,
+                };
+                let Some(n) = fill(&mut buf) else {
+                    free_tx.push(addr);
+                    break;
+                };
+                let spilled = buf.spilled;
+                produced += 1;
+                if n == 0 || n > MAX_FRAME || (!spilled && n > CHUNK as usize) {
+                    // A bug upstream (a length other than the buffer it asked for); drop the
+                    // frame rather than wedge the queue.
+                    st.tx_malformed += 1;
+                    free_tx.push(addr);
+                    continue;
+                }
+                if spilled {
+                    let frame = spill.get(..n).unwrap_or_default();
+                    scatter(area, free_tx, frame, Some(addr), tx_descs);
+                } else {
+                    tx_descs.push(XdpDesc {
+                        addr,
+                        len: n as u32,
+                        options: 0,
+                    });
+                    st.tx_in_place += 1;
+                }
+                room -= n.div_ceil(CHUNK as usize);
+                st.tx_packets += 1;
+                st.tx_bytes += n as u64;
+            }
+            queue_descs(tx, tx_descs);
+        }
+        let mut consumed = produced;
+        if exhausted && produced < max && batch.push_with(|buf| fill(buf)) {
+            consumed += self.send(batch, st);
+        } else if produced > 0 || self.tx.pending() > 0 {
             self.kick(st);
         }
         consumed
@@ -534,6 +615,94 @@ impl Queue {
         self.dq_stats
             .statistics_v2()
             .map_or(0, |s| s.rx_dropped + s.rx_ring_full)
+    }
+}
+
+/// Copies the chunks of a frame of several descriptors into `spill`; `None` when it is larger
+/// than [`MAX_FRAME`] or a descriptor lies outside the UMEM.
+fn gather<'a>(area: &Area, parts: &[XdpDesc], spill: &'a mut Vec<u8>) -> Option<&'a mut [u8]> {
+    spill.resize(MAX_FRAME, 0);
+    let mut len = 0usize;
+    for d in parts {
+        let end = len
+            .checked_add(d.len as usize)
+            .filter(|&e| e <= MAX_FRAME)?;
+        if !area.read(d.addr, spill.get_mut(len..end)?) {
+            return None;
+        }
+        len = end;
+    }
+    spill.get_mut(..len)
+}
+
+/// Copies `frame` into chunks of the transmit pool (`first`, when given, then chunks popped
+/// from `free_tx`; the caller checked there are enough) and appends their descriptors, chained
+/// by `XDP_PKT_CONTD`, to `descs`.
+fn scatter(
+    area: &mut Area,
+    free_tx: &mut Vec<u64>,
+    frame: &[u8],
+    mut first: Option<u64>,
+    descs: &mut Vec<XdpDesc>,
+) {
+    let last = frame.len().div_ceil(CHUNK as usize).saturating_sub(1);
+    for (i, part) in frame.chunks(CHUNK as usize).enumerate() {
+        let Some(addr) = first.take().or_else(|| free_tx.pop()) else {
+            break;
+        };
+        let _ = area.write(addr, part);
+        descs.push(XdpDesc {
+            addr,
+            len: part.len() as u32,
+            options: if i < last { XDP_PKT_CONTD } else { 0 },
+        });
+    }
+}
+
+/// Queues `descs` on the tx ring, which has room for all of them (the caller counted it from
+/// the ring's shared indices).
+///
+/// A frame of several chunks may straddle two reservations of the ring: `xdpilone` refreshes
+/// its view of the kernel's consumer only once its cached free count is zero, so a stale
+/// remainder of one slot would otherwise refuse every two-chunk frame forever (an odd number of
+/// one-chunk frames, an ACK or an ARP announcement among 4 KiB frames, was enough). A used-up
+/// reservation is therefore committed and renewed in the middle of a frame; the kernel reads the
+/// ring only at the kick (copy mode) or takes whole packets only (zero-copy), so it never sees
+/// half a frame.
+fn queue_descs(tx: &mut RingTx, descs: &[XdpDesc]) {
+    let mut w = tx.transmit(u32::MAX);
+    let mut reserved = w.capacity();
+    for &d in descs {
+        if reserved == 0 {
+            w.commit();
+            drop(w);
+            w = tx.transmit(u32::MAX);
+            reserved = w.capacity();
+        }
+        let _ = w.insert_once(d);
+        reserved = reserved.saturating_sub(1);
+    }
+    w.commit();
+}
+
+/// The core's view of a free transmit chunk ([`FrameBuf`]): a frame that fits is written in
+/// place, a longer one into `spill`.
+struct ChunkBuf<'a> {
+    chunk: &'a mut [u8],
+    spill: &'a mut Vec<u8>,
+    /// The last frame went to `spill`.
+    spilled: bool,
+}
+
+impl FrameBuf for ChunkBuf<'_> {
+    fn frame_mut(&mut self, len: usize) -> &mut [u8] {
+        self.spilled = len > self.chunk.len();
+        if self.spilled {
+            self.spill.resize(len, 0);
+            &mut self.spill[..]
+        } else {
+            &mut self.chunk[..len]
+        }
     }
 }
 
@@ -676,6 +845,24 @@ impl XdpDatapath {
         )
     }
 
+    /// Receives up to `room` frames from the queues in turn and hands each to `handle`; returns
+    /// the frames handed on and how many of them were in place.
+    fn each_queue(&mut self, room: usize, handle: &mut dyn FnMut(&[u8], RxMeta)) -> (usize, usize) {
+        let (mut n, mut in_place) = (0usize, 0usize);
+        let nq = self.queues.len();
+        // Start at a different queue each call so a busy queue cannot starve the others.
+        for k in 0..nq {
+            let i = (self.next_rx + k) % nq;
+            if let Some(q) = self.queues.get_mut(i) {
+                let (got, placed) = q.recv_with(room.saturating_sub(n), &mut self.stats, handle);
+                n += got;
+                in_place += placed;
+            }
+        }
+        self.next_rx = (self.next_rx + 1) % nq.max(1);
+        (n, in_place)
+    }
+
     /// Number of receive queues served (one socket each).
     pub fn queues(&self) -> usize {
         self.queues.len()
@@ -708,18 +895,30 @@ impl Datapath for XdpDatapath {
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
         let (slots, meta) = batch.parts_mut();
-        let mut out = 0;
-        let n = self.queues.len();
-        // Start at a different queue each call so a busy queue cannot starve the others.
-        for k in 0..n {
-            let i = (self.next_rx + k) % n;
-            if let Some(q) = self.queues.get_mut(i) {
-                q.recv(slots, meta, &mut out, &mut self.stats);
+        let mut out = 0usize;
+        let room = slots.len().min(meta.len());
+        self.each_queue(room, &mut |bytes, m| {
+            if let (Some(slot), Some(sm)) = (slots.get_mut(out), meta.get_mut(out)) {
+                slot.resize(MAX_FRAME, 0);
+                slot[..bytes.len()].copy_from_slice(bytes);
+                *sm = m;
+                out += 1;
             }
-        }
-        self.next_rx = (self.next_rx + 1) % n.max(1);
+        });
         batch.set_len(out);
         Ok(out)
+    }
+
+    /// Hands one-chunk frames to `handle` inside their UMEM chunk (counted as `rx_in_place`)
+    /// and gathers larger ones into one buffer first.
+    fn recv_with(
+        &mut self,
+        batch: &mut RxBatch,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, Error> {
+        let (n, in_place) = self.each_queue(batch.capacity(), handle);
+        self.stats.rx_in_place += in_place as u64;
+        Ok(n)
     }
 
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
@@ -727,6 +926,22 @@ impl Datapath for XdpDatapath {
             Some(q) => Ok(q.send(batch, &mut self.stats)),
             None => Ok(0),
         }
+    }
+
+    /// Lets the core build each frame that fits a chunk straight into the UMEM (counted as
+    /// `tx_in_place`); see `Queue::transmit_with`.
+    fn transmit_with(
+        &mut self,
+        batch: &mut TxBatch,
+        fill: &mut dyn FnMut(&mut dyn FrameBuf) -> Option<usize>,
+    ) -> Result<usize, Error> {
+        let Some(q) = self.queues.first_mut() else {
+            return Ok(0);
+        };
+        if !batch.is_empty() {
+            return Ok(q.send(batch, &mut self.stats));
+        }
+        Ok(q.transmit_with(batch, batch.capacity(), &mut self.stats, fill))
     }
 
     fn fd(&self) -> BorrowedFd<'_> {

@@ -35,7 +35,6 @@
 //!   [`Event::Disconnected`] follows.
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::vec::Vec;
 use core::net::Ipv6Addr;
 
 use super::{DropReason, Endpoint, EndpointError, pkey_match};
@@ -47,6 +46,7 @@ use crate::mr::Memory;
 use crate::qp::state::MAX_RD_ATOMIC;
 use crate::qp::{ConnectAttr, ExtCaps, Mtu, Path, QpAttr, QpState, framing};
 use crate::time::Instant;
+use crate::wire::FrameBuf;
 use crate::wire::frame::Ecn;
 use crate::wire::gid::gid_to_ip;
 use crate::wire::mad::{BASE_VERSION, CM_CLASS_VERSION, DEFAULT_P_KEY, mgmt_class};
@@ -120,7 +120,7 @@ impl Gsi {
     }
 
     /// Writes the next MAD frame into `buf`.
-    pub(super) fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+    pub(super) fn poll_transmit(&mut self, buf: &mut dyn FrameBuf) -> Option<usize> {
         // A MAD whose GIDs are of different IP families cannot be framed; `cm_connect` refuses
         // such parameters and received frames have one family, so none is ever queued.
         let (t, dst_mac) = self.out.pop_front()?;

@@ -8,8 +8,7 @@
 
 use super::Path;
 use crate::wire::frame::Ecn;
-use crate::wire::{EthRepr, FrameHeaders, IpRepr, ROCEV2_UDP_PORT, RoceRepr, UdpRepr};
-use alloc::vec::Vec;
+use crate::wire::{EthRepr, FrameBuf, FrameHeaders, IpRepr, ROCEV2_UDP_PORT, RoceRepr, UdpRepr};
 use core::net::IpAddr;
 
 /// Frames a transport packet for this QP's path and lets `fill` write its payload.
@@ -17,7 +16,7 @@ pub(crate) fn emit(
     path: &Path,
     roce: RoceRepr,
     payload_len: usize,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
     fill: impl FnOnce(&mut [u8]),
 ) -> Option<usize> {
     // Only data packets are ECN-capable: switches mark data, and the notification point
@@ -65,7 +64,8 @@ pub(crate) fn emit(
     };
     let len = frame.buffer_len(payload_len).ok()?;
     // No need to zero: emit writes every byte (headers, payload via `fill`, pad, ICRC).
-    buf.resize(len, 0);
-    frame.emit_with(buf, payload_len, fill).ok()?;
+    frame
+        .emit_with(buf.frame_mut(len), payload_len, fill)
+        .ok()?;
     Some(len)
 }

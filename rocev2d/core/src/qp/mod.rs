@@ -58,13 +58,13 @@ use crate::time::{Duration, Instant};
 pub use crate::wire::ext::ExtCaps;
 use crate::wire::frame::Ecn;
 use crate::wire::{Operation, Psn, Qpn, RoceRepr};
-use alloc::vec::Vec;
 use multipath::Mp;
 use rc::Rc;
 use shared::{Shared, wc};
 pub use state::{ConnectAttr, ModifyError, Mtu, Path, QpAttr, QpState};
 use timer::Timer;
 
+use crate::wire::FrameBuf;
 pub use config::{CqId, IofdTokens, QpConfig};
 pub use counters::QpCounters;
 pub use multipath::MpSnapshot;
@@ -363,7 +363,11 @@ impl Qp {
     }
 
     /// Writes the next frame into `buf` and returns its length, or `None` with nothing to send.
-    pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
+    pub(crate) fn poll_transmit(
+        &mut self,
+        env: &mut Env<'_>,
+        buf: &mut dyn FrameBuf,
+    ) -> Option<usize> {
         let sh = &mut self.sh;
         sh.last_now = sh.last_now.max(env.now);
         let path = sh.path?;

@@ -37,6 +37,7 @@ use crate::mprdma::recovery::Scoreboard;
 use crate::mprdma::window::Window;
 use crate::mprdma::{MpConfig, MpRxStats, VpCounters, sync};
 use crate::time::{Duration, Instant};
+use crate::wire::FrameBuf;
 use crate::wire::ext::MultipathAck;
 use crate::wire::frame::Ecn;
 use crate::wire::{NakCode, Operation, Psn, RoceRepr, Syndrome};
@@ -186,7 +187,7 @@ impl Mp {
         qp: &mut Shared,
         env: &mut Env<'_>,
         path: &Path,
-        buf: &mut Vec<u8>,
+        buf: &mut dyn FrameBuf,
     ) -> Option<usize> {
         let ack = if qp.can_respond() {
             receiver::transmit_ack(qp, self, path, buf)
@@ -345,7 +346,7 @@ fn transmit_data(
     mp: &mut Mp,
     env: &mut Env<'_>,
     path: &Path,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     let now = env.now;
     start_clock_if_idle(qp, mp, now);

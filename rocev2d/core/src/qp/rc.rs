@@ -16,7 +16,7 @@
 use super::timer::{Fired, Timer};
 use super::{Env, Inbound, Path, QpState, Shared, requester, responder};
 use crate::time::Instant;
-use alloc::vec::Vec;
+use crate::wire::FrameBuf;
 
 /// RC mode's own state.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ impl Rc {
         qp: &mut Shared,
         env: &mut Env<'_>,
         path: &Path,
-        buf: &mut Vec<u8>,
+        buf: &mut dyn FrameBuf,
     ) -> Option<usize> {
         let order = if self.responder_next {
             [true, false]

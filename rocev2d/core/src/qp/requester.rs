@@ -19,6 +19,7 @@ use super::{
 use crate::cq::WcStatus;
 use crate::mr::AccessFlags;
 use crate::time::Instant;
+use crate::wire::FrameBuf;
 use crate::wire::{
     AtomicEthRepr, BthRepr, IethRepr, ImmDtRepr, NakCode, Opcode, Operation, Psn, RethRepr,
     RoceRepr, Syndrome,
@@ -284,7 +285,7 @@ pub(super) fn transmit(
     qp: &mut Shared,
     env: &mut Env<'_>,
     path: &Path,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     if !qp.pacer_ready(env.now) {
         return None;
@@ -381,7 +382,7 @@ pub(super) fn emit_packet(
     at: usize,
     k: u32,
     mp: Option<MpTag>,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
 ) -> Option<(usize, Psn)> {
     let mtu = qp.mtu;
     let r = &qp.req;

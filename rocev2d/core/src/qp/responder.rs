@@ -23,6 +23,7 @@ use super::{Env, Path, RecvWr, Seg, Shared, gather, resolve_local, scatter, wc};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, PdId, Rkey};
 use crate::time::Instant;
+use crate::wire::FrameBuf;
 use crate::wire::opcode::Position;
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, Credits, Msn, NakCode, Operation, Psn, RnrTimer, RoceRepr,
@@ -638,7 +639,7 @@ pub(super) fn transmit(
     qp: &mut Shared,
     env: &mut Env<'_>,
     path: &Path,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     if qp.resp.read_pending() && !qp.pacer_ready(env.now) {
         // Responses leave in order, so everything waits behind a paced READ response.
@@ -769,7 +770,11 @@ fn with_dasr_n(qp: &Shared, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
 }
 
 /// Sends the NAK that put the QP into Error, once.
-pub(super) fn transmit_fatal_nak(qp: &mut Shared, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
+pub(super) fn transmit_fatal_nak(
+    qp: &mut Shared,
+    path: &Path,
+    buf: &mut dyn FrameBuf,
+) -> Option<usize> {
     let (psn, code) = qp.resp.fatal_nak?;
     let roce = RoceRepr {
         aeth: Some(AethRepr {

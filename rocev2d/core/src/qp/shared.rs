@@ -18,9 +18,9 @@ use super::{CqId, Env, ExtCaps, Path, QpConfig, QpCounters, QpState};
 use crate::cc::{AnyController, Pacer};
 use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::time::{Duration, Instant};
+use crate::wire::FrameBuf;
 use crate::wire::frame::Ecn;
 use crate::wire::{Qpn, RoceRepr};
-use alloc::vec::Vec;
 use core::net::IpAddr;
 
 /// A QP's state outside its transport mode.
@@ -135,7 +135,7 @@ impl Shared {
     }
 
     /// Sends a queued CNP (RoCEv2 Annex A17.9.1), with τ in REXT when the peer reads it.
-    pub(super) fn transmit_cnp(&mut self, path: &Path, buf: &mut Vec<u8>) -> Option<usize> {
+    pub(super) fn transmit_cnp(&mut self, path: &Path, buf: &mut dyn FrameBuf) -> Option<usize> {
         let tau = self.cnp_out?;
         let mut roce = RoceRepr::new(crate::wire::cnp::bth(self.dest_qpn, self.p_key));
         if let Some(tau) = tau.filter(|_| self.peer_ext.cnp_tau) {

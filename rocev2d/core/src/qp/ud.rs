@@ -38,6 +38,7 @@ use super::{
 use crate::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
 use crate::endpoint::{DropReason, pkey_match};
 use crate::mr::AccessFlags;
+use crate::wire::FrameBuf;
 use crate::wire::grh::GRH_LEN;
 use crate::wire::{
     BthRepr, DethRepr, ImmDtRepr, Opcode, Operation, Psn, Qpn, RoceRepr, Transport, gid,
@@ -245,7 +246,11 @@ impl UdQp {
 
     /// Sends the oldest send request as one packet into `buf` and completes it. `None` with
     /// nothing to send, or when the request failed (the QP is then in SQE).
-    pub(crate) fn poll_transmit(&mut self, env: &mut Env<'_>, buf: &mut Vec<u8>) -> Option<usize> {
+    pub(crate) fn poll_transmit(
+        &mut self,
+        env: &mut Env<'_>,
+        buf: &mut dyn FrameBuf,
+    ) -> Option<usize> {
         if self.state != QpState::Rts {
             return None;
         }

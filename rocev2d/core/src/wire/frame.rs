@@ -432,6 +432,22 @@ impl FrameRepr {
     }
 }
 
+/// Where the engine writes a frame it sends ([`crate::Endpoint::poll_transmit`]): a growable
+/// `Vec<u8>`, or a datapath's own transmit buffer (an AF_XDP UMEM chunk, so the frame is built
+/// where the NIC reads it) that falls back to a spare buffer for a frame it cannot hold.
+pub trait FrameBuf {
+    /// A buffer of exactly `len` bytes for the next frame. Its contents are unspecified: the
+    /// emitter writes every byte ([`FrameHeaders::emit_with`]).
+    fn frame_mut(&mut self, len: usize) -> &mut [u8];
+}
+
+impl FrameBuf for alloc::vec::Vec<u8> {
+    fn frame_mut(&mut self, len: usize) -> &mut [u8] {
+        self.resize(len, 0);
+        self
+    }
+}
+
 impl FrameHeaders<'_> {
     fn l2_len(&self) -> usize {
         ETH_LEN + self.eth.vlan.map_or(0, |_| VLAN_LEN)

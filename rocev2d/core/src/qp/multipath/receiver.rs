@@ -15,12 +15,12 @@ use crate::mr::{AccessFlags, Rkey};
 use crate::qp::requester;
 use crate::qp::responder::{self, Target};
 use crate::qp::{Env, Inbound, Path, Shared, resolve_local, scatter, wc};
+use crate::wire::FrameBuf;
 use crate::wire::ext::MultipathAck;
 use crate::wire::opcode::Position;
 use crate::wire::{
     AethRepr, Credits, ExtRepr, NakCode, Operation, RnrTimer, RoceRepr, Syndrome, Transport,
 };
-use alloc::vec::Vec;
 
 /// Handles a data packet of a multipath QP (seed 001 §3.1, §3.3, §3.4). `vp` is its UDP source
 /// port.
@@ -286,7 +286,7 @@ pub(super) fn transmit_ack(
     qp: &Shared,
     mp: &mut Mp,
     path: &Path,
-    buf: &mut Vec<u8>,
+    buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     let a = *mp.acks.front()?;
     let aack = mp.bitmap.head();
