@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 use rocev2_core::cc::CcScheme;
 use rocev2_sim::experiments::{
-    DartClos, DartIncast, Fairness, ManyFlows, MpClos, Plane, meets_paper,
+    DartClos, DartIncast, Fairness, ManyFlows, MpClos, MpClosFct, Plane, meets_paper,
 };
 use rocev2_sim::plot::{self, HeatPanel};
 use std::fmt::Write as _;
@@ -509,10 +509,17 @@ fn dart_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
     Ok(())
 }
 
-/// Seed 001 §5.3 (Fig. 12(b), `experiments::MpClos`): permutation on the 320-server
-/// leaf-spine (CI: 4 leaves), MP-RDMA and ECMP DCQCN over the same three permutations; each
-/// connection's goodput, the means and their ratio (the paper: +34.78%).
+/// Seed 001 §5.3 on the 320-server leaf-spine (CI: 4 leaves): permutation (Fig. 12(b),
+/// `experiments::MpClos`), MP-RDMA and ECMP DCQCN over the same three permutations, each
+/// connection's goodput, the means and their ratio (the paper: +34.78%); then web-search FCT
+/// (Fig. 13, `experiments::MpClosFct`) at three loads (CI: two).
 fn mp_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
+    mp_clos_permutation(dir, quick, jobs)?;
+    mp_clos_fct(dir, quick, jobs)
+}
+
+/// Fig. 12(b): goodput per connection under permutation traffic.
+fn mp_clos_permutation(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
     let seeds = 1..=3u64;
     let points: Vec<MpClos> = seeds
         .clone()
@@ -577,6 +584,72 @@ fn mp_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
         "connection (rank)",
         "goodput (Gbit/s)",
         &sorted,
+        false,
+    )?;
+    Ok(())
+}
+
+/// Fig. 13: mean FCT of web-search flows, MP-RDMA over DCQCN, per load, over the flows both
+/// finished: all, small (< 100 KB) and large (> 10 MB) as §5.3 splits them.
+fn mp_clos_fct(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
+    let loads: &[f64] = if quick { &[0.3, 0.5] } else { &[0.3, 0.5, 0.7] };
+    let points: Vec<MpClosFct> = loads
+        .iter()
+        .flat_map(|&l| {
+            [true, false].map(|mp| {
+                if quick {
+                    MpClosFct::ci(mp, l)
+                } else {
+                    MpClosFct::paper(mp, l)
+                }
+            })
+        })
+        .collect();
+    let results = run_points(&points, jobs, MpClosFct::run);
+    let classes: [(&str, std::ops::Range<u64>); 3] = [
+        ("all", 0..u64::MAX),
+        ("small", 0..100_000),
+        ("large", 10_000_001..u64::MAX),
+    ];
+    let mut csv = String::from(
+        "load,class,flows_both_finished,mp_rdma_mean_fct_ns,dcqcn_mean_fct_ns,normalised,\
+         mp_rdma_unfinished,dcqcn_unfinished,counted\n",
+    );
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = classes
+        .iter()
+        .map(|(c, _)| (c.to_string(), Vec::new()))
+        .collect();
+    for (i, &load) in loads.iter().enumerate() {
+        let (mp, sp) = (&results[2 * i], &results[2 * i + 1]);
+        if mp.flows.len() != sp.flows.len() {
+            bail!("mp_clos: the two schemes ran different workloads at load {load}");
+        }
+        for (k, (class, sizes)) in classes.iter().enumerate() {
+            let (m, n) = mp.mean_fct_both_finished(sp, sizes.clone());
+            let (d, _) = sp.mean_fct_both_finished(mp, sizes.clone());
+            let norm = if d > 0.0 { m / d } else { f64::NAN };
+            println!(
+                "mp_clos fct load {load}: {class} flows ({n} finished by both): MP-RDMA {:.1} us, DCQCN {:.1} us, normalised {norm:.3}",
+                m / 1e3,
+                d / 1e3
+            );
+            writeln!(
+                csv,
+                "{load},{class},{n},{m:.0},{d:.0},{norm:.4},{},{},{}",
+                mp.unfinished(),
+                sp.unfinished(),
+                mp.flows.len()
+            )?;
+            curves[k].1.push((load * 100.0, norm));
+        }
+    }
+    std::fs::write(dir.join("fct.csv"), csv)?;
+    plot::series(
+        &dir.join("fct_normalised_vs_load.svg"),
+        "web search on the leaf-spine: mean FCT, MP-RDMA over DCQCN",
+        "load (%)",
+        "normalised mean FCT",
+        &curves,
         false,
     )?;
     Ok(())

@@ -4,7 +4,7 @@
 //! experiments --only dart_clos|dcqcn_plus_grid|mp_clos` (docs/results.md).
 
 use rocev2_core::cc::CcScheme;
-use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult, MpClos};
+use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult, MpClos, MpClosFct};
 use std::path::Path;
 use std::process::Command;
 
@@ -200,8 +200,36 @@ fn mp_clos_ci_permutation_beats_ecmp_dcqcn_by_the_papers_margin() {
     }
 }
 
+/// Seed 001 §5.3 / Fig. 13 at CI size (4 leaves, web-search arrivals over 1 ms at 50% load,
+/// drained to 8 ms): both schemes run the same flows, MP-RDMA finishes all of them, and its
+/// mean FCT over the flows both finished is below DCQCN's (the paper: 6.0–17.7% lower).
+#[test]
+fn mp_clos_ci_web_search_mean_fct_below_dcqcn() {
+    let mp = MpClosFct::ci(true, 0.5);
+    let sp = MpClosFct::ci(false, 0.5);
+    assert_eq!(mp.flows(), sp.flows());
+    let (m, s) = (mp.run(), sp.run());
+    let sizes = |r: &rocev2_sim::experiments::MpClosFctResult| -> Vec<u64> {
+        r.flows.iter().map(|f| f.0).collect()
+    };
+    assert_eq!(sizes(&m), sizes(&s));
+    let (m_fct, n) = m.mean_fct_both_finished(&s, 0..u64::MAX);
+    let (s_fct, n2) = s.mean_fct_both_finished(&m, 0..u64::MAX);
+    eprintln!(
+        "{n} flows finished by both of {}: MP-RDMA {m_fct:.0} ns, DCQCN {s_fct:.0} ns ({:.3}); unfinished {} / {}",
+        m.flows.len(),
+        m_fct / s_fct,
+        m.unfinished(),
+        s.unfinished()
+    );
+    assert_eq!(n, n2);
+    assert!(n > 30, "{n}");
+    assert_eq!(m.unfinished(), 0);
+    assert!(m_fct < s_fct, "{m_fct:.0} vs {s_fct:.0}");
+}
+
 /// `experiments --only mp_clos --quick` writes a row per scheme and seed, the ratio of the
-/// means, every connection's goodput and the plot.
+/// means, every connection's goodput, the FCT rows per load and class, and the plots.
 #[test]
 fn mp_clos_cli_ci_size_writes_rows_per_scheme_and_seed() {
     let out = std::env::temp_dir().join(format!("rocev2-sim-mpclos-{}", std::process::id()));
@@ -218,9 +246,13 @@ fn mp_clos_cli_ci_size_writes_rows_per_scheme_and_seed() {
     let dir = out.join("mp_clos");
     let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
     let per_flow = std::fs::read_to_string(dir.join("per_flow.csv")).expect("per_flow.csv");
-    let svg = dir.join("goodput_per_connection.svg").exists();
+    let fct = std::fs::read_to_string(dir.join("fct.csv")).expect("fct.csv");
+    let svg = ["goodput_per_connection", "fct_normalised_vs_load"]
+        .map(|f| dir.join(format!("{f}.svg")).exists());
     let _ = std::fs::remove_dir_all(&out);
-    assert!(svg);
+    assert_eq!(svg, [true; 2]);
+    // Two loads × three size classes.
+    assert_eq!(fct.lines().count(), 1 + 6, "{fct}");
     // Two schemes × three seeds, then the ratio; 20 connections each.
     assert_eq!(summary.lines().count(), 1 + 6 + 1, "{summary}");
     assert_eq!(per_flow.lines().count(), 1 + 6 * 20);

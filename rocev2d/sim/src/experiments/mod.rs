@@ -19,7 +19,7 @@ mod mp_clos;
 
 pub use dart_clos::{DartClos, DartClosResult};
 pub use dcqcn_plus_grid::{GridCell, PAPER_QUEUE_BYTES, PAPER_THROUGHPUT, Plane, meets_paper};
-pub use mp_clos::{MpClos, MpClosResult};
+pub use mp_clos::{MpClos, MpClosFct, MpClosFctResult, MpClosResult};
 
 use crate::Sim;
 use crate::dist;
