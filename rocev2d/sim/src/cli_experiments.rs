@@ -1,5 +1,6 @@
 //! `rocev2-sim experiments`: the full-size runs of `rocev2_sim::experiments`, written as CSV
-//! and SVG under one directory per experiment (docs/congestion.md lists what each reproduces).
+//! and SVG under one directory per experiment (docs/congestion.md and,
+//! for `mp_clos`, docs/multipath.md say what each reproduces).
 //!
 //! The points of an experiment (each scheme, rate and size) are independent deterministic
 //! runs: they go to `--jobs` threads at once ([`run_points`]), and the results are written in
