@@ -49,7 +49,8 @@ step() {
 cargo build --release -q -p rocev2-sim --bins
 sim=target/release/rocev2-sim
 
-# Seeds 000 and 002/004: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos.
+# Seeds 000, 001 and 002/004: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos,
+# mp_clos.
 size=(--quick)
 [ "$papers" = 1 ] && size=()
 step experiments "$sim" experiments "${size[@]}" "${jobs[@]}" --out "$out/experiments"

@@ -1,5 +1,6 @@
 //! `rocev2-sim experiments`: the full-size runs of `rocev2_sim::experiments`, written as CSV
-//! and SVG under one directory per experiment (docs/congestion.md lists what each reproduces).
+//! and SVG under one directory per experiment (docs/congestion.md and,
+//! for `mp_clos`, docs/multipath.md say what each reproduces).
 //!
 //! The points of an experiment (each scheme, rate and size) are independent deterministic
 //! runs: they go to `--jobs` threads at once ([`run_points`]), and the results are written in
@@ -7,17 +8,20 @@
 
 use anyhow::{Context, Result, bail};
 use rocev2_core::cc::CcScheme;
-use rocev2_sim::experiments::{DartClos, DartIncast, Fairness, ManyFlows, Plane, meets_paper};
+use rocev2_sim::experiments::{
+    DartClos, DartIncast, Fairness, ManyFlows, MpClos, MpClosFct, Plane, meets_paper,
+};
 use rocev2_sim::plot::{self, HeatPanel};
 use std::fmt::Write as _;
 use std::path::Path;
 
-const ALL: [&str; 5] = [
+const ALL: [&str; 6] = [
     "many_flows",
     "dart_incast",
     "fairness",
     "dcqcn_plus_grid",
     "dart_clos",
+    "mp_clos",
 ];
 
 /// Runs `run` on every point on up to `jobs` threads; the results come back in the points'
@@ -66,7 +70,8 @@ pub fn run(only: Option<&str>, out: &Path, quick: bool, jobs: usize) -> Result<(
             "dart_incast" => dart_incast(&dir, quick, jobs)?,
             "fairness" => fairness(&dir, quick, jobs)?,
             "dcqcn_plus_grid" => dcqcn_plus_grid(&dir, quick, jobs)?,
-            _ => dart_clos(&dir, quick, jobs)?,
+            "dart_clos" => dart_clos(&dir, quick, jobs)?,
+            _ => mp_clos(&dir, quick, jobs)?,
         }
         println!("wrote {}", dir.display());
     }
@@ -502,5 +507,151 @@ fn dart_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
             false,
         )?;
     }
+    Ok(())
+}
+
+/// Seed 001 §5.3 on the 320-server leaf-spine (CI: 4 leaves): permutation (Fig. 12(b),
+/// `experiments::MpClos`), MP-RDMA and ECMP DCQCN over the same three permutations, each
+/// connection's goodput, the means and their ratio (the paper: +34.78%); then web-search FCT
+/// (Fig. 13, `experiments::MpClosFct`) at three loads (CI: two).
+fn mp_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
+    mp_clos_permutation(dir, quick, jobs)?;
+    mp_clos_fct(dir, quick, jobs)
+}
+
+/// Fig. 12(b): goodput per connection under permutation traffic.
+fn mp_clos_permutation(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
+    let seeds = 1..=3u64;
+    let points: Vec<MpClos> = seeds
+        .clone()
+        .flat_map(|seed| {
+            [true, false].map(|mp| {
+                if quick {
+                    MpClos::ci(mp, seed)
+                } else {
+                    MpClos::paper(mp, seed)
+                }
+            })
+        })
+        .collect();
+    let results = run_points(&points, jobs, MpClos::run);
+    let mut summary = String::from("scheme,seed,connections,mean_gbps,min_gbps\n");
+    let mut per_flow = String::from("scheme,seed,src,dst,goodput_gbps\n");
+    let mut sorted: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (p, r) in points.iter().zip(&results) {
+        writeln!(
+            summary,
+            "{},{},{},{:.3},{:.3}",
+            p.scheme(),
+            p.seed,
+            r.per_flow.len(),
+            r.mean_gbps,
+            r.min_gbps
+        )?;
+        for (src, dst, g) in &r.per_flow {
+            writeln!(per_flow, "{},{},{src},{dst},{g:.3}", p.scheme(), p.seed)?;
+        }
+        let mut g: Vec<f64> = r.per_flow.iter().map(|f| f.2).collect();
+        g.sort_by(f64::total_cmp);
+        sorted.push((
+            format!("{} seed {}", p.scheme(), p.seed),
+            g.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect(),
+        ));
+    }
+    let mean_of = |mp: bool| {
+        let v: Vec<f64> = points
+            .iter()
+            .zip(&results)
+            .filter(|(p, _)| p.mp == mp)
+            .map(|(_, r)| r.mean_gbps)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (mp, sp) = (mean_of(true), mean_of(false));
+    let ratio = mp / sp;
+    println!(
+        "mp_clos: mean goodput per connection MP-RDMA {mp:.2} Gbit/s, ECMP DCQCN {sp:.2} Gbit/s: {:+.1}%",
+        (ratio - 1.0) * 100.0
+    );
+    writeln!(summary, "ratio,all,,{ratio:.4},")?;
+    std::fs::write(dir.join("summary.csv"), summary)?;
+    std::fs::write(dir.join("per_flow.csv"), per_flow)?;
+    plot::series(
+        &dir.join("goodput_per_connection.svg"),
+        &format!(
+            "permutation on the {}-server leaf-spine: goodput per connection, sorted",
+            points[0].leaves * 10
+        ),
+        "connection (rank)",
+        "goodput (Gbit/s)",
+        &sorted,
+        false,
+    )?;
+    Ok(())
+}
+
+/// Fig. 13: mean FCT of web-search flows, MP-RDMA over DCQCN, per load, over the flows both
+/// finished: all, small (< 100 KB) and large (> 10 MB) as §5.3 splits them.
+fn mp_clos_fct(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
+    let loads: &[f64] = if quick { &[0.3, 0.5] } else { &[0.3, 0.5, 0.7] };
+    let points: Vec<MpClosFct> = loads
+        .iter()
+        .flat_map(|&l| {
+            [true, false].map(|mp| {
+                if quick {
+                    MpClosFct::ci(mp, l)
+                } else {
+                    MpClosFct::paper(mp, l)
+                }
+            })
+        })
+        .collect();
+    let results = run_points(&points, jobs, MpClosFct::run);
+    let classes: [(&str, std::ops::Range<u64>); 3] = [
+        ("all", 0..u64::MAX),
+        ("small", 0..100_000),
+        ("large", 10_000_001..u64::MAX),
+    ];
+    let mut csv = String::from(
+        "load,class,flows_both_finished,mp_rdma_mean_fct_ns,dcqcn_mean_fct_ns,normalised,\
+         mp_rdma_unfinished,dcqcn_unfinished,counted\n",
+    );
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = classes
+        .iter()
+        .map(|(c, _)| (c.to_string(), Vec::new()))
+        .collect();
+    for (i, &load) in loads.iter().enumerate() {
+        let (mp, sp) = (&results[2 * i], &results[2 * i + 1]);
+        if mp.flows.len() != sp.flows.len() {
+            bail!("mp_clos: the two schemes ran different workloads at load {load}");
+        }
+        for (k, (class, sizes)) in classes.iter().enumerate() {
+            let (m, n) = mp.mean_fct_both_finished(sp, sizes.clone());
+            let (d, _) = sp.mean_fct_both_finished(mp, sizes.clone());
+            let norm = if d > 0.0 { m / d } else { f64::NAN };
+            println!(
+                "mp_clos fct load {load}: {class} flows ({n} finished by both): MP-RDMA {:.1} us, DCQCN {:.1} us, normalised {norm:.3}",
+                m / 1e3,
+                d / 1e3
+            );
+            writeln!(
+                csv,
+                "{load},{class},{n},{m:.0},{d:.0},{norm:.4},{},{},{}",
+                mp.unfinished(),
+                sp.unfinished(),
+                mp.flows.len()
+            )?;
+            curves[k].1.push((load * 100.0, norm));
+        }
+    }
+    std::fs::write(dir.join("fct.csv"), csv)?;
+    plot::series(
+        &dir.join("fct_normalised_vs_load.svg"),
+        "web search on the leaf-spine: mean FCT, MP-RDMA over DCQCN",
+        "load (%)",
+        "normalised mean FCT",
+        &curves,
+        false,
+    )?;
     Ok(())
 }

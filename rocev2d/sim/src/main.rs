@@ -43,7 +43,8 @@ enum Cmd {
     },
     /// Run the papers' congestion-control experiments (docs/congestion.md) and write CSV + SVG.
     Experiments {
-        /// Only this experiment: many_flows, dart_incast, fairness, dcqcn_plus_grid or dart_clos.
+        /// Only this experiment: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos or
+        /// mp_clos.
         #[arg(long)]
         only: Option<String>,
         /// Output directory.

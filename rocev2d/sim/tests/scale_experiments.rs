@@ -1,9 +1,10 @@
-//! CI sizes of issue 21's experiments: seed 000 §VI's Clos (`DartClos`, on the 32-host fabric)
-//! and the DCQCN+ sensitivity grid (`GridCell`, 64 flows over a few milliseconds). The full
-//! sizes run from `rocev2-sim experiments --only dart_clos|dcqcn_plus_grid` (docs/results.md).
+//! CI sizes of issue 21's experiments: seed 000 §VI's Clos (`DartClos`, on the 32-host fabric),
+//! the DCQCN+ sensitivity grid (`GridCell`, 64 flows over a few milliseconds) and seed 001
+//! §5.3's permutation (`MpClos`, 4 of the 32 leaves). The full sizes run from `rocev2-sim
+//! experiments --only dart_clos|dcqcn_plus_grid|mp_clos` (docs/results.md).
 
 use rocev2_core::cc::CcScheme;
-use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult};
+use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult, MpClos, MpClosFct};
 use std::path::Path;
 use std::process::Command;
 
@@ -165,4 +166,110 @@ fn dcqcn_plus_grid_cli_ci_size_writes_every_cell_and_the_heat_maps() {
     let cols: Vec<&str> = paper_10g.split(',').collect();
     assert_eq!(cols[8], format!("{:.0}", r.queue_mean_bytes), "{paper_10g}");
     assert_eq!(cols[10], format!("{:.4}", r.throughput), "{paper_10g}");
+}
+
+/// Seed 001 §5.3 / Fig. 12(b) at CI size (4 leaves of 10 servers, 20 connections, goodput over
+/// 0.1–0.4 ms), two permutations: MP-RDMA's mean goodput per connection is at least the
+/// paper's 34.78% above ECMP DCQCN's on the same permutation, and its slowest connection is
+/// faster than DCQCN's (the paper: 32.95 Gbit/s against DCQCN's below 15).
+#[test]
+fn mp_clos_ci_permutation_beats_ecmp_dcqcn_by_the_papers_margin() {
+    for seed in 1..=2 {
+        let mp = MpClos::ci(true, seed);
+        let sp = MpClos::ci(false, seed);
+        // Both schemes run the same 20 cross-leaf connections.
+        assert_eq!(mp.pairs(), sp.pairs());
+        assert_eq!(mp.pairs().len(), 20);
+        let (m, s) = (mp.run(), sp.run());
+        eprintln!(
+            "seed {seed}: MP-RDMA mean {:.2} (min {:.2}) Gbit/s, DCQCN mean {:.2} (min {:.2}): {:.3}x",
+            m.mean_gbps,
+            m.min_gbps,
+            s.mean_gbps,
+            s.min_gbps,
+            m.mean_gbps / s.mean_gbps
+        );
+        assert_eq!(m.per_flow.len(), 20);
+        assert!(
+            m.mean_gbps >= 1.3478 * s.mean_gbps,
+            "seed {seed}: {:.2} vs {:.2}",
+            m.mean_gbps,
+            s.mean_gbps
+        );
+        assert!(m.min_gbps > s.min_gbps, "seed {seed}");
+    }
+}
+
+/// Seed 001 §5.3 / Fig. 13 at CI size (4 leaves, web-search arrivals over 1 ms at 50% load,
+/// drained to 8 ms): both schemes run the same flows, MP-RDMA finishes all of them, and its
+/// mean FCT over the flows both finished is below DCQCN's (the paper: 6.0–17.7% lower).
+#[test]
+fn mp_clos_ci_web_search_mean_fct_below_dcqcn() {
+    let mp = MpClosFct::ci(true, 0.5);
+    let sp = MpClosFct::ci(false, 0.5);
+    assert_eq!(mp.flows(), sp.flows());
+    let (m, s) = (mp.run(), sp.run());
+    let sizes = |r: &rocev2_sim::experiments::MpClosFctResult| -> Vec<u64> {
+        r.flows.iter().map(|f| f.0).collect()
+    };
+    assert_eq!(sizes(&m), sizes(&s));
+    let (m_fct, n) = m.mean_fct_both_finished(&s, 0..u64::MAX);
+    let (s_fct, n2) = s.mean_fct_both_finished(&m, 0..u64::MAX);
+    eprintln!(
+        "{n} flows finished by both of {}: MP-RDMA {m_fct:.0} ns, DCQCN {s_fct:.0} ns ({:.3}); unfinished {} / {}",
+        m.flows.len(),
+        m_fct / s_fct,
+        m.unfinished(),
+        s.unfinished()
+    );
+    assert_eq!(n, n2);
+    assert!(n > 30, "{n}");
+    assert_eq!(m.unfinished(), 0);
+    assert!(m_fct < s_fct, "{m_fct:.0} vs {s_fct:.0}");
+}
+
+/// `experiments --only mp_clos --quick` writes a row per scheme and seed, the ratio of the
+/// means, every connection's goodput, the FCT rows per load and class, and the plots.
+#[test]
+fn mp_clos_cli_ci_size_writes_rows_per_scheme_and_seed() {
+    let out = std::env::temp_dir().join(format!("rocev2-sim-mpclos-{}", std::process::id()));
+    let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
+        .args(["experiments", "--only", "mp_clos", "--quick", "--out"])
+        .arg(&out)
+        .output()
+        .expect("rocev2-sim runs");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let dir = out.join("mp_clos");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
+    let per_flow = std::fs::read_to_string(dir.join("per_flow.csv")).expect("per_flow.csv");
+    let fct = std::fs::read_to_string(dir.join("fct.csv")).expect("fct.csv");
+    let svg = ["goodput_per_connection", "fct_normalised_vs_load"]
+        .map(|f| dir.join(format!("{f}.svg")).exists());
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(svg, [true; 2]);
+    // Two loads × three size classes.
+    assert_eq!(fct.lines().count(), 1 + 6, "{fct}");
+    // Two schemes × three seeds, then the ratio; 20 connections each.
+    assert_eq!(summary.lines().count(), 1 + 6 + 1, "{summary}");
+    assert_eq!(per_flow.lines().count(), 1 + 6 * 20);
+    let r = MpClos::ci(true, 1).run();
+    let row = summary
+        .lines()
+        .find(|l| l.starts_with("mp_rdma,1,"))
+        .expect("MP-RDMA's row for seed 1");
+    assert_eq!(
+        row,
+        format!("mp_rdma,1,20,{:.3},{:.3}", r.mean_gbps, r.min_gbps)
+    );
+    let ratio: f64 = summary
+        .lines()
+        .last()
+        .and_then(|l| l.split(',').nth(3))
+        .and_then(|v| v.parse().ok())
+        .expect("the ratio row");
+    assert!(ratio > 1.0, "{summary}");
 }
