@@ -112,10 +112,12 @@ pub struct PacketDatapath {
     /// [`BATCH`] areas of [`OVERFLOW`] bytes, one per `recvmmsg` entry, for the tail of a GSO
     /// buffer.
     overflow: Vec<u8>,
-    /// Frames received but not yet handed over, oldest first: GSO segments, and the frames
-    /// that arrived after them in the same `recvmmsg` batch (kept behind them, in order).
-    pending: VecDeque<Vec<u8>>,
+    /// Frames received but not yet handed over, oldest first, each a [`MAX_FRAME`]-long buffer
+    /// and the frame's length: GSO segments, and the frames that arrived after them in the
+    /// same `recvmmsg` batch (kept behind them, in order).
+    pending: VecDeque<(Vec<u8>, usize)>,
     /// Buffers to build segments in, recycled from the slots pending frames were swapped into.
+    /// Every buffer stays [`MAX_FRAME`] long, so a slot never needs zeroing again.
     spare: Vec<Vec<u8>>,
 }
 
@@ -240,15 +242,14 @@ impl PacketDatapath {
     fn drain(&mut self, slots: &mut [Vec<u8>], meta: &mut [RxMeta]) -> usize {
         let mut out = 0;
         while out < slots.len().min(meta.len()) {
-            let Some(mut f) = self.pending.pop_front() else {
+            let Some((mut f, len)) = self.pending.pop_front() else {
                 break;
             };
             std::mem::swap(&mut slots[out], &mut f);
             self.spare.push(f);
-            let len = slots[out].len();
             meta[out] = RxMeta {
                 len,
-                ecn: crate::filter::frame_ecn(&slots[out]),
+                ecn: crate::filter::frame_ecn(slots[out].get(..len).unwrap_or_default()),
                 datagram: None,
             };
             self.stats.rx_packets += 1;
@@ -332,25 +333,24 @@ impl PacketDatapath {
             let needs_csum = flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0;
             match gso_type & !VIRTIO_NET_HDR_GSO_ECN {
                 VIRTIO_NET_HDR_GSO_NONE if len <= MAX_FRAME => {
-                    let mut frame = std::mem::take(&mut slots[i]);
-                    frame.truncate(len);
-                    if needs_csum && crate::filter::zero_udp_checksum(&mut frame) {
+                    let frame = &mut slots[i][..len];
+                    if needs_csum && crate::filter::zero_udp_checksum(frame) {
                         self.stats.rx_csum_unfinished += 1;
                     }
                     if self.pending.is_empty() {
                         meta[out] = RxMeta {
                             len,
-                            ecn: crate::filter::frame_ecn(&frame),
+                            ecn: crate::filter::frame_ecn(frame),
                             datagram: None,
                         };
-                        slots[i] = frame;
                         slots.swap(out, i);
                         self.stats.rx_packets += 1;
                         self.stats.rx_bytes += len as u64;
                         out += 1;
                     } else {
-                        slots[i] = self.spare.pop().unwrap_or_default();
-                        self.pending.push_back(frame);
+                        let spare = self.spare.pop().unwrap_or_default();
+                        let frame = std::mem::replace(&mut slots[i], spare);
+                        self.pending.push_back((frame, len));
                     }
                 }
                 VIRTIO_NET_HDR_GSO_UDP_L4 => {
@@ -383,14 +383,15 @@ impl PacketDatapath {
 
 /// Cuts the GSO buffer `parts[0] ++ parts[1]` (one frame, its headers within `parts[0]`) into
 /// segments of `gso_size` payload bytes as the kernel's software segmentation does (module
-/// docs), appending each to `out` in a buffer taken from `spare`. Returns how many, or `None`
+/// docs), appending each to `out` in a [`MAX_FRAME`]-long buffer taken from `spare` (or new),
+/// with its length. Returns how many, or `None`
 /// with nothing appended when the buffer is not an untagged IPv4/IPv6 UDP frame with a payload,
 /// or a segment would be longer than a slot.
 fn split_gso(
     parts: [&[u8]; 2],
     gso_size: usize,
     spare: &mut Vec<Vec<u8>>,
-    out: &mut VecDeque<Vec<u8>>,
+    out: &mut VecDeque<(Vec<u8>, usize)>,
 ) -> Option<usize> {
     let udp = crate::filter::udp_at(parts[0])?;
     let hdr_len = udp + 8;
@@ -407,41 +408,50 @@ fn split_gso(
     let mut at = hdr_len;
     while at < total {
         let end = total.min(at + gso_size);
-        let mut f = spare.pop().unwrap_or_default();
-        f.clear();
-        f.extend_from_slice(headers);
-        extend_from_parts(&mut f, parts, at..end);
-        let seg_len = f.len();
+        let seg_len = hdr_len + (end - at);
+        let mut buf = spare.pop().unwrap_or_default();
+        buf.resize(MAX_FRAME, 0);
+        let f = &mut buf[..seg_len];
+        f[..hdr_len].copy_from_slice(headers);
+        copy_from_parts(&mut f[hdr_len..], parts, at..end);
         if v4 {
             // RFC 791 §3.1: Total Length, Identification (`inet_gso_segment()` numbers UDP
             // segments id, id + 1, …), Header Checksum over the rewritten header.
-            put_be16(&mut f, 16, seg_len - 14);
-            put_be16(&mut f, 18, usize::from(id.wrapping_add(count as u16)));
-            put_be16(&mut f, 24, 0);
+            put_be16(f, 16, seg_len - 14);
+            put_be16(f, 18, usize::from(id.wrapping_add(count as u16)));
+            put_be16(f, 24, 0);
             let c = f.get(14..udp).map_or(0, ipv4_header_checksum);
-            put_be16(&mut f, 24, usize::from(c));
+            put_be16(f, 24, usize::from(c));
         } else {
             // RFC 8200 §3: Payload Length, everything after the fixed header.
-            put_be16(&mut f, 18, seg_len - udp);
+            put_be16(f, 18, seg_len - udp);
         }
         // RFC 768: Length; the checksum is left to the segmenter in a GSO buffer, zero is
         // "none" (module docs).
-        put_be16(&mut f, udp + 4, seg_len - udp);
-        put_be16(&mut f, udp + 6, 0);
-        out.push_back(f);
+        put_be16(f, udp + 4, seg_len - udp);
+        put_be16(f, udp + 6, 0);
+        out.push_back((buf, seg_len));
         count += 1;
         at = end;
     }
     Some(count)
 }
 
-/// Appends the bytes at `range` of the concatenation of `parts`.
-fn extend_from_parts(f: &mut Vec<u8>, [head, tail]: [&[u8]; 2], range: Range<usize>) {
+/// Copies the bytes at `range` of the concatenation of `parts` to the start of `dst`.
+fn copy_from_parts(dst: &mut [u8], [head, tail]: [&[u8]; 2], range: Range<usize>) {
     let split = head.len();
-    let in_head = range.start.min(split)..range.end.min(split);
-    let in_tail = range.start.max(split) - split..range.end.max(split) - split;
-    f.extend_from_slice(head.get(in_head).unwrap_or_default());
-    f.extend_from_slice(tail.get(in_tail).unwrap_or_default());
+    let a = head
+        .get(range.start.min(split)..range.end.min(split))
+        .unwrap_or_default();
+    let b = tail
+        .get(range.start.max(split) - split..range.end.max(split) - split)
+        .unwrap_or_default();
+    if let Some(d) = dst.get_mut(..a.len()) {
+        d.copy_from_slice(a);
+    }
+    if let Some(d) = dst.get_mut(a.len()..a.len() + b.len()) {
+        d.copy_from_slice(b);
+    }
 }
 
 /// Writes the low 16 bits of `v` big-endian at `at`, if the frame is that long.
@@ -581,7 +591,8 @@ mod tests {
         let mut spare = vec![vec![0xee; 3], Vec::new()];
         let n = split_gso([head, tail], gso_size, &mut spare, &mut out)?;
         assert_eq!(n, out.len());
-        Some(out.into())
+        assert!(out.iter().all(|(f, _)| f.len() == MAX_FRAME));
+        Some(out.into_iter().map(|(f, len)| f[..len].to_vec()).collect())
     }
 
     #[test]
