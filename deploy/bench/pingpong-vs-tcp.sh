@@ -10,8 +10,8 @@
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
 # PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
-# ROCEV2_FLAGS extra flags for both rocev2 tools on both sides (e.g. "--udp-gso", UDP mode's
-# IPv6 send offload; "--no-udp-gro").
+# ROCEV2_FLAGS extra flags for both rocev2 tools on both sides (e.g. "--no-udp-gso" or
+# "--no-udp-gro", turning UDP mode's offloads off).
 # Prints two Markdown tables for BENCHMARKS.md. The testbed is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

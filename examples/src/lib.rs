@@ -70,9 +70,13 @@ pub struct PollArgs {
     #[arg(long = "socket", requires = "attach")]
     pub socket: Option<PathBuf>,
     /// UDP datapath: send runs of equal IPv6 datagrams as one `UDP_SEGMENT` entry (GSO;
-    /// docs/datapath.md). Ours.
-    #[arg(long = "udp-gso")]
+    /// docs/datapath.md): the default, so this only undoes an earlier --no-udp-gso or a
+    /// configuration's `gso = false`. Ours.
+    #[arg(long = "udp-gso", overrides_with = "no_udp_gso")]
     pub udp_gso: bool,
+    /// UDP datapath: send each datagram as its own entry (no GSO). Ours.
+    #[arg(long = "no-udp-gso", overrides_with = "udp_gso")]
+    pub no_udp_gso: bool,
     /// UDP datapath: take one datagram per receive entry instead of coalesced buffers
     /// (`UDP_GRO`). Ours.
     #[arg(long = "no-udp-gro")]
@@ -110,7 +114,9 @@ impl PollArgs {
         mut cfg: DeviceConfig,
     ) -> anyhow::Result<Device> {
         cfg.driver.wait = self.wait_mode()?;
-        cfg.datapath.udp.gso = self.udp_gso;
+        if self.udp_gso || self.no_udp_gso {
+            cfg.datapath.udp.gso = self.udp_gso;
+        }
         cfg.datapath.udp.gro = !self.no_udp_gro;
         if self.attach {
             let path = self

@@ -16,7 +16,7 @@
 //! [datapath.udp]
 //! accept_unverified_icrc = false
 //! gro = true               # receive coalesced buffers (UDP_GRO)
-//! gso = false              # send runs of equal IPv6 datagrams as one (UDP_SEGMENT); docs/datapath.md
+//! gso = true               # send runs of equal IPv6 datagrams as one (UDP_SEGMENT); docs/datapath.md
 //! rcvbuf_bytes = 8388608   # 65536..=1073741824
 //! sndbuf_bytes = 4194304   # 65536..=1073741824
 //!
@@ -529,7 +529,7 @@ mod tests {
             [datapath.udp]
             accept_unverified_icrc = true
             gro = false
-            gso = true
+            gso = false
             rcvbuf_bytes = 1048576
             [datapath.packet]
             guard_udp_port = false
@@ -569,7 +569,7 @@ mod tests {
         );
         assert_eq!((c.rx_batch, c.tx_batch), (32, 64));
         assert!(c.options.udp.accept_unverified_icrc);
-        assert!(!c.options.udp.gro && c.options.udp.gso);
+        assert!(!c.options.udp.gro && !c.options.udp.gso);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);
         assert!(!c.options.packet.guard_udp_port);
         assert_eq!(c.stats_socket, Some(PathBuf::from("/tmp/x.sock")));

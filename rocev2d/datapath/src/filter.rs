@@ -84,7 +84,7 @@ pub fn is_roce(frame: &[u8]) -> bool {
 }
 
 /// Where the UDP header of an untagged IPv4/IPv6 frame starts.
-fn udp_at(f: &[u8]) -> Option<usize> {
+pub(crate) fn udp_at(f: &[u8]) -> Option<usize> {
     match f.get(12..14) {
         Some([0x08, 0x00]) => f.get(14).map(|b| 14 + usize::from(b & 0x0f) * 4),
         Some([0x86, 0xdd]) => Some(14 + 40),

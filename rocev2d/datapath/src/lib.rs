@@ -350,11 +350,14 @@ pub struct DatapathStats {
     /// AF_XDP: frames the core built straight into a UMEM chunk ([`Datapath::transmit_with`]);
     /// the rest of `tx_packets` were copied into chunks from a [`TxBatch`].
     pub tx_in_place: u64,
+    /// AF_PACKET: frames cut out of GSO buffers a local UDP-mode peer's `UDP_SEGMENT` sends
+    /// left whole (`PACKET_VNET_HDR`; each also counts in `rx_packets`).
+    pub rx_gso_split: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 23] {
+    pub fn named(&self) -> [(&'static str, u64); 24] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -379,6 +382,7 @@ impl DatapathStats {
             ("tx_gso_segments", self.tx_gso_segments),
             ("rx_in_place", self.rx_in_place),
             ("tx_in_place", self.tx_in_place),
+            ("rx_gso_split", self.rx_gso_split),
         ]
     }
 }

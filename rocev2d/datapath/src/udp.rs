@@ -16,7 +16,7 @@
 //!   `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, which makes Linux write DF and Identification 0,
 //!   exactly the header the core's ICRC covers. A whole frame in the batch (a wrapper injecting
 //!   frames) is taken apart with [`DatagramMeta::split_frame`] and sent the same way.
-//! * **Send offload (GSO, [`UdpConfig::gso`], IPv6 only, off by default).** Consecutive
+//! * **Send offload (GSO, [`UdpConfig::gso`], IPv6 only, on by default).** Consecutive
 //!   payloads of a batch with identical metadata (addresses, ports, DSCP/ECN, hop limit) and
 //!   equal size, the last possibly shorter, go as one `sendmmsg` entry with a `UDP_SEGMENT`
 //!   control message (at most 64 datagrams, 65527 bytes); the kernel or the NIC cuts it at
@@ -27,12 +27,13 @@
 //!   fail the ICRC the core computed over ID 0. Computing each segment's ICRC for its ID
 //!   instead would be verified by AF_XDP, AF_PACKET and rdma_rxe receivers but not by a
 //!   UDP-mode receiver, which cannot see the ID and assumes 0, so two rocev2 peers in UDP mode
-//!   would lose the ICRC's protection. Off by default because over a veth the kernel hands the
-//!   unsegmented buffer to the peer namespace (veth offers `NETIF_F_GSO_UDP_L4`): a UDP-mode,
-//!   rdma_rxe or AF_XDP receiver gets proper datagrams (the UDP stack segments for a socket
-//!   without `UDP_GRO`; measured: AF_XDP receives each segment as a frame), but an AF_PACKET
-//!   receiver reads one oversized frame and drops it (measured: the WRITE retries until
-//!   `RetryExcErr`). Across a real link every receiver sees ordinary frames. A send the kernel
+//!   would lose the ICRC's protection. Over a veth the kernel hands the unsegmented buffer to
+//!   the peer namespace (veth offers `NETIF_F_GSO_UDP_L4`): a UDP-mode, rdma_rxe or AF_XDP
+//!   receiver gets proper datagrams (the UDP stack segments for a socket without `UDP_GRO`;
+//!   measured: AF_XDP receives each segment as a frame), and an AF_PACKET receiver gets the
+//!   buffer whole with its segment size and cuts it itself (`af_packet.rs`; before it did, it
+//!   dropped the oversized frame and the WRITE retried until `RetryExcErr`). Across a real
+//!   link every receiver sees ordinary frames. A send the kernel
 //!   refuses (`EIO` without checksum offload before Linux 6.11; later kernels segment in
 //!   software) turns GSO off with a logged reason and is retried.
 //! * **Receive offload (GRO, [`UdpConfig::gro`], on by default).** With `UDP_GRO` on the
@@ -114,9 +115,9 @@ pub struct UdpConfig {
     pub gro: bool,
     /// Send runs of equal-sized IPv6 datagrams to the same peer as one `UDP_SEGMENT` entry
     /// (GSO). Never used for IPv4: the kernel numbers the segments' Identification 0, 1, 2, …,
-    /// which the ICRC covers (module docs). Off by default: over a veth link the kernel hands
-    /// the unsegmented buffer to the peer namespace, and a peer in AF_PACKET mode there reads
-    /// it as one oversized frame and drops it (module docs); any other peer is fine.
+    /// which the ICRC covers (module docs). On by default: every receiver takes the
+    /// unsegmented buffers a veth passes to the peer namespace (an AF_PACKET peer cuts them
+    /// itself, `af_packet.rs`), and across a real link the kernel or the NIC segments.
     pub gso: bool,
 }
 
@@ -128,7 +129,7 @@ impl Default for UdpConfig {
             sndbuf_bytes: 4 << 20,
             max_source_ports: 4096,
             gro: true,
-            gso: false,
+            gso: true,
         }
     }
 }

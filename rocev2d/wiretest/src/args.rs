@@ -61,9 +61,13 @@ pub struct Args {
     /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (see `udp.rs`).
     #[arg(long)]
     pub accept_unverified_icrc: bool,
-    /// UDP datapath: send runs of equal IPv6 datagrams as one `UDP_SEGMENT` entry (GSO).
-    #[arg(long)]
+    /// UDP datapath: send runs of equal IPv6 datagrams as one `UDP_SEGMENT` entry (GSO; the
+    /// default, so this only undoes an earlier --no-udp-gso).
+    #[arg(long, overrides_with = "no_udp_gso")]
     pub udp_gso: bool,
+    /// UDP datapath: send each datagram as its own `sendmmsg` entry (no GSO).
+    #[arg(long, overrides_with = "udp_gso")]
+    pub no_udp_gso: bool,
     /// UDP datapath: do not take coalesced receive buffers (`UDP_GRO`).
     #[arg(long)]
     pub no_udp_gro: bool,

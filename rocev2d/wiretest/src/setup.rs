@@ -60,7 +60,7 @@ pub fn open(a: &Args) -> anyhow::Result<Host> {
         .ok_or_else(|| anyhow!("{}'s MTU {} is too small for RoCEv2", a.iface, iface.mtu))?;
     let mut opts = auto::Options::default();
     opts.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    opts.udp.gso = a.udp_gso;
+    opts.udp.gso = a.udp_gso || !a.no_udp_gso;
     opts.udp.gro = !a.no_udp_gro;
     let opened = auto::open(&iface, a.datapath, &opts)?;
     let id = Identity {

@@ -1,9 +1,13 @@
 //! UDP GSO/GRO in the UDP-socket datapath over a real veth pair (issue 18), data checked by
 //! CRC-32 on both sides: 4 MiB of WRITEs and READs (`mix`) and every verb (`verbs`, SENDs of
-//! several packets included) between two UDP-mode peers over IPv6, where each side sends runs
+//! several packets included) between two UDP-mode peers over IPv6 with the default options
+//! (both offloads on; `--no-udp-gso` turns GSO off, also tested), where each side sends runs
 //! of equal datagrams as one `UDP_SEGMENT` entry and receives the GSO buffers veth passes
 //! through whole with `UDP_GRO`; then a GSO sender against an AF_XDP receiver, which sees the
-//! segments the kernel cut and verifies every ICRC itself. The counters prove the offloads ran:
+//! segments the kernel cut and verifies every ICRC itself, and against an AF_PACKET receiver,
+//! which gets the GSO buffers whole and cuts them itself (`PACKET_VNET_HDR`, `af_packet.rs`;
+//! before that it dropped them and the WRITE ended in `RetryExcErr`). The counters prove the
+//! offloads ran:
 //! a test that passed with them off would prove nothing. IPv4 never uses GSO (`udp.rs`), and a
 //! veth did not merge separately sent datagrams even with `gro on` and
 //! `rx-udp-gro-forwarding on` (Linux 6.18, tried by hand), so IPv4 GRO has only the unit test.
@@ -33,11 +37,10 @@ fn offload(test: &str, server_mode: &str, workload: &str) -> Value {
     let r = run(
         &tb,
         true,
-        &["--datapath", server_mode, "--udp-gso"],
+        &["--datapath", server_mode],
         &[
             "--datapath",
             "udp",
-            "--udp-gso",
             "--workload",
             workload,
             "--bulk-mib",
@@ -96,6 +99,55 @@ fn wire_udp_gso_to_xdp_receiver_verifies_icrc() {
     // Every segment reached the AF_XDP socket as its own frame and passed the core's ICRC
     // check (icrc_error is 0 above); nothing was dropped as truncated.
     assert_eq!(counter(&r, "server", "rx_truncated"), 0, "{r}");
+    assert!(counter(&r, "server", "rx_packets") > 0, "{r}");
+}
+
+#[test]
+fn wire_udp_gso_to_packet_receiver_splits_buffers() {
+    let r = offload(
+        "wire_udp_gso_to_packet_receiver_splits_buffers",
+        "packet",
+        "mix",
+    );
+    if r.is_null() {
+        return;
+    }
+    assert_eq!(r["bytes"], 4u64 << 20, "{r}");
+    // The WRITEs' GSO buffers reached the packet socket whole and were cut there, every
+    // segment passing the core's ICRC check (icrc_error is 0 above); none was dropped as
+    // oversized.
+    let split = counter(&r, "server", "rx_gso_split");
+    eprintln!("server rx_gso_split {split}");
+    assert!(split > 0, "{r}");
+    assert_eq!(counter(&r, "server", "rx_truncated"), 0, "{r}");
+    assert_eq!(drop_count(&r, "bad_udp_checksum"), 0, "{r}");
+}
+
+#[test]
+fn wire_udp_no_gso_flag_sends_datagrams_one_by_one() {
+    let test = "wire_udp_no_gso_flag_sends_datagrams_one_by_one";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let r = run(
+        &tb,
+        true,
+        &["--datapath", "packet"],
+        &[
+            "--datapath",
+            "udp",
+            "--no-udp-gso",
+            "--workload",
+            "mix",
+            "--bulk-mib",
+            "4",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r["bytes"], 4u64 << 20, "{r}");
+    assert_eq!(counter(&r, "client", "tx_gso_segments"), 0, "{r}");
+    assert_eq!(counter(&r, "server", "rx_gso_split"), 0, "{r}");
     assert!(counter(&r, "server", "rx_packets") > 0, "{r}");
 }
 
