@@ -203,38 +203,39 @@ impl RxBuffers {
         }
     }
 
-    /// Copies pending datagrams into `slots`, oldest first, and returns how many; the rest
-    /// wait for the next call. With `accept` (`accept_unverified_icrc`), an IPv4 ICRC that does
-    /// not verify is rewritten (`icrc_unverifiable`).
-    fn drain(
+    /// Hands up to `max` pending datagrams to `handle` where they lie in the buffers, oldest
+    /// first, and returns how many; the rest wait for the next call. With `accept`
+    /// (`accept_unverified_icrc`), an IPv4 ICRC that does not verify is rewritten
+    /// (`icrc_unverifiable`).
+    fn drain_with(
         &mut self,
-        slots: &mut [Vec<u8>],
-        meta: &mut [RxMeta],
+        max: usize,
         accept: bool,
         stats: &mut DatapathStats,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
     ) -> usize {
         let mut out = 0;
-        while out < slots.len().min(meta.len()) {
+        while out < max {
             let Some(p) = self.pending.pop_front() else {
                 break;
             };
-            let Some(src) = self.buf.get(p.at..p.at + p.len) else {
+            let Some(dgram) = self.buf.get_mut(p.at..p.at + p.len) else {
                 continue;
             };
-            let slot = &mut slots[out];
-            slot.clear();
-            slot.extend_from_slice(src);
             let dm = p.meta;
-            if accept && dm.src.is_ipv4() && accept_unverified(&dm, slot) {
+            if accept && dm.src.is_ipv4() && accept_unverified(&dm, dgram) {
                 stats.icrc_unverifiable += 1;
             }
-            meta[out] = RxMeta {
-                len: p.len,
-                ecn: dm.ecn,
-                datagram: Some(dm),
-            };
             stats.rx_packets += 1;
             stats.rx_bytes += dm.frame_len(p.len) as u64;
+            handle(
+                dgram,
+                RxMeta {
+                    len: p.len,
+                    ecn: dm.ecn,
+                    datagram: Some(dm),
+                },
+            );
             out += 1;
         }
         out
@@ -533,10 +534,25 @@ impl UdpDatapath {
         Ok(got)
     }
 
-    /// Copies pending datagrams into `slots`, oldest first; returns how many.
-    fn drain(&mut self, slots: &mut [Vec<u8>], meta: &mut [RxMeta]) -> usize {
+    /// Hands up to `max` datagrams to `handle` in place: those still pending first, then
+    /// fresh `recvmmsg` batches, alternating families by filling what is left after IPv4 with
+    /// IPv6; what does not fit waits in `pending` for the next call. Returns how many.
+    fn receive(
+        &mut self,
+        max: usize,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, Error> {
         let accept = self.cfg.accept_unverified_icrc;
-        self.rx.drain(slots, meta, accept, &mut self.stats)
+        let mut n = self.rx.drain_with(max, accept, &mut self.stats, handle);
+        for v6 in [false, true] {
+            while n < max && self.rx.pending.is_empty() {
+                if self.fill(v6, max - n)? == 0 {
+                    break;
+                }
+                n += self.rx.drain_with(max - n, accept, &mut self.stats, handle);
+            }
+        }
+        Ok(n)
     }
 
     /// The socket sending from UDP source port `sport`, created on first use; `None` means the
@@ -859,19 +875,26 @@ impl Datapath for UdpDatapath {
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
         let (slots, meta) = batch.parts_mut();
-        let mut n = self.drain(slots, meta);
-        // Alternate families by filling what is left after IPv4 with IPv6; what does not fit
-        // waits in `pending` for the next call.
-        for v6 in [false, true] {
-            while n < slots.len() && self.rx.pending.is_empty() {
-                if self.fill(v6, slots.len() - n)? == 0 {
-                    break;
-                }
-                n += self.drain(&mut slots[n..], &mut meta[n..]);
-            }
-        }
+        let max = slots.len().min(meta.len());
+        let mut n = 0;
+        self.receive(max, &mut |dgram, m| {
+            slots[n].clear();
+            slots[n].extend_from_slice(dgram);
+            meta[n] = m;
+            n += 1;
+        })?;
         batch.set_len(n);
         Ok(n)
+    }
+
+    /// Hands each datagram to `handle` where `recvmmsg` left it (alone or split out of a
+    /// `UDP_GRO` buffer), saving [`Datapath::recv`]'s copy into the batch.
+    fn recv_with(
+        &mut self,
+        batch: &mut RxBatch,
+        handle: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, Error> {
+        self.receive(batch.capacity(), handle)
     }
 
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
@@ -1261,6 +1284,21 @@ mod tests {
         assert!(core_accepts(&m, wrong).is_err());
     }
 
+    /// The pending datagrams copied into `slots`, as [`Datapath::recv`] does.
+    fn drain(
+        rx: &mut RxBuffers,
+        slots: &mut [Vec<u8>],
+        meta: &mut [RxMeta],
+        st: &mut DatapathStats,
+    ) -> usize {
+        let mut n = 0;
+        rx.drain_with(slots.len(), false, st, &mut |d, m| {
+            slots[n] = d.to_vec();
+            meta[n] = m;
+            n += 1;
+        })
+    }
+
     #[test]
     fn udp_gro_buffer_larger_than_the_batch_waits_for_the_next_receive() {
         // Entry 1 of the receive buffers holds three coalesced datagrams; the caller has two
@@ -1282,10 +1320,10 @@ mod tests {
         assert_eq!((st.rx_gro_buffers, st.rx_gro_segments), (1, 3));
         let mut slots = vec![Vec::new(); 2];
         let mut meta = vec![RxMeta::default(); 2];
-        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 2);
+        assert_eq!(drain(&mut rx, &mut slots, &mut meta, &mut st), 2);
         assert_eq!(rx.pending.len(), 1, "the third waits");
         let mut got: Vec<Vec<u8>> = (0..2).map(|i| slots[i][..meta[i].len].to_vec()).collect();
-        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 1);
+        assert_eq!(drain(&mut rx, &mut slots, &mut meta, &mut st), 1);
         got.push(slots[0][..meta[0].len].to_vec());
         assert_eq!(got, dgrams, "in order and whole");
         for (i, d) in got.iter().enumerate() {
@@ -1294,7 +1332,7 @@ mod tests {
             assert_eq!(r.bth.psn.value(), i as u32 + 1);
         }
         assert_eq!(st.rx_packets, 3);
-        assert_eq!(rx.drain(&mut slots, &mut meta, false, &mut st), 0);
+        assert_eq!(drain(&mut rx, &mut slots, &mut meta, &mut st), 0);
         // A segment longer than a slot's room is counted, not delivered.
         rx.queue(1, coalesced.len(), Some(dgrams[0].len()), m, 1000, &mut st);
         assert_eq!(st.rx_truncated, 2);
