@@ -82,10 +82,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 const BATCH: usize = 64;
 
 /// Receive buffer per `recvmmsg` entry with `UDP_GRO`: a coalesced buffer is one IP packet's
-/// payload as far as the kernel is concerned, so its 16-bit length field bounds it. The extra
-/// 17 cache lines keep the entries from starting at 64 KiB multiples, where every entry's
-/// first bytes would compete for the same cache sets.
-const GRO_BUF: usize = (1 << 16) + 17 * 64;
+/// payload as far as the kernel is concerned, so its 16-bit length field bounds it.
+const GRO_BUF: usize = 1 << 16;
 
 /// Most datagrams in one `UDP_SEGMENT` send: the kernel's `UDP_MAX_SEGMENTS` (64 up to
 /// Linux 6.x; later kernels allow more, never fewer).
