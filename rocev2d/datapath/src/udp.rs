@@ -50,10 +50,11 @@
 //!   that do not fit the caller's batch wait for the next receive.
 //! * **Receive.** `recvmmsg` on the port-4791 sockets with `IP_PKTINFO`, `IP_RECVTOS` and
 //!   `IP_RECVTTL` (IPv6: `IPV6_RECVPKTINFO`, `IPV6_RECVTCLASS`, `IPV6_RECVHOPLIMIT`) gives the
-//!   addresses, ECN, TTL and interface; the datagram lands at the start of its slot with that
+//!   addresses, ECN, TTL and interface; the datagram lands in a receive buffer with that
 //!   metadata beside it, and the core checks the ICRC over the headers the metadata stands for:
-//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP. Each datagram is copied
-//!   once from the receive buffer into its slot (the price of splitting coalesced buffers).
+//!   IPv4 with Identification 0 and DF, IPv6 (flow label masked), UDP. The core reads each
+//!   datagram where `recvmmsg` left it in the receive buffers ([`Datapath::recv_with`]);
+//!   [`Datapath::recv`] copies it into the caller's slot.
 //!
 //! Consequences, measured by the namespace tests: frames from rocev2 in any mode verify
 //! completely; IPv6 frames from anyone verify; IPv4 frames from a sender using non-zero
