@@ -6,13 +6,98 @@
 //! buffer, the latency record) comes in as closures, so the rule lives here once.
 
 use anyhow::{Context as _, Result, bail};
-use rocev2::{Cq, Device, WcStatus};
+use rdmacm_shim::oob;
+use rocev2::{Cq, DatapathKind, Device, DeviceConfig, WcStatus};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// Work request id of every RECV.
 pub const RECV_WRID: u64 = 1;
 /// Work request id of every SEND.
 pub const SEND_WRID: u64 = 2;
+
+/// The options both pingpongs take as rdma-core's do (`-p`, `-d`, `-i`, `-r`, `-n`, `-l`, `-e`,
+/// `-g`, the server's name), plus ours (`--datapath`, the wait options,
+/// `--accept-unverified-icrc`); each tool adds its own `-s` and the rest.
+#[derive(clap::Args, Debug)]
+pub struct PingPongArgs {
+    /// Listen on / connect to TCP port.
+    #[arg(short = 'p', long = "port", default_value_t = oob::DEFAULT_PORT)]
+    pub port: u16,
+    /// Ethernet interface (rdma-core: IB device); default: the first one that opens.
+    #[arg(short = 'd', long = "ib-dev")]
+    pub dev: Option<String>,
+    /// Port of the device (ignored: one port per interface).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    pub ib_port: u32,
+    /// Number of receives to post at a time.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    pub rx_depth: u32,
+    /// Number of exchanges.
+    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
+    pub iters: u32,
+    /// Service level (ignored).
+    #[arg(short = 'l', long = "sl", default_value_t = 0)]
+    pub sl: u32,
+    /// Sleep on CQ events (accepted; the CQ is polled).
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+    /// Local port GID index, in rdma_rxe's order: 0 the link-local default GID, 1 the first
+    /// IPv4-mapped address (docs/datapath.md, "GID table").
+    #[arg(short = 'g', long = "gid-idx")]
+    pub gid_idx: Option<usize>,
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp.
+    #[arg(long = "datapath", default_value = "auto")]
+    pub datapath: DatapathKind,
+    /// In-process or attached, and the wait mode.
+    #[command(flatten)]
+    pub poll: crate::PollArgs,
+    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
+    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    pub accept_unverified_icrc: bool,
+    /// Server to connect to; none: be the server.
+    pub servername: Option<String>,
+}
+
+impl PingPongArgs {
+    /// Opens `-d` (or the first interface that opens) with the datapath and wait options.
+    ///
+    /// # Errors
+    /// No interface opens.
+    pub fn open(&self) -> Result<Device> {
+        let mut cfg = DeviceConfig::default();
+        cfg.datapath.udp.accept_unverified_icrc = self.accept_unverified_icrc;
+        self.poll
+            .open_or_first(self.dev.as_deref(), self.datapath, cfg)
+    }
+
+    /// The TCP stream of the out-of-band exchange: the first connection to `-p` on the
+    /// server, the connection to the server's `-p` on the client.
+    ///
+    /// # Errors
+    /// The port cannot be bound, the name not resolved, or the server not reached.
+    pub fn exchange_stream(&self) -> Result<TcpStream> {
+        let port = self.port;
+        match &self.servername {
+            None => {
+                let l = TcpListener::bind(("::", port))
+                    .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
+                    .with_context(|| format!("listening on TCP port {port}"))?;
+                Ok(l.accept()?.0)
+            }
+            Some(host) => {
+                let addrs: Vec<_> = (host.as_str(), port)
+                    .to_socket_addrs()
+                    .with_context(|| format!("resolving {host}"))?
+                    .collect();
+                TcpStream::connect(&addrs[..])
+                    .with_context(|| format!("couldn't connect to {host}:{port}"))
+            }
+        }
+    }
+}
 
 /// A side without a completion for this long gives up (rdma-core would wait forever).
 const WAIT: Duration = Duration::from_secs(30);

@@ -47,49 +47,25 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
 use rocev2::{
-    AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
-    QpConfig, QpMode, RecvWr, RemoteQp, SendOp, SendWr,
+    AccessFlags, ConnectOptions, Device, ExtCaps, MpConfig, Mtu, QpConfig, QpMode, RecvWr,
+    RemoteQp, SendOp, SendWr,
 };
 use rocev2_core::wire::Psn;
-use rocev2_examples::pingpong::{PingPong, RECV_WRID, SEND_WRID};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use rocev2_examples::pingpong::{PingPong, PingPongArgs, RECV_WRID, SEND_WRID};
 use std::time::{Duration, Instant};
 
 /// Ping-pong SENDs over an RC QP, as `ibv_rc_pingpong`.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Listen on / connect to TCP port.
-    #[arg(short = 'p', long = "port", default_value_t = oob::DEFAULT_PORT)]
-    port: u16,
-    /// Ethernet interface (rdma-core: IB device); default: the first one that opens.
-    #[arg(short = 'd', long = "ib-dev")]
-    dev: Option<String>,
-    /// Port of the device (ignored: one port per interface).
-    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
-    _ib_port: u32,
+    #[command(flatten)]
+    common: PingPongArgs,
     /// Size of message to exchange.
     #[arg(short = 's', long = "size", default_value_t = 4096)]
     size: u32,
     /// Path MTU (256, 512, 1024, 2048, 4096).
     #[arg(short = 'm', long = "mtu", default_value_t = 1024)]
     mtu: u32,
-    /// Number of receives to post at a time.
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
-    rx_depth: u32,
-    /// Number of exchanges.
-    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
-    iters: u32,
-    /// Service level (ignored).
-    #[arg(short = 'l', long = "sl", default_value_t = 0)]
-    _sl: u32,
-    /// Sleep on CQ events (accepted; the CQ is polled).
-    #[arg(short = 'e', long = "events")]
-    _events: bool,
-    /// Local port GID index, in rdma_rxe's order: 0 the link-local default GID, 1 the first
-    /// IPv4-mapped address (docs/datapath.md, "GID table").
-    #[arg(short = 'g', long = "gid-idx")]
-    gid_idx: Option<usize>,
     /// On-demand paging (ignored).
     #[arg(short = 'o', long = "odp")]
     _odp: bool,
@@ -99,32 +75,14 @@ struct Args {
     /// Validate received buffers.
     #[arg(short = 'c', long = "chk")]
     chk: bool,
-    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
-    /// CAP_NET_RAW) or udp.
-    #[arg(long = "datapath", default_value = "auto")]
-    datapath: DatapathKind,
     /// Also print the median and 99th percentile of the round trips (time between successive
     /// received messages) and the CPU time used per round trip, after the usual lines. Ours.
     #[arg(long = "lat")]
     lat: bool,
-    #[command(flatten)]
-    poll: rocev2_examples::PollArgs,
-    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
-    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    accept_unverified_icrc: bool,
     /// Offer MP-RDMA multipath mode through rocev2's exchange extension; a standard peer
     /// gets ordinary RC. Ours.
     #[arg(long = "multipath")]
     multipath: bool,
-    /// Server to connect to; none: be the server.
-    servername: Option<String>,
-}
-
-fn open(a: &Args) -> Result<Device> {
-    let mut cfg = DeviceConfig::default();
-    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    a.poll.open_or_first(a.dev.as_deref(), a.datapath, cfg)
 }
 
 fn print_dest(which: &str, d: &PingpongDest) {
@@ -140,11 +98,11 @@ fn print_dest(which: &str, d: &PingpongDest) {
 fn main() -> Result<()> {
     let a = Args::parse();
     let mtu = Mtu::from_bytes(a.mtu).context("-m: one of 256, 512, 1024, 2048, 4096")?;
-    if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
+    if a.size == 0 || a.common.rx_depth < 2 || a.common.iters == 0 {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
-    let mut dev = open(&a)?;
-    let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
+    let mut dev = a.common.open()?;
+    let my_ip = rocev2_examples::local_ip(&dev, a.common.gid_idx, "-g")?;
 
     let size = a.size as usize;
     let pd = dev.alloc_pd()?;
@@ -152,10 +110,10 @@ fn main() -> Result<()> {
     // what it last received, which `-c` relies on (a page-start byte still 0x7b at the server
     // was not received, and a client's zeroes come back to it).
     let mr = dev.register(pd, vec![0x7bu8; size], AccessFlags::LOCAL_WRITE)?;
-    let cq = dev.create_cq(a.rx_depth as usize + 16)?;
+    let cq = dev.create_cq(a.common.rx_depth as usize + 16)?;
     let mut cfg = QpConfig::new(pd.id(), cq.id(), cq.id());
     cfg.max_send_wr = 16;
-    cfg.max_recv_wr = a.rx_depth;
+    cfg.max_recv_wr = a.common.rx_depth;
     if a.multipath {
         cfg = cfg.with_multipath(MpConfig {
             seed: rocev2::random_u64(),
@@ -175,7 +133,7 @@ fn main() -> Result<()> {
         }
         Ok(n)
     };
-    let routs = post_recvs(&dev, a.rx_depth)?;
+    let routs = post_recvs(&dev, a.common.rx_depth)?;
 
     let psn = rocev2::random_psn();
     let mine = PingpongDest {
@@ -210,21 +168,13 @@ fn main() -> Result<()> {
             &opts,
         )
     };
-    let remote = match &a.servername {
+    let remote = match &a.common.servername {
         None => {
-            let l = TcpListener::bind(("::", a.port))
-                .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
-                .with_context(|| format!("listening on TCP port {}", a.port))?;
-            let (mut s, _) = l.accept()?;
+            let mut s = a.common.exchange_stream()?;
             oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??.0
         }
-        Some(host) => {
-            let addrs: Vec<_> = (host.as_str(), a.port)
-                .to_socket_addrs()
-                .with_context(|| format!("resolving {host}"))?
-                .collect();
-            let mut s = TcpStream::connect(&addrs[..])
-                .with_context(|| format!("couldn't connect to {host}:{}", a.port))?;
+        Some(_) => {
+            let mut s = a.common.exchange_stream()?;
             let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(
                 "exchange (with --multipath the server must be rocev2's, started with --multipath)",
             )?;
@@ -241,7 +191,7 @@ fn main() -> Result<()> {
     // rdma-core's page size (`sysconf(_SC_PAGESIZE)` on x86-64 and most Linux machines).
     let page = 4096usize;
     let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(0, a.size)?);
-    if a.servername.is_some() && a.chk {
+    if a.common.servername.is_some() && a.chk {
         // rdma-core writes `i / page_size % sizeof(char)`, which is 0 for every page.
         let mut b = dev.mr_guard(&mr)?;
         for i in (0..size).step_by(page) {
@@ -250,18 +200,18 @@ fn main() -> Result<()> {
     }
     let start = Instant::now();
     let cpu_start = rocev2_examples::cpu_time();
-    let mut rtts = Vec::with_capacity(if a.lat { a.iters as usize } else { 0 });
+    let mut rtts = Vec::with_capacity(if a.lat { a.common.iters as usize } else { 0 });
     let mut last_rx = start;
     let pingpong = PingPong {
         dev: &dev,
         cq,
-        iters: a.iters,
-        rx_depth: a.rx_depth,
+        iters: a.common.iters,
+        rx_depth: a.common.rx_depth,
         batch: 16,
         wait_context: "waiting for completions",
     };
     pingpong.run(
-        a.servername.is_some(),
+        a.common.servername.is_some(),
         routs,
         || Ok(dev.post_send(qp, send.clone())?),
         |n| post_recvs(&dev, n),
@@ -274,16 +224,16 @@ fn main() -> Result<()> {
         },
     )?;
     let cpu = rocev2_examples::cpu_time().saturating_sub(cpu_start);
-    rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
-    if a.servername.is_none() && a.chk {
+    rocev2_examples::print_summary(u64::from(a.size), a.common.iters, start.elapsed());
+    if a.common.servername.is_none() && a.chk {
         let b = dev.mr_guard(&mr)?;
         for i in (0..size).step_by(page).filter(|&i| b[i] != 0) {
             println!("invalid data in page {}", i / page);
         }
     }
     if a.lat {
-        rocev2_examples::print_round_trips(&rtts, a.servername.is_none());
-        rocev2_examples::print_cpu(cpu, a.iters);
+        rocev2_examples::print_round_trips(&rtts, a.common.servername.is_none());
+        rocev2_examples::print_cpu(cpu, a.common.iters);
     }
     // The peer's last message still needs our ACK: keep the engine running until it left.
     if let Err(e) = dev.drain(Duration::from_secs(2)) {

@@ -34,13 +34,9 @@
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
-use rocev2::{
-    AccessFlags, AhAttr, DatapathKind, Device, DeviceConfig, GRH_LEN, Pd, RecvWr, SendOp, SendWr,
-    UdAddress,
-};
+use rocev2::{AccessFlags, AhAttr, Device, GRH_LEN, Pd, RecvWr, SendOp, SendWr, UdAddress};
 use rocev2_core::wire::Psn;
-use rocev2_examples::pingpong::{PingPong, RECV_WRID, SEND_WRID};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use rocev2_examples::pingpong::{PingPong, PingPongArgs, RECV_WRID, SEND_WRID};
 use std::time::Instant;
 
 /// The Q_Key both sides of `ibv_ud_pingpong` use.
@@ -50,46 +46,11 @@ const Q_KEY: u32 = 0x1111_1111;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Listen on / connect to TCP port.
-    #[arg(short = 'p', long = "port", default_value_t = oob::DEFAULT_PORT)]
-    port: u16,
-    /// Ethernet interface (rdma-core: IB device); default: the first one that opens.
-    #[arg(short = 'd', long = "ib-dev")]
-    dev: Option<String>,
-    /// Port of the device (ignored: one port per interface).
-    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
-    _ib_port: u32,
+    #[command(flatten)]
+    common: PingPongArgs,
     /// Size of message to exchange (at most the interface's MTU).
     #[arg(short = 's', long = "size", default_value_t = 2048)]
     size: u32,
-    /// Number of receives to post at a time.
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
-    rx_depth: u32,
-    /// Number of exchanges.
-    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
-    iters: u32,
-    /// Service level (ignored).
-    #[arg(short = 'l', long = "sl", default_value_t = 0)]
-    _sl: u32,
-    /// Sleep on CQ events (accepted; the CQ is polled).
-    #[arg(short = 'e', long = "events")]
-    _events: bool,
-    /// Local port GID index, in rdma_rxe's order: 0 the link-local default GID, 1 the first
-    /// IPv4-mapped address (docs/datapath.md, "GID table").
-    #[arg(short = 'g', long = "gid-idx")]
-    gid_idx: Option<usize>,
-    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
-    /// CAP_NET_RAW) or udp.
-    #[arg(long = "datapath", default_value = "auto")]
-    datapath: DatapathKind,
-    #[command(flatten)]
-    poll: rocev2_examples::PollArgs,
-    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
-    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    accept_unverified_icrc: bool,
-    /// Server to connect to; none: be the server.
-    servername: Option<String>,
 }
 
 fn print_dest(which: &str, sep: char, d: &PingpongDest) {
@@ -113,21 +74,19 @@ fn peer_ah(dev: &Device, pd: Pd, rem: &PingpongDest) -> Result<rocev2::Ah> {
 
 fn main() -> Result<()> {
     let a = Args::parse();
-    if a.size == 0 || a.rx_depth < 2 || a.iters == 0 {
+    if a.size == 0 || a.common.rx_depth < 2 || a.common.iters == 0 {
         bail!("size, iters must be positive and rx-depth at least 2");
     }
-    let mut cfg = DeviceConfig::default();
-    cfg.datapath.udp.accept_unverified_icrc = a.accept_unverified_icrc;
-    let dev = a.poll.open_or_first(a.dev.as_deref(), a.datapath, cfg)?;
-    let my_ip = rocev2_examples::local_ip(&dev, a.gid_idx, "-g")?;
+    let dev = a.common.open()?;
+    let my_ip = rocev2_examples::local_ip(&dev, a.common.gid_idx, "-g")?;
 
     let size = a.size as usize;
     let pd = dev.alloc_pd()?;
     let mr = dev.register(pd, vec![0x7bu8; size + GRH_LEN], AccessFlags::LOCAL_WRITE)?;
-    let cq = dev.create_cq(a.rx_depth as usize + 1)?;
+    let cq = dev.create_cq(a.common.rx_depth as usize + 1)?;
     let mut qcfg = rocev2::QpConfig::new(pd.id(), cq.id(), cq.id());
     qcfg.max_send_wr = 1;
-    qcfg.max_recv_wr = a.rx_depth;
+    qcfg.max_recv_wr = a.common.rx_depth;
     let qp = dev.create_ud_qp_with(qcfg, Q_KEY)?;
     let mtu = dev.ud_mtu(qp).context("the UD QP's MTU")?.bytes();
     if a.size > mtu {
@@ -147,7 +106,7 @@ fn main() -> Result<()> {
         }
         Ok(n)
     };
-    let routs = post_recvs(a.rx_depth)?;
+    let routs = post_recvs(a.common.rx_depth)?;
 
     let mine = PingpongDest {
         lid: 0,
@@ -156,12 +115,9 @@ fn main() -> Result<()> {
         gid: rocev2::gid(my_ip).octets(),
     };
     print_dest("local address: ", ':', &mine);
-    let (remote, ah) = match &a.servername {
+    let (remote, ah) = match &a.common.servername {
         None => {
-            let l = TcpListener::bind(("::", a.port))
-                .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
-                .with_context(|| format!("listening on TCP port {}", a.port))?;
-            let (mut s, _) = l.accept()?;
+            let mut s = a.common.exchange_stream()?;
             let mut ah = None;
             let rem = oob::server_exchange(&mut s, &mine, |rem| {
                 ah = Some(peer_ah(&dev, pd, rem)?);
@@ -169,13 +125,8 @@ fn main() -> Result<()> {
             })??;
             (rem, ah.context("no address handle")?)
         }
-        Some(host) => {
-            let addrs: Vec<_> = (host.as_str(), a.port)
-                .to_socket_addrs()
-                .with_context(|| format!("resolving {host}"))?
-                .collect();
-            let mut s = TcpStream::connect(&addrs[..])
-                .with_context(|| format!("couldn't connect to {host}:{}", a.port))?;
+        Some(_) => {
+            let mut s = a.common.exchange_stream()?;
             let rem = oob::client_exchange(&mut s, &mine)?;
             let ah = peer_ah(&dev, pd, &rem)?;
             (rem, ah)
@@ -193,18 +144,18 @@ fn main() -> Result<()> {
     let pingpong = PingPong {
         dev: &dev,
         cq,
-        iters: a.iters,
-        rx_depth: a.rx_depth,
+        iters: a.common.iters,
+        rx_depth: a.common.rx_depth,
         batch: 2,
         wait_context: "waiting for completions (UD is unreliable: a datagram may be lost)",
     };
     pingpong.run(
-        a.servername.is_some(),
+        a.common.servername.is_some(),
         routs,
         || Ok(dev.post_send_to(qp, to, send.clone())?),
         post_recvs,
         || {},
     )?;
-    rocev2_examples::print_summary(u64::from(a.size), a.iters, start.elapsed());
+    rocev2_examples::print_summary(u64::from(a.size), a.common.iters, start.elapsed());
     Ok(())
 }
