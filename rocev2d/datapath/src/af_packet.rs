@@ -297,25 +297,9 @@ impl PacketDatapath {
         // SAFETY: every pointer in `msgs[..n]` refers to `names`, `iovs`, `vnet`, a slot or a
         // disjoint area of `overflow`, all alive and unmoved until the call returns; each
         // iovec's length is that of the memory it points at.
-        let r = unsafe {
-            libc::recvmmsg(
-                self.sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if sys::would_block(&e) {
-                Ok(0)
-            } else {
-                Err(Error::io("recvmmsg", e))
-            };
-        }
+        let got = unsafe { sys::recvmmsg(self.sock.as_raw_fd(), &mut msgs[..n], libc::MSG_TRUNC)? };
         let mut out = 0;
-        for i in 0..(r as usize).min(n) {
+        for i in 0..got {
             // With MSG_TRUNC the length is the whole packet's, virtio-net header included.
             let len = (msgs[i].msg_len as usize).saturating_sub(VNET_HDR_LEN);
             if msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > MAX_GSO_FRAME {

@@ -1,5 +1,5 @@
 //! Thin, checked wrappers over the few system calls the datapaths need that `socket2` does not
-//! offer: integer socket options, `recvmmsg`/`sendmmsg` bookkeeping, control-message walking,
+//! offer: integer socket options, `recvmmsg` and `sendmmsg` bookkeeping, control-message walking,
 //! `ppoll` and a small epoll set. Every `unsafe` block of the crate that is not specific to one
 //! datapath lives here, each with its `// SAFETY:` argument.
 //!
@@ -221,6 +221,40 @@ pub(crate) fn would_block(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
     )
+}
+
+/// One non-blocking `recvmmsg` into `msgs` with `flags` (plus `MSG_DONTWAIT`): the messages
+/// filled, 0 when nothing waits, or the error.
+///
+/// # Safety
+/// Every pointer inside `msgs` (name, iovecs and what they point at, control buffer) must
+/// refer to live memory of the length given beside it, writable and not moved or freed until
+/// this returns.
+pub(crate) unsafe fn recvmmsg(
+    fd: RawFd,
+    msgs: &mut [libc::mmsghdr],
+    flags: libc::c_int,
+) -> Result<usize, crate::Error> {
+    // SAFETY: the caller vouches for the pointers inside `msgs`; `msgs` itself is a live,
+    // writable slice of the length passed.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            msgs.len() as libc::c_uint,
+            flags | libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if would_block(&e) {
+            Ok(0)
+        } else {
+            Err(crate::Error::io("recvmmsg", e))
+        };
+    }
+    Ok((r as usize).min(msgs.len()))
 }
 
 /// Settles one non-blocking `sendmmsg` (result `r`) over the first `lens.len()` frames of

@@ -493,24 +493,7 @@ impl UdpDatapath {
         }
         // SAFETY: `msgs[..n]` point into `names`, `iovs`, `ctrl` and `n` disjoint chunks of
         // the receive buffer, all alive and unmoved until the call returns.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if sys::would_block(&e) {
-                Ok(0)
-            } else {
-                Err(Error::io("recvmmsg", e))
-            };
-        }
-        let got = (r as usize).min(n);
+        let got = unsafe { sys::recvmmsg(fd, &mut msgs[..n], 0)? };
         // A datagram fits when the frame that carried it would fit a slot, as in other modes.
         let room = MAX_FRAME - frame_headers(v6);
         for i in 0..got {
