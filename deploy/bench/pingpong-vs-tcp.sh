@@ -3,9 +3,10 @@
 # MTU 4200), as root:
 #   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s);
 #   - latency: rc_pingpong --lat vs tcp_pingpong (TCP_NODELAY), 4096-byte messages, 5000
-#     round trips, median and p99 as the client measures them, in each of rc_pingpong's wait
+#     round trips, and vs sockperf's TCP ping-pong (3 s, --full-rtt; TCP_NODELAY is its
+#     default), median and p99 as the clients measure them, in each of rc_pingpong's wait
 #     modes (MODES, default "sleep adaptive spin"; SPIN_US sets adaptive's window), each median
-#     as a ratio to tcp_pingpong's of the same run, and the CPU time (user + system) both
+#     as a ratio to tcp_pingpong's and to sockperf's of the same run, and the CPU time (user + system) both
 #     processes of a pair used per round trip over their loops (each tool prints its own).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
@@ -51,7 +52,19 @@ wait
 read -r tmed tp99 tcpu_c < <(figures "$OUT/cli")
 read -r _ _ tcpu_s < <(figures "$OUT/srv")
 tcpu=$(awk -v a="$tcpu_c" -v b="$tcpu_s" 'BEGIN { printf "%.1f", a + b }')
-lrows+=("| tcp_pingpong (TCP_NODELAY) | kernel | $tmed | $tp99 | 1.00x | $tcpu |")
+lrows+=("| tcp_pingpong (TCP_NODELAY) | kernel | $tmed | $tp99 | 1.00x | - | $tcpu |")
+
+need sockperf
+in_h1 sockperf server --tcp -i 10.0.0.2 -p 11111 >"$OUT/sp-srv" 2>&1 &
+sp_srv=$!
+wait_port 11111
+in_h0 sockperf ping-pong --tcp -i 10.0.0.2 -p 11111 -m "$SIZE" -t 3 --full-rtt >"$OUT/sp" 2>&1
+kill "$sp_srv"
+wait "$sp_srv" || true
+read -r smed sp99 < <(awk '/percentile 50.000 =/ { m = $NF } /percentile 99.000 =/ { p = $NF }
+    END { print m, p }' "$OUT/sp")
+sratio=$(awk -v m="$smed" -v t="$tmed" 'BEGIN { printf "%.2fx", m / t }')
+lrows+=("| sockperf ping-pong (TCP) | kernel | $smed | $sp99 | $sratio | 1.00x | - |")
 
 for dp in $DATAPATHS; do
     for mode in $MODES; do
@@ -67,9 +80,9 @@ for dp in $DATAPATHS; do
         wait
         read -r med p99 cpu_c < <(figures "$OUT/cli")
         read -r _ _ cpu_s < <(figures "$OUT/srv")
-        read -r ratio cpu < <(awk -v m="$med" -v t="$tmed" -v a="$cpu_c" -v b="$cpu_s" \
-            'BEGIN { printf "%.2fx %.1f\n", m / t, a + b }')
-        lrows+=("| rc_pingpong, $dp | $label | $med | $p99 | $ratio | $cpu |")
+        read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
+            -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
+        lrows+=("| rc_pingpong, $dp | $label | $med | $p99 | $ratio | $sratio | $cpu |")
     done
 done
 
@@ -77,9 +90,9 @@ echo "| what | result |"
 echo "|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Round trips of $SIZE-byte messages, $ITERS per run, as the client measures them; CPU: user +"
+echo "Round trips of $SIZE-byte messages, $ITERS per run (sockperf: 3 s), as the clients measure them; CPU: user +"
 echo "system time of both processes over their loops, divided by the round trips."
 echo
-echo "| tool, datapath | wait | median µs | p99 µs | median / TCP's | CPU µs per round trip (both sides) |"
-echo "|---|---|---|---|---|---|"
+echo "| tool, datapath | wait | median µs | p99 µs | median / tcp_pingpong's | median / sockperf's | CPU µs per round trip (both sides) |"
+echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${lrows[@]}"
