@@ -50,8 +50,8 @@ pub struct DeviceConfig {
     /// Batching and waiting of the driver (default: busy polling for a while after activity,
     /// then sleeping in `ppoll`; see [`crate::WaitMode`]). With a progress thread, its wait
     /// mode is the thread's: [`WaitMode::Spin`] busy-polls (and backs off while an application
-    /// thread's wait drives the engine), [`WaitMode::Sleep`] sleeps until a frame, a timer or a
-    /// post (interrupt mode).
+    /// thread's wait drives the engine; [`WaitMode::Adaptive`]'s waits drive it for their first
+    /// spin window), [`WaitMode::Sleep`] sleeps until a frame, a timer or a post (interrupt mode).
     pub driver: DriverConfig,
     /// Settings of the datapaths.
     pub datapath: Options,
@@ -835,7 +835,7 @@ impl Device {
                     return Ok(Step::Done(n));
                 }
                 let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
-                if !l.has_thread() || l.waits_drive() {
+                if !l.has_thread() || spin {
                     // Caller-driven, or busy-polling while the thread backs off (local.rs).
                     st.pass(&l.shared.activity)?;
                     let n = st.driver.ep.poll_cq(cq.0, out, max);
@@ -886,25 +886,27 @@ impl Device {
     }
 
     /// Marks a busy-polling wait that drives the engine while the progress thread backs off
-    /// ([`crate::local`]), for as long as the guard lives.
+    /// ([`crate::local`]), until the guard drops or is handed back.
     fn driving(&self) -> Option<crate::local::Driving<'_>> {
         match &self.inner.backend {
-            Backend::Local(l) if l.waits_drive() => Some(l.driving()),
+            Backend::Local(l) if l.drive_window() > Duration::ZERO => Some(l.driving()),
             _ => None,
         }
     }
 
-    /// How long an attached wait spins before sleeping.
+    /// How long a wait busy-polls before sleeping: in-process, driving the engine
+    /// ([`crate::local`]); attached, spinning on the CQ's ring.
     fn spin_window(&self) -> Duration {
         match &self.inner.backend {
-            Backend::Local(_) => Duration::ZERO,
+            Backend::Local(l) => l.drive_window(),
             Backend::Attached(a) => lock_attached(a).spin,
         }
     }
 
     /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
-    /// returns how many (at least one). With a progress thread it sleeps on the CQ's eventfd
-    /// ([`WaitMode::Spin`]: drives the engine and polls the CQ while the thread backs off);
+    /// returns how many (at least one). With a progress thread it drives the engine and polls
+    /// the CQ while the thread backs off, for the wait mode's window ([`WaitMode::Spin`]: the
+    /// whole wait; [`WaitMode::Sleep`]: none), then sleeps on the CQ's eventfd;
     /// caller-driven, it drives the engine meanwhile;
     /// attached, it spins on the CQ's ring for the wait mode's window, then sleeps on its
     /// eventfd.
@@ -920,10 +922,15 @@ impl Device {
         timeout: Duration,
     ) -> Result<usize> {
         let start = Instant::now();
-        let _driving = self.driving();
+        let mut driving = self.driving();
         let spin = self.spin_window();
         loop {
             let waited = start.elapsed();
+            if waited >= spin
+                && let Some(d) = driving.take()
+            {
+                d.hand_back();
+            }
             let step = self.step(cq, out, max, waited < spin)?;
             if let Step::Done(n) = step {
                 return Ok(n);
@@ -954,10 +961,14 @@ impl Device {
     /// Takes up to `max` completions of `cq` into `out`, waiting asynchronously for the first.
     async fn next_batch(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
         let start = Instant::now();
-        let _driving = self.driving();
+        let mut driving = self.driving();
         let spin = self.spin_window();
         loop {
-            let step = self.step(cq, out, max, start.elapsed() < spin)?;
+            let spinning = start.elapsed() < spin;
+            if !spinning && let Some(d) = driving.take() {
+                d.hand_back();
+            }
+            let step = self.step(cq, out, max, spinning)?;
             let slept = match step {
                 Step::Done(n) => return Ok(n),
                 Step::Again => continue,
@@ -988,8 +999,9 @@ impl Device {
     /// With a progress thread, or attached, and awaited on a tokio runtime (feature `tokio`,
     /// default), it sleeps on the CQ's eventfd through tokio's reactor (no busy polling) and
     /// wakes when a completion arrives (or the daemon dies). It busy-polls (yielding to the
-    /// executor) with [`WaitMode::Spin`], caller-driven (it drives the engine on each poll),
-    /// or on another executor.
+    /// executor) with [`WaitMode::Spin`], for [`WaitMode::Adaptive`]'s window first (in-process
+    /// it drives the engine meanwhile, as [`Device::wait_cq`] does), caller-driven (it drives
+    /// the engine on each poll), or on another executor.
     ///
     /// Cancel-safe: a completion is taken from the CQ only in the poll that returns it, so
     /// dropping the future loses none. Several tasks may await the same CQ; each completion
@@ -1210,30 +1222,91 @@ mod tests {
         let _ = |d: Device, cq: Cq| send(&f(d, cq));
     }
 
-    #[test]
-    fn a_busy_polling_wait_drives_the_engine_and_the_thread_backs_off() {
-        let spin = DeviceConfig {
+    fn waiting(wait: WaitMode) -> DeviceConfig {
+        DeviceConfig {
             driver: DriverConfig {
-                wait: WaitMode::Spin,
+                wait,
                 ..DriverConfig::default()
             },
             ..DeviceConfig::default()
+        }
+    }
+
+    /// Spinning for ever, or adaptive within its window (here longer than the wait), the
+    /// waiter's own passes drive the engine and the progress thread backs off.
+    #[test]
+    fn a_busy_polling_wait_drives_the_engine_and_the_thread_backs_off() {
+        let long = rocev2_core::time::Duration::from_secs(10);
+        for wait in [WaitMode::Spin, WaitMode::Adaptive { spin: long }] {
+            let (a, _b) = Device::pair_with(waiting(wait)).unwrap();
+            let cq = a.create_cq(4).unwrap();
+            let Backend::Local(l) = &a.inner.backend else {
+                unreachable!("a pair is in-process")
+            };
+            let wait = Duration::from_millis(200);
+            let before = l.shared.passes.load(Ordering::Relaxed);
+            let t = Instant::now();
+            let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
+            let waited = t.elapsed();
+            assert!(matches!(e, Error::Timeout), "{e}");
+            let passes = l.shared.passes.load(Ordering::Relaxed) - before;
+            // At most one pass per back-off sleep, plus the one under way when the wait began
+            // (a spinning thread makes a pass every few microseconds).
+            let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
+            assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
+        }
+    }
+
+    /// An adaptive wait whose window ran out hands the engine back to the progress thread
+    /// before it sleeps: a READ posted afterwards (from another thread) still leaves, and its
+    /// response completes the wait. (Were the waiter to keep its claim, the thread would back
+    /// off for ever and the wait would time out.)
+    #[test]
+    fn an_adaptive_wait_past_its_window_leaves_the_engine_to_the_thread() {
+        use crate::connect::{self, ConnectConfig};
+        use rocev2_core::qp::SendOp;
+        let short = rocev2_core::time::Duration::from_micros(500);
+        let (dev, server) = Device::pair_with(waiting(WaitMode::Adaptive { spin: short })).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let srv = std::thread::spawn(move || {
+            let pd = server.alloc_pd().unwrap();
+            let mr = server
+                .register(pd, vec![9u8; 64], AccessFlags::REMOTE_READ)
+                .unwrap();
+            let cq = server.create_cq(4).unwrap();
+            let qp = server.create_rc_qp(pd, cq, cq).unwrap();
+            let cfg = ConnectConfig::default().mr(&mr);
+            connect::accept(&server, qp, &listener, &cfg).unwrap();
+            server
+        });
+        let pd = dev.alloc_pd().unwrap();
+        let mr = dev
+            .register(pd, vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let cq = dev.create_cq(4).unwrap();
+        let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+        let c = connect::connect(&dev, qp, addr, &ConnectConfig::default()).unwrap();
+        let _server = srv.join().unwrap();
+        let target = c.peer.mrs[0];
+        let poster = {
+            let (dev, sge) = (dev.clone(), mr.sge(0, 64).unwrap());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let read = SendOp::Read {
+                    remote_addr: target.addr,
+                    rkey: target.rkey,
+                };
+                dev.post_send(qp, SendWr::new(5, read).sge(sge)).unwrap();
+            })
         };
-        let (a, _b) = Device::pair_with(spin).unwrap();
-        let cq = a.create_cq(4).unwrap();
-        let Backend::Local(l) = &a.inner.backend else {
-            unreachable!("a pair is in-process")
-        };
-        let wait = Duration::from_millis(200);
-        let before = l.shared.passes.load(Ordering::Relaxed);
-        let t = Instant::now();
-        let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
-        let waited = t.elapsed();
-        assert!(matches!(e, Error::Timeout), "{e}");
-        let passes = l.shared.passes.load(Ordering::Relaxed) - before;
-        // At most one pass per back-off sleep, plus the one under way when the wait began
-        // (a spinning thread makes a pass every few microseconds).
-        let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
-        assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
+        let mut wcs = Vec::new();
+        let n = dev
+            .wait_cq(cq, &mut wcs, 1, Duration::from_secs(5))
+            .unwrap();
+        poster.join().unwrap();
+        assert_eq!((n, wcs[0].wr_id), (1, 5));
+        assert_eq!(wcs[0].status, rocev2_core::cq::WcStatus::Success);
+        assert_eq!(&dev.mr_guard(&mr).unwrap()[..], &[9u8; 64][..]);
     }
 }

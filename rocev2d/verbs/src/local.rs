@@ -8,7 +8,7 @@
 //! | [`WaitMode`] | the progress thread | idle CPU | a frame or a post costs |
 //! |---|---|---|---|
 //! | [`WaitMode::Spin`] (busy-poll) | passes back to back | one core | nothing |
-//! | [`WaitMode::Adaptive`] (default) | busy-polls for the spin window after activity, then sleeps as `Sleep` | none | a wake-up after a pause |
+//! | [`WaitMode::Adaptive`] (default) | busy-polls for the spin window after activity, then sleeps as `Sleep`; backs off while a waiter drives in its window | none | a wake-up after a pause |
 //! | [`WaitMode::Sleep`] (interrupt) | sleeps in `poll(2)` on the datapath and a wake eventfd | none | a wake-up (eventfd write by the poster) |
 //!
 //! Busy-polling both ways would give each device two busy pollers (the application spinning
@@ -18,6 +18,12 @@
 //! as caller-driven, and the thread backs off meanwhile: it sleeps on its wake eventfd for
 //! [`BACKOFF`] at a time until no application thread waits, so a post made outside a wait
 //! leaves at most that late (a post inside one leaves with the waiter's next pass).
+//! [`WaitMode::Adaptive`] does the same for the first spin window of each wait; a wait still
+//! empty then hands the engine back (waking the thread, which resumes its own adaptive
+//! passes) and sleeps on its CQ's eventfd. Otherwise every completion would cross threads: the
+//! thread receives, signals the eventfd, and the waiter must be scheduled before it can post
+//! the answer, a wake-up per message that a loaded machine makes costly (a 64 B ping-pong over
+//! AF_XDP took 33 µs adaptive against 8.3 µs spinning, BENCHMARKS.md).
 //!
 //! Measured (BENCHMARKS.md, `deploy/bench/api-async.sh`, a 2-vCPU VM): an idle device and a
 //! task awaiting its CQ cost no measurable CPU (< 0.2% of a core); with the back-off, a
@@ -211,10 +217,15 @@ impl Local {
         self.thread.is_some()
     }
 
-    /// True when an application's busy-polling waits drive the engine and the progress thread
-    /// backs off meanwhile (a thread with [`WaitMode::Spin`]; see the module docs).
-    pub(crate) fn waits_drive(&self) -> bool {
-        self.has_thread() && self.shared.wait == WaitMode::Spin
+    /// How long an application's wait busy-polls, driving the engine while the progress thread
+    /// backs off, before it sleeps on its CQ's eventfd: the thread's spin window
+    /// ([`WaitMode::Spin`]: for ever; [`WaitMode::Sleep`], or no thread: not at all).
+    pub(crate) fn drive_window(&self) -> std::time::Duration {
+        match (self.has_thread(), self.shared.wait) {
+            (false, _) | (true, WaitMode::Sleep) => std::time::Duration::ZERO,
+            (true, WaitMode::Adaptive { spin }) => std::time::Duration::from_nanos(spin.as_nanos()),
+            (true, WaitMode::Spin) => std::time::Duration::MAX,
+        }
     }
 
     /// Marks the calling thread as driving the engine until the guard drops.
@@ -233,6 +244,18 @@ impl Local {
 
 /// An application thread driving the engine in a wait ([`Local::driving`]).
 pub(crate) struct Driving<'a>(&'a Shared);
+
+impl Driving<'_> {
+    /// Ends a drive whose window ran out (the waiter is about to sleep): the progress thread,
+    /// if no other waiter drives, resumes at once instead of at the end of its back-off.
+    pub(crate) fn hand_back(self) {
+        let s = self.0;
+        drop(self);
+        if s.driving.load(Ordering::SeqCst) == 0 {
+            s.wake.signal();
+        }
+    }
+}
 
 impl Drop for Driving<'_> {
     fn drop(&mut self) {
