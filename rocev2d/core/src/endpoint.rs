@@ -980,8 +980,14 @@ mod tests {
         assert_eq!(b63.qpns, (0xfc_0000, 0xff_fffe));
         assert_eq!(Endpoint::with_qpn_block(1, 64 + 5).qpn_block(), Some(5));
         assert_eq!(Endpoint::new(1).qpns, (2, LAST_QPN));
-        assert_eq!(missing_qp(Some(5), Qpn::new(0x14_0001)), DropReason::UnknownQp);
-        assert_eq!(missing_qp(Some(5), Qpn::new(0x18_0000)), DropReason::MisSteered);
+        assert_eq!(
+            missing_qp(Some(5), Qpn::new(0x14_0001)),
+            DropReason::UnknownQp
+        );
+        assert_eq!(
+            missing_qp(Some(5), Qpn::new(0x18_0000)),
+            DropReason::MisSteered
+        );
         assert_eq!(missing_qp(None, Qpn::new(0x18_0000)), DropReason::UnknownQp);
     }
 

@@ -1,13 +1,13 @@
 //! Every error the RC rules define, end to end: the responder's NAK on the wire, the completion
 //! status on both sides, the QP states, and memory left untouched.
 
-use rocev2_core::{DropReason, Endpoint};
 use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 use rocev2_core::mr::{AccessFlags, Lkey, MrInfo, Rkey};
 use rocev2_core::qp::{QpAttr, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::testing::{Conn, ConnectOptions, LinkConfig, Pair};
 use rocev2_core::time::Duration;
 use rocev2_core::wire::{FrameRepr, NakCode, Operation, Syndrome};
+use rocev2_core::{DropReason, Endpoint};
 
 const STEPS: usize = 100_000;
 
@@ -447,8 +447,18 @@ fn sharded_endpoint_counts_mis_steered_frames() {
     p.a.ep = Endpoint::with_qpn_block(1, 2);
     p.b.ep = Endpoint::with_qpn_block(2, 3);
     let c = p.connect(ConnectOptions::default()).unwrap();
-    assert_eq!(c.qa.value() >> 18, 2, "A's QPN {:#x} in block 2", c.qa.value());
-    assert_eq!(c.qb.value() >> 18, 3, "B's QPN {:#x} in block 3", c.qb.value());
+    assert_eq!(
+        c.qa.value() >> 18,
+        2,
+        "A's QPN {:#x} in block 2",
+        c.qa.value()
+    );
+    assert_eq!(
+        c.qb.value() >> 18,
+        3,
+        "B's QPN {:#x} in block 3",
+        c.qb.value()
+    );
     assert_eq!(p.b.ep.qpn_block(), Some(3));
     p.a.ep
         .post_send(
