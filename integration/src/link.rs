@@ -158,6 +158,7 @@ impl IfCounters {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn veth_add_gives_both_ends_the_queues() {
@@ -168,7 +169,6 @@ mod tests {
              peer name vb mtu 4200 netns nsb numtxqueues 2 numrxqueues 2"
         );
     }
-    use super::*;
 
     fn shaping(shaper: Shaper) -> Shaping {
         Shaping {
