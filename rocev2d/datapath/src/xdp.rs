@@ -811,17 +811,24 @@ impl XdpDatapath {
             }
             None => 0..nq,
         };
-        let steering = SharedSteering::get(iface)?;
-        let native = steering.mode() == rocev2_ebpf_loader::steer::AttachMode::Driver;
+        // The datapath holds the only handle this call takes, so that a failure below closes it
+        // as a datapath closes (`Drop`): queues released, the program detached if it was the last.
         let mut dp = XdpDatapath {
-            steering: Some(Arc::clone(&steering)),
+            steering: Some(SharedSteering::get(iface)?),
             queues: Vec::with_capacity(ids.len()),
             only: cfg.queue,
             epoll: None,
             next_rx: 0,
             stats: DatapathStats::default(),
         };
+        let native = dp
+            .steering
+            .as_ref()
+            .is_some_and(|s| s.mode() == rocev2_ebpf_loader::steer::AttachMode::Driver);
         for id in ids {
+            let Some(steering) = dp.steering.as_deref() else {
+                break;
+            };
             steering.claim(id)?;
             let opened = match cfg.zero_copy && native {
                 true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
