@@ -58,7 +58,7 @@ fn write_bw_verify_xdp_64mib_matches() {
 }
 
 /// The `shard K: …` line of one side's output.
-fn shard_line<'a>(out: &'a str, k: u32) -> &'a str {
+fn shard_line(out: &str, k: u32) -> &str {
     out.lines()
         .find(|l| l.starts_with(&format!("shard {k}: ")))
         .unwrap_or_else(|| panic!("no shard {k} line in\n{out}"))
