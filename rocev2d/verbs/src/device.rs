@@ -166,7 +166,7 @@ impl Device {
     /// As [`Device::open`]; [`Error::Io`] when the progress thread cannot be started;
     /// [`Error::Datapath`] with [`rocev2_datapath::Error::NoSuchQueue`] for a
     /// [`DeviceConfig::queue`] the interface lacks.
-    pub fn open_with(iface: &str, kind: Mode, mut cfg: DeviceConfig) -> Result<Device> {
+    pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         let iface = Interface::by_name(iface)?;
         if let Some(queue) = cfg.queue {
             let queues = iface.rx_queues.min(rocev2_core::endpoint::QPN_BLOCKS);
@@ -177,11 +177,18 @@ impl Device {
                     queues,
                 }));
             }
-            #[cfg(feature = "xdp")]
-            {
-                cfg.datapath.xdp.queue = Some(queue);
-            }
         }
+        #[cfg(feature = "xdp")]
+        let cfg = DeviceConfig {
+            datapath: Options {
+                xdp: rocev2_datapath::xdp::XdpConfig {
+                    queue: cfg.queue.or(cfg.datapath.xdp.queue),
+                    ..cfg.datapath.xdp
+                },
+                ..cfg.datapath
+            },
+            ..cfg
+        };
         let opened = auto::open(&iface, kind, &cfg.datapath)?;
         Device::in_process(iface, opened.datapath, opened.reason, Vec::new(), cfg)
     }
