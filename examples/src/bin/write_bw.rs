@@ -261,9 +261,9 @@ fn main() -> Result<()> {
             .map(|r| r.join().unwrap_or_else(|_| bail!("a QP's thread panicked")))
             .collect::<Result<Vec<Outcome>>>()
     })?;
-    for (k, dev) in devs.iter().enumerate() {
-        if a.qps > 1 {
-            println!("{}", shard_line(k as u32, dev));
+    if a.qps > 1 {
+        for (k, dev) in (0..).zip(&devs) {
+            println!("{}", shard_line(k, dev));
         }
     }
     if a.servername.is_some() {
