@@ -8,6 +8,9 @@
 # 10.0.0.2, fd00::2 for IPv6). On exit, ON_EXIT runs (if the script set it), then the testbed
 # and OUT go away, also on failure.
 #
+# QPS, when set above 1, gives each veth end that many queues (`numtxqueues`/`numrxqueues`) and
+# makes write_bw_run run `write_bw -q QPS`: one QP per engine shard, shard k on queue k.
+#
 # TREE, when set, is another checkout (e.g. a worktree of an older commit, for a before/after):
 # the packages of PACKAGES are built there, in its own target/, and BIN points at them; the
 # testbed tool is still this tree's.
@@ -24,7 +27,13 @@ fi
 NAME="$1$(($$ % 1000))"
 OUT=$(mktemp -d)
 trap 'eval "${ON_EXIT:-}"; "$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
-"$TB" up deploy/testbeds/pair.toml --name "$NAME" >/dev/null
+QPS=${QPS:-1}
+TOPOLOGY=deploy/testbeds/pair.toml
+if [ "$QPS" -gt 1 ]; then
+    TOPOLOGY="$OUT/pair-$QPS-queues.toml"
+    sed "/^\[topology.link\]/a queues = $QPS" deploy/testbeds/pair.toml >"$TOPOLOGY"
+fi
+"$TB" up "$TOPOLOGY" --name "$NAME" >/dev/null
 ifname() { "$TB" exec "$NAME" "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'; }
 IF0=$(ifname h0)
 IF1=$(ifname h1)
@@ -49,11 +58,15 @@ need() {
 # transfer runs in h0 and in h1 (e.g. `perf stat … --`).
 WRAP0=()
 WRAP1=()
-# One write_bw over datapath $1: h0 WRITEs 64 KiB $2 times (one QP) to h1; further arguments go
-# to both sides. Prints the client's output; `awk '$1 == 65536 { print $4 }'` reads its Gbit/s.
+# One write_bw over datapath $1: h0 WRITEs 64 KiB $2 times (on each of QPS QPs) to h1; further
+# arguments go to both sides. Prints the client's output; `awk '$1 == 65536 { print $4 }'` reads
+# its Gbit/s (all QPs together).
 write_bw_run() {
     local dp=$1 n=$2
     shift 2
+    if [ "$QPS" -gt 1 ]; then
+        set -- -q "$QPS" "$@"
+    fi
     in_h1 "${WRAP1[@]}" "$BIN/write_bw" -d "$IF1" --datapath "$dp" "$@" >/dev/null &
     local srv=$!
     wait_port 18515

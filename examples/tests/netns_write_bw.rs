@@ -1,5 +1,7 @@
 //! `write_bw --verify` moves 64 MiB by RDMA WRITE between two namespaces over each datapath;
-//! the CRC-32 of what landed in the server's memory equals the client's.
+//! the CRC-32 of what landed in the server's memory equals the client's. With `-q 2` over AF_XDP
+//! on veths of two queues, two engine shards per side each move their QP's data on their own
+//! queue; `-q 2` on a veth of one queue is refused.
 
 mod common;
 use common::*;
@@ -53,4 +55,109 @@ fn write_bw_verify_packet_64mib_matches() {
 #[test]
 fn write_bw_verify_xdp_64mib_matches() {
     write_bw("write_bw_verify_xdp_64mib_matches", "xdp");
+}
+
+/// The `shard K: …` line of one side's output.
+fn shard_line(out: &str, k: u32) -> &str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("shard {k}: ")))
+        .unwrap_or_else(|| panic!("no shard {k} line in\n{out}"))
+}
+
+/// The number after `key ` in `line`.
+fn counter(line: &str, key: &str) -> u64 {
+    let at = line
+        .find(&format!("{key} "))
+        .unwrap_or_else(|| panic!("{key} in {line}"));
+    line[at + key.len() + 1..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{key} value in {line}"))
+}
+
+#[test]
+fn write_bw_verify_xdp_two_qps_one_queue_each() {
+    if !need_root("write_bw_verify_xdp_two_qps_one_queue_each") {
+        return;
+    }
+    let tb = pair_with_queues(2);
+    let (s, c) = run_pair(
+        &tb,
+        BIN,
+        &[
+            "--datapath",
+            "xdp",
+            "-q",
+            "2",
+            "--verify",
+            "-s",
+            "65536",
+            "-n",
+            "512",
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(s.stdout.matches("verify: OK").count(), 2, "{}", s.stdout);
+    assert_eq!(
+        s.stdout
+            .matches("received 33554432 bytes by RDMA WRITE")
+            .count(),
+        2,
+        "{}",
+        s.stdout
+    );
+    assert_eq!(
+        c.stdout.matches("verify: OK (crc32 ").count(),
+        2,
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains("RDMA_Write BW Test (xdp datapath, 2 QPs"),
+        "{}",
+        c.stdout
+    );
+    assert!(c.stdout.contains("qp 0: 33554432 bytes"), "{}", c.stdout);
+    assert!(c.stdout.contains("qp 1: 33554432 bytes"), "{}", c.stdout);
+    let row = c
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("65536"))
+        .expect("result row");
+    assert_eq!(row.split_whitespace().nth(1), Some("1024"), "{row}");
+    // Each shard's socket is bound to its queue alone, so what it received arrived on that
+    // queue; none of it was for the other shard's QPNs, and nothing steered found no socket.
+    for out in [&s.stdout, &c.stdout] {
+        for k in 0..2 {
+            let l = shard_line(out, k);
+            assert!(l.contains(&format!("rx/tx queue {k} only")), "{l}");
+            assert!(counter(l, "rx_packets") > 0, "{l}");
+            assert_eq!(counter(l, "mis_steered"), 0, "{l}");
+            assert_eq!(counter(l, "steer_no_socket"), 0, "{l}");
+        }
+    }
+}
+
+#[test]
+fn write_bw_more_qps_than_queues_is_refused() {
+    if !need_root("write_bw_more_qps_than_queues_is_refused") {
+        return;
+    }
+    let tb = pair();
+    for mode in ["xdp", "udp"] {
+        let out = tb
+            .command("h1", BIN)
+            .expect("command")
+            .args(["-d", &ifname(&tb, "h1"), "--datapath", mode, "-q", "2"])
+            .output()
+            .expect("write_bw runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {err}");
+        let want = match mode {
+            "xdp" => "has 1 rx queue(s) in use, no queue 1",
+            _ => "the UDP datapath binds port 4791 once per interface",
+        };
+        assert!(err.contains(want), "{mode}: {err}");
+    }
 }

@@ -21,11 +21,18 @@ pub const ETHERNET_HEADER_BYTES: u64 = 14;
 pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The `ip -batch` line that creates a veth pair with one end in each namespace, so no end is
-/// ever visible (or able to clash) in the caller's namespace.
-pub(crate) fn veth_add(a_netns: &str, a_if: &str, b_netns: &str, b_if: &str, mtu: u32) -> String {
+/// ever visible (or able to clash) in the caller's namespace, each end with `queues` transmit
+/// and receive queues.
+pub(crate) fn veth_add(
+    (a_netns, a_if): (&str, &str),
+    (b_netns, b_if): (&str, &str),
+    mtu: u32,
+    queues: u32,
+) -> String {
+    let q = format!("numtxqueues {queues} numrxqueues {queues}");
     format!(
-        "link add name {a_if} mtu {mtu} netns {a_netns} type veth \
-         peer name {b_if} mtu {mtu} netns {b_netns}"
+        "link add name {a_if} mtu {mtu} netns {a_netns} {q} type veth \
+         peer name {b_if} mtu {mtu} netns {b_netns} {q}"
     )
 }
 
@@ -152,6 +159,16 @@ impl IfCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn veth_add_gives_both_ends_the_queues() {
+        let l = veth_add(("nsa", "va"), ("nsb", "vb"), 4200, 2);
+        assert_eq!(
+            l,
+            "link add name va mtu 4200 netns nsa numtxqueues 2 numrxqueues 2 type veth \
+             peer name vb mtu 4200 netns nsb numtxqueues 2 numrxqueues 2"
+        );
+    }
 
     fn shaping(shaper: Shaper) -> Shaping {
         Shaping {

@@ -373,11 +373,10 @@ impl Testbed {
                 };
                 if self.network.links[port.link].ends[0] == node.name {
                     let line = veth_add(
-                        &node.netns,
-                        &port.ifname,
-                        &peer.netns,
-                        &port.peer_ifname,
+                        (&node.netns, &port.ifname),
+                        (&peer.netns, &port.peer_ifname),
                         port.mtu,
+                        port.queues,
                     );
                     let _ = writeln!(links, "{line}");
                 }

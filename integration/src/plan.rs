@@ -193,6 +193,9 @@ pub struct PortPlan {
     pub link: usize,
     /// MTU.
     pub mtu: u32,
+    /// Transmit and receive queues.
+    #[serde(default = "crate::topology::one_queue")]
+    pub queues: u32,
     /// The L2 segment this port is on.
     pub segment: Segment,
     /// IPv4 address; `None` on bridge ports.
@@ -452,6 +455,7 @@ impl Plan {
                         peer_ifname: ifname(peer_iface),
                         link: l,
                         mtu: net.links[l].mtu,
+                        queues: net.links[l].queues,
                         segment,
                         ipv4: host_id[iface].map(|h| segment.ipv4(h)),
                         ipv6: host_id[iface].map(|h| segment.ipv6(h)),

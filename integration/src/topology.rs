@@ -31,6 +31,8 @@ pub const DEFAULT_BUFFER_BYTES: u64 = 128 * 1024;
 
 /// Accepted MTUs: IPv6 needs at least 1280; 9216 is the common jumbo-frame ceiling.
 const MTU_RANGE: (u64, u64) = (1280, 9216);
+/// Accepted queue counts of a veth end: 1 to 64 (the AF_XDP steering program's XSKMAP size).
+const QUEUES_RANGE: (u64, u64) = (1, 64);
 /// Accepted rates: 1 Mbit/s to 100 Gbit/s (veth cannot move much more anyway).
 const RATE_RANGE: (u64, u64) = (1_000_000, 100_000_000_000);
 /// Accepted buffers: up to 1 GiB; the lower bound is one full frame, checked against the MTU.
@@ -267,10 +269,18 @@ pub struct LinkParams {
     /// The qdisc that shapes.
     #[serde(default)]
     pub shaper: Shaper,
+    /// Transmit and receive queues of each veth end (`numtxqueues`/`numrxqueues`): one AF_XDP
+    /// engine shard per queue (`write_bw -q N`); 1 by default.
+    #[serde(default = "one_queue")]
+    pub queues: u32,
 }
 
 fn default_mtu() -> u32 {
     DEFAULT_MTU
+}
+
+pub(crate) fn one_queue() -> u32 {
+    1
 }
 
 impl Default for LinkParams {
@@ -280,6 +290,7 @@ impl Default for LinkParams {
             rate_bps: None,
             buffer_bytes: None,
             shaper: Shaper::Htb,
+            queues: 1,
         }
     }
 }
@@ -309,9 +320,20 @@ impl LinkParams {
         self
     }
 
+    /// Give each veth end `queues` transmit and receive queues.
+    pub fn queues(mut self, queues: u32) -> Self {
+        self.queues = queues;
+        self
+    }
+
     /// The egress shaping these parameters ask for, checked; `key` names the TOML table.
     fn shaping(&self, key: &str) -> Result<Option<Shaping>, Error> {
         in_range(&format!("{key}.mtu"), u64::from(self.mtu), MTU_RANGE)?;
+        in_range(
+            &format!("{key}.queues"),
+            u64::from(self.queues),
+            QUEUES_RANGE,
+        )?;
         let Some(rate_bps) = self.rate_bps else {
             return match self.buffer_bytes {
                 Some(_) => Err(Error::Needs {
@@ -364,6 +386,9 @@ pub struct Link {
     pub ends: [String; 2],
     /// MTU of both veth ends.
     pub mtu: u32,
+    /// Transmit and receive queues of each end.
+    #[serde(default = "one_queue")]
+    pub queues: u32,
     /// Egress shaping at `ends[0]` (toward `ends[1]`) and at `ends[1]`.
     pub egress: [Option<Shaping>; 2],
 }
@@ -401,6 +426,7 @@ impl Network {
         self.links.push(Link {
             ends: [a.to_owned(), b.to_owned()],
             mtu: params.mtu,
+            queues: params.queues,
             egress: [shaping, shaping],
         });
         Ok(self)
@@ -563,6 +589,7 @@ fn push_link(
     net.links.push(Link {
         ends: [a.to_owned(), b.to_owned()],
         mtu: params.mtu,
+        queues: params.queues,
         egress: [shaping, shaping],
     });
     Ok(())

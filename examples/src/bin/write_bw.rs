@@ -22,12 +22,26 @@
 //! `--poll sleep|adaptive|spin` (default adaptive), `--spin-us N` and `--busy-poll` (= `--poll
 //! spin`) choose how the engine waits between events (docs/datapath.md, "The event loop").
 //!
+//! `-q N` / `--qps N` (default 1): N QPs, each on its own engine shard: N devices in this
+//! process, device k serving receive queue k of the interface ([`DeviceConfig::queue`]: with
+//! AF_XDP, its own socket bound to that queue alone, its own progress thread, QPNs of its own
+//! block), QP k connected over TCP port `port + k` to the server's QP k, so connection k uses
+//! queue k on both hosts (`docs/datapath.md`, "Several queues"). Each QP moves `iters` WRITEs;
+//! the client prints one line per QP (`qp K: …`) and one table row for all of them (bytes of
+//! every QP over the time from the first start to the last completion), each side one line
+//! per shard (`shard K: …`: its datapath, frames received, `mis_steered` drops, steered
+//! frames that found no socket), and `--verify` checks every QP's CRC. N must not exceed the
+//! interface's queues (a veth gets them at creation: `numrxqueues N numtxqueues N`); the UDP
+//! datapath takes one device per interface (port 4791), so it refuses N > 1, as does
+//! `--attach`.
+//!
 //! The QPs connect in one call ([`rocev2::connect`]: the endpoints, the server's region and
 //! the multipath offer cross the TCP connection in rocev2's endpoint form), then the same
 //! connection carries the client's `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex
 //! or ->` or `MISMATCH <crc hex>`.
 //!
-//! Deviations from `ib_write_bw`: a single QP, rocev2's exchange (not perftest's, so it does
+//! Deviations from `ib_write_bw`: one QP per shard (`-q`), not perftest's `-q` of several QPs
+//! on one device; rocev2's exchange (not perftest's, so it does
 //! not pair with perftest; rocev2's `ib_write_bw` does), no peak BW column (only the average
 //! over the run), every WRITE signaled.
 
@@ -38,6 +52,7 @@ use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, DeviceConfig, ExtCaps, MpConfig, Mtu,
     QpConfig, QpMode, SendOp, SendWr, WcStatus,
 };
+use rocev2_core::DropReason;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -56,9 +71,12 @@ struct Args {
     /// Bytes per WRITE.
     #[arg(short = 's', long = "size", default_value_t = 65536)]
     size: u32,
-    /// WRITEs to post.
+    /// WRITEs to post (per QP).
     #[arg(short = 'n', long = "iters", default_value_t = 1000)]
     iters: u32,
+    /// QPs, one engine shard (device, thread, rx queue) each, QP k on queue k.
+    #[arg(short = 'q', long = "qps", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    qps: u32,
     /// WRITEs outstanding at once.
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     tx_depth: u32,
@@ -135,6 +153,44 @@ fn print_vps(dev: &Device, qp: rocev2::Qp, what: &str) {
     }
 }
 
+/// What one QP's run reports.
+struct Outcome {
+    dev: Device,
+    qp: rocev2::Qp,
+    multipath: bool,
+    /// Client: bytes written and the time they took.
+    bytes: u64,
+    start: Instant,
+    end: Instant,
+    /// `--verify`: whether the CRCs matched (client: with the server's verdict).
+    verified: Option<bool>,
+    /// The client's verify line.
+    verdict: String,
+}
+
+/// How QP k reaches its peer: the server's listener on `port + k`, or the server's address.
+enum Side<'a> {
+    Server(TcpListener),
+    Client(&'a str, u16),
+}
+
+/// One line about shard `k`'s device: its datapath, frames it received, frames for another
+/// shard's QPNs (`mis_steered`), and steered frames that found no socket on their queue.
+fn shard_line(k: u32, dev: &Device) -> String {
+    let Some(g) = dev.engine() else {
+        return format!("shard {k}: {}", dev.datapath_reason());
+    };
+    let d = g.driver();
+    let s = d.datapath_stats();
+    format!(
+        "shard {k}: {}; rx_packets {}, mis_steered {}, steer_no_socket {}",
+        dev.datapath_reason(),
+        s.rx_packets,
+        d.ep.stats().drops(DropReason::MisSteered),
+        s.steer_no_socket
+    )
+}
+
 fn main() -> Result<()> {
     let a = Args::parse();
     let mtu = Mtu::from_bytes(a.mtu).context("-m: one of 256, 512, 1024, 2048, 4096")?;
@@ -146,8 +202,144 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    let dev = a.poll.open(&a.dev, a.datapath, DeviceConfig::default())?;
-    let server = a.servername.is_none();
+    if a.qps > 1 && a.datapath == DatapathKind::Udp {
+        bail!(
+            "-q {}: the UDP datapath binds port 4791 once per interface, so it serves one \
+             device; use --datapath xdp (one AF_XDP socket per queue) or packet",
+            a.qps
+        );
+    }
+    if a.qps > 1 && a.poll.attach {
+        bail!(
+            "-q {}: an attached device is the daemon's one engine; shards need in-process devices",
+            a.qps
+        );
+    }
+    let devs = (0..a.qps)
+        .map(|k| {
+            let cfg = DeviceConfig {
+                queue: (a.qps > 1).then_some(k),
+                ..DeviceConfig::default()
+            };
+            a.poll
+                .open(&a.dev, a.datapath, cfg)
+                .with_context(|| format!("-q {}: shard {k} (rx queue {k})", a.qps))
+        })
+        .collect::<Result<Vec<Device>>>()?;
+    let mut sides = Vec::new();
+    for k in 0..a.qps {
+        let port = u16::try_from(u32::from(a.port) + k).context("-p + -q beyond port 65535")?;
+        sides.push(match &a.servername {
+            None => Side::Server(
+                TcpListener::bind(("::", port))
+                    .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
+                    .with_context(|| format!("listening on TCP port {port}"))?,
+            ),
+            Some(host) => Side::Client(host.as_str(), port),
+        });
+    }
+    if a.servername.is_none() {
+        let ports = match a.qps {
+            1 => format!("TCP port {}", a.port),
+            n => format!("TCP ports {}..={}", a.port, u32::from(a.port) + n - 1),
+        };
+        println!(
+            "waiting for a client on {ports} ({})",
+            devs[0].datapath_name()
+        );
+    }
+    let outcomes = std::thread::scope(|s| {
+        let runs: Vec<_> = devs
+            .iter()
+            .zip(sides)
+            .map(|(dev, side)| {
+                let a = &a;
+                s.spawn(move || run_qp(a, dev.clone(), side, mtu, slots, len))
+            })
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or_else(|_| bail!("a QP's thread panicked")))
+            .collect::<Result<Vec<Outcome>>>()
+    })?;
+    if a.qps > 1 {
+        for (k, dev) in (0..).zip(&devs) {
+            println!("{}", shard_line(k, dev));
+        }
+    }
+    if a.servername.is_some() {
+        report(&a, &outcomes);
+    }
+    if outcomes.iter().any(|o| o.verified == Some(false)) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// The client's table: one row for all QPs (and a line per QP when there are several).
+fn report(a: &Args, outcomes: &[Outcome]) {
+    let (Some(start), Some(end)) = (
+        outcomes.iter().map(|o| o.start).min(),
+        outcomes.iter().map(|o| o.end).max(),
+    ) else {
+        return;
+    };
+    let secs = (end - start).as_secs_f64();
+    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    let iters = u64::from(a.iters) * outcomes.len() as u64;
+    let multipath = outcomes.iter().any(|o| o.multipath);
+    if outcomes.len() > 1 {
+        for (k, o) in outcomes.iter().enumerate() {
+            let s = (o.end - o.start).as_secs_f64();
+            println!(
+                "qp {k}: {} bytes in {s:.3} s, {:.3} Gb/sec",
+                o.bytes,
+                o.bytes as f64 * 8.0 / s / 1e9
+            );
+        }
+    }
+    let mbs = bytes as f64 / secs / f64::from(1u32 << 20);
+    let rule = "-".repeat(87);
+    println!("{rule}");
+    println!(
+        " RDMA_Write BW Test ({} datapath, {} QP{}, tx depth {}{})",
+        outcomes[0].dev.datapath_name(),
+        outcomes.len(),
+        if outcomes.len() > 1 { "s" } else { "" },
+        a.tx_depth,
+        if multipath { ", multipath" } else { "" }
+    );
+    println!("{rule}");
+    println!(" #bytes     #iterations    BW average[MB/sec]   BW average[Gb/sec]   MsgRate[Mpps]");
+    println!(
+        " {:<10} {:<14} {:<20.2} {:<20.3} {:.6}",
+        a.size,
+        iters,
+        mbs,
+        bytes as f64 * 8.0 / secs / 1e9,
+        iters as f64 / secs / 1e6
+    );
+    println!("{rule}");
+    for o in outcomes {
+        if o.multipath {
+            print_vps(&o.dev, o.qp, "sent");
+        }
+        if !o.verdict.is_empty() {
+            println!("{}", o.verdict);
+        }
+    }
+}
+
+/// One QP on its own device: set up, connect, then serve (server) or WRITE `iters` messages
+/// (client), and settle the CRCs with `--verify`.
+fn run_qp(
+    a: &Args,
+    dev: Device,
+    side: Side<'_>,
+    mtu: Mtu,
+    slots: u32,
+    len: u64,
+) -> Result<Outcome> {
+    let server = matches!(side, Side::Server(_));
     let pd = dev.alloc_pd()?;
     let access = if server {
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE
@@ -186,20 +378,10 @@ fn main() -> Result<()> {
     if server {
         exchange = exchange.mr(&mr);
     }
-    let conn = match &a.servername {
-        None => {
-            let l = TcpListener::bind(("::", a.port))
-                .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
-                .with_context(|| format!("listening on TCP port {}", a.port))?;
-            println!(
-                "waiting for a client on TCP port {} ({})",
-                a.port,
-                dev.datapath_name()
-            );
-            connect::accept(&dev, qp, &l, &exchange)?
-        }
-        Some(host) => connect::connect(&dev, qp, (host.as_str(), a.port), &exchange)
-            .with_context(|| format!("connecting to {host}:{}", a.port))?,
+    let conn = match side {
+        Side::Server(l) => connect::accept(&dev, qp, &l, &exchange)?,
+        Side::Client(host, port) => connect::connect(&dev, qp, (host, port), &exchange)
+            .with_context(|| format!("connecting to {host}:{port}"))?,
     };
     let mut w = conn.stream.try_clone()?;
     let mut r = BufReader::new(conn.stream);
@@ -211,6 +393,16 @@ fn main() -> Result<()> {
     } else {
         println!("mode: rc");
     }
+    let mut out = Outcome {
+        dev: dev.clone(),
+        qp,
+        multipath,
+        bytes: 0,
+        start: Instant::now(),
+        end: Instant::now(),
+        verified: None,
+        verdict: String::new(),
+    };
 
     if server {
         // Serve WRITEs (the engine places them and ACKs) until the client reports.
@@ -233,19 +425,17 @@ fn main() -> Result<()> {
         if f[1] == "-" {
             println!("received {bytes} bytes by RDMA WRITE");
             w.write_all(b"OK -\n")?;
-            return Ok(());
+            return Ok(out);
         }
         let got = crc32fast::hash(&dev.mr_guard(&mr)?);
         let want = u32::from_str_radix(f[1], 16)?;
         println!("received {bytes} bytes by RDMA WRITE, crc32 {got:08x}, client's {want:08x}");
-        if got == want {
-            println!("verify: OK");
-            w.write_all(format!("OK {got:08x}\n").as_bytes())?;
-            return Ok(());
-        }
-        println!("verify: MISMATCH");
-        w.write_all(format!("MISMATCH {got:08x}\n").as_bytes())?;
-        std::process::exit(1);
+        let ok = got == want;
+        println!("verify: {}", if ok { "OK" } else { "MISMATCH" });
+        let word = if ok { "OK" } else { "MISMATCH" };
+        w.write_all(format!("{word} {got:08x}\n").as_bytes())?;
+        out.verified = Some(ok);
+        return Ok(out);
     }
 
     // Client: keep tx-depth WRITEs outstanding into the server's region.
@@ -263,7 +453,7 @@ fn main() -> Result<()> {
     let (mut posted, mut completed) = (0u32, 0u32);
     let mut wcs = Vec::new();
     let size = u64::from(a.size);
-    let start = Instant::now();
+    out.start = Instant::now();
     while completed < a.iters {
         while posted < a.iters && posted - completed < a.tx_depth {
             let off = u64::from(posted % slots) * size;
@@ -288,46 +478,23 @@ fn main() -> Result<()> {
             completed += 1;
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    let bytes = size * u64::from(a.iters);
-    let mbs = bytes as f64 / secs / f64::from(1u32 << 20);
-    let rule = "-".repeat(87);
-    println!("{rule}");
-    println!(
-        " RDMA_Write BW Test ({} datapath, 1 QP, tx depth {}{})",
-        dev.datapath_name(),
-        a.tx_depth,
-        if multipath { ", multipath" } else { "" }
-    );
-    println!("{rule}");
-    println!(" #bytes     #iterations    BW average[MB/sec]   BW average[Gb/sec]   MsgRate[Mpps]");
-    println!(
-        " {:<10} {:<14} {:<20.2} {:<20.3} {:.6}",
-        a.size,
-        a.iters,
-        mbs,
-        bytes as f64 * 8.0 / secs / 1e9,
-        f64::from(a.iters) / secs / 1e6
-    );
-    println!("{rule}");
-    if multipath {
-        print_vps(&dev, qp, "sent");
-    }
+    out.end = Instant::now();
+    out.bytes = size * u64::from(a.iters);
     let crc = if a.verify {
         format!("{:08x}", crc32fast::hash(&dev.mr_guard(&mr)?))
     } else {
         "-".into()
     };
-    w.write_all(format!("DONE {crc} {bytes}\n").as_bytes())?;
+    w.write_all(format!("DONE {crc} {}\n", out.bytes).as_bytes())?;
     let verdict = read_line(&mut r)?;
     dev.drain(Duration::from_secs(2)).ok();
     if a.verify {
-        if verdict == format!("OK {crc}") {
-            println!("verify: OK (crc32 {crc} over {bytes} bytes)");
-        } else {
-            println!("verify: MISMATCH (ours {crc}, server: {verdict})");
-            std::process::exit(1);
-        }
+        let ok = verdict == format!("OK {crc}");
+        out.verified = Some(ok);
+        out.verdict = match ok {
+            true => format!("verify: OK (crc32 {crc} over {} bytes)", out.bytes),
+            false => format!("verify: MISMATCH (ours {crc}, server: {verdict})"),
+        };
     }
-    Ok(())
+    Ok(out)
 }

@@ -22,8 +22,13 @@ pub use rocev2_testbed::need_root;
 
 /// Two hosts on one veth link, MTU 4200 (IBA path MTU 4096), as deploy/testbeds/pair.toml.
 pub fn pair() -> Testbed {
+    pair_with_queues(1)
+}
+
+/// [`pair`] with `queues` transmit and receive queues on each veth end.
+pub fn pair_with_queues(queues: u32) -> Testbed {
     Testbed::up_topology(&Topology::Pair {
-        link: LinkParams::new().mtu(4200),
+        link: LinkParams::new().mtu(4200).queues(queues),
     })
     .expect("pair testbed")
 }

@@ -92,11 +92,15 @@ pub enum DropReason {
     /// bytes, a MAD base version, class or class version the CM does not serve, or another
     /// source QP ([`Endpoint::enable_cm`]).
     BadMad,
+    /// No QP with the destination QPN, which lies outside this endpoint's QPN block
+    /// ([`Endpoint::with_qpn_block`]): a frame for another shard of the same interface that
+    /// the steering delivered to this one's receive queue.
+    MisSteered,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 24] = [
+    pub const ALL: [DropReason; 25] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::NotIp,
@@ -121,6 +125,7 @@ impl DropReason {
         DropReason::TooLong,
         DropReason::NoRecvWqe,
         DropReason::BadMad,
+        DropReason::MisSteered,
     ];
 
     /// The counter name `rocev2d stats` prints.
@@ -150,6 +155,7 @@ impl DropReason {
             DropReason::TooLong => "too_long",
             DropReason::NoRecvWqe => "no_recv_wqe",
             DropReason::BadMad => "bad_mad",
+            DropReason::MisSteered => "mis_steered",
         }
     }
 
@@ -223,7 +229,7 @@ pub enum EndpointError {
     /// A CQ or PD that a QP still uses.
     #[error("still in use by a QP")]
     InUse,
-    /// All 2^24 − 2 QP numbers are in use.
+    /// All the endpoint's QP numbers are in use (2^24 − 3, or its block's).
     #[error("no QP number left")]
     QpnsExhausted,
     /// A QP refused the transition.
@@ -250,6 +256,10 @@ pub struct Endpoint {
     /// Completion queues by id; a destroyed one leaves a hole its id is reused for.
     cqs: Vec<Option<Cq>>,
     qps: QpTable,
+    /// The QPNs this endpoint hands out, `qpns.0 ..= qpns.1`, and the block they form if it
+    /// was given one ([`Endpoint::with_qpn_block`]).
+    qpns: (u32, u32),
+    qpn_block: Option<u32>,
     next_qpn: u32,
     /// QPN after which the transmit scheduler looks first (round robin).
     rr: Qpn,
@@ -260,9 +270,25 @@ pub struct Endpoint {
     gsi: Option<alloc::boxed::Box<gsi::Gsi>>,
 }
 
+/// Why a frame for `qpn`, which names no QP of an endpoint with QPN block `block`, is dropped.
+fn missing_qp(block: Option<u32>, qpn: Qpn) -> DropReason {
+    match block {
+        Some(b) if qpn.value() >> QPN_BLOCK_SHIFT != b => DropReason::MisSteered,
+        _ => DropReason::UnknownQp,
+    }
+}
+
 /// The first QP number handed out: QP0 and QP1 are special (IBA §3.5.3), and rdma_rxe also
 /// starts at 0x11, which keeps traces comparable.
 const FIRST_QPN: u32 = 0x11;
+/// The last QP number handed out: 0xFFFFFF is the multicast QPN (IBA §10.5.1.1).
+const LAST_QPN: u32 = 0x00ff_fffe;
+
+/// Number of QPN blocks ([`Endpoint::with_qpn_block`]): the 2^24 QPNs split by their top six
+/// bits, one block per receive queue the AF_XDP steering program serves (64).
+pub const QPN_BLOCKS: u32 = 64;
+/// log2 of the QPNs in one block: 2^24 / [`QPN_BLOCKS`] = 2^18.
+const QPN_BLOCK_SHIFT: u32 = 18;
 
 impl Endpoint {
     /// An endpoint whose keys come from a ChaCha12 generator seeded with `seed`. Production
@@ -272,12 +298,37 @@ impl Endpoint {
             mrs: MrTable::new(ChaCha12Rng::seed_from_u64(seed)),
             cqs: Vec::new(),
             qps: QpTable::default(),
+            qpns: (2, LAST_QPN),
+            qpn_block: None,
             next_qpn: FIRST_QPN,
             rr: Qpn::new(0),
             stats: EndpointStats::default(),
             rx_cc: ReceiverCc::default(),
             gsi: None,
         }
+    }
+
+    /// An endpoint as [`Endpoint::new`] that is one shard of an interface served by several
+    /// (one engine per receive queue): its QPNs all lie in block `block` (`block · 2^18 ..
+    /// (block + 1) · 2^18`, QPNs 0, 1 and 0xFFFFFF excepted; `block` is taken modulo
+    /// [`QPN_BLOCKS`]), so the shards' QPNs are disjoint and a frame for a QPN of another
+    /// block, which only a steering mistake brings here, counts as
+    /// [`DropReason::MisSteered`] instead of reaching a QP that happens to have its number.
+    pub fn with_qpn_block(seed: u64, block: u32) -> Endpoint {
+        let block = block % QPN_BLOCKS;
+        let first = (block << QPN_BLOCK_SHIFT).max(2);
+        let last = (((block + 1) << QPN_BLOCK_SHIFT) - 1).min(LAST_QPN);
+        Endpoint {
+            qpns: (first, last),
+            qpn_block: Some(block),
+            next_qpn: first.max(FIRST_QPN),
+            ..Endpoint::new(seed)
+        }
+    }
+
+    /// The QPN block of a sharded endpoint ([`Endpoint::with_qpn_block`]).
+    pub fn qpn_block(&self) -> Option<u32> {
+        self.qpn_block
     }
 
     /// Sets how this endpoint turns CE marks into CNPs and whether it runs Dart's DASR
@@ -408,15 +459,16 @@ impl Endpoint {
         if !self.mrs.has_pd(cfg.pd) {
             return Err(EndpointError::UnknownPd);
         }
+        let (first, last) = self.qpns;
         let mut qpn = None;
-        for _ in 0..0x00ff_fffe {
+        for _ in first..=last {
             let candidate = Qpn::new(self.next_qpn);
-            self.next_qpn = if self.next_qpn >= 0x00ff_fffe {
-                2
+            self.next_qpn = if self.next_qpn >= last {
+                first
             } else {
                 self.next_qpn + 1
             };
-            if !self.qps.contains(candidate) && candidate.value() >= 2 {
+            if !self.qps.contains(candidate) {
                 qpn = Some(candidate);
                 break;
             }
@@ -668,9 +720,12 @@ impl Endpoint {
             cqs,
             qps,
             rx_cc,
+            qpn_block,
             ..
         } = self;
-        let mut guard = qps.get_mut(roce.bth.dest_qp).ok_or(DropReason::UnknownQp)?;
+        let mut guard = qps
+            .get_mut(roce.bth.dest_qp)
+            .ok_or_else(|| missing_qp(*qpn_block, roce.bth.dest_qp))?;
         let qp = match &mut *guard {
             AnyQp::Ud(qp) if transport == wire::Transport::Ud => {
                 let pkt = UdInbound {
@@ -912,6 +967,29 @@ pub(crate) fn pkey_match(a: u16, b: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each block is its 2^18 QPNs, QPNs 0, 1 and the multicast 0xFFFFFF excepted; block 0
+    /// starts at 0x11 as an unsharded endpoint does; a block number wraps modulo 64.
+    #[test]
+    fn qpn_blocks_bound_the_qpns() {
+        let b0 = Endpoint::with_qpn_block(1, 0);
+        assert_eq!((b0.qpns, b0.next_qpn), ((2, 0x3_ffff), FIRST_QPN));
+        let b5 = Endpoint::with_qpn_block(1, 5);
+        assert_eq!((b5.qpns, b5.next_qpn), ((0x14_0000, 0x17_ffff), 0x14_0000));
+        let b63 = Endpoint::with_qpn_block(1, 63);
+        assert_eq!(b63.qpns, (0xfc_0000, 0xff_fffe));
+        assert_eq!(Endpoint::with_qpn_block(1, 64 + 5).qpn_block(), Some(5));
+        assert_eq!(Endpoint::new(1).qpns, (2, LAST_QPN));
+        assert_eq!(
+            missing_qp(Some(5), Qpn::new(0x14_0001)),
+            DropReason::UnknownQp
+        );
+        assert_eq!(
+            missing_qp(Some(5), Qpn::new(0x18_0000)),
+            DropReason::MisSteered
+        );
+        assert_eq!(missing_qp(None, Qpn::new(0x18_0000)), DropReason::UnknownQp);
+    }
 
     #[test]
     fn pkey_match_rules() {

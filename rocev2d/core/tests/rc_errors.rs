@@ -1,13 +1,13 @@
 //! Every error the RC rules define, end to end: the responder's NAK on the wire, the completion
 //! status on both sides, the QP states, and memory left untouched.
 
-use rocev2_core::DropReason;
 use rocev2_core::cq::{WcOpcode, WcStatus, WorkCompletion};
 use rocev2_core::mr::{AccessFlags, Lkey, MrInfo, Rkey};
 use rocev2_core::qp::{QpAttr, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::testing::{Conn, ConnectOptions, LinkConfig, Pair};
 use rocev2_core::time::Duration;
 use rocev2_core::wire::{FrameRepr, NakCode, Operation, Syndrome};
+use rocev2_core::{DropReason, Endpoint};
 
 const STEPS: usize = 100_000;
 
@@ -434,6 +434,77 @@ fn cq_overrun_moves_qp_to_error() {
     assert!(p.drive(STEPS));
     assert!(p.a.ep.cq(c.cq_a).unwrap().is_overrun());
     assert_eq!(p.a.ep.qp(c.qa).unwrap().state(), QpState::Error);
+}
+
+/// Two shards of one interface (`Endpoint::with_qpn_block`): B's QPs are numbered in its block
+/// only, a frame for a QPN of another block counts as `mis_steered` (a steering mistake), one
+/// for an unused QPN of B's own block as `unknown_qp`, and the transfer is intact afterwards.
+#[test]
+fn sharded_endpoint_counts_mis_steered_frames() {
+    let link = LinkConfig::default().delay(Duration::from_micros(2));
+    let mut p = Pair::new(link.clone(), link);
+    p.trace = Some(Vec::new());
+    p.a.ep = Endpoint::with_qpn_block(1, 2);
+    p.b.ep = Endpoint::with_qpn_block(2, 3);
+    let c = p.connect(ConnectOptions::default()).unwrap();
+    assert_eq!(
+        c.qa.value() >> 18,
+        2,
+        "A's QPN {:#x} in block 2",
+        c.qa.value()
+    );
+    assert_eq!(
+        c.qb.value() >> 18,
+        3,
+        "B's QPN {:#x} in block 3",
+        c.qb.value()
+    );
+    assert_eq!(p.b.ep.qpn_block(), Some(3));
+    p.a.ep
+        .post_send(
+            c.qa,
+            SendWr::new(
+                1,
+                SendOp::Write {
+                    remote_addr: c.mr_b.addr,
+                    rkey: c.mr_b.rkey,
+                },
+            )
+            .inline(vec![7; 32]),
+        )
+        .unwrap();
+    p.step();
+    let frame = p.trace.as_ref().unwrap()[0].1.clone();
+    let now = p.now;
+    let retarget = |qpn: u32| {
+        let (mut repr, payload) = FrameRepr::parse(&frame).unwrap();
+        repr.roce.bth.dest_qp = rocev2_core::wire::Qpn::new(qpn);
+        let mut f = vec![0; repr.buffer_len(payload.len()).unwrap()];
+        repr.emit(&mut f, payload).unwrap();
+        f
+    };
+    // Block 0 holds QPN 0x11, the first QPN of an unsharded endpoint.
+    assert_eq!(
+        p.b.ep.handle_frame(now, &retarget(0x11), &mut p.b.mem),
+        Err(DropReason::MisSteered)
+    );
+    assert_eq!(
+        p.b.ep
+            .handle_frame(now, &retarget(c.qb.value() + 1), &mut p.b.mem),
+        Err(DropReason::UnknownQp)
+    );
+    let s = p.b.ep.stats();
+    assert_eq!(
+        (
+            s.drops(DropReason::MisSteered),
+            s.drops(DropReason::UnknownQp)
+        ),
+        (1, 1)
+    );
+    assert_eq!(DropReason::MisSteered.name(), "mis_steered");
+    assert!(b_untouched(&p, &c), "no dropped frame wrote memory");
+    assert!(p.drive(STEPS));
+    assert_eq!(&p.b.mem.get(c.mr_b.id).unwrap()[..32], &[7; 32]);
 }
 
 #[test]

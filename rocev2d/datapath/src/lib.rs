@@ -44,6 +44,8 @@ pub mod neigh;
 mod netlink;
 pub mod pair;
 
+#[cfg(feature = "xdp")]
+mod steering;
 mod sys;
 pub mod udp;
 #[cfg(feature = "xdp")]
@@ -94,6 +96,19 @@ pub enum Error {
     /// loader reported: verifier, privileges, another XDP program on the interface).
     #[error("XDP steering program: {0}")]
     Xdp(String),
+    /// The AF_XDP datapath was asked for a receive queue the interface does not have.
+    #[error(
+        "interface {name:?} has {queues} rx queue(s) in use, no queue {queue} \
+         (a veth gets more with `ip link add … numrxqueues N numtxqueues N`)"
+    )]
+    NoSuchQueue {
+        /// The interface.
+        name: String,
+        /// The queue asked for.
+        queue: u32,
+        /// Receive queues in use on the interface.
+        queues: u32,
+    },
     /// The next hop's MAC address did not appear in the neighbour table in time.
     #[error("no neighbour entry for {0} (ARP/ND got no answer)")]
     Unresolved(std::net::IpAddr),

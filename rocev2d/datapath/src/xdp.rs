@@ -36,8 +36,16 @@
 //! [`Datapath::send`], the batch API, copy between the UMEM and the caller's [`RxBatch`] or
 //! [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the one-copy frames.
 //!
-//! Transmission uses the first queue's socket only, so frames leave in the order the core
-//! produced them.
+//! Opened on every queue (the default), the datapath transmits on the first queue's socket only,
+//! so frames leave in the order the core produced them. Opened on one queue
+//! ([`XdpConfig::queue`]) it binds, receives and transmits on that queue alone: one engine shard
+//! of several on the interface, each with its own thread, endpoint and socket
+//! (`docs/datapath.md`, "Several queues"). The shards of a process share the interface's one
+//! steering program (`crate::steering`), each registering its socket at its queue's index. On a
+//! veth, a copy-mode transmit on queue q reaches the peer's receive queue q (`__dev_direct_xmit`
+//! keeps the queue, `veth_xmit` uses the same index on the peer), so shard q of one host and
+//! shard q of the other talk over queue q both ways; on a NIC, RSS picks the receive queue and
+//! the peer's frames reach the right shard only if the flow hashes there.
 //!
 //! The kernel's UDP stack never sees a RoCEv2 frame the program redirected, so it sends no ICMP
 //! port unreachable and no guard socket is needed (unlike [`crate::af_packet`]).
@@ -54,14 +62,16 @@
 //! A frame larger than a chunk keeps a second copy in user space each way (issue 18 asks for one):
 //! the core reads and writes frames as one contiguous slice.
 
+use crate::steering::SharedSteering;
 use crate::sys::{self, Epoll};
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
 use rocev2_core::wire::FrameBuf;
-use rocev2_ebpf_loader::steer::{AttachMode, Counter, MAX_QUEUES, Steering};
+use rocev2_ebpf_loader::steer::{Counter, MAX_QUEUES};
 use std::io;
 use std::num::NonZeroU32;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{
     BufIdx, CompletionQueue, FillQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem,
@@ -97,6 +107,10 @@ pub struct XdpConfig {
     pub tx_frames: u32,
     /// Ask the driver for zero-copy first (copy mode is the fallback either way).
     pub zero_copy: bool,
+    /// The one receive queue to serve, receiving and transmitting on it alone: one engine shard
+    /// of several on the interface (`docs/datapath.md`, "Several queues"). `None` (default):
+    /// every receive queue, transmitting on the first.
+    pub queue: Option<u32>,
 }
 
 impl Default for XdpConfig {
@@ -105,6 +119,7 @@ impl Default for XdpConfig {
             rx_frames: 8192,
             tx_frames: 2048,
             zero_copy: true,
+            queue: None,
         }
     }
 }
@@ -706,12 +721,15 @@ impl FrameBuf for ChunkBuf<'_> {
     }
 }
 
-/// RoCEv2 frames through AF_XDP sockets on every receive queue; see the module docs.
+/// RoCEv2 frames through AF_XDP sockets on every receive queue, or on one; see the module docs.
 pub struct XdpDatapath {
-    // Drop order: detach the program before closing the sockets it redirects to.
-    steering: Steering,
-    attach: AttachMode,
+    /// The interface's program, shared with the other datapaths of this process on it; `None`
+    /// only inside [`Drop::drop`], which releases the queues' map entries before the sockets
+    /// close and then the handle.
+    steering: Option<Arc<SharedSteering>>,
     queues: Vec<Queue>,
+    /// [`XdpConfig::queue`].
+    only: Option<u32>,
     epoll: Option<Epoll>,
     next_rx: usize,
     stats: DatapathStats,
@@ -753,13 +771,16 @@ fn no_such_queue(e: &Error) -> bool {
 }
 
 impl XdpDatapath {
-    /// Attaches the steering program to `iface` and binds one AF_XDP socket per receive queue.
+    /// Attaches the steering program to `iface` (or shares the attachment of another datapath
+    /// of this process there) and binds one AF_XDP socket per receive queue, or to
+    /// [`XdpConfig::queue`] alone.
     ///
     /// # Errors
     /// [`Error::Xdp`] when the program cannot be loaded or attached (no privileges, another XDP
-    /// program on the interface, a kernel without BTF); [`Error::Io`] from the sockets;
-    /// [`Error::BadInterface`] with more queues than the program's map holds or an MTU a
-    /// [`MAX_FRAME`] slot cannot carry.
+    /// program on the interface, a kernel without BTF) or a queue is served by another datapath
+    /// of this process; [`Error::Io`] from the sockets; [`Error::NoSuchQueue`] for a
+    /// [`XdpConfig::queue`] the interface does not have; [`Error::BadInterface`] with more
+    /// queues than the program's map holds or an MTU a [`MAX_FRAME`] slot cannot carry.
     pub fn open(iface: &Interface, cfg: XdpConfig) -> Result<XdpDatapath, Error> {
         if iface.mtu as usize + 18 > MAX_FRAME {
             return Err(Error::BadInterface {
@@ -773,25 +794,43 @@ impl XdpDatapath {
             Some(n) => (n, true),
             None => (iface.rx_queues, false),
         };
-        if nq > MAX_QUEUES {
-            return Err(Error::BadInterface {
-                name: iface.name.clone(),
-                why: "more rx queues than the steering program's XSKMAP holds (64)",
-            });
-        }
-        let (mut steering, attach) = match Steering::attach(iface.index, AttachMode::Driver) {
-            Ok(s) => (s, AttachMode::Driver),
-            Err(native) => match Steering::attach(iface.index, AttachMode::Skb) {
-                Ok(s) => {
-                    tracing::info!(iface = %iface.name, error = %native, "native XDP refused; generic (skb) mode");
-                    (s, AttachMode::Skb)
-                }
-                Err(_) => return Err(Error::Xdp(native.to_string())),
-            },
+        let ids = match cfg.queue {
+            Some(q) if q >= nq => {
+                return Err(Error::NoSuchQueue {
+                    name: iface.name.clone(),
+                    queue: q,
+                    queues: nq,
+                });
+            }
+            Some(q) => q..q + 1,
+            None if nq > MAX_QUEUES => {
+                return Err(Error::BadInterface {
+                    name: iface.name.clone(),
+                    why: "more rx queues than the steering program's XSKMAP holds (64)",
+                });
+            }
+            None => 0..nq,
         };
-        let mut queues = Vec::with_capacity(nq as usize);
-        for id in 0..nq {
-            let opened = match cfg.zero_copy && attach == AttachMode::Driver {
+        // The datapath holds the only handle this call takes, so that a failure below closes it
+        // as a datapath closes (`Drop`): queues released, the program detached if it was the last.
+        let mut dp = XdpDatapath {
+            steering: Some(SharedSteering::get(iface)?),
+            queues: Vec::with_capacity(ids.len()),
+            only: cfg.queue,
+            epoll: None,
+            next_rx: 0,
+            stats: DatapathStats::default(),
+        };
+        let native = dp
+            .steering
+            .as_ref()
+            .is_some_and(|s| s.mode() == rocev2_ebpf_loader::steer::AttachMode::Driver);
+        for id in ids {
+            let Some(steering) = dp.steering.as_deref() else {
+                break;
+            };
+            steering.claim(id)?;
+            let opened = match cfg.zero_copy && native {
                 true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
                     tracing::debug!(queue = id, error = %zc, "zero-copy refused; copy mode");
                     Queue::open(iface.index, id, &cfg, false)
@@ -800,37 +839,33 @@ impl XdpDatapath {
             };
             let q = match opened {
                 Ok(q) => q,
-                Err(e) if !exact && id > 0 && no_such_queue(&e) => break,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    steering.release(id);
+                    if !exact && id > 0 && cfg.queue.is_none() && no_such_queue(&e) {
+                        break;
+                    }
+                    return Err(e);
+                }
             };
-            steering
-                .register(id, &Raw(q.fd()))
-                .map_err(|e| Error::Xdp(e.to_string()))?;
-            queues.push(q);
+            // Pushed first, so that a failure below releases this queue too (`Drop`).
+            let fd = q.fd();
+            dp.queues.push(q);
+            steering.register(id, fd)?;
         }
-        let epoll = if queues.len() > 1 {
+        if dp.queues.len() > 1 {
             let ep = Epoll::new().map_err(|e| Error::io("epoll_create1", e))?;
-            for q in &queues {
+            for q in &dp.queues {
                 ep.add_readable(q.fd())
                     .map_err(|e| Error::io("epoll_ctl", e))?;
             }
-            Some(ep)
-        } else {
-            None
-        };
-        let dp = XdpDatapath {
-            steering,
-            attach,
-            queues,
-            epoll,
-            next_rx: 0,
-            stats: DatapathStats::default(),
-        };
+            dp.epoll = Some(ep);
+        }
         tracing::info!(iface = %iface.name, setup = %dp.describe(), "AF_XDP datapath ready");
         Ok(dp)
     }
 
     /// One phrase for logs and the `auto` reason: queues, copy or zero-copy, program mode.
+    /// A datapath of one queue says which (`rx/tx queue 1 only`).
     pub fn describe(&self) -> String {
         let zc = self.queues.iter().filter(|q| q.zero_copy).count();
         let copy = match (zc, self.queues.len()) {
@@ -838,11 +873,20 @@ impl XdpDatapath {
             (z, n) if z == n => "zero-copy".to_string(),
             (z, n) => format!("zero-copy on {z} of {n} queues"),
         };
-        format!(
-            "{} rx queue(s), {copy}, steering program in {} mode",
-            self.queues.len(),
-            self.attach.name()
-        )
+        let queues = match self.queue() {
+            Some(q) => format!("rx/tx queue {q} only"),
+            None => format!("{} rx queue(s)", self.queues.len()),
+        };
+        let mode = self
+            .steering
+            .as_ref()
+            .map_or("detached", |s| s.mode().name());
+        format!("{queues}, {copy}, steering program in {mode} mode")
+    }
+
+    /// The queue served when the datapath was opened on one ([`XdpConfig::queue`]).
+    pub fn queue(&self) -> Option<u32> {
+        self.only
     }
 
     /// Receives up to `room` frames from the queues in turn and hands each to `handle`; returns
@@ -868,23 +912,26 @@ impl XdpDatapath {
         self.queues.len()
     }
 
-    /// Frames received so far on each queue, in queue order.
-    pub fn rx_packets_per_queue(&self) -> Vec<u64> {
-        self.queues.iter().map(|q| q.rx_packets).collect()
+    /// Frames received so far on each queue served, as `(queue, frames)` in queue order.
+    pub fn rx_packets_per_queue(&self) -> Vec<(u32, u64)> {
+        self.queues.iter().map(|q| (q.id, q.rx_packets)).collect()
     }
 
-    /// The steering program's counters (summed over CPUs), named as in `rocev2d stats`.
+    /// The steering program's counters (summed over CPUs), named as in `rocev2d stats`: the
+    /// interface's, whichever of its queues the frames arrived on.
     pub fn steering_counters(&self) -> Option<[(Counter, u64); Counter::ALL.len()]> {
-        self.steering.counters().ok()
+        self.steering.as_ref()?.counters()
     }
 }
 
-/// A raw descriptor for [`Steering::register`], which only reads its number.
-struct Raw(RawFd);
-
-impl AsRawFd for Raw {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
+impl Drop for XdpDatapath {
+    fn drop(&mut self) {
+        if let Some(s) = self.steering.take() {
+            for q in &self.queues {
+                s.release(q.id);
+            }
+            SharedSteering::close(s);
+        }
     }
 }
 

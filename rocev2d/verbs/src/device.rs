@@ -59,6 +59,16 @@ pub struct DeviceConfig {
     pub seed: Option<u64>,
     /// Who drives the engine: a progress thread (default) or the application's calls.
     pub progress: ProgressMode,
+    /// Makes the device one engine shard of several on the interface, serving receive queue
+    /// `queue` (below 64 and the interface's queue count): open one device per queue, each
+    /// with its progress thread, and connect QP k through device k on both hosts
+    /// (`docs/datapath.md`, "Several queues"). The AF_XDP datapath binds, receives and
+    /// transmits on that queue alone (`rocev2_datapath::xdp::XdpConfig::queue`; AF_PACKET
+    /// and UDP see the whole interface); the device's QP numbers are those of block `queue`
+    /// ([`rocev2_core::Endpoint::with_qpn_block`]), so no two shards share one, and a frame
+    /// the steering delivers to the wrong shard counts as `mis_steered`. `None` (default): the
+    /// whole interface.
+    pub queue: Option<u32>,
 }
 
 /// First virtual address handed to a region (as the core's test pair uses).
@@ -153,9 +163,32 @@ impl Device {
     /// process.
     ///
     /// # Errors
-    /// As [`Device::open`]; [`Error::Io`] when the progress thread cannot be started.
+    /// As [`Device::open`]; [`Error::Io`] when the progress thread cannot be started;
+    /// [`Error::Datapath`] with [`rocev2_datapath::Error::NoSuchQueue`] for a
+    /// [`DeviceConfig::queue`] the interface lacks.
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         let iface = Interface::by_name(iface)?;
+        if let Some(queue) = cfg.queue {
+            let queues = iface.rx_queues.min(rocev2_core::endpoint::QPN_BLOCKS);
+            if queue >= queues {
+                return Err(Error::Datapath(rocev2_datapath::Error::NoSuchQueue {
+                    name: iface.name,
+                    queue,
+                    queues,
+                }));
+            }
+        }
+        #[cfg(feature = "xdp")]
+        let cfg = DeviceConfig {
+            datapath: Options {
+                xdp: rocev2_datapath::xdp::XdpConfig {
+                    queue: cfg.queue.or(cfg.datapath.xdp.queue),
+                    ..cfg.datapath.xdp
+                },
+                ..cfg.datapath
+            },
+            ..cfg
+        };
         let opened = auto::open(&iface, kind, &cfg.datapath)?;
         Device::in_process(iface, opened.datapath, opened.reason, Vec::new(), cfg)
     }
@@ -170,7 +203,11 @@ impl Device {
         neighbours: Vec<(IpAddr, [u8; 6])>,
         cfg: DeviceConfig,
     ) -> Result<Device> {
-        let ep = Endpoint::new(cfg.seed.unwrap_or_else(random_u64));
+        let seed = cfg.seed.unwrap_or_else(random_u64);
+        let ep = match cfg.queue {
+            Some(queue) => Endpoint::with_qpn_block(seed, queue),
+            None => Endpoint::new(seed),
+        };
         let name = datapath.name().to_string();
         let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
         let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;

@@ -1,5 +1,5 @@
-//! The AF_XDP steering program: attach it to an interface, register one AF_XDP socket per rx
-//! queue, read its counters. See `rocev2_ebpf_common::steer` for what it does per frame.
+//! The AF_XDP steering program: attach it to an interface, register (and unregister) one
+//! AF_XDP socket per rx queue, read its counters. See `rocev2_ebpf_common::steer` for what it does per frame.
 
 use std::os::fd::AsRawFd;
 
@@ -112,6 +112,25 @@ impl Steering {
                 name: XSKS_MAP,
                 source,
             })
+    }
+
+    /// Stops sending frames arriving on rx `queue` to the socket registered for it (they go to
+    /// the kernel and count as `no_socket`); a queue without a socket is left as it is.
+    ///
+    /// # Errors
+    /// [`Error::Map`]: `queue` is not below [`MAX_QUEUES`].
+    pub fn unregister(&mut self, queue: u32) -> Result<(), Error> {
+        match self.xsks.unset(queue) {
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            r => r.map_err(|source| Error::Map {
+                name: XSKS_MAP,
+                source,
+            }),
+        }
     }
 
     /// The program's counters, summed over CPUs, in [`Counter::ALL`] order.
