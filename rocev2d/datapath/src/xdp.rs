@@ -11,7 +11,8 @@
 //! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping),
 //! one socket with its
 //! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
-//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies) —
+//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies;
+//! the refusal is logged and named by [`XdpDatapath::describe`]) —
 //! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
 //! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
 //! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
@@ -730,6 +731,10 @@ pub struct XdpDatapath {
     queues: Vec<Queue>,
     /// [`XdpConfig::queue`].
     only: Option<u32>,
+    /// Why a queue is in copy mode: zero-copy not asked for, impossible with the program in
+    /// skb mode, or the driver's refusal of the first queue that asked (issue 18: the fallback
+    /// names its reason in the log and in [`XdpDatapath::describe`]).
+    copy_why: Option<String>,
     epoll: Option<Epoll>,
     next_rx: usize,
     stats: DatapathStats,
@@ -817,6 +822,7 @@ impl XdpDatapath {
             steering: Some(SharedSteering::get(iface)?),
             queues: Vec::with_capacity(ids.len()),
             only: cfg.queue,
+            copy_why: None,
             epoll: None,
             next_rx: 0,
             stats: DatapathStats::default(),
@@ -825,6 +831,11 @@ impl XdpDatapath {
             .steering
             .as_ref()
             .is_some_and(|s| s.mode() == rocev2_ebpf_loader::steer::AttachMode::Driver);
+        dp.copy_why = match (cfg.zero_copy, native) {
+            (false, _) => Some("zero-copy not asked for".to_string()),
+            (true, false) => Some("zero-copy needs the program in driver mode".to_string()),
+            (true, true) => None,
+        };
         for id in ids {
             let Some(steering) = dp.steering.as_deref() else {
                 break;
@@ -832,7 +843,9 @@ impl XdpDatapath {
             steering.claim(id)?;
             let opened = match cfg.zero_copy && native {
                 true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
-                    tracing::debug!(queue = id, error = %zc, "zero-copy refused; copy mode");
+                    tracing::info!(iface = %iface.name, queue = id, error = %zc, "zero-copy refused; copy mode");
+                    dp.copy_why
+                        .get_or_insert_with(|| format!("zero-copy refused: {zc}"));
                     Queue::open(iface.index, id, &cfg, false)
                 }),
                 false => Queue::open(iface.index, id, &cfg, false),
@@ -864,14 +877,18 @@ impl XdpDatapath {
         Ok(dp)
     }
 
-    /// One phrase for logs and the `auto` reason: queues, copy or zero-copy, program mode.
-    /// A datapath of one queue says which (`rx/tx queue 1 only`).
+    /// One phrase for logs and the `auto` reason: queues, copy or zero-copy (and why a queue
+    /// copies), program mode. A datapath of one queue says which (`rx/tx queue 1 only`).
     pub fn describe(&self) -> String {
         let zc = self.queues.iter().filter(|q| q.zero_copy).count();
         let copy = match (zc, self.queues.len()) {
             (0, _) => "copy mode".to_string(),
             (z, n) if z == n => "zero-copy".to_string(),
             (z, n) => format!("zero-copy on {z} of {n} queues"),
+        };
+        let copy = match &self.copy_why {
+            Some(why) if zc < self.queues.len() => format!("{copy} ({why})"),
+            _ => copy,
         };
         let queues = match self.queue() {
             Some(q) => format!("rx/tx queue {q} only"),

@@ -85,6 +85,12 @@ fn body() {
     assert_eq!(a.rx_queues, 4);
     let mut x = XdpDatapath::open(&a, XdpConfig::default()).unwrap();
     assert_eq!(x.queues(), 4, "{x:?}");
+    // veth has no zero-copy AF_XDP: the default asks for it, falls back, and says why.
+    assert!(
+        x.describe()
+            .contains("copy mode (zero-copy refused: AF_XDP bind"),
+        "{x:?}"
+    );
     spray(&a, &b);
     let mut rx = RxBatch::new(64);
     let mut got = 0u64;
