@@ -345,9 +345,10 @@ impl<'a> Frame<'a> {
 
     /// Checks the ICRC (RoCEv2 Annex A17.8).
     pub fn verify_icrc(&self) -> Result<(), Error> {
-        let at = self.ip.end + UDP_LEN;
-        let end = at + self.transport.icrc_covered().len() + ICRC_LEN;
-        icrc::verify(self.ip_header(), self.udp_header(), &self.bytes[at..end])
+        // From the eight bytes before the IP header (the LRH stand-in; an Ethernet header is
+        // longer) to the end of the ICRC: one pass over the frame where it lies.
+        let end = self.ip.end + UDP_LEN + self.transport.icrc_covered().len() + ICRC_LEN;
+        icrc::verify_frame(&self.bytes[self.ip.start - 8..end], self.ip.len())
     }
     /// The IP header bytes.
     pub fn ip_header(&self) -> &'a [u8] {
@@ -591,7 +592,7 @@ impl FrameHeaders<'_> {
         // over the frame where it lies, from the eight bytes before the IP header (the LRH
         // stand-in) up to the ICRC, right after `fill` wrote the payload.
         let icrc_at = buf.len() - ICRC_LEN;
-        let crc = icrc::compute_in_place(&mut buf[ip_range.start - 8..icrc_at], ip_len)?;
+        let crc = icrc::compute_frame(&buf[ip_range.start - 8..icrc_at], ip_len)?;
         buf[icrc_at..].copy_from_slice(&crc.to_le_bytes());
         let (head, transport) = buf.split_at_mut(udp_range.end);
         if self.udp.checksum {
