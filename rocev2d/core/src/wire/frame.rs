@@ -481,13 +481,41 @@ impl FrameHeaders<'_> {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Error> {
-        let l2 = self.l2_len();
-        let ip_len = self.ip.header_len();
         // Validated once here; the transport headers are then written without repeating it.
         let transport_len = self.roce.buffer_len(payload_len)?;
-        if buf.len() != l2 + ip_len + UDP_LEN + transport_len {
+        if buf.len() != self.l2_len() + self.ip.header_len() + UDP_LEN + transport_len {
             return Err(Error::BadRepr);
         }
+        self.emit_sized(buf, payload_len, transport_len, fill)
+    }
+
+    /// [`Self::emit_with`] into a buffer of the right length taken from `buf`; returns that
+    /// length. This is how the engine sends: the transport layout is validated once per frame,
+    /// not once to size the buffer and again to write it.
+    pub fn emit_into(
+        &self,
+        buf: &mut dyn FrameBuf,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, Error> {
+        let transport_len = self.roce.buffer_len(payload_len)?;
+        let len = self.l2_len() + self.ip.header_len() + UDP_LEN + transport_len;
+        // No need to zero: every byte is written (headers, payload via `fill`, pad, ICRC).
+        self.emit_sized(buf.frame_mut(len), payload_len, transport_len, fill)?;
+        Ok(len)
+    }
+
+    /// Writes the frame into `buf`, whose length the caller checked against `transport_len`
+    /// (the transport repr's validated `buffer_len`).
+    fn emit_sized(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        transport_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Error> {
+        let l2 = self.l2_len();
+        let ip_len = self.ip.header_len();
         let udp_total = UDP_LEN + transport_len;
         let ether_type = match self.ip {
             IpRepr::V4 { .. } => EtherType::IPV4,
