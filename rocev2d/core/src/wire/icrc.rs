@@ -94,7 +94,7 @@ static MASKS: [[u8; MASK_LEN]; 12] = {
 /// IHL or traffic class), or the error for an IP header the ICRC is not defined for.
 fn head_mask(ip_first: u8, ip_len: usize) -> Result<&'static [u8; MASK_LEN], Error> {
     match ip_first >> 4 {
-        4 if (20..=MAX_IP_LEN).contains(&ip_len) && ip_len % 4 == 0 => {
+        4 if (20..=MAX_IP_LEN).contains(&ip_len) && ip_len.is_multiple_of(4) => {
             Ok(&MASKS[(ip_len - 20) / 4])
         }
         6 if ip_len == 40 => Ok(&MASKS[11]),
