@@ -352,9 +352,10 @@ impl<'a> Frame<'a> {
         &self.bytes[at..at + UDP_LEN]
     }
     /// The Ethernet header's fields (and the 802.1Q tag's, when there is one).
+    #[inline]
     pub fn eth_repr(&self) -> EthRepr {
         let b = self.bytes;
-        let mac = |at: usize| [b[at], b[at + 1], b[at + 2], b[at + 3], b[at + 4], b[at + 5]];
+        let mac = |at: usize| -> [u8; 6] { b[at..at + 6].try_into().unwrap_or_default() };
         // `new_checked` found the IP header right after the Ethernet header or after one tag.
         let vlan = (self.l3 == ETH_LEN + VLAN_LEN).then(|| {
             let tci = u16::from_be_bytes([b[ETH_LEN], b[ETH_LEN + 1]]);
@@ -375,6 +376,7 @@ impl<'a> Frame<'a> {
         &self.ip_repr
     }
     /// The UDP header's fields.
+    #[inline]
     pub fn udp_repr(&self) -> UdpRepr {
         let u = self.udp_header();
         UdpRepr {
