@@ -15,7 +15,7 @@
 //! is *not* masked, so it is covered: whoever writes the IP header must know the ID before the
 //! ICRC is computed (`docs/wire.md` explains what that means for each datapath).
 //!
-//! One masking rule ([`head_mask`]: an OR mask, since every variant field becomes all ones),
+//! One masking rule (`head_mask`: an OR mask, since every variant field becomes all ones),
 //! two ways to run the CRC over a head it masks. [`compute`]/[`verify`] gather the IP, UDP and
 //! BTH headers from separate slices (a UDP datagram's headers, rebuilt from what the socket
 //! reported); [`compute_frame`]/[`verify_frame`] read a whole frame's bytes where they lie, the
