@@ -271,7 +271,7 @@ impl Repr {
     }
 
     /// Reads all headers of a checked packet.
-    #[inline]
+    #[inline(always)]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, Error> {
         Ok(Repr {
             bth: BthRepr::parse(&p.bth())?,
