@@ -654,8 +654,11 @@ impl Endpoint {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
         // Only the transport headers' meaning is built; the L2–L4 fields are read from the
-        // checked frame in place, so no whole `FrameRepr` is assembled per packet.
-        let roce = RoceRepr::parse(frame.transport())?;
+        // checked frame in place, so no whole `FrameRepr` is assembled per packet. The repr
+        // (272 bytes with its REXT) is borrowed where `parse` wrote it: moving it out of the
+        // `Result` was a `memmove` that waited on the narrow stores that had just built it.
+        let parsed = RoceRepr::parse(frame.transport());
+        let roce = parsed.as_ref().map_err(|e| *e)?;
         let ip = frame.ip_repr();
         let (src, dst): (IpAddr, IpAddr) = match *ip {
             IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
@@ -667,7 +670,7 @@ impl Endpoint {
             src_mac: Some(frame.eth_repr().src),
             sport: frame.udp_repr().src_port,
             ecn: ip.ecn(),
-            roce: &roce,
+            roce,
             payload: frame.payload(),
             len: bytes.len(),
             ip: IpHeader::Frame(frame.ip_header()),
@@ -687,14 +690,15 @@ impl Endpoint {
         }
         let packet = RocePacket::new_checked(payload)?;
         meta.verify_icrc(payload)?;
-        let roce = RoceRepr::parse(&packet)?;
+        let parsed = RoceRepr::parse(&packet);
+        let roce = parsed.as_ref().map_err(|e| *e)?;
         let rx = Received {
             src: meta.src.ip(),
             dst: meta.dst.ip(),
             src_mac: None,
             sport: meta.src.port(),
             ecn: meta.ecn,
-            roce: &roce,
+            roce,
             payload: packet.payload_slice(),
             len: meta.frame_len(payload.len()),
             ip: IpHeader::Datagram(meta, payload.len()),

@@ -537,7 +537,7 @@ pub(super) fn emit_packet(
         }
     };
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = super::framing::emit(path, roce, plen, buf, |dst| match &w.wr.inline_data {
+    let n = super::framing::emit(path, &roce, plen, buf, |dst| match &w.wr.inline_data {
         Some(d) => dst.copy_from_slice(&d[offset as usize..offset as usize + dst.len()]),
         None => gather(mem, &w.segs, offset, dst),
     })?;

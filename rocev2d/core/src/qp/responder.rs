@@ -707,7 +707,7 @@ pub(super) fn transmit(
     };
     let roce = with_dasr_n(qp, env, roce);
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = super::framing::emit(path, roce, plen, buf, |dst| {
+    let n = super::framing::emit(path, &roce, plen, buf, |dst| {
         if let Some(Target {
             mr: Some(mr),
             offset,
@@ -783,7 +783,7 @@ pub(super) fn transmit_fatal_nak(
         }),
         ..RoceRepr::new(bth(qp, Operation::Acknowledge, psn, false, false))
     };
-    let n = super::framing::emit(path, roce, 0, buf, |_| {})?;
+    let n = super::framing::emit(path, &roce, 0, buf, |_| {})?;
     qp.resp.fatal_nak = None;
     Some(n)
 }

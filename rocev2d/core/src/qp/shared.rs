@@ -146,7 +146,7 @@ impl Shared {
                 ..Default::default()
             });
         }
-        let n = super::framing::emit(path, roce, 0, buf, |_| {})?;
+        let n = super::framing::emit(path, &roce, 0, buf, |_| {})?;
         self.cnp_out = None;
         self.counters.cnps_sent += 1;
         Some(n)

@@ -304,7 +304,7 @@ impl UdQp {
             Some(d) => dst.copy_from_slice(d),
             None => gather(mem, &segs, 0, dst),
         };
-        let Some(n) = super::framing::emit(w.dest.ah.path(), roce, w.len as usize, buf, fill)
+        let Some(n) = super::framing::emit(w.dest.ah.path(), &roce, w.len as usize, buf, fill)
         else {
             // The handle and the length were checked, so the frame always fits; should it not,
             // the request fails rather than vanish.

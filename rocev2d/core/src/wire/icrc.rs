@@ -15,11 +15,19 @@
 //! is *not* masked, so it is covered: whoever writes the IP header must know the ID before the
 //! ICRC is computed (`docs/wire.md` explains what that means for each datapath).
 //!
-//! One masking rule (`mask_head`), two ways to run the CRC over it: [`compute`]/[`verify`]
-//! gather the masked head (at most 88 bytes) beside bytes they may not change (a received frame,
-//! a UDP datagram's headers); [`compute_in_place`] masks a frame being built where it lies and
-//! runs one CRC pass over it, which is how `FrameRepr::emit_with` computes the ICRC right after
-//! it copied the payload.
+//! One masking rule (`head_mask`: an OR mask, since every variant field becomes all ones),
+//! two ways to run the CRC over a head it masks. [`compute`]/[`verify`] gather the IP, UDP and
+//! BTH headers from separate slices (a UDP datagram's headers, rebuilt from what the socket
+//! reported); [`compute_frame`]/[`verify_frame`] read a whole frame's bytes where they lie, the
+//! form both the frame builder and the receive path use: the masked head is copied out in
+//! 16-byte words (one load, one OR, one store each) and the CRC runs over that copy, then on over
+//! the rest of the frame in place, so the payload is read once and the frame is never written.
+//!
+//! Why words: `crc32fast` reads its input 16 bytes at a time. A head masked byte by byte (in a
+//! copy or in the frame) makes its first loads wait for several narrow stores, which the CPU
+//! cannot forward into one wide load; that stall, not the second CRC call, made verifying a
+//! 4 KiB frame cost ~20 ns more than a plain CRC over it (BENCHMARKS.md, "Receive verify in one
+//! pass"). A whole-word store is forwarded to the equally wide load that reads it back.
 //!
 //! Deviations: none.
 
@@ -33,47 +41,75 @@ const UDP_LEN: usize = 8;
 const MAX_IP_LEN: usize = 60;
 /// The longest masked head: LRH stand-in, IP, UDP and BTH.
 const MAX_HEAD_LEN: usize = LRH_LEN + MAX_IP_LEN + UDP_LEN + BTH_LEN;
+/// The CRC's load width, the unit the frame path masks and copies in.
+const WORD: usize = 16;
+/// A head's mask and its copy, in whole words.
+const MASK_LEN: usize = MAX_HEAD_LEN.div_ceil(WORD) * WORD;
 
-/// Applies the Annex A17.8 masks to a head laid out as the CRC reads it: `head[..8]` for the
-/// LRH, the IP header of `ip_len` bytes, the UDP header, then the BTH. This is the one place
-/// that knows which fields are variant; both ways of computing the ICRC go through it. Nothing
-/// is written unless the IP header is one the ICRC is defined for. `head` is exactly
-/// `8 + ip_len + 8 + 12` bytes long (both callers check).
-fn mask_head(head: &mut [u8], ip_len: usize) -> Result<(), Error> {
-    let version = head.get(LRH_LEN).filter(|_| ip_len > 0).map(|b| b >> 4);
-    let (lrh, rest) = head.split_at_mut(LRH_LEN);
-    let (ip, rest) = rest.split_at_mut(ip_len);
-    match version {
-        Some(4) if (20..=MAX_IP_LEN).contains(&ip_len) => {
-            ip[1] = 0xff; // TOS
-            ip[8] = 0xff; // TTL
-            ip[10] = 0xff; // header checksum
-            ip[11] = 0xff;
-        }
-        Some(6) if ip_len == 40 => {
-            ip[0] |= 0x0f; // traffic class (high nibble) ...
-            ip[1] = 0xff; // ... traffic class (low nibble) and flow label
-            ip[2] = 0xff;
-            ip[3] = 0xff;
-            ip[7] = 0xff; // hop limit
-        }
-        Some(6) => return Err(Error::Malformed(Header::Ipv6)),
-        _ => return Err(Error::Malformed(Header::Ipv4)),
+/// The Annex A17.8 masks as an OR mask over a head laid out as the CRC reads it: eight bytes
+/// for the LRH, the IP header of `ip_len` bytes (IPv6 when `v6`), the UDP header, then the BTH.
+/// This is the one place that knows which fields are variant: IPv4 TOS (DSCP+ECN), TTL and
+/// header checksum; IPv6 traffic class, flow label and hop limit; the UDP checksum; BTH byte 4
+/// (FECN, BECN, Resv6a). Bytes past the head are not masked.
+const fn build_mask(ip_len: usize, v6: bool) -> [u8; MASK_LEN] {
+    let mut m = [0u8; MASK_LEN];
+    let mut i = 0;
+    while i < LRH_LEN {
+        m[i] = 0xff;
+        i += 1;
     }
-    lrh.fill(0xff);
-    rest[6] = 0xff; // UDP checksum
-    rest[7] = 0xff;
-    rest[UDP_LEN + 4] = 0xff; // BTH byte 4: FECN, BECN, Resv6a
-    Ok(())
+    let ip = LRH_LEN;
+    if v6 {
+        m[ip] = 0x0f; // traffic class (high nibble) ...
+        m[ip + 1] = 0xff; // ... traffic class (low nibble) and flow label
+        m[ip + 2] = 0xff;
+        m[ip + 3] = 0xff;
+        m[ip + 7] = 0xff; // hop limit
+    } else {
+        m[ip + 1] = 0xff; // TOS
+        m[ip + 8] = 0xff; // TTL
+        m[ip + 10] = 0xff; // header checksum
+        m[ip + 11] = 0xff;
+    }
+    let udp = ip + ip_len;
+    m[udp + 6] = 0xff; // UDP checksum
+    m[udp + 7] = 0xff;
+    m[udp + UDP_LEN + 4] = 0xff; // BTH byte 4
+    m
+}
+
+/// Every head the ICRC is defined for: IPv4 of each IHL (20, 24, … 60 bytes), then IPv6.
+static MASKS: [[u8; MASK_LEN]; 12] = {
+    let mut t = [[0u8; MASK_LEN]; 12];
+    let mut k = 0;
+    while k < 11 {
+        t[k] = build_mask(20 + 4 * k, false);
+        k += 1;
+    }
+    t[11] = build_mask(40, true);
+    t
+};
+
+/// The mask for a head whose IP header, of `ip_len` bytes, starts with `ip_first` (version and
+/// IHL or traffic class), or the error for an IP header the ICRC is not defined for.
+fn head_mask(ip_first: u8, ip_len: usize) -> Result<&'static [u8; MASK_LEN], Error> {
+    match ip_first >> 4 {
+        4 if (20..=MAX_IP_LEN).contains(&ip_len) && ip_len.is_multiple_of(4) => {
+            Ok(&MASKS[(ip_len - 20) / 4])
+        }
+        6 if ip_len == 40 => Ok(&MASKS[11]),
+        6 => Err(Error::Malformed(Header::Ipv6)),
+        _ => Err(Error::Malformed(Header::Ipv4)),
+    }
 }
 
 /// Computes the ICRC from its three parts: the IP header (IPv4 of any IHL, or the 40-byte IPv6
 /// header), the UDP header, and the UDP payload from the BTH up to (excluding) the ICRC.
 ///
-/// This is the receive side's form, for bytes it may not change: the masked head (at most 88
+/// This is the form for headers that are not in front of the transport packet (a UDP
+/// datagram's, rebuilt by [`super::DatagramMeta::verify_icrc`]): the masked head (at most 88
 /// bytes) is gathered into a buffer and the CRC runs over it, then on over the rest of the
-/// transport packet in place. Packets whose IP header was never seen (UDP sockets) go through
-/// [`super::DatagramMeta::verify_icrc`], which builds the headers and calls this.
+/// transport packet in place.
 pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<u32, Error> {
     if transport.len() < BTH_LEN {
         return Err(Error::Truncated(Header::Bth));
@@ -82,45 +118,67 @@ pub fn compute(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<
         return Err(Error::Truncated(Header::Udp));
     }
     let ip_len = ip_header.len();
-    if ip_len > MAX_IP_LEN {
-        return Err(Error::Malformed(match ip_header[0] >> 4 {
-            6 => Header::Ipv6,
-            _ => Header::Ipv4,
-        }));
-    }
+    let mask = head_mask(ip_header.first().copied().unwrap_or(0), ip_len)?;
     let udp_at = LRH_LEN + ip_len;
     let bth_at = udp_at + UDP_LEN;
     let head_len = bth_at + BTH_LEN;
-    let mut head = [0u8; MAX_HEAD_LEN];
+    let mut head = [0u8; MASK_LEN];
     head[LRH_LEN..udp_at].copy_from_slice(ip_header);
     head[udp_at..bth_at].copy_from_slice(&udp_header[..UDP_LEN]);
     head[bth_at..head_len].copy_from_slice(&transport[..BTH_LEN]);
-    mask_head(&mut head[..head_len], ip_len)?;
+    for (b, m) in head.iter_mut().zip(mask) {
+        *b |= m;
+    }
     let mut h = crc32fast::Hasher::new();
     h.update(&head[..head_len]);
     h.update(&transport[BTH_LEN..]);
     Ok(h.finalize())
 }
 
-/// Computes the ICRC of a packet being built in one CRC pass over its bytes, where they lie.
+/// Computes the ICRC of a frame's bytes where they lie, in one pass over the payload.
 ///
 /// `bytes` runs from eight bytes before the IP header (the end of the Ethernet or 802.1Q
 /// header, which stands in for the LRH) up to, excluding, the ICRC; the IP header is `ip_len`
-/// long. The head's variant fields are masked in place, the CRC runs once over the whole
-/// range, and the head is put back as it was: no second pass over a separate copy of the
-/// headers, and the payload is read once, right after the frame builder wrote it, while it is
-/// still in the cache (a frame of at most 4096 bytes of payload fits in L1 whole).
-pub fn compute_in_place(bytes: &mut [u8], ip_len: usize) -> Result<u32, Error> {
+/// long. The frame builder calls this right after it copied the payload, while the payload is
+/// in the cache; the receive path through [`verify_frame`].
+pub fn compute_frame(bytes: &[u8], ip_len: usize) -> Result<u32, Error> {
     let head_len = LRH_LEN + ip_len + UDP_LEN + BTH_LEN;
     if ip_len > MAX_IP_LEN || bytes.len() < head_len {
         return Err(Error::BadRepr);
     }
-    let mut saved = [0u8; MAX_HEAD_LEN];
-    saved[..head_len].copy_from_slice(&bytes[..head_len]);
-    mask_head(&mut bytes[..head_len], ip_len)?;
-    let crc = crc32fast::hash(bytes);
-    bytes[..head_len].copy_from_slice(&saved[..head_len]);
-    Ok(crc)
+    let mask = head_mask(bytes[LRH_LEN], ip_len)?;
+    let words = head_len.div_ceil(WORD);
+    let mut head = [0u8; MASK_LEN];
+    let copied = bytes.len().min(words * WORD);
+    if copied == words * WORD {
+        // One wide load, OR and store per word: see the module docs for why not bytes.
+        for w in 0..words {
+            let at = w * WORD..(w + 1) * WORD;
+            let word = u128::from_le_bytes(bytes[at.clone()].try_into().unwrap_or_default())
+                | u128::from_le_bytes(mask[at.clone()].try_into().unwrap_or_default());
+            head[at].copy_from_slice(&word.to_le_bytes());
+        }
+    } else {
+        // A frame that ends inside the head's last word (an IPv6 ACK): bytes, as `compute`.
+        for ((h, b), m) in head.iter_mut().zip(bytes).zip(mask) {
+            *h = b | m;
+        }
+    }
+    let mut h = crc32fast::Hasher::new();
+    h.update(&head[..copied]);
+    h.update(&bytes[copied..]);
+    Ok(h.finalize())
+}
+
+/// Checks the ICRC stored in the last four bytes of `bytes`, which runs from eight bytes before
+/// the IP header (of `ip_len` bytes) to the end of the ICRC; see [`compute_frame`].
+pub fn verify_frame(bytes: &[u8], ip_len: usize) -> Result<(), Error> {
+    let n = bytes.len();
+    if n < LRH_LEN + ip_len + UDP_LEN + BTH_LEN + 4 {
+        return Err(Error::Truncated(Header::Icrc));
+    }
+    let (covered, stored) = bytes.split_at(n - 4);
+    check(compute_frame(covered, ip_len)?, stored)
 }
 
 /// Checks the ICRC stored in the last four bytes of `transport_with_icrc`.
@@ -134,7 +192,10 @@ pub fn verify(
         return Err(Error::Truncated(Header::Icrc));
     }
     let (body, stored) = transport_with_icrc.split_at(n - 4);
-    let want = compute(ip_header, udp_header, body)?;
+    check(compute(ip_header, udp_header, body)?, stored)
+}
+
+fn check(want: u32, stored: &[u8]) -> Result<(), Error> {
     if stored == want.to_le_bytes() {
         Ok(())
     } else {
@@ -211,49 +272,69 @@ mod tests {
     }
 
     #[test]
-    fn icrc_in_place_matches_rxe_and_restores_head() {
+    fn icrc_on_frame_matches_rxe() {
         let mut f = ack_in_frame();
-        let before = f;
-        assert_eq!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
-        assert_eq!(f, before, "the masked head must be put back");
+        assert_eq!(compute_frame(&f[..52], 20), Ok(0x9b3f_d2f7));
+        assert_eq!(verify_frame(&f, 20), Ok(()));
         // Variant fields do not change it; a covered one does.
         f[8 + 1] = 0x03; // TOS
+        f[8 + 8] = 1; // TTL
         f[8 + 28 + 4] = 0xc0; // FECN, BECN
         f[0] = 0; // the MAC bytes standing in for the LRH
-        assert_eq!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
+        assert_eq!(verify_frame(&f, 20), Ok(()));
         f[8 + 28 + 11] ^= 1; // PSN
-        assert_ne!(compute_in_place(&mut f[..52], 20), Ok(0x9b3f_d2f7));
+        assert_eq!(verify_frame(&f, 20), Err(Error::BadIcrc));
+    }
+
+    /// Bytes that are not all alike, so a misplaced mask or a skipped byte changes the CRC.
+    fn varied(len: usize, seed: u8) -> alloc::vec::Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(151).wrapping_add(seed) ^ (i >> 8) as u8)
+            .collect()
     }
 
     #[test]
-    fn icrc_in_place_agrees_with_gathered_ipv6() {
-        // An IPv6 head (version 6, traffic class and flow label set) with a 4-byte payload.
-        let mut f = [0u8; 8 + 40 + 8 + 12 + 4];
-        for (i, b) in f.iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+    fn frame_and_gathered_agree() {
+        // IPv4 without and with options, IPv6; payloads from none (the head's last word runs
+        // past the frame for IPv6) to 4 KiB, around crc32fast's kernel switches.
+        for (first, ip_len) in [(0x45u8, 20usize), (0x46, 24), (0x4f, 60), (0x6a, 40)] {
+            for payload in [0usize, 4, 8, 12, 116, 1024, 2036, 2048, 4096] {
+                let mut f = varied(8 + ip_len + 8 + 12 + payload, first);
+                f[8] = first;
+                let (ip, rest) = f[8..].split_at(ip_len);
+                let want = compute(ip, &rest[..8], &rest[8..]).unwrap();
+                assert_eq!(
+                    compute_frame(&f, ip_len),
+                    Ok(want),
+                    "ip {ip_len} payload {payload}"
+                );
+                f.extend_from_slice(&want.to_le_bytes());
+                assert_eq!(verify_frame(&f, ip_len), Ok(()));
+            }
         }
-        f[8] = 0x6a;
-        let want = compute(&f[8..48], &f[48..56], &f[56..]).unwrap();
-        let before = f;
-        assert_eq!(compute_in_place(&mut f, 40), Ok(want));
-        assert_eq!(f, before);
     }
 
     #[test]
-    fn icrc_in_place_rejects_without_writing() {
+    fn icrc_on_frame_rejects() {
         let mut f = ack_in_frame();
-        let before = f;
         f[8] = 0x55;
-        let bad = f;
         assert_eq!(
-            compute_in_place(&mut f[..52], 20),
+            compute_frame(&f[..52], 20),
             Err(Error::Malformed(Header::Ipv4))
         );
-        assert_eq!(f, bad);
-        f = before;
-        assert_eq!(compute_in_place(&mut f[..47], 20), Err(Error::BadRepr));
-        assert_eq!(compute_in_place(&mut f, 64), Err(Error::BadRepr));
-        assert_eq!(f, before);
+        f[8] = 0x65;
+        assert_eq!(
+            compute_frame(&f[..52], 20),
+            Err(Error::Malformed(Header::Ipv6))
+        );
+        f = ack_in_frame();
+        assert_eq!(compute_frame(&f[..47], 20), Err(Error::BadRepr));
+        assert_eq!(compute_frame(&f, 64), Err(Error::BadRepr));
+        assert_eq!(compute_frame(&f, 22), Err(Error::Malformed(Header::Ipv4)));
+        assert_eq!(
+            verify_frame(&f[..51], 20),
+            Err(Error::Truncated(Header::Icrc))
+        );
     }
 
     #[test]

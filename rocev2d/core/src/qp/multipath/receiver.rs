@@ -326,7 +326,7 @@ pub(super) fn transmit_ack(
         udp_src_port: a.vp,
         ..*path
     };
-    let n = crate::qp::framing::emit(&vp_path, roce, 0, buf, |_| {})?;
+    let n = crate::qp::framing::emit(&vp_path, &roce, 0, buf, |_| {})?;
     mp.acks.pop_front();
     Some(n)
 }
