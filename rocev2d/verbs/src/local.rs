@@ -39,8 +39,9 @@
 //! [`crate::Device::post_send`] sends the held ACKs and its request in one batch, one kick of
 //! AF_XDP copy mode instead of two. Without a post, the next pass sends them: the thread's
 //! right after its hold (it polls again at once), or, after a wait that drove, the thread's
-//! within [`BACKOFF`] or the application's next wait. Caller-driven devices never hold (no
-//! thread would send a held ACK if the application made no further call).
+//! within [`BACKOFF`] or the application's next wait; closing the device sends them too.
+//! Caller-driven devices never hold (no thread would send a held ACK if the application made
+//! no further call).
 //!
 //! With [`ProgressMode::Caller`] there is no thread: the engine moves only inside the
 //! application's calls ([`crate::Device::poll`], [`crate::Device::wait_cq`], …), as a
@@ -348,6 +349,10 @@ fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, k
 
 impl Drop for Local {
     fn drop(&mut self) {
+        // A pass may have held ACKs for an answer that will not come: an application that
+        // closes the device right after its last completion must not leave the peer waiting
+        // for them (it would retransmit until its retries run out).
+        self.lock().flush_held(&self.shared.activity);
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.wake.signal();
         if let Some(t) = self.thread.take() {

@@ -61,12 +61,14 @@ fn connect_over_loopback_uses_the_interfaces_addresses_and_a_passive_peer_serves
 
 /// A pass that received a SEND may hold its ACK for the receiver's answer (rocev2's local.rs
 /// module docs); when the receiver takes the completion and then never posts or calls again,
-/// the ACK still leaves: the sender's SEND completes without a retransmission, in each wait
-/// mode (the ACK timeout is ~1 s, so only an ACK that never left would retransmit).
+/// or closes its device at once, the ACK still leaves: the sender's SEND completes without a
+/// retransmission, in each wait mode (the ACK timeout is ~1 s, so only an ACK that never left
+/// would retransmit).
 #[test]
 fn send_completes_when_the_receiver_takes_it_and_never_answers() {
     use rocev2::{ConnectOptions, DeviceConfig, DriverConfig, RecvWr, RemoteQp, WaitMode};
-    for wait in [WaitMode::Spin, WaitMode::default(), WaitMode::Sleep] {
+    let modes = [WaitMode::Spin, WaitMode::default(), WaitMode::Sleep];
+    for (wait, close) in modes.into_iter().flat_map(|m| [(m, false), (m, true)]) {
         let cfg = DeviceConfig {
             driver: DriverConfig {
                 wait,
@@ -121,14 +123,20 @@ fn send_completes_when_the_receiver_takes_it_and_never_answers() {
             (1, WcStatus::Success),
             "{wait}"
         );
-        // B's application is done: no post, no call.
+        // B's application is done: no post, no call; or it closes the device.
+        let b = if close {
+            drop(b);
+            None
+        } else {
+            Some(b)
+        };
         wcs.clear();
         a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
             .unwrap();
         assert_eq!(
             (wcs[0].wr_id, wcs[0].status),
             (2, WcStatus::Success),
-            "{wait}"
+            "{wait}, close {close}"
         );
         let retransmits = a
             .engine()
@@ -137,7 +145,7 @@ fn send_completes_when_the_receiver_takes_it_and_never_answers() {
             .unwrap()
             .counters()
             .retransmits;
-        assert_eq!(retransmits, 0, "{wait}");
+        assert_eq!(retransmits, 0, "{wait}, close {close}");
         drop(b);
     }
 }
