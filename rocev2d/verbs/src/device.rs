@@ -685,8 +685,9 @@ impl Device {
     }
 
     /// Posts a send work request (`ibv_post_send`). In-process, the progress thread sends it
-    /// (woken if it sleeps); caller-driven, nothing leaves until the device is driven;
-    /// attached, the daemon takes it at once.
+    /// (woken if it sleeps), or this call does when a pass held ACKs for it (they leave
+    /// together: the `local` module's docs); caller-driven, nothing leaves until the device is
+    /// driven; attached, the daemon takes it at once.
     ///
     /// # Errors
     /// [`Error::Verb`] (wrong state, queue full, too many SGEs, bad inline data);
