@@ -340,6 +340,11 @@ impl Cq {
         Some(wc)
     }
 
+    /// The completions waiting to be polled, oldest first, left in place.
+    pub fn iter(&self) -> impl Iterator<Item = &WorkCompletion> {
+        self.entries.iter()
+    }
+
     /// Completions waiting to be polled.
     pub fn len(&self) -> usize {
         self.entries.len()

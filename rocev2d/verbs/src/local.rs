@@ -33,9 +33,10 @@
 //! after finding it empty), and the first pass that leaves completions in an armed CQ signals
 //! its eventfd, as the daemon does for attached CQs.
 //!
-//! ACKs wait for the answer (the driver's `poll_holding`): a pass that leaves completions where
-//! an application is about to take them (an armed CQ, for the thread; the waiter's own CQ, for
-//! a busy-polling wait that drives) holds its transmit, and the application's next
+//! ACKs wait for the answer (the driver's `poll_holding`): a pass that leaves receive
+//! completions (of a SEND or a WRITE with immediate, whose ACK waits in the core) where an
+//! application is about to take them (an armed CQ, for the thread; the waiter's own CQ, for a
+//! busy-polling wait that drives) holds its transmit, and the application's next
 //! [`crate::Device::post_send`] sends the held ACKs and its request in one batch, one kick of
 //! AF_XDP copy mode instead of two. Without a post, the next pass sends them: the thread's
 //! right after its hold (it polls again at once), or, after a wait that drove, the thread's
@@ -54,6 +55,7 @@
 use crate::error::{Error, Result};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::cm::Event;
+use rocev2_core::cq::WcOpcode;
 use rocev2_core::mr::VecMemory;
 use rocev2_core::qp::{AddressHandle, CqId};
 use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
@@ -276,9 +278,7 @@ impl State {
             return Err(Error::ProgressStopped(why.clone()));
         }
         let p = match waiter {
-            Some(cq) => self
-                .driver
-                .poll_holding(|ep| ep.cq(cq).is_some_and(|c| !c.is_empty()))?,
+            Some(cq) => self.driver.poll_holding(|ep| answerable(ep, cq))?,
             None => self.driver.poll()?,
         };
         self.fire(p, activity);
@@ -316,6 +316,17 @@ impl State {
             activity.fire();
         }
     }
+}
+
+/// Whether `cq` holds the completion of a received request (a SEND, or a WRITE with
+/// immediate): its ACK waits in the core, and the application that takes it may answer, so a
+/// pass may hold the ACK for that answer. Completions of our own requests (the peer's ACKs
+/// arrived) have no ACK of ours to join, and holding for them would only delay new requests.
+fn answerable(ep: &rocev2_core::Endpoint, cq: CqId) -> bool {
+    ep.cq(cq).is_some_and(|c| {
+        c.iter()
+            .any(|w| matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm))
+    })
 }
 
 /// How many [`Event::TimeWaitExit`]s the device's CM queue keeps. rdmacm-shim never takes them
@@ -388,8 +399,7 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
             // on: that thread, woken by `fire`, may post its answer before the next pass.
             let State { driver, cqs, .. } = &mut *st;
             let waited = |ep: &rocev2_core::Endpoint| {
-                cqs.iter()
-                    .any(|(id, ev)| ev.armed() && ep.cq(*id).is_some_and(|c| !c.is_empty()))
+                cqs.iter().any(|(id, ev)| ev.armed() && answerable(ep, *id))
             };
             match driver.poll_holding(waited) {
                 Ok(p) => {
