@@ -394,6 +394,19 @@ mod tests {
     }
 
     #[test]
+    fn cq_iter_peeks_oldest_first_and_takes_nothing() {
+        let mut cq = Cq::new(4);
+        for id in [7, 8] {
+            cq.push(wc(id)).unwrap();
+        }
+        let ids: Vec<u64> = cq.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, [7, 8]);
+        assert_eq!((cq.len(), cq.stats().polled), (2, 0));
+        assert_eq!(cq.pop().map(|w| w.wr_id), Some(7));
+        assert_eq!(cq.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [8]);
+    }
+
+    #[test]
     fn wc_status_values_match_libibverbs() {
         for (i, s) in WcStatus::ALL.iter().enumerate() {
             assert_eq!(s.as_ibv(), i as u32);
