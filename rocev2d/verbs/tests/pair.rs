@@ -58,3 +58,94 @@ fn connect_over_loopback_uses_the_interfaces_addresses_and_a_passive_peer_serves
     // The server made no call since accept.
     drop(server);
 }
+
+/// A pass that received a SEND may hold its ACK for the receiver's answer (rocev2's local.rs
+/// module docs); when the receiver takes the completion and then never posts or calls again,
+/// or closes its device at once, the ACK still leaves: the sender's SEND completes without a
+/// retransmission, in each wait mode (the ACK timeout is ~1 s, so only an ACK that never left
+/// would retransmit).
+#[test]
+fn send_completes_when_the_receiver_takes_it_and_never_answers() {
+    use rocev2::{ConnectOptions, DeviceConfig, DriverConfig, RecvWr, RemoteQp, WaitMode};
+    let modes = [WaitMode::Spin, WaitMode::default(), WaitMode::Sleep];
+    for (wait, close) in modes.into_iter().flat_map(|m| [(m, false), (m, true)]) {
+        let cfg = DeviceConfig {
+            driver: DriverConfig {
+                wait,
+                ..DriverConfig::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let (a, b) = Device::pair_with(cfg).unwrap();
+        let side = |dev: &Device| {
+            let pd = dev.alloc_pd().unwrap();
+            let mr = dev
+                .register(pd, vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+                .unwrap();
+            let cq = dev.create_cq(16).unwrap();
+            let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+            (mr, cq, qp)
+        };
+        let (mr_a, cq_a, qp_a) = side(&a);
+        let (mr_b, cq_b, qp_b) = side(&b);
+        for (me, qp, peer, peer_qp) in [(&a, qp_a, &b, qp_b), (&b, qp_b, &a, qp_a)] {
+            let remote = RemoteQp {
+                qpn: peer_qp.qpn(),
+                psn: 0x100,
+                ip: peer.source_ip(false).unwrap(),
+                mac: Some(peer.interface().mac),
+            };
+            let opts = ConnectOptions {
+                local_psn: 0x100,
+                timeout: 18,
+                ..ConnectOptions::default()
+            };
+            me.connect(qp, &remote, &opts).unwrap();
+        }
+        b.post_recv(
+            qp_b,
+            RecvWr {
+                wr_id: 1,
+                sg_list: vec![mr_b.sge(0, 64).unwrap()],
+            },
+        )
+        .unwrap();
+        a.post_send(
+            qp_a,
+            SendWr::new(2, SendOp::Send).sge(mr_a.sge(0, 64).unwrap()),
+        )
+        .unwrap();
+        let mut wcs = Vec::new();
+        b.wait_cq(cq_b, &mut wcs, 1, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status),
+            (1, WcStatus::Success),
+            "{wait}"
+        );
+        // B's application is done: no post, no call; or it closes the device.
+        let b = if close {
+            drop(b);
+            None
+        } else {
+            Some(b)
+        };
+        wcs.clear();
+        a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status),
+            (2, WcStatus::Success),
+            "{wait}, close {close}"
+        );
+        let retransmits = a
+            .engine()
+            .unwrap()
+            .qp(qp_a.qpn())
+            .unwrap()
+            .counters()
+            .retransmits;
+        assert_eq!(retransmits, 0, "{wait}, close {close}");
+        drop(b);
+    }
+}
