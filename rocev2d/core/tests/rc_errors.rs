@@ -460,21 +460,7 @@ fn sharded_endpoint_counts_mis_steered_frames() {
         c.qb.value()
     );
     assert_eq!(p.b.ep.qpn_block(), Some(3));
-    p.a.ep
-        .post_send(
-            c.qa,
-            SendWr::new(
-                1,
-                SendOp::Write {
-                    remote_addr: c.mr_b.addr,
-                    rkey: c.mr_b.rkey,
-                },
-            )
-            .inline(vec![7; 32]),
-        )
-        .unwrap();
-    p.step();
-    let frame = p.trace.as_ref().unwrap()[0].1.clone();
+    let frame = first_inline_write(&mut p, &c, 7);
     let now = p.now;
     let retarget = |qpn: u32| {
         let (mut repr, payload) = FrameRepr::parse(&frame).unwrap();
@@ -507,9 +493,9 @@ fn sharded_endpoint_counts_mis_steered_frames() {
     assert_eq!(&p.b.mem.get(c.mr_b.id).unwrap()[..32], &[7; 32]);
 }
 
-#[test]
-fn foreign_frames_are_counted_drops() {
-    let (mut p, c) = pair();
+/// Posts a 32-byte inline WRITE of `byte`s from A to B's region and returns its one frame,
+/// taken from the trace after one step (B has not handled it yet).
+fn first_inline_write(p: &mut Pair, c: &Conn, byte: u8) -> Vec<u8> {
     p.a.ep
         .post_send(
             c.qa,
@@ -520,11 +506,17 @@ fn foreign_frames_are_counted_drops() {
                     rkey: c.mr_b.rkey,
                 },
             )
-            .inline(vec![9; 32]),
+            .inline(vec![byte; 32]),
         )
         .unwrap();
     p.step();
-    let frame = p.trace.as_ref().unwrap()[0].1.clone();
+    p.trace.as_ref().unwrap()[0].1.clone()
+}
+
+#[test]
+fn foreign_frames_are_counted_drops() {
+    let (mut p, c) = pair();
+    let frame = first_inline_write(&mut p, &c, 9);
     let now = p.now;
     let mut corrupt = frame.clone();
     let last = corrupt.len() - 10;
