@@ -16,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::cm::{CmId, CmListener};
 use rocev2::{AccessFlags, Cq, Device, Mr, Pd, Qp, RecvWr, Rkey, SendOp, SendWr, WorkCompletion};
+use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -136,11 +137,20 @@ struct Rping {
     recv: Mr,
     send: Mr,
     debug: bool,
+    /// Completions taken from the CQ while waiting for another one: the peer's next SEND can
+    /// complete in the same pass as the ACK of ours (ACK and answer leave together), and
+    /// rdma-core's rping handles every completion as it comes rather than dropping it.
+    early: RefCell<Vec<WorkCompletion>>,
 }
 
 impl Rping {
-    /// Waits for the completion of `wr_id`; a failed one is an error.
+    /// Waits for the completion of `wr_id`, keeping the others that arrive first for their own
+    /// waits; a failed one is an error.
     fn wait(&self, wr_id: u64) -> Result<WorkCompletion> {
+        let mut early = self.early.borrow_mut();
+        if let Some(i) = early.iter().position(|wc| wc.wr_id == wr_id) {
+            return Ok(early.remove(i));
+        }
         let mut wcs = Vec::new();
         loop {
             wcs.clear();
@@ -153,6 +163,7 @@ impl Rping {
                 if wc.wr_id == wr_id {
                     return Ok(wc);
                 }
+                early.push(wc);
             }
         }
     }
@@ -226,6 +237,7 @@ fn setup(a: &Args) -> Result<Rping> {
         recv,
         send,
         debug: a.debug,
+        early: RefCell::new(Vec::new()),
     };
     r.post_recv()?;
     Ok(r)

@@ -340,11 +340,6 @@ impl Cq {
         Some(wc)
     }
 
-    /// The completions waiting to be polled, oldest first, left in place.
-    pub fn iter(&self) -> impl Iterator<Item = &WorkCompletion> {
-        self.entries.iter()
-    }
-
     /// Completions waiting to be polled.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -391,19 +386,6 @@ mod tests {
             src_qp: Qpn::new(0),
             ud: None,
         }
-    }
-
-    #[test]
-    fn cq_iter_peeks_oldest_first_and_takes_nothing() {
-        let mut cq = Cq::new(4);
-        for id in [7, 8] {
-            cq.push(wc(id)).unwrap();
-        }
-        let ids: Vec<u64> = cq.iter().map(|w| w.wr_id).collect();
-        assert_eq!(ids, [7, 8]);
-        assert_eq!((cq.len(), cq.stats().polled), (2, 0));
-        assert_eq!(cq.pop().map(|w| w.wr_id), Some(7));
-        assert_eq!(cq.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [8]);
     }
 
     #[test]

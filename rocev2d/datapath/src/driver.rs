@@ -17,19 +17,6 @@
 //! Frames the kernel did not take stay in the batch and go first on the next pass; the core is
 //! not polled for more until they are gone, so nothing it produced is ever dropped here.
 //!
-//! [`Driver::poll_holding`] may stop a pass after step 2: when it received frames and the
-//! caller says an application is about to take completions (and may post an answer: the
-//! reply of a ping-pong), the ACKs the core made stay in the core until the next pass, which
-//! sends them and the posted request in one transmit batch. Each batch costs a `sendto` kick
-//! in AF_XDP copy mode, which runs the peer's veth receive path inline, so a 64 B RC
-//! ping-pong round trip (request, ACK, reply, ACK) takes two kicks instead of four
-//! (BENCHMARKS.md, "Fewer kicks per round trip"). A hold lasts one pass: the pass after a hold
-//! always transmits, and [`Driver::wait_plan`] polls again at once after one, so an ACK is
-//! late by one pass when no answer comes. IBA Vol. 1 §9.7.5.2 lets a responder coalesce and
-//! delay ACKs (ACKs are cumulative, §9.7.5.1); what bounds the delay is the requester's local
-//! ACK timeout (§9.7.6: 4.096 µs · 2^timeout, 67 ms with rdma-core's default 14), which one
-//! pass does not approach. Frames still leave in the order the core made them.
-//!
 //! [`Driver::wait`] then either returns at once, after a non-blocking `ppoll` that still reports
 //! the caller's descriptors (busy polling), or sleeps in `ppoll` on the datapath's descriptor
 //! (readable; writable too while frames wait), on the caller's extra descriptors (signals, a
@@ -190,11 +177,8 @@ pub struct Progress {
     pub tx: usize,
     /// Whether timers ran.
     pub timers: bool,
-    /// Whether work is left that should not wait for an event (budget spent, kernel full, a
-    /// held transmit).
+    /// Whether work is left that should not wait for an event (budget spent, kernel full).
     pub more: bool,
-    /// Whether the pass held its transmit for the caller's answer ([`Driver::poll_holding`]).
-    pub held: bool,
 }
 
 /// How to wait for the next pass ([`Driver::wait_plan`]).
@@ -222,8 +206,6 @@ pub struct Driver<D, M> {
     cfg: DriverConfig,
     clock: Clock,
     more: bool,
-    /// The last pass held its transmit ([`Driver::poll_holding`]): the next one transmits.
-    held: bool,
     /// When a pass last received, sent or ran a timer, or an extra descriptor was readable.
     last_activity: Option<Instant>,
 }
@@ -240,7 +222,6 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             cfg,
             clock: Clock,
             more: false,
-            held: false,
             last_activity: None,
         }
     }
@@ -275,29 +256,6 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
     /// # Errors
     /// Socket failures of the datapath (never a bad frame).
     pub fn poll(&mut self) -> Result<Progress, Error> {
-        self.poll_holding(|_| false)
-    }
-
-    /// Whether the last pass held its transmit ([`Driver::poll_holding`]); the next pass
-    /// transmits.
-    pub fn held(&self) -> bool {
-        self.held
-    }
-
-    /// One pass that may hold its transmit for the caller's answer: when it received frames,
-    /// the pass before it did not hold, and `hold` (asked after receiving and running timers)
-    /// says an application is about to take completions and may post, the pass stops before
-    /// transmitting ([`Progress::held`]). What the core made meanwhile (ACKs) then leaves with
-    /// the application's post in the next pass, in one transmit batch (one kick in AF_XDP copy
-    /// mode) instead of two; see the module docs. Nothing is dropped or reordered: the frames
-    /// wait in the core, and [`Driver::wait_plan`] polls again at once.
-    ///
-    /// # Errors
-    /// As [`Driver::poll`].
-    pub fn poll_holding(
-        &mut self,
-        hold: impl FnOnce(&Endpoint) -> bool,
-    ) -> Result<Progress, Error> {
         let mut p = Progress::default();
         let Driver {
             ep,
@@ -307,9 +265,7 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             tx,
             cfg,
             clock,
-            more,
-            held,
-            last_activity,
+            ..
         } = self;
         for _ in 0..cfg.rx_batches_per_pass.max(1) {
             let now = clock.now();
@@ -331,17 +287,6 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
             ep.handle_timeout(now, mem);
             p.timers = true;
         }
-        if p.rx > 0 && !*held && hold(ep) {
-            *held = true;
-            *more = true;
-            *last_activity = Some(now);
-            return Ok(Progress {
-                held: true,
-                more: true,
-                ..p
-            });
-        }
-        *held = false;
         if !tx.is_empty() {
             p.tx += dp.send(tx)?;
         }
@@ -370,9 +315,9 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         // Frames still waiting mean the kernel pushed back or the budget ran out; either way
         // the next pass should not wait for a packet or a timer to arrive first.
         p.more |= !tx.is_empty() || p.tx >= cfg.tx_frames_per_pass;
-        *more = p.more;
+        self.more = p.more;
         if p.rx > 0 || p.tx > 0 || p.timers {
-            *last_activity = Some(now);
+            self.last_activity = Some(now);
         }
         Ok(p)
     }
@@ -384,9 +329,8 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
     /// [`Driver::note_activity`].
     pub fn wait_plan(&self) -> WaitPlan {
         let now = self.clock.now();
-        let spin = self.cfg.wait.spins(now, self.last_activity)
-            || self.held
-            || (self.more && self.tx.is_empty());
+        let spin =
+            self.cfg.wait.spins(now, self.last_activity) || (self.more && self.tx.is_empty());
         let mut timeout = match self.ep.poll_timeout() {
             Some(t) => (t - now).min(self.cfg.max_sleep),
             None => self.cfg.max_sleep,
@@ -490,8 +434,6 @@ mod tests {
     struct Fake {
         inbox: VecDeque<Entry>,
         sent: Vec<Entry>,
-        /// `send` calls that took frames: one kick each on AF_XDP.
-        sends: usize,
         room: usize,
         datagrams: bool,
         file: std::fs::File,
@@ -524,7 +466,6 @@ mod tests {
         }
         fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
             let n = batch.pending().min(self.room);
-            self.sends += usize::from(n > 0);
             let sent = batch.frames().take(n).enumerate();
             self.sent
                 .extend(sent.map(|(i, f)| (batch.datagram(i), f.to_vec())));
@@ -543,7 +484,6 @@ mod tests {
         Fake {
             inbox: VecDeque::new(),
             sent: Vec::new(),
-            sends: 0,
             room,
             datagrams,
             file: std::fs::File::open("/dev/null").unwrap(),
@@ -735,134 +675,5 @@ mod tests {
         let qb = b.ep.qp(c.qb).unwrap().counters();
         assert_eq!((qb.naks_sent, qb.out_of_sequence), (0, 0));
         assert_eq!(a.ep.qp(c.qa).unwrap().counters().retransmits, 0);
-    }
-
-    /// Two drivers over fake datapaths with a connected RC QP each, 64-byte buffers, and a
-    /// RECV posted on both; spinning, the ACK timeout far above a debug build's pace.
-    fn send_pair() -> (
-        Driver<Fake, VecMemory>,
-        Driver<Fake, VecMemory>,
-        rocev2_core::testing::Conn,
-    ) {
-        use rocev2_core::qp::{RecvWr, Sge};
-        use rocev2_core::testing::{ConnectOptions, Pair};
-        let mut pair = Pair::new(Default::default(), Default::default());
-        let c = pair
-            .connect(ConnectOptions {
-                mr_len: 64,
-                timeout: 18,
-                ..ConnectOptions::default()
-            })
-            .unwrap();
-        for (h, qp, mr) in [(&mut pair.a, c.qa, c.mr_a), (&mut pair.b, c.qb, c.mr_b)] {
-            let sge = Sge {
-                addr: mr.addr,
-                length: 64,
-                lkey: mr.lkey,
-            };
-            let wr = RecvWr {
-                wr_id: 100,
-                sg_list: vec![sge],
-            };
-            h.ep.post_recv(qp, wr).unwrap();
-        }
-        let cfg = DriverConfig {
-            wait: WaitMode::Spin,
-            ..DriverConfig::default()
-        };
-        let a = Driver::new(pair.a.ep, pair.a.mem, fake(64, false), cfg);
-        let b = Driver::new(pair.b.ep, pair.b.mem, fake(64, false), cfg);
-        (a, b, c)
-    }
-
-    fn post_send(
-        d: &mut Driver<Fake, VecMemory>,
-        qp: rocev2_core::wire::Qpn,
-        mr: rocev2_core::mr::MrInfo,
-    ) {
-        use rocev2_core::qp::{SendOp, SendWr, Sge};
-        let wr = SendWr::new(7, SendOp::Send).sge(Sge {
-            addr: mr.addr,
-            length: 64,
-            lkey: mr.lkey,
-        });
-        d.ep.post_send(qp, wr).unwrap();
-    }
-
-    /// Moves what `from` sent into `to`'s inbox; returns how many entries.
-    fn deliver(from: &mut Driver<Fake, VecMemory>, to: &mut Driver<Fake, VecMemory>) -> usize {
-        let sent: Vec<_> = from.dp.sent.drain(..).collect();
-        let n = sent.len();
-        to.dp.inbox.extend(sent);
-        n
-    }
-
-    fn completions(d: &mut Driver<Fake, VecMemory>, cq: rocev2_core::qp::CqId) -> Vec<u64> {
-        let mut wcs = Vec::new();
-        d.ep.poll_cq(cq, &mut wcs, 16);
-        assert!(
-            wcs.iter()
-                .all(|w| w.status == rocev2_core::cq::WcStatus::Success)
-        );
-        wcs.iter().map(|w| w.wr_id).collect()
-    }
-
-    /// A pass that received a SEND whose completion the application is about to take holds
-    /// B's ACK; the application's reply then leaves with it in one send call (one kick).
-    #[test]
-    fn driver_hold_sends_ack_and_answer_in_one_batch() {
-        let (mut a, mut b, c) = send_pair();
-        post_send(&mut a, c.qa, c.mr_a);
-        a.poll().unwrap();
-        assert_eq!(deliver(&mut a, &mut b), 1, "A's SEND");
-        let cq_b = c.cq_b;
-        let p = b
-            .poll_holding(|ep| ep.cq(cq_b).is_some_and(|q| !q.is_empty()))
-            .unwrap();
-        assert_eq!((p.rx, p.tx, p.held, p.more), (1, 0, true, true));
-        assert!(
-            b.held() && b.wait_plan().spin,
-            "a held pass polls again at once"
-        );
-        assert!(b.dp.sent.is_empty(), "the ACK waits for the answer");
-        assert_eq!(completions(&mut b, c.cq_b), [100]);
-        post_send(&mut b, c.qb, c.mr_b);
-        let p = b.poll().unwrap();
-        assert_eq!((p.tx, p.held), (2, false));
-        assert_eq!(b.dp.sends, 1, "ACK and reply in one send call");
-        assert!(!b.held());
-        assert_eq!(deliver(&mut b, &mut a), 2);
-        a.poll().unwrap();
-        let mut got = completions(&mut a, c.cq_a);
-        got.sort_unstable();
-        assert_eq!(
-            got,
-            [7, 100],
-            "A's SEND acknowledged and B's reply received"
-        );
-    }
-
-    /// A hold lasts one pass: with no answer posted, the next pass sends the ACK (even when it
-    /// would hold again), and the sender's SEND completes without a retransmission.
-    #[test]
-    fn driver_hold_lasts_one_pass_without_an_answer() {
-        let (mut a, mut b, c) = send_pair();
-        post_send(&mut a, c.qa, c.mr_a);
-        a.poll().unwrap();
-        deliver(&mut a, &mut b);
-        assert!(b.poll_holding(|_| true).unwrap().held);
-        // A frame arrives (garbage, counted as a drop): received, yet this pass may not hold
-        // again.
-        b.dp.inbox.push_back((None, vec![0xab; 60]));
-        let p = b.poll_holding(|_| true).unwrap();
-        assert_eq!((p.rx, p.held, p.tx), (1, false, 1), "the held ACK leaves");
-        assert!(!b.held());
-        // An idle pass never holds (nothing received): the default `poll` path.
-        assert!(!b.poll_holding(|_| true).unwrap().held);
-        assert_eq!(deliver(&mut b, &mut a), 1);
-        a.poll().unwrap();
-        assert_eq!(completions(&mut a, c.cq_a), [7]);
-        assert_eq!(a.ep.qp(c.qa).unwrap().counters().retransmits, 0);
-        assert_eq!(completions(&mut b, c.cq_b), [100]);
     }
 }

@@ -350,7 +350,7 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
                     return Err(Error::ProgressStopped(why.clone()));
                 }
                 if !l.has_thread() {
-                    st.pass(&l.shared.activity, None)?;
+                    st.pass(&l.shared.activity)?;
                 }
                 if st.take_cm_events() {
                     l.shared.cm.fire();

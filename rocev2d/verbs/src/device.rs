@@ -722,9 +722,8 @@ impl Device {
     }
 
     /// Posts a send work request (`ibv_post_send`). In-process, the progress thread sends it
-    /// (woken if it sleeps), or this call does when a pass held ACKs for it (they leave
-    /// together: the `local` module's docs); caller-driven, nothing leaves until the device is
-    /// driven; attached, the daemon takes it at once.
+    /// (woken if it sleeps); caller-driven, nothing leaves until the device is driven;
+    /// attached, the daemon takes it at once.
     ///
     /// # Errors
     /// [`Error::Verb`] (wrong state, queue full, too many SGEs, bad inline data);
@@ -741,7 +740,6 @@ impl Device {
                     return Err(ud());
                 }
                 st.driver.ep.post_send(qp.0, wr)?;
-                st.flush_held(&l.shared.activity);
                 drop(st);
                 l.kick();
                 Ok(())
@@ -796,7 +794,7 @@ impl Device {
         match &self.inner.backend {
             Backend::Local(l) => {
                 let mut st = l.lock();
-                let p = st.pass(&l.shared.activity, None)?;
+                let p = st.pass(&l.shared.activity)?;
                 l.seen.store(st.activity_gen, Ordering::SeqCst);
                 Ok(p)
             }
@@ -875,10 +873,8 @@ impl Device {
                 }
                 let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
                 if !l.has_thread() || spin {
-                    // Caller-driven, or busy-polling while the thread backs off (local.rs);
-                    // with the thread behind it, the pass may hold its ACKs for our answer.
-                    let waiter = l.has_thread().then_some(cq.0);
-                    st.pass(&l.shared.activity, waiter)?;
+                    // Caller-driven, or busy-polling while the thread backs off (local.rs).
+                    st.pass(&l.shared.activity)?;
                     let n = st.driver.ep.poll_cq(cq.0, out, max);
                     return Ok(match (n, l.has_thread()) {
                         (1.., _) => Step::Done(n),

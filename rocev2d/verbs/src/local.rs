@@ -39,17 +39,6 @@
 //! after finding it empty), and the first pass that leaves completions in an armed CQ signals
 //! its eventfd, as the daemon does for attached CQs.
 //!
-//! ACKs wait for the answer (the driver's `poll_holding`): a pass that leaves receive
-//! completions (of a SEND or a WRITE with immediate, whose ACK waits in the core) where an
-//! application is about to take them (an armed CQ, for the thread; the waiter's own CQ, for a
-//! busy-polling wait that drives) holds its transmit, and the application's next
-//! [`crate::Device::post_send`] sends the held ACKs and its request in one batch, one kick of
-//! AF_XDP copy mode instead of two. Without a post, the next pass sends them: the thread's
-//! right after its hold (it polls again at once), or, after a wait that drove, the thread's
-//! within [`BACKOFF`] or the application's next wait; closing the device sends them too.
-//! Caller-driven devices never hold (no thread would send a held ACK if the application made
-//! no further call).
-//!
 //! With [`ProgressMode::Caller`] there is no thread: the engine moves only inside the
 //! application's calls ([`crate::Device::poll`], [`crate::Device::wait_cq`], …), as a
 //! busy-polling verbs application drives its CQ.
@@ -61,7 +50,6 @@
 use crate::error::{Error, Result};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::cm::Event;
-use rocev2_core::cq::WcOpcode;
 use rocev2_core::mr::VecMemory;
 use rocev2_core::qp::{AddressHandle, CqId};
 use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
@@ -125,11 +113,6 @@ impl CqEvent {
     pub(crate) fn arm(&self) {
         self.armed.store(true, Ordering::SeqCst);
         self.event.get().clear();
-    }
-
-    /// Whether a waiter asked for the next signal and has not had it.
-    fn armed(&self) -> bool {
-        self.armed.load(Ordering::SeqCst)
     }
 
     /// Signals if armed (called under the lock).
@@ -275,8 +258,16 @@ impl Driving<'_> {
 }
 
 impl Drop for Driving<'_> {
+    /// A thread that was asleep in `poll(2)` when the drive began (an adaptive wait can start
+    /// while the thread sleeps) planned that sleep before the waiter's passes and does not know
+    /// the timers they armed. Waking it makes it pass and plan again; a thread backing off
+    /// passes within [`BACKOFF`] anyway.
     fn drop(&mut self) {
-        self.0.driving.fetch_sub(1, Ordering::SeqCst);
+        if self.0.driving.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.0.sleeping.load(Ordering::SeqCst)
+        {
+            self.0.wake.signal();
+        }
     }
 }
 
@@ -291,31 +282,14 @@ impl Shared {
 }
 
 impl State {
-    /// One pass of the driver, then the wake-ups it earned. `waiter`: the CQ of the calling
-    /// thread, which takes its completions right after this pass and may post an answer: when
-    /// the pass leaves completions there, it holds its transmit for that post (see the module
-    /// docs). Only with a progress thread, which transmits within [`BACKOFF`] if no post or
-    /// pass comes.
-    pub(crate) fn pass(&mut self, activity: &CqEvent, waiter: Option<CqId>) -> Result<Progress> {
+    /// One pass of the driver, then the wake-ups it earned.
+    pub(crate) fn pass(&mut self, activity: &CqEvent) -> Result<Progress> {
         if let Some(why) = &self.failed {
             return Err(Error::ProgressStopped(why.clone()));
         }
-        let p = match waiter {
-            Some(cq) => self.driver.poll_holding(|ep| answerable(ep, cq))?,
-            None => self.driver.poll()?,
-        };
+        let p = self.driver.poll()?;
         self.fire(p, activity);
         Ok(p)
-    }
-
-    /// After a post: when the last pass held its transmit for it, a pass now sends what the
-    /// core made meanwhile (ACKs) and the posted request in one batch (module docs).
-    pub(crate) fn flush_held(&mut self, activity: &CqEvent) {
-        if self.driver.held() && self.failed.is_none() {
-            // A datapath failure here is the socket's: the progress thread's next pass meets
-            // it too and reports it to every waiter; the post itself has succeeded.
-            let _ = self.pass(activity, None);
-        }
     }
 
     /// Moves the engine's CM events to [`State::cm_events`]; true if there were any.
@@ -339,17 +313,6 @@ impl State {
             activity.fire();
         }
     }
-}
-
-/// Whether `cq` holds the completion of a received request (a SEND, or a WRITE with
-/// immediate): its ACK waits in the core, and the application that takes it may answer, so a
-/// pass may hold the ACK for that answer. Completions of our own requests (the peer's ACKs
-/// arrived) have no ACK of ours to join, and holding for them would only delay new requests.
-fn answerable(ep: &rocev2_core::Endpoint, cq: CqId) -> bool {
-    ep.cq(cq).is_some_and(|c| {
-        c.iter()
-            .any(|w| matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm))
-    })
 }
 
 /// How many [`Event::TimeWaitExit`]s the device's CM queue keeps. rdmacm-shim never takes them
@@ -383,10 +346,6 @@ fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, k
 
 impl Drop for Local {
     fn drop(&mut self) {
-        // A pass may have held ACKs for an answer that will not come: an application that
-        // closes the device right after its last completion must not leave the peer waiting
-        // for them (it would retransmit until its retries run out).
-        self.lock().flush_held(&self.shared.activity);
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.wake.signal();
         if let Some(t) = self.thread.take() {
@@ -418,13 +377,7 @@ fn progress(s: &Shared, dp_fd: &OwnedFd) {
             if std::mem::take(&mut woken) {
                 st.driver.note_activity();
             }
-            // Hold the transmit when the pass leaves completions in a CQ a thread sleeps
-            // on: that thread, woken by `fire`, may post its answer before the next pass.
-            let State { driver, cqs, .. } = &mut *st;
-            let waited = |ep: &rocev2_core::Endpoint| {
-                cqs.iter().any(|(id, ev)| ev.armed() && answerable(ep, *id))
-            };
-            match driver.poll_holding(waited) {
+            match st.driver.poll() {
                 Ok(p) => {
                     st.fire(p, &s.activity);
                     if st.take_cm_events() {

@@ -290,7 +290,6 @@ impl Device {
                     remote_qkey: to.q_key,
                 });
                 st.driver.ep.post_send(qp.0, wr)?;
-                st.flush_held(&l.shared.activity);
                 drop(st);
                 l.kick();
                 Ok(())
