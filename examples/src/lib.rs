@@ -15,22 +15,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The CM tools' device options (`rping`, `ucmatose`): the interface (default: the one holding
-/// the tool's address, or the route's to it, [`interface_for`]), the datapath and the wait options.
+/// the tool's address, or the route's to it, [`interface_for`]) and how to open it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CmDeviceArgs {
     /// The interface. Ours.
     #[arg(long = "iface")]
     pub iface: Option<String>,
-    /// Datapath. Ours.
-    #[arg(long = "datapath", default_value = "auto")]
-    pub datapath: DatapathKind,
-    /// UDP datapath: accept frames whose ICRC cannot be checked (rdma_rxe covers the IPv4
-    /// Identification, which a UDP socket does not see). Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    pub accept_unverified_icrc: bool,
-    /// In-process or attached, and the wait mode.
+    /// The datapath, in-process or attached, and the wait mode.
     #[command(flatten)]
-    pub poll: PollArgs,
+    pub device: DeviceArgs,
 }
 
 impl CmDeviceArgs {
@@ -41,17 +34,26 @@ impl CmDeviceArgs {
     /// No interface for `addr`, or the device does not open.
     pub fn open(&self, addr: std::net::IpAddr, local: bool) -> anyhow::Result<(String, Device)> {
         let iface = interface_for(self.iface.as_deref(), addr, local)?;
-        let mut cfg = DeviceConfig::default();
-        cfg.datapath.udp.accept_unverified_icrc = self.accept_unverified_icrc;
-        let dev = self.poll.open(&iface, self.datapath, cfg)?;
+        let dev = self.device.open(&iface, DeviceConfig::default())?;
         Ok((iface, dev))
     }
 }
 
-/// How the tool opens its device (in-process, or attached to the daemon serving the interface;
-/// the UDP datapath's offloads) and how it waits between events (`rocev2_datapath::driver`, "WaitMode").
+/// How every rocev2 tool opens its device (in-process with a datapath, or attached to the
+/// daemon serving the interface; the UDP datapath's options) and how it waits between events
+/// (`rocev2_datapath::driver`, "WaitMode"): flattened into each tool's own options, so they all
+/// take the same flags.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PollArgs {
+pub struct DeviceArgs {
+    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
+    /// CAP_NET_RAW) or udp. Ours.
+    #[arg(long = "datapath", default_value = "auto")]
+    pub datapath: DatapathKind,
+    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (rdma_rxe covers the
+    /// IPv4 Identification, which a UDP socket does not see); needed to talk to rxe over UDP
+    /// sockets. Ours.
+    #[arg(long = "accept-unverified-icrc")]
+    pub accept_unverified_icrc: bool,
     /// Wait mode: sleep (ppoll), adaptive (busy-poll for --spin-us after activity, then ppoll)
     /// or spin (busy-poll, one core at 100%). Ours.
     #[arg(long = "poll", default_value = "adaptive")]
@@ -83,7 +85,7 @@ pub struct PollArgs {
     pub no_udp_gro: bool,
 }
 
-impl PollArgs {
+impl DeviceArgs {
     /// The wait mode the flags ask for.
     ///
     /// # Errors
@@ -103,17 +105,13 @@ impl PollArgs {
     }
 
     /// Opens interface `iface` as the flags say: attached to its daemon, or in-process with
-    /// datapath `kind` and `cfg` (whose wait mode is set from the flags).
+    /// the flags' datapath and `cfg` (whose wait mode and UDP options are set from the flags).
     ///
     /// # Errors
     /// Bad flags; the device could not be opened or attached (the message says which).
-    pub fn open(
-        &self,
-        iface: &str,
-        kind: DatapathKind,
-        mut cfg: DeviceConfig,
-    ) -> anyhow::Result<Device> {
+    pub fn open(&self, iface: &str, mut cfg: DeviceConfig) -> anyhow::Result<Device> {
         cfg.driver.wait = self.wait_mode()?;
+        cfg.datapath.udp.accept_unverified_icrc = self.accept_unverified_icrc;
         if self.udp_gso || self.no_udp_gso {
             cfg.datapath.udp.gso = self.udp_gso;
         }
@@ -126,24 +124,19 @@ impl PollArgs {
             Device::attach_socket_with(&path, cfg.driver.wait)
                 .with_context(|| format!("attaching to the rocev2d serving {iface}"))
         } else {
-            Device::open_with(iface, kind, cfg).with_context(|| format!("opening {iface}"))
+            Device::open_with(iface, self.datapath, cfg).with_context(|| format!("opening {iface}"))
         }
     }
 
-    /// Opens `iface` as [`PollArgs::open`] does or, without a name, the first interface (by
+    /// Opens `iface` as [`DeviceArgs::open`] does or, without a name, the first interface (by
     /// name, loopback excepted) that opens: the ibverbs examples' `-d` (rdma-core: the first
     /// RDMA device).
     ///
     /// # Errors
     /// The named interface could not be opened, or none could.
-    pub fn open_or_first(
-        &self,
-        iface: Option<&str>,
-        kind: DatapathKind,
-        cfg: DeviceConfig,
-    ) -> anyhow::Result<Device> {
+    pub fn open_or_first(&self, iface: Option<&str>, cfg: DeviceConfig) -> anyhow::Result<Device> {
         if let Some(n) = iface {
-            return self.open(n, kind, cfg);
+            return self.open(n, cfg);
         }
         let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -151,7 +144,7 @@ impl PollArgs {
             .collect();
         names.sort();
         for n in &names {
-            if let Ok(d) = self.open(n, kind, cfg) {
+            if let Ok(d) = self.open(n, cfg) {
                 return Ok(d);
             }
         }

@@ -7,7 +7,7 @@
 
 use anyhow::{Context as _, Result, bail};
 use rdmacm_shim::oob;
-use rocev2::{Cq, DatapathKind, Device, DeviceConfig, WcStatus};
+use rocev2::{Cq, Device, DeviceConfig, WcStatus};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ pub const RECV_WRID: u64 = 1;
 pub const SEND_WRID: u64 = 2;
 
 /// The options both pingpongs take as rdma-core's do (`-p`, `-d`, `-i`, `-r`, `-n`, `-l`, `-e`,
-/// `-g`, the server's name), plus ours (`--datapath`, the wait options,
-/// `--accept-unverified-icrc`); each tool adds its own `-s` and the rest.
+/// `-g`, the server's name), plus ours ([`crate::DeviceArgs`]: `--datapath`, the wait
+/// options, `--attach`…); each tool adds its own `-s` and the rest.
 #[derive(clap::Args, Debug)]
 pub struct PingPongArgs {
     /// Listen on / connect to TCP port.
@@ -46,17 +46,9 @@ pub struct PingPongArgs {
     /// IPv4-mapped address (docs/datapath.md, "GID table").
     #[arg(short = 'g', long = "gid-idx")]
     pub gid_idx: Option<usize>,
-    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
-    /// CAP_NET_RAW) or udp.
-    #[arg(long = "datapath", default_value = "auto")]
-    pub datapath: DatapathKind,
-    /// In-process or attached, and the wait mode.
+    /// The datapath, in-process or attached, and the wait mode.
     #[command(flatten)]
-    pub poll: crate::PollArgs,
-    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (non-zero IP ID, as
-    /// rdma_rxe sends), needed to talk to rxe over UDP sockets. Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    pub accept_unverified_icrc: bool,
+    pub device: crate::DeviceArgs,
     /// Server to connect to; none: be the server.
     pub servername: Option<String>,
 }
@@ -67,10 +59,8 @@ impl PingPongArgs {
     /// # Errors
     /// No interface opens.
     pub fn open(&self) -> Result<Device> {
-        let mut cfg = DeviceConfig::default();
-        cfg.datapath.udp.accept_unverified_icrc = self.accept_unverified_icrc;
-        self.poll
-            .open_or_first(self.dev.as_deref(), self.datapath, cfg)
+        self.device
+            .open_or_first(self.dev.as_deref(), DeviceConfig::default())
     }
 
     /// The TCP stream of the out-of-band exchange: the first connection to `-p` on the

@@ -96,12 +96,9 @@ struct Args {
     /// §3.2; the paper uses one BDP).
     #[arg(long = "iw", default_value_t = MpConfig::paper().iw)]
     iw: u32,
-    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
-    /// CAP_NET_RAW) or udp.
-    #[arg(long = "datapath", default_value = "auto")]
-    datapath: DatapathKind,
+    /// The datapath, in-process or attached, and the wait mode.
     #[command(flatten)]
-    poll: rocev2_examples::PollArgs,
+    device: rocev2_examples::DeviceArgs,
     /// Server to connect to; none: be the server.
     servername: Option<String>,
 }
@@ -202,14 +199,14 @@ fn main() -> Result<()> {
     if len > 4 << 30 {
         bail!("--verify needs size * iters <= 4 GiB, got {len}");
     }
-    if a.qps > 1 && a.datapath == DatapathKind::Udp {
+    if a.qps > 1 && a.device.datapath == DatapathKind::Udp {
         bail!(
             "-q {}: the UDP datapath binds port 4791 once per interface, so it serves one \
              device; use --datapath xdp (one AF_XDP socket per queue) or packet",
             a.qps
         );
     }
-    if a.qps > 1 && a.poll.attach {
+    if a.qps > 1 && a.device.attach {
         bail!(
             "-q {}: an attached device is the daemon's one engine; shards need in-process devices",
             a.qps
@@ -221,8 +218,8 @@ fn main() -> Result<()> {
                 queue: (a.qps > 1).then_some(k),
                 ..DeviceConfig::default()
             };
-            a.poll
-                .open(&a.dev, a.datapath, cfg)
+            a.device
+                .open(&a.dev, cfg)
                 .with_context(|| format!("-q {}: shard {k} (rx queue {k})", a.qps))
         })
         .collect::<Result<Vec<Device>>>()?;

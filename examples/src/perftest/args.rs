@@ -3,7 +3,6 @@
 
 use super::{Kind, Test, Verb};
 use anyhow::{Result, bail};
-use rocev2::DatapathKind;
 
 /// `MAX_SIZE`: the largest message, and the buffer of `-a`.
 pub const MAX_SIZE: u64 = 8 << 20;
@@ -89,17 +88,9 @@ pub struct Args {
     /// Display version number.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
-    /// Datapath: auto (best available), xdp (AF_XDP, root), packet (AF_PACKET, needs
-    /// CAP_NET_RAW) or udp. Ours.
-    #[arg(long = "datapath", default_value = "auto")]
-    pub datapath: DatapathKind,
-    /// How the engine waits between events. Ours.
+    /// The datapath, in-process or attached, and the wait mode. Ours.
     #[command(flatten)]
-    pub poll: crate::PollArgs,
-    /// UDP datapath: accept IPv4 frames whose ICRC cannot be verified (rdma_rxe's non-zero
-    /// IP ID). Ours.
-    #[arg(long = "accept-unverified-icrc")]
-    pub accept_unverified_icrc: bool,
+    pub device: crate::DeviceArgs,
     /// Check the data the bw tests moved (both sides must be rocev2's, started with it).
     #[arg(long = "check", hide = true)]
     pub check: bool,

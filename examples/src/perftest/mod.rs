@@ -240,9 +240,7 @@ pub fn main(test: Test) -> Result<()> {
         return Ok(());
     }
     let params = args.params(test)?;
-    let mut cfg = DeviceConfig::default();
-    cfg.datapath.udp.accept_unverified_icrc = args.accept_unverified_icrc;
-    let dev = args.poll.open(&args.dev, args.datapath, cfg)?;
+    let dev = args.device.open(&args.dev, DeviceConfig::default())?;
     let my_ip = crate::local_ip(&dev, args.gid_index, "-x")?;
     let if_mtu = dev
         .interface()
