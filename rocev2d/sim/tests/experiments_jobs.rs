@@ -3,28 +3,12 @@
 //! are written in order.
 
 use std::path::Path;
-use std::process::Command;
+
+mod common;
 
 fn run(jobs: &str, out: &Path) -> String {
-    let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
-        .args([
-            "experiments",
-            "--only",
-            "fairness",
-            "--quick",
-            "--jobs",
-            jobs,
-            "--out",
-        ])
-        .arg(out)
-        .output()
-        .expect("rocev2-sim runs");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    std::fs::read_to_string(out.join("fairness/summary.csv")).expect("summary.csv")
+    let dir = common::experiments("fairness", Some(jobs), out);
+    std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv")
 }
 
 #[test]

@@ -6,7 +6,8 @@
 use rocev2_core::cc::CcScheme;
 use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult, MpClos, MpClosFct};
 use std::path::Path;
-use std::process::Command;
+
+mod common;
 
 /// The Clos at CI size, 60% load: every scheme finishes its counted short flows, and only Dart
 /// runs IOFD (deflections), as §VI-A pairs them; the marks Table I compares are counted.
@@ -42,25 +43,7 @@ fn dart_clos_ci_deflects_under_dart_only_and_counts_short_flow_marks() {
 #[test]
 fn dart_clos_cli_ci_size_writes_the_same_rows_on_any_number_of_threads() {
     let run = |jobs: &str, out: &Path| {
-        let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
-            .args([
-                "experiments",
-                "--only",
-                "dart_clos",
-                "--quick",
-                "--jobs",
-                jobs,
-                "--out",
-            ])
-            .arg(out)
-            .output()
-            .expect("rocev2-sim runs");
-        assert!(
-            st.status.success(),
-            "{}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        let dir = out.join("dart_clos");
+        let dir = common::experiments("dart_clos", Some(jobs), out);
         for svg in ["fct_p99_vs_load", "fct_p50_vs_load", "ecn_marks_vs_load"] {
             assert!(dir.join(format!("{svg}.svg")).exists(), "{svg}.svg");
         }
@@ -129,23 +112,7 @@ fn dcqcn_plus_grid_parameters_change_the_queue_and_the_cnp_walk() {
 #[test]
 fn dcqcn_plus_grid_cli_ci_size_writes_every_cell_and_the_heat_maps() {
     let out = std::env::temp_dir().join(format!("rocev2-sim-grid-{}", std::process::id()));
-    let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
-        .args([
-            "experiments",
-            "--only",
-            "dcqcn_plus_grid",
-            "--quick",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("rocev2-sim runs");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let dir = out.join("dcqcn_plus_grid");
+    let dir = common::experiments("dcqcn_plus_grid", None, &out);
     let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
     let svgs: Vec<bool> = ["marking", "recovery"]
         .iter()
@@ -233,17 +200,7 @@ fn mp_clos_ci_web_search_mean_fct_below_dcqcn() {
 #[test]
 fn mp_clos_cli_ci_size_writes_rows_per_scheme_and_seed() {
     let out = std::env::temp_dir().join(format!("rocev2-sim-mpclos-{}", std::process::id()));
-    let st = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
-        .args(["experiments", "--only", "mp_clos", "--quick", "--out"])
-        .arg(&out)
-        .output()
-        .expect("rocev2-sim runs");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let dir = out.join("mp_clos");
+    let dir = common::experiments("mp_clos", None, &out);
     let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
     let per_flow = std::fs::read_to_string(dir.join("per_flow.csv")).expect("per_flow.csv");
     let fct = std::fs::read_to_string(dir.join("fct.csv")).expect("fct.csv");

@@ -7,6 +7,8 @@ use rocev2_sim::scenario::OutputSpec;
 use rocev2_sim::switch_node::SwitchSpec;
 use rocev2_sim::topology::TopologySpec;
 use rocev2_sim::workload::WorkloadSpec;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// A scenario with default switches and hosts and no sampling.
 pub fn scenario(topology: TopologySpec, workload: Vec<WorkloadSpec>, duration_ns: u64) -> Scenario {
@@ -46,4 +48,21 @@ pub fn dumbbell(l: u32, r: u32, gbps: f64, neck: f64, delay_ns: u64) -> Topology
         bottleneck_gbps: neck,
         delay_ns,
     }
+}
+
+/// Runs `rocev2-sim experiments --only <only> --quick [--jobs <jobs>] --out <out>`, fails the
+/// test with the tool's stderr if it fails, and returns the experiment's directory.
+pub fn experiments(only: &str, jobs: Option<&str>, out: &Path) -> PathBuf {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocev2-sim"));
+    cmd.args(["experiments", "--only", only, "--quick"]);
+    if let Some(j) = jobs {
+        cmd.args(["--jobs", j]);
+    }
+    let st = cmd.arg("--out").arg(out).output().expect("rocev2-sim runs");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out.join(only)
 }
