@@ -56,7 +56,9 @@ pub mod topology;
 
 pub use exec::{Captured, Process, collect_json};
 pub use link::IfCounters;
-pub use netns::{DEFAULT_STATE_DIR, Testbed, TestbedState, need_root, running_as_root};
+pub use netns::{
+    DEFAULT_STATE_DIR, Testbed, TestbedState, VethEnd, need_root, running_as_root, veth_pair,
+};
 pub use plan::{NodePlan, Owner, Plan, PortPlan};
 pub use ports::{PortSelection, SwitchPort};
 pub use topology::{LinkParams, Network, Role, Shaper, SwitchKind, Topology, TopologyFile};

@@ -418,16 +418,7 @@ impl Testbed {
         }
         let deadline = Instant::now() + OPERATIONAL_TIMEOUT;
         for node in &plan.nodes {
-            while !node_operational(node)? {
-                if Instant::now() >= deadline {
-                    return Err(Error::Timeout {
-                        cmd: format!("ip -n {} link show", node.netns),
-                        what: "every port operationally up".to_owned(),
-                        after: OPERATIONAL_TIMEOUT,
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            await_operational(Some(&node.netns), deadline, || node_operational(node))?;
         }
         Ok(())
     }
@@ -439,27 +430,13 @@ const OPERATIONAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Whether every port of `node` (and its bridge) is operationally up, and every bridge port
 /// forwarding.
 fn node_operational(node: &NodePlan) -> Result<bool, Error> {
-    let links: Vec<serde_json::Value> = crate::exec::collect_json(
-        Command::new("ip").args(["-j", "-n", &node.netns, "link", "show"]),
-        TOOL_TIMEOUT,
-    )?;
-    let operstate = |ifname: &str| {
-        links
-            .iter()
-            .find(|l| l["ifname"] == ifname)
-            .and_then(|l| l["operstate"].as_str())
-            .map(str::to_owned)
-    };
     let names = node
         .ports
         .iter()
         .map(|p| p.ifname.as_str())
         .chain(node.bridge.as_deref());
-    for name in names {
-        if operstate(name).as_deref() != Some("UP") {
-            tracing::debug!(netns = %node.netns, ifname = name, "not up yet");
-            return Ok(false);
-        }
+    if !links_up(Some(&node.netns), names)? {
+        return Ok(false);
     }
     if node.bridge.is_some() {
         let ports: Vec<serde_json::Value> = crate::exec::collect_json(
@@ -472,6 +449,101 @@ fn node_operational(node: &NodePlan) -> Result<bool, Error> {
         }
     }
     Ok(true)
+}
+
+/// Whether every link of `names` in `netns` (`None`: the caller's namespace) is operationally
+/// up.
+fn links_up<'a>(
+    netns: Option<&str>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<bool, Error> {
+    let links: Vec<serde_json::Value> =
+        crate::exec::collect_json(ip(netns).args(["-j", "link", "show"]), TOOL_TIMEOUT)?;
+    for name in names {
+        let state = links
+            .iter()
+            .find(|l| l["ifname"] == name)
+            .and_then(|l| l["operstate"].as_str());
+        if state != Some("UP") {
+            tracing::debug!(?netns, ifname = name, ?state, "not up yet");
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Polls `ready` until it holds, or fails at `deadline` naming `netns`'s links.
+fn await_operational(
+    netns: Option<&str>,
+    deadline: Instant,
+    mut ready: impl FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    while !ready()? {
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                cmd: format!("{:?}", ip(netns).args(["link", "show"])),
+                what: "every port operationally up".to_owned(),
+                after: OPERATIONAL_TIMEOUT,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// `ip`, in `netns` when given.
+fn ip(netns: Option<&str>) -> Command {
+    let mut c = Command::new("ip");
+    if let Some(ns) = netns {
+        c.args(["-n", ns]);
+    }
+    c
+}
+
+/// One end of a [`veth_pair`].
+#[derive(Debug, Clone, Copy)]
+pub struct VethEnd<'a> {
+    /// The interface's name.
+    pub ifname: &'a str,
+    /// The namespace it goes into; `None`: the caller's.
+    pub netns: Option<&'a str>,
+    /// Its addresses with their prefix lengths (`10.9.0.1/24`, `fd00::1/64`); IPv6 ones are
+    /// added without duplicate address detection, so they are usable at once.
+    pub addrs: &'a [&'a str],
+}
+
+/// A veth pair for a test that makes its own namespaces (a [`Testbed`] brings up its ports the
+/// same way): both ends addressed and up, with their namespaces' loopbacks, returned once both
+/// ends are operationally up. Before that a frame may be dropped unseen and the first ARP is
+/// retransmitted only a second later (module doc, step 6): longer than an RC QP's default
+/// retries last.
+///
+/// # Errors
+/// An `ip` command failed, or the ends were not up within 10 s.
+pub fn veth_pair(a: VethEnd<'_>, b: VethEnd<'_>) -> Result<(), Error> {
+    let mut add = ip(None);
+    add.args(["link", "add", "name", a.ifname]);
+    if let Some(ns) = a.netns {
+        add.args(["netns", ns]);
+    }
+    add.args(["type", "veth", "peer", "name", b.ifname]);
+    if let Some(ns) = b.netns {
+        add.args(["netns", ns]);
+    }
+    run(&mut add, TOOL_TIMEOUT)?;
+    for end in [a, b] {
+        let mut script = format!("link set dev lo up\nlink set dev {} up\n", end.ifname);
+        for addr in end.addrs {
+            let nodad = if addr.contains(':') { " nodad" } else { "" };
+            let _ = writeln!(script, "address add {addr} dev {}{nodad}", end.ifname);
+        }
+        run_with_input(ip(end.netns).args(["-batch", "-"]), &script, TOOL_TIMEOUT)?;
+    }
+    let deadline = Instant::now() + OPERATIONAL_TIMEOUT;
+    for end in [a, b] {
+        await_operational(end.netns, deadline, || links_up(end.netns, [end.ifname]))?;
+    }
+    Ok(())
 }
 
 impl Drop for Testbed {

@@ -15,6 +15,7 @@ use rocev2::{
     Pd, Qp, RecvWr, RemoteQp, SendOp, SendWr, WaitMode, WcStatus,
 };
 use rocev2_datapath::clock::cpu_time;
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,14 +55,19 @@ fn pair_with(tag: &str, len: usize, access: AccessFlags, cfg: DeviceConfig) -> (
     let (na, nb) = (format!("{tag}a"), format!("{tag}b"));
     let ns = Netns(format!("{tag}{}", std::process::id()));
     sh(&["ip", "netns", "add", &ns.0]);
-    sh(&[
-        "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb, "netns", &ns.0,
-    ]);
-    sh(&["ip", "addr", "add", "10.77.0.1/24", "dev", &na]);
-    sh(&["ip", "link", "set", &na, "up"]);
-    sh(&["ip", "-n", &ns.0, "addr", "add", "10.77.0.2/24", "dev", &nb]);
-    sh(&["ip", "-n", &ns.0, "link", "set", &nb, "up"]);
-    sh(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
+    veth_pair(
+        VethEnd {
+            ifname: &na,
+            netns: None,
+            addrs: &["10.77.0.1/24"],
+        },
+        VethEnd {
+            ifname: &nb,
+            netns: Some(&ns.0),
+            addrs: &["10.77.0.2/24"],
+        },
+    )
+    .unwrap();
     let open = move |name: &str| {
         let dev = Device::open_with(name, DatapathKind::Udp, cfg).unwrap();
         let pd = dev.alloc_pd().unwrap();

@@ -12,6 +12,7 @@ use rocev2::{
     AccessFlags, DatapathKind, Device, EndpointFormatError, Mr, Pd, Qp, RecvWr, RemoteMr, SendOp,
     SendWr, WcOpcode, WcStatus,
 };
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
@@ -252,29 +253,21 @@ fn client_tokio(a: &Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAdd
 /// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] accepting
 /// with `accept` in namespace `ns`, then the failures.
 fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
-    sh(&["ip", "link", "set", "lo", "up"]);
     sh(&["ip", "netns", "add", ns]);
     let _del = Netns(ns.to_string());
-    sh(&[
-        "ip", "link", "add", "cna", "type", "veth", "peer", "name", "cnb", "netns", ns,
-    ]);
-    sh(&["ip", "addr", "add", "10.9.4.1/24", "dev", "cna"]);
-    sh(&[
-        "ip",
-        "-6",
-        "addr",
-        "add",
-        "fd00:9:4::1/64",
-        "dev",
-        "cna",
-        "nodad",
-    ]);
-    sh(&["ip", "link", "set", "cna", "up"]);
-    let inside = |args: &[&str]| sh(&[&["ip", "netns", "exec", ns, "ip"], args].concat());
-    inside(&["addr", "add", "10.9.4.2/24", "dev", "cnb"]);
-    inside(&["-6", "addr", "add", "fd00:9:4::2/64", "dev", "cnb", "nodad"]);
-    inside(&["link", "set", "cnb", "up"]);
-    inside(&["link", "set", "lo", "up"]);
+    veth_pair(
+        VethEnd {
+            ifname: "cna",
+            netns: None,
+            addrs: &["10.9.4.1/24", "fd00:9:4::1/64"],
+        },
+        VethEnd {
+            ifname: "cnb",
+            netns: Some(ns),
+            addrs: &["10.9.4.2/24", "fd00:9:4::2/64"],
+        },
+    )
+    .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let ns_b = ns.to_string();
     let server = std::thread::spawn(move || server(&ns_b, main_ip, accept, tx));

@@ -12,6 +12,7 @@ use rocev2::{
     WcOpcode, WcStatus, gid_to_ip,
 };
 use rocev2_testbed::exec::{Process, netns_command};
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::net::IpAddr;
 use std::process::Command;
 use std::time::Duration;
@@ -119,7 +120,6 @@ fn ud_echo_between_two_processes_over_veth() {
         return;
     }
     let peer = format!("{ns}b");
-    sh(&["ip", "link", "set", "lo", "up"]);
     sh(&["ip", "netns", "add", &peer]);
     struct Del(String);
     impl Drop for Del {
@@ -128,14 +128,19 @@ fn ud_echo_between_two_processes_over_veth() {
         }
     }
     let _del = Del(peer.clone());
-    sh(&[
-        "ip", "link", "add", "uda", "type", "veth", "peer", "name", "udb", "netns", &peer,
-    ]);
-    sh(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "uda"]);
-    sh(&["ip", "link", "set", "uda", "up"]);
-    let inside = |args: &[&str]| sh(&[&["ip", "netns", "exec", &peer, "ip"], args].concat());
-    inside(&["addr", "add", &format!("{SERVER}/24"), "dev", "udb"]);
-    inside(&["link", "set", "udb", "up"]);
+    veth_pair(
+        VethEnd {
+            ifname: "uda",
+            netns: None,
+            addrs: &[&format!("{CLIENT}/24")],
+        },
+        VethEnd {
+            ifname: "udb",
+            netns: Some(&peer),
+            addrs: &[&format!("{SERVER}/24")],
+        },
+    )
+    .unwrap();
 
     let exe = std::env::current_exe().unwrap();
     let mut cmd = netns_command(&peer, exe);

@@ -11,17 +11,12 @@ use rocev2::{
     AccessFlags, ConnectOptions, DatapathKind, Device, RecvWr, RemoteQp, SendOp, SendWr, WcOpcode,
     WcStatus,
 };
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::future::Future;
 use std::pin::pin;
-use std::process::Command;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// Polls `f` until ready (the future wakes itself), for at most `limit`.
 fn block_on<F: Future>(f: F, limit: Duration) -> F::Output {
@@ -42,13 +37,19 @@ fn block_on<F: Future>(f: F, limit: Duration) -> F::Output {
 }
 
 fn body(kind: DatapathKind) {
-    sh(&[
-        "ip", "link", "add", "vla", "type", "veth", "peer", "name", "vlb",
-    ]);
-    for (dev, ip) in [("vla", "10.9.0.1/24"), ("vlb", "10.9.0.2/24")] {
-        sh(&["ip", "addr", "add", ip, "dev", dev]);
-        sh(&["ip", "link", "set", dev, "up"]);
-    }
+    veth_pair(
+        VethEnd {
+            ifname: "vla",
+            netns: None,
+            addrs: &["10.9.0.1/24"],
+        },
+        VethEnd {
+            ifname: "vlb",
+            netns: None,
+            addrs: &["10.9.0.2/24"],
+        },
+    )
+    .unwrap();
     let a = Device::open("vla", kind).unwrap();
     let b = Device::open("vlb", kind).unwrap();
     assert_eq!(a.datapath_name(), kind.name());
