@@ -76,6 +76,58 @@ fn counter(line: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("{key} value in {line}"))
 }
 
+/// Steering wrong on purpose, as RSS on a NIC does to a flow that hashes elsewhere: the
+/// client's shard k binds queue k + 1 mod 2 (`--cross-queues`), so its WRITEs for the server's
+/// QP k reach the server's queue 1 − k, the shard of the other QP, and the server's ACKs reach
+/// the client's shard of the other QP too. Every such frame is handed to its QP's shard: both
+/// CRCs verify, both sides forwarded frames, and none was dropped as `mis_steered`.
+#[test]
+fn write_bw_verify_xdp_crossed_queues_forwarded_to_their_shard() {
+    if !need_root("write_bw_verify_xdp_crossed_queues_forwarded_to_their_shard") {
+        return;
+    }
+    let tb = pair_with_queues(2);
+    let args = [
+        "--datapath",
+        "xdp",
+        "-q",
+        "2",
+        "--verify",
+        "-s",
+        "65536",
+        "-n",
+        "256",
+    ];
+    let mut crossed = args.to_vec();
+    crossed.push("--cross-queues");
+    let (s, c) = run_pair_args(&tb, BIN, &args, &crossed, Duration::from_secs(180));
+    assert_eq!(s.stdout.matches("verify: OK").count(), 2, "{}", s.stdout);
+    assert_eq!(
+        c.stdout.matches("verify: OK (crc32 ").count(),
+        2,
+        "{}",
+        c.stdout
+    );
+    for (side, out) in [("server", &s.stdout), ("client", &c.stdout)] {
+        let (mut forwarded, mut taken) = (0, 0);
+        for k in 0..2 {
+            let l = shard_line(out, k);
+            assert!(l.contains("forwarded to their shard"), "{side}: {l}");
+            assert_eq!(counter(l, "mis_steered"), 0, "{side}: {l}");
+            forwarded += counter(l, "rx_forwarded");
+            taken += counter(l, "rx_from_shards");
+        }
+        assert!(forwarded > 0, "{side} forwarded nothing:\n{out}");
+        assert!(taken > 0, "{side}: no shard took a forwarded frame:\n{out}");
+    }
+    // The client's shard k bound queue k + 1 mod 2.
+    assert!(
+        shard_line(&c.stdout, 0).contains("rx/tx queue 1 only"),
+        "{}",
+        c.stdout
+    );
+}
+
 #[test]
 fn write_bw_verify_xdp_two_qps_one_queue_each() {
     if !need_root("write_bw_verify_xdp_two_qps_one_queue_each") {
