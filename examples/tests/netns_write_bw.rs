@@ -128,6 +128,43 @@ fn write_bw_verify_xdp_crossed_queues_forwarded_to_their_shard() {
     );
 }
 
+/// AF_PACKET shards each see every frame of the interface: a shard drops the frames of the
+/// other's QPs quietly (`rx_other_shard`) instead of counting them as steering mistakes, and
+/// both QPs' data verify.
+#[test]
+fn write_bw_verify_packet_two_qps_other_shards_frames_dropped_quietly() {
+    if !need_root("write_bw_verify_packet_two_qps_other_shards_frames_dropped_quietly") {
+        return;
+    }
+    let tb = pair_with_queues(2);
+    let (s, c) = run_pair(
+        &tb,
+        BIN,
+        &[
+            "--datapath",
+            "packet",
+            "-q",
+            "2",
+            "--verify",
+            "-s",
+            "65536",
+            "-n",
+            "128",
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(s.stdout.matches("verify: OK").count(), 2, "{}", s.stdout);
+    for (side, out) in [("server", &s.stdout), ("client", &c.stdout)] {
+        for k in 0..2 {
+            let l = shard_line(out, k);
+            assert!(l.contains("their shard sees them too"), "{side}: {l}");
+            assert!(counter(l, "rx_other_shard") > 0, "{side}: {l}");
+            assert_eq!(counter(l, "mis_steered"), 0, "{side}: {l}");
+            assert_eq!(counter(l, "rx_forwarded"), 0, "{side}: {l}");
+        }
+    }
+}
+
 #[test]
 fn write_bw_verify_xdp_two_qps_one_queue_each() {
     if !need_root("write_bw_verify_xdp_two_qps_one_queue_each") {
