@@ -24,8 +24,8 @@
 //! forwarded anything, and only when the receiver has not yet seen the previous signal.
 //!
 //! An inbox is a bounded `std::sync::mpsc::sync_channel` ([`INBOX_FRAMES`] frames): many senders,
-//! one receiver, `try_send`/`try_recv` never block (the bounded flavour is a lock-free array
-//! queue). Buffers travel back to the shard that filled them through a second channel, so a
+//! one receiver, `try_send`/`try_recv` never block (std's bounded channel is an array queue whose
+//! `try_` operations take no lock). Buffers travel back to the shard that filled them through a second channel, so a
 //! steady stream of forwarded frames allocates nothing. Frames from one shard to another keep
 //! their order.
 //!
@@ -51,8 +51,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-/// Frames an inbox holds: a few receive batches of the driver (64 frames each), so a burst that
-/// RSS sends to the wrong queue survives the receiving shard's scheduling delay.
+/// Frames an inbox holds: sixteen receive batches of the driver (64 frames each), so a burst
+/// that RSS sends to the wrong queue survives the receiving shard's scheduling delay.
 pub const INBOX_FRAMES: usize = 1024;
 
 /// log2 of the QPNs of one block (`rocev2_core::endpoint`'s split of 2^24 into [`QPN_BLOCKS`]).
