@@ -8,6 +8,11 @@
 # `-P` alone is a one-core reference. All three alternate, RUNS times (default 3). Prints each
 # run's Gbit/s and ratios, then the medians, as a Markdown table for BENCHMARKS.md, with the
 # load average before and after.
+#
+# CROSSED=1 (AF_XDP, QPS >= 2) adds a column: the same write_bw with the client's steering crossed
+# (`--cross-queues`: shard k bound to queue k + 1 mod QPS), so every data frame and every ACK
+# lands on another shard's queue and is forwarded to its shard (issue 18's RSS case), and its
+# ratio to the straight run: the cost of the hop.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -39,12 +44,26 @@ iperf3_procs() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+CROSSED=${CROSSED:-0}
+# write_bw with the client's steering crossed; prints its Gbit/s (run in a subshell: the
+# arguments stay there).
+crossed_run() {
+    # shellcheck disable=SC2034 # read by pair.sh's write_bw_run
+    CLIENT_ARGS=(--cross-queues)
+    write_bw_run "$DATAPATH" "$WRITES" | awk '$1 == 65536 { print $4 }'
+}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 rdma=()
 tcp=()
 procs=()
-echo "| run | write_bw -q $QPS, $DATAPATH, Gbit/s | iperf3 -P $QPS, Gbit/s | $QPS iperf3 processes, Gbit/s | ratio to -P | ratio to processes |"
-echo "|---|---|---|---|---|---|"
+cross=()
+xhead="" xrule="" xcell=""
+if [ "$CROSSED" = 1 ]; then
+    xhead=" crossed steering, Gbit/s | crossed / straight |"
+    xrule="---|---|"
+fi
+echo "| run | write_bw -q $QPS, $DATAPATH, Gbit/s | iperf3 -P $QPS, Gbit/s | $QPS iperf3 processes, Gbit/s | ratio to -P | ratio to processes |$xhead"
+echo "|---|---|---|---|---|---|$xrule"
 for run in $(seq "$RUNS"); do
     bw=$(write_bw_run "$DATAPATH" "$WRITES" | awk '$1 == 65536 { print $4 }')
     t=$(iperf3_run -t 5 -f g -P "$QPS" | awk '/receiver/ { v = $(NF-2) } END { print v }')
@@ -52,12 +71,21 @@ for run in $(seq "$RUNS"); do
     rdma+=("$bw")
     tcp+=("$t")
     procs+=("$p")
-    echo "| $run | $bw | $t | $p | $(ratio "$bw" "$t")x | $(ratio "$bw" "$p")x |"
+    if [ "$CROSSED" = 1 ]; then
+        x=$(crossed_run)
+        cross+=("$x")
+        xcell=" $x | $(ratio "$x" "$bw")x |"
+    fi
+    echo "| $run | $bw | $t | $p | $(ratio "$bw" "$t")x | $(ratio "$bw" "$p")x |$xcell"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mr=$(median "${rdma[@]}")
 mt=$(median "${tcp[@]}")
 mp=$(median "${procs[@]}")
-echo "| median | $mr | $mt | $mp | $(ratio "$mr" "$mt")x | $(ratio "$mr" "$mp")x |"
+if [ "$CROSSED" = 1 ]; then
+    mx=$(median "${cross[@]}")
+    xcell=" $mx | $(ratio "$mx" "$mr")x |"
+fi
+echo "| median | $mr | $mt | $mp | $(ratio "$mr" "$mt")x | $(ratio "$mr" "$mp")x |$xcell"
 echo
 echo "load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) vCPUs"

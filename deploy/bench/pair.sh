@@ -58,8 +58,10 @@ need() {
 # transfer runs in h0 and in h1 (e.g. `perf stat … --`).
 WRAP0=()
 WRAP1=()
+CLIENT_ARGS=()
 # One write_bw over datapath $1: h0 WRITEs 64 KiB $2 times (on each of QPS QPs) to h1; further
-# arguments go to both sides. Prints the client's output; `awk '$1 == 65536 { print $4 }'` reads
+# arguments go to both sides, the words of the array CLIENT_ARGS (when a script sets it) to the
+# client in h0 only. Prints the client's output; `awk '$1 == 65536 { print $4 }'` reads
 # its Gbit/s (all QPs together).
 write_bw_run() {
     local dp=$1 n=$2
@@ -70,7 +72,7 @@ write_bw_run() {
     in_h1 "${WRAP1[@]}" "$BIN/write_bw" -d "$IF1" --datapath "$dp" "$@" >/dev/null &
     local srv=$!
     wait_port 18515
-    in_h0 "${WRAP0[@]}" "$BIN/write_bw" -d "$IF0" --datapath "$dp" "$@" -s 65536 -n "$n" "${PEER:-10.0.0.2}"
+    in_h0 "${WRAP0[@]}" "$BIN/write_bw" -d "$IF0" --datapath "$dp" "$@" "${CLIENT_ARGS[@]}" -s 65536 -n "$n" "${PEER:-10.0.0.2}"
     wait "$srv"
 }
 # One iperf3 TCP stream from h0 to h1, the client's arguments "$@"; prints the client's output.

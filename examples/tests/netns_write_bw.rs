@@ -76,6 +76,95 @@ fn counter(line: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("{key} value in {line}"))
 }
 
+/// Steering wrong on purpose, as RSS on a NIC does to a flow that hashes elsewhere: the
+/// client's shard k binds queue k + 1 mod 2 (`--cross-queues`), so its WRITEs for the server's
+/// QP k reach the server's queue 1 − k, the shard of the other QP, and the server's ACKs reach
+/// the client's shard of the other QP too. Every such frame is handed to its QP's shard: both
+/// CRCs verify, both sides forwarded frames, and none was dropped as `mis_steered`.
+#[test]
+fn write_bw_verify_xdp_crossed_queues_forwarded_to_their_shard() {
+    if !need_root("write_bw_verify_xdp_crossed_queues_forwarded_to_their_shard") {
+        return;
+    }
+    let tb = pair_with_queues(2);
+    let args = [
+        "--datapath",
+        "xdp",
+        "-q",
+        "2",
+        "--verify",
+        "-s",
+        "65536",
+        "-n",
+        "256",
+    ];
+    let mut crossed = args.to_vec();
+    crossed.push("--cross-queues");
+    let (s, c) = run_pair_args(&tb, BIN, &args, &crossed, Duration::from_secs(180));
+    assert_eq!(s.stdout.matches("verify: OK").count(), 2, "{}", s.stdout);
+    assert_eq!(
+        c.stdout.matches("verify: OK (crc32 ").count(),
+        2,
+        "{}",
+        c.stdout
+    );
+    for (side, out) in [("server", &s.stdout), ("client", &c.stdout)] {
+        let (mut forwarded, mut taken) = (0, 0);
+        for k in 0..2 {
+            let l = shard_line(out, k);
+            assert!(l.contains("forwarded to their shard"), "{side}: {l}");
+            assert_eq!(counter(l, "mis_steered"), 0, "{side}: {l}");
+            forwarded += counter(l, "rx_forwarded");
+            taken += counter(l, "rx_from_shards");
+        }
+        assert!(forwarded > 0, "{side} forwarded nothing:\n{out}");
+        assert!(taken > 0, "{side}: no shard took a forwarded frame:\n{out}");
+    }
+    // The client's shard k bound queue k + 1 mod 2.
+    assert!(
+        shard_line(&c.stdout, 0).contains("rx/tx queue 1 only"),
+        "{}",
+        c.stdout
+    );
+}
+
+/// AF_PACKET shards each see every frame of the interface: a shard drops the frames of the
+/// other's QPs quietly (`rx_other_shard`) instead of counting them as steering mistakes, and
+/// both QPs' data verify.
+#[test]
+fn write_bw_verify_packet_two_qps_other_shards_frames_dropped_quietly() {
+    if !need_root("write_bw_verify_packet_two_qps_other_shards_frames_dropped_quietly") {
+        return;
+    }
+    let tb = pair_with_queues(2);
+    let (s, c) = run_pair(
+        &tb,
+        BIN,
+        &[
+            "--datapath",
+            "packet",
+            "-q",
+            "2",
+            "--verify",
+            "-s",
+            "65536",
+            "-n",
+            "128",
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(s.stdout.matches("verify: OK").count(), 2, "{}", s.stdout);
+    for (side, out) in [("server", &s.stdout), ("client", &c.stdout)] {
+        for k in 0..2 {
+            let l = shard_line(out, k);
+            assert!(l.contains("their shard sees them too"), "{side}: {l}");
+            assert!(counter(l, "rx_other_shard") > 0, "{side}: {l}");
+            assert_eq!(counter(l, "mis_steered"), 0, "{side}: {l}");
+            assert_eq!(counter(l, "rx_forwarded"), 0, "{side}: {l}");
+        }
+    }
+}
+
 #[test]
 fn write_bw_verify_xdp_two_qps_one_queue_each() {
     if !need_root("write_bw_verify_xdp_two_qps_one_queue_each") {

@@ -29,8 +29,11 @@
 //! queue k on both hosts (`docs/datapath.md`, "Several queues"). Each QP moves `iters` WRITEs;
 //! the client prints one line per QP (`qp K: …`) and one table row for all of them (bytes of
 //! every QP over the time from the first start to the last completion), each side one line
-//! per shard (`shard K: …`: its datapath, frames received, `mis_steered` drops, steered
-//! frames that found no socket), and `--verify` checks every QP's CRC. N must not exceed the
+//! per shard (`shard K: …`: its datapath, frames received, frames forwarded to and from the
+//! other shards, `mis_steered` drops, steered frames that found no socket), and `--verify`
+//! checks every QP's CRC. `--cross-queues` (AF_XDP) makes shard k bind queue (k + 1) mod N
+//! instead, so that every frame lands on the wrong shard and is forwarded, as RSS on a NIC
+//! would do to some flows. N must not exceed the
 //! interface's queues (a veth gets them at creation: `numrxqueues N numtxqueues N`); the UDP
 //! datapath takes one device per interface (port 4791), so it refuses N > 1, as does
 //! `--attach`.
@@ -77,6 +80,11 @@ struct Args {
     /// QPs, one engine shard (device, thread, rx queue) each, QP k on queue k.
     #[arg(short = 'q', long = "qps", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     qps: u32,
+    /// With -q N over AF_XDP: shard k binds queue (k + 1) mod N, so every frame this side
+    /// sends and receives arrives on another shard's queue and is forwarded (steering crossed
+    /// on purpose, as RSS would; tests and the hop's cost).
+    #[arg(long = "cross-queues")]
+    cross_queues: bool,
     /// WRITEs outstanding at once.
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     tx_depth: u32,
@@ -171,8 +179,10 @@ enum Side<'a> {
     Client(&'a str, u16),
 }
 
-/// One line about shard `k`'s device: its datapath, frames it received, frames for another
-/// shard's QPNs (`mis_steered`), and steered frames that found no socket on their queue.
+/// One line about shard `k`'s device: its datapath, frames it received, frames it forwarded to
+/// another shard, took from other shards, or dropped because another shard's inbox was full or
+/// (AF_PACKET) another shard sees them too, frames for a QPN no shard owns (`mis_steered`), and
+/// steered frames that found no socket on their queue.
 fn shard_line(k: u32, dev: &Device) -> String {
     let Some(g) = dev.engine() else {
         return format!("shard {k}: {}", dev.datapath_reason());
@@ -180,9 +190,14 @@ fn shard_line(k: u32, dev: &Device) -> String {
     let d = g.driver();
     let s = d.datapath_stats();
     format!(
-        "shard {k}: {}; rx_packets {}, mis_steered {}, steer_no_socket {}",
+        "shard {k}: {}; rx_packets {}, rx_forwarded {}, rx_from_shards {}, rx_handoff_full {}, \
+         rx_other_shard {}, mis_steered {}, steer_no_socket {}",
         dev.datapath_reason(),
         s.rx_packets,
+        s.rx_forwarded,
+        s.rx_from_shards,
+        s.rx_handoff_full,
+        s.rx_other_shard,
         d.ep.stats().drops(DropReason::MisSteered),
         s.steer_no_socket
     )
@@ -206,6 +221,9 @@ fn main() -> Result<()> {
             a.qps
         );
     }
+    if a.cross_queues && (a.qps < 2 || a.device.datapath != DatapathKind::Xdp) {
+        bail!("--cross-queues: needs -q 2 or more and --datapath xdp");
+    }
     if a.qps > 1 && a.device.attach {
         bail!(
             "-q {}: an attached device is the daemon's one engine; shards need in-process devices",
@@ -214,10 +232,13 @@ fn main() -> Result<()> {
     }
     let devs = (0..a.qps)
         .map(|k| {
-            let cfg = DeviceConfig {
+            let mut cfg = DeviceConfig {
                 queue: (a.qps > 1).then_some(k),
                 ..DeviceConfig::default()
             };
+            if a.cross_queues {
+                cfg.datapath.xdp.queue = Some((k + 1) % a.qps);
+            }
             a.device
                 .open(&a.dev, cfg)
                 .with_context(|| format!("-q {}: shard {k} (rx queue {k})", a.qps))

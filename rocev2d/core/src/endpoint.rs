@@ -287,8 +287,9 @@ const LAST_QPN: u32 = 0x00ff_fffe;
 /// Number of QPN blocks ([`Endpoint::with_qpn_block`]): the 2^24 QPNs split by their top six
 /// bits, one block per receive queue the AF_XDP steering program serves (64).
 pub const QPN_BLOCKS: u32 = 64;
-/// log2 of the QPNs in one block: 2^24 / [`QPN_BLOCKS`] = 2^18.
-const QPN_BLOCK_SHIFT: u32 = 18;
+/// log2 of the QPNs in one block: 2^24 / [`QPN_BLOCKS`] = 2^18; a QPN's block is
+/// `qpn >> QPN_BLOCK_SHIFT`.
+pub const QPN_BLOCK_SHIFT: u32 = 18;
 
 impl Endpoint {
     /// An endpoint whose keys come from a ChaCha12 generator seeded with `seed`. Production

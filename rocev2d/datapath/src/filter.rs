@@ -92,6 +92,18 @@ pub(crate) fn udp_at(f: &[u8]) -> Option<usize> {
     }
 }
 
+/// The destination QP of an untagged IPv4/IPv6 RoCEv2 frame: the 24-bit field at bytes 5..8 of
+/// the BTH right after the UDP header (IBA 9.2, figure 104), read without checking anything
+/// else ([`is_roce`] decides what the frame is; the core validates the rest). `None` when the
+/// frame is too short for it.
+pub(crate) fn dest_qpn(f: &[u8]) -> Option<u32> {
+    let bth = udp_at(f)? + 8;
+    match f.get(bth + 5..bth + 8)? {
+        [a, b, c] => Some(u32::from_be_bytes([0, *a, *b, *c])),
+        _ => None,
+    }
+}
+
 /// Zeroes the UDP checksum of an untagged IPv4/IPv6 UDP frame; `false` if it is not one.
 /// IPv4 and IPv6 RoCEv2 receivers accept a zero checksum, and the ICRC masks the field.
 pub(crate) fn zero_udp_checksum(f: &mut [u8]) -> bool {
@@ -299,6 +311,34 @@ mod tests {
         assert!(FrameRepr::parse(&f).is_ok());
         assert_eq!(frame_ecn(&f), Ecn::Ce);
         assert!(!zero_udp_checksum(&mut [0u8; 20]));
+    }
+
+    #[test]
+    fn filter_dest_qpn_after_ipv4_or_ipv6() {
+        let v4 = IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            identification: 0,
+            dont_fragment: true,
+            ttl: 64,
+        };
+        let v6 = IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            flow_label: 0,
+            hop_limit: 64,
+        };
+        for ip in [v4, v6] {
+            let f = crate::test_frames::ack(ip, 1000);
+            assert_eq!(dest_qpn(&f), Some(0x11), "{ip:?}");
+            let bth = udp_at(&f).unwrap() + 8;
+            assert_eq!(dest_qpn(&f[..bth + 7]), None, "one byte short");
+        }
+        assert_eq!(dest_qpn(&[0u8; 10]), None);
     }
 
     #[test]

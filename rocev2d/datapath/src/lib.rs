@@ -39,6 +39,7 @@ pub mod clock;
 pub mod driver;
 pub mod entropy;
 pub mod filter;
+pub mod handoff;
 pub mod iface;
 pub mod neigh;
 mod netlink;
@@ -108,6 +109,15 @@ pub enum Error {
         queue: u32,
         /// Receive queues in use on the interface.
         queues: u32,
+    },
+    /// Another engine shard of this process already owns the QPN block on the interface
+    /// ([`handoff::Shard::join`]).
+    #[error("interface {name:?}: QPN block {block} already has an engine shard in this process")]
+    ShardTaken {
+        /// The interface.
+        name: String,
+        /// The block.
+        block: u32,
     },
     /// The next hop's MAC address did not appear in the neighbour table in time.
     #[error("no neighbour entry for {0} (ARP/ND got no answer)")]
@@ -368,11 +378,21 @@ pub struct DatapathStats {
     /// AF_PACKET: frames cut out of GSO buffers a local UDP-mode peer's `UDP_SEGMENT` sends
     /// left whole (`PACKET_VNET_HDR`; each also counts in `rx_packets`).
     pub rx_gso_split: u64,
+    /// Engine shard ([`handoff::Shard`]): frames for another live shard's QPN block, copied
+    /// into its inbox instead of being handed to this shard's core (they count in this shard's
+    /// `rx_packets`: its socket received them).
+    pub rx_forwarded: u64,
+    /// Engine shard: frames for another shard dropped because its inbox was full.
+    pub rx_handoff_full: u64,
+    /// Engine shard over AF_PACKET: frames for another live shard, which sees them too, dropped.
+    pub rx_other_shard: u64,
+    /// Engine shard: frames other shards forwarded here, handed to the core.
+    pub rx_from_shards: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 24] {
+    pub fn named(&self) -> [(&'static str, u64); 28] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -398,6 +418,10 @@ impl DatapathStats {
             ("rx_in_place", self.rx_in_place),
             ("tx_in_place", self.tx_in_place),
             ("rx_gso_split", self.rx_gso_split),
+            ("rx_forwarded", self.rx_forwarded),
+            ("rx_handoff_full", self.rx_handoff_full),
+            ("rx_other_shard", self.rx_other_shard),
+            ("rx_from_shards", self.rx_from_shards),
         ]
     }
 }

@@ -10,21 +10,20 @@
 //! sockets into the map at their index; a datapath that closes takes its sockets out of the map
 //! and gives its queues back, and the last one detaches the program.
 //!
+//! The engine shards' registry (`crate::handoff`, where shards find each other to forward
+//! frames RSS delivered to the wrong queue) uses the same key.
+//!
 //! The registry is touched only when a datapath opens or closes, and the handle's lock only then
 //! and when counters are read: nothing on the data path.
 //!
 //! Deviations: none.
 
+use crate::handoff::{Key, netns};
 use crate::{Error, Interface};
 use rocev2_ebpf_loader::steer::{AttachMode, Counter, MAX_QUEUES, Steering};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-
-/// An interface: the inode of its network namespace and its index there (indexes repeat across
-/// namespaces, and one process may open interfaces of several).
-type Key = (u64, u32);
 
 /// The attached programs of this process, by interface.
 static ATTACHED: Mutex<BTreeMap<Key, Weak<SharedSteering>>> = Mutex::new(BTreeMap::new());
@@ -32,13 +31,6 @@ static ATTACHED: Mutex<BTreeMap<Key, Weak<SharedSteering>>> = Mutex::new(BTreeMa
 fn attached() -> MutexGuard<'static, BTreeMap<Key, Weak<SharedSteering>>> {
     // A panic while holding the registry leaves a map of weak handles: still consistent.
     ATTACHED.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The calling thread's network namespace, by inode.
-fn netns() -> Result<u64, Error> {
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| m.ino())
-        .map_err(|e| Error::io("stat /proc/thread-self/ns/net", e))
 }
 
 /// The steering program of one interface and the queues whose sockets it redirects to.

@@ -45,8 +45,10 @@
 //! steering program (`crate::steering`), each registering its socket at its queue's index. On a
 //! veth, a copy-mode transmit on queue q reaches the peer's receive queue q (`__dev_direct_xmit`
 //! keeps the queue, `veth_xmit` uses the same index on the peer), so shard q of one host and
-//! shard q of the other talk over queue q both ways; on a NIC, RSS picks the receive queue and
-//! the peer's frames reach the right shard only if the flow hashes there.
+//! shard q of the other talk over queue q both ways; on a NIC, RSS picks the receive queue from
+//! the flow's hash, so a QP's frames may land on another shard's queue: a shard's datapath is
+//! wrapped in [`crate::handoff::Shard`], which forwards such frames to the shard owning their
+//! QPN before any core parses them (`rx_forwarded`).
 //!
 //! The kernel's UDP stack never sees a RoCEv2 frame the program redirected, so it sends no ICMP
 //! port unreachable and no guard socket is needed (unlike [`crate::af_packet`]).

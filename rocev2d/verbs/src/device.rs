@@ -65,9 +65,14 @@ pub struct DeviceConfig {
     /// (`docs/datapath.md`, "Several queues"). The AF_XDP datapath binds, receives and
     /// transmits on that queue alone (`rocev2_datapath::xdp::XdpConfig::queue`; AF_PACKET
     /// and UDP see the whole interface); the device's QP numbers are those of block `queue`
-    /// ([`rocev2_core::Endpoint::with_qpn_block`]), so no two shards share one, and a frame
-    /// the steering delivers to the wrong shard counts as `mis_steered`. `None` (default): the
-    /// whole interface.
+    /// ([`rocev2_core::Endpoint::with_qpn_block`]), so no two shards share one. A frame the
+    /// NIC's RSS (or the peer) delivers to the wrong shard is forwarded to the shard of its
+    /// QPN (`rx_forwarded`; AF_PACKET, where every shard sees every frame, drops it there as
+    /// `rx_other_shard`); one for a block no shard of this process owns counts as
+    /// `mis_steered` ([`rocev2_datapath::handoff`]). An explicit
+    /// `datapath.xdp.queue` takes precedence for the queue the socket binds (the QPN block
+    /// stays `queue`): steering deliberately crossed, for tests and benchmarks of the
+    /// forwarding. `None` (default): the whole interface.
     pub queue: Option<u32>,
 }
 
@@ -182,7 +187,7 @@ impl Device {
         let cfg = DeviceConfig {
             datapath: Options {
                 xdp: rocev2_datapath::xdp::XdpConfig {
-                    queue: cfg.queue.or(cfg.datapath.xdp.queue),
+                    queue: cfg.datapath.xdp.queue.or(cfg.queue),
                     ..cfg.datapath.xdp
                 },
                 ..cfg.datapath
@@ -209,6 +214,17 @@ impl Device {
             None => Endpoint::new(seed),
         };
         let name = datapath.name().to_string();
+        // A shard over AF_XDP or AF_PACKET routes frames of the other shards' QPNs to them
+        // (or, AF_PACKET, leaves them to them) before its core sees them.
+        let (datapath, reason): (Box<dyn rocev2_datapath::Datapath + Send>, String) =
+            match cfg.queue {
+                Some(queue) if name == "xdp" || name == "packet" => {
+                    let shard = rocev2_datapath::handoff::Shard::join(&iface, queue, datapath)?;
+                    let reason = format!("{reason}; {}", shard.describe());
+                    (Box::new(shard), reason)
+                }
+                _ => (datapath, reason),
+            };
         let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
         let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
         let mut dev = Device::new(iface, name, reason, Backend::Local(local));
