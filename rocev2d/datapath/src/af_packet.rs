@@ -581,14 +581,7 @@ mod tests {
 
     #[test]
     fn split_gso_ipv6_gives_the_frames_the_core_built() {
-        let ip = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            flow_label: 0x12345,
-            hop_limit: 64,
-        };
+        let ip = crate::test_frames::v6(26, Ecn::Ect0, 0x12345);
         let (frames, buf, gso_size) = gso_buffer(ip);
         // Headers and payload wholly in the slot, and split across slot and overflow area
         // in the middle of the second segment.
@@ -611,15 +604,7 @@ mod tests {
 
     #[test]
     fn split_gso_ipv4_numbers_identification_like_the_kernel() {
-        let ip = IpRepr::V4 {
-            src: "10.0.0.1".parse().unwrap(),
-            dst: "10.0.0.2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            identification: 0,
-            dont_fragment: true,
-            ttl: 64,
-        };
+        let ip = crate::test_frames::v4(0, Ecn::NotEct);
         let (frames, buf, gso_size) = gso_buffer(ip);
         let segs = split(&buf, 700, gso_size).expect("a GSO buffer");
         assert_eq!(segs.len(), frames.len());
@@ -649,14 +634,7 @@ mod tests {
 
     #[test]
     fn split_gso_rejects_what_it_cannot_cut() {
-        let ip = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            flow_label: 0,
-            hop_limit: 64,
-        };
+        let ip = crate::test_frames::v6(0, Ecn::NotEct, 0);
         let (_, buf, gso_size) = gso_buffer(ip);
         assert!(split(&buf, buf.len(), 0).is_none(), "segment size 0");
         assert!(

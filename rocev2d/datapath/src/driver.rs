@@ -582,15 +582,7 @@ mod tests {
         );
         d.dp.inbox.push_back((None, vec![0xab; 60]));
         let ack = crate::test_frames::ack(
-            rocev2_core::wire::IpRepr::V4 {
-                src: "10.0.0.1".parse().unwrap(),
-                dst: "10.0.0.2".parse().unwrap(),
-                dscp: 0,
-                ecn: rocev2_core::wire::frame::Ecn::NotEct,
-                identification: 0,
-                dont_fragment: true,
-                ttl: 64,
-            },
+            crate::test_frames::v4(0, rocev2_core::wire::frame::Ecn::NotEct),
             1,
         );
         d.dp.inbox.push_back((None, ack));

@@ -159,8 +159,7 @@ pub(crate) fn frame_ecn(f: &[u8]) -> Ecn {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use rocev2_core::wire::frame::{FrameRepr, IpRepr};
-    use std::net::Ipv4Addr;
+    use rocev2_core::wire::frame::FrameRepr;
 
     /// The subset of classic BPF the filters use, with the kernel's rule that a load past the
     /// end of the packet returns 0.
@@ -286,14 +285,7 @@ mod tests {
 
     #[test]
     fn filter_zero_udp_checksum_keeps_frame_valid() {
-        let ip = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::Ce,
-            flow_label: 7,
-            hop_limit: 64,
-        };
+        let ip = crate::test_frames::v6(0, Ecn::Ce, 7);
         let mut f = crate::test_frames::ack(ip, 1000);
         assert_ne!(
             f[14 + 40 + 6..14 + 40 + 8],
@@ -315,23 +307,8 @@ mod tests {
 
     #[test]
     fn filter_dest_qpn_after_ipv4_or_ipv6() {
-        let v4 = IpRepr::V4 {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            identification: 0,
-            dont_fragment: true,
-            ttl: 64,
-        };
-        let v6 = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            flow_label: 0,
-            hop_limit: 64,
-        };
+        let v4 = crate::test_frames::v4(0, Ecn::NotEct);
+        let v6 = crate::test_frames::v6(0, Ecn::NotEct, 0);
         for ip in [v4, v6] {
             let f = crate::test_frames::ack(ip, 1000);
             assert_eq!(dest_qpn(&f), Some(0x11), "{ip:?}");
@@ -343,15 +320,7 @@ mod tests {
 
     #[test]
     fn filter_frame_ecn_v4() {
-        let ip = IpRepr::V4 {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            identification: 0,
-            dont_fragment: true,
-            ttl: 64,
-        };
+        let ip = crate::test_frames::v4(26, Ecn::Ect0);
         let f = crate::test_frames::ack(ip, 1000);
         assert_eq!(frame_ecn(&f), Ecn::Ect0);
         assert_eq!(frame_ecn(&[]), Ecn::NotEct);
@@ -361,23 +330,8 @@ mod tests {
     fn filter_unfinished_checksum_recognised_by_value() {
         use rocev2_core::wire::frame::IpRepr;
         for ip in [
-            IpRepr::V4 {
-                src: std::net::Ipv4Addr::new(10, 0, 0, 1),
-                dst: std::net::Ipv4Addr::new(10, 0, 0, 2),
-                dscp: 0,
-                ecn: Ecn::NotEct,
-                identification: 0,
-                dont_fragment: true,
-                ttl: 64,
-            },
-            IpRepr::V6 {
-                src: "fd00::1".parse().unwrap(),
-                dst: "fd00::2".parse().unwrap(),
-                dscp: 0,
-                ecn: Ecn::NotEct,
-                flow_label: 0,
-                hop_limit: 64,
-            },
+            crate::test_frames::v4(0, Ecn::NotEct),
+            crate::test_frames::v6(0, Ecn::NotEct, 0),
         ] {
             let mut f = crate::test_frames::ack(ip, 0xc001);
             let u = udp_at(&f).unwrap();

@@ -557,15 +557,7 @@ mod tests {
 
     /// An RC ACK for `qpn` whose PSN is `seq`: enough for routing (the core is not involved).
     fn frame(qpn: u32, seq: u32) -> Vec<u8> {
-        let ip = rocev2_core::wire::IpRepr::V4 {
-            src: "10.0.0.1".parse().unwrap(),
-            dst: "10.0.0.2".parse().unwrap(),
-            dscp: 0,
-            ecn: Ecn::NotEct,
-            identification: 0,
-            dont_fragment: true,
-            ttl: 64,
-        };
+        let ip = crate::test_frames::v4(0, Ecn::NotEct);
         let mut f = crate::test_frames::ack(ip, 1000);
         let bth = crate::filter::udp_at(&f).unwrap() + 8;
         f[bth + 5..bth + 8].copy_from_slice(&qpn.to_be_bytes()[1..]);

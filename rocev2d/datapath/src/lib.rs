@@ -545,8 +545,33 @@ impl<D: Datapath + ?Sized> Datapath for Box<D> {
 #[cfg(test)]
 pub(crate) mod test_frames {
     use rocev2_core::wire::aeth::{Credits, Syndrome};
-    use rocev2_core::wire::frame::{EthRepr, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr};
+    use rocev2_core::wire::frame::{Ecn, EthRepr, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr};
     use rocev2_core::wire::{AethRepr, BthRepr, Msn, Opcode, Operation, Psn, Qpn, RoceRepr};
+
+    /// The test frames' IPv4 header: 10.0.0.1 to 10.0.0.2, don't fragment, TTL 64.
+    pub(crate) fn v4(dscp: u8, ecn: Ecn) -> IpRepr {
+        IpRepr::V4 {
+            src: [10, 0, 0, 1].into(),
+            dst: [10, 0, 0, 2].into(),
+            dscp,
+            ecn,
+            identification: 0,
+            dont_fragment: true,
+            ttl: 64,
+        }
+    }
+
+    /// The test frames' IPv6 header: fd00::1 to fd00::2, hop limit 64.
+    pub(crate) fn v6(dscp: u8, ecn: Ecn, flow_label: u32) -> IpRepr {
+        IpRepr::V6 {
+            src: [0xfd00, 0, 0, 0, 0, 0, 0, 1].into(),
+            dst: [0xfd00, 0, 0, 0, 0, 0, 0, 2].into(),
+            dscp,
+            ecn,
+            flow_label,
+            hop_limit: 64,
+        }
+    }
 
     /// An RC ACK (QP 0x11, MSN 5) from UDP port `sport`, as the core emits it.
     pub(crate) fn ack(ip: IpRepr, sport: u16) -> Vec<u8> {

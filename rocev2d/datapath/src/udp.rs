@@ -1186,14 +1186,7 @@ mod tests {
     }
 
     fn v6() -> IpRepr {
-        IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 10,
-            ecn: Ecn::Ect0,
-            flow_label: 0,
-            hop_limit: 64,
-        }
+        crate::test_frames::v6(10, Ecn::Ect0, 0)
     }
 
     /// The UDP payloads of SEND Middle frames with the given payload sizes, PSN 1, 2, ….
