@@ -14,6 +14,7 @@
 
 mod common;
 use common::*;
+use rocev2_testbed::Testbed;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -29,24 +30,22 @@ fn counter(r: &Value, side: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no datapath counter {name} for the {side} in {r}"))
 }
 
+/// `workload` with 4 MiB of bulk data from a client started with `client` flags to a server
+/// started with `server` flags, over the `pair` testbed `tb`.
+fn transfer(tb: &Testbed, server: &[&str], client: &[&str], workload: &str) -> Value {
+    let client = [client, &["--workload", workload, "--bulk-mib", "4"]].concat();
+    run(tb, true, server, &client, Duration::from_secs(120))
+}
+
 fn offload(test: &str, server_mode: &str, workload: &str) -> Value {
     if !need_root(test) {
         return Value::Null;
     }
-    let tb = pair();
-    let r = run(
-        &tb,
-        true,
+    let r = transfer(
+        &pair(),
         &["--datapath", server_mode],
-        &[
-            "--datapath",
-            "udp",
-            "--workload",
-            workload,
-            "--bulk-mib",
-            "4",
-        ],
-        Duration::from_secs(120),
+        &["--datapath", "udp"],
+        workload,
     );
     assert_eq!(r["server"]["snapshot"]["datapath"], server_mode, "{r}");
     assert_eq!(drop_count(&r, "icrc_error"), 0, "{r}");
@@ -129,21 +128,11 @@ fn wire_udp_no_gso_flag_sends_datagrams_one_by_one() {
     if !need_root(test) {
         return;
     }
-    let tb = pair();
-    let r = run(
-        &tb,
-        true,
+    let r = transfer(
+        &pair(),
         &["--datapath", "packet"],
-        &[
-            "--datapath",
-            "udp",
-            "--no-udp-gso",
-            "--workload",
-            "mix",
-            "--bulk-mib",
-            "4",
-        ],
-        Duration::from_secs(120),
+        &["--datapath", "udp", "--no-udp-gso"],
+        "mix",
     );
     assert_eq!(r["bytes"], 4u64 << 20, "{r}");
     assert_eq!(counter(&r, "client", "tx_gso_segments"), 0, "{r}");
@@ -165,20 +154,11 @@ fn wire_udp_gso_segmented_in_software_verifies() {
     tx_off.args(["-K", &ifname(&tb, "h0"), "tx", "off"]);
     let out = rocev2_testbed::exec::run(&mut tx_off, Duration::from_secs(10)).expect("ethtool");
     assert!(out.status.success(), "ethtool -K tx off: {}", out.stderr);
-    let r = run(
+    let r = transfer(
         &tb,
-        true,
         &["--datapath", "udp", "--udp-gso"],
-        &[
-            "--datapath",
-            "udp",
-            "--udp-gso",
-            "--workload",
-            "mix",
-            "--bulk-mib",
-            "4",
-        ],
-        Duration::from_secs(120),
+        &["--datapath", "udp", "--udp-gso"],
+        "mix",
     );
     assert_eq!(r["bytes"], 4u64 << 20, "{r}");
     assert_eq!(drop_count(&r, "icrc_error"), 0, "{r}");
