@@ -127,9 +127,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         } else {
             0
         };
-        let offsets = offsets(layout, ext_len);
-        let min = usize::from(offsets.payload) + ICRC_LEN;
+        // The opcode's entry, shifted by the REXT: the whole `Offsets` is built only to name
+        // the header a short packet ends in.
+        let min = usize::from(OFFSETS[usize::from(bth_repr.opcode.0)].payload) + ext_len + ICRC_LEN;
         if b.len() < min {
+            let offsets = offsets(layout, ext_len);
             return Err(Error::Truncated(truncated_header(&offsets, b.len())));
         }
         let body = b.len() - min; // payload + pad
@@ -145,7 +147,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(Packet {
             buffer,
-            ext_len: offsets.ext_len,
+            // Lossless: a REXT length, at most 1020 (`ExtPacket::header_len`).
+            ext_len: ext_len as u16,
             layout,
         })
     }
