@@ -27,7 +27,7 @@ pub const ICRC_LEN: usize = 4;
 /// through every parse layer of the receive path, where a stored table (160 bytes of
 /// `Option<usize>` at first, then 36 of `u16`) cost more to copy, and to read back across the
 /// narrow stores that built it, than looking it up. Its accessors read one field of the
-/// opcode's entry in [`OFFSETS`] (indexed by the BTH's opcode byte) and add the REXT length;
+/// opcode's entry in [`OFFSETS`] (indexed by the checked opcode byte) and add the REXT length;
 /// building the whole struct per accessor, as an out-of-line call returning it through memory,
 /// was 7–9% of the receive path's header work. No offset exceeds `u16`: the REXT is at most
 /// 255 · 4 bytes and the other headers add up to 128.
@@ -106,6 +106,9 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
     /// Length of the REXT header (0 without one).
     ext_len: u16,
+    /// The opcode byte as checked, which indexes [`OFFSETS`] (kept rather than read back from
+    /// the buffer, so the offsets always belong to the checked layout).
+    opcode: u8,
     layout: &'static Layout,
 }
 
@@ -149,6 +152,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             buffer,
             // Lossless: a REXT length, at most 1020 (`ExtPacket::header_len`).
             ext_len: ext_len as u16,
+            opcode: bth_repr.opcode.0,
             layout,
         })
     }
@@ -160,7 +164,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// ([`Self::at`]).
     #[inline]
     fn offsets(&self) -> &'static Offsets {
-        &OFFSETS[usize::from(self.b()[0])]
+        &OFFSETS[usize::from(self.opcode)]
     }
     /// Where a header lies, from the opcode's entry without a REXT.
     #[inline]
