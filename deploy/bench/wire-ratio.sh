@@ -14,7 +14,7 @@ cargo bench -p rocev2-core --bench wire -- --noplot "$@"
 group="${CARGO_TARGET_DIR:-$root/target}/criterion/wire_write_only_4k"
 # Each path with the reference it is held against besides the plain CRC: `build_icrc` also
 # copies the payload into the frame, so its own floor is a payload copy plus the plain CRC.
-paths=(build_icrc parse_verify receive copy_crc32 plain_crc32)
+paths=(build_icrc parse_verify receive icrc_verify copy_crc32 plain_crc32)
 floor() { [ "$1" = build_icrc ] && echo copy_crc32 || echo plain_crc32; }
 
 # The median's point estimate in ns, from criterion's JSON, without needing jq. The median, not

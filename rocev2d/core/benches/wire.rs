@@ -6,7 +6,7 @@
 //! shows as the ratio to it. `build` also copies the 4 KiB payload into the frame, so it is
 //! compared with a second reference as well, a copy of the payload plus the plain CRC.
 //! `parse_verify` is `FrameRepr::parse`; `receive` is what the endpoint does per frame (the same
-//! checks and ICRC, building only the transport repr).
+//! checks and ICRC, building only the transport repr); `icrc_verify` is the ICRC check alone.
 //! `deploy/bench/wire-ratio.sh` prints both ratios; BENCHMARKS.md records them (target: within
 //! 1.25x of plain CRC).
 //!
@@ -20,11 +20,15 @@ use rocev2_core::wire::{
     BthRepr, EthRepr, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, ROCEV2_UDP_PORT, RethRepr,
     RoceRepr, UdpRepr,
     frame::{Ecn, Frame},
+    icrc,
 };
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 const PAYLOAD: usize = 4096;
+/// Where the ICRC's input starts in an untagged frame: the last eight bytes of the Ethernet
+/// header stand in for the LRH.
+const ICRC_FROM: usize = 14 - 8;
 
 /// An RDMA WRITE Only as rxe sends it: IPv4 with DF, TTL 64, UDP checksum 0.
 fn write_only() -> FrameRepr {
@@ -104,6 +108,11 @@ fn wire(c: &mut Criterion) {
             black_box(r.as_ref().unwrap());
             black_box(f.payload());
         })
+    });
+    // The ICRC alone over the received frame (no header checks, no repr): what `receive` and
+    // `parse_verify` pay for the CRC itself, masked head and all, beside `plain_crc32`.
+    g.bench_function("icrc_verify", |b| {
+        b.iter(|| icrc::verify_frame(black_box(&frame[ICRC_FROM..]), 20).unwrap())
     });
     // The floor for `build`, which must also copy the payload into the frame: a 4 KiB copy plus
     // the plain CRC.

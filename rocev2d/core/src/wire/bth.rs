@@ -104,6 +104,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.b()[offs::FECN_BECN] & 0x3f
     }
     /// DestQP: the destination queue pair (24 bits).
+    #[inline(always)]
     pub fn dest_qp(&self) -> Qpn {
         Qpn::new(field::u24_at(self.b(), offs::DEST_QP))
     }
@@ -116,6 +117,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.b()[offs::ACK_REQ] & 0x7f
     }
     /// PSN: packet sequence number (24 bits).
+    #[inline(always)]
     pub fn psn(&self) -> Psn {
         Psn::new(field::u24_at(self.b(), offs::PSN))
     }

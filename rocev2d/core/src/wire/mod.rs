@@ -228,33 +228,41 @@ pub(crate) mod field {
     /// A byte range within a header.
     pub type Field = core::ops::Range<usize>;
 
+    #[inline]
     pub fn u16_at(b: &[u8], f: Field) -> u16 {
         let mut a = [0u8; 2];
         a.copy_from_slice(&b[f]);
         u16::from_be_bytes(a)
     }
+    #[inline]
     pub fn u24_at(b: &[u8], at: usize) -> u32 {
         u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
     }
+    #[inline]
     pub fn u32_at(b: &[u8], f: Field) -> u32 {
         let mut a = [0u8; 4];
         a.copy_from_slice(&b[f]);
         u32::from_be_bytes(a)
     }
+    #[inline]
     pub fn u64_at(b: &[u8], f: Field) -> u64 {
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[f]);
         u64::from_be_bytes(a)
     }
+    #[inline]
     pub fn set_u16(b: &mut [u8], f: Field, v: u16) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline]
     pub fn set_u24(b: &mut [u8], at: usize, v: u32) {
         b[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
     }
+    #[inline]
     pub fn set_u32(b: &mut [u8], f: Field, v: u32) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline]
     pub fn set_u64(b: &mut [u8], f: Field, v: u64) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }

@@ -23,12 +23,15 @@ pub const ICRC_LEN: usize = 4;
 
 /// Offsets of each header present in a packet, from the opcode's layout and the REXT length.
 ///
-/// A [`Packet`] keeps only those two and computes this on demand (a few additions): the
-/// checked view is moved through every parse layer of the receive path, where a stored table
-/// (160 bytes of `Option<usize>` at first, then 36 of `u16`) cost more to copy, and to read back
-/// across the narrow stores that built it, than recomputing it. No offset exceeds `u16`: the
-/// REXT is at most 255 · 4 bytes and the other headers add up to 128.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A [`Packet`] keeps neither a copy of this nor a pointer to it: the checked view is moved
+/// through every parse layer of the receive path, where a stored table (160 bytes of
+/// `Option<usize>` at first, then 36 of `u16`) cost more to copy, and to read back across the
+/// narrow stores that built it, than looking it up. Its accessors read one field of the
+/// opcode's entry in [`OFFSETS`] (indexed by the checked opcode byte) and add the REXT length;
+/// building the whole struct per accessor, as an out-of-line call returning it through memory,
+/// was 7–9% of the receive path's header work. No offset exceeds `u16`: the REXT is at most
+/// 255 · 4 bytes and the other headers add up to 128.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Offsets {
     /// Length of the REXT header, which follows the BTH; 0 without one.
     ext_len: u16,
@@ -43,30 +46,59 @@ struct Offsets {
     payload: u16,
 }
 
-fn offsets(layout: &Layout, ext_len: usize) -> Offsets {
+#[inline]
+const fn offsets(layout: &Layout, ext_len: usize) -> Offsets {
+    /// The next header's offset when it is present, moving `at` past it.
+    const fn place(at: &mut u16, present: bool, len: usize) -> Option<u16> {
+        if !present {
+            return None;
+        }
+        let here = *at;
+        *at += len as u16;
+        Some(here)
+    }
     // Lossless: `ext_len` is a REXT length (at most 1020, see `ExtPacket::header_len`).
     let ext_len = ext_len as u16;
     let mut at = BthRepr::LEN as u16 + ext_len;
-    let mut place = |present: bool, len: usize| {
-        present.then(|| {
-            let here = at;
-            at += len as u16;
-            here
-        })
-    };
     Offsets {
         ext_len,
-        deth: place(layout.deth, DethRepr::LEN),
-        reth: place(layout.reth, RethRepr::LEN),
-        atomic_eth: place(layout.atomic_eth, AtomicEthRepr::LEN),
-        aeth: place(layout.aeth, AethRepr::LEN),
-        atomic_ack_eth: place(layout.atomic_ack_eth, AtomicAckEthRepr::LEN),
-        immdt: place(layout.immdt, ImmDtRepr::LEN),
-        ieth: place(layout.ieth, IethRepr::LEN),
-        cnp: place(layout.cnp, 16),
+        deth: place(&mut at, layout.deth, DethRepr::LEN),
+        reth: place(&mut at, layout.reth, RethRepr::LEN),
+        atomic_eth: place(&mut at, layout.atomic_eth, AtomicEthRepr::LEN),
+        aeth: place(&mut at, layout.aeth, AethRepr::LEN),
+        atomic_ack_eth: place(&mut at, layout.atomic_ack_eth, AtomicAckEthRepr::LEN),
+        immdt: place(&mut at, layout.immdt, ImmDtRepr::LEN),
+        ieth: place(&mut at, layout.ieth, IethRepr::LEN),
+        cnp: place(&mut at, layout.cnp, 16),
         payload: at,
     }
 }
+
+/// Every opcode byte's [`Offsets`] without a REXT, computed at compile time (zeros for the
+/// opcodes [`Packet::new_checked`] refuses, which never reach a lookup).
+static OFFSETS: [Offsets; 256] = {
+    let none = Offsets {
+        ext_len: 0,
+        deth: None,
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        immdt: None,
+        ieth: None,
+        cnp: None,
+        payload: 0,
+    };
+    let mut t = [none; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Ok(l) = super::Opcode(i as u8).layout() {
+            t[i] = offsets(&l, 0);
+        }
+        i += 1;
+    }
+    t
+};
 
 /// A checked view of a transport packet (BTH … ICRC).
 #[derive(Debug, Clone)]
@@ -74,6 +106,9 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
     /// Length of the REXT header (0 without one).
     ext_len: u16,
+    /// The opcode byte as checked, which indexes [`OFFSETS`] (kept rather than read back from
+    /// the buffer, so the offsets always belong to the checked layout).
+    opcode: u8,
     layout: &'static Layout,
 }
 
@@ -95,9 +130,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         } else {
             0
         };
-        let offsets = offsets(layout, ext_len);
-        let min = usize::from(offsets.payload) + ICRC_LEN;
+        // The opcode's entry, shifted by the REXT: the whole `Offsets` is built only to name
+        // the header a short packet ends in.
+        let min = usize::from(OFFSETS[usize::from(bth_repr.opcode.0)].payload) + ext_len + ICRC_LEN;
         if b.len() < min {
+            let offsets = offsets(layout, ext_len);
             return Err(Error::Truncated(truncated_header(&offsets, b.len())));
         }
         let body = b.len() - min; // payload + pad
@@ -113,7 +150,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(Packet {
             buffer,
-            ext_len: offsets.ext_len,
+            // Lossless: a REXT length, at most 1020 (`ExtPacket::header_len`).
+            ext_len: ext_len as u16,
+            opcode: bth_repr.opcode.0,
             layout,
         })
     }
@@ -121,9 +160,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+    /// The opcode's entry in [`OFFSETS`]; its offsets are shifted by the REXT length
+    /// ([`Self::at`]).
     #[inline]
-    fn offsets(&self) -> Offsets {
-        offsets(self.layout, usize::from(self.ext_len))
+    fn offsets(&self) -> &'static Offsets {
+        &OFFSETS[usize::from(self.opcode)]
+    }
+    /// Where a header lies, from the opcode's entry without a REXT.
+    #[inline]
+    fn at(&self, at: Option<u16>) -> Option<usize> {
+        at.map(|at| usize::from(at) + usize::from(self.ext_len))
     }
     /// The opcode's header layout.
     pub fn layout(&self) -> Layout {
@@ -140,50 +186,43 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// The DETH, for UD opcodes.
     pub fn deth(&self) -> Option<DethPacket<&[u8]>> {
-        self.offsets()
-            .deth
-            .map(|at| DethPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().deth)
+            .map(|at| DethPacket::new_unchecked(&self.b()[at..]))
     }
     /// The RETH, for RDMA WRITE First/Only and READ requests.
     pub fn reth(&self) -> Option<RethPacket<&[u8]>> {
-        self.offsets()
-            .reth
-            .map(|at| RethPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().reth)
+            .map(|at| RethPacket::new_unchecked(&self.b()[at..]))
     }
     /// The AtomicETH, for CmpSwap and FetchAdd.
     pub fn atomic_eth(&self) -> Option<AtomicEthPacket<&[u8]>> {
-        self.offsets()
-            .atomic_eth
-            .map(|at| AtomicEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().atomic_eth)
+            .map(|at| AtomicEthPacket::new_unchecked(&self.b()[at..]))
     }
     /// The AETH, for ACKs and READ responses First/Last/Only.
     pub fn aeth(&self) -> Option<AethPacket<&[u8]>> {
-        self.offsets()
-            .aeth
-            .map(|at| AethPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().aeth)
+            .map(|at| AethPacket::new_unchecked(&self.b()[at..]))
     }
     /// The AtomicAckETH, for ATOMIC Acknowledge.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthPacket<&[u8]>> {
-        self.offsets()
-            .atomic_ack_eth
-            .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().atomic_ack_eth)
+            .map(|at| AtomicAckEthPacket::new_unchecked(&self.b()[at..]))
     }
     /// The ImmDt, for the with-immediate opcodes.
     pub fn immdt(&self) -> Option<ImmDtPacket<&[u8]>> {
-        self.offsets()
-            .immdt
-            .map(|at| ImmDtPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().immdt)
+            .map(|at| ImmDtPacket::new_unchecked(&self.b()[at..]))
     }
     /// The IETH, for SEND with Invalidate.
     pub fn ieth(&self) -> Option<IethPacket<&[u8]>> {
-        self.offsets()
-            .ieth
-            .map(|at| IethPacket::new_unchecked(&self.b()[usize::from(at)..]))
+        self.at(self.offsets().ieth)
+            .map(|at| IethPacket::new_unchecked(&self.b()[at..]))
     }
     /// Where the payload (without pad bytes) lies in the buffer.
     fn payload_range(&self) -> Range<usize> {
         let end = self.b().len() - ICRC_LEN - self.bth().pad_cnt() as usize;
-        usize::from(self.offsets().payload)..end
+        usize::from(self.offsets().payload) + usize::from(self.ext_len)..end
     }
     /// The payload without pad bytes.
     pub fn payload(&self) -> &[u8] {
