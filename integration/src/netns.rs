@@ -500,7 +500,7 @@ fn ip(netns: Option<&str>) -> Command {
     c
 }
 
-/// One end of a [`veth_pair`].
+/// One end of a [`veth_pair`]: `VethEnd { addrs: &["10.9.0.1/24"], ..VethEnd::new("va") }`.
 #[derive(Debug, Clone, Copy)]
 pub struct VethEnd<'a> {
     /// The interface's name.
@@ -510,6 +510,38 @@ pub struct VethEnd<'a> {
     /// Its addresses with their prefix lengths (`10.9.0.1/24`, `fd00::1/64`); IPv6 ones are
     /// added without duplicate address detection, so they are usable at once.
     pub addrs: &'a [&'a str],
+    /// Its MTU; `None`: the kernel's default (1500).
+    pub mtu: Option<u32>,
+    /// Its MAC address (`02:00:00:00:00:01`); `None`: a random one.
+    pub mac: Option<&'a str>,
+    /// Its transmit and receive queues; `None`: one each.
+    pub queues: Option<u32>,
+}
+
+impl<'a> VethEnd<'a> {
+    /// An end named `ifname` in the caller's namespace, without addresses, all else default.
+    pub fn new(ifname: &'a str) -> VethEnd<'a> {
+        VethEnd {
+            ifname,
+            netns: None,
+            addrs: &[],
+            mtu: None,
+            mac: None,
+            queues: None,
+        }
+    }
+
+    /// Its part of `ip link add`: name, namespace, MTU, MAC and queues.
+    fn link_args(&self) -> Vec<String> {
+        let mut a = vec!["name".to_owned(), self.ifname.to_owned()];
+        let opt = |k: &str, v: Option<String>| v.map(|v| [k.to_owned(), v]).into_iter().flatten();
+        a.extend(opt("netns", self.netns.map(str::to_owned)));
+        a.extend(opt("mtu", self.mtu.map(|m| m.to_string())));
+        a.extend(opt("address", self.mac.map(str::to_owned)));
+        a.extend(opt("numtxqueues", self.queues.map(|q| q.to_string())));
+        a.extend(opt("numrxqueues", self.queues.map(|q| q.to_string())));
+        a
+    }
 }
 
 /// A veth pair for a test that makes its own namespaces (a [`Testbed`] brings up its ports the
@@ -522,14 +554,10 @@ pub struct VethEnd<'a> {
 /// An `ip` command failed, or the ends were not up within 10 s.
 pub fn veth_pair(a: VethEnd<'_>, b: VethEnd<'_>) -> Result<(), Error> {
     let mut add = ip(None);
-    add.args(["link", "add", "name", a.ifname]);
-    if let Some(ns) = a.netns {
-        add.args(["netns", ns]);
-    }
-    add.args(["type", "veth", "peer", "name", b.ifname]);
-    if let Some(ns) = b.netns {
-        add.args(["netns", ns]);
-    }
+    add.args(["link", "add"])
+        .args(a.link_args())
+        .args(["type", "veth", "peer"])
+        .args(b.link_args());
     run(&mut add, TOOL_TIMEOUT)?;
     for end in [a, b] {
         let mut script = format!("link set dev lo up\nlink set dev {} up\n", end.ifname);

@@ -10,15 +10,10 @@
 use rocev2_datapath::af_packet::{PacketConfig, PacketDatapath};
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, Interface, RxBatch, TxBatch};
-use std::process::Command;
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::time::{Duration, Instant};
 
 const FRAMES: u16 = 256;
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// An untagged IPv4 UDP frame to port 4791 from `sport` with a 16-byte zero payload: enough for
 /// the steering program and the datapath's filter (the core is not involved here).
@@ -41,29 +36,12 @@ fn frame(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
 
 /// A veth pair `a`–`b` with four queues per end, addressed and up.
 fn veth4(a: &str, b: &str) {
-    sh(&[
-        "ip",
-        "link",
-        "add",
-        a,
-        "numtxqueues",
-        "4",
-        "numrxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        b,
-        "numtxqueues",
-        "4",
-        "numrxqueues",
-        "4",
-    ]);
-    for (dev, ip) in [(a, "10.8.0.1/24"), (b, "10.8.0.2/24")] {
-        sh(&["ip", "addr", "add", ip, "dev", dev]);
-        sh(&["ip", "link", "set", dev, "up"]);
-    }
+    let end = |ifname, addrs| VethEnd {
+        addrs,
+        queues: Some(4),
+        ..VethEnd::new(ifname)
+    };
+    veth_pair(end(a, &["10.8.0.1/24"]), end(b, &["10.8.0.2/24"])).unwrap();
 }
 
 /// Sends one frame per UDP source port 49152.. from `b`'s AF_PACKET socket to `a`.

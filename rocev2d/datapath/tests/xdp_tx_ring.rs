@@ -11,18 +11,13 @@
 use rocev2_datapath::af_packet::{PacketConfig, PacketDatapath};
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, Interface, RxBatch, TxBatch};
-use std::process::Command;
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::time::{Duration, Instant};
 
 /// Descriptors in the tx ring under test.
 const RING: u32 = 64;
 /// Two-chunk frames sent after the one-chunk frame: three trips around the ring.
 const BIG: usize = 3 * RING as usize / 2;
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// An untagged IPv4 UDP frame to port 4791 with `payload` zero bytes.
 fn frame(dst: [u8; 6], src: [u8; 6], payload: u16) -> Vec<u8> {
@@ -42,14 +37,12 @@ fn frame(dst: [u8; 6], src: [u8; 6], payload: u16) -> Vec<u8> {
 }
 
 fn body() {
-    sh(&[
-        "ip", "link", "add", "xta", "type", "veth", "peer", "name", "xtb",
-    ]);
-    for (dev, ip) in [("xta", "10.9.0.1/24"), ("xtb", "10.9.0.2/24")] {
-        sh(&["ip", "link", "set", dev, "mtu", "4200"]);
-        sh(&["ip", "addr", "add", ip, "dev", dev]);
-        sh(&["ip", "link", "set", dev, "up"]);
-    }
+    let end = |ifname, addrs| VethEnd {
+        addrs,
+        mtu: Some(4200),
+        ..VethEnd::new(ifname)
+    };
+    veth_pair(end("xta", &["10.9.0.1/24"]), end("xtb", &["10.9.0.2/24"])).unwrap();
     let a = Interface::by_name("xta").unwrap();
     let b = Interface::by_name("xtb").unwrap();
     let cfg = XdpConfig {

@@ -57,14 +57,13 @@ fn pair_with(tag: &str, len: usize, access: AccessFlags, cfg: DeviceConfig) -> (
     sh(&["ip", "netns", "add", &ns.0]);
     veth_pair(
         VethEnd {
-            ifname: &na,
-            netns: None,
             addrs: &["10.77.0.1/24"],
+            ..VethEnd::new(&na)
         },
         VethEnd {
-            ifname: &nb,
             netns: Some(&ns.0),
             addrs: &["10.77.0.2/24"],
+            ..VethEnd::new(&nb)
         },
     )
     .unwrap();

@@ -257,14 +257,13 @@ fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
     let _del = Netns(ns.to_string());
     veth_pair(
         VethEnd {
-            ifname: "cna",
-            netns: None,
             addrs: &["10.9.4.1/24", "fd00:9:4::1/64"],
+            ..VethEnd::new("cna")
         },
         VethEnd {
-            ifname: "cnb",
             netns: Some(ns),
             addrs: &["10.9.4.2/24", "fd00:9:4::2/64"],
+            ..VethEnd::new("cnb")
         },
     )
     .unwrap();

@@ -130,14 +130,13 @@ fn ud_echo_between_two_processes_over_veth() {
     let _del = Del(peer.clone());
     veth_pair(
         VethEnd {
-            ifname: "uda",
-            netns: None,
             addrs: &[&format!("{CLIENT}/24")],
+            ..VethEnd::new("uda")
         },
         VethEnd {
-            ifname: "udb",
             netns: Some(&peer),
             addrs: &[&format!("{SERVER}/24")],
+            ..VethEnd::new("udb")
         },
     )
     .unwrap();

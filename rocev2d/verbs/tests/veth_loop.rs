@@ -39,14 +39,12 @@ fn block_on<F: Future>(f: F, limit: Duration) -> F::Output {
 fn body(kind: DatapathKind) {
     veth_pair(
         VethEnd {
-            ifname: "vla",
-            netns: None,
             addrs: &["10.9.0.1/24"],
+            ..VethEnd::new("vla")
         },
         VethEnd {
-            ifname: "vlb",
-            netns: None,
             addrs: &["10.9.0.2/24"],
+            ..VethEnd::new("vlb")
         },
     )
     .unwrap();
