@@ -7,44 +7,49 @@
 //! copy and zero-copy binds) and `docs/datapath.md`, "AF_XDP details".
 //!
 //! Per receive queue in use (`/sys/class/net/IF/queues/rx-*`; without that sysfs, every queue
-//! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM (an
-//! anonymous mapping) of page-sized chunks grouped into **slots of three adjacent chunks** (room
-//! for a [`MAX_FRAME`] frame): [`XdpConfig::rx_frames`] receive slots and
-//! [`XdpConfig::tx_frames`]` / 3` transmit slots. It opens one socket with its fill, completion,
-//! rx and tx rings (via the `xdpilone` crate), binds it to the queue — first asking for
-//! **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies; the refusal
-//! is logged and named by [`XdpDatapath::describe`]) — and registers it in the program's
-//! `XSKMAP` at that queue's index. The first chunk of each receive slot is lent to the kernel
-//! through the fill ring; the transmit slots are our transmit pool. The program is attached in
-//! driver (native) mode, or in generic (skb) mode if the driver has no XDP; both choices are
-//! logged and kept in [`XdpDatapath::describe`].
+//! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM of
+//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping;
+//! the transmit chunks grouped into slots of three adjacent ones),
+//! one socket with its
+//! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
+//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies;
+//! the refusal is logged and named by [`XdpDatapath::describe`]) —
+//! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
+//! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
+//! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
 //! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
-//! is loaded with `xdp.frags`). In aligned mode no descriptor crosses a chunk, and the kernel
-//! writes each received part after `XDP_PACKET_HEADROOM` (256 bytes) of its chunk, so a chunk
-//! holds 3840 bytes of a received frame and a data frame at a 4096-byte IBA MTU arrives as 3840
-//! bytes in one chunk and ~330 in another, anywhere in the UMEM.
+//! is loaded with `xdp.frags`).
 //!
-//! Receiving ([`Datapath::recv_with`], what the [`crate::Driver`] calls) hands every frame to the
-//! core **inside the UMEM**, so the core's placement into the memory region is the only copy of
-//! the payload in user space, and returns the chunks to the fill ring once the core has handled
-//! the whole batch. A frame of one chunk is handed where it lies; a frame of several is first
-//! made contiguous behind its first part, in the rest of that part's receive slot, which the
-//! kernel never writes: only the parts after the first are moved (the ~330 bytes above, not the
-//! whole frame). Sending ([`Datapath::transmit_with`]) lets the core build each frame **straight
-//! into a free transmit slot** (the slot is its [`FrameBuf`]; building it is the only copy, MR →
-//! UMEM); a frame longer than a chunk is built contiguously all the same and described by one
-//! descriptor per chunk it covers. A slot is free again when the completion ring has returned
-//! all of its frame's descriptors. The descriptors are queued on the tx ring in one batch and,
-//! when the kernel asks for it (`need_wakeup`; always in copy mode), the kernel is kicked with
-//! `sendto`, repeated while it reports it stopped at its per-call budget. Completed slots come
-//! back through the completion ring before the next send. So a frame's payload is copied once in
-//! user space each way, whatever the frame's length; copy mode adds the kernel's copy between
-//! the UMEM and an skb on each side, and no system call is made per batch on receive.
-//! [`Datapath::recv`] and [`Datapath::send`], the batch API, copy between the UMEM and the
-//! caller's [`RxBatch`] or [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the
-//! frames of [`Datapath::recv_with`] and [`Datapath::transmit_with`] (all of them).
+//! Receiving ([`Datapath::recv_with`], what the [`crate::Driver`] calls) hands a frame that fits
+//! one chunk to the core **inside its UMEM chunk**, so the core's placement into the memory
+//! region is the only copy in user space, and returns the chunks to the fill ring once the core
+//! has handled the whole batch; a frame of several chunks is gathered into one buffer first (a
+//! second copy, see below). Sending ([`Datapath::transmit_with`]) lets the core build each frame
+//! **straight into a free slot** of the transmit pool (the slot is its [`FrameBuf`]; building
+//! it is the only copy, MR → UMEM). A slot is three adjacent chunks (room for [`MAX_FRAME`]), so
+//! a frame longer than a chunk (a data frame at a 4096-byte IBA MTU) is built contiguously all
+//! the same and then described by one descriptor per chunk it covers: in aligned mode a
+//! descriptor may not cross a chunk, but nothing asks a frame's chunks to be apart. A slot is
+//! free again when the completion ring has returned all of its frame's descriptors. The
+//! descriptors are queued on the tx ring in one batch and, when the kernel asks for it
+//! (`need_wakeup`; always in copy mode), the kernel is kicked with `sendto`, repeated while it
+//! reports it stopped at its per-call budget. Completed slots come back through the completion
+//! ring before the next send. So every frame the core sends pays one copy in user space, and a
+//! received frame of one chunk one; copy mode adds the kernel's copy between the UMEM and an skb
+//! on each side, and no system call is made per batch on receive. [`Datapath::recv`] and
+//! [`Datapath::send`], the batch API, copy between the UMEM and the caller's [`RxBatch`] or
+//! [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the one-copy frames.
+//!
+//! Receiving has no such way out: the kernel writes each part of a frame at the start of a fill
+//! ring chunk after `XDP_PACKET_HEADROOM` (256 bytes), so at a 4096-byte IBA MTU a data frame
+//! arrives as 3840 bytes in one chunk and the rest in another, never adjacent in memory. Lending
+//! only the first chunk of three-chunk receive slots and moving the ~330-byte rest behind the
+//! first part was tried (BENCHMARKS.md, "Jumbo frames without a second copy"): it halved the
+//! receiver's time in `memcpy` but not its CPU time, because what the gather paid for was
+//! mostly the first touch of a frame another CPU wrote, which moved to the ICRC pass, and it
+//! tripled the receive UMEM; so the gather stays.
 //!
 //! Opened on every queue (the default), the datapath transmits on the first queue's socket only,
 //! so frames leave in the order the core produced them. Opened on one queue
@@ -69,8 +74,8 @@
 //! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
-//! A received frame of several chunks has its parts after the first moved behind it (the core
-//! reads a frame as one slice): at a 4096-byte IBA MTU ~330 bytes per data frame.
+//! A received frame larger than a chunk keeps a second copy in user space (issue 18 asks for
+//! one; see above for why): the core reads frames as one contiguous slice.
 
 use crate::steering::SharedSteering;
 use crate::sys::{self, Epoll};
@@ -109,14 +114,12 @@ const MAX_FRAME_CHUNKS: usize = MAX_FRAME.div_ceil(CHUNK as usize);
 const SLOT: usize = MAX_FRAME_CHUNKS * CHUNK as usize;
 
 /// Options of the AF_XDP datapath. Ring sizes are rounded up to a power of two (64 at least);
-/// a queue's UMEM is about `(3 × rx_frames + tx_frames) × 4 KiB`.
+/// a queue's UMEM is about `(rx_frames + tx_frames) × 4 KiB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpConfig {
-    /// Receive slots per queue, the first chunk of each lent to the kernel; also the fill and
-    /// rx ring sizes. Bounds the burst a queue absorbs while we are busy (frames beyond it are
-    /// `rx_kernel_drops`): 8192, as many small frames as AF_PACKET's 8 MiB socket buffer holds.
-    /// A slot is three chunks (the other two take the rest of a frame of several), so the
-    /// default's receive side is 96 MiB per queue.
+    /// Receive chunks per queue, all lent to the kernel; also the fill and rx ring sizes. Bounds
+    /// the burst a queue absorbs while we are busy (frames beyond it are `rx_kernel_drops`):
+    /// 8192, as many small frames as AF_PACKET's 8 MiB socket buffer holds.
     pub rx_frames: u32,
     /// Transmit chunks per queue; also the tx and completion ring sizes: 2048. They are grouped
     /// into slots of three adjacent chunks (room for [`MAX_FRAME`]), one frame each, so 682
@@ -179,23 +182,19 @@ impl Area {
         NonNull::slice_from_raw_parts(self.ptr, self.len)
     }
 
-    /// Copies `len` bytes at UMEM offset `from` to offset `to`; `false` if either range is out
-    /// of bounds.
-    fn move_within(&mut self, from: u64, to: u64, len: usize) -> bool {
-        let inside = |addr: u64| {
-            usize::try_from(addr)
-                .ok()
-                .filter(|at| at.checked_add(len).is_some_and(|end| end <= self.len))
-        };
-        let (Some(from), Some(to)) = (inside(from), inside(to)) else {
+    /// Copies `len` bytes at UMEM offset `addr` into `dst`; `false` if out of bounds.
+    fn read(&self, addr: u64, dst: &mut [u8]) -> bool {
+        let Ok(at) = usize::try_from(addr) else {
             return false;
         };
-        // SAFETY: both ranges lie inside the mapping (checked above); both are bytes we own (a
-        // part of a received frame taken off the rx ring, and the rest of the receive slot its
-        // first part came in, which the kernel never writes: see `Queue::recv_with`). `copy`
-        // allows them to overlap.
+        if at.checked_add(dst.len()).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        // SAFETY: `at..at + dst.len()` lies inside the mapping (checked above); the chunk came
+        // from the rx ring, so the kernel has finished writing it and will not touch it until we
+        // give it back through the fill ring. `dst` is ours and does not overlap the mapping.
         unsafe {
-            std::ptr::copy(self.ptr.as_ptr().add(from), self.ptr.as_ptr().add(to), len);
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), dst.as_mut_ptr(), dst.len());
         }
         true
     }
@@ -263,8 +262,8 @@ struct Queue {
     tx_outstanding: Vec<u8>,
     /// Chunk offsets received and handed on, to go back to the fill ring.
     recycle: Vec<u64>,
-    /// The scratch buffer a frame longer than a transmit slot (a bug upstream, dropped) is
-    /// written to.
+    /// A received frame of several chunks, gathered; also the scratch buffer a frame longer
+    /// than a transmit slot (a bug upstream, dropped) is written to.
     spill: Vec<u8>,
     /// Descriptors of one send, queued on the tx ring together ([`queue_descs`]).
     tx_descs: Vec<XdpDesc>,
@@ -286,10 +285,7 @@ impl Queue {
         // Whole slots only, so a slot's frame never reaches past the area, and at most `tx_n`
         // descriptors are ever out: the completion ring always has room for them.
         let slots = tx_n / MAX_FRAME_CHUNKS as u32;
-        // Receive slots too: only the first chunk of each is lent to the kernel, the others are
-        // where the rest of a frame of several chunks is moved (`Queue::recv_with`).
-        let per = MAX_FRAME_CHUNKS as u32;
-        let frames = (rx_n + slots) * per;
+        let frames = rx_n + slots * MAX_FRAME_CHUNKS as u32;
         let area = Area::new(frames as usize * CHUNK as usize)?;
         let cfg = UmemConfig {
             fill_size: rx_n,
@@ -339,9 +335,11 @@ impl Queue {
         );
         let (mut fill, comp) = device.into_parts();
         let chunk = |i: u32| umem.frame(BufIdx(i)).map(|c| c.offset);
-        let rx_chunks: Vec<u64> = (0..rx_n).filter_map(|s| chunk(s * per)).collect();
-        let free_tx: Vec<u64> = (0..slots).filter_map(|s| chunk((rx_n + s) * per)).collect();
-        let tx_base = chunk(rx_n * per).unwrap_or(u64::MAX);
+        let rx_chunks: Vec<u64> = (0..rx_n).filter_map(chunk).collect();
+        let free_tx: Vec<u64> = (0..slots)
+            .filter_map(|s| chunk(rx_n + s * MAX_FRAME_CHUNKS as u32))
+            .collect();
+        let tx_base = chunk(rx_n).unwrap_or(u64::MAX);
         let mut w = fill.fill(rx_n);
         let lent = w.insert(rx_chunks.iter().copied());
         w.commit();
@@ -365,7 +363,7 @@ impl Queue {
             free_tx,
             tx_base,
             recycle: Vec::with_capacity(rx_n as usize),
-            spill: Vec::new(),
+            spill: Vec::with_capacity(MAX_FRAME),
             tx_descs: Vec::with_capacity(tx_n as usize),
             descs: Vec::with_capacity(rx_n as usize),
             rx_packets: 0,
@@ -411,18 +409,18 @@ impl Queue {
         }
     }
 
-    /// Takes up to `room` frames off the rx ring and hands each to `handle` with its metadata,
-    /// inside the UMEM: a one-chunk frame in its chunk, a larger one in its first chunk's slot
-    /// with the other parts moved behind it ([`join`]). The chunks go back to the fill ring once
-    /// every frame has been handled. Returns the frames handed on.
+    /// Takes up to `room` frames off the rx ring and hands each to `handle` with its metadata:
+    /// a one-chunk frame inside its UMEM chunk, a larger one gathered into `spill` first. The
+    /// chunks go back to the fill ring once every frame has been handled. Returns the frames
+    /// handed on and how many of them were in place.
     fn recv_with(
         &mut self,
         room: usize,
         st: &mut DatapathStats,
         handle: &mut dyn FnMut(&[u8], RxMeta),
-    ) -> usize {
+    ) -> (usize, usize) {
         if room == 0 {
-            return 0;
+            return (0, 0);
         }
         self.take(room);
         let Queue {
@@ -430,16 +428,16 @@ impl Queue {
             fill,
             recycle,
             area,
+            spill,
             rx_packets,
             ..
         } = self;
-        let mut handed = 0usize;
+        let (mut handed, mut in_place) = (0usize, 0usize);
         for parts in descs.split_inclusive(|d| d.options & XDP_PKT_CONTD == 0) {
             recycle.extend(parts.iter().map(|d| d.addr));
             let frame = match parts {
                 [d] => area.chunk_mut(d.addr, d.len as usize),
-                [first, rest @ ..] => join(area, first, rest),
-                [] => None,
+                _ => gather(area, parts, spill),
             };
             let Some(frame) = frame else {
                 st.rx_truncated += 1;
@@ -467,6 +465,7 @@ impl Queue {
             st.rx_bytes += len as u64;
             *rx_packets += 1;
             handed += 1;
+            in_place += usize::from(parts.len() == 1);
         }
         if !recycle.is_empty() {
             // The fill ring has room for every receive chunk, so this always takes them all.
@@ -479,7 +478,7 @@ impl Queue {
         if fill.needs_wakeup() {
             fill.wake();
         }
-        handed
+        (handed, in_place)
     }
 
     /// Takes back the slots whose frames the kernel finished sending: a slot is free once the
@@ -680,26 +679,21 @@ impl Queue {
     }
 }
 
-/// The bytes of a frame that arrived in several chunks, made contiguous where its `first` part
-/// lies: the other parts are moved right behind it, into the rest of its receive slot, which
-/// the kernel never writes (only a slot's first chunk is lent). `None` when the frame would
-/// reach past that slot (longer than [`MAX_FRAME`]) or a descriptor lies outside the UMEM.
-///
-/// The copy is what the kernel put beyond the first chunk: at a 4096-byte IBA MTU, the last
-/// ~330 bytes of a ~4.2 kB data frame (a chunk holds 3840 after `XDP_PACKET_HEADROOM`).
-fn join<'a>(area: &'a mut Area, first: &XdpDesc, rest: &[XdpDesc]) -> Option<&'a mut [u8]> {
-    let slot_end = (first.addr / SLOT as u64 + 1) * SLOT as u64;
-    let mut end = first.addr.checked_add(u64::from(first.len))?;
-    for d in rest {
-        let to = end;
-        end = end
-            .checked_add(u64::from(d.len))
-            .filter(|&e| e <= slot_end)?;
-        if !area.move_within(d.addr, to, d.len as usize) {
+/// Copies the chunks of a frame of several descriptors into `spill`; `None` when it is larger
+/// than [`MAX_FRAME`] or a descriptor lies outside the UMEM.
+fn gather<'a>(area: &Area, parts: &[XdpDesc], spill: &'a mut Vec<u8>) -> Option<&'a mut [u8]> {
+    spill.resize(MAX_FRAME, 0);
+    let mut len = 0usize;
+    for d in parts {
+        let end = len
+            .checked_add(d.len as usize)
+            .filter(|&e| e <= MAX_FRAME)?;
+        if !area.read(d.addr, spill.get_mut(len..end)?) {
             return None;
         }
+        len = end;
     }
-    area.chunk_mut(first.addr, usize::try_from(end - first.addr).ok()?)
+    spill.get_mut(..len)
 }
 
 /// Appends the descriptors of a frame of `len` bytes (at most [`SLOT`]) written at the start
@@ -960,20 +954,22 @@ impl XdpDatapath {
         self.only
     }
 
-    /// Receives up to `room` frames from the queues in turn and hands each to `handle` inside
-    /// the UMEM; returns the frames handed on.
-    fn each_queue(&mut self, room: usize, handle: &mut dyn FnMut(&[u8], RxMeta)) -> usize {
-        let mut n = 0usize;
+    /// Receives up to `room` frames from the queues in turn and hands each to `handle`; returns
+    /// the frames handed on and how many of them were in place.
+    fn each_queue(&mut self, room: usize, handle: &mut dyn FnMut(&[u8], RxMeta)) -> (usize, usize) {
+        let (mut n, mut in_place) = (0usize, 0usize);
         let nq = self.queues.len();
         // Start at a different queue each call so a busy queue cannot starve the others.
         for k in 0..nq {
             let i = (self.next_rx + k) % nq;
             if let Some(q) = self.queues.get_mut(i) {
-                n += q.recv_with(room.saturating_sub(n), &mut self.stats, handle);
+                let (got, placed) = q.recv_with(room.saturating_sub(n), &mut self.stats, handle);
+                n += got;
+                in_place += placed;
             }
         }
         self.next_rx = (self.next_rx + 1) % nq.max(1);
-        n
+        (n, in_place)
     }
 
     /// Number of receive queues served (one socket each).
@@ -1025,15 +1021,15 @@ impl Datapath for XdpDatapath {
         Ok(out)
     }
 
-    /// Hands every frame to `handle` inside the UMEM (counted as `rx_in_place`): in its chunk,
-    /// or, one of several chunks, in its first chunk's slot with the rest moved behind it.
+    /// Hands one-chunk frames to `handle` inside their UMEM chunk (counted as `rx_in_place`)
+    /// and gathers larger ones into one buffer first.
     fn recv_with(
         &mut self,
         batch: &mut RxBatch,
         handle: &mut dyn FnMut(&[u8], RxMeta),
     ) -> Result<usize, Error> {
-        let n = self.each_queue(batch.capacity(), handle);
-        self.stats.rx_in_place += n as u64;
+        let (n, in_place) = self.each_queue(batch.capacity(), handle);
+        self.stats.rx_in_place += in_place as u64;
         Ok(n)
     }
 
@@ -1097,84 +1093,103 @@ mod tests {
     use crate::test_frames::send_middle;
     use rocev2_core::wire::frame::{Ecn, FrameRepr, IpRepr};
 
-    /// `XDP_PACKET_HEADROOM`: where the kernel writes a part into its chunk.
+    /// `XDP_PACKET_HEADROOM`: where the kernel writes a received part into its chunk.
     const HEADROOM: u64 = 256;
 
-    fn ips() -> [IpRepr; 2] {
-        [
-            IpRepr::V4 {
-                src: "10.0.0.1".parse().unwrap(),
-                dst: "10.0.0.2".parse().unwrap(),
-                dscp: 26,
-                ecn: Ecn::Ect0,
-                identification: 7,
-                dont_fragment: true,
-                ttl: 64,
-            },
-            IpRepr::V6 {
-                src: "fd00::1".parse().unwrap(),
-                dst: "fd00::2".parse().unwrap(),
-                dscp: 26,
-                ecn: Ecn::Ect0,
-                flow_label: 0x12345,
-                hop_limit: 64,
-            },
-        ]
-    }
-
-    /// Every way the kernel can cut a data frame of a 4096-byte IBA MTU into two receive chunks
-    /// (each holds 3840 bytes after the headroom): joined in the first part's slot, the bytes
-    /// are the frame the core built, over stale bytes, and the core parses it and verifies its
-    /// ICRC.
+    /// A frame of every length up to a slot is described by consecutive descriptors that cover
+    /// exactly its bytes, none crossing a chunk, chained up to the last; the slot then waits for
+    /// that many completions.
     #[test]
-    fn join_gives_back_the_frame_at_every_split_point() {
-        let room = CHUNK as usize - HEADROOM as usize;
-        let payload: Vec<u8> = (0..4096u32).map(|i| (i * 31 + 7) as u8).collect();
-        let mut area = Area::new(2 * SLOT).unwrap();
-        for ip in ips() {
-            let frame = send_middle(ip, 49152, 10, &payload);
-            assert!(frame.len() > room, "{} bytes take two chunks", frame.len());
-            for at in frame.len() - room..=room {
-                assert!(area.write(0, &[0xee; SLOT]));
-                let first = XdpDesc {
-                    addr: HEADROOM,
-                    len: at as u32,
-                    options: XDP_PKT_CONTD,
-                };
-                // The second part in another slot's lent chunk.
-                let second = XdpDesc {
-                    addr: SLOT as u64 + HEADROOM,
-                    len: (frame.len() - at) as u32,
-                    options: 0,
-                };
-                assert!(area.write(first.addr, &frame[..at]));
-                assert!(area.write(second.addr, &frame[at..]));
-                let joined = join(&mut area, &first, &[second]).expect("inside the slot");
-                assert!(joined == &frame[..], "split at {at}");
-                let (_, got) = FrameRepr::parse(joined).expect("the core accepts it");
-                assert_eq!(got, &payload[..], "split at {at}");
+    fn describe_covers_a_frame_with_one_descriptor_per_chunk() {
+        let base = 5 * SLOT as u64;
+        let mut outstanding = [0u8; 8];
+        let mut descs = Vec::new();
+        for len in 1..=SLOT {
+            descs.clear();
+            describe(
+                base + 2 * SLOT as u64,
+                len,
+                base,
+                &mut outstanding,
+                &mut descs,
+            );
+            let mut at = base + 2 * SLOT as u64;
+            for (i, d) in descs.iter().enumerate() {
+                assert_eq!(d.addr, at, "len {len}");
+                assert!(
+                    d.len > 0 && d.addr % u64::from(CHUNK) + u64::from(d.len) <= u64::from(CHUNK)
+                );
+                let last = i + 1 == descs.len();
+                assert_eq!(d.options == XDP_PKT_CONTD, !last, "len {len}");
+                at += u64::from(d.len);
             }
+            assert_eq!(at - (base + 2 * SLOT as u64), len as u64, "len {len}");
+            assert_eq!(usize::from(outstanding[2]), descs.len(), "len {len}");
         }
     }
 
+    /// Every way the kernel can cut a data frame of a 4096-byte IBA MTU into two receive chunks
+    /// (each holds 3840 bytes after the headroom), for IPv4 and IPv6: gathered, the bytes are
+    /// the frame the core built, and the core parses it and verifies its ICRC.
     #[test]
-    fn join_refuses_a_frame_past_its_slot_or_a_part_outside_the_umem() {
-        let mut area = Area::new(2 * SLOT).unwrap();
-        let part = |addr: u64| XdpDesc {
-            addr,
-            len: CHUNK - HEADROOM as u32,
-            options: XDP_PKT_CONTD,
+    fn gather_gives_back_the_frame_at_every_split_point() {
+        let room = CHUNK as usize - HEADROOM as usize;
+        let payload: Vec<u8> = (0..4096u32).map(|i| (i * 31 + 7) as u8).collect();
+        let mut area = Area::new(2 * CHUNK as usize).unwrap();
+        let mut spill = Vec::new();
+        let v4 = IpRepr::V4 {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            identification: 7,
+            dont_fragment: true,
+            ttl: 64,
         };
-        let first = part(HEADROOM);
-        let other = part(SLOT as u64 + HEADROOM);
-        // Three full parts fit a slot (MAX_FRAME needs three), a fourth would not.
-        assert!(join(&mut area, &first, &[other, other]).is_some());
-        assert!(join(&mut area, &first, &[other, other, other]).is_none());
+        let v6 = IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            flow_label: 0x12345,
+            hop_limit: 64,
+        };
+        for ip in [v4, v6] {
+            let frame = send_middle(ip, 49152, 10, &payload);
+            assert!(frame.len() > room, "{} bytes take two chunks", frame.len());
+            for at in frame.len() - room..=room {
+                let parts = [
+                    XdpDesc {
+                        addr: u64::from(CHUNK) + HEADROOM,
+                        len: at as u32,
+                        options: XDP_PKT_CONTD,
+                    },
+                    XdpDesc {
+                        addr: HEADROOM,
+                        len: (frame.len() - at) as u32,
+                        options: 0,
+                    },
+                ];
+                assert!(area.write(parts[0].addr, &frame[..at]));
+                assert!(area.write(parts[1].addr, &frame[at..]));
+                let got = gather(&area, &parts, &mut spill).expect("inside the UMEM");
+                assert!(got == &frame[..], "split at {at}");
+                let (_, p) = FrameRepr::parse(got).expect("the core accepts it");
+                assert_eq!(p, &payload[..], "split at {at}");
+            }
+        }
+        // A part outside the UMEM, and a frame longer than MAX_FRAME, are refused.
         let outside = XdpDesc {
-            addr: 2 * SLOT as u64,
+            addr: 2 * u64::from(CHUNK),
             len: 100,
             options: 0,
         };
-        assert!(join(&mut area, &first, &[outside]).is_none());
+        assert!(gather(&area, &[outside], &mut spill).is_none());
+        let full = XdpDesc {
+            addr: 0,
+            len: CHUNK,
+            options: XDP_PKT_CONTD,
+        };
+        assert!(gather(&area, &[full, full, full], &mut spill).is_none());
     }
 }
