@@ -8,15 +8,14 @@
 //!
 //! Per receive queue in use (`/sys/class/net/IF/queues/rx-*`; without that sysfs, every queue
 //! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM of
-//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping;
-//! the transmit chunks grouped into slots of three adjacent ones),
-//! one socket with its
-//! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
-//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies;
-//! the refusal is logged and named by [`XdpDatapath::describe`]) —
+//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping)
+//! and one socket with its fill, completion, rx and tx rings (via the `xdpilone` crate), binds
+//! it to the queue — first asking for **zero-copy**, then, if the driver refuses, in **copy
+//! mode** (veth always copies; the refusal is logged and named by [`XdpDatapath::describe`]) —
 //! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
-//! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
-//! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
+//! to the kernel through the fill ring; the others, in slots of three adjacent chunks, are our
+//! transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if
+//! the driver has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
 //! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
