@@ -372,8 +372,9 @@ pub struct DatapathStats {
     /// AF_XDP: received frames handed to the core inside their UMEM chunk, without a copy
     /// ([`Datapath::recv_with`]); the rest of `rx_packets` were copied out first.
     pub rx_in_place: u64,
-    /// AF_XDP: frames the core built straight into a UMEM chunk ([`Datapath::transmit_with`]);
-    /// the rest of `tx_packets` were copied into chunks from a [`TxBatch`].
+    /// AF_XDP: frames the core built straight into the UMEM ([`Datapath::transmit_with`]), one
+    /// chunk or several adjacent ones; the rest of `tx_packets` were copied into the UMEM from a
+    /// [`TxBatch`].
     pub tx_in_place: u64,
     /// AF_PACKET: frames cut out of GSO buffers a local UDP-mode peer's `UDP_SEGMENT` sends
     /// left whole (`PACKET_VNET_HDR`; each also counts in `rx_packets`).

@@ -8,14 +8,14 @@
 //!
 //! Per receive queue in use (`/sys/class/net/IF/queues/rx-*`; without that sysfs, every queue
 //! netlink's `IFLA_NUM_RX_QUEUES` counts that `bind` accepts) the datapath makes one UMEM of
-//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping),
-//! one socket with its
-//! fill, completion, rx and tx rings (via the `xdpilone` crate), binds it to the queue — first
-//! asking for **zero-copy**, then, if the driver refuses, in **copy mode** (veth always copies;
-//! the refusal is logged and named by [`XdpDatapath::describe`]) —
+//! [`XdpConfig::rx_frames`] + [`XdpConfig::tx_frames`] page-sized chunks (an anonymous mapping)
+//! and one socket with its fill, completion, rx and tx rings (via the `xdpilone` crate), binds
+//! it to the queue — first asking for **zero-copy**, then, if the driver refuses, in **copy
+//! mode** (veth always copies; the refusal is logged and named by [`XdpDatapath::describe`]) —
 //! and registers it in the program's `XSKMAP` at that queue's index. The receive chunks are lent
-//! to the kernel through the fill ring, the others are our transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if the driver
-//! has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
+//! to the kernel through the fill ring; the others, in slots of three adjacent chunks, are our
+//! transmit pool. The program is attached in driver (native) mode, or in generic (skb) mode if
+//! the driver has no XDP; both choices are logged and kept in [`XdpDatapath::describe`].
 //!
 //! Frames larger than a chunk (jumbo frames: a 4096-byte IBA MTU needs about 4.2 kB) travel as
 //! several descriptors chained by `XDP_PKT_CONTD` (multi-buffer AF_XDP, `XDP_USE_SG`; the program
@@ -25,17 +25,30 @@
 //! one chunk to the core **inside its UMEM chunk**, so the core's placement into the memory
 //! region is the only copy in user space, and returns the chunks to the fill ring once the core
 //! has handled the whole batch; a frame of several chunks is gathered into one buffer first (a
-//! second copy). Sending ([`Datapath::transmit_with`]) lets the core build each frame **straight
-//! into a free chunk** of the transmit pool (the chunk is its [`FrameBuf`]; building it is the
-//! only copy, MR → UMEM); a frame longer than a chunk goes into a spare buffer and is copied into
-//! several chunks. The descriptors are queued on the tx ring in one batch and, when the kernel
-//! asks for it (`need_wakeup`; always in copy mode), the kernel is kicked with `sendto`,
-//! repeated while it reports it stopped at its per-call budget. Completed chunks come back
-//! through the completion ring before the next send. So a frame of one chunk pays one copy in
-//! user space each way, a larger one two; copy mode adds the kernel's copy between the UMEM and
-//! an skb on each side, and no system call is made per batch on receive. [`Datapath::recv`] and
+//! second copy, see below). Sending ([`Datapath::transmit_with`]) lets the core build each frame
+//! **straight into a free slot** of the transmit pool (the slot is its [`FrameBuf`]; building
+//! it is the only copy, MR → UMEM). A slot is three adjacent chunks (room for [`MAX_FRAME`]), so
+//! a frame longer than a chunk (a data frame at a 4096-byte IBA MTU) is built contiguously all
+//! the same and then described by one descriptor per chunk it covers: in aligned mode a
+//! descriptor may not cross a chunk, but nothing asks a frame's chunks to be apart. A slot is
+//! free again when the completion ring has returned all of its frame's descriptors. The
+//! descriptors are queued on the tx ring in one batch and, when the kernel asks for it
+//! (`need_wakeup`; always in copy mode), the kernel is kicked with `sendto`, repeated while it
+//! reports it stopped at its per-call budget. Completed slots come back through the completion
+//! ring before the next send. So every frame the core sends pays one copy in user space, and a
+//! received frame of one chunk one; copy mode adds the kernel's copy between the UMEM and an skb
+//! on each side, and no system call is made per batch on receive. [`Datapath::recv`] and
 //! [`Datapath::send`], the batch API, copy between the UMEM and the caller's [`RxBatch`] or
 //! [`TxBatch`] as before. `rx_in_place` and `tx_in_place` count the one-copy frames.
+//!
+//! Receiving has no such way out: the kernel writes each part of a frame at the start of a fill
+//! ring chunk after `XDP_PACKET_HEADROOM` (256 bytes), so at a 4096-byte IBA MTU a data frame
+//! arrives as 3840 bytes in one chunk and the rest in another, never adjacent in memory. Lending
+//! only the first chunk of three-chunk receive slots and moving the ~330-byte rest behind the
+//! first part was tried (BENCHMARKS.md, "Jumbo frames without a second copy"): it halved the
+//! receiver's time in `memcpy` but not its CPU time, because what the gather paid for was
+//! mostly the first touch of a frame another CPU wrote, which moved to the ICRC pass, and it
+//! tripled the receive UMEM; so the gather stays.
 //!
 //! Opened on every queue (the default), the datapath transmits on the first queue's socket only,
 //! so frames leave in the order the core produced them. Opened on one queue
@@ -62,8 +75,8 @@
 //! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
-//! A frame larger than a chunk keeps a second copy in user space each way (issue 18 asks for one):
-//! the core reads and writes frames as one contiguous slice.
+//! A received frame larger than a chunk keeps a second copy in user space (issue 18 asks for
+//! one; see above for why): the core reads frames as one contiguous slice.
 
 use crate::steering::SharedSteering;
 use crate::sys::{self, Epoll};
@@ -93,20 +106,25 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const SOL_XDP: libc::c_int = 283;
 /// `sendto` kicks per [`Datapath::send`] at most.
 const MAX_KICKS: usize = 64;
-/// Chunks the largest frame ([`MAX_FRAME`]) takes: what [`Queue::transmit_with`] keeps free
-/// before it lets the core write a frame whose length it learns only afterwards.
+/// Chunks the largest frame ([`MAX_FRAME`]) takes: the adjacent chunks of one transmit slot,
+/// and the ring slots [`Queue::transmit_with`] keeps free before it lets the core write a frame
+/// whose length it learns only afterwards.
 const MAX_FRAME_CHUNKS: usize = MAX_FRAME.div_ceil(CHUNK as usize);
+/// Bytes of a transmit slot: [`MAX_FRAME_CHUNKS`] adjacent chunks, one contiguous buffer that
+/// holds any frame.
+const SLOT: usize = MAX_FRAME_CHUNKS * CHUNK as usize;
 
-/// Options of the AF_XDP datapath. Chunk counts are rounded up to a power of two (64 at least);
-/// a queue's UMEM is `(rx_frames + tx_frames) × 4 KiB`.
+/// Options of the AF_XDP datapath. Ring sizes are rounded up to a power of two (64 at least);
+/// a queue's UMEM is about `(rx_frames + tx_frames) × 4 KiB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpConfig {
     /// Receive chunks per queue, all lent to the kernel; also the fill and rx ring sizes. Bounds
     /// the burst a queue absorbs while we are busy (frames beyond it are `rx_kernel_drops`):
     /// 8192, as many small frames as AF_PACKET's 8 MiB socket buffer holds.
     pub rx_frames: u32,
-    /// Transmit chunks per queue; also the tx and completion ring sizes: 2048, several driver
-    /// passes (256 frames, at most 2 chunks each at a 4096-byte IBA MTU) of room.
+    /// Transmit chunks per queue; also the tx and completion ring sizes: 2048. They are grouped
+    /// into slots of three adjacent chunks (room for [`MAX_FRAME`]), one frame each, so 682
+    /// frames can be in flight: several driver passes (256 frames) of room.
     pub tx_frames: u32,
     /// Ask the driver for zero-copy first (copy mode is the fallback either way).
     pub zero_copy: bool,
@@ -236,11 +254,17 @@ struct Queue {
     /// Statistics only (`XDP_STATISTICS`); shares the socket.
     dq_stats: xdpilone::User,
     zero_copy: bool,
-    /// Chunk offsets free for transmitting.
+    /// Offsets of the transmit slots free for a frame (each [`SLOT`] bytes of adjacent chunks).
     free_tx: Vec<u64>,
+    /// UMEM offset of the first transmit slot.
+    tx_base: u64,
+    /// Per transmit slot: its frame's descriptors not yet back from the completion ring; the
+    /// slot is free again when the last one is.
+    tx_outstanding: Vec<u8>,
     /// Chunk offsets received and handed on, to go back to the fill ring.
     recycle: Vec<u64>,
-    /// A frame of several chunks, gathered on receive or written by the core on transmit.
+    /// A received frame of several chunks, gathered; also the scratch buffer a frame longer
+    /// than a transmit slot (a bug upstream, dropped) is written to.
     spill: Vec<u8>,
     /// Descriptors of one send, queued on the tx ring together ([`queue_descs`]).
     tx_descs: Vec<XdpDesc>,
@@ -259,7 +283,10 @@ impl Queue {
     fn open(ifindex: u32, id: u32, cfg: &XdpConfig, zero_copy: bool) -> Result<Queue, Error> {
         let ring = |n: u32| n.max(64).next_power_of_two();
         let (rx_n, tx_n) = (ring(cfg.rx_frames), ring(cfg.tx_frames));
-        let frames = rx_n + tx_n;
+        // Whole slots only, so a slot's frame never reaches past the area, and at most `tx_n`
+        // descriptors are ever out: the completion ring always has room for them.
+        let slots = tx_n / MAX_FRAME_CHUNKS as u32;
+        let frames = rx_n + slots * MAX_FRAME_CHUNKS as u32;
         let area = Area::new(frames as usize * CHUNK as usize)?;
         let cfg = UmemConfig {
             fill_size: rx_n,
@@ -310,7 +337,10 @@ impl Queue {
         let (mut fill, comp) = device.into_parts();
         let chunk = |i: u32| umem.frame(BufIdx(i)).map(|c| c.offset);
         let rx_chunks: Vec<u64> = (0..rx_n).filter_map(chunk).collect();
-        let free_tx: Vec<u64> = (rx_n..frames).filter_map(chunk).collect();
+        let free_tx: Vec<u64> = (0..slots)
+            .filter_map(|s| chunk(rx_n + s * MAX_FRAME_CHUNKS as u32))
+            .collect();
+        let tx_base = chunk(rx_n).unwrap_or(u64::MAX);
         let mut w = fill.fill(rx_n);
         let lent = w.insert(rx_chunks.iter().copied());
         w.commit();
@@ -330,7 +360,9 @@ impl Queue {
             comp,
             dq_stats: user,
             zero_copy,
+            tx_outstanding: vec![0; free_tx.len()],
             free_tx,
+            tx_base,
             recycle: Vec::with_capacity(rx_n as usize),
             spill: Vec::with_capacity(MAX_FRAME),
             tx_descs: Vec::with_capacity(tx_n as usize),
@@ -450,12 +482,24 @@ impl Queue {
         (handed, in_place)
     }
 
-    /// Takes back the chunks the kernel finished sending.
+    /// Takes back the slots whose frames the kernel finished sending: a slot is free once the
+    /// last of its frame's descriptors completed.
     fn reap(&mut self) {
         let mut c = self.comp.complete(u32::MAX);
         while let Some(addr) = c.read() {
-            // Aligned mode: any address inside a chunk names it; keep chunk starts.
-            self.free_tx.push(addr & !u64::from(CHUNK - 1));
+            // Aligned mode: any address inside a chunk names it, and its slot.
+            let Some(slot) = addr
+                .checked_sub(self.tx_base)
+                .and_then(|off| usize::try_from(off / SLOT as u64).ok())
+            else {
+                continue;
+            };
+            if let Some(n) = self.tx_outstanding.get_mut(slot) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.free_tx.push(self.tx_base + slot as u64 * SLOT as u64);
+                }
+            }
         }
         c.release();
     }
@@ -471,6 +515,8 @@ impl Queue {
                 tx,
                 tx_slots,
                 free_tx,
+                tx_base,
+                tx_outstanding,
                 area,
                 tx_descs,
                 ..
@@ -485,11 +531,16 @@ impl Queue {
                     continue;
                 }
                 let need = f.len().div_ceil(CHUNK as usize);
-                if need > room || need > free_tx.len() {
+                if need > room {
                     st.tx_blocked += 1;
                     break;
                 }
-                scatter(area, free_tx, f, None, tx_descs);
+                let Some(addr) = free_tx.pop() else {
+                    st.tx_blocked += 1;
+                    break;
+                };
+                let _ = area.write(addr, f);
+                describe(addr, f.len(), *tx_base, tx_outstanding, tx_descs);
                 room -= need;
                 consumed += 1;
                 queued += 1;
@@ -505,12 +556,13 @@ impl Queue {
         consumed
     }
 
-    /// Lets `fill` (the core) write up to `max` frames straight into free chunks of the transmit
-    /// pool, queues them and kicks the kernel; a frame longer than a chunk is written into
-    /// `spill` and copied into several. Chunks and ring slots for the largest frame are
-    /// reserved before `fill` runs, as the length is known only afterwards; when they run out
-    /// while the core may still have frames, the next frame goes into `batch` and waits there
-    /// ([`Self::send`]), so the driver waits for room. Returns the frames consumed.
+    /// Lets `fill` (the core) write up to `max` frames straight into free slots of the transmit
+    /// pool, queues them and kicks the kernel. A slot is [`MAX_FRAME_CHUNKS`] adjacent chunks,
+    /// so a frame longer than a chunk is written contiguously all the same and described as one
+    /// descriptor per chunk it covers: no frame is copied. A slot and ring room for the largest
+    /// frame are reserved before `fill` runs, as the length is known only afterwards; when they
+    /// run out while the core may still have frames, the next frame goes into `batch` and waits
+    /// there ([`Self::send`]), so the driver waits for room. Returns the frames consumed.
     fn transmit_with(
         &mut self,
         batch: &mut TxBatch,
@@ -526,6 +578,8 @@ impl Queue {
                 tx,
                 tx_slots,
                 free_tx,
+                tx_base,
+                tx_outstanding,
                 area,
                 spill,
                 tx_descs,
@@ -534,44 +588,34 @@ impl Queue {
             let mut room = tx_slots.saturating_sub(tx.pending()) as usize;
             tx_descs.clear();
             while produced < max {
-                if room < MAX_FRAME_CHUNKS || free_tx.len() < MAX_FRAME_CHUNKS {
+                if room < MAX_FRAME_CHUNKS || free_tx.is_empty() {
                     exhausted = true;
                     break;
                 }
                 let Some(addr) = free_tx.pop() else { break };
-                let Some(chunk) = area.chunk_mut(addr, CHUNK as usize) else {
+                let Some(slot) = area.chunk_mut(addr, SLOT) else {
                     free_tx.push(addr);
                     break;
                 };
-                let mut buf = ChunkBuf {
-                    chunk,
+                let mut buf = SlotBuf {
+                    slot,
                     spill,
-                    spilled: false,
+                    oversize: false,
                 };
                 let Some(n) = fill(&mut buf) else {
                     free_tx.push(addr);
                     break;
                 };
-                let spilled = buf.spilled;
                 produced += 1;
-                if n == 0 || n > MAX_FRAME || (!spilled && n > CHUNK as usize) {
-                    // A bug upstream (a length other than the buffer it asked for); drop the
-                    // frame rather than wedge the queue.
+                if n == 0 || n > SLOT || buf.oversize {
+                    // A bug upstream (a length other than the buffer it asked for, or a frame
+                    // larger than any RoCE frame); drop it rather than wedge the queue.
                     st.tx_malformed += 1;
                     free_tx.push(addr);
                     continue;
                 }
-                if spilled {
-                    let frame = spill.get(..n).unwrap_or_default();
-                    scatter(area, free_tx, frame, Some(addr), tx_descs);
-                } else {
-                    tx_descs.push(XdpDesc {
-                        addr,
-                        len: n as u32,
-                        options: 0,
-                    });
-                    st.tx_in_place += 1;
-                }
+                describe(addr, n, *tx_base, tx_outstanding, tx_descs);
+                st.tx_in_place += 1;
                 room -= n.div_ceil(CHUNK as usize);
                 st.tx_packets += 1;
                 st.tx_bytes += n as u64;
@@ -653,27 +697,27 @@ fn gather<'a>(area: &Area, parts: &[XdpDesc], spill: &'a mut Vec<u8>) -> Option<
     spill.get_mut(..len)
 }
 
-/// Copies `frame` into chunks of the transmit pool (`first`, when given, then chunks popped
-/// from `free_tx`; the caller checked there are enough) and appends their descriptors, chained
-/// by `XDP_PKT_CONTD`, to `descs`.
-fn scatter(
-    area: &mut Area,
-    free_tx: &mut Vec<u64>,
-    frame: &[u8],
-    mut first: Option<u64>,
-    descs: &mut Vec<XdpDesc>,
-) {
-    let last = frame.len().div_ceil(CHUNK as usize).saturating_sub(1);
-    for (i, part) in frame.chunks(CHUNK as usize).enumerate() {
-        let Some(addr) = first.take().or_else(|| free_tx.pop()) else {
-            break;
-        };
-        let _ = area.write(addr, part);
+/// Appends the descriptors of a frame of `len` bytes (at most [`SLOT`]) written at the start
+/// of the transmit slot at `addr` to `descs`: one per chunk it covers (a descriptor may not
+/// cross a chunk in aligned mode), chained by `XDP_PKT_CONTD`, and counts them as the slot's
+/// outstanding descriptors ([`Queue::reap`]). The chunks are adjacent, so the frame needs no
+/// copying however many it covers.
+fn describe(addr: u64, len: usize, tx_base: u64, outstanding: &mut [u8], descs: &mut Vec<XdpDesc>) {
+    let parts = len.div_ceil(CHUNK as usize);
+    for i in 0..parts {
+        let at = i * CHUNK as usize;
         descs.push(XdpDesc {
-            addr,
-            len: part.len() as u32,
-            options: if i < last { XDP_PKT_CONTD } else { 0 },
+            addr: addr + at as u64,
+            len: (len - at).min(CHUNK as usize) as u32,
+            options: if i + 1 < parts { XDP_PKT_CONTD } else { 0 },
         });
+    }
+    let slot = addr.saturating_sub(tx_base) / SLOT as u64;
+    if let Some(n) = usize::try_from(slot)
+        .ok()
+        .and_then(|s| outstanding.get_mut(s))
+    {
+        *n = parts as u8;
     }
 }
 
@@ -703,23 +747,26 @@ fn queue_descs(tx: &mut RingTx, descs: &[XdpDesc]) {
     w.commit();
 }
 
-/// The core's view of a free transmit chunk ([`FrameBuf`]): a frame that fits is written in
-/// place, a longer one into `spill`.
-struct ChunkBuf<'a> {
-    chunk: &'a mut [u8],
+/// The core's view of a free transmit slot ([`FrameBuf`]): the frame is written at its start,
+/// across as many of its adjacent chunks as it needs.
+struct SlotBuf<'a> {
+    slot: &'a mut [u8],
+    /// Where a frame longer than the slot goes, to be dropped: no RoCE frame is (a 4096-byte
+    /// IBA MTU frame is ~4.2 kB, a slot holds [`MAX_FRAME`]), but [`FrameBuf::frame_mut`] must
+    /// return the length asked for.
     spill: &'a mut Vec<u8>,
     /// The last frame went to `spill`.
-    spilled: bool,
+    oversize: bool,
 }
 
-impl FrameBuf for ChunkBuf<'_> {
+impl FrameBuf for SlotBuf<'_> {
     fn frame_mut(&mut self, len: usize) -> &mut [u8] {
-        self.spilled = len > self.chunk.len();
-        if self.spilled {
+        self.oversize = len > self.slot.len();
+        if self.oversize {
             self.spill.resize(len, 0);
             &mut self.spill[..]
         } else {
-            &mut self.chunk[..len]
+            &mut self.slot[..len]
         }
     }
 }
@@ -994,8 +1041,8 @@ impl Datapath for XdpDatapath {
         }
     }
 
-    /// Lets the core build each frame that fits a chunk straight into the UMEM (counted as
-    /// `tx_in_place`); see `Queue::transmit_with`.
+    /// Lets the core build each frame straight into a transmit slot of the UMEM (counted as
+    /// `tx_in_place`), whatever its length; see `Queue::transmit_with`.
     fn transmit_with(
         &mut self,
         batch: &mut TxBatch,
@@ -1038,5 +1085,112 @@ impl Datapath for XdpDatapath {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_frames::send_middle;
+    use rocev2_core::wire::frame::{Ecn, FrameRepr, IpRepr};
+
+    /// `XDP_PACKET_HEADROOM`: where the kernel writes a received part into its chunk.
+    const HEADROOM: u64 = 256;
+
+    /// A frame of every length up to a slot is described by consecutive descriptors that cover
+    /// exactly its bytes, none crossing a chunk, chained up to the last; the slot then waits for
+    /// that many completions.
+    #[test]
+    fn describe_covers_a_frame_with_one_descriptor_per_chunk() {
+        let base = 5 * SLOT as u64;
+        let mut outstanding = [0u8; 8];
+        let mut descs = Vec::new();
+        for len in 1..=SLOT {
+            descs.clear();
+            describe(
+                base + 2 * SLOT as u64,
+                len,
+                base,
+                &mut outstanding,
+                &mut descs,
+            );
+            let mut at = base + 2 * SLOT as u64;
+            for (i, d) in descs.iter().enumerate() {
+                assert_eq!(d.addr, at, "len {len}");
+                assert!(
+                    d.len > 0 && d.addr % u64::from(CHUNK) + u64::from(d.len) <= u64::from(CHUNK)
+                );
+                let last = i + 1 == descs.len();
+                assert_eq!(d.options == XDP_PKT_CONTD, !last, "len {len}");
+                at += u64::from(d.len);
+            }
+            assert_eq!(at - (base + 2 * SLOT as u64), len as u64, "len {len}");
+            assert_eq!(usize::from(outstanding[2]), descs.len(), "len {len}");
+        }
+    }
+
+    /// Every way the kernel can cut a data frame of a 4096-byte IBA MTU into two receive chunks
+    /// (each holds 3840 bytes after the headroom), for IPv4 and IPv6: gathered, the bytes are
+    /// the frame the core built, and the core parses it and verifies its ICRC.
+    #[test]
+    fn gather_gives_back_the_frame_at_every_split_point() {
+        let room = CHUNK as usize - HEADROOM as usize;
+        let payload: Vec<u8> = (0..4096u32).map(|i| (i * 31 + 7) as u8).collect();
+        let mut area = Area::new(2 * CHUNK as usize).unwrap();
+        let mut spill = Vec::new();
+        let v4 = IpRepr::V4 {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            identification: 7,
+            dont_fragment: true,
+            ttl: 64,
+        };
+        let v6 = IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            flow_label: 0x12345,
+            hop_limit: 64,
+        };
+        for ip in [v4, v6] {
+            let frame = send_middle(ip, 49152, 10, &payload);
+            assert!(frame.len() > room, "{} bytes take two chunks", frame.len());
+            for at in frame.len() - room..=room {
+                let parts = [
+                    XdpDesc {
+                        addr: u64::from(CHUNK) + HEADROOM,
+                        len: at as u32,
+                        options: XDP_PKT_CONTD,
+                    },
+                    XdpDesc {
+                        addr: HEADROOM,
+                        len: (frame.len() - at) as u32,
+                        options: 0,
+                    },
+                ];
+                assert!(area.write(parts[0].addr, &frame[..at]));
+                assert!(area.write(parts[1].addr, &frame[at..]));
+                let got = gather(&area, &parts, &mut spill).expect("inside the UMEM");
+                assert!(got == &frame[..], "split at {at}");
+                let (_, p) = FrameRepr::parse(got).expect("the core accepts it");
+                assert_eq!(p, &payload[..], "split at {at}");
+            }
+        }
+        // A part outside the UMEM, and a frame longer than MAX_FRAME, are refused.
+        let outside = XdpDesc {
+            addr: 2 * u64::from(CHUNK),
+            len: 100,
+            options: 0,
+        };
+        assert!(gather(&area, &[outside], &mut spill).is_none());
+        let full = XdpDesc {
+            addr: 0,
+            len: CHUNK,
+            options: XDP_PKT_CONTD,
+        };
+        assert!(gather(&area, &[full, full, full], &mut spill).is_none());
     }
 }
