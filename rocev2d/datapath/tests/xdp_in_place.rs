@@ -18,16 +18,11 @@ use rocev2_core::testing::{ConnectOptions, Pair};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, DatapathStats, Driver, DriverConfig, Interface, WaitMode};
-use std::process::Command;
+use rocev2_testbed::{VethEnd, veth_pair};
 use std::time::{Duration, Instant};
 
 /// Bytes written.
 const LEN: usize = 1 << 20;
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// Moves one WRITE of [`LEN`] bytes from A to B over AF_XDP at path MTU `mtu`; returns A's and
 /// B's datapath counters.
@@ -105,18 +100,18 @@ fn write_over_xdp(mtu: Mtu) -> (DatapathStats, DatapathStats) {
 }
 
 fn body() {
-    sh(&[
-        "ip", "link", "add", "xpa", "type", "veth", "peer", "name", "xpb",
-    ]);
     // The MACs and IPs of the Pair's hosts A and B, and room for 4 KiB RoCE frames.
-    for (dev, mac, ip) in [
-        ("xpa", "02:00:00:00:00:01", "10.0.0.1/24"),
-        ("xpb", "02:00:00:00:00:02", "10.0.0.2/24"),
-    ] {
-        sh(&["ip", "link", "set", dev, "address", mac, "mtu", "4200"]);
-        sh(&["ip", "addr", "add", ip, "dev", dev]);
-        sh(&["ip", "link", "set", dev, "up"]);
-    }
+    let end = |ifname, mac, addrs| VethEnd {
+        addrs,
+        mac: Some(mac),
+        mtu: Some(4200),
+        ..VethEnd::new(ifname)
+    };
+    veth_pair(
+        end("xpa", "02:00:00:00:00:01", &["10.0.0.1/24"]),
+        end("xpb", "02:00:00:00:00:02", &["10.0.0.2/24"]),
+    )
+    .unwrap();
     let packets = LEN / 1024;
     let (a, b) = write_over_xdp(Mtu::Mtu1024);
     // Every frame fits one chunk: A builds all its frames in place, B takes all of them in place.
