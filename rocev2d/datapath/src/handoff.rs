@@ -419,18 +419,13 @@ impl<D: Datapath> Datapath for Shard<D> {
                 out += 1;
             }
         }
-        self.router.wake_receivers();
-        let room = slots.len().saturating_sub(out);
-        self.router.drain(room, &mut |bytes, m| {
-            if let (Some(slot), Some(sm)) = (slots.get_mut(out), meta.get_mut(out)) {
-                slot.resize(MAX_FRAME, 0);
-                slot[..bytes.len()].copy_from_slice(bytes);
-                *sm = m;
-                out += 1;
-            }
-        });
         batch.set_len(out);
-        Ok(out)
+        self.router.wake_receivers();
+        let room = batch.capacity().saturating_sub(out);
+        self.router.drain(room, &mut |bytes, m| {
+            batch.push(bytes, m);
+        });
+        Ok(batch.len())
     }
 
     /// Receives from the wrapped datapath, routing each frame (see the module docs), then takes

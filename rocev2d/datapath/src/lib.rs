@@ -207,6 +207,28 @@ impl RxBatch {
     pub(crate) fn set_len(&mut self, n: usize) {
         self.filled = n.min(self.slots.len());
     }
+    /// Copies `frame` into the slot after the last filled one, with `meta` (its `len` set to
+    /// the frame's): for a datapath that hands its frames on from its own buffers. False when
+    /// every slot is full or the frame is longer than a slot.
+    pub(crate) fn push(&mut self, frame: &[u8], meta: RxMeta) -> bool {
+        let (Some(slot), Some(m)) = (
+            self.slots.get_mut(self.filled),
+            self.meta.get_mut(self.filled),
+        ) else {
+            return false;
+        };
+        slot.resize(MAX_FRAME, 0);
+        let Some(dst) = slot.get_mut(..frame.len()) else {
+            return false;
+        };
+        dst.copy_from_slice(frame);
+        *m = RxMeta {
+            len: frame.len(),
+            ..meta
+        };
+        self.filled += 1;
+        true
+    }
 }
 
 /// A batch of frames to send: filled by the caller (the [`Driver`] lets the core write straight

@@ -856,17 +856,12 @@ impl Datapath for UdpDatapath {
     }
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
-        let (slots, meta) = batch.parts_mut();
-        let max = slots.len().min(meta.len());
-        let mut n = 0;
-        self.receive(max, &mut |dgram, m| {
-            slots[n].clear();
-            slots[n].extend_from_slice(dgram);
-            meta[n] = m;
-            n += 1;
+        batch.set_len(0);
+        let room = batch.capacity();
+        self.receive(room, &mut |dgram, m| {
+            batch.push(dgram, m);
         })?;
-        batch.set_len(n);
-        Ok(n)
+        Ok(batch.len())
     }
 
     /// Hands each datagram to `handle` where `recvmmsg` left it (alone or split out of a

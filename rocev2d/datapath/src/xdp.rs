@@ -1007,19 +1007,12 @@ impl Datapath for XdpDatapath {
     }
 
     fn recv(&mut self, batch: &mut RxBatch) -> Result<usize, Error> {
-        let (slots, meta) = batch.parts_mut();
-        let mut out = 0usize;
-        let room = slots.len().min(meta.len());
+        batch.set_len(0);
+        let room = batch.capacity();
         self.each_queue(room, &mut |bytes, m| {
-            if let (Some(slot), Some(sm)) = (slots.get_mut(out), meta.get_mut(out)) {
-                slot.resize(MAX_FRAME, 0);
-                slot[..bytes.len()].copy_from_slice(bytes);
-                *sm = m;
-                out += 1;
-            }
+            batch.push(bytes, m);
         });
-        batch.set_len(out);
-        Ok(out)
+        Ok(batch.len())
     }
 
     /// Hands one-chunk frames to `handle` inside their UMEM chunk (counted as `rx_in_place`)
