@@ -152,6 +152,18 @@ impl DeviceArgs {
     }
 }
 
+/// A TCP listener on `port` of every address: IPv6 (dual-stack where the host allows), else
+/// IPv4 only. The out-of-band exchanges of the ping-pongs and `write_bw` listen with it.
+///
+/// # Errors
+/// Neither family could bind the port.
+pub fn listen(port: u16) -> anyhow::Result<std::net::TcpListener> {
+    use std::net::TcpListener;
+    TcpListener::bind(("::", port))
+        .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
+        .with_context(|| format!("listening on TCP port {port}"))
+}
+
 /// The local address of GID `index` in the device's table (rdma_rxe's order, docs/datapath.md
 /// "GID table"), as `ibv_rc_pingpong -g` and perftest's `-x` pick it; without an index, the
 /// interface's first IPv4 address, else its first IPv6 one. `flag` names the option in errors.

@@ -8,7 +8,7 @@
 use anyhow::{Context as _, Result, bail};
 use rdmacm_shim::oob;
 use rocev2::{Cq, Device, DeviceConfig, WcStatus};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// Work request id of every RECV.
@@ -71,12 +71,7 @@ impl PingPongArgs {
     pub fn exchange_stream(&self) -> Result<TcpStream> {
         let port = self.port;
         match &self.servername {
-            None => {
-                let l = TcpListener::bind(("::", port))
-                    .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
-                    .with_context(|| format!("listening on TCP port {port}"))?;
-                Ok(l.accept()?.0)
-            }
+            None => Ok(crate::listen(port)?.accept()?.0),
             Some(host) => {
                 let addrs: Vec<_> = (host.as_str(), port)
                     .to_socket_addrs()

@@ -8,7 +8,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Instant;
 
 /// TCP ping-pong with TCP_NODELAY, for comparison with rc_pingpong.
@@ -31,12 +31,7 @@ struct Args {
 fn main() -> Result<()> {
     let a = Args::parse();
     let mut s = match &a.servername {
-        None => {
-            let l = TcpListener::bind(("::", a.port))
-                .or_else(|_| TcpListener::bind(("0.0.0.0", a.port)))
-                .with_context(|| format!("listening on TCP port {}", a.port))?;
-            l.accept()?.0
-        }
+        None => rocev2_examples::listen(a.port)?.accept()?.0,
         Some(h) => TcpStream::connect((h.as_str(), a.port))
             .with_context(|| format!("connecting to {h}:{}", a.port))?,
     };

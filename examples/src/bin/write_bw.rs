@@ -248,11 +248,7 @@ fn main() -> Result<()> {
     for k in 0..a.qps {
         let port = u16::try_from(u32::from(a.port) + k).context("-p + -q beyond port 65535")?;
         sides.push(match &a.servername {
-            None => Side::Server(
-                TcpListener::bind(("::", port))
-                    .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
-                    .with_context(|| format!("listening on TCP port {port}"))?,
-            ),
+            None => Side::Server(rocev2_examples::listen(port)?),
             Some(host) => Side::Client(host.as_str(), port),
         });
     }
