@@ -40,12 +40,13 @@
 //! a multi-queue AF_XDP datapath. A frame forwarded while its receiver is closing is lost (the
 //! sender's transport retransmits it).
 
-use crate::sys::{Epoll, EventFd};
+use crate::sys::Epoll;
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
 use rocev2_core::endpoint::{QPN_BLOCK_SHIFT, QPN_BLOCKS};
 use rocev2_core::wire::FrameBuf;
+use rocev2_ipc::notify::EventFd;
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -108,7 +109,7 @@ impl Wake {
     /// drained now or signals again.
     fn clear(&self) {
         if self.signalled.swap(false, Ordering::SeqCst) {
-            self.fd.clear();
+            let _ = self.fd.clear();
         }
     }
 }
@@ -204,7 +205,7 @@ impl<D: Datapath> Shard<D> {
             .add_readable(inner.fd().as_raw_fd())
             .map_err(|e| Error::io("epoll_ctl", e))?;
         epoll
-            .add_readable(wake.fd.raw())
+            .add_readable(wake.fd.as_fd().as_raw_fd())
             .map_err(|e| Error::io("epoll_ctl", e))?;
         let (inbox_tx, inbox) = sync_channel(INBOX_FRAMES);
         let (spares_tx, spares) = sync_channel(INBOX_FRAMES);

@@ -1,6 +1,6 @@
 //! Thin, checked wrappers over the few system calls the datapaths need that `socket2` does not
 //! offer: integer socket options, `recvmmsg` and `sendmmsg` bookkeeping, control-message walking,
-//! `ppoll`, a small epoll set and an eventfd. Every `unsafe` block of the crate that is not specific to one
+//! `ppoll` and a small epoll set. Every `unsafe` block of the crate that is not specific to one
 //! datapath lives here, each with its `// SAFETY:` argument.
 //!
 //! Deviations: none.
@@ -212,42 +212,6 @@ impl Epoll {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.0.as_fd()
-    }
-}
-
-/// A non-blocking eventfd: one thread signals, another's `poll` or epoll set sees it readable
-/// until it is cleared.
-#[derive(Debug)]
-pub(crate) struct EventFd(OwnedFd);
-
-impl EventFd {
-    pub(crate) fn new() -> io::Result<EventFd> {
-        // SAFETY: plain system call; on success it returns a new descriptor we own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by eventfd and nothing else owns it.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    /// Makes the descriptor readable. A counter at its maximum (never, at one per wake-up)
-    /// would refuse with `EAGAIN`; it is readable then anyway.
-    pub(crate) fn signal(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a live buffer to a descriptor we own.
-        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
-    }
-
-    /// Makes the descriptor unreadable again (`EAGAIN` when it was not signalled).
-    pub(crate) fn clear(&self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a live buffer from a descriptor we own.
-        let _ = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    }
-
-    pub(crate) fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
     }
 }
 
