@@ -1140,14 +1140,7 @@ mod tests {
             dont_fragment: true,
             ttl: 64,
         };
-        let v6 = IpRepr::V6 {
-            src: "fd00::1".parse().unwrap(),
-            dst: "fd00::2".parse().unwrap(),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            flow_label: 0x12345,
-            hop_limit: 64,
-        };
+        let v6 = crate::test_frames::v6(26, Ecn::Ect0, 0x12345);
         for ip in [v4, v6] {
             let frame = send_middle(ip, 49152, 10, &payload);
             assert!(frame.len() > room, "{} bytes take two chunks", frame.len());
