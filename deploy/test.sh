@@ -7,7 +7,11 @@ cd "$(dirname "$0")/.."
 
 STEP="start"
 START=$SECONDS
+STEP_START=$SECONDS
 PASSED=0
+# "<seconds> <step>" per passed step, printed at the end: the suite must stay under 25 minutes
+# on CI's 2 cores, and this says which step to look at when it grows.
+TIMES=()
 on_exit() {
     local rc=$?
     [ "$rc" -eq 0 ] || printf '\ntest.sh: FAILED at step "%s" (exit %d)\n' "$STEP" "$rc" >&2
@@ -16,9 +20,13 @@ trap on_exit EXIT
 
 step() {
     STEP="$1"
+    STEP_START=$SECONDS
     printf '\n==> %s\n' "$STEP"
 }
-ok() { PASSED=$((PASSED + 1)); }
+ok() {
+    PASSED=$((PASSED + 1))
+    TIMES+=("$(printf '%5ds  %s' "$((SECONDS - STEP_START))" "$STEP")")
+}
 
 step "prerequisites (deploy/prereqs.sh)"
 bash deploy/prereqs.sh
@@ -93,4 +101,6 @@ bash deploy/fuzz-smoke.sh
 ok
 
 STEP="done"
+printf '\ntest.sh: seconds per step\n'
+printf '%s\n' "${TIMES[@]}"
 printf '\ntest.sh: all %d steps passed in %ds\n' "$PASSED" "$((SECONDS - START))"
