@@ -7,7 +7,10 @@
 #     default), median and p99 as the clients measure them, in each of rc_pingpong's wait
 #     modes (MODES, default "sleep adaptive spin"; SPIN_US sets adaptive's window), each median
 #     as a ratio to tcp_pingpong's and to sockperf's of the same run, and the CPU time (user + system) both
-#     processes of a pair used per round trip over their loops (each tool prints its own).
+#     processes of a pair used per round trip over their loops (each tool prints its own);
+#   - the floor under the busy-polled round trip: dp_pingpong bounces one raw frame of the same
+#     payload through each datapath with no engine (busy-polling as --poll spin does), and
+#     rc_pingpong's spin median is printed as a ratio to it (what the stack adds).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
 # PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
@@ -31,7 +34,7 @@ figures() { awk '/^round trip/ { m = $4; p = $7 } /^cpu:/ { c = $2 } END { print
 
 rows=()
 lrows=()
-declare -A goodput
+declare -A goodput spin
 for dp in $DATAPATHS; do
     bw=$(write_bw_run "$dp" 16384 "${FLAGS[@]}" | awk '$1 == 65536 { print $4 }')
     goodput[$dp]=$bw
@@ -83,7 +86,20 @@ for dp in $DATAPATHS; do
         read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
             -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
         lrows+=("| rc_pingpong, $dp | $label | $med | $p99 | $ratio | $sratio | $cpu |")
+        if [ "$mode" = spin ]; then spin[$dp]=$med; fi
     done
+    in_h1 "$BIN/dp_pingpong" -d "$IF1" --datapath "$dp" -s "$SIZE" -n "$ITERS" >"$OUT/srv" &
+    wait_port 18517
+    in_h0 "$BIN/dp_pingpong" -d "$IF0" --datapath "$dp" -s "$SIZE" -n "$ITERS" 10.0.0.2 >"$OUT/cli"
+    wait
+    read -r med p99 cpu_c < <(figures "$OUT/cli")
+    read -r _ _ cpu_s < <(figures "$OUT/srv")
+    read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
+        -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
+    lrows+=("| dp_pingpong, $dp (no engine: the floor) | spin | $med | $p99 | $ratio | $sratio | $cpu |")
+    if [ -n "${spin[$dp]:-}" ]; then
+        rows+=("| busy-polled round trip, rc_pingpong $dp / dp_pingpong $dp (the floor) | $(awk -v a="${spin[$dp]}" -v b="$med" 'BEGIN { printf "%.2fx", a / b }') |")
+    fi
 done
 
 echo "| what | result |"
