@@ -1,9 +1,9 @@
 //! Output shared by the ping-pong examples (`rc_pingpong`, `ud_pingpong`, `tcp_pingpong`,
-//! `dp_pingpong`), so the RDMA and TCP figures that `deploy/bench/` compares are computed and printed the same way,
-//! and the RDMA pair's exchange loop ([`pingpong`]); the flags of how the rocev2 tools
-//! (`rc_pingpong`, `write_bw`, the perftest tools) open their device (in process or attached to
-//! `rocev2d`) and wait; the address a GID index picks; and the interface
-//! an rdma_cm tool (`rping`, `ucmatose`) opens for an address.
+//! `dp_pingpong`), so the RDMA and TCP figures that `deploy/bench/` compares are computed and
+//! printed the same way, and the RDMA pair's exchange loop ([`pingpong`]); the flags of how the
+//! rocev2 tools (`rc_pingpong`, `write_bw`, the perftest tools) open their device (in process or
+//! attached to `rocev2d`) and wait; the address a GID index picks; and the interface an rdma_cm
+//! tool (`rping`, `ucmatose`) opens for an address.
 
 pub mod perftest;
 pub mod pingpong;
