@@ -9,8 +9,10 @@
 #     as a ratio to tcp_pingpong's and to sockperf's of the same run, and the CPU time (user + system) both
 #     processes of a pair used per round trip over their loops (each tool prints its own);
 #   - the floor under the busy-polled round trip: dp_pingpong bounces one raw frame of the same
-#     payload through each datapath with no engine (busy-polling as --poll spin does), and
-#     rc_pingpong's spin median is printed as a ratio to it (what the stack adds).
+#     payload through each datapath with no engine (busy-polling as --poll spin does), alone and
+#     with RC's acknowledgement frame sent first (`--acks first`: RC's four frames per round
+#     trip, in the engine's order); rc_pingpong's spin median is printed as a ratio to the
+#     latter (what the stack adds to the frames it must send).
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
 # PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
@@ -31,6 +33,22 @@ read -r -a FLAGS <<<"${ROCEV2_FLAGS:-}"
 
 # "median p99 cpu" from a ping-pong tool's output (cpu: this process's usec per round trip).
 figures() { awk '/^round trip/ { m = $4; p = $7 } /^cpu:/ { c = $2 } END { print m, p, c }' "$1"; }
+
+# One ping-pong of tool $1 (server in h1, listening on TCP port $2; client in h0), $SIZE bytes
+# x $ITERS, the other arguments to both sides. Sets med and p99 (the client's), ratio and sratio
+# (med against tcp_pingpong's and sockperf's) and cpu (both sides, per round trip).
+pingpong() {
+    local tool=$1 port=$2 cpu_c cpu_s
+    shift 2
+    in_h1 "$BIN/$tool" -d "$IF1" "$@" -s "$SIZE" -n "$ITERS" >"$OUT/srv" &
+    wait_port "$port"
+    in_h0 "$BIN/$tool" -d "$IF0" "$@" -s "$SIZE" -n "$ITERS" 10.0.0.2 >"$OUT/cli"
+    wait
+    read -r med p99 cpu_c < <(figures "$OUT/cli")
+    read -r _ _ cpu_s < <(figures "$OUT/srv")
+    read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
+        -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
+}
 
 rows=()
 lrows=()
@@ -77,28 +95,16 @@ for dp in $DATAPATHS; do
             poll+=(--spin-us "$SPIN_US")
             label="adaptive, $SPIN_US µs"
         fi
-        in_h1 "$BIN/rc_pingpong" -d "$IF1" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat >"$OUT/srv" &
-        wait_port 18515
-        in_h0 "$BIN/rc_pingpong" -d "$IF0" --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" -s "$SIZE" -n "$ITERS" --lat 10.0.0.2 >"$OUT/cli"
-        wait
-        read -r med p99 cpu_c < <(figures "$OUT/cli")
-        read -r _ _ cpu_s < <(figures "$OUT/srv")
-        read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
-            -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
+        pingpong rc_pingpong 18515 --datapath "$dp" "${FLAGS[@]}" "${poll[@]}" --lat
         lrows+=("| rc_pingpong, $dp | $label | $med | $p99 | $ratio | $sratio | $cpu |")
         if [ "$mode" = spin ]; then spin[$dp]=$med; fi
     done
-    in_h1 "$BIN/dp_pingpong" -d "$IF1" --datapath "$dp" -s "$SIZE" -n "$ITERS" >"$OUT/srv" &
-    wait_port 18517
-    in_h0 "$BIN/dp_pingpong" -d "$IF0" --datapath "$dp" -s "$SIZE" -n "$ITERS" 10.0.0.2 >"$OUT/cli"
-    wait
-    read -r med p99 cpu_c < <(figures "$OUT/cli")
-    read -r _ _ cpu_s < <(figures "$OUT/srv")
-    read -r ratio sratio cpu < <(awk -v m="$med" -v t="$tmed" -v s="$smed" -v a="$cpu_c" \
-        -v b="$cpu_s" 'BEGIN { printf "%.2fx %.2fx %.1f\n", m / t, m / s, a + b }')
-    lrows+=("| dp_pingpong, $dp (no engine: the floor) | spin | $med | $p99 | $ratio | $sratio | $cpu |")
+    pingpong dp_pingpong 18517 --datapath "$dp"
+    lrows+=("| dp_pingpong, $dp (no engine, two frames) | spin | $med | $p99 | $ratio | $sratio | $cpu |")
+    pingpong dp_pingpong 18517 --datapath "$dp" --acks first
+    lrows+=("| dp_pingpong --acks first, $dp (no engine, RC's four frames) | spin | $med | $p99 | $ratio | $sratio | $cpu |")
     if [ -n "${spin[$dp]:-}" ]; then
-        rows+=("| busy-polled round trip, rc_pingpong $dp / dp_pingpong $dp (the floor) | $(awk -v a="${spin[$dp]}" -v b="$med" 'BEGIN { printf "%.2fx", a / b }') |")
+        rows+=("| busy-polled round trip, rc_pingpong $dp / dp_pingpong --acks first $dp (the floor) | $(awk -v a="${spin[$dp]}" -v b="$med" 'BEGIN { printf "%.2fx", a / b }') |")
     fi
 done
 

@@ -1,6 +1,7 @@
 //! `dp_pingpong` (the datapath's round trip without the engine, the floor the bench compares
 //! `rc_pingpong --busy-poll` with) bounces its frame the asked number of times over each
-//! datapath, between two namespaces, and both sides print the ping-pongs' round-trip lines.
+//! datapath, between two namespaces, with and without RC's acknowledgement frames, and both
+//! sides print the ping-pongs' round-trip lines.
 
 mod common;
 use common::*;
@@ -8,13 +9,24 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dp_pingpong");
 
-fn bounces(test: &str, datapath: &str) {
+fn bounces(test: &str, datapath: &str, acks: &str) {
     if !need_root(test) {
         return;
     }
     let tb = pair();
     let port = PORT.to_string();
-    let args = ["--datapath", datapath, "-s", "64", "-n", "300", "-p", &port];
+    let args = [
+        "--datapath",
+        datapath,
+        "--acks",
+        acks,
+        "-s",
+        "64",
+        "-n",
+        "300",
+        "-p",
+        &port,
+    ];
     let (s, c) = run_pair(&tb, BIN, &args, Duration::from_secs(60));
     // The server's first round trip includes waiting for the client: it reports one fewer.
     for (out, samples) in [(&c.stdout, 300), (&s.stdout, 299)] {
@@ -25,20 +37,30 @@ fn bounces(test: &str, datapath: &str) {
         assert!(rt.contains(&format!(", {samples} samples, ")), "{out}");
         assert!(out.lines().any(|l| l.starts_with("300 iters in ")), "{out}");
         assert!(out.lines().any(|l| l.starts_with("cpu: ")), "{out}");
+        // Every frame was a message or an acknowledgement of the expected length.
+        assert!(out.contains(", other frames 0"), "{out}");
     }
 }
 
 #[test]
 fn dp_pingpong_xdp_bounces() {
-    bounces("dp_pingpong_xdp_bounces", "xdp");
+    bounces("dp_pingpong_xdp_bounces", "xdp", "none");
 }
 
 #[test]
 fn dp_pingpong_packet_bounces() {
-    bounces("dp_pingpong_packet_bounces", "packet");
+    bounces("dp_pingpong_packet_bounces", "packet", "none");
 }
 
 #[test]
 fn dp_pingpong_udp_bounces() {
-    bounces("dp_pingpong_udp_bounces", "udp");
+    bounces("dp_pingpong_udp_bounces", "udp", "none");
+}
+
+/// RC's four frames per round trip, in both orders: each side waits for the acknowledgement of
+/// its message before it sends the next, so a lost or misread acknowledgement stalls the run.
+#[test]
+fn dp_pingpong_xdp_bounces_with_acks_first_and_last() {
+    bounces("dp_pingpong_xdp_bounces_with_acks_first", "xdp", "first");
+    bounces("dp_pingpong_xdp_bounces_with_acks_last", "xdp", "last");
 }

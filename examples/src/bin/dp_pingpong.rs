@@ -10,6 +10,15 @@
 //! the UMEM in copy mode) and the datapath's rings. `rc_pingpong`'s busy-polled round trip
 //! minus this one is what the stack adds (BENCHMARKS.md, `deploy/bench/pingpong-vs-tcp.sh`).
 //!
+//! `--acks` adds RC's other two frames: an RC responder acknowledges each message, and
+//! `rc_pingpong` (as rdma-core's) posts its next SEND only once its previous one is acknowledged
+//! and the peer's has arrived. With `first`, each side sends a small frame (the ACK) as soon as
+//! the peer's message arrives, then its own message when it may (the engine's order today: the
+//! ACK leaves in the pass that received, before the application posts the answer); with `last`,
+//! the answer leaves first and the ACK right behind it in the same `send`, and an ACK whose
+//! answer must wait leaves at once. In copy mode the sender's `sendto` carries each frame through
+//! veth and the peer's steering program, so the order decides what waits for what.
+//!
 //! The server listens on TCP port `-p` (default 18517) for the client's connection, which
 //! says the datapath is open and gives each side the other's address; MACs come from the
 //! neighbour table (resolved if missing). Prints the same round-trip and CPU lines as the
@@ -18,7 +27,7 @@
 //! Deviations: none (not modelled on an existing tool).
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use rocev2_core::wire::{
     BthRepr, DethRepr, EthRepr, FrameRepr, IpRepr, Opcode, Operation, Psn, Qpn, ROCEV2_UDP_PORT,
     RoceRepr, Transport, UdpRepr, frame::Ecn,
@@ -45,11 +54,25 @@ struct Args {
     /// Round trips.
     #[arg(short = 'n', long = "iters", default_value_t = 1000)]
     iters: u32,
+    /// RC's acknowledgements: none, first (before the answer) or last (after it).
+    #[arg(long = "acks", value_enum, default_value_t = Acks::None)]
+    acks: Acks,
     /// TCP port of the set-up connection.
     #[arg(short = 'p', long = "port", default_value_t = 18517)]
     port: u16,
     /// Server to connect to; none: be the server.
     servername: Option<IpAddr>,
+}
+
+/// Where each side's acknowledgement of the peer's message goes; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Acks {
+    /// Two frames per round trip, no acknowledgements.
+    None,
+    /// Acknowledge on arrival, answer when allowed.
+    First,
+    /// Answer, then acknowledge, when the answer may leave at once.
+    Last,
 }
 
 /// The UD QP number both frames name; nothing receives on it but this tool.
@@ -75,41 +98,70 @@ fn main() -> Result<()> {
     let peer = ctl.peer_addr()?.ip().to_canonical();
     let peer_mac = neigh::resolve(&iface, peer, Duration::from_secs(3))
         .with_context(|| format!("the MAC of {peer}"))?;
-    let frame = frame(iface.mac, peer_mac, local, peer, a.size)?;
+    if a.acks != Acks::None && a.size == 0 {
+        bail!("--acks needs -s 1 or more: an acknowledgement is told from a message by its length");
+    }
+    let message = frame(iface.mac, peer_mac, local, peer, a.size)?;
+    let ack = frame(iface.mac, peer_mac, local, peer, 0)?;
+    // What arrives: the frame, or (datagram datapaths) its UDP payload, BTH onwards.
+    let kind = |len: usize| {
+        let is = |f: &[u8]| len == f.len() || len == f.len() - headers_len(local);
+        (is(&message), is(&ack))
+    };
     let mut rx = RxBatch::new(64);
-    let mut tx = TxBatch::new(1);
+    let mut tx = TxBatch::new(2);
     let mut rtts = Vec::with_capacity(a.iters as usize);
     let (mut resent, mut wrong) = (0u64, 0u64);
     let client = a.servername.is_some();
+    // `acked`: our last message was acknowledged (or needs no acknowledgement); `answer`: the
+    // peer's message is not answered yet; `owed`: nor acknowledged.
+    let (mut acked, mut answer, mut owed) = (true, false, false);
     let start = Instant::now();
     let cpu_start = rocev2_examples::cpu_time();
     if client {
-        send(&mut *dp, &mut tx, &frame)?;
+        send(&mut *dp, &mut tx, &[&message])?;
+        acked = a.acks == Acks::None;
     }
     let mut t = Instant::now();
-    while rtts.len() < a.iters as usize {
-        let mut got = false;
-        dp.recv_with(&mut rx, &mut |bytes, _| {
-            // An answer is a frame of the same length (the datagram datapath hands in the UDP
-            // payload alone: BTH onwards).
-            if bytes.len() == frame.len() || bytes.len() == frame.len() - headers_len(local) {
-                got = true;
-            } else {
-                wrong += 1;
-            }
+    // The client stops at its last answer; the server once it has answered every message
+    // (its last answer may have to wait for the acknowledgement of the one before).
+    let (n, mut answered) = (a.iters as usize, 0);
+    while (client && rtts.len() < n) || (!client && answered < n) {
+        let (mut messages, mut acks) = (0, 0);
+        dp.recv_with(&mut rx, &mut |bytes, _| match kind(bytes.len()) {
+            (true, _) => messages += 1,
+            (_, true) => acks += 1,
+            _ => wrong += 1,
         })?;
-        if got {
+        if messages > 0 {
             let now = Instant::now();
             rtts.push(now - t);
             t = now;
-            if client && rtts.len() == a.iters as usize {
-                break;
+            answer = true;
+            owed = a.acks != Acks::None;
+        }
+        acked |= acks > 0;
+        if client && rtts.len() == n {
+            break;
+        }
+        if owed && (a.acks == Acks::First || !(answer && acked)) {
+            send(&mut *dp, &mut tx, &[&ack])?;
+            owed = false;
+        }
+        if answer && acked {
+            if owed {
+                send(&mut *dp, &mut tx, &[&message, &ack])?;
+            } else {
+                send(&mut *dp, &mut tx, &[&message])?;
             }
-            send(&mut *dp, &mut tx, &frame)?;
+            (answer, owed, acked) = (false, false, a.acks == Acks::None);
+            answered += 1;
+        } else if messages + acks > 0 {
+            continue;
         } else if client && t.elapsed() > RESEND {
             resent += 1;
             t = Instant::now();
-            send(&mut *dp, &mut tx, &frame)?;
+            send(&mut *dp, &mut tx, &[&message])?;
         } else if !client && rtts.is_empty() && t.elapsed() > Duration::from_secs(10) {
             bail!("no frame from {peer} in 10 s");
         } else {
@@ -128,13 +180,17 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// Sends `frame` at once (the datapath kicks the kernel in `send`).
-fn send(dp: &mut dyn Datapath, tx: &mut TxBatch, frame: &[u8]) -> Result<()> {
-    tx.push(frame);
-    let n = dp.send(tx)?;
-    tx.consume(n);
-    if n == 0 {
-        bail!("the datapath took no frame");
+/// Sends `frames` in order, in one batch (the datapath kicks the kernel once in `send`).
+fn send(dp: &mut dyn Datapath, tx: &mut TxBatch, frames: &[&[u8]]) -> Result<()> {
+    for f in frames {
+        tx.push(f);
+    }
+    while !tx.is_empty() {
+        let n = dp.send(tx)?;
+        if n == 0 {
+            bail!("the datapath took no frame");
+        }
+        tx.consume(n);
     }
     Ok(())
 }
