@@ -94,13 +94,8 @@ use xdpilone::{
     UmemConfig,
 };
 
-/// Bytes per UMEM chunk in ordinary memory: one page, the largest the kernel accepts there.
-const PAGE_CHUNK: u32 = 4096;
-/// The largest chunk the kernel accepts at all (`XDP_UMEM_MAX_CHUNK_SIZE`, Linux 6.6): chunks
-/// above a page need a UMEM made of huge pages only (see [`chunk_for`]).
-const MAX_CHUNK: u32 = 1 << 16;
-/// `XDP_PACKET_HEADROOM`: the bytes the kernel leaves before a received part in its chunk.
-const HEADROOM: u32 = 256;
+/// Bytes per UMEM chunk: one page, the largest the kernel accepts for ordinary memory.
+const CHUNK: u32 = 4096;
 /// `XDP_USE_SG` bind flag: frames larger than a chunk arrive and leave as several descriptors.
 const XDP_USE_SG: u16 = 1 << 4;
 /// `XDP_PKT_CONTD` descriptor option: more descriptors of this frame follow.
@@ -111,45 +106,13 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const SOL_XDP: libc::c_int = 283;
 /// `sendto` kicks per [`Datapath::send`] at most.
 const MAX_KICKS: usize = 64;
-
-/// The chunk size that holds any frame of an interface of MTU `mtu` in one chunk, received
-/// after the kernel's [`HEADROOM`]: the next power of two (aligned mode wants one) of at least
-/// a page. Above a page the kernel (Linux 6.6+, `xdp_umem_reg`/`xdp_umem_pin_pages`) wants the
-/// UMEM to be huge pages of the default size only, starting at a huge-page boundary, and at most
-/// [`MAX_CHUNK`]: a 4200-byte MTU (a 4096-byte IBA MTU) gets 8 KiB chunks, 9000 gets 16 KiB.
-fn chunk_for(mtu: u32) -> u32 {
-    let frame = mtu.saturating_add(18 + HEADROOM);
-    frame.next_power_of_two().clamp(PAGE_CHUNK, MAX_CHUNK)
-}
-
-/// Where one queue's chunks are: their size, and where the transmit slots start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Layout {
-    /// Bytes per chunk: [`PAGE_CHUNK`], or more on huge pages ([`chunk_for`]).
-    chunk: u32,
-    /// UMEM offset of the first transmit slot.
-    tx_base: u64,
-}
-
-impl Layout {
-    /// Chunks a frame of `len` bytes covers, one descriptor each.
-    fn chunks(self, len: usize) -> usize {
-        len.div_ceil(self.chunk as usize)
-    }
-
-    /// Chunks of a transmit slot: room for the largest frame ([`MAX_FRAME`]), and the ring
-    /// slots [`Queue::transmit_with`] keeps free before it lets the core write a frame whose
-    /// length it learns only afterwards. Three of 4 KiB, two of 8 KiB, one of 16 KiB or more.
-    fn slot_chunks(self) -> usize {
-        self.chunks(MAX_FRAME)
-    }
-
-    /// Bytes of a transmit slot: [`Self::slot_chunks`] adjacent chunks, one contiguous buffer
-    /// that holds any frame.
-    fn slot(self) -> usize {
-        self.slot_chunks() * self.chunk as usize
-    }
-}
+/// Chunks the largest frame ([`MAX_FRAME`]) takes: the adjacent chunks of one transmit slot,
+/// and the ring slots [`Queue::transmit_with`] keeps free before it lets the core write a frame
+/// whose length it learns only afterwards.
+const MAX_FRAME_CHUNKS: usize = MAX_FRAME.div_ceil(CHUNK as usize);
+/// Bytes of a transmit slot: [`MAX_FRAME_CHUNKS`] adjacent chunks, one contiguous buffer that
+/// holds any frame.
+const SLOT: usize = MAX_FRAME_CHUNKS * CHUNK as usize;
 
 /// Options of the AF_XDP datapath. Ring sizes are rounded up to a power of two (64 at least);
 /// a queue's UMEM is about `(rx_frames + tx_frames) × 4 KiB`.
@@ -182,71 +145,38 @@ impl Default for XdpConfig {
     }
 }
 
-/// An anonymous, page-aligned mapping holding one queue's UMEM, of ordinary pages or of huge
-/// pages; unmapped when dropped.
+/// An anonymous, page-aligned mapping holding one queue's UMEM; unmapped when dropped.
 struct Area {
     ptr: NonNull<u8>,
-    /// Bytes of the UMEM.
     len: usize,
-    /// Bytes mapped: `len`, rounded up to a whole huge page for a mapping of huge pages.
-    map_len: usize,
 }
 
 // SAFETY: the mapping is owned by this value alone; moving it to another thread moves that
 // ownership (the kernel's pins do not depend on the thread).
 unsafe impl Send for Area {}
 
-/// The default huge page size (`Hugepagesize` in `/proc/meminfo`), the one `MAP_HUGETLB` maps.
-fn huge_page_size() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = info
-        .lines()
-        .find_map(|l| l.strip_prefix("Hugepagesize:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<usize>()
-        .ok()?;
-    kib.checked_mul(1024)
-}
-
 impl Area {
-    /// Maps `len` bytes; of huge pages from the kernel's persistent pool when `huge` (which
-    /// `/proc/sys/vm/nr_hugepages` fills; `ENOMEM` when it holds too few free pages).
-    fn new(len: usize, huge: bool) -> Result<Area, Error> {
-        let (map_len, flags, op) = if huge {
-            let page = huge_page_size().ok_or(Error::Io {
-                op: "Hugepagesize in /proc/meminfo",
-                source: io::Error::from_raw_os_error(libc::ENOENT),
-            })?;
-            (
-                len.next_multiple_of(page),
-                libc::MAP_HUGETLB,
-                "mmap MAP_HUGETLB (UMEM)",
-            )
-        } else {
-            (len, 0, "mmap (UMEM)")
-        };
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing (for huge
-        // pages aligned to one, which the UMEM needs); no existing memory is affected.
+    fn new(len: usize) -> Result<Area, Error> {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no
+        // existing memory is affected.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                map_len,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | flags,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
                 -1,
                 0,
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(Error::last(op));
+            return Err(Error::last("mmap (UMEM)"));
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(Error::Io {
-            op,
+            op: "mmap (UMEM)",
             source: io::Error::from_raw_os_error(libc::ENOMEM),
         })?;
-        Ok(Area { ptr, len, map_len })
+        Ok(Area { ptr, len })
     }
 
     fn as_slice_ptr(&self) -> NonNull<[u8]> {
@@ -305,9 +235,9 @@ impl Area {
 
 impl Drop for Area {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`map_len` are exactly what mmap returned; every socket using the mapping
-        // was closed before (field order of `Queue`).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.map_len) };
+        // SAFETY: `ptr`/`len` are exactly what mmap returned; every socket using the mapping was
+        // closed before (field order of `Queue`).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -324,14 +254,10 @@ struct Queue {
     /// Statistics only (`XDP_STATISTICS`); shares the socket.
     dq_stats: xdpilone::User,
     zero_copy: bool,
-    /// Offsets of the transmit slots free for a frame (each [`Layout::slot`] bytes of adjacent
-    /// chunks).
+    /// Offsets of the transmit slots free for a frame (each [`SLOT`] bytes of adjacent chunks).
     free_tx: Vec<u64>,
-    /// The chunk size and where the transmit slots start.
-    layout: Layout,
-    /// Why the chunks are pages although the MTU asked for larger ones on huge pages (none
-    /// reserved, too few free, a kernel before 6.6): the mapping's or the kernel's refusal.
-    huge_why: Option<String>,
+    /// UMEM offset of the first transmit slot.
+    tx_base: u64,
     /// Per transmit slot: its frame's descriptors not yet back from the completion ring; the
     /// slot is free again when the last one is.
     tx_outstanding: Vec<u8>,
@@ -354,28 +280,24 @@ fn xerr(op: &'static str) -> impl FnOnce(xdpilone::Errno) -> Error {
 }
 
 impl Queue {
-    /// Opens queue `id` with UMEM chunks of `chunk` bytes ([`chunk_for`] the interface's MTU).
-    /// Chunks larger than a page need huge pages; when they cannot be had (none reserved, too
-    /// few free, or the kernel refuses the chunk size) the queue falls back to page-sized
-    /// chunks, where larger frames take several (`XDP_USE_SG`), logs why and keeps the reason.
-    fn open(
-        ifindex: u32,
-        id: u32,
-        cfg: &XdpConfig,
-        zero_copy: bool,
-        chunk: u32,
-    ) -> Result<Queue, Error> {
+    fn open(ifindex: u32, id: u32, cfg: &XdpConfig, zero_copy: bool) -> Result<Queue, Error> {
         let ring = |n: u32| n.max(64).next_power_of_two();
         let (rx_n, tx_n) = (ring(cfg.rx_frames), ring(cfg.tx_frames));
-        let ((area, umem, layout), huge_why) = match Self::umem(rx_n, tx_n, chunk) {
-            Ok(u) => (u, None),
-            Err(e) if chunk > PAGE_CHUNK => {
-                tracing::info!(ifindex, queue = id, chunk, error = %e, "no UMEM of huge pages; 4 KiB chunks");
-                (Self::umem(rx_n, tx_n, PAGE_CHUNK)?, Some(e.to_string()))
-            }
-            Err(e) => return Err(e),
+        // Whole slots only, so a slot's frame never reaches past the area, and at most `tx_n`
+        // descriptors are ever out: the completion ring always has room for them.
+        let slots = tx_n / MAX_FRAME_CHUNKS as u32;
+        let frames = rx_n + slots * MAX_FRAME_CHUNKS as u32;
+        let area = Area::new(frames as usize * CHUNK as usize)?;
+        let cfg = UmemConfig {
+            fill_size: rx_n,
+            complete_size: tx_n,
+            frame_size: CHUNK,
+            headroom: 0,
+            flags: 0,
         };
-        let slots = tx_n / layout.slot_chunks() as u32;
+        // SAFETY: the area is page-aligned (mmap), `frames` chunks long, and outlives every
+        // socket of this queue (it is the last field of `Queue`).
+        let umem = unsafe { Umem::new(cfg, area.as_slice_ptr()) }.map_err(xerr("XDP_UMEM_REG"))?;
         let mut info = IfInfo::invalid();
         info.from_ifindex(ifindex)
             .map_err(xerr("if_indextoname (AF_XDP)"))?;
@@ -416,8 +338,9 @@ impl Queue {
         let chunk = |i: u32| umem.frame(BufIdx(i)).map(|c| c.offset);
         let rx_chunks: Vec<u64> = (0..rx_n).filter_map(chunk).collect();
         let free_tx: Vec<u64> = (0..slots)
-            .filter_map(|s| chunk(rx_n + s * layout.slot_chunks() as u32))
+            .filter_map(|s| chunk(rx_n + s * MAX_FRAME_CHUNKS as u32))
             .collect();
+        let tx_base = chunk(rx_n).unwrap_or(u64::MAX);
         let mut w = fill.fill(rx_n);
         let lent = w.insert(rx_chunks.iter().copied());
         w.commit();
@@ -439,8 +362,7 @@ impl Queue {
             zero_copy,
             tx_outstanding: vec![0; free_tx.len()],
             free_tx,
-            layout,
-            huge_why,
+            tx_base,
             recycle: Vec::with_capacity(rx_n as usize),
             spill: Vec::with_capacity(MAX_FRAME),
             tx_descs: Vec::with_capacity(tx_n as usize),
@@ -448,29 +370,6 @@ impl Queue {
             rx_packets: 0,
             area,
         })
-    }
-
-    /// Maps and registers a UMEM of `rx_n` receive chunks and `tx_n` transmit chunks (whole
-    /// slots of them) of `chunk` bytes, on huge pages when `chunk` is larger than a page.
-    fn umem(rx_n: u32, tx_n: u32, chunk: u32) -> Result<(Area, Umem, Layout), Error> {
-        let per_slot = Layout { chunk, tx_base: 0 }.slot_chunks() as u32;
-        // Whole slots only, so a slot's frame never reaches past the area, and at most `tx_n`
-        // descriptors are ever out: the completion ring always has room for them.
-        let frames = rx_n + tx_n / per_slot * per_slot;
-        let area = Area::new(frames as usize * chunk as usize, chunk > PAGE_CHUNK)?;
-        let cfg = UmemConfig {
-            fill_size: rx_n,
-            complete_size: tx_n,
-            frame_size: chunk,
-            headroom: 0,
-            flags: 0,
-        };
-        // SAFETY: the area is page-aligned (mmap; huge-page-aligned for huge pages), `frames`
-        // chunks long, and outlives every socket of this queue (the caller moves it into the
-        // last field of `Queue`; until then it is declared before, so dropped after, the UMEM).
-        let umem = unsafe { Umem::new(cfg, area.as_slice_ptr()) }.map_err(xerr("XDP_UMEM_REG"))?;
-        let tx_base = umem.frame(BufIdx(rx_n)).map_or(u64::MAX, |c| c.offset);
-        Ok((area, umem, Layout { chunk, tx_base }))
     }
 
     fn fd(&self) -> RawFd {
@@ -589,18 +488,16 @@ impl Queue {
         let mut c = self.comp.complete(u32::MAX);
         while let Some(addr) = c.read() {
             // Aligned mode: any address inside a chunk names it, and its slot.
-            let Layout { tx_base, .. } = self.layout;
-            let size = self.layout.slot() as u64;
             let Some(slot) = addr
-                .checked_sub(tx_base)
-                .and_then(|off| usize::try_from(off / size).ok())
+                .checked_sub(self.tx_base)
+                .and_then(|off| usize::try_from(off / SLOT as u64).ok())
             else {
                 continue;
             };
             if let Some(n) = self.tx_outstanding.get_mut(slot) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    self.free_tx.push(tx_base + slot as u64 * size);
+                    self.free_tx.push(self.tx_base + slot as u64 * SLOT as u64);
                 }
             }
         }
@@ -618,7 +515,7 @@ impl Queue {
                 tx,
                 tx_slots,
                 free_tx,
-                layout,
+                tx_base,
                 tx_outstanding,
                 area,
                 tx_descs,
@@ -633,7 +530,7 @@ impl Queue {
                     consumed += 1;
                     continue;
                 }
-                let need = layout.chunks(f.len());
+                let need = f.len().div_ceil(CHUNK as usize);
                 if need > room {
                     st.tx_blocked += 1;
                     break;
@@ -643,7 +540,7 @@ impl Queue {
                     break;
                 };
                 let _ = area.write(addr, f);
-                describe(*layout, addr, f.len(), tx_outstanding, tx_descs);
+                describe(addr, f.len(), *tx_base, tx_outstanding, tx_descs);
                 room -= need;
                 consumed += 1;
                 queued += 1;
@@ -660,9 +557,9 @@ impl Queue {
     }
 
     /// Lets `fill` (the core) write up to `max` frames straight into free slots of the transmit
-    /// pool, queues them and kicks the kernel. A slot is [`Layout::slot_chunks`] adjacent
-    /// chunks, so a frame longer than a chunk is written contiguously all the same and described
-    /// as one descriptor per chunk it covers: no frame is copied. A slot and ring room for the largest
+    /// pool, queues them and kicks the kernel. A slot is [`MAX_FRAME_CHUNKS`] adjacent chunks,
+    /// so a frame longer than a chunk is written contiguously all the same and described as one
+    /// descriptor per chunk it covers: no frame is copied. A slot and ring room for the largest
     /// frame are reserved before `fill` runs, as the length is known only afterwards; when they
     /// run out while the core may still have frames, the next frame goes into `batch` and waits
     /// there ([`Self::send`]), so the driver waits for room. Returns the frames consumed.
@@ -681,7 +578,7 @@ impl Queue {
                 tx,
                 tx_slots,
                 free_tx,
-                layout,
+                tx_base,
                 tx_outstanding,
                 area,
                 spill,
@@ -691,12 +588,12 @@ impl Queue {
             let mut room = tx_slots.saturating_sub(tx.pending()) as usize;
             tx_descs.clear();
             while produced < max {
-                if room < layout.slot_chunks() || free_tx.is_empty() {
+                if room < MAX_FRAME_CHUNKS || free_tx.is_empty() {
                     exhausted = true;
                     break;
                 }
                 let Some(addr) = free_tx.pop() else { break };
-                let Some(slot) = area.chunk_mut(addr, layout.slot()) else {
+                let Some(slot) = area.chunk_mut(addr, SLOT) else {
                     free_tx.push(addr);
                     break;
                 };
@@ -710,16 +607,16 @@ impl Queue {
                     break;
                 };
                 produced += 1;
-                if n == 0 || n > layout.slot() || buf.oversize {
+                if n == 0 || n > SLOT || buf.oversize {
                     // A bug upstream (a length other than the buffer it asked for, or a frame
                     // larger than any RoCE frame); drop it rather than wedge the queue.
                     st.tx_malformed += 1;
                     free_tx.push(addr);
                     continue;
                 }
-                describe(*layout, addr, n, tx_outstanding, tx_descs);
+                describe(addr, n, *tx_base, tx_outstanding, tx_descs);
                 st.tx_in_place += 1;
-                room -= layout.chunks(n);
+                room -= n.div_ceil(CHUNK as usize);
                 st.tx_packets += 1;
                 st.tx_bytes += n as u64;
             }
@@ -800,29 +697,22 @@ fn gather<'a>(area: &Area, parts: &[XdpDesc], spill: &'a mut Vec<u8>) -> Option<
     spill.get_mut(..len)
 }
 
-/// Appends the descriptors of a frame of `len` bytes (at most [`Layout::slot`]) written at the
-/// start of the transmit slot at `addr` to `descs`: one per chunk it covers (a descriptor may
-/// not cross a chunk in aligned mode), chained by `XDP_PKT_CONTD`, and counts them as the slot's
+/// Appends the descriptors of a frame of `len` bytes (at most [`SLOT`]) written at the start
+/// of the transmit slot at `addr` to `descs`: one per chunk it covers (a descriptor may not
+/// cross a chunk in aligned mode), chained by `XDP_PKT_CONTD`, and counts them as the slot's
 /// outstanding descriptors ([`Queue::reap`]). The chunks are adjacent, so the frame needs no
-/// copying however many it covers; with chunks sized for the MTU ([`chunk_for`]) it is one.
-fn describe(
-    layout: Layout,
-    addr: u64,
-    len: usize,
-    outstanding: &mut [u8],
-    descs: &mut Vec<XdpDesc>,
-) {
-    let chunk = layout.chunk as usize;
-    let parts = layout.chunks(len);
+/// copying however many it covers.
+fn describe(addr: u64, len: usize, tx_base: u64, outstanding: &mut [u8], descs: &mut Vec<XdpDesc>) {
+    let parts = len.div_ceil(CHUNK as usize);
     for i in 0..parts {
-        let at = i * chunk;
+        let at = i * CHUNK as usize;
         descs.push(XdpDesc {
             addr: addr + at as u64,
-            len: (len - at).min(chunk) as u32,
+            len: (len - at).min(CHUNK as usize) as u32,
             options: if i + 1 < parts { XDP_PKT_CONTD } else { 0 },
         });
     }
-    let slot = addr.saturating_sub(layout.tx_base) / layout.slot() as u64;
+    let slot = addr.saturating_sub(tx_base) / SLOT as u64;
     if let Some(n) = usize::try_from(slot)
         .ok()
         .and_then(|s| outstanding.get_mut(s))
@@ -995,20 +885,19 @@ impl XdpDatapath {
             (true, false) => Some("zero-copy needs the program in driver mode".to_string()),
             (true, true) => None,
         };
-        let chunk = chunk_for(iface.mtu);
         for id in ids {
             let Some(steering) = dp.steering.as_deref() else {
                 break;
             };
             steering.claim(id)?;
             let opened = match cfg.zero_copy && native {
-                true => Queue::open(iface.index, id, &cfg, true, chunk).or_else(|zc| {
+                true => Queue::open(iface.index, id, &cfg, true).or_else(|zc| {
                     tracing::info!(iface = %iface.name, queue = id, error = %zc, "zero-copy refused; copy mode");
                     dp.copy_why
                         .get_or_insert_with(|| format!("zero-copy refused: {zc}"));
-                    Queue::open(iface.index, id, &cfg, false, chunk)
+                    Queue::open(iface.index, id, &cfg, false)
                 }),
-                false => Queue::open(iface.index, id, &cfg, false, chunk),
+                false => Queue::open(iface.index, id, &cfg, false),
             };
             let q = match opened {
                 Ok(q) => q,
@@ -1038,8 +927,7 @@ impl XdpDatapath {
     }
 
     /// One phrase for logs and the `auto` reason: queues, copy or zero-copy (and why a queue
-    /// copies), the UMEM chunks (and why they are pages when the MTU asked for huge pages),
-    /// program mode. A datapath of one queue says which (`rx/tx queue 1 only`).
+    /// copies), program mode. A datapath of one queue says which (`rx/tx queue 1 only`).
     pub fn describe(&self) -> String {
         let zc = self.queues.iter().filter(|q| q.zero_copy).count();
         let copy = match (zc, self.queues.len()) {
@@ -1059,31 +947,7 @@ impl XdpDatapath {
             .steering
             .as_ref()
             .map_or("detached", |s| s.mode().name());
-        let chunks = match self.queues.first() {
-            Some(Queue {
-                layout, huge_why, ..
-            }) => {
-                let kib = layout.chunk / 1024;
-                match huge_why {
-                    Some(why) => format!(
-                        "{kib} KiB chunks, a frame above {} bytes in several (no huge pages: {why})",
-                        layout.chunk - HEADROOM
-                    ),
-                    None if layout.chunk > PAGE_CHUNK => {
-                        format!("{kib} KiB chunks on huge pages, one per frame")
-                    }
-                    None => format!("{kib} KiB chunks"),
-                }
-            }
-            None => "no queue".to_string(),
-        };
-        format!("{queues}, {copy}, {chunks}, steering program in {mode} mode")
-    }
-
-    /// Bytes per UMEM chunk of the first queue: [`chunk_for`] the MTU on huge pages, or a page
-    /// (the MTU fits one, or the fallback without huge pages that [`Self::describe`] explains).
-    pub fn chunk_size(&self) -> u32 {
-        self.queues.first().map_or(PAGE_CHUNK, |q| q.layout.chunk)
+        format!("{queues}, {copy}, steering program in {mode} mode")
     }
 
     /// The queue served when the datapath was opened on one ([`XdpConfig::queue`]).
@@ -1223,69 +1087,38 @@ mod tests {
     use crate::test_frames::send_middle;
     use rocev2_core::wire::frame::{Ecn, FrameRepr, IpRepr};
 
-    /// The chunk for an MTU holds its largest frame (with a VLAN tag) after the headroom, is a
-    /// power of two, and is a page whenever a page holds the frame.
-    #[test]
-    fn chunk_for_an_mtu_holds_its_frame() {
-        for (mtu, chunk) in [
-            (1500, 4096),
-            (3822, 4096),
-            (3823, 8192),
-            (4200, 8192),
-            (9000, 16384),
-        ] {
-            assert_eq!(chunk_for(mtu), chunk, "MTU {mtu}");
-        }
-        for mtu in 68..=9000u32 {
-            let c = chunk_for(mtu);
-            assert!(c.is_power_of_two() && c >= mtu + 18 + HEADROOM, "MTU {mtu}");
-            assert!(c == PAGE_CHUNK || c / 2 < mtu + 18 + HEADROOM, "MTU {mtu}");
-        }
-    }
+    /// `XDP_PACKET_HEADROOM`: where the kernel writes a received part into its chunk.
+    const HEADROOM: u64 = 256;
 
-    /// For every chunk size, a frame of every length up to a slot is described by consecutive
-    /// descriptors that cover exactly its bytes, none crossing a chunk, chained up to the last
-    /// (one alone when the frame fits a chunk); the slot then waits for that many completions.
+    /// A frame of every length up to a slot is described by consecutive descriptors that cover
+    /// exactly its bytes, none crossing a chunk, chained up to the last; the slot then waits for
+    /// that many completions.
     #[test]
     fn describe_covers_a_frame_with_one_descriptor_per_chunk() {
-        for chunk in [PAGE_CHUNK, 8192, 16384] {
-            let slot = Layout { chunk, tx_base: 0 }.slot();
-            let base = 5 * slot as u64;
-            let layout = Layout {
-                chunk,
-                tx_base: base,
-            };
-            assert!(slot >= MAX_FRAME && slot - MAX_FRAME < chunk as usize);
-            let mut outstanding = [0u8; 8];
-            let mut descs = Vec::new();
-            for len in 1..=slot {
-                descs.clear();
-                describe(
-                    layout,
-                    base + 2 * slot as u64,
-                    len,
-                    &mut outstanding,
-                    &mut descs,
+        let base = 5 * SLOT as u64;
+        let mut outstanding = [0u8; 8];
+        let mut descs = Vec::new();
+        for len in 1..=SLOT {
+            descs.clear();
+            describe(
+                base + 2 * SLOT as u64,
+                len,
+                base,
+                &mut outstanding,
+                &mut descs,
+            );
+            let mut at = base + 2 * SLOT as u64;
+            for (i, d) in descs.iter().enumerate() {
+                assert_eq!(d.addr, at, "len {len}");
+                assert!(
+                    d.len > 0 && d.addr % u64::from(CHUNK) + u64::from(d.len) <= u64::from(CHUNK)
                 );
-                let mut at = base + 2 * slot as u64;
-                for (i, d) in descs.iter().enumerate() {
-                    assert_eq!(d.addr, at, "len {len}");
-                    assert!(
-                        d.len > 0
-                            && d.addr % u64::from(chunk) + u64::from(d.len) <= u64::from(chunk)
-                    );
-                    let last = i + 1 == descs.len();
-                    assert_eq!(d.options == XDP_PKT_CONTD, !last, "len {len}");
-                    at += u64::from(d.len);
-                }
-                assert_eq!(at - (base + 2 * slot as u64), len as u64, "len {len}");
-                assert_eq!(
-                    descs.len() == 1,
-                    len <= chunk as usize,
-                    "chunk {chunk} len {len}"
-                );
-                assert_eq!(usize::from(outstanding[2]), descs.len(), "len {len}");
+                let last = i + 1 == descs.len();
+                assert_eq!(d.options == XDP_PKT_CONTD, !last, "len {len}");
+                at += u64::from(d.len);
             }
+            assert_eq!(at - (base + 2 * SLOT as u64), len as u64, "len {len}");
+            assert_eq!(usize::from(outstanding[2]), descs.len(), "len {len}");
         }
     }
 
@@ -1294,10 +1127,9 @@ mod tests {
     /// the frame the core built, and the core parses it and verifies its ICRC.
     #[test]
     fn gather_gives_back_the_frame_at_every_split_point() {
-        let room = (PAGE_CHUNK - HEADROOM) as usize;
-        let headroom = u64::from(HEADROOM);
+        let room = CHUNK as usize - HEADROOM as usize;
         let payload: Vec<u8> = (0..4096u32).map(|i| (i * 31 + 7) as u8).collect();
-        let mut area = Area::new(2 * PAGE_CHUNK as usize, false).unwrap();
+        let mut area = Area::new(2 * CHUNK as usize).unwrap();
         let mut spill = Vec::new();
         let v4 = IpRepr::V4 {
             src: "10.0.0.1".parse().unwrap(),
@@ -1315,12 +1147,12 @@ mod tests {
             for at in frame.len() - room..=room {
                 let parts = [
                     XdpDesc {
-                        addr: u64::from(PAGE_CHUNK) + headroom,
+                        addr: u64::from(CHUNK) + HEADROOM,
                         len: at as u32,
                         options: XDP_PKT_CONTD,
                     },
                     XdpDesc {
-                        addr: headroom,
+                        addr: HEADROOM,
                         len: (frame.len() - at) as u32,
                         options: 0,
                     },
@@ -1335,14 +1167,14 @@ mod tests {
         }
         // A part outside the UMEM, and a frame longer than MAX_FRAME, are refused.
         let outside = XdpDesc {
-            addr: 2 * u64::from(PAGE_CHUNK),
+            addr: 2 * u64::from(CHUNK),
             len: 100,
             options: 0,
         };
         assert!(gather(&area, &[outside], &mut spill).is_none());
         let full = XdpDesc {
             addr: 0,
-            len: PAGE_CHUNK,
+            len: CHUNK,
             options: XDP_PKT_CONTD,
         };
         assert!(gather(&area, &[full, full, full], &mut spill).is_none());

@@ -1,21 +1,15 @@
 //! The AF_XDP datapath hands frames to the core inside their UMEM chunks, copying only received
 //! frames larger than a chunk, and lets the core build every frame straight into the UMEM: two
-//! [`Driver`]s over AF_XDP on the two ends of a veth pair (MTU 4200) move a 1 MiB RDMA WRITE at
-//! a path MTU of 1024 (every frame fits a chunk: all in place) and of 4096. At 4096 the chunks
-//! are 8 KiB on huge pages when the system has them (`/proc/sys/vm/nr_hugepages`): every frame
-//! is one chunk and in place; without, they are 4 KiB and each data frame takes two (built in
-//! place across two adjacent chunks of a transmit slot, gathered on receive, the ACKs in
-//! place). The first test runs in whichever mode the system gives; the second reserves huge
-//! pages for the first mode, then sets none for the fallback (restoring the count after), and
-//! checks that each is the one taken and that `describe` names it. The written bytes must
-//! arrive intact, which a data frame described with a wrong chunk, length or order would break
-//! (every frame's ICRC is also verified by the core, and a dropped frame shows as a NAK or a
-//! retransmission), and the `rx_in_place`/`tx_in_place` counters must say which path each frame
-//! took.
+//! [`Driver`]s over AF_XDP on the two ends of a veth pair move a 1 MiB RDMA WRITE at a path MTU
+//! of 1024 (every frame fits a 4 KiB chunk: all in place) and of 4096 (each data frame takes two
+//! chunks: built in place across two adjacent chunks of a transmit slot, gathered on receive,
+//! while the ACKs stay in place). The written bytes must arrive intact, which a data frame
+//! described with a wrong chunk, length or order would break (every frame's ICRC is also
+//! verified by the core, and a dropped frame shows as a NAK or a retransmission), and the
+//! `rx_in_place`/`tx_in_place` counters must say which path each frame took.
 //!
-//! Needs root: each test re-runs itself inside a fresh network namespace (`ip netns exec`), so
-//! the veth pair never appears in the caller's namespace and deleting the namespace removes it.
-//! The two run one after the other: the huge page count is the whole system's.
+//! Needs root: the test re-runs itself inside a fresh network namespace (`ip netns exec`), so the
+//! veth pair never appears in the caller's namespace and deleting the namespace removes it.
 
 use rocev2_core::DropReason;
 use rocev2_core::cq::WcStatus;
@@ -25,22 +19,14 @@ use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::xdp::{XdpConfig, XdpDatapath};
 use rocev2_datapath::{Datapath, DatapathStats, Driver, DriverConfig, Interface, WaitMode};
 use rocev2_testbed::{VethEnd, veth_pair};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bytes written.
 const LEN: usize = 1 << 20;
 
-/// What one transfer saw: both datapaths' counters, and A's chunk size and `describe`.
-struct Seen {
-    a: DatapathStats,
-    b: DatapathStats,
-    chunk: u32,
-    describe: String,
-}
-
-/// Moves one WRITE of [`LEN`] bytes from A to B over AF_XDP at path MTU `mtu`.
-fn write_over_xdp(mtu: Mtu) -> Seen {
+/// Moves one WRITE of [`LEN`] bytes from A to B over AF_XDP at path MTU `mtu`; returns A's and
+/// B's datapath counters.
+fn write_over_xdp(mtu: Mtu) -> (DatapathStats, DatapathStats) {
     // The in-memory Pair sets both QPs up (its hosts' MACs and IPs are the veths'), then its
     // endpoints move into drivers over the real interfaces.
     let mut pair = Pair::new(Default::default(), Default::default());
@@ -110,18 +96,10 @@ fn write_over_xdp(mtu: Mtu) -> Seen {
     let qb = b.ep.qp(c.qb).unwrap().counters();
     assert_eq!((qb.naks_sent, qb.out_of_sequence), (0, 0), "{mtu:?}");
     assert_eq!(a.ep.qp(c.qa).unwrap().counters().retransmits, 0, "{mtu:?}");
-    let chunk = a.datapath().chunk_size();
-    assert_eq!(chunk, b.datapath().chunk_size(), "both ends alike");
-    Seen {
-        a: sa,
-        b: sb,
-        chunk,
-        describe: a.datapath().describe(),
-    }
+    (sa, sb)
 }
 
-/// The veth pair of both tests.
-fn veths() {
+fn body() {
     // The MACs and IPs of the Pair's hosts A and B, and room for 4 KiB RoCE frames.
     let end = |ifname, mac, addrs| VethEnd {
         addrs,
@@ -134,49 +112,8 @@ fn veths() {
         end("xpb", "02:00:00:00:00:02", &["10.0.0.2/24"]),
     )
     .unwrap();
-}
-
-/// Data frames at path MTU 4096 (4 KiB of payload) with 8 KiB chunks: each is one chunk, built
-/// and taken in place like every other frame.
-fn one_chunk_per_frame(s: &Seen) {
-    let (a, b) = (&s.a, &s.b);
-    assert_eq!(s.chunk, 8192, "{}", s.describe);
-    assert!(
-        s.describe
-            .contains("8 KiB chunks on huge pages, one per frame"),
-        "{}",
-        s.describe
-    );
-    assert!(a.tx_packets >= (LEN / 4096) as u64, "{a:?}");
-    assert_eq!(a.tx_in_place, a.tx_packets, "A built every frame in place");
-    assert_eq!(b.rx_in_place, b.rx_packets, "B took every frame in place");
-    assert!(b.rx_packets >= (LEN / 4096) as u64, "{b:?}");
-    assert_eq!(a.rx_in_place, a.rx_packets, "A took the ACKs in place");
-}
-
-/// Data frames at path MTU 4096 with 4 KiB chunks: each takes two, built in place all the same
-/// and gathered on receive; the ACKs fit one.
-fn two_chunks_per_frame(s: &Seen) {
-    let (a, b) = (&s.a, &s.b);
-    assert_eq!(s.chunk, 4096, "{}", s.describe);
-    let packets = (LEN / 4096) as u64;
-    assert!(a.tx_packets >= packets, "{a:?}");
-    assert_eq!(
-        a.tx_in_place, a.tx_packets,
-        "A built every frame in place, across two chunks: {a:?}"
-    );
-    assert!(
-        b.rx_packets - b.rx_in_place >= packets,
-        "B gathered the data frames: {b:?}"
-    );
-    assert!(b.tx_in_place > 0, "B built its ACKs in place: {b:?}");
-    assert_eq!(a.rx_in_place, a.rx_packets, "A took the ACKs in place");
-}
-
-fn body() {
-    veths();
     let packets = LEN / 1024;
-    let Seen { a, b, .. } = write_over_xdp(Mtu::Mtu1024);
+    let (a, b) = write_over_xdp(Mtu::Mtu1024);
     // Every frame fits one chunk: A builds all its frames in place, B takes all of them in place.
     assert!(a.tx_packets >= packets as u64, "{a:?}");
     assert_eq!(
@@ -190,82 +127,30 @@ fn body() {
         "ACKs: {a:?}"
     );
 
-    let s = write_over_xdp(Mtu::Mtu4096);
-    match s.chunk {
-        4096 => two_chunks_per_frame(&s),
-        _ => one_chunk_per_frame(&s),
-    }
-}
-
-/// `/proc/sys/vm/nr_hugepages`: the system's persistent pool of huge pages.
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
-
-/// A `HugePages_*` line of `/proc/meminfo`.
-fn meminfo(key: &str) -> u64 {
-    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
-}
-
-/// Puts the huge page count back as it was, also when the test fails.
-struct Restore(String);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = std::fs::write(NR_HUGEPAGES, &self.0);
-    }
-}
-
-fn huge_body() {
-    veths();
-    let _restore = Restore(std::fs::read_to_string(NR_HUGEPAGES).unwrap());
-    // Each end's UMEM: (8192 receive + 2048 transmit chunks) x 8 KiB = 80 MiB, 40 pages of 2 MiB.
-    let need = 2 * 40;
-    let have = meminfo("HugePages_Total");
-    std::fs::write(NR_HUGEPAGES, (have + need).to_string()).unwrap();
-    assert!(
-        meminfo("HugePages_Free") >= need,
-        "the kernel could not reserve {need} huge pages (HugePages_Free {})",
-        meminfo("HugePages_Free")
+    let packets = (LEN / 4096) as u64;
+    let (a, b) = write_over_xdp(Mtu::Mtu4096);
+    // Each data frame (4 KiB of payload) takes two chunks: built in place all the same, and
+    // gathered on receive; the ACKs fit one.
+    assert!(a.tx_packets >= packets, "{a:?}");
+    assert_eq!(
+        a.tx_in_place, a.tx_packets,
+        "A built every frame in place, across two chunks: {a:?}"
     );
-    one_chunk_per_frame(&write_over_xdp(Mtu::Mtu4096));
-
-    std::fs::write(NR_HUGEPAGES, "0").unwrap();
-    let s = write_over_xdp(Mtu::Mtu4096);
     assert!(
-        s.describe
-            .contains("4 KiB chunks, a frame above 3840 bytes in several (no huge pages: mmap MAP_HUGETLB (UMEM)"),
-        "{}",
-        s.describe
+        b.rx_packets - b.rx_in_place >= packets,
+        "B gathered the data frames: {b:?}"
     );
-    two_chunks_per_frame(&s);
+    assert!(b.tx_in_place > 0, "B built its ACKs in place: {b:?}");
+    assert_eq!(a.rx_in_place, a.rx_packets, "A took the ACKs in place");
 }
-
-/// The huge page count is the system's: the tests below run one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn xdp_frames_in_place_at_mtu_1024_and_4096_gathered_on_receive() {
     let test = "xdp_frames_in_place_at_mtu_1024_and_4096_gathered_on_receive";
     let ns = format!("rv2xp{}", std::process::id());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(600))
         .expect("re-run in a fresh namespace")
     {
         body();
-    }
-}
-
-#[test]
-fn xdp_one_chunk_per_jumbo_frame_on_huge_pages_two_without() {
-    let test = "xdp_one_chunk_per_jumbo_frame_on_huge_pages_two_without";
-    let ns = format!("rv2xh{}", std::process::id());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if rocev2_testbed::exec::in_fresh_netns(test, &ns, Duration::from_secs(600))
-        .expect("re-run in a fresh namespace")
-    {
-        huge_body();
     }
 }
