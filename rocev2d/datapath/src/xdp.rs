@@ -76,7 +76,8 @@
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
 //! A received frame larger than a chunk keeps a second copy in user space (issue 18 asks for
-//! one; see above for why): the core reads frames as one contiguous slice.
+//! one; see above for why): the core reads frames as one contiguous slice, and chunks large
+//! enough for such a frame are refused by the kernel (see `CHUNK`).
 
 use crate::steering::SharedSteering;
 use crate::sys::{self, Epoll};
@@ -94,7 +95,10 @@ use xdpilone::{
     UmemConfig,
 };
 
-/// Bytes per UMEM chunk: one page, the largest the kernel accepts for ordinary memory.
+/// Bytes per UMEM chunk: one page, the largest the kernel accepts. Linux 6.18 refuses any
+/// larger `chunk_size` (`EINVAL` from `XDP_UMEM_REG`) even for a UMEM of huge pages, so a frame
+/// of a 4096-byte IBA MTU cannot be one chunk (`deploy/bench/umem-chunk-probe.sh`; BENCHMARKS.md,
+/// "One chunk per jumbo frame").
 const CHUNK: u32 = 4096;
 /// `XDP_USE_SG` bind flag: frames larger than a chunk arrive and leave as several descriptors.
 const XDP_USE_SG: u16 = 1 << 4;
