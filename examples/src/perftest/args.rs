@@ -79,7 +79,7 @@ pub struct Args {
     /// Run test for a customized period of seconds (NOT IMPLEMENTED).
     #[arg(short = 'D', long = "duration")]
     pub duration: Option<u32>,
-    /// Connect QPs with rdma_cm (NOT IMPLEMENTED: CM MADs, issue 16).
+    /// Connect QPs with rdma_cm (NOT IMPLEMENTED: the QPs connect through perftest's TCP exchange).
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
     /// Bidirectional test (NOT IMPLEMENTED).
@@ -122,7 +122,10 @@ impl Args {
     /// A sentence naming the flag.
     pub fn params(&self, t: Test) -> Result<Params> {
         if self.rdma_cm {
-            bail!("-R/--rdma_cm: not implemented (rdma_cm needs IB CM MADs, issue 16)");
+            bail!(
+                "-R/--rdma_cm: not implemented (the QPs connect through perftest's TCP exchange; \
+                 rdma_cm itself works: rping, ucmatose)"
+            );
         }
         if self.duration.is_some() {
             bail!("-D/--duration: not implemented (iterations only, -n)");

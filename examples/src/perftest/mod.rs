@@ -31,8 +31,9 @@
 //! Because the engine runs in this process, every wait on the exchange connection keeps it
 //! running ([`Driven`]), as does a write_lat side polling its memory.
 //!
-//! Deviations: one RC QP (`-q 1`), iterations only (no `-D`), no rdma_cm (`-R`, issue 16), no
-//! bidirectional (`-b`) or inline data; a bw client always targets the start of the peer's
+//! Deviations: one RC QP (`-q 1`), iterations only (no `-D`), no rdma_cm (`-R`: the CM works,
+//! `rping` and `ucmatose` use it, but these tools connect through perftest's TCP exchange
+//! only), no bidirectional (`-b`) or inline data; a bw client always targets the start of the peer's
 //! half instead of cycling through the cycle buffer. (The send_bw server measures from its
 //! first receive, as perftest's does; a datapath that batches receives inflates that figure on
 //! short runs.) Ours: `--datapath`, `--poll`/`--spin-us`/`--busy-poll`,

@@ -52,8 +52,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Connecting by IP address and port through RDMA CM, as librdmacm's `rdma_connect` does,
-//! comes with the CM service (issue 16); this exchange pairs rocev2 programs with each other.
+//! Connecting by IP address and port through RDMA CM, as librdmacm's `rdma_connect` does, is
+//! the CM's ([`crate::Device::cm_connect`], rdmacm-shim); this exchange pairs rocev2 programs
+//! with each other.
 //!
 //! Deviations: none from the `ibverbs` crate's handshake beyond the extra status round, which
 //! it leaves to the application.
