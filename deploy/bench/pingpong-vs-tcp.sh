@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # rocev2 against the kernel's TCP between the two namespaces of a pair testbed (one veth link,
 # MTU 4200), as root:
-#   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s);
+#   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s),
+#     and the ceiling of each datapath: dp_stream sends 1 GiB of raw 4096-byte frames with no
+#     engine (write_bw's goodput as a ratio to it is what the stack costs);
 #   - latency: rc_pingpong --lat vs tcp_pingpong (TCP_NODELAY), 4096-byte messages, 5000
 #     round trips, and vs sockperf's TCP ping-pong (3 s, --full-rtt; TCP_NODELAY is its
 #     default), median and p99 as the clients measure them, in each of rc_pingpong's wait
@@ -64,6 +66,16 @@ rows+=("| goodput, iperf3 one TCP stream, 5 s | $tcp Gbit/s |")
 for dp in $DATAPATHS; do
     ratio=$(awk -v a="${goodput[$dp]}" -v b="$tcp" 'BEGIN { printf "%.2f", a / b }')
     rows+=("| goodput ratio write_bw $dp / iperf3 | ${ratio}x |")
+    # The same datapath with no engine: 4096-byte frames (one MTU-4096 packet of write_bw's)
+    # as fast as it takes them, received payload per second.
+    in_h1 "$BIN/dp_stream" -d "$IF1" --datapath "$dp" >"$OUT/srv" &
+    wait_port 18517
+    in_h0 "$BIN/dp_stream" -d "$IF0" --datapath "$dp" 10.0.0.2 >/dev/null
+    wait
+    ceiling=$(awk '/^goodput:/ { print $2 }' "$OUT/srv")
+    lost=$(awk '/^frames sent/ { sub(",", "", $7); print $7 }' "$OUT/srv")
+    rows+=("| goodput, dp_stream $dp (no engine: the ceiling), $lost frames lost | $ceiling Gbit/s |")
+    rows+=("| goodput ratio write_bw $dp / dp_stream $dp, dp_stream $dp / iperf3 | $(awk -v a="${goodput[$dp]}" -v b="$ceiling" -v t="$tcp" 'BEGIN { printf "%.2fx, %.2fx", a / b, b / t }') |")
 done
 
 in_h1 "$BIN/tcp_pingpong" -s "$SIZE" -n "$ITERS" >"$OUT/srv" &

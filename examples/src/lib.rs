@@ -7,6 +7,7 @@
 
 pub mod perftest;
 pub mod pingpong;
+pub mod raw;
 
 use anyhow::Context as _;
 use rocev2::{DatapathKind, Device, DeviceConfig, WaitMode};

@@ -1,13 +1,15 @@
-//! `dp_pingpong` (the datapath's round trip without the engine, the floor the bench compares
-//! `rc_pingpong --busy-poll` with) bounces its frame the asked number of times over each
-//! datapath, between two namespaces, with and without RC's acknowledgement frames, and both
-//! sides print the ping-pongs' round-trip lines.
+//! The raw-frame tools (`rocev2_examples::raw`) between two namespaces: `dp_pingpong` (the
+//! datapath's round trip without the engine, the floor the bench compares `rc_pingpong
+//! --busy-poll` with) bounces its frame the asked number of times over each datapath, with and
+//! without RC's acknowledgement frames, and both sides print the ping-pongs' round-trip lines;
+//! `dp_stream` (the ceiling over `write_bw`) reports what it sent and what arrived.
 
 mod common;
 use common::*;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dp_pingpong");
+const STREAM: &str = env!("CARGO_BIN_EXE_dp_stream");
 
 fn bounces(test: &str, datapath: &str, acks: &str) {
     if !need_root(test) {
@@ -63,4 +65,35 @@ fn dp_pingpong_udp_bounces() {
 fn dp_pingpong_xdp_bounces_with_acks_first_and_last() {
     bounces("dp_pingpong_xdp_bounces_with_acks_first", "xdp", "first");
     bounces("dp_pingpong_xdp_bounces_with_acks_last", "xdp", "last");
+}
+
+/// The server counts every frame as the client's (none of another length) and hears how many
+/// were sent, and both print a goodput.
+#[test]
+fn dp_stream_xdp_counts_what_arrived() {
+    if !need_root("dp_stream_xdp_counts_what_arrived") {
+        return;
+    }
+    let tb = pair();
+    let port = PORT.to_string();
+    let args = ["--datapath", "xdp", "-n", "4000", "-p", &port];
+    let (s, c) = run_pair(&tb, STREAM, &args, Duration::from_secs(60));
+    assert!(
+        c.stdout.contains("sent 4000 frames of 4096 bytes in "),
+        "{}",
+        c.stdout
+    );
+    let counts = s
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("frames sent "))
+        .unwrap_or_else(|| panic!("no count line in\n{}", s.stdout));
+    assert!(
+        counts.starts_with("frames sent 4000, received "),
+        "{counts}"
+    );
+    assert!(counts.ends_with(", other frames 0"), "{counts}");
+    for out in [&s.stdout, &c.stdout] {
+        assert!(out.lines().any(|l| l.starts_with("goodput: ")), "{out}");
+    }
 }
