@@ -47,7 +47,10 @@
 //! Deviations: the epoll set reports readability only, so a send the kernel pushed back is retried
 //! on the driver's short timeout (`Driver::wait_plan`, 200 µs) rather than on writability, as for
 //! a multi-queue AF_XDP datapath. A frame forwarded while its receiver is closing is lost (the
-//! sender's transport retransmits it).
+//! sender's transport retransmits it). A shard reads the listen registry at the start of a
+//! receive pass, so a REQ received in the pass during which another shard's `cm_listen`
+//! registered its Service ID is still rejected there (the peer sees "invalid Service ID", as
+//! if it had connected a moment earlier).
 
 use crate::sys::Epoll;
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
