@@ -996,6 +996,22 @@ mod tests {
         assert_eq!(missing_qp(None, Qpn::new(0x18_0000)), DropReason::UnknownQp);
     }
 
+    /// A shard's CM allocates Communication IDs of the shard's block; an unsharded one has none.
+    #[test]
+    fn enable_cm_gives_the_cm_the_qpn_block() {
+        let cfg = GsiConfig {
+            mac: [2, 0, 0, 0, 0, 1],
+            cm: crate::cm::CmConfig { local_ca_guid: 1 },
+            seed: 7,
+        };
+        let mut shard = Endpoint::with_qpn_block(1, 9);
+        shard.enable_cm(cfg);
+        assert_eq!(shard.cm().and_then(crate::cm::Cm::comm_id_block), Some(9));
+        let mut whole = Endpoint::new(1);
+        whole.enable_cm(cfg);
+        assert_eq!(whole.cm().and_then(crate::cm::Cm::comm_id_block), None);
+    }
+
     #[test]
     fn pkey_match_rules() {
         assert!(pkey_match(0xffff, 0xffff));

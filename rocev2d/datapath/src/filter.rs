@@ -104,6 +104,20 @@ pub(crate) fn dest_qpn(f: &[u8]) -> Option<u32> {
     }
 }
 
+/// The UD payload of an untagged IPv4/IPv6 RoCEv2 frame whose BTH opcode is UD SEND Only
+/// (a MAD to QP1, IBA §13.5): the bytes after the BTH and the DETH, ICRC included (the MAD is
+/// its first 256 bytes). Read without checking anything else, as [`dest_qpn`]; `None` for
+/// another opcode or a frame too short for the headers.
+pub(crate) fn ud_send_payload(f: &[u8]) -> Option<&[u8]> {
+    use rocev2_core::wire::{BthRepr, DethRepr, Opcode, Operation, Transport};
+    let bth = udp_at(f)? + 8;
+    let send_only = Opcode::new(Transport::Ud, Operation::SendOnly).0;
+    match *f.get(bth)? == send_only {
+        true => f.get(bth + BthRepr::LEN + DethRepr::LEN..),
+        false => None,
+    }
+}
+
 /// Zeroes the UDP checksum of an untagged IPv4/IPv6 UDP frame; `false` if it is not one.
 /// IPv4 and IPv6 RoCEv2 receivers accept a zero checksum, and the ICRC masks the field.
 pub(crate) fn zero_udp_checksum(f: &mut [u8]) -> bool {
@@ -316,6 +330,30 @@ mod tests {
             assert_eq!(dest_qpn(&f[..bth + 7]), None, "one byte short");
         }
         assert_eq!(dest_qpn(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn filter_ud_send_payload_after_bth_and_deth() {
+        let v4 = crate::test_frames::v4(0, Ecn::NotEct);
+        let v6 = crate::test_frames::v6(0, Ecn::NotEct, 0);
+        let mad: Vec<u8> = (0..=255).collect();
+        for ip in [v4, v6] {
+            let f = crate::test_frames::mad(ip, &mad);
+            assert_eq!(dest_qpn(&f), Some(1));
+            let p = ud_send_payload(&f).unwrap();
+            assert_eq!(
+                (&p[..256], p.len()),
+                (&mad[..], 256 + 4),
+                "{ip:?}: MAD, ICRC"
+            );
+            assert_eq!(
+                ud_send_payload(&crate::test_frames::ack(ip, 1000)),
+                None,
+                "RC"
+            );
+            let bth = udp_at(&f).unwrap() + 8;
+            assert_eq!(ud_send_payload(&f[..bth]), None);
+        }
     }
 
     #[test]

@@ -9,8 +9,17 @@
 //! frame: it reads the destination QPN ([`crate::filter`]'s UDP offset, then the BTH field) and
 //!
 //! - hands a frame of its own block, of a block no live shard of the interface owns (the core
-//!   counts it `mis_steered`), or of the special QPs 0 and 1 (which every endpoint serves) to the
-//!   core as before;
+//!   counts it `mis_steered`), or of QP0 to the core as before;
+//! - finds the owner of a frame for QP1, a CM MAD, with [`rocev2_core::cm::route`] on its UD
+//!   payload ([`crate::filter`] locates it after the BTH and DETH): an MRA, REJ, REP, RTU, DREQ
+//!   or DREP belongs to the shard whose block its Remote Communication ID carries (a shard's CM
+//!   allocates its Communication IDs in its block, [`rocev2_core::cm::Cm::with_comm_id_block`]),
+//!   a REQ to the shard whose CM listens on its Service ID (the interface's **listen registry**,
+//!   which each shard's device fills through [`Listens`]); such a frame goes where a data frame
+//!   of that block would (`rx_cm_forwarded` counts the MADs among `rx_forwarded`). A MAD with
+//!   no live owner (ClassPortInfo, a stray, a REQ nobody listens on) stays with the core that
+//!   got it, which answers or rejects it as an unsharded CM does: over AF_PACKET, where every
+//!   shard sees it, only the live shard of the lowest block does, so it is answered once;
 //! - over AF_XDP (and any datapath that delivers each frame once), copies a frame of another live
 //!   shard's block into that shard's **inbox** and wakes it (`rx_forwarded`); a full inbox drops
 //!   the frame (`rx_handoff_full`: the sender retransmits), never blocking the receive pass;
@@ -38,10 +47,14 @@
 //! Deviations: the epoll set reports readability only, so a send the kernel pushed back is retried
 //! on the driver's short timeout (`Driver::wait_plan`, 200 µs) rather than on writability, as for
 //! a multi-queue AF_XDP datapath. A frame forwarded while its receiver is closing is lost (the
-//! sender's transport retransmits it).
+//! sender's transport retransmits it). A shard reads the listen registry at the start of a
+//! receive pass, so a REQ received in the pass during which another shard's `cm_listen`
+//! registered its Service ID is still rejected there (the peer sees "invalid Service ID", as
+//! if it had connected a moment earlier).
 
 use crate::sys::Epoll;
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
+use rocev2_core::cm::{MadRoute, ServiceId, comm_id_block, route};
 use rocev2_core::endpoint::{QPN_BLOCK_SHIFT, QPN_BLOCKS};
 use rocev2_core::wire::FrameBuf;
 use rocev2_ipc::notify::EventFd;
@@ -114,14 +127,23 @@ impl Wake {
     }
 }
 
-/// The live shards of one interface.
+/// The live shards of one interface and the Service IDs their CMs listen on.
+#[derive(Default)]
+struct Members {
+    /// By block.
+    shards: BTreeMap<u32, Member>,
+    /// Service ID → the block of the shard listening on it.
+    listens: BTreeMap<u64, u32>,
+}
+
+/// One interface's shards: their members, and a generation bumped at every change.
 struct Group {
-    members: Mutex<BTreeMap<u32, Member>>,
+    members: Mutex<Members>,
     generation: AtomicU64,
 }
 
 impl Group {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Member>> {
+    fn lock(&self) -> MutexGuard<'_, Members> {
         // Inserts and removals only: a panic cannot leave the map half-changed.
         self.members.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -142,6 +164,7 @@ struct Counters {
     handoff_full: u64,
     other_shard: u64,
     from_shards: u64,
+    cm_forwarded: u64,
 }
 
 /// A shard's datapath wrapped so that frames of another live shard's QPN block go to that
@@ -161,6 +184,11 @@ struct Router {
     policy: Policy,
     /// The other members as of [`Shard::seen`] (index: block; this shard's own is `None`).
     view: Vec<Option<Member>>,
+    /// The listen registry as of [`Shard::seen`].
+    listens: BTreeMap<u64, u32>,
+    /// Whether this shard's core takes the MADs no live shard owns: always when frames are
+    /// forwarded (each reaches one shard), else only the live shard of the lowest block.
+    takes_unowned_mads: bool,
     inbox: Receiver<Forwarded>,
     wake: Arc<Wake>,
     /// Buffers of frames this shard forwarded, given back by their receivers.
@@ -214,7 +242,7 @@ impl<D: Datapath> Shard<D> {
             Some(g) => g,
             None => {
                 let g = Arc::new(Group {
-                    members: Mutex::new(BTreeMap::new()),
+                    members: Mutex::new(Members::default()),
                     generation: AtomicU64::new(0),
                 });
                 reg.retain(|_, w| w.strong_count() > 0);
@@ -224,13 +252,13 @@ impl<D: Datapath> Shard<D> {
         };
         {
             let mut members = group.lock();
-            if members.contains_key(&block) {
+            if members.shards.contains_key(&block) {
                 return Err(Error::ShardTaken {
                     name: iface.name.clone(),
                     block,
                 });
             }
-            members.insert(
+            members.shards.insert(
                 block,
                 Member {
                     inbox: inbox_tx,
@@ -247,6 +275,8 @@ impl<D: Datapath> Shard<D> {
                 block,
                 policy,
                 view: Vec::new(),
+                listens: BTreeMap::new(),
+                takes_unowned_mads: true,
                 inbox,
                 wake,
                 spares,
@@ -268,6 +298,15 @@ impl<D: Datapath> Shard<D> {
         self.router.block
     }
 
+    /// The handle through which this shard's device registers the Service IDs its CM listens
+    /// on, so that REQs for them reach this shard from any other.
+    pub fn listens(&self) -> Listens {
+        Listens {
+            group: Arc::downgrade(&self.group),
+            block: self.router.block,
+        }
+    }
+
     /// The wrapped datapath.
     pub fn inner(&self) -> &D {
         &self.inner
@@ -281,7 +320,7 @@ impl<D: Datapath> Shard<D> {
             Policy::Drop => "dropped (their shard sees them too)",
         };
         format!(
-            "engine shard of QPN block {}, frames for another shard's QPs {others}",
+            "engine shard of QPN block {}, frames for another shard's QPs or CM {others}",
             self.router.block
         )
     }
@@ -298,9 +337,12 @@ impl<D: Datapath> Shard<D> {
         self.router.view = (0..QPN_BLOCKS)
             .map(|b| match b == own {
                 true => None,
-                false => members.get(&b).cloned(),
+                false => members.shards.get(&b).cloned(),
             })
             .collect();
+        self.router.listens = members.listens.clone();
+        self.router.takes_unowned_mads =
+            self.router.policy == Policy::Forward || members.shards.range(..own).next().is_none();
         self.seen = self.group.generation.load(Ordering::SeqCst);
     }
 }
@@ -308,14 +350,19 @@ impl<D: Datapath> Shard<D> {
 impl Router {
     /// Routes one received frame (see the module docs); true when it is this shard's to handle.
     fn keep(&mut self, bytes: &[u8], meta: RxMeta) -> bool {
-        let b = match (meta.datagram, crate::filter::dest_qpn(bytes)) {
-            // QP0 and QP1 are every endpoint's own.
-            (None, Some(qpn)) if qpn > 1 => qpn >> QPN_BLOCK_SHIFT,
+        let (b, mad) = match (meta.datagram, crate::filter::dest_qpn(bytes)) {
+            (None, Some(1)) => match self.mad_owner(bytes) {
+                Some(b) => (b, true),
+                None => return self.unowned_mad(),
+            },
+            // QP0 is every endpoint's own.
+            (None, Some(qpn)) if qpn > 1 => (qpn >> QPN_BLOCK_SHIFT, false),
             _ => return true,
         };
         let Some(Some(m)) = self.view.get(b as usize) else {
-            // Ours, or no live shard's: the core decides (`mis_steered` for the latter).
-            return true;
+            // Ours, or no live shard's: the core decides (`mis_steered` for the latter; an
+            // unowned MAD is answered as a stray).
+            return b == self.block || !mad || self.unowned_mad();
         };
         if self.policy == Policy::Drop {
             self.counters.other_shard += 1;
@@ -338,6 +385,7 @@ impl Router {
         match m.inbox.try_send(f) {
             Ok(()) => {
                 self.counters.forwarded += 1;
+                self.counters.cm_forwarded += u64::from(mad);
                 self.to_wake |= 1 << b;
                 false
             }
@@ -348,6 +396,26 @@ impl Router {
             }
             // The shard left since the view was taken: no owner, the core counts it.
             Err(TrySendError::Disconnected(_)) => true,
+        }
+    }
+
+    /// Whether to keep a MAD no live shard owns; over AF_PACKET, the shards but the lowest drop
+    /// it as the other shards' frames (`rx_other_shard`).
+    fn unowned_mad(&mut self) -> bool {
+        if !self.takes_unowned_mads {
+            self.counters.other_shard += 1;
+        }
+        self.takes_unowned_mads
+    }
+
+    /// The block of the shard whose CM a frame for QP1 is for: the block of the Communication
+    /// ID it names, or of the shard listening on its REQ's Service ID; `None` when it names
+    /// neither (or is no UD SEND).
+    fn mad_owner(&self, bytes: &[u8]) -> Option<u32> {
+        match route(crate::filter::ud_send_payload(bytes)?) {
+            MadRoute::Ours(id) => Some(comm_id_block(id)),
+            MadRoute::Req { service_id } => self.listens.get(&service_id.0).copied(),
+            MadRoute::Any => None,
         }
     }
 
@@ -382,7 +450,12 @@ impl Router {
 impl<D> Drop for Shard<D> {
     fn drop(&mut self) {
         let mut reg = groups();
-        self.group.lock().remove(&self.router.block);
+        {
+            let own = self.router.block;
+            let mut members = self.group.lock();
+            members.shards.remove(&own);
+            members.listens.retain(|_, b| *b != own);
+        }
         self.group.generation.fetch_add(1, Ordering::SeqCst);
         // The registry's entry goes with its last shard, under the registry's lock, so a shard
         // joining meanwhile finds either the live group or none.
@@ -475,8 +548,56 @@ impl<D: Datapath> Datapath for Shard<D> {
             rx_handoff_full: c.handoff_full,
             rx_other_shard: c.other_shard,
             rx_from_shards: c.from_shards,
+            rx_cm_forwarded: c.cm_forwarded,
             ..self.inner.stats()
         }
+    }
+}
+
+/// A shard's entries in its interface's listen registry (from [`Shard::listens`]): its device
+/// registers here each Service ID its CM listens on, so that a REQ for it reaches this shard
+/// whichever shard receives it. The entries go with the shard when it closes.
+#[derive(Debug, Clone)]
+pub struct Listens {
+    group: Weak<Group>,
+    block: u32,
+}
+
+impl Listens {
+    /// Registers `service_id` for this shard; `false` (and nothing changes) when another live
+    /// shard of the interface listens on it. Registering it again is harmless.
+    pub fn listen(&self, service_id: ServiceId) -> bool {
+        let Some(group) = self.group.upgrade() else {
+            // The shard is gone: nothing can route to it.
+            return true;
+        };
+        let mut members = group.lock();
+        match members.listens.get(&service_id.0) {
+            Some(&b) => b == self.block,
+            None => {
+                members.listens.insert(service_id.0, self.block);
+                group.generation.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+        }
+    }
+
+    /// Removes `service_id` from the registry if this shard registered it.
+    pub fn unlisten(&self, service_id: ServiceId) {
+        let Some(group) = self.group.upgrade() else {
+            return;
+        };
+        let mut members = group.lock();
+        if members.listens.get(&service_id.0) == Some(&self.block) {
+            members.listens.remove(&service_id.0);
+            group.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").finish_non_exhaustive()
     }
 }
 
@@ -623,6 +744,109 @@ mod tests {
         a.inner.inbox.push_back(late.clone());
         assert_eq!(pass(&mut a), vec![late]);
         assert_eq!(a.stats().rx_forwarded, 10);
+    }
+
+    const SID: ServiceId = ServiceId::rdma_cm(rocev2_core::cm::PortSpace::TCP, 7174);
+
+    /// The MADs of a CM connection between a peer (block 0) and `server` (block 1, listening on
+    /// [`SID`]): the peer's REQ and RTU and the server's REP, each as a QP1 frame.
+    fn cm_frames() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        use rocev2_core::cm::{AcceptParams, Cm, CmConfig, ConnectParams, Event};
+        use rocev2_core::time::Instant;
+        use rocev2_core::wire::{Psn, Qpn};
+        let now = Instant::ZERO;
+        let (pg, sg) = (
+            "::ffff:10.0.0.1".parse().unwrap(),
+            "::ffff:10.0.0.2".parse().unwrap(),
+        );
+        let mut peer = Cm::new(CmConfig { local_ca_guid: 1 }, 1).with_comm_id_block(0);
+        let mut server = Cm::new(CmConfig { local_ca_guid: 2 }, 2).with_comm_id_block(1);
+        server.listen(SID).unwrap();
+        let p = ConnectParams::new(SID, pg, sg, Qpn::new(0x11), Psn::new(1));
+        peer.connect(now, p).unwrap();
+        let req = peer.poll_transmit().unwrap().mad;
+        server.handle_mad(now, sg, pg, &req);
+        let Some(Event::ConnectRequest(r)) = server.poll_event() else {
+            panic!("no request")
+        };
+        let qpn = Qpn::new(B1 + 0x11);
+        server
+            .accept(now, r.conn, AcceptParams::new(qpn, Psn::new(2)))
+            .unwrap();
+        let rep = server.poll_transmit().unwrap().mad;
+        peer.handle_mad(now, pg, sg, &rep);
+        while peer.poll_event().is_some() {}
+        let rtu = peer.poll_transmit().unwrap().mad;
+        let f = |m: &[u8]| crate::test_frames::mad(crate::test_frames::v4(0, Ecn::NotEct), m);
+        (f(&req), f(&rep), f(&rtu))
+    }
+
+    #[test]
+    fn handoff_cm_mads_reach_the_shard_of_their_connection_or_listener() {
+        let ifc = iface(7);
+        let mut a = Shard::join(&ifc, 0, fake("xdp")).unwrap();
+        let mut b = Shard::join(&ifc, 1, fake("xdp")).unwrap();
+        let (req, rep, rtu) = cm_frames();
+        // Nobody listens yet: the REQ stays where it arrived (its core rejects it).
+        a.inner.inbox.push_back(req.clone());
+        assert_eq!(pass(&mut a), vec![req.clone()]);
+        assert!(b.listens().listen(SID));
+        assert!(b.listens().listen(SID), "again: harmless");
+        assert!(!a.listens().listen(SID), "another shard listens on it");
+        // The REQ goes to the listener, the RTU (naming the server's block-1 Communication ID)
+        // to the server, the REP (naming the peer's block-0 one: no live shard here but A)
+        // stays, as does a MAD of another class.
+        let mut other_class = rtu.clone();
+        let mad = crate::filter::ud_send_payload(&other_class)
+            .unwrap()
+            .as_ptr() as usize
+            - other_class.as_ptr() as usize;
+        other_class[mad + 1] = 0x04;
+        a.inner
+            .inbox
+            .extend([req.clone(), rep.clone(), rtu.clone(), other_class.clone()]);
+        assert_eq!(pass(&mut a), vec![rep.clone(), other_class]);
+        assert_eq!(pass(&mut b), vec![req.clone(), rtu.clone()]);
+        let s = a.stats();
+        assert_eq!((s.rx_forwarded, s.rx_cm_forwarded), (2, 2));
+        assert_eq!(b.stats().rx_from_shards, 2);
+        // Unlistened (or its shard gone), a REQ stays local again.
+        a.listens().unlisten(SID);
+        a.inner.inbox.push_back(req.clone());
+        assert!(pass(&mut a).is_empty(), "only its owner unlistens it");
+        b.listens().unlisten(SID);
+        a.inner.inbox.push_back(req.clone());
+        assert_eq!(pass(&mut a), vec![req.clone()]);
+        assert!(b.listens().listen(SID));
+        drop(b);
+        a.inner.inbox.extend([req.clone(), rtu.clone()]);
+        assert_eq!(
+            pass(&mut a),
+            vec![req, rtu],
+            "no live owner: the core answers"
+        );
+        assert!(
+            a.listens().listen(SID),
+            "the registry forgot the closed shard"
+        );
+        assert_eq!(a.stats().rx_cm_forwarded, 3);
+    }
+
+    #[test]
+    fn handoff_packet_shards_take_each_mad_once() {
+        let ifc = iface(8);
+        let mut a = Shard::join(&ifc, 0, fake("packet")).unwrap();
+        let mut b = Shard::join(&ifc, 1, fake("packet")).unwrap();
+        let (req, rep, rtu) = cm_frames();
+        assert!(b.listens().listen(SID));
+        // Both sockets see every MAD: B takes the REQ and the RTU, A (the lowest live block)
+        // the REP, which no live shard owns.
+        let all = [req.clone(), rep.clone(), rtu.clone()];
+        a.inner.inbox.extend(all.iter().cloned());
+        b.inner.inbox.extend(all.iter().cloned());
+        assert_eq!(pass(&mut a), vec![rep]);
+        assert_eq!(pass(&mut b), vec![req, rtu]);
+        assert_eq!((a.stats().rx_other_shard, b.stats().rx_other_shard), (2, 1));
     }
 
     #[test]

@@ -411,11 +411,14 @@ pub struct DatapathStats {
     pub rx_other_shard: u64,
     /// Engine shard: frames other shards forwarded here, handed to the core.
     pub rx_from_shards: u64,
+    /// Engine shard: CM MADs (to QP1) forwarded to the shard whose CM owns their connection or
+    /// listens on their REQ's Service ID (each also counts in `rx_forwarded`).
+    pub rx_cm_forwarded: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 28] {
+    pub fn named(&self) -> [(&'static str, u64); 29] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -445,6 +448,7 @@ impl DatapathStats {
             ("rx_handoff_full", self.rx_handoff_full),
             ("rx_other_shard", self.rx_other_shard),
             ("rx_from_shards", self.rx_from_shards),
+            ("rx_cm_forwarded", self.rx_cm_forwarded),
         ]
     }
 }
@@ -616,6 +620,30 @@ pub(crate) mod test_frames {
                 ..RoceRepr::new(bth)
             },
             &[],
+        )
+    }
+
+    /// A MAD to QP1 (UD SEND Only with its DETH), as the core's GSI emits it.
+    pub(crate) fn mad(ip: IpRepr, mad: &[u8]) -> Vec<u8> {
+        use rocev2_core::wire::{DethRepr, GSI_Q_KEY, Transport};
+        let bth = BthRepr::new(
+            Opcode::new(Transport::Ud, Operation::SendOnly),
+            0xffff,
+            Qpn::GSI,
+            Psn::new(0),
+        );
+        let deth = DethRepr {
+            q_key: GSI_Q_KEY,
+            src_qp: Qpn::GSI,
+        };
+        frame(
+            ip,
+            0xd872,
+            RoceRepr {
+                deth: Some(deth),
+                ..RoceRepr::new(bth)
+            },
+            mad,
         )
     }
 

@@ -23,7 +23,9 @@ use crate::qp::Qp;
 use crate::wakeup::{Waitable, readable, wait_any, yield_now};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::ServiceId;
-use rocev2_core::cm::{AcceptParams, CmConfig, ConnId, ConnectParams, Event, RejectReason};
+use rocev2_core::cm::{
+    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason,
+};
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::Driver;
@@ -91,16 +93,28 @@ impl Device {
     /// Accepts REQs for `service_id` (rdma_cm: [`ServiceId::rdma_cm`]); they arrive as
     /// [`Event::ConnectRequest`] from [`Self::next_cm_event`]. Enables the CM first.
     ///
+    /// On an engine shard ([`crate::DeviceConfig::queue`]) the service ID is also this shard's
+    /// among the interface's shards: REQs for it that reach another shard are forwarded here.
+    ///
     /// Attached, the service ID is this application's until it unlistens or detaches.
     ///
     /// # Errors
-    /// [`Error::Verb`] if someone listens on it already (attached: [`Error::Refused`] with
+    /// [`Error::Verb`] if someone listens on it already, on this device or (a shard) on another
+    /// shard of the interface (attached: [`Error::Refused`] with
     /// [`ErrorKind::InUse`](rocev2_ipc::proto::ErrorKind::InUse), also when another application does).
     pub fn cm_listen(&self, service_id: ServiceId) -> Result<()> {
         self.enable_cm()?;
-        match self.backend() {
-            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_listen(service_id)),
-            Backend::Attached(a) => lock_attached(a).cm_listen(service_id),
+        let l = match self.backend() {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => return lock_attached(a).cm_listen(service_id),
+        };
+        self.with_cm(l, |ep, _, _| ep.cm_listen(service_id))?;
+        match self.shard_listens() {
+            Some(reg) if !reg.listen(service_id) => {
+                self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id))?;
+                Err(EndpointError::from(CmError::AlreadyListening).into())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -111,10 +125,15 @@ impl Device {
     /// # Errors
     /// [`Error::Verb`] if the CM is not enabled; attached, the daemon's.
     pub fn cm_unlisten(&self, service_id: ServiceId) -> Result<bool> {
-        match self.backend() {
-            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id)),
-            Backend::Attached(a) => lock_attached(a).cm_unlisten(service_id),
+        let l = match self.backend() {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => return lock_attached(a).cm_unlisten(service_id),
+        };
+        let listened = self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id))?;
+        if let (true, Some(reg)) = (listened, self.shard_listens()) {
+            reg.unlisten(service_id);
         }
+        Ok(listened)
     }
 
     /// Sends a REQ for `qp` (in INIT) with `params` (their `local_qpn` is set to `qp`'s, their

@@ -69,7 +69,9 @@ pub struct DeviceConfig {
     /// NIC's RSS (or the peer) delivers to the wrong shard is forwarded to the shard of its
     /// QPN (`rx_forwarded`; AF_PACKET, where every shard sees every frame, drops it there as
     /// `rx_other_shard`); one for a block no shard of this process owns counts as
-    /// `mis_steered` ([`rocev2_datapath::handoff`]). An explicit
+    /// `mis_steered` ([`rocev2_datapath::handoff`]). CM MADs go to the shard whose CM owns
+    /// them (its connection's, or for a REQ the one whose [`Device::cm_listen`] took its Service
+    /// ID; `rx_cm_forwarded`), so the shards' `cm_*` calls work whatever queue a MAD reaches. An explicit
     /// `datapath.xdp.queue` takes precedence for the queue the socket binds (the QPN block
     /// stays `queue`): steering deliberately crossed, for tests and benchmarks of the
     /// forwarding. `None` (default): the whole interface.
@@ -100,6 +102,9 @@ struct Inner {
     /// Neighbours known without asking the kernel (the other end of [`Device::pair`], whose
     /// made-up interface has no neighbour table).
     neighbours: Vec<(IpAddr, [u8; 6])>,
+    /// An engine shard's entries in its interface's listen registry, where [`Device::cm_listen`]
+    /// registers its Service IDs so that REQs reaching another shard are forwarded here.
+    listens: Option<rocev2_datapath::handoff::Listens>,
 }
 
 /// Where the verbs are carried out.
@@ -214,13 +219,15 @@ impl Device {
             None => Endpoint::new(seed),
         };
         let name = datapath.name().to_string();
-        // A shard over AF_XDP or AF_PACKET routes frames of the other shards' QPNs to them
-        // (or, AF_PACKET, leaves them to them) before its core sees them.
+        // A shard over AF_XDP or AF_PACKET routes frames of the other shards' QPNs and CMs to
+        // them (or, AF_PACKET, leaves them to them) before its core sees them.
+        let mut listens = None;
         let (datapath, reason): (Box<dyn rocev2_datapath::Datapath + Send>, String) =
             match cfg.queue {
                 Some(queue) if name == "xdp" || name == "packet" => {
                     let shard = rocev2_datapath::handoff::Shard::join(&iface, queue, datapath)?;
                     let reason = format!("{reason}; {}", shard.describe());
+                    listens = Some(shard.listens());
                     (Box::new(shard), reason)
                 }
                 _ => (datapath, reason),
@@ -230,6 +237,7 @@ impl Device {
         let mut dev = Device::new(iface, name, reason, Backend::Local(local));
         if let Some(inner) = Arc::get_mut(&mut dev.inner) {
             inner.neighbours = neighbours;
+            inner.listens = listens;
         }
         Ok(dev)
     }
@@ -284,6 +292,7 @@ impl Device {
                 reason,
                 backend,
                 neighbours: Vec::new(),
+                listens: None,
             }),
         }
     }
@@ -362,6 +371,11 @@ impl Device {
     /// Where the verbs are carried out.
     pub(crate) fn backend(&self) -> &Backend {
         &self.inner.backend
+    }
+
+    /// An engine shard's entries in its interface's listen registry.
+    pub(crate) fn shard_listens(&self) -> Option<&rocev2_datapath::handoff::Listens> {
+        self.inner.listens.as_ref()
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).

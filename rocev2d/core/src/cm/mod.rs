@@ -24,6 +24,16 @@
 //! Communication IDs and transaction IDs come from a ChaCha12 generator seeded by the caller;
 //! time comes in as [`Instant`]. The same seed and inputs give the same bytes.
 //!
+//! # Engine shards
+//!
+//! An endpoint that is one engine shard of several on an interface (QPN block k,
+//! [`crate::Endpoint::with_qpn_block`]) runs its own CM, whose local Communication IDs carry the
+//! block in their top six bits ([`Cm::with_comm_id_block`], [`comm_id_block`]). Every MAD but a
+//! REQ names its receiver's Communication ID in its Remote Communication ID, so [`route`] can say
+//! which shard's CM a received MAD is for before any CM sees it: the datapath hands MRA, REJ,
+//! REP, RTU, DREQ and DREP to the shard of that block, a REQ to the shard that listens on its
+//! Service ID, everything else to the shard it reached (`docs/datapath.md`, "Several queues").
+//!
 //! Bad input (a MAD that does not parse, an unknown Communication ID, a message the state does
 //! not expect) is counted in [`CmStats`] and dropped or answered as Linux's CM does; it never
 //! panics. See `docs/cm.md` for the state machine and what is interoperable.
@@ -80,6 +90,66 @@ const CLASS_PORT_INFO: ClassPortInfoRepr = ClassPortInfoRepr {
     trap_qp: Qpn::new(0),
     trap_q_key: 0,
 };
+
+/// log2 of the Communication IDs of one shard's block: a local Communication ID's top six bits
+/// (32 − 26) are its CM's block when it has one ([`Cm::with_comm_id_block`]), as a QPN's top six
+/// are its endpoint's ([`crate::endpoint::QPN_BLOCK_SHIFT`]); both count
+/// [`crate::endpoint::QPN_BLOCKS`] blocks.
+pub const COMM_ID_BLOCK_SHIFT: u32 = 26;
+
+/// The block a local Communication ID was allocated in by a CM with a block: its top six bits.
+pub const fn comm_id_block(comm_id: u32) -> u32 {
+    comm_id >> COMM_ID_BLOCK_SHIFT
+}
+
+/// Which CM a MAD received on QP1 is for, read by [`route`] without touching any CM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MadRoute {
+    /// A REQ: for the CM that listens on `service_id`.
+    Req {
+        /// The REQ's Service ID.
+        service_id: ServiceId,
+    },
+    /// An MRA, REJ, REP, RTU, DREQ or DREP: for the CM that allocated `comm_id`, its Remote
+    /// Communication ID (nonzero), whose block is [`comm_id_block`]`(comm_id)`.
+    Ours(u32),
+    /// Anything else (ClassPortInfo, another method or class, bytes that are no CM MAD, a REJ
+    /// that names no Communication ID of ours): for the CM it reached, which answers or counts
+    /// it as it does today.
+    Any,
+}
+
+/// Where a MAD received on QP1 (`mad`: the UD payload, trailing bytes ignored) belongs; see
+/// [`MadRoute`]. Pure, and never panics: bytes that do not parse as a CM MAD of method Send are
+/// [`MadRoute::Any`].
+pub fn route(mad: &[u8]) -> MadRoute {
+    let Ok(m) = CmRepr::parse_bytes(mad) else {
+        return MadRoute::Any;
+    };
+    if m.method != method::SEND {
+        return MadRoute::Any;
+    }
+    let ours = match &m.attribute {
+        CmAttribute::Req(req) => {
+            return MadRoute::Req {
+                service_id: ServiceId(req.service_id),
+            };
+        }
+        CmAttribute::ClassPortInfo(_) => return MadRoute::Any,
+        CmAttribute::Mra(x) => x.remote_comm_id,
+        CmAttribute::Rej(x) => x.remote_comm_id,
+        CmAttribute::Rep(x) => x.remote_comm_id,
+        CmAttribute::Rtu(x) => x.remote_comm_id,
+        CmAttribute::Dreq(x) => x.remote_comm_id,
+        CmAttribute::Drep(x) => x.remote_comm_id,
+    };
+    // 0 is never a local Communication ID: a REJ "Timeout" from an active side that gave up
+    // before any REP (`Cm::find` identifies its REQ by the ARI instead).
+    match ours {
+        0 => MadRoute::Any,
+        id => MadRoute::Ours(id),
+    }
+}
 
 /// A connection's handle: its local Communication ID, never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -248,6 +318,8 @@ fn padded<const N: usize>(data: &[u8]) -> Result<[u8; N], CmError> {
 pub struct Cm {
     config: CmConfig,
     rng: ChaCha12Rng,
+    /// The block in the top six bits of every local Communication ID, if any.
+    block: Option<u32>,
     listeners: BTreeSet<ServiceId>,
     conns: BTreeMap<ConnId, Conn>,
     io: Io,
@@ -260,10 +332,25 @@ impl Cm {
         Cm {
             config,
             rng: ChaCha12Rng::seed_from_u64(seed),
+            block: None,
             listeners: BTreeSet::new(),
             conns: BTreeMap::new(),
             io: Io::default(),
         }
+    }
+
+    /// Makes every local Communication ID this CM allocates from now on carry `block` (taken
+    /// modulo [`crate::endpoint::QPN_BLOCKS`]) in its top six bits, the rest random: the CM of
+    /// engine shard `block` ([`crate::Endpoint::enable_cm`] on an endpoint with a QPN block does
+    /// this), so that [`route`] finds it from any shard.
+    pub fn with_comm_id_block(mut self, block: u32) -> Self {
+        self.block = Some(block % crate::endpoint::QPN_BLOCKS);
+        self
+    }
+
+    /// The block of this CM's Communication IDs ([`Self::with_comm_id_block`]).
+    pub fn comm_id_block(&self) -> Option<u32> {
+        self.block
     }
 
     /// Counters.
@@ -295,11 +382,16 @@ impl Cm {
         self.listeners.remove(&service_id)
     }
 
-    /// A fresh local Communication ID: nonzero (0 means "unknown" in REJ, IBA §12.6.7) and not
-    /// held by any connection, time-wait included.
+    /// A fresh local Communication ID: nonzero (0 means "unknown" in REJ, IBA §12.6.7), not
+    /// held by any connection, time-wait included, and in this CM's block if it has one.
     fn new_conn_id(&mut self) -> ConnId {
+        const LOW: u32 = (1 << COMM_ID_BLOCK_SHIFT) - 1;
         loop {
-            let id = ConnId(self.rng.next_u32());
+            let r = self.rng.next_u32();
+            let id = ConnId(match self.block {
+                Some(b) => (b << COMM_ID_BLOCK_SHIFT) | (r & LOW),
+                None => r,
+            });
             if id.0 != 0 && !self.conns.contains_key(&id) {
                 return id;
             }

@@ -895,3 +895,197 @@ proptest! {
         prop_assert!(p.b.stats().mads_received <= injected[1] + delivered(false));
     }
 }
+
+/// Engine shards: A is the CM of block 5, B of block 62.
+fn sharded_pair() -> Pair {
+    let mut p = Pair::new();
+    p.a = Cm::new(CmConfig { local_ca_guid: 0xa }, 1).with_comm_id_block(5);
+    let mut b = Cm::new(CmConfig { local_ca_guid: 0xb }, 2).with_comm_id_block(62);
+    b.listen(SID).unwrap();
+    p.b = b;
+    p
+}
+
+/// Checks where every MAD sent so far routes: a REQ by its Service ID, every other one to the
+/// block of the side it went to, naming a connection that side holds (or held).
+fn assert_routes(p: &Pair, blocks: (u32, u32)) -> Vec<u16> {
+    let mut kinds = Vec::new();
+    for (from_a, kind, mad) in &p.sent {
+        let (to, to_block) = match from_a {
+            true => (&p.b, blocks.1),
+            false => (&p.a, blocks.0),
+        };
+        match route(mad) {
+            MadRoute::Req { service_id } => {
+                assert_eq!((*kind, service_id), (attribute::REQ, SID));
+            }
+            MadRoute::Ours(id) => {
+                assert_ne!(*kind, attribute::REQ);
+                assert_eq!(comm_id_block(id), to_block, "{kind:#x} to block {to_block}");
+                assert_eq!(to.comm_id_block(), Some(to_block));
+                assert!(
+                    p.ev_a.iter().chain(&p.ev_b).any(|(_, e)| match e {
+                        Event::ConnectRequest(r) => r.conn.comm_id() == id,
+                        Event::TimeWaitExit { conn } => conn.comm_id() == id,
+                        _ => false,
+                    }) || to.state(ConnId(id)).is_some(),
+                    "{kind:#x} names {id:#x}, a connection of its receiver"
+                );
+            }
+            MadRoute::Any => panic!("{kind:#x} routed nowhere"),
+        }
+        kinds.push(*kind);
+    }
+    kinds
+}
+
+#[test]
+fn cm_shard_comm_ids_carry_the_block() {
+    let mut p = sharded_pair();
+    let mut ids = Vec::new();
+    for k in 0..200 {
+        let mut pk = params();
+        pk.local_qpn = Qpn::new(0x100 + k);
+        ids.push(p.a.connect(p.now, pk).unwrap().comm_id());
+    }
+    assert!(ids.iter().all(|&id| comm_id_block(id) == 5), "{ids:x?}");
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "unique");
+    // The low 26 bits are random, not a counter.
+    assert!(ids.iter().any(|&id| id & 0x3ff_ffff > 0x100_0000));
+    // Block 0 never hands out ID 0, and a block wraps modulo 64 as a QPN block does.
+    let mut z = Cm::new(CmConfig { local_ca_guid: 1 }, 3).with_comm_id_block(64);
+    assert_eq!(z.comm_id_block(), Some(0));
+    for k in 0..200 {
+        let mut pk = params();
+        pk.local_qpn = Qpn::new(0x100 + k);
+        let id = z.connect(Instant::ZERO, pk).unwrap().comm_id();
+        assert!(id != 0 && comm_id_block(id) == 0, "{id:#x}");
+    }
+    // Without a block the IDs use all 32 bits.
+    let mut plain = Cm::new(CmConfig { local_ca_guid: 1 }, 3);
+    assert_eq!(plain.comm_id_block(), None);
+    let tops: BTreeSet<u32> = (0..200)
+        .map(|k| {
+            let mut pk = params();
+            pk.local_qpn = Qpn::new(0x100 + k);
+            comm_id_block(plain.connect(Instant::ZERO, pk).unwrap().comm_id())
+        })
+        .collect();
+    assert!(tops.len() > 10, "{tops:?}");
+}
+
+#[test]
+fn cm_shard_route_of_every_message_of_a_connection_and_its_disconnect() {
+    let mut p = sharded_pair();
+    let a_id = p.connect(params());
+    p.drive();
+    assert_eq!(p.a.state(a_id), Some(State::Established));
+    p.b.disconnect(p.now, ConnId(b_conn(&p)), &[]).unwrap();
+    p.pump();
+    p.drive();
+    let kinds = assert_routes(&p, (5, 62));
+    assert_eq!(kinds, [REQ, REP, RTU, DREQ, DREP]);
+}
+
+/// B's connection (the only one it made).
+fn b_conn(p: &Pair) -> u32 {
+    p.ev_b
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::ConnectRequest(r) => Some(r.conn.comm_id()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn cm_shard_route_of_mra_and_rej() {
+    let mut p = sharded_pair();
+    p.auto_accept = false;
+    p.connect(params());
+    p.run_until(Instant::ZERO + LATENCY);
+    let b_id = ConnId(b_conn(&p));
+    p.b.send_mra(b_id, 24).unwrap();
+    p.pump();
+    p.b.reject(p.now, b_id, RejectReason::CONSUMER, b"no")
+        .unwrap();
+    p.pump();
+    p.drive();
+    assert_eq!(assert_routes(&p, (5, 62)), [REQ, MRA, REJ]);
+}
+
+#[test]
+fn cm_shard_route_of_the_rest_is_any() {
+    let mut p = sharded_pair();
+    p.connect(params());
+    p.drive();
+    let rep = p.sent.iter().find(|s| s.1 == attribute::REP).unwrap().2;
+    // A Get(ClassPortInfo), another class or method, a short or empty buffer.
+    let cpi = emit_mad(method::GET, 7, CmAttribute::ClassPortInfo(CLASS_PORT_INFO));
+    assert_eq!(route(&cpi), MadRoute::Any);
+    for (at, byte) in [
+        (1, crate::wire::mad::mgmt_class::PERF),
+        (2, 1),
+        (3, method::GET),
+        (0, 2),
+    ] {
+        let mut m = rep;
+        m[at] = byte;
+        assert_eq!(route(&m), MadRoute::Any, "byte {at} = {byte:#x}");
+    }
+    assert_eq!(route(&rep[..MAD_LEN - 1]), MadRoute::Any);
+    assert_eq!(route(&[]), MadRoute::Any);
+    // Trailing bytes (an ICRC after the MAD) change nothing.
+    let mut long = rep.to_vec();
+    long.extend_from_slice(&[0xaa; 4]);
+    assert_eq!(route(&long), route(&rep));
+    assert!(matches!(route(&rep), MadRoute::Ours(id) if comm_id_block(id) == 5));
+    // A REJ "Timeout" of an active side that never saw a REP names no ID of ours.
+    let rej = build_mad(
+        9,
+        CmAttribute::Rej(RejRepr {
+            local_comm_id: 77,
+            remote_comm_id: 0,
+            message_rejected: conn::MSG_REQ,
+            reject_info_length: 8,
+            reason: RejectReason::TIMEOUT.0,
+            ari: [0; 72],
+            private_data: [0; 148],
+        }),
+    );
+    assert_eq!(route(&rej), MadRoute::Any);
+}
+
+proptest! {
+    /// Any bytes: no panic, and a verdict consistent with the bytes.
+    #[test]
+    fn cm_route_arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        match route(&bytes) {
+            MadRoute::Req { .. } => prop_assert_eq!(attr(&array(&bytes)), attribute::REQ),
+            MadRoute::Ours(id) => prop_assert_ne!(id, 0),
+            MadRoute::Any => {}
+        }
+    }
+
+    /// A real MAD with a few bytes overwritten: no panic; a REQ stays a REQ.
+    #[test]
+    fn cm_route_corrupted_mads_never_panic(
+        edits in proptest::collection::vec((0usize..MAD_LEN, any::<u8>()), 1..8),
+    ) {
+        let mut p = sharded_pair();
+        p.connect(params());
+        p.drive();
+        for (_, _, mad) in &p.sent {
+            let mut m = *mad;
+            for &(at, b) in &edits {
+                m[at] = b;
+            }
+            if let MadRoute::Req { .. } = route(&m) {
+                prop_assert_eq!(attr(&m), attribute::REQ);
+            }
+        }
+    }
+}

@@ -100,10 +100,16 @@ pub(super) struct Gsi {
 }
 
 impl Gsi {
-    fn new(cfg: GsiConfig) -> Gsi {
+    /// QP1 of an endpoint; with a QPN `block` (an engine shard), its CM allocates the
+    /// Communication IDs of that block.
+    fn new(cfg: GsiConfig, block: Option<u32>) -> Gsi {
+        let cm = Cm::new(cfg.cm, cfg.seed);
         Gsi {
             mac: cfg.mac,
-            cm: Cm::new(cfg.cm, cfg.seed),
+            cm: match block {
+                Some(b) => cm.with_comm_id_block(b),
+                None => cm,
+            },
             psn: Psn::new(0),
             out: VecDeque::new(),
             bindings: BTreeMap::new(),
@@ -238,9 +244,11 @@ fn qp_attrs(qp: &QpParams, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Option<(QpAttr
 impl Endpoint {
     /// Opens QP1 with a Communication Manager behind it: from now on CM MADs to QP1 are
     /// answered, and the `cm_*` calls connect RC QPs to peers. Calling it again replaces the
-    /// CM and forgets its connections.
+    /// CM and forgets its connections. On an engine shard ([`Endpoint::with_qpn_block`]) the
+    /// CM's Communication IDs carry the shard's block ([`Cm::with_comm_id_block`]), so the
+    /// datapath can bring each MAD to the shard that owns its connection ([`crate::cm::route`]).
     pub fn enable_cm(&mut self, cfg: GsiConfig) {
-        self.gsi = Some(alloc::boxed::Box::new(Gsi::new(cfg)));
+        self.gsi = Some(alloc::boxed::Box::new(Gsi::new(cfg, self.qpn_block)));
     }
 
     /// The CM, if [`Self::enable_cm`] was called: its counters and connection states.
