@@ -3,8 +3,10 @@
 //!
 //! Every path runs each byte of the frame through a CRC-32 once, so the plain CRC is the floor;
 //! what the wire code adds on top (header encode/decode, ICRC masking, the IP header checksum)
-//! shows as the ratio to it. `build` also copies the 4 KiB payload into the frame, so it is
-//! compared with a second reference as well, a copy of the payload plus the plain CRC.
+//! shows as the ratio to it. `build_icrc` (`FrameRepr::emit`) and `build_template` (from a
+//! path's header template built once, as the engine sends) also copy the 4 KiB payload into the
+//! frame, so they are compared with a second reference as well, a copy of the payload plus the
+//! plain CRC.
 //! `parse_verify` is `FrameRepr::parse`; `receive` is what the endpoint does per frame (the same
 //! checks and ICRC, building only the transport repr); `icrc_verify` is the ICRC check alone.
 //! `deploy/bench/wire-ratio.sh` prints both ratios; BENCHMARKS.md records them (target: within
@@ -87,6 +89,26 @@ fn wire(c: &mut Criterion) {
             repr.emit(black_box(&mut buf), black_box(&payload)).unwrap();
         })
     });
+    // What the engine does per frame: the path's header template is built once (a QP's
+    // INIT→RTR), and each frame copies it and writes the lengths, checksum, transport headers,
+    // payload and ICRC. `build_icrc` (`FrameRepr::emit`) builds the template per frame.
+    let template = repr.template().unwrap();
+    let ecn = repr.ip.ecn();
+    g.bench_function("build_template", |b| {
+        b.iter(|| {
+            let payload = black_box(&payload[..]);
+            template
+                .emit_with(
+                    black_box(&repr.roce),
+                    ecn,
+                    black_box(&mut buf),
+                    payload.len(),
+                    |dst| dst.copy_from_slice(payload),
+                )
+                .unwrap();
+        })
+    });
+    assert_eq!(buf, frame, "the template builds the same frame");
     g.bench_function("parse_verify", |b| {
         b.iter(|| {
             // By reference, inside the `Result`: the repr must exist, but copying it out (336

@@ -158,7 +158,9 @@ impl Gsi {
             }),
             ..RoceRepr::new(bth)
         };
-        let n = framing::emit(&path, &roce, MAD_LEN, buf, |d| d.copy_from_slice(&t.mad))?;
+        let n = framing::emit(&framing::PathHead::new(&path)?, &roce, MAD_LEN, buf, |d| {
+            d.copy_from_slice(&t.mad)
+        })?;
         self.psn = self.psn.next();
         Some(n)
     }

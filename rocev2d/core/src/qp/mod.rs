@@ -114,6 +114,10 @@ pub struct Qp {
     sh: Shared,
     /// RC or multipath, chosen once at INIT→RTR.
     transport: Transport,
+    /// The path's frame headers, built when the path is set (`framing`): every frame the QP
+    /// sends starts from them. Beside `sh` rather than in it, so sending borrows them while
+    /// `sh` is borrowed mutably, without a copy per frame.
+    head: Option<framing::PathHead>,
 }
 
 /// How a QP moves its messages: the [`QpMode`] with the state only that mode has. Every entry
@@ -132,6 +136,7 @@ impl Qp {
         Qp {
             sh: Shared::new(qpn, cfg),
             transport: Transport::Rc(Rc::default()),
+            head: None,
         }
     }
 
@@ -222,6 +227,8 @@ impl Qp {
         }
         if let Some(v) = attr.path {
             sh.path = Some(v);
+            // `validate` checked the path, so it can be framed.
+            self.head = framing::PathHead::new(&v);
         }
         if let Some(v) = attr.path_mtu {
             sh.mtu = v.bytes();
@@ -370,16 +377,16 @@ impl Qp {
     ) -> Option<usize> {
         let sh = &mut self.sh;
         sh.last_now = sh.last_now.max(env.now);
-        let path = sh.path?;
+        let head = self.head.as_ref()?;
         // A CNP and the fatal NAK go first in both modes.
         let n = match sh
-            .transmit_cnp(&path, buf)
-            .or_else(|| responder::transmit_fatal_nak(sh, &path, buf))
+            .transmit_cnp(head, buf)
+            .or_else(|| responder::transmit_fatal_nak(sh, head, buf))
         {
             Some(n) => n,
             None => match &mut self.transport {
-                Transport::Rc(rc) => rc.poll_transmit(sh, env, &path, buf)?,
-                Transport::MultiPath(mp) => mp.poll_transmit(sh, env, &path, buf)?,
+                Transport::Rc(rc) => rc.poll_transmit(sh, env, head, buf)?,
+                Transport::MultiPath(mp) => mp.poll_transmit(sh, env, head, buf)?,
             },
         };
         sh.counters.tx_packets += 1;

@@ -27,9 +27,10 @@
 
 mod receiver;
 
+use super::framing::PathHead;
 use super::requester::{self, MpTag};
 use super::timer::Fired;
-use super::{Env, Inbound, Path, QpState, Shared, Timer};
+use super::{Env, Inbound, QpState, Shared, Timer};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mprdma::bitmap::TrackingBitmap;
 use crate::mprdma::path::{MAX_PER_ACK, PathSelector};
@@ -186,17 +187,17 @@ impl Mp {
         &mut self,
         qp: &mut Shared,
         env: &mut Env<'_>,
-        path: &Path,
+        head: &PathHead,
         buf: &mut dyn FrameBuf,
     ) -> Option<usize> {
         let ack = if qp.can_respond() {
-            receiver::transmit_ack(qp, self, path, buf)
+            receiver::transmit_ack(qp, self, head, buf)
         } else {
             None
         };
         match ack {
             Some(n) => Some(n),
-            None if qp.can_request() => transmit_data(qp, self, env, path, buf),
+            None if qp.can_request() => transmit_data(qp, self, env, head, buf),
             None => None,
         }
     }
@@ -345,7 +346,7 @@ fn transmit_data(
     qp: &mut Shared,
     mp: &mut Mp,
     env: &mut Env<'_>,
-    path: &Path,
+    head: &PathHead,
     buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     let now = env.now;
@@ -370,11 +371,8 @@ fn transmit_data(
         }
     };
     let vp = mp.paths.take()?;
-    let vp_path = Path {
-        udp_src_port: vp,
-        ..*path
-    };
-    let (n, psn_end) = requester::emit_packet(qp, env, &vp_path, at, k, Some(MpTag { retx }), buf)?;
+    let vp_head = head.with_src_port(vp);
+    let (n, psn_end) = requester::emit_packet(qp, env, &vp_head, at, k, Some(MpTag { retx }), buf)?;
     let ends = requester::ends_message(qp, at, k);
     if retx {
         qp.counters.retransmits += 1;

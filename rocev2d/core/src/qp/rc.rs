@@ -13,8 +13,9 @@
 //!
 //! Deviations: none beyond those in the module docs of [`super`].
 
+use super::framing::PathHead;
 use super::timer::{Fired, Timer};
-use super::{Env, Inbound, Path, QpState, Shared, requester, responder};
+use super::{Env, Inbound, QpState, Shared, requester, responder};
 use crate::time::Instant;
 use crate::wire::FrameBuf;
 
@@ -68,7 +69,7 @@ impl Rc {
         &mut self,
         qp: &mut Shared,
         env: &mut Env<'_>,
-        path: &Path,
+        head: &PathHead,
         buf: &mut dyn FrameBuf,
     ) -> Option<usize> {
         let order = if self.responder_next {
@@ -79,12 +80,12 @@ impl Rc {
         for responder_turn in order {
             let sent = if responder_turn {
                 if qp.can_respond() {
-                    responder::transmit(qp, env, path, buf)
+                    responder::transmit(qp, env, head, buf)
                 } else {
                     None
                 }
             } else if qp.can_request() {
-                requester::transmit(qp, env, path, buf)
+                requester::transmit(qp, env, head, buf)
             } else {
                 None
             };

@@ -13,9 +13,8 @@
 //!
 //! Deviations: none beyond those in the module docs of [`super`].
 
-use super::{
-    Env, Path, PostError, QpState, Seg, SendOp, SendWr, Shared, Timer, gather, scatter, wc,
-};
+use super::framing::PathHead;
+use super::{Env, PostError, QpState, Seg, SendOp, SendWr, Shared, Timer, gather, scatter, wc};
 use crate::cq::WcStatus;
 use crate::mr::AccessFlags;
 use crate::time::Instant;
@@ -284,14 +283,14 @@ fn start(qp: &mut Shared, env: &mut Env<'_>) -> bool {
 pub(super) fn transmit(
     qp: &mut Shared,
     env: &mut Env<'_>,
-    path: &Path,
+    head: &PathHead,
     buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     if !qp.pacer_ready(env.now) {
         return None;
     }
     let (at, k) = next_new(qp, env)?;
-    let (n, psn_end) = emit_packet(qp, env, path, at, k, None, buf)?;
+    let (n, psn_end) = emit_packet(qp, env, head, at, k, None, buf)?;
     sent_new(qp, env.now, at, k, psn_end);
     qp.on_paced_send(env.now, n);
     Some(n)
@@ -378,7 +377,7 @@ pub(super) struct MpTag {
 pub(super) fn emit_packet(
     qp: &Shared,
     env: &mut Env<'_>,
-    path: &Path,
+    head: &PathHead,
     at: usize,
     k: u32,
     mp: Option<MpTag>,
@@ -537,7 +536,7 @@ pub(super) fn emit_packet(
         }
     };
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = super::framing::emit(path, &roce, plen, buf, |dst| match &w.wr.inline_data {
+    let n = super::framing::emit(head, &roce, plen, buf, |dst| match &w.wr.inline_data {
         Some(d) => dst.copy_from_slice(&d[offset as usize..offset as usize + dst.len()]),
         None => gather(mem, &w.segs, offset, dst),
     })?;

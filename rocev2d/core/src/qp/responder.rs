@@ -18,8 +18,9 @@
 //!
 //! Deviations: none beyond those in the module docs of [`super`].
 
+use super::framing::PathHead;
 use super::requester::bth;
-use super::{Env, Path, RecvWr, Seg, Shared, gather, resolve_local, scatter, wc};
+use super::{Env, RecvWr, Seg, Shared, gather, resolve_local, scatter, wc};
 use crate::cq::{WcOpcode, WcStatus};
 use crate::mr::{AccessError, AccessFlags, AtomicOp, MrId, PdId, Rkey};
 use crate::time::Instant;
@@ -638,7 +639,7 @@ fn on_duplicate(qp: &mut Shared, env: &mut Env<'_>, roce: &RoceRepr, op: Operati
 pub(super) fn transmit(
     qp: &mut Shared,
     env: &mut Env<'_>,
-    path: &Path,
+    head: &PathHead,
     buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     if qp.resp.read_pending() && !qp.pacer_ready(env.now) {
@@ -659,7 +660,7 @@ pub(super) fn transmit(
             // The source was deregistered while we answered.
             qp.resp.out.pop_front();
             fatal(qp, env, psn, NakCode::RemoteAccessError);
-            return transmit_fatal_nak(qp, path, buf);
+            return transmit_fatal_nak(qp, head, buf);
         }
     }
     let (roce, plen, source) = match *qp.resp.out.front()? {
@@ -707,7 +708,7 @@ pub(super) fn transmit(
     };
     let roce = with_dasr_n(qp, env, roce);
     let mem: &dyn crate::mr::Memory = &*env.mem;
-    let n = super::framing::emit(path, &roce, plen, buf, |dst| {
+    let n = super::framing::emit(head, &roce, plen, buf, |dst| {
         if let Some(Target {
             mr: Some(mr),
             offset,
@@ -772,7 +773,7 @@ fn with_dasr_n(qp: &Shared, env: &mut Env<'_>, mut roce: RoceRepr) -> RoceRepr {
 /// Sends the NAK that put the QP into Error, once.
 pub(super) fn transmit_fatal_nak(
     qp: &mut Shared,
-    path: &Path,
+    head: &PathHead,
     buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     let (psn, code) = qp.resp.fatal_nak?;
@@ -783,7 +784,7 @@ pub(super) fn transmit_fatal_nak(
         }),
         ..RoceRepr::new(bth(qp, Operation::Acknowledge, psn, false, false))
     };
-    let n = super::framing::emit(path, &roce, 0, buf, |_| {})?;
+    let n = super::framing::emit(head, &roce, 0, buf, |_| {})?;
     qp.resp.fatal_nak = None;
     Some(n)
 }

@@ -11,6 +11,7 @@
 //!
 //! Deviations: none beyond those in the module docs of [`super`].
 
+use super::framing::PathHead;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::timer::{Timer, TimerTable};
@@ -135,7 +136,11 @@ impl Shared {
     }
 
     /// Sends a queued CNP (RoCEv2 Annex A17.9.1), with τ in REXT when the peer reads it.
-    pub(super) fn transmit_cnp(&mut self, path: &Path, buf: &mut dyn FrameBuf) -> Option<usize> {
+    pub(super) fn transmit_cnp(
+        &mut self,
+        head: &PathHead,
+        buf: &mut dyn FrameBuf,
+    ) -> Option<usize> {
         let tau = self.cnp_out?;
         let mut roce = RoceRepr::new(crate::wire::cnp::bth(self.dest_qpn, self.p_key));
         if let Some(tau) = tau.filter(|_| self.peer_ext.cnp_tau) {
@@ -146,7 +151,7 @@ impl Shared {
                 ..Default::default()
             });
         }
-        let n = super::framing::emit(path, &roce, 0, buf, |_| {})?;
+        let n = super::framing::emit(head, &roce, 0, buf, |_| {})?;
         self.cnp_out = None;
         self.counters.cnps_sent += 1;
         Some(n)

@@ -29,6 +29,7 @@
 //! * NOT IMPLEMENTED (IBA ch. 10 multicast; Annex A17.9 CNPs): UD multicast and congestion
 //!   control (UD QPs send no CNPs and drop those they receive) (issue 16).
 
+use super::framing::PathHead;
 use super::sgl::{gather, resolve_local, scatter};
 use super::state::validate_ud;
 use super::{
@@ -55,6 +56,8 @@ const QKEY_USE_QP: u32 = 0x8000_0000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddressHandle {
     path: Path,
+    /// The path's frame headers, built here once for every packet sent through the handle.
+    head: PathHead,
 }
 
 impl AddressHandle {
@@ -65,7 +68,11 @@ impl AddressHandle {
     /// [`Path::check`]).
     pub fn new(path: Path) -> Result<AddressHandle, ModifyError> {
         path.check()?;
-        Ok(AddressHandle { path })
+        let head = PathHead::new(&path).ok_or(ModifyError::OutOfRange {
+            name: "path",
+            range: "a path that can be framed",
+        })?;
+        Ok(AddressHandle { path, head })
     }
 
     /// The path packets sent through this handle take.
@@ -304,7 +311,7 @@ impl UdQp {
             Some(d) => dst.copy_from_slice(d),
             None => gather(mem, &segs, 0, dst),
         };
-        let Some(n) = super::framing::emit(w.dest.ah.path(), &roce, w.len as usize, buf, fill)
+        let Some(n) = super::framing::emit(&w.dest.ah.head, &roce, w.len as usize, buf, fill)
         else {
             // The handle and the length were checked, so the frame always fits; should it not,
             // the request fails rather than vanish.

@@ -165,21 +165,6 @@ pub struct FrameRepr {
     pub roce: RoceRepr,
 }
 
-/// A frame's headers with the transport headers borrowed: what [`FrameRepr`] emits through,
-/// and what the engine builds for every frame it sends, so its transport repr (a few hundred
-/// bytes with a REXT) is not copied into a [`FrameRepr`] per packet.
-#[derive(Debug, Clone, Copy)]
-pub struct FrameHeaders<'a> {
-    /// Link layer.
-    pub eth: EthRepr,
-    /// Network layer.
-    pub ip: IpRepr,
-    /// UDP.
-    pub udp: UdpRepr,
-    /// The transport headers, BTH onwards.
-    pub roce: &'a RoceRepr,
-}
-
 /// A checked view of a frame: where each layer lies, and the transport packet.
 ///
 /// Kept small (under 128 bytes), because it is returned through a `Result` for every
@@ -415,31 +400,29 @@ impl FrameRepr {
         })
     }
 
-    /// The headers to emit, borrowing the transport repr.
-    pub fn headers(&self) -> FrameHeaders<'_> {
-        FrameHeaders {
-            eth: self.eth,
-            ip: self.ip,
-            udp: self.udp,
-            roce: &self.roce,
-        }
-    }
-
     /// Bytes a frame with a payload of `payload_len` takes, ICRC included (no Ethernet FCS).
     pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
-        self.headers().buffer_len(payload_len)
+        Ok(head_len(self.eth.vlan.is_some(), &self.ip) + self.roce.buffer_len(payload_len)?)
+    }
+
+    /// The template of this frame's Ethernet, 802.1Q, IP and UDP headers: what a sender keeps
+    /// per path to build every frame from ([`HeaderTemplate`]).
+    pub fn template(&self) -> Result<HeaderTemplate, Error> {
+        HeaderTemplate::new(&self.eth, &self.ip, &self.udp)
     }
 
     /// Writes headers into `buf` (exactly [`Self::buffer_len`] long), lets `fill` write the
-    /// payload in place, then computes pad, ICRC, and the IP and UDP checksums; see
-    /// [`FrameHeaders::emit_with`].
+    /// payload in place, then computes pad, ICRC, and the IP and UDP checksums. This builds
+    /// the [`HeaderTemplate`] for this one frame and emits through it, the code the engine
+    /// runs for every frame with the template it keeps per path.
     pub fn emit_with(
         &self,
         buf: &mut [u8],
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Error> {
-        self.headers().emit_with(buf, payload_len, fill)
+        self.template()?
+            .emit_with(&self.roce, self.ip.ecn(), buf, payload_len, fill)
     }
 
     /// Writes the whole frame with `payload`; see [`Self::emit_with`].
@@ -453,7 +436,7 @@ impl FrameRepr {
 /// where the NIC reads it) that falls back to a spare buffer for a frame it cannot hold.
 pub trait FrameBuf {
     /// A buffer of exactly `len` bytes for the next frame. Its contents are unspecified: the
-    /// emitter writes every byte ([`FrameHeaders::emit_with`]).
+    /// emitter writes every byte ([`HeaderTemplate::emit_with`]).
     fn frame_mut(&mut self, len: usize) -> &mut [u8];
 }
 
@@ -464,122 +447,111 @@ impl FrameBuf for alloc::vec::Vec<u8> {
     }
 }
 
-impl FrameHeaders<'_> {
-    fn l2_len(&self) -> usize {
-        ETH_LEN + self.eth.vlan.map_or(0, |_| VLAN_LEN)
-    }
+/// The longest L2–L4 head: Ethernet, one 802.1Q tag, IPv6, UDP.
+const MAX_HEAD_LEN: usize = ETH_LEN + VLAN_LEN + 40 + UDP_LEN;
 
-    /// Bytes a frame with a payload of `payload_len` takes, ICRC included (no Ethernet FCS).
-    pub fn buffer_len(&self, payload_len: usize) -> Result<usize, Error> {
-        Ok(self.l2_len() + self.ip.header_len() + UDP_LEN + self.roce.buffer_len(payload_len)?)
-    }
+/// Bytes before the transport headers: Ethernet (and its tag), IP, UDP.
+const fn head_len(vlan: bool, ip: &IpRepr) -> usize {
+    ETH_LEN + if vlan { VLAN_LEN } else { 0 } + ip.header_len() + UDP_LEN
+}
 
-    /// Writes headers into `buf` (exactly [`Self::buffer_len`] long), lets `fill` write the
-    /// payload in place, then computes pad, ICRC, and the IP and UDP checksums. This is the
-    /// zero-copy path: the engine copies from registered memory straight into the frame.
-    pub fn emit_with(
-        &self,
-        buf: &mut [u8],
-        payload_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<(), Error> {
-        // Validated once here; the transport headers are then written without repeating it.
-        let transport_len = self.roce.buffer_len(payload_len)?;
-        if buf.len() != self.l2_len() + self.ip.header_len() + UDP_LEN + transport_len {
-            return Err(Error::BadRepr);
-        }
-        self.emit_sized(buf, payload_len, transport_len, fill)
-    }
+/// The Ethernet, 802.1Q, IP and UDP headers every frame of one path starts with, written once.
+///
+/// A sender's frames to one peer differ in these headers only by a few fields, so a path's
+/// template is built when the path is set (a QP's INIT→RTR, a UD address handle) and every
+/// frame copies its bytes and fills in what changes:
+/// - the ECN codepoint, which the caller passes per frame (only data packets are ECN-capable,
+///   seed 002 §II-B); the [`IpRepr`]'s own is not part of the template;
+/// - the IPv4 total length and header checksum (RFC 791 §3.1), or the IPv6 payload length;
+/// - the UDP length, and the UDP checksum when the template computes one.
+///
+/// Everything else (MACs, tag, DSCP, identification, DF, TTL or hop limit, flow label,
+/// addresses, ports) is fixed here; [`Self::set_src_port`] changes the UDP source port (a
+/// multipath virtual path, seed 001 §3.1). The transport headers, payload, pad and ICRC are
+/// written per frame as before ([`RoceRepr`], [`icrc::compute_frame`]).
+///
+/// The IPv4 header checksum is not summed again per frame. The template keeps the ones'
+/// complement sum of the eight 16-bit words that never change (RFC 1071 §2(B): the sum may be
+/// taken in parts, in any order), and a frame adds the two that do (version/IHL/TOS, total
+/// length), folds and complements. A folded sum of words not all zero is the one value in
+/// 1..=0xffff congruent to their sum modulo 0xffff whatever the grouping (the first word is
+/// never zero here), so the result equals [`super::ip::ipv4_header_checksum`] over the whole
+/// header, which the receive path checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderTemplate {
+    /// The head's bytes with every per-frame field zero.
+    bytes: [u8; MAX_HEAD_LEN],
+    /// Where the IP header starts: right after the Ethernet header or after its tag.
+    l3: u8,
+    /// IPv6 (a 40-byte header), else IPv4 without options (20 bytes).
+    v6: bool,
+    /// Whether each frame's UDP checksum is computed.
+    udp_checksum: bool,
+    /// IPv4: the folded ones' complement sum of the header's last eight 16-bit words (the
+    /// checksum field counted as zero).
+    fixed_sum: u16,
+}
 
-    /// [`Self::emit_with`] into a buffer of the right length taken from `buf`; returns that
-    /// length. This is how the engine sends: the transport layout is validated once per frame,
-    /// not once to size the buffer and again to write it.
-    pub fn emit_into(
-        &self,
-        buf: &mut dyn FrameBuf,
-        payload_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<usize, Error> {
-        let transport_len = self.roce.buffer_len(payload_len)?;
-        let len = self.l2_len() + self.ip.header_len() + UDP_LEN + transport_len;
-        // No need to zero: every byte is written (headers, payload via `fill`, pad, ICRC).
-        self.emit_sized(buf.frame_mut(len), payload_len, transport_len, fill)?;
-        Ok(len)
-    }
-
-    /// Writes the frame into `buf`, whose length the caller checked against `transport_len`
-    /// (the transport repr's validated `buffer_len`).
-    fn emit_sized(
-        &self,
-        buf: &mut [u8],
-        payload_len: usize,
-        transport_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<(), Error> {
-        let l2 = self.l2_len();
-        let ip_len = self.ip.header_len();
-        let udp_total = UDP_LEN + transport_len;
-        let ether_type = match self.ip {
+impl HeaderTemplate {
+    /// The template for frames from `eth`, `ip` (its ECN aside) and `udp`; an error when a
+    /// field does not fit its header (DSCP, 802.1Q tag, flow label).
+    pub fn new(eth: &EthRepr, ip: &IpRepr, udp: &UdpRepr) -> Result<HeaderTemplate, Error> {
+        let mut bytes = [0u8; MAX_HEAD_LEN];
+        let l3 = ETH_LEN + eth.vlan.map_or(0, |_| VLAN_LEN);
+        let ether_type = match ip {
             IpRepr::V4 { .. } => EtherType::IPV4,
             IpRepr::V6 { .. } => EtherType::IPV6,
         };
-        let eth = Ethernet2Header {
-            source: self.eth.src,
-            destination: self.eth.dst,
-            ether_type: if self.eth.vlan.is_some() {
+        let e = Ethernet2Header {
+            source: eth.src,
+            destination: eth.dst,
+            ether_type: if eth.vlan.is_some() {
                 EtherType::VLAN_TAGGED_FRAME
             } else {
                 ether_type
             },
         };
-        buf[..ETH_LEN].copy_from_slice(&eth.to_bytes());
-        if let Some(v) = self.eth.vlan {
+        bytes[..ETH_LEN].copy_from_slice(&e.to_bytes());
+        if let Some(v) = eth.vlan {
             let tag = SingleVlanHeader {
                 pcp: VlanPcp::try_new(v.pcp).map_err(|_| Error::BadRepr)?,
                 drop_eligible_indicator: v.dei,
                 vlan_id: VlanId::try_new(v.vid).map_err(|_| Error::BadRepr)?,
                 ether_type,
             };
-            buf[ETH_LEN..l2].copy_from_slice(&tag.to_bytes());
+            bytes[ETH_LEN..l3].copy_from_slice(&tag.to_bytes());
         }
-        let ip_range = l2..l2 + ip_len;
-        match self.ip {
+        let mut fixed_sum = 0;
+        let ip_len = match *ip {
             IpRepr::V4 {
                 src,
                 dst,
                 dscp,
-                ecn,
                 identification,
                 dont_fragment,
                 ttl,
+                ..
             } => {
-                // RFC 791 §3.1, written directly: the header has no options, and this runs for
-                // every frame sent, where building etherparse's `Ipv4Header`, summing it and
-                // serialising it cost more than the 20 bytes themselves. The checksum is
-                // `wire::ip`'s, the one IPv4 header checksum in the tree.
-                let total = u16::try_from(ip_len + udp_total).map_err(|_| Error::BadRepr)?;
                 if dscp > 63 {
                     return Err(Error::BadRepr);
                 }
-                // Assembled in a local array and summed there, then stored once: summing the
-                // frame's bytes right after writing them stalled on store forwarding.
-                let [t0, t1] = total.to_be_bytes();
+                // RFC 791 §3.1 without options; total length and checksum are per frame.
                 let [i0, i1] = identification.to_be_bytes();
                 let [s0, s1, s2, s3] = src.octets();
                 let [d0, d1, d2, d3] = dst.octets();
                 let df = if dont_fragment { 0x40 } else { 0 };
-                let mut h = [
+                let h = [
                     0x45, // version 4, IHL 5
-                    (dscp << 2) | ecn.bits(),
-                    t0,
-                    t1,
+                    dscp << 2,
+                    0, // total length
+                    0,
                     i0,
                     i1,
                     df,
                     0, // fragment offset 0
                     ttl,
                     IpNumber::UDP.0,
-                    0, // header checksum, below
+                    0, // header checksum
                     0,
                     s0,
                     s1,
@@ -590,65 +562,188 @@ impl FrameHeaders<'_> {
                     d2,
                     d3,
                 ];
-                let [c0, c1] = super::ip::ipv4_header_checksum(&h).to_be_bytes();
-                h[10] = c0;
-                h[11] = c1;
-                buf[ip_range.clone()].copy_from_slice(&h);
+                // `wire::ip`'s checksum (the one IPv4 header checksum in the tree) over the
+                // fixed words is the complement of their folded sum.
+                fixed_sum = !super::ip::ipv4_header_checksum(&h[4..]);
+                bytes[l3..l3 + 20].copy_from_slice(&h);
+                20
             }
             IpRepr::V6 {
                 src,
                 dst,
                 dscp,
-                ecn,
                 flow_label,
                 hop_limit,
+                ..
             } => {
                 if dscp > 63 {
                     return Err(Error::BadRepr);
                 }
                 let h = Ipv6Header {
-                    traffic_class: (dscp << 2) | ecn.bits(),
+                    traffic_class: dscp << 2,
                     flow_label: Ipv6FlowLabel::try_new(flow_label).map_err(|_| Error::BadRepr)?,
-                    payload_length: u16::try_from(udp_total).map_err(|_| Error::BadRepr)?,
+                    payload_length: 0,
                     next_header: IpNumber::UDP,
                     hop_limit,
                     source: src.octets(),
                     destination: dst.octets(),
                 };
-                buf[ip_range.clone()].copy_from_slice(&h.to_bytes());
+                bytes[l3..l3 + 40].copy_from_slice(&h.to_bytes());
+                40
             }
-        }
-        let udp_range = ip_range.end..ip_range.end + UDP_LEN;
-        let udp = UdpHeader {
-            source_port: self.udp.src_port,
-            destination_port: self.udp.dst_port,
-            length: u16::try_from(udp_total).map_err(|_| Error::BadRepr)?,
+        };
+        let u = UdpHeader {
+            source_port: udp.src_port,
+            destination_port: udp.dst_port,
+            length: 0,
             checksum: 0,
         };
-        buf[udp_range.clone()].copy_from_slice(&udp.to_bytes());
-        let transport = &mut buf[udp_range.end..];
-        let payload = self
-            .roce
-            .emit_sized(transport, payload_len, transport_len)?;
+        bytes[l3 + ip_len..l3 + ip_len + UDP_LEN].copy_from_slice(&u.to_bytes());
+        Ok(HeaderTemplate {
+            bytes,
+            // At most 18.
+            l3: l3 as u8,
+            v6: matches!(ip, IpRepr::V6 { .. }),
+            udp_checksum: udp.checksum,
+            fixed_sum,
+        })
+    }
+
+    /// Sets the UDP source port of the frames built from this template.
+    pub fn set_src_port(&mut self, port: u16) {
+        let at = self.udp_at();
+        self.bytes[at..at + 2].copy_from_slice(&port.to_be_bytes());
+    }
+
+    fn ip_len(&self) -> usize {
+        if self.v6 { 40 } else { 20 }
+    }
+
+    fn udp_at(&self) -> usize {
+        usize::from(self.l3) + self.ip_len()
+    }
+
+    /// Bytes a frame with `roce`'s headers and a payload of `payload_len` takes, ICRC included
+    /// (no Ethernet FCS).
+    pub fn buffer_len(&self, roce: &RoceRepr, payload_len: usize) -> Result<usize, Error> {
+        Ok(self.udp_at() + UDP_LEN + roce.buffer_len(payload_len)?)
+    }
+
+    /// Writes a frame into `buf` (exactly [`Self::buffer_len`] long): this template's headers
+    /// with `ecn` and the lengths filled in, then `roce`'s, then lets `fill` write the payload
+    /// in place and computes pad, ICRC and the checksums. This is the zero-copy path: the
+    /// engine copies from registered memory straight into the frame.
+    pub fn emit_with(
+        &self,
+        roce: &RoceRepr,
+        ecn: Ecn,
+        buf: &mut [u8],
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Error> {
+        // Validated once here; the transport headers are then written without repeating it.
+        let transport_len = roce.buffer_len(payload_len)?;
+        if buf.len() != self.udp_at() + UDP_LEN + transport_len {
+            return Err(Error::BadRepr);
+        }
+        self.emit_sized(roce, ecn, buf, payload_len, transport_len, fill)
+    }
+
+    /// [`Self::emit_with`] into a buffer of the right length taken from `buf`; returns that
+    /// length. This is how the engine sends: the transport layout is validated once per frame,
+    /// not once to size the buffer and again to write it.
+    pub fn emit_into(
+        &self,
+        roce: &RoceRepr,
+        ecn: Ecn,
+        buf: &mut dyn FrameBuf,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, Error> {
+        let transport_len = roce.buffer_len(payload_len)?;
+        let len = self.udp_at() + UDP_LEN + transport_len;
+        // No need to zero: every byte is written (headers, payload via `fill`, pad, ICRC).
+        self.emit_sized(
+            roce,
+            ecn,
+            buf.frame_mut(len),
+            payload_len,
+            transport_len,
+            fill,
+        )?;
+        Ok(len)
+    }
+
+    /// Writes the frame into `buf`, whose length the caller checked against `transport_len`
+    /// (the transport repr's validated `buffer_len`).
+    fn emit_sized(
+        &self,
+        roce: &RoceRepr,
+        ecn: Ecn,
+        buf: &mut [u8],
+        payload_len: usize,
+        transport_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Error> {
+        let l3 = usize::from(self.l3);
+        let ip_len = self.ip_len();
+        let udp_at = l3 + ip_len;
+        let head_len = udp_at + UDP_LEN;
+        let udp_len = u16::try_from(UDP_LEN + transport_len).map_err(|_| Error::BadRepr)?;
+        let head = &mut buf[..head_len];
+        head.copy_from_slice(&self.bytes[..head_len]);
+        if self.v6 {
+            // Traffic class: DSCP in the first byte's low nibble and the second's high one, ECN
+            // in bits 5–4 of the second.
+            head[l3 + 1] |= ecn.bits() << 4;
+            head[l3 + 4..l3 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        } else {
+            let total = u16::try_from(ip_len + usize::from(udp_len)).map_err(|_| Error::BadRepr)?;
+            let tos = head[l3 + 1] | ecn.bits();
+            head[l3 + 1] = tos;
+            head[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
+            let mut sum = u32::from(self.fixed_sum)
+                + u32::from(u16::from_be_bytes([0x45, tos]))
+                + u32::from(total);
+            sum = (sum & 0xffff) + (sum >> 16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            head[l3 + 10..l3 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        head[udp_at + 4..udp_at + 6].copy_from_slice(&udp_len.to_be_bytes());
+        let transport = &mut buf[head_len..];
+        let payload = roce.emit_sized(transport, payload_len, transport_len)?;
         fill(&mut transport[payload]);
         // ICRC first: it masks the UDP checksum, which in turn covers the ICRC. One CRC pass
         // over the frame where it lies, from the eight bytes before the IP header (the LRH
         // stand-in) up to the ICRC, right after `fill` wrote the payload.
         let icrc_at = buf.len() - ICRC_LEN;
-        let crc = icrc::compute_frame(&buf[ip_range.start - 8..icrc_at], ip_len)?;
+        let crc = icrc::compute_frame(&buf[l3 - 8..icrc_at], ip_len)?;
         buf[icrc_at..].copy_from_slice(&crc.to_le_bytes());
-        let (head, transport) = buf.split_at_mut(udp_range.end);
-        if self.udp.checksum {
-            let sum = match self.ip {
-                IpRepr::V4 { src, dst, .. } => {
-                    udp.calc_checksum_ipv4_raw(src.octets(), dst.octets(), transport)
-                }
-                IpRepr::V6 { src, dst, .. } => {
-                    udp.calc_checksum_ipv6_raw(src.octets(), dst.octets(), transport)
-                }
+        if self.udp_checksum {
+            let (head, transport) = buf.split_at_mut(head_len);
+            let u = &head[udp_at..];
+            let udp = UdpHeader {
+                source_port: u16::from_be_bytes([u[0], u[1]]),
+                destination_port: u16::from_be_bytes([u[2], u[3]]),
+                length: udp_len,
+                checksum: 0,
+            };
+            let addr = |at: usize| &head[l3 + at..];
+            let sum = if self.v6 {
+                udp.calc_checksum_ipv6_raw(
+                    addr(8)[..16].try_into().unwrap_or_default(),
+                    addr(24)[..16].try_into().unwrap_or_default(),
+                    transport,
+                )
+            } else {
+                udp.calc_checksum_ipv4_raw(
+                    addr(12)[..4].try_into().unwrap_or_default(),
+                    addr(16)[..4].try_into().unwrap_or_default(),
+                    transport,
+                )
             }
             .map_err(|_| Error::BadRepr)?;
-            head[udp_range.start + 6..udp_range.end].copy_from_slice(&sum.to_be_bytes());
+            head[udp_at + 6..head_len].copy_from_slice(&sum.to_be_bytes());
         }
         Ok(())
     }

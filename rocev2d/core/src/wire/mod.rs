@@ -100,7 +100,7 @@ pub use datagram::DatagramMeta;
 pub use deth::{Packet as DethPacket, Repr as DethRepr};
 pub use ext::{Packet as ExtPacket, Repr as ExtRepr};
 pub use frame::{
-    EthRepr, FrameBuf, FrameHeaders, FrameRepr, IpRepr, ROCEV2_UDP_PORT, UdpRepr, VlanRepr,
+    EthRepr, FrameBuf, FrameRepr, HeaderTemplate, IpRepr, ROCEV2_UDP_PORT, UdpRepr, VlanRepr,
 };
 pub use ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};

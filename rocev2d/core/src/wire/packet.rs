@@ -365,6 +365,7 @@ impl Repr {
         Ok(self.header_len_for(&l))
     }
 
+    #[inline]
     fn header_len_for(&self, l: &Layout) -> usize {
         BthRepr::LEN + self.ext.as_ref().map_or(0, |e| e.buffer_len()) + l.headers_len()
     }
@@ -395,8 +396,10 @@ impl Repr {
 
     /// [`Self::emit_headers`] for a caller that already validated this repr and took `total`
     /// from [`Self::buffer_len`] (the frame builder, which needs the length first for the IP
-    /// and UDP headers). The layout is looked up again in the opcode table rather than handed
-    /// over: moving the returned `Layout` out of its `Result` stalled on store forwarding.
+    /// and UDP headers). The offsets are read from the opcode's entry in [`OFFSETS`], as the
+    /// receive path reads them, rather than handed over or computed again from the layout:
+    /// moving the returned `Layout` out of its `Result` stalled on store forwarding.
+    #[inline]
     pub(super) fn emit_sized(
         &self,
         buf: &mut [u8],
@@ -406,58 +409,66 @@ impl Repr {
         if buf.len() != total {
             return Err(Error::BadRepr);
         }
-        let layout = self.bth.opcode.layout().map_err(|_| Error::BadRepr)?;
+        // Refused by `buffer_len` already; checked again so this never reads a zero entry.
+        self.bth.opcode.layout_ref().map_err(|_| Error::BadRepr)?;
         let mut bth = self.bth;
         bth.pad_cnt = Self::pad_for(payload_len) as u8;
         bth.emit(&mut BthPacket::new_unchecked(&mut buf[..BthRepr::LEN]));
-        let ext_len = self.ext.map_or(0, |e| e.buffer_len());
+        let ext_len = self.ext.as_ref().map_or(0, |e| e.buffer_len());
         if let Some(e) = &self.ext {
             e.emit(&mut ExtPacket::new_unchecked(
                 &mut buf[BthRepr::LEN..BthRepr::LEN + ext_len],
             ));
         }
-        let o = offsets(&layout, ext_len);
-        if let (Some(at), Some(h)) = (o.deth.map(usize::from), &self.deth) {
+        let o = &OFFSETS[usize::from(self.bth.opcode.0)];
+        let at = |h: Option<u16>| h.map(|a| usize::from(a) + ext_len);
+        if let (Some(at), Some(h)) = (at(o.deth), &self.deth) {
             h.emit(&mut DethPacket::new_unchecked(
                 &mut buf[at..at + DethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.reth.map(usize::from), &self.reth) {
+        if let (Some(at), Some(h)) = (at(o.reth), &self.reth) {
             h.emit(&mut RethPacket::new_unchecked(
                 &mut buf[at..at + RethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.atomic_eth.map(usize::from), &self.atomic_eth) {
+        if let (Some(at), Some(h)) = (at(o.atomic_eth), &self.atomic_eth) {
             h.emit(&mut AtomicEthPacket::new_unchecked(
                 &mut buf[at..at + AtomicEthRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.aeth.map(usize::from), &self.aeth) {
+        if let (Some(at), Some(h)) = (at(o.aeth), &self.aeth) {
             h.emit(&mut AethPacket::new_unchecked(
                 &mut buf[at..at + AethRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.atomic_ack_eth.map(usize::from), &self.atomic_ack_eth) {
+        if let (Some(at), Some(h)) = (at(o.atomic_ack_eth), &self.atomic_ack_eth) {
             h.emit(&mut AtomicAckEthPacket::new_unchecked(
                 &mut buf[at..at + AtomicAckEthRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.immdt.map(usize::from), &self.immdt) {
+        if let (Some(at), Some(h)) = (at(o.immdt), &self.immdt) {
             h.emit(&mut ImmDtPacket::new_unchecked(
                 &mut buf[at..at + ImmDtRepr::LEN],
             ));
         }
-        if let (Some(at), Some(h)) = (o.ieth.map(usize::from), &self.ieth) {
+        if let (Some(at), Some(h)) = (at(o.ieth), &self.ieth) {
             h.emit(&mut IethPacket::new_unchecked(
                 &mut buf[at..at + IethRepr::LEN],
             ));
         }
-        if let Some(at) = o.cnp.map(usize::from) {
+        if let Some(at) = at(o.cnp) {
             buf[at..at + CnpPacket::<&[u8]>::LEN].fill(0);
         }
-        let at = usize::from(o.payload);
+        let at = usize::from(o.payload) + ext_len;
         let payload = at..at + payload_len;
-        buf[payload.end..].fill(0);
+        // Pad (0–3 bytes) and ICRC, zeroed as the last eight bytes when the payload covers the
+        // rest (the caller writes it afterwards): a fill of a length known only at run time is
+        // a call to `memset`.
+        match total.checked_sub(8) {
+            Some(from) if from >= payload.start => buf[from..].copy_from_slice(&[0; 8]),
+            _ => buf[payload.end..].fill(0),
+        }
         Ok(payload)
     }
 

@@ -12,9 +12,10 @@ use crate::cq::{WcOpcode, WcStatus};
 use crate::mprdma::bitmap::{Mark, Slot};
 use crate::mprdma::sync;
 use crate::mr::{AccessFlags, Rkey};
+use crate::qp::framing::PathHead;
 use crate::qp::requester;
 use crate::qp::responder::{self, Target};
-use crate::qp::{Env, Inbound, Path, Shared, resolve_local, scatter, wc};
+use crate::qp::{Env, Inbound, Shared, resolve_local, scatter, wc};
 use crate::wire::FrameBuf;
 use crate::wire::ext::MultipathAck;
 use crate::wire::opcode::Position;
@@ -285,7 +286,7 @@ fn advance(qp: &mut Shared, mp: &mut Mp, env: &mut Env<'_>) {
 pub(super) fn transmit_ack(
     qp: &Shared,
     mp: &mut Mp,
-    path: &Path,
+    head: &PathHead,
     buf: &mut dyn FrameBuf,
 ) -> Option<usize> {
     let a = *mp.acks.front()?;
@@ -322,11 +323,7 @@ pub(super) fn transmit_ack(
         retx: a.retx,
         ..ExtRepr::default()
     });
-    let vp_path = Path {
-        udp_src_port: a.vp,
-        ..*path
-    };
-    let n = crate::qp::framing::emit(&vp_path, &roce, 0, buf, |_| {})?;
+    let n = crate::qp::framing::emit(&head.with_src_port(a.vp), &roce, 0, buf, |_| {})?;
     mp.acks.pop_front();
     Some(n)
 }
