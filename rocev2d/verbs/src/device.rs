@@ -894,7 +894,11 @@ impl Device {
                 if n > 0 {
                     return Ok(Step::Done(n));
                 }
-                let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
+                // The CQ's wake-up is cloned only to sleep on it: a busy-polling look would
+                // pay two atomic reference-count updates for nothing.
+                if !st.cqs.contains_key(&cq.0) {
+                    return Err(EndpointError::UnknownCq.into());
+                }
                 if !l.has_thread() || spin {
                     // Caller-driven, or busy-polling while the thread backs off (local.rs).
                     st.pass(&l.shared.activity)?;
@@ -907,6 +911,7 @@ impl Device {
                 }
                 // Empty, seen under the lock the progress thread fires under: armed now, the
                 // next completion signals.
+                let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
                 ev.arm();
                 Ok(Step::Local(ev))
             }
