@@ -91,8 +91,7 @@ ok
 
 # No `cargo bench --no-run`: clippy's --all-targets has type-checked every bench, and a release
 # build of them all took 4.6 of CI's 25 minutes; the bench scripts build what they run.
-# --all-features as the tests: the eBPF programs the loader's build script compiles (~35 s) are
-# then reused, not built again for another feature set.
+# --all-features as the tests, so the docs of every feature's API are checked too.
 step "cargo doc (host crates) --all-features --no-deps (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc "${HOST[@]}" --all-features --no-deps
 ok
