@@ -14,7 +14,9 @@
 #     payload through each datapath with no engine (busy-polling as --poll spin does), alone and
 #     with RC's acknowledgement frame sent first (`--acks first`: RC's four frames per round
 #     trip, in the engine's order); rc_pingpong's spin median is printed as a ratio to the
-#     latter (what the stack adds to the frames it must send).
+#     latter (what the stack adds to the frames it must send). The floor sends a message as one
+#     frame: above 1024 bytes rc_pingpong (IBA MTU 1024 by default, as rdma-core's) sends
+#     several, so the ratio is like for like at SIZE 1024 and below only.
 # Each rocev2 figure is taken over every datapath in DATAPATHS (default: "udp packet xdp"), and
 # each goodput is printed as a ratio to iperf3's of the same run (goal: 0.5 or more).
 # PEER (default 10.0.0.2; fd00::2 for IPv6) is the address write_bw and iperf3 connect to, and
