@@ -1398,4 +1398,56 @@ mod tests {
         assert_eq!(wcs[0].status, rocev2_core::cq::WcStatus::Success);
         assert_eq!(&dev.mr_guard(&mr).unwrap()[..], &[9u8; 64][..]);
     }
+
+    /// After the last busy-polling wait ends, the progress thread resumes once its back-off
+    /// ends (at most `BACKOFF_MAX`): a SEND posted outside any wait (nobody waits on the sender
+    /// afterwards) still leaves, and the peer receives it. (A thread that kept backing off
+    /// would leave it unsent and the peer's wait would time out.)
+    #[test]
+    fn a_post_after_the_last_busy_polling_wait_leaves_when_the_thread_resumes() {
+        use crate::connect::{self, ConnectConfig};
+        use rocev2_core::qp::{RecvWr, SendOp};
+        let (dev, server) = Device::pair_with(waiting(WaitMode::Spin)).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let srv = std::thread::spawn(move || {
+            let pd = server.alloc_pd().unwrap();
+            let mr = server
+                .register(pd, vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+                .unwrap();
+            let cq = server.create_cq(4).unwrap();
+            let qp = server.create_rc_qp(pd, cq, cq).unwrap();
+            server
+                .post_recv(
+                    qp,
+                    RecvWr {
+                        wr_id: 7,
+                        sg_list: vec![mr.sge(0, 64).unwrap()],
+                    },
+                )
+                .unwrap();
+            connect::accept(&server, qp, &listener, &ConnectConfig::default()).unwrap();
+            let mut wcs = Vec::new();
+            let n = server.wait_cq(cq, &mut wcs, 1, Duration::from_secs(5));
+            (
+                n.map(|n| (n, wcs.first().map(|w| w.wr_id))),
+                server.mr_guard(&mr).unwrap()[..5].to_vec(),
+            )
+        });
+        let pd = dev.alloc_pd().unwrap();
+        let mr = dev
+            .register(pd, b"hello".to_vec(), AccessFlags::empty())
+            .unwrap();
+        let cq = dev.create_cq(4).unwrap();
+        let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+        connect::connect(&dev, qp, addr, &ConnectConfig::default()).unwrap();
+        // A busy-polling wait drives the engine while the thread backs off; it ends empty.
+        let e = dev.wait_cq(cq, &mut Vec::new(), 1, Duration::from_millis(30));
+        assert!(matches!(e, Err(Error::Timeout)), "{e:?}");
+        let send = SendWr::new(1, SendOp::Send).sge(mr.sge(0, 5).unwrap());
+        dev.post_send(qp, send).unwrap();
+        let (got, data) = srv.join().unwrap();
+        assert_eq!(got.unwrap(), (1, Some(7)));
+        assert_eq!(data, b"hello");
+    }
 }

@@ -16,8 +16,14 @@
 //! thread's passes. So with [`WaitMode::Spin`] an application thread inside
 //! [`crate::Device::wait_cq`] or [`crate::Device::next_completion`] drives the engine itself,
 //! as caller-driven, and the thread backs off meanwhile: it sleeps on its wake eventfd for
-//! [`BACKOFF`] at a time until no application thread waits, so a post made outside a wait
-//! leaves at most that late (a post inside one leaves with the waiter's next pass).
+//! [`BACKOFF`], then twice as long each time it finds a waiter still driving, up to
+//! [`BACKOFF_MAX`], until no application thread waits. Each wake-up of the thread takes a vCPU
+//! from a busy-polling waiter for a scheduler round trip and a timer set-up (~15 µs on a 2-vCPU
+//! VM); at one every 100 µs they made the round trip's p99 (BENCHMARKS.md, "The progress thread
+//! backs off longer"). The price: a post made outside a wait and not followed by one, or a frame
+//! that arrives between two waits, waits for the back-off under way, [`BACKOFF`] after a short
+//! drive and up to [`BACKOFF_MAX`] after a long one (a post inside a wait, or followed by one,
+//! leaves with the waiter's next pass).
 //! [`WaitMode::Adaptive`] does the same for the first spin window of each wait; a wait still
 //! empty then hands the engine back (waking the thread, which resumes its own adaptive
 //! passes) and sleeps on its CQ's eventfd. Otherwise every completion would cross threads: the
@@ -261,7 +267,7 @@ impl Drop for Driving<'_> {
     /// A thread that was asleep in `poll(2)` when the drive began (an adaptive wait can start
     /// while the thread sleeps) planned that sleep before the waiter's passes and does not know
     /// the timers they armed. Waking it makes it pass and plan again; a thread backing off
-    /// passes within [`BACKOFF`] anyway.
+    /// passes when its back-off ends anyway (at most [`BACKOFF_MAX`]).
     fn drop(&mut self) {
         if self.0.driving.fetch_sub(1, Ordering::SeqCst) == 1
             && self.0.sleeping.load(Ordering::SeqCst)
@@ -271,9 +277,12 @@ impl Drop for Driving<'_> {
     }
 }
 
-/// How long the progress thread sleeps at a time while an application thread drives the
-/// engine: the most a post made outside a wait, just after one, waits to leave.
+/// How long the progress thread first sleeps while an application thread drives the engine.
 pub(crate) const BACKOFF: std::time::Duration = std::time::Duration::from_micros(100);
+/// The longest it sleeps: its back-off doubles from [`BACKOFF`] while waiters keep driving. A
+/// 64 B busy-polled ping-pong's p99 fell from 46–50 to 17–21 µs with 5 ms (2 ms: 25–39 µs),
+/// BENCHMARKS.md "The progress thread backs off longer".
+pub(crate) const BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(5);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -359,17 +368,20 @@ impl Drop for Local {
 fn progress(s: &Shared, dp_fd: &OwnedFd) {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let mut woken = false;
+    let mut backoff = BACKOFF;
     while !s.stop.load(Ordering::SeqCst) {
         if s.driving.load(Ordering::SeqCst) > 0 {
             let mut fds = [PollFd::new(&s.wake, PollFlags::IN)];
             let ts = Timespec {
-                tv_sec: 0,
-                tv_nsec: i64::from(BACKOFF.subsec_nanos()),
+                tv_sec: i64::try_from(backoff.as_secs()).unwrap_or(0),
+                tv_nsec: i64::from(backoff.subsec_nanos()),
             };
             let _ = rustix::event::poll(&mut fds, Some(&ts));
             woken |= s.wake.clear();
+            backoff = (backoff * 2).min(BACKOFF_MAX);
             continue;
         }
+        backoff = BACKOFF;
         #[cfg(test)]
         s.passes.fetch_add(1, Ordering::Relaxed);
         let plan = {
