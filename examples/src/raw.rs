@@ -97,6 +97,15 @@ impl RawPeer {
     /// The two addresses are of different IP versions, or the frame does not fit the wire
     /// format.
     pub fn frame(&self, size: usize) -> Result<Vec<u8>> {
+        let repr = self.repr()?;
+        let payload = vec![0x5a; size];
+        let mut buf = vec![0; repr.buffer_len(size)?];
+        repr.emit(&mut buf, &payload)?;
+        Ok(buf)
+    }
+
+    /// Every frame's headers: this side to its peer, a UD SEND Only to [`QPN`].
+    fn repr(&self) -> Result<FrameRepr> {
         let ip = match (self.local, self.peer) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4 {
                 src,
@@ -117,7 +126,7 @@ impl RawPeer {
             },
             (src, dst) => bail!("{src} and {dst} are not of one IP version"),
         };
-        let repr = FrameRepr {
+        Ok(FrameRepr {
             eth: EthRepr {
                 src: self.mac,
                 dst: self.peer_mac,
@@ -141,19 +150,20 @@ impl RawPeer {
                     Psn::new(0),
                 ))
             },
-        };
-        let payload = vec![0x5a; size];
-        let mut buf = vec![0; repr.buffer_len(size)?];
-        repr.emit(&mut buf, &payload)?;
-        Ok(buf)
+        })
     }
 
     /// Whether a received buffer of `len` bytes is `frame` as this side's peer built it: the
     /// whole frame, or its UDP payload (BTH onwards) from a datapath that hands in datagrams.
     /// A function of its own, so it can be used while the datapath is borrowed.
-    pub fn matcher(&self) -> impl Fn(usize, &[u8]) -> bool + Copy + use<> {
-        let headers = 14 + if self.local.is_ipv4() { 20 } else { 40 } + 8;
-        move |len, frame| len == frame.len() || len + headers == frame.len()
+    ///
+    /// # Errors
+    /// As [`Self::frame`].
+    pub fn matcher(&self) -> Result<impl Fn(usize, &[u8]) -> bool + Copy + use<>> {
+        // Ethernet, IP and UDP: the whole frame's length less its transport's (BTH … ICRC).
+        let repr = self.repr()?;
+        let headers = repr.buffer_len(0)? - repr.roce.buffer_len(0)?;
+        Ok(move |len, frame: &[u8]| len == frame.len() || len + headers == frame.len())
     }
 
     /// Sends `frames` in order, in one batch if the datapath takes them at once (it kicks the

@@ -68,7 +68,7 @@ fn main() -> Result<()> {
     let mut p = a.raw.open("dp_pingpong")?;
     let message = p.frame(a.size)?;
     let ack = p.frame(0)?;
-    let is = p.matcher();
+    let is = p.matcher()?;
     let mut rx = RxBatch::new(64);
     let mut tx = TxBatch::new(2);
     let mut rtts = Vec::with_capacity(a.iters as usize);

@@ -74,7 +74,7 @@ fn main() -> Result<()> {
         report("sent", sent, payload, start.elapsed());
         sent * payload
     } else {
-        let is = p.matcher();
+        let is = p.matcher()?;
         let mut rx = RxBatch::new(BATCH);
         let (mut got, mut other) = (0u64, 0u64);
         let mut first_last: Option<(Instant, Instant)> = None;
