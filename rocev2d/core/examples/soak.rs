@@ -9,9 +9,14 @@
 //! ```
 //!
 //! Options: `--from S` (first seed, default 0), `--seeds N` (how many, default 10000),
-//! `--threads T` (default: the machine's cores), `--trace` (print every frame of each failing
-//! seed, replayed). Prints every failure with its seed and exits 1 if there was one.
+//! `--threads T` (default: the machine's cores), `--trace` (replay each failing seed and print,
+//! in time order, every frame sent and every frame delivered: accepted, dropped by the endpoint
+//! and why, or what the receiving QP's counters say it was — duplicate, out of sequence,
+//! unexpected; a frame sent and never delivered was lost on the link). Prints every failure
+//! with its seed and exits 1 if there was one.
 
+use rocev2_core::qp::QpCounters;
+use rocev2_core::testing::Event;
 use rocev2_core::testing::soak::{self, Failure, Outcome};
 use rocev2_core::wire::FrameRepr;
 use std::process::ExitCode;
@@ -71,26 +76,25 @@ fn main() -> ExitCode {
     let failures = failures.into_inner().unwrap();
     if args.iter().any(|a| a == "--trace") {
         for f in &failures {
-            let mut trace = Some(Vec::new());
-            let _ = soak::run_traced(f.seed, &mut trace);
-            println!("seed {}: every frame sent, in order", f.seed);
-            for (from_a, frame) in trace.unwrap_or_default() {
-                let dir = if from_a { "A→B" } else { "B→A" };
-                match FrameRepr::parse(&frame) {
-                    Ok((repr, payload)) => println!("{dir} {} +{}B", repr.roce, payload.len()),
-                    Err(e) => println!("{dir} unparsable: {e}"),
-                }
-            }
+            let mut events = Some(Vec::new());
+            let _ = soak::run_traced(f.seed, &mut events);
+            println!(
+                "seed {}: every frame sent (->) and delivered (<-), in time order",
+                f.seed
+            );
+            print_events(&events.unwrap_or_default());
         }
     }
     let mp = outcomes.iter().filter(|o| o.multipath).count();
+    let exhausted = outcomes.iter().filter(|o| o.exhausted).count();
     let wrs: usize = outcomes.iter().map(|o| o.work_requests).sum();
     let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
     let faults: u64 = outcomes.iter().map(|o| o.faults).sum();
     println!(
-        "soak: seeds {from}..{end}: {} passed ({} RC, {mp} multipath), {} failed; {wrs} work \
-         requests, {bytes} payload bytes, {faults} frames lost/duplicated/reordered/corrupted; \
-         {:.1} s on {threads} threads",
+        "soak: seeds {from}..{end}: {} passed ({} RC, {mp} multipath), of which {exhausted} \
+         spent a retry budget on attempts the link spoiled, {} failed; {wrs} work requests, \
+         {bytes} payload bytes, {faults} frames lost/duplicated/reordered/corrupted; {:.1} s on \
+         {threads} threads",
         outcomes.len(),
         outcomes.len() - mp,
         failures.len(),
@@ -100,5 +104,96 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Prints a replayed run's events, one line each; a delivered frame says what became of it.
+fn print_events(events: &[Event]) {
+    // The counters of each side's QP after the last frame it received, to name what changed.
+    let mut last = [QpCounters::default(); 2];
+    for e in events {
+        match e {
+            Event::Sent {
+                at,
+                from_a,
+                frame,
+                fate,
+            } => {
+                let side = if *from_a { "A->" } else { "B->" };
+                let mut link = Vec::new();
+                if fate.lost {
+                    link.push("lost");
+                }
+                if fate.corrupted {
+                    link.push("corrupted");
+                }
+                if fate.copies > 1 {
+                    link.push("duplicated");
+                }
+                if fate.held_back > 0 {
+                    link.push("held back");
+                }
+                let link = if link.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [link: {}]", link.join(", "))
+                };
+                println!("{:>12} {side} {}{link}", at.as_nanos(), describe(frame));
+            }
+            Event::Received {
+                at,
+                to_a,
+                frame,
+                result,
+                counters,
+            } => {
+                let side = if *to_a { "<-A" } else { "<-B" };
+                let fate = match (result, counters) {
+                    (Err(reason), _) => format!("dropped: {}", reason.name()),
+                    (Ok(()), Some(c)) => {
+                        let before = &mut last[usize::from(!*to_a)];
+                        let fate = qp_fate(before, c);
+                        *before = *c;
+                        fate
+                    }
+                    (Ok(()), None) => "accepted".to_string(),
+                };
+                println!("{:>12} {side} {} [{fate}]", at.as_nanos(), describe(frame));
+            }
+        }
+    }
+}
+
+/// What the receiving QP did with a frame, read from how its counters moved.
+fn qp_fate(before: &QpCounters, after: &QpCounters) -> String {
+    let moved = [
+        (
+            "duplicate request",
+            after.duplicate_requests > before.duplicate_requests,
+        ),
+        (
+            "out of sequence, dropped",
+            after.out_of_sequence > before.out_of_sequence,
+        ),
+        (
+            "unexpected response, dropped",
+            after.unexpected_responses > before.unexpected_responses,
+        ),
+        ("NAK received", after.naks_received > before.naks_received),
+        ("NAK sent", after.naks_sent > before.naks_sent),
+    ];
+    let named: Vec<&str> = moved.iter().filter(|(_, m)| *m).map(|(n, _)| *n).collect();
+    if named.is_empty() {
+        "accepted".to_string()
+    } else {
+        named.join(", ")
+    }
+}
+
+/// A frame's transport headers and payload length, or why it does not parse (corrupted).
+fn describe(frame: &[u8]) -> String {
+    match FrameRepr::parse(frame) {
+        Ok((repr, payload)) => format!("{} +{}B", repr.roce, payload.len()),
+        Err(e) => format!("unparsable: {e}"),
     }
 }

@@ -391,3 +391,105 @@ fn duplicate_reads_hold_no_extra_read_resource() {
     // packets each.
     assert_eq!(b.counters().tx_packets, 6);
 }
+
+/// IBA §9.7.7 with the soak's failing pattern (seed 16908): a READ of three responses followed
+/// by two CmpSwaps, the READ's first response lost, then two of its retransmissions lost while
+/// the CmpSwaps behind them arrive. Every duplicate READ that reaches the responder is
+/// executed again in full (three responses), every duplicate atomic is answered from the
+/// replay cache without executing again, and the requester completes all three.
+#[test]
+fn duplicate_read_then_duplicate_atomics_with_answers_lost_complete_once() {
+    use rocev2_core::testing::Event;
+    use rocev2_core::wire::{FrameRepr, Operation};
+    const LEN: usize = 599; // three READ responses at MTU 256
+    let link = LinkConfig::default().delay(Duration::from_micros(2));
+    let mut p = Pair::new(link.clone(), link);
+    let c = p
+        .connect(ConnectOptions {
+            mtu: Mtu::Mtu256,
+            timeout: 5,
+            ..ConnectOptions::default()
+        })
+        .unwrap();
+    p.events = Some(Vec::new());
+    let src = pattern(16908, LEN);
+    p.b.mem.get_mut(c.mr_b.id).unwrap()[..LEN].copy_from_slice(&src);
+    let (dst, word, results) = (1 << 14, 1 << 15, (1 << 15) + 64);
+    let read = SendWr::new(
+        0,
+        SendOp::Read {
+            remote_addr: c.mr_b.addr,
+            rkey: c.mr_b.rkey,
+        },
+    )
+    .sge(sge(&c.mr_a, dst, LEN as u32));
+    p.a.ep.post_send(c.qa, read).unwrap();
+    for n in 0..2u64 {
+        let swap = SendWr::new(
+            1 + n,
+            SendOp::CompareSwap {
+                remote_addr: c.mr_b.addr + word as u64,
+                rkey: c.mr_b.rkey,
+                compare: n,
+                swap: n + 1,
+            },
+        )
+        .sge(sge(&c.mr_a, results + 8 * n as usize, 8));
+        p.a.ep.post_send(c.qa, swap).unwrap();
+    }
+    let op = |f: &[u8]| FrameRepr::parse(f).ok()?.0.roce.bth.opcode.operation();
+    let (mut read_requests, mut first_responses) = (0, 0);
+    let mut steps = 0;
+    while p.step_losing(|from_a, f| match op(f) {
+        // The first answer's first packet, then the first two retries of the request.
+        Some(Operation::RdmaReadResponseFirst) if !from_a => {
+            first_responses += 1;
+            first_responses == 1
+        }
+        Some(Operation::RdmaReadRequest) if from_a => {
+            read_requests += 1;
+            (2..=3).contains(&read_requests)
+        }
+        _ => false,
+    }) {
+        steps += 1;
+        assert!(steps < 100_000, "the pair goes idle");
+    }
+    let got: Vec<(u64, WcStatus)> = p
+        .completions(true, c.cq_a)
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
+    assert_eq!(got, [0, 1, 2].map(|i| (i, WcStatus::Success)));
+    let a = p.a.mem.get(c.mr_a.id).unwrap();
+    assert_eq!(&a[dst..dst + LEN], &src[..]);
+    let orig =
+        |k: usize| u64::from_ne_bytes(a[results + 8 * k..results + 8 * k + 8].try_into().unwrap());
+    assert_eq!(
+        (orig(0), orig(1)),
+        (0, 1),
+        "each CmpSwap saw the word before it alone"
+    );
+    let b = p.b.mem.get(c.mr_b.id).unwrap();
+    assert_eq!(u64::from_ne_bytes(b[word..word + 8].try_into().unwrap()), 2);
+    // Each READ request B received was answered with all three responses.
+    let events = p.events.take().unwrap();
+    let received = events
+        .iter()
+        .filter(|e| {
+            matches!(e, Event::Received { to_a: false, frame, result: Ok(()), .. }
+            if op(frame) == Some(Operation::RdmaReadRequest))
+        })
+        .count();
+    let responses = events
+        .iter()
+        .filter(|e| {
+            matches!(e, Event::Sent { from_a: false, frame, .. }
+            if op(frame).is_some_and(|o| o.is_read_response()))
+        })
+        .count();
+    assert_eq!(read_requests, 4, "sent, lost twice, then answered");
+    assert_eq!(received, 2);
+    assert_eq!(responses, 3 * received);
+    assert!(p.b.ep.qp(c.qb).unwrap().counters().duplicate_requests >= 3);
+}

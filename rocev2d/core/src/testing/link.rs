@@ -147,6 +147,27 @@ pub struct LinkStats {
     pub ce_marked: u64,
 }
 
+/// What a [`Link`] did to one frame handed to [`Link::send`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fate {
+    /// Dropped: no copy arrives.
+    pub lost: bool,
+    /// A bit was flipped (in every copy: corruption comes before duplication).
+    pub corrupted: bool,
+    /// Copies on their way (0 when lost, 2 when duplicated).
+    pub copies: u8,
+    /// Copies held back by the reorder delay.
+    pub held_back: u8,
+}
+
+impl Fate {
+    /// The frame does not arrive intact and in its turn: lost, corrupted, or every copy held
+    /// back behind frames sent after it. A duplicate alone does not spoil it.
+    pub fn spoiled(self) -> bool {
+        self.lost || self.corrupted || (self.copies > 0 && self.held_back == self.copies)
+    }
+}
+
 /// A probability as a threshold on a uniform `u64` draw, in units of 2^-64 (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Chance(u128);
@@ -218,9 +239,11 @@ impl Link {
     }
 
     /// Puts `frame` on the link at `now`. It queues behind earlier frames for serialization if
-    /// the link has a rate, then suffers the configured faults (module docs give the order).
-    pub fn send(&mut self, now: Instant, mut frame: Vec<u8>) {
+    /// the link has a rate, then suffers the configured faults (module docs give the order),
+    /// which the returned [`Fate`] lists.
+    pub fn send(&mut self, now: Instant, mut frame: Vec<u8>) -> Fate {
         self.stats.sent += 1;
+        let mut fate = Fate::default();
         let departure = match self.cfg.rate {
             Some(rate) => {
                 let start = now.max(self.busy_until);
@@ -231,7 +254,8 @@ impl Link {
         };
         if self.loss.roll(&mut self.rng) {
             self.stats.lost += 1;
-            return;
+            fate.lost = true;
+            return fate;
         }
         if !frame.is_empty() && self.corrupt.roll(&mut self.rng) {
             let bits = frame.len() as u128 * 8;
@@ -240,6 +264,7 @@ impl Link {
             if let Some(byte) = frame.get_mut((bit / 8) as usize) {
                 *byte ^= 1 << (bit % 8);
                 self.stats.corrupted += 1;
+                fate.corrupted = true;
             }
         }
         if self.ce_mark.0 != 0 && is_ect(&frame) && self.ce_mark.roll(&mut self.rng) {
@@ -249,14 +274,17 @@ impl Link {
         let arrival = departure + self.cfg.delay;
         if self.duplicate.roll(&mut self.rng) {
             self.stats.duplicated += 1;
-            self.enqueue(arrival, frame.clone());
+            self.enqueue(arrival, frame.clone(), &mut fate);
         }
-        self.enqueue(arrival, frame);
+        self.enqueue(arrival, frame, &mut fate);
+        fate
     }
 
-    fn enqueue(&mut self, mut arrival: Instant, frame: Vec<u8>) {
+    fn enqueue(&mut self, mut arrival: Instant, frame: Vec<u8>, fate: &mut Fate) {
+        fate.copies += 1;
         if self.reorder.roll(&mut self.rng) {
             self.stats.reordered += 1;
+            fate.held_back += 1;
             arrival += self.cfg.reorder_delay;
         }
         self.queue.insert((arrival, self.next_seq), frame);

@@ -7,6 +7,8 @@
 //!   and corruption. Two of them joined back to back carry traffic between two engines.
 //! - [`pair`]: two endpoints on such links with a virtual clock, and a one-call RC connection
 //!   (or a UD QP on each side).
+//! - [`retry_budget`]: whether a `RETRY_EXC_ERR` was earned, every attempt spoiled by the
+//!   link.
 //! - [`soak`]: one seeded connection of mixed verbs over faulty links, checked byte for byte
 //!   (the soak command, `examples/soak.rs`, runs thousands).
 //!
@@ -17,7 +19,8 @@
 
 pub mod link;
 pub mod pair;
+pub mod retry_budget;
 pub mod soak;
 
-pub use link::{Link, LinkConfig, LinkStats};
-pub use pair::{Conn, ConnectOptions, Host, Pair, UdConn};
+pub use link::{Fate, Link, LinkConfig, LinkStats};
+pub use pair::{Conn, ConnectOptions, Event, Host, Pair, UdConn};

@@ -7,16 +7,23 @@
 //! ([`Endpoint::connect_qp`]), so a test can go
 //! straight to posting work requests. [`Pair::ud`] does the same for a UD QP on each side, with
 //! an address handle towards the other.
+//!
+//! [`Pair::trace`] records every frame sent; [`Pair::events`] records, in time order, every
+//! frame sent and every frame delivered with what the receiver did with it (accepted, or the
+//! endpoint's drop reason) and the receiving QP's counters afterwards, so a failing run shows
+//! whether a frame was lost on the link or dropped by the peer, and why.
 
-use super::{Link, LinkConfig};
+use super::{Fate, Link, LinkConfig};
 use crate::cc::CcConfig;
 use crate::cq::WorkCompletion;
-use crate::endpoint::{Endpoint, EndpointError};
+use crate::endpoint::{DropReason, Endpoint, EndpointError};
 use crate::mr::{AccessFlags, MrInfo, PdId, VecMemory};
-use crate::qp::{AddressHandle, ConnectAttr, CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpState};
+use crate::qp::{
+    AddressHandle, ConnectAttr, CqId, ExtCaps, Mtu, Path, QpAttr, QpConfig, QpCounters, QpState,
+};
 use crate::time::Instant;
-use crate::wire::Qpn;
 use crate::wire::frame::Ecn;
+use crate::wire::{FrameRepr, Qpn};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr};
@@ -140,6 +147,37 @@ impl Default for ConnectOptions {
     }
 }
 
+/// One entry of [`Pair::events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A frame left side A (`from_a`) or B at `at`.
+    Sent {
+        /// Virtual time.
+        at: Instant,
+        /// Sent by side A.
+        from_a: bool,
+        /// The frame.
+        frame: Vec<u8>,
+        /// What the link did to it (lost when the test's `lose` dropped it).
+        fate: Fate,
+    },
+    /// A frame the link delivered to side A (`to_a`) or B at `at`.
+    Received {
+        /// Virtual time.
+        at: Instant,
+        /// Delivered to side A.
+        to_a: bool,
+        /// The frame as delivered (a corrupted one differs from what was sent).
+        frame: Vec<u8>,
+        /// What the endpoint did: accepted, or why it dropped the frame.
+        result: Result<(), DropReason>,
+        /// The counters of the RC QP the frame was addressed to, after it was handled (where
+        /// a QP accepted the frame, these say whether it was a duplicate, out of sequence or
+        /// unexpected).
+        counters: Option<QpCounters>,
+    },
+}
+
 /// Two hosts and the links between them.
 #[derive(Debug)]
 pub struct Pair {
@@ -155,6 +193,8 @@ pub struct Pair {
     pub now: Instant,
     /// When set, every frame sent is recorded here with `true` for frames from A.
     pub trace: Option<Vec<(bool, Vec<u8>)>>,
+    /// When set, every frame sent and every frame delivered, in time order ([`Event`]).
+    pub events: Option<Vec<Event>>,
     buf: Vec<u8>,
 }
 
@@ -174,6 +214,7 @@ impl Pair {
             ba: Link::new(ba),
             now: Instant::ZERO,
             trace: None,
+            events: None,
             buf: Vec::new(),
         }
     }
@@ -303,16 +344,45 @@ impl Pair {
                 if let Some(t) = &mut self.trace {
                     t.push((from_a, self.buf[..n].to_vec()));
                 }
-                if !lose(from_a, &self.buf[..n]) {
-                    link.send(now, self.buf[..n].to_vec());
+                let fate = if lose(from_a, &self.buf[..n]) {
+                    Fate {
+                        lost: true,
+                        ..Fate::default()
+                    }
+                } else {
+                    link.send(now, self.buf[..n].to_vec())
+                };
+                if let Some(e) = &mut self.events {
+                    e.push(Event::Sent {
+                        at: now,
+                        from_a,
+                        frame: self.buf[..n].to_vec(),
+                        fate,
+                    });
                 }
                 busy = true;
             }
         }
-        for (link, h) in [(&mut self.ab, &mut self.b), (&mut self.ba, &mut self.a)] {
+        for (to_a, link, h) in [
+            (false, &mut self.ab, &mut self.b),
+            (true, &mut self.ba, &mut self.a),
+        ] {
             while let Some(frame) = link.poll_deliver(now) {
                 // Drops are counted by the endpoint; tests read its stats.
-                let _ = h.ep.handle_frame(now, &frame, &mut h.mem);
+                let result = h.ep.handle_frame(now, &frame, &mut h.mem);
+                if let Some(e) = &mut self.events {
+                    let counters = FrameRepr::parse(&frame)
+                        .ok()
+                        .and_then(|(f, _)| h.ep.qp(f.roce.bth.dest_qp))
+                        .map(|q| *q.counters());
+                    e.push(Event::Received {
+                        at: now,
+                        to_a,
+                        frame,
+                        result,
+                        counters,
+                    });
+                }
                 busy = true;
             }
         }

@@ -15,13 +15,19 @@
 //!   the running sum before it; each CmpSwap in a chain `k → k+1` finds `k` and the chain's
 //!   word ends at its length.
 //!
+//! At these fault rates a work request can legitimately lose all eight of its attempts and
+//! complete with `RETRY_EXC_ERR` (about one seed in 10^5: a READ of twelve 256-byte responses
+//! at 20% faults per frame loses an attempt with probability ~0.9). Such a seed is replayed
+//! with its events recorded and counts as [`Outcome::exhausted`] only when
+//! [`super::retry_budget::check`] finds the link spoiled every attempt; otherwise it fails.
+//!
 //! A failure is reported with its seed, so `cargo run -p rocev2-core --example soak --features
 //! testing -- --from SEED --seeds 1` replays it bit for bit.
 //!
 //! Source: IBA Vol. 1 §9.7 (reliable service), §9.4.5 (atomics), §10.8.3 (completion order);
 //! seed 001 §3 for the multipath mode. Deviations: none.
 
-use super::{ConnectOptions, LinkConfig, Pair};
+use super::{ConnectOptions, Event, LinkConfig, Pair, retry_budget};
 use crate::cq::WcStatus;
 use crate::mprdma::MpConfig;
 use crate::mr::MrInfo;
@@ -45,6 +51,11 @@ const RESULTS: usize = 57 << 10; // originals returned by this side's atomics, 8
 const MAX_ATOMICS: usize = (64 << 10) - RESULTS;
 const MR_LEN: usize = 64 << 10;
 
+/// A bound on a round trip over the soak's links: 2 µs each way, 7 µs more for a reordered
+/// frame, ~3.5 µs to serialize a 4 KiB frame at 10 Gbit/s, with room for queueing behind a
+/// burst. Shorter than the local ACK timeout (4.096 µs · 2^5).
+const ANSWER_WITHIN: Duration = Duration::from_micros(50);
+
 /// Steps [`Pair::drive`] may take before the run counts as hung.
 const MAX_STEPS: usize = 4_000_000;
 
@@ -59,6 +70,9 @@ pub struct Outcome {
     pub bytes: u64,
     /// Frames the two links lost, duplicated, reordered or corrupted.
     pub faults: u64,
+    /// A work request gave up with `RETRY_EXC_ERR` after the link spoiled every one of its
+    /// attempts ([`super::retry_budget::check`]); the data checks were not run.
+    pub exhausted: bool,
 }
 
 /// Why a seed failed.
@@ -135,12 +149,12 @@ pub fn run(seed: u64) -> Result<Outcome, Failure> {
     run_traced(seed, &mut None)
 }
 
-/// [`run`], recording into `trace` (when `Some`) every frame sent, `true` for frames from A,
-/// to replay a failure frame by frame.
+/// [`run`], recording into `events` (when `Some`) every frame sent and every frame delivered
+/// with what the receiver did with it ([`Pair::events`]), to replay a failure frame by frame.
 ///
 /// # Errors
 /// As [`run`].
-pub fn run_traced(seed: u64, trace: &mut Option<Vec<(bool, Vec<u8>)>>) -> Result<Outcome, Failure> {
+pub fn run_traced(seed: u64, events: &mut Option<Vec<Event>>) -> Result<Outcome, Failure> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (loss, dup, reorder, corrupt) = (
         chance(&mut rng, 0.1),
@@ -181,7 +195,7 @@ pub fn run_traced(seed: u64, trace: &mut Option<Vec<(bool, Vec<u8>)>>) -> Result
         }
     };
     let mut p = Pair::new(link(rng.next_u64()), link(rng.next_u64()));
-    p.trace = trace.take();
+    p.events = events.take();
     let mut options = ConnectOptions {
         mr_len: MR_LEN,
         mtu,
@@ -326,7 +340,8 @@ pub fn run_traced(seed: u64, trace: &mut Option<Vec<(bool, Vec<u8>)>>) -> Result
     let work_requests = e.sends[0].len() + e.sends[1].len();
 
     let idle = p.drive(MAX_STEPS);
-    *trace = p.trace.take();
+    *events = p.events.take();
+    let events: &Option<Vec<Event>> = events;
     if !idle {
         return Err(fail(format!("not idle after {MAX_STEPS} steps")));
     }
@@ -342,7 +357,16 @@ pub fn run_traced(seed: u64, trace: &mut Option<Vec<(bool, Vec<u8>)>>) -> Result
         })
         .collect();
     if !errors.is_empty() {
-        return Err(fail(errors.join("; ")));
+        return match spent_on_link(seed, &wcs, multipath, mtu, events) {
+            Ok(_) => Ok(Outcome {
+                multipath,
+                work_requests,
+                bytes: 0,
+                faults: link_faults(&p),
+                exhausted: true,
+            }),
+            Err(why) => Err(fail(format!("{}; {why}", errors.join("; ")))),
+        };
     }
     for (side, wcs) in wcs.iter().enumerate() {
         let sends: Vec<u64> = wcs
@@ -438,17 +462,66 @@ pub fn run_traced(seed: u64, trace: &mut Option<Vec<(bool, Vec<u8>)>>) -> Result
             }
         }
     }
-    let stats = [p.ab.stats(), p.ba.stats()];
-    let faults = stats
-        .iter()
-        .map(|s| s.lost + s.duplicated + s.reordered + s.corrupted)
-        .sum();
     Ok(Outcome {
         multipath,
         work_requests,
         bytes,
-        faults,
+        faults: link_faults(&p),
+        exhausted: false,
     })
+}
+
+/// Frames the two links lost, duplicated, reordered or corrupted.
+fn link_faults(p: &Pair) -> u64 {
+    [p.ab.stats(), p.ba.stats()]
+        .iter()
+        .map(|s| s.lost + s.duplicated + s.reordered + s.corrupted)
+        .sum()
+}
+
+/// Whether the error completions are retry budgets the link spent: on each side with an
+/// error, the first is `RETRY_EXC_ERR` and the rest are flushes, and replaying the seed with
+/// its events recorded shows every attempt spoiled ([`retry_budget::check`]). Returns the
+/// attempts checked. `events` holds the run's events when the caller recorded them.
+fn spent_on_link(
+    seed: u64,
+    wcs: &[Vec<crate::cq::WorkCompletion>; 2],
+    multipath: bool,
+    mtu: Mtu,
+    events: &Option<Vec<Event>>,
+) -> Result<usize, String> {
+    if multipath {
+        return Err("multipath QPs retry per path (seed 001 §3.4), not checked here".into());
+    }
+    let failed: Vec<bool> = wcs
+        .iter()
+        .map(|w| w.iter().any(|c| c.status != WcStatus::Success))
+        .collect();
+    for (side, w) in wcs.iter().enumerate() {
+        let mut bad = w.iter().filter(|c| c.status != WcStatus::Success);
+        if let Some(first) = bad.next()
+            && (first.status != WcStatus::RetryExcErr
+                || bad.any(|c| c.status != WcStatus::WrFlushErr))
+        {
+            return Err(format!("side {side}: not a retry budget spent and flushed"));
+        }
+    }
+    let replayed;
+    let events = match events {
+        Some(e) => e,
+        None => {
+            let mut log = Some(Vec::new());
+            let _ = run_traced(seed, &mut log);
+            replayed = log.unwrap_or_default();
+            &replayed
+        }
+    };
+    let mut attempts = 0;
+    for side in (0..2).filter(|&s| failed[s]) {
+        attempts += retry_budget::check(events, side == 0, mtu.bytes(), ANSWER_WITHIN)
+            .map_err(|why| format!("side {side}: {why}"))?;
+    }
+    Ok(attempts)
 }
 
 /// How many CmpSwaps `atomics` holds: the chain's next compare value.
