@@ -1,7 +1,7 @@
 //! The soak command: thousands of seeded in-memory connections of mixed verbs over links with
 //! 0–10% loss, duplication, reordering and corruption, every byte and every atomic checked
-//! (`rocev2_core::testing::soak`). Not run by CI, which runs a few hundred seeds
-//! (`tests/soak.rs`); results in docs/reliability.md.
+//! (`rocev2_core::testing::soak`). CI runs 50,000 seeds (`tests/soak.rs`); results in
+//! docs/reliability.md.
 //!
 //! ```sh
 //! cargo run --release -p rocev2-core --features testing --example soak -- --seeds 10000
