@@ -58,13 +58,33 @@ fn run_points<P: Sync, R: Send>(points: &[P], jobs: usize, run: impl Fn(&P) -> R
     done.into_iter().map(|(_, r)| r).collect()
 }
 
-/// Runs the experiments `only` names (all by default) into `out`, `jobs` points at a time;
-/// `quarter` runs `dart_clos_sensitivity` on the 256-host Clos instead of the paper's.
-pub fn run(only: Option<&str>, out: &Path, quick: bool, quarter: bool, jobs: usize) -> Result<()> {
+/// How `dart_clos_sensitivity` runs besides `--quick`.
+#[derive(Debug, Clone, Default)]
+pub struct SweepOpts {
+    /// On the 256-host Clos instead of the paper's.
+    pub quarter: bool,
+    /// Only this variant (all by default).
+    pub variant: Option<String>,
+}
+
+/// Runs the experiments `only` names (all by default) into `out`, `jobs` points at a time.
+pub fn run(
+    only: Option<&str>,
+    out: &Path,
+    quick: bool,
+    sweep: &SweepOpts,
+    jobs: usize,
+) -> Result<()> {
     if let Some(o) = only
         && !ALL.contains(&o)
     {
         bail!("--only {o}: expected one of {}", ALL.join(", "));
+    }
+    if let Some(v) = &sweep.variant
+        && !VARIANTS.iter().any(|x| x.name == v)
+    {
+        let names: Vec<&str> = VARIANTS.iter().map(|x| x.name).collect();
+        bail!("--variant {v}: expected one of {}", names.join(", "));
     }
     for name in ALL.iter().filter(|n| only.is_none_or(|o| o == **n)) {
         let dir = out.join(name);
@@ -76,12 +96,16 @@ pub fn run(only: Option<&str>, out: &Path, quick: bool, quarter: bool, jobs: usi
             "dcqcn_plus_grid" => dcqcn_plus_grid(&dir, quick, jobs)?,
             "dart_clos" => dart_clos(&dir, quick, jobs)?,
             "dart_clos_sensitivity" => {
-                let size = match (quick, quarter) {
+                let size = match (quick, sweep.quarter) {
                     (true, _) => ClosSize::Ci,
                     (false, true) => ClosSize::Quarter,
                     (false, false) => ClosSize::Paper,
                 };
-                dart_clos_sensitivity(&dir, size, jobs)?
+                let variants: Vec<&Variant> = VARIANTS
+                    .iter()
+                    .filter(|v| sweep.variant.as_deref().is_none_or(|n| n == v.name))
+                    .collect();
+                dart_clos_sensitivity(&dir, size, &variants, jobs)?
             }
             _ => mp_clos(&dir, quick, jobs)?,
         }
@@ -564,11 +588,16 @@ const VARIANTS: [Variant; 7] = [
     },
 ];
 
-/// Seed 000 §VI-B's saturation, looked for: every [`VARIANTS`] entry at loads 20–80% (CI: 30%
-/// and 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters and Dart, on `size`.
+/// Seed 000 §VI-B's saturation, looked for: each of `variants` at loads 20–80% (CI: 30% and
+/// 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters and Dart, on `size`.
 /// Writes each point's 8 KB p50/p99, goodput and steady-state test (`summary.csv`), the
 /// paper's averaging of the p99 ratios (`ratios.csv`) and one p99 plot per variant.
-fn dart_clos_sensitivity(dir: &Path, size: ClosSize, jobs: usize) -> Result<()> {
+fn dart_clos_sensitivity(
+    dir: &Path,
+    size: ClosSize,
+    variants: &[&Variant],
+    jobs: usize,
+) -> Result<()> {
     let ci = size == ClosSize::Ci;
     let loads: &[f64] = if ci {
         &[0.3, 0.6]
@@ -576,9 +605,9 @@ fn dart_clos_sensitivity(dir: &Path, size: ClosSize, jobs: usize) -> Result<()> 
         &[0.2, 0.4, 0.6, 0.8]
     };
     let schemes = [CcScheme::Dcqcn, CcScheme::DcqcnCx4, CcScheme::Dart];
-    let points: Vec<(&Variant, DartClos)> = VARIANTS
+    let points: Vec<(&Variant, DartClos)> = variants
         .iter()
-        .flat_map(|v| {
+        .flat_map(|&v| {
             loads.iter().flat_map(move |&l| {
                 schemes.map(|cc| {
                     let mut p = if ci {
@@ -636,7 +665,7 @@ fn dart_clos_sensitivity(dir: &Path, size: ClosSize, jobs: usize) -> Result<()> 
         "variant,baseline,mean_p99_ratio,mean_p99_ratio_steady_loads,loads_baseline_saturated,\
          loads_dart_saturated\n",
     );
-    for (vi, v) in VARIANTS.iter().enumerate() {
+    for (vi, v) in variants.iter().enumerate() {
         for (k, base) in schemes[..dart].iter().enumerate() {
             let per_load: Vec<(f64, bool, bool)> = (0..loads.len())
                 .map(|li| {

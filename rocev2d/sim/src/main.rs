@@ -57,6 +57,10 @@ enum Cmd {
         /// incast degree, a quarter of its pods) instead of the paper's 1024 hosts.
         #[arg(long)]
         quarter: bool,
+        /// dart_clos_sensitivity: only this variant (typical, light_mix, heavy_mix,
+        /// load_of_access_link, run_10x, pfc, buffer_1mb).
+        #[arg(long)]
+        variant: Option<String>,
         /// Points run at once (default: every CPU); the files do not depend on it.
         #[arg(long)]
         jobs: Option<usize>,
@@ -114,12 +118,14 @@ fn main() -> Result<()> {
             out,
             quick,
             quarter,
+            variant,
             jobs,
         } => {
             let jobs = jobs.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
             });
-            cli_experiments::run(only.as_deref(), &out, quick, quarter, jobs)
+            let sweep = cli_experiments::SweepOpts { quarter, variant };
+            cli_experiments::run(only.as_deref(), &out, quick, &sweep, jobs)
         }
         Cmd::Run {
             scenario,
