@@ -110,6 +110,42 @@ fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_r
     );
 }
 
+/// `--variant` runs one variant of `dart_clos_sensitivity` and refuses a name it does not know.
+#[test]
+fn dart_clos_sensitivity_cli_variant_runs_only_that_variant() {
+    let base = std::env::temp_dir().join(format!("rocev2-sim-variant-{}", std::process::id()));
+    let run = |variant: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
+            .args(["experiments", "--only", "dart_clos_sensitivity", "--quick"])
+            .args(["--variant", variant, "--out"])
+            .arg(&base)
+            .output()
+            .expect("rocev2-sim runs")
+    };
+    let pfc = run("pfc");
+    assert!(
+        pfc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pfc.stderr)
+    );
+    let dir = base.join("dart_clos_sensitivity");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
+    let unknown = run("no_such_variant");
+    let _ = std::fs::remove_dir_all(&base);
+    // Two loads × three schemes, all of them PFC's.
+    assert_eq!(summary.lines().count(), 1 + 2 * 3, "{summary}");
+    assert!(
+        summary.lines().skip(1).all(|l| l.starts_with("pfc,")),
+        "{summary}"
+    );
+    assert!(!unknown.status.success());
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        err.contains("--variant no_such_variant") && err.contains("run_10x"),
+        "{err}"
+    );
+}
+
 /// A grid cell at 64 flows on 40 Gbit/s, flows starting within 5 ms, last 5 ms of 15 ms.
 fn cell(c: GridCell) -> ManyFlowsResult {
     let mut e: ManyFlows = c.many_flows(64, 40.0);
