@@ -50,7 +50,7 @@ cargo build --release -q -p rocev2-sim --bins
 sim=target/release/rocev2-sim
 
 # Seeds 000, 001 and 002/004: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos,
-# mp_clos.
+# dart_clos_sensitivity (the 1024-host Clos with --papers; the 32-host one otherwise), mp_clos.
 size=(--quick)
 [ "$papers" = 1 ] && size=()
 step experiments "$sim" experiments "${size[@]}" "${jobs[@]}" --out "$out/experiments"

@@ -43,8 +43,8 @@ enum Cmd {
     },
     /// Run the papers' congestion-control experiments (docs/congestion.md) and write CSV + SVG.
     Experiments {
-        /// Only this experiment: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos or
-        /// mp_clos.
+        /// Only this experiment: many_flows, dart_incast, fairness, dcqcn_plus_grid, dart_clos,
+        /// dart_clos_sensitivity or mp_clos.
         #[arg(long)]
         only: Option<String>,
         /// Output directory.
@@ -53,6 +53,14 @@ enum Cmd {
         /// The CI sizes instead of the full ones (seconds instead of minutes).
         #[arg(long)]
         quick: bool,
+        /// dart_clos_sensitivity on the 256-host Clos (the paper's 4:1 edge, per-host load and
+        /// incast degree, a quarter of its pods) instead of the paper's 1024 hosts.
+        #[arg(long)]
+        quarter: bool,
+        /// dart_clos_sensitivity: only this variant (typical, light_mix, heavy_mix,
+        /// load_of_access_link, run_10x, pfc, buffer_1mb).
+        #[arg(long)]
+        variant: Option<String>,
         /// Points run at once (default: every CPU); the files do not depend on it.
         #[arg(long)]
         jobs: Option<usize>,
@@ -109,12 +117,15 @@ fn main() -> Result<()> {
             only,
             out,
             quick,
+            quarter,
+            variant,
             jobs,
         } => {
             let jobs = jobs.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
             });
-            cli_experiments::run(only.as_deref(), &out, quick, jobs)
+            let sweep = cli_experiments::SweepOpts { quarter, variant };
+            cli_experiments::run(only.as_deref(), &out, quick, &sweep, jobs)
         }
         Cmd::Run {
             scenario,

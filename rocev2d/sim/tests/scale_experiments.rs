@@ -62,6 +62,90 @@ fn dart_clos_cli_ci_size_writes_the_same_rows_on_any_number_of_threads() {
     assert_eq!(one, three);
 }
 
+/// `experiments --only dart_clos_sensitivity --quick` writes a row per variant, load and scheme,
+/// two ratio rows per variant and a plot per variant, and each variant reaches the run: the
+/// access-link reading offers four times the short flows of the core's (4:1), the heavy mix
+/// more than the light one, and the long run ten times the length.
+#[test]
+fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_run() {
+    let base = std::env::temp_dir().join(format!("rocev2-sim-sens-{}", std::process::id()));
+    let dir = common::experiments("dart_clos_sensitivity", Some("2"), &base);
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
+    let ratios = std::fs::read_to_string(dir.join("ratios.csv")).expect("ratios.csv");
+    let plots = std::fs::read_dir(&dir)
+        .expect("the experiment's folder")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        })
+        .count();
+    let _ = std::fs::remove_dir_all(&base);
+    // Seven variants × two loads × three schemes; two baselines per variant.
+    assert_eq!(summary.lines().count(), 1 + 7 * 2 * 3, "{summary}");
+    assert_eq!(ratios.lines().count(), 1 + 7 * 2, "{ratios}");
+    assert_eq!(plots, 7);
+    let header: Vec<&str> = summary.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (short, duration) = (col("short_flows"), col("duration_ns"));
+    // The DCQCN row at 60% of each variant.
+    let row = |variant: &str| -> Vec<String> {
+        let prefix = format!("{variant},dcqcn,0.6,");
+        let line = summary
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("{prefix}"));
+        line.split(',').map(str::to_string).collect()
+    };
+    let num = |r: &[String], c: usize| r[c].parse::<f64>().expect("a number");
+    let typical = row("typical");
+    let access = num(&row("load_of_access_link"), short) / num(&typical, short);
+    assert!(
+        (3.0..5.0).contains(&access),
+        "access/core short flows {access}"
+    );
+    assert!(num(&row("heavy_mix"), short) > num(&row("light_mix"), short) * 2.0);
+    assert_eq!(
+        num(&row("run_10x"), duration),
+        10.0 * num(&typical, duration)
+    );
+}
+
+/// `--variant` runs one variant of `dart_clos_sensitivity` and refuses a name it does not know.
+#[test]
+fn dart_clos_sensitivity_cli_variant_runs_only_that_variant() {
+    let base = std::env::temp_dir().join(format!("rocev2-sim-variant-{}", std::process::id()));
+    let run = |variant: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rocev2-sim"))
+            .args(["experiments", "--only", "dart_clos_sensitivity", "--quick"])
+            .args(["--variant", variant, "--out"])
+            .arg(&base)
+            .output()
+            .expect("rocev2-sim runs")
+    };
+    let pfc = run("pfc");
+    assert!(
+        pfc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pfc.stderr)
+    );
+    let dir = base.join("dart_clos_sensitivity");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
+    let unknown = run("no_such_variant");
+    let _ = std::fs::remove_dir_all(&base);
+    // Two loads × three schemes, all of them PFC's.
+    assert_eq!(summary.lines().count(), 1 + 2 * 3, "{summary}");
+    assert!(
+        summary.lines().skip(1).all(|l| l.starts_with("pfc,")),
+        "{summary}"
+    );
+    assert!(!unknown.status.success());
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        err.contains("--variant no_such_variant") && err.contains("run_10x"),
+        "{err}"
+    );
+}
+
 /// A grid cell at 64 flows on 40 Gbit/s, flows starting within 5 ms, last 5 ms of 15 ms.
 fn cell(c: GridCell) -> ManyFlowsResult {
     let mut e: ManyFlows = c.many_flows(64, 40.0);
