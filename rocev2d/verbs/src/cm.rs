@@ -83,7 +83,7 @@ impl Device {
         let Driver { ep, mem, .. } = &mut st.driver;
         let r = f(ep, now, mem);
         if st.take_cm_events() {
-            l.shared.cm.fire();
+            l.cm.fire();
         }
         drop(st);
         l.kick();
@@ -169,7 +169,9 @@ impl Device {
             Backend::Attached(a) => return lock_attached(a).cm_connect(params, resolve_timeout),
         };
         // Resolution may take the whole timeout: not under the lock.
-        let mac = self.resolve(peer, resolve_timeout)?;
+        let mac = self
+            .next_hop(peer, None, resolve_timeout)
+            .mac(iface, peer)?;
         self.with_cm(l, |ep, now, _| ep.cm_connect(now, params, mac))
     }
 
@@ -362,17 +364,17 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
             Backend::Local(l) => {
                 let mut st = l.lock();
                 if !self.registered {
-                    l.shared.cm.register(&self.own);
+                    l.cm.register(&self.own);
                     self.registered = true;
                 }
                 if let Some(why) = &st.failed {
                     return Err(Error::ProgressStopped(why.clone()));
                 }
                 if !l.has_thread() {
-                    st.pass(&l.shared.activity)?;
+                    st.drive()?;
                 }
                 if st.take_cm_events() {
-                    l.shared.cm.fire();
+                    l.cm.fire();
                 }
                 self.own.get().clear();
                 let i = st.cm_events.iter().position(&mut self.pick);

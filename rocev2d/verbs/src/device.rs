@@ -31,6 +31,7 @@ use rocev2_core::mr::{AccessFlags, MrId, VecMemory};
 use rocev2_core::qp::{ConnectAttr, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::auto::{self, Options};
+use rocev2_datapath::host::{self, NextHop};
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::ConnectSpec;
@@ -326,7 +327,7 @@ impl Device {
     /// Who drives the engine: `Some` mode in-process, `None` when attached (the daemon does).
     pub fn progress_mode(&self) -> Option<ProgressMode> {
         match &self.inner.backend {
-            Backend::Local(l) => Some(l.shared.mode),
+            Backend::Local(l) => Some(l.mode),
             Backend::Attached(_) => None,
         }
     }
@@ -441,11 +442,14 @@ impl Device {
             Backend::Local(l) => {
                 let mut st = l.lock();
                 let len = buf.len() as u64;
-                let addr = st.next_addr.next_multiple_of(align.max(1));
-                let info = st.driver.ep.register_mr(pd.0, addr, len, access)?;
-                // Page-aligned, non-overlapping addresses, so a stray address never hits
-                // another region.
-                st.next_addr = (addr + len.max(1)).next_multiple_of(4096);
+                let addr = st.addresses.alloc(len, align);
+                let info = match st.driver.ep.register_mr(pd.0, addr, len, access) {
+                    Ok(info) => info,
+                    Err(e) => {
+                        st.addresses.free(addr, len);
+                        return Err(e.into());
+                    }
+                };
                 st.driver.mem.insert(info.id, buf);
                 info
             }
@@ -484,6 +488,7 @@ impl Device {
                     return Err(Error::UnknownMr);
                 }
                 st.driver.ep.deregister_mr(mr.info.id)?;
+                st.addresses.free(mr.info.addr, mr.info.len);
                 st.driver.mem.remove(mr.info.id).ok_or(Error::UnknownMr)
             }
             Backend::Attached(a) => lock_attached(a).deregister(mr.info.id),
@@ -650,23 +655,17 @@ impl Device {
         };
         let iface = &self.inner.iface;
         let v6 = remote.ip.is_ipv6();
-        let no_address = || Error::NoAddress {
+        iface.source_ip(v6).ok_or_else(|| Error::NoAddress {
             iface: iface.name.clone(),
             family: if v6 { "IPv6" } else { "IPv4" },
-        };
-        iface.source_ip(v6).ok_or_else(no_address)?;
+        })?;
         let mtu = iface
             .path_mtu(v6)
             .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
             .min(opts.mtu);
         // Resolution may take the whole timeout: not under the lock.
-        let dst_mac = match remote.mac {
-            Some(m) => m,
-            None => self.resolve(remote.ip, opts.resolve_timeout)?,
-        };
-        let path = iface
-            .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
-            .ok_or_else(no_address)?;
+        let hop = self.next_hop(remote.ip, remote.mac, opts.resolve_timeout);
+        let path = host::path(iface, qp.0, remote.ip, hop, opts.dscp)?;
         let attr = ConnectAttr {
             path,
             mtu,
@@ -831,7 +830,7 @@ impl Device {
         match &self.inner.backend {
             Backend::Local(l) => {
                 let mut st = l.lock();
-                let p = st.pass(&l.shared.activity)?;
+                let p = st.drive()?;
                 l.seen.store(st.activity_gen, Ordering::SeqCst);
                 Ok(p)
             }
@@ -853,7 +852,7 @@ impl Device {
                 if !l.has_thread() {
                     return Ok(st.driver.wait(extra)?);
                 }
-                let ev = &l.shared.activity;
+                let ev = &l.activity;
                 ev.arm();
                 let bound = if st.activity_gen != l.seen.load(Ordering::SeqCst) {
                     Duration::ZERO
@@ -915,7 +914,7 @@ impl Device {
                 }
                 if !l.has_thread() || spin {
                     // Caller-driven, or busy-polling while the thread backs off (local.rs).
-                    st.pass(&l.shared.activity)?;
+                    st.drive()?;
                     let n = st.driver.ep.poll_cq(cq.0, out, max);
                     return Ok(match (n, l.has_thread()) {
                         (1.., _) => Step::Done(n),
@@ -955,13 +954,15 @@ impl Device {
         }
     }
 
-    /// The MAC of `ip` (a neighbour on the interface): from the neighbours the device knows
-    /// ([`Device::pair`]), else the kernel's neighbour table, waiting up to `wait`.
-    pub(crate) fn resolve(&self, ip: IpAddr, wait: Duration) -> Result<[u8; 6]> {
-        match self.inner.neighbours.iter().find(|(n, _)| *n == ip) {
-            Some((_, mac)) => Ok(*mac),
-            None => Ok(neigh::resolve(&self.inner.iface, ip, wait)?),
-        }
+    /// Where the next hop's MAC towards `ip` comes from: `mac` when given, else the neighbours
+    /// the device knows ([`Device::pair`]), else the kernel's neighbour table, waiting up to
+    /// `wait`.
+    pub(crate) fn next_hop(&self, ip: IpAddr, mac: Option<[u8; 6]>, wait: Duration) -> NextHop {
+        let known = || {
+            let n = self.inner.neighbours.iter().find(|(n, _)| *n == ip);
+            n.map(|(_, mac)| *mac)
+        };
+        NextHop::new(mac.or_else(known), wait)
     }
 
     /// Marks a busy-polling wait that drives the engine while the progress thread backs off
@@ -1145,7 +1146,7 @@ impl Device {
                 if idle(&st.driver) {
                     return Ok(());
                 }
-                l.shared.activity.arm();
+                l.activity.arm();
             }
             let waited = start.elapsed();
             if waited >= timeout {
@@ -1153,7 +1154,7 @@ impl Device {
             }
             // Timers expire without activity: look again at least every 10 ms.
             sleep_on(
-                &l.shared.activity,
+                &l.activity,
                 (timeout - waited).min(Duration::from_millis(10)),
             )?;
         }
@@ -1333,15 +1334,15 @@ mod tests {
                 unreachable!("a pair is in-process")
             };
             let wait = Duration::from_millis(200);
-            let before = l.shared.passes.load(Ordering::Relaxed);
+            let before = l.passes();
             let t = Instant::now();
             let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
             let waited = t.elapsed();
             assert!(matches!(e, Error::Timeout), "{e}");
-            let passes = l.shared.passes.load(Ordering::Relaxed) - before;
+            let passes = l.passes() - before;
             // At most one pass per back-off sleep, plus the one under way when the wait began
             // (a spinning thread makes a pass every few microseconds).
-            let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
+            let bound = waited.as_micros() / rocev2_datapath::host::BACKOFF.as_micros() + 2;
             assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
         }
     }

@@ -123,6 +123,17 @@ pub enum Error {
     Io(#[source] std::io::Error),
 }
 
+impl From<rocev2_datapath::host::PathError> for Error {
+    fn from(e: rocev2_datapath::host::PathError) -> Error {
+        use rocev2_datapath::host::PathError;
+        match e {
+            PathError::NoAddress { iface, family } => Error::NoAddress { iface, family },
+            PathError::Neighbour { source, .. } => Error::Datapath(source),
+            PathError::Invalid(e) => Error::Verb(rocev2_core::EndpointError::Modify(e)),
+        }
+    }
+}
+
 impl From<rocev2_datapath::Error> for Error {
     fn from(e: rocev2_datapath::Error) -> Error {
         Error::Datapath(e)

@@ -39,9 +39,10 @@ use crate::device::{Backend, Device, lock_attached};
 use crate::error::{Error, Result};
 use crate::mr::Pd;
 use crate::qp::{Cq, Qp};
-use rocev2_core::qp::{AddressHandle, Mtu, QpConfig, SendOp, SendWr, UdDest};
+use rocev2_core::qp::{Mtu, QpConfig, SendOp, SendWr, UdDest};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Driver;
+use rocev2_datapath::host;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -224,28 +225,10 @@ impl Device {
                 return Ok(Ah(id, self.id()));
             }
         };
-        let iface = self.interface();
-        let v6 = attr.ip.is_ipv6();
-        let no_address = || Error::NoAddress {
-            iface: iface.name.clone(),
-            family: if v6 { "IPv6" } else { "IPv4" },
-        };
-        iface.source_ip(v6).ok_or_else(no_address)?;
         // Resolution may take the whole timeout: not under the lock.
-        let mac = match attr.mac {
-            Some(m) => m,
-            None => self.resolve(attr.ip, attr.resolve_timeout)?,
-        };
-        let path = iface
-            .path_to(Qpn::new(0), attr.ip, mac, attr.dscp)
-            .ok_or_else(no_address)?;
-        let ah = AddressHandle::new(path)
-            .map_err(|e| Error::Verb(rocev2_core::EndpointError::Modify(e)))?;
-        let mut st = l.lock();
-        let id = st.next_ah;
-        st.next_ah = st.next_ah.wrapping_add(1).max(1);
-        st.ahs.insert(id, ah);
-        Ok(Ah(id, self.id()))
+        let hop = self.next_hop(attr.ip, attr.mac, attr.resolve_timeout);
+        let ah = host::address_handle(self.interface(), attr.ip, hop, attr.dscp)?;
+        Ok(Ah(l.lock().ahs.insert(ah), self.id()))
     }
 
     /// Destroys an address handle (`ibv_destroy_ah`). Sends already posted through it still
@@ -260,7 +243,7 @@ impl Device {
             Backend::Local(l) => l
                 .lock()
                 .ahs
-                .remove(&ah.0)
+                .remove(ah.0)
                 .map(|_| ())
                 .ok_or(Error::UnknownAh),
             Backend::Attached(a) => lock_attached(a).destroy_ah(ah.0),
@@ -283,7 +266,7 @@ impl Device {
                 let mut st = l.lock();
                 let mtu = st.driver.ep.ud_qp(qp.0).ok_or_else(not_ud)?.mtu();
                 check_ud_send(&wr, mtu)?;
-                let ah = *st.ahs.get(&to.ah.0).ok_or(Error::UnknownAh)?;
+                let ah = *st.ahs.get(to.ah.0).ok_or(Error::UnknownAh)?;
                 let wr = wr.ud(UdDest {
                     ah,
                     remote_qpn: to.qpn,
