@@ -24,8 +24,10 @@
 //! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
 //! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::ud::{AhAttr, UdAddress};
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
@@ -48,7 +50,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// Longest a control request waits for the daemon's answer.
@@ -777,5 +779,121 @@ fn call(
         if frame::recv(sock, dec).map_err(gone)? == 0 {
             return Err(Error::DaemonGone);
         }
+    }
+}
+
+/// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
+pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
+    a.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Backend for Mutex<Attached> {
+    fn alloc_pd(&self) -> Result<PdId> {
+        lock_attached(self).alloc_pd()
+    }
+
+    /// The daemon page-aligns regions: an alignment beyond that is refused.
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo> {
+        let mut g = lock_attached(self);
+        let info = g.register(pd, &buf, access)?;
+        if info.addr % align.max(1) != 0 {
+            let _ = g.deregister(info.id);
+            return Err(Error::Refused {
+                kind: ErrorKind::Invalid,
+                message: format!("region address {:#x} is not {align}-aligned", info.addr),
+            });
+        }
+        Ok(info)
+    }
+
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>> {
+        lock_attached(self).deregister(mr.id)
+    }
+
+    fn create_cq(&self, capacity: usize) -> Result<CqId> {
+        lock_attached(self).create_cq(capacity)
+    }
+
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
+        lock_attached(self).create_qp(&cfg)
+    }
+
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
+        let spec = ConnectSpec {
+            dest_qpn: remote.qpn.value(),
+            remote_psn: remote.psn,
+            ip: remote.ip,
+            mac: remote.mac,
+            local_psn: opts.local_psn,
+            mtu: opts.mtu.bytes(),
+            timeout: opts.timeout,
+            retry_cnt: opts.retry_cnt,
+            rnr_retry: opts.rnr_retry,
+            min_rnr_timer: opts.min_rnr_timer,
+            rd_atomic: opts.rd_atomic,
+            dscp: opts.dscp,
+            resolve_timeout_ms: u32::try_from(opts.resolve_timeout.as_millis()).unwrap_or(u32::MAX),
+            peer_ext: opts.peer_ext.to_word(),
+        };
+        lock_attached(self).connect(qp, spec)
+    }
+
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
+        lock_attached(self).query(qp).map(|(_, m)| m)
+    }
+
+    fn mp_snapshot(&self, qp: Qpn) -> Option<MpSnapshot> {
+        lock_attached(self).mp_snapshot(qp)
+    }
+
+    fn qp_state(&self, qp: Qpn) -> Option<QpState> {
+        lock_attached(self).query(qp).map(|(s, _)| s)
+    }
+
+    fn reset_to_error(&self, qp: Qpn) -> Result<()> {
+        lock_attached(self).reset_to_error(qp)
+    }
+
+    fn destroy_qp(&self, qp: Qpn) -> Result<()> {
+        lock_attached(self).destroy_qp(qp)
+    }
+
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()> {
+        let mut g = lock_attached(self);
+        if g.ud_mtu(qp).is_some() {
+            return Err(crate::ud::needs_address());
+        }
+        g.post_send(qp, &wr)
+    }
+
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()> {
+        lock_attached(self).post_recv(qp, &wr)
+    }
+
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        lock_attached(self).poll_cq(cq, out, max)
+    }
+
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn> {
+        lock_attached(self).create_ud_qp(&cfg, q_key)
+    }
+
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu> {
+        lock_attached(self).ud_mtu(qp)
+    }
+
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32> {
+        lock_attached(self).create_ah(attr)
+    }
+
+    fn destroy_ah(&self, ah: u32) -> Result<()> {
+        lock_attached(self).destroy_ah(ah)
+    }
+
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()> {
+        let mut g = lock_attached(self);
+        let mtu = g.ud_mtu(qp).ok_or_else(crate::ud::not_ud)?;
+        check_ud_send(&wr, mtu)?;
+        g.post_send_to(qp, to, &wr)
     }
 }

@@ -169,9 +169,10 @@ impl Device {
             Backend::Attached(a) => return lock_attached(a).cm_connect(params, resolve_timeout),
         };
         // Resolution may take the whole timeout: not under the lock.
-        let mac = self
+        let mac = l
             .next_hop(peer, None, resolve_timeout)
-            .mac(iface, peer)?;
+            .mac(iface, peer)
+            .map_err(Error::from_path)?;
         self.with_cm(l, |ep, now, _| ep.cm_connect(now, params, mac))
     }
 

@@ -18,7 +18,8 @@
 //!
 //! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC and UD, no UC).
 
-use crate::attached::Attached;
+pub(crate) use crate::attached::{Attached, lock_attached};
+use crate::backend::Backend as Verbs;
 use crate::error::{Error, Result};
 use crate::local::{CqEvent, Local, LocalDriver, ProgressMode, State, sleep_on};
 use crate::mr::{Mr, Pd};
@@ -28,20 +29,18 @@ use rocev2_core::Endpoint;
 use rocev2_core::EndpointError;
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrId, VecMemory};
-use rocev2_core::qp::{ConnectAttr, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::auto::{self, Options};
-use rocev2_datapath::host::{self, NextHop};
-use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
+use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
 use rocev2_ipc::notify::EventFd;
-use rocev2_ipc::proto::ConnectSpec;
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -100,9 +99,6 @@ struct Inner {
     datapath: String,
     reason: String,
     backend: Backend,
-    /// Neighbours known without asking the kernel (the other end of [`Device::pair`], whose
-    /// made-up interface has no neighbour table).
-    neighbours: Vec<(IpAddr, [u8; 6])>,
     /// An engine shard's entries in its interface's listen registry, where [`Device::cm_listen`]
     /// registers its Service IDs so that REQs reaching another shard are forwarded here.
     listens: Option<rocev2_datapath::handoff::Listens>,
@@ -159,11 +155,6 @@ enum Step {
     Local(Arc<CqEvent>),
     /// Sleep until the daemon signals the CQ or dies.
     Attached(Arc<Waitable<EventFd>>, Arc<Waitable<OwnedFd>>),
-}
-
-/// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
-pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
-    a.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Device {
@@ -241,10 +232,16 @@ impl Device {
                 _ => (datapath, reason),
             };
         let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
-        let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
+        let local = Local::new(
+            driver,
+            iface.clone(),
+            neighbours,
+            FIRST_ADDR,
+            cfg.progress,
+            cfg.driver.wait,
+        )?;
         let mut dev = Device::new(iface, name, reason, Backend::Local(local));
         if let Some(inner) = Arc::get_mut(&mut dev.inner) {
-            inner.neighbours = neighbours;
             inner.listens = listens;
         }
         Ok(dev)
@@ -299,7 +296,6 @@ impl Device {
                 datapath,
                 reason,
                 backend,
-                neighbours: Vec::new(),
                 listens: None,
             }),
         }
@@ -376,6 +372,14 @@ impl Device {
         }
     }
 
+    /// The backend's verbs ([`crate::backend`]).
+    pub(crate) fn ops(&self) -> &dyn Verbs {
+        match &self.inner.backend {
+            Backend::Local(l) => l,
+            Backend::Attached(a) => &**a,
+        }
+    }
+
     /// Where the verbs are carried out.
     pub(crate) fn backend(&self) -> &Backend {
         &self.inner.backend
@@ -391,11 +395,7 @@ impl Device {
     /// # Errors
     /// Attached: the daemon's ([`Error::DaemonGone`], [`Error::Timeout`]).
     pub fn alloc_pd(&self) -> Result<Pd> {
-        let id = match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.alloc_pd(),
-            Backend::Attached(a) => lock_attached(a).alloc_pd()?,
-        };
-        Ok(Pd(id, self.inner.id))
+        Ok(Pd(self.ops().alloc_pd()?, self.inner.id))
     }
 
     /// Registers a buffer the device takes ownership of (`ibv_reg_mr`): a `Vec<u8>`, a
@@ -438,36 +438,8 @@ impl Device {
         access: AccessFlags,
     ) -> Result<Mr> {
         self.own(pd.1, "protection domain")?;
-        let info = match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let len = buf.len() as u64;
-                let addr = st.addresses.alloc(len, align);
-                let info = match st.driver.ep.register_mr(pd.0, addr, len, access) {
-                    Ok(info) => info,
-                    Err(e) => {
-                        st.addresses.free(addr, len);
-                        return Err(e.into());
-                    }
-                };
-                st.driver.mem.insert(info.id, buf);
-                info
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                let info = g.register(pd.0, &buf, access)?;
-                if info.addr % align.max(1) != 0 {
-                    let _ = g.deregister(info.id);
-                    return Err(Error::Refused {
-                        kind: rocev2_ipc::proto::ErrorKind::Invalid,
-                        message: format!("region address {:#x} is not {align}-aligned", info.addr),
-                    });
-                }
-                info
-            }
-        };
         Ok(Mr {
-            info,
+            info: self.ops().register(pd.0, buf, align, access)?,
             device: self.inner.id,
         })
     }
@@ -481,18 +453,7 @@ impl Device {
         if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if st.driver.mem.get(mr.info.id).is_none() {
-                    return Err(Error::UnknownMr);
-                }
-                st.driver.ep.deregister_mr(mr.info.id)?;
-                st.addresses.free(mr.info.addr, mr.info.len);
-                st.driver.mem.remove(mr.info.id).ok_or(Error::UnknownMr)
-            }
-            Backend::Attached(a) => lock_attached(a).deregister(mr.info.id),
-        }
+        self.ops().deregister(&mr.info)
     }
 
     /// The region's bytes behind a guard that derefs to `[u8]` (mutably too): read what
@@ -567,17 +528,7 @@ impl Device {
     /// # Errors
     /// [`Error::Io`] (no eventfd); attached: the daemon's (limits, [`Error::DaemonGone`]).
     pub fn create_cq(&self, capacity: usize) -> Result<Cq> {
-        let id = match &self.inner.backend {
-            Backend::Local(l) => {
-                let ev = Arc::new(CqEvent::new()?);
-                let mut st = l.lock();
-                let id = st.driver.ep.create_cq(capacity);
-                st.cqs.insert(id, ev);
-                id
-            }
-            Backend::Attached(a) => lock_attached(a).create_cq(capacity)?,
-        };
-        Ok(Cq(id, self.inner.id))
+        Ok(Cq(self.ops().create_cq(capacity)?, self.inner.id))
     }
 
     /// Creates an RC QP with `ibv_rc_pingpong`-like sizes (see [`QpConfig::new`]) and moves it
@@ -600,18 +551,7 @@ impl Device {
     /// # Errors
     /// [`Error::Verb`]; attached, [`Error::Refused`] (limits, sizes the rings cannot carry).
     pub fn create_qp(&self, cfg: QpConfig) -> Result<Qp> {
-        let qpn = match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let now = st.driver.now();
-                let Driver { ep, mem, .. } = &mut st.driver;
-                let qpn = ep.create_qp(cfg)?;
-                ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)?;
-                qpn
-            }
-            Backend::Attached(a) => lock_attached(a).create_qp(&cfg)?,
-        };
-        Ok(Qp(qpn, self.inner.id))
+        Ok(Qp(self.ops().create_qp(cfg)?, self.inner.id))
     }
 
     /// Connects `qp` to the peer: INIT→RTR→RTS with a path built from the interface (our
@@ -630,73 +570,14 @@ impl Device {
                 "a UD QP is not connected: send to an address",
             ));
         }
-        let l = match &self.inner.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => {
-                let spec = ConnectSpec {
-                    dest_qpn: remote.qpn.value(),
-                    remote_psn: remote.psn,
-                    ip: remote.ip,
-                    mac: remote.mac,
-                    local_psn: opts.local_psn,
-                    mtu: opts.mtu.bytes(),
-                    timeout: opts.timeout,
-                    retry_cnt: opts.retry_cnt,
-                    rnr_retry: opts.rnr_retry,
-                    min_rnr_timer: opts.min_rnr_timer,
-                    rd_atomic: opts.rd_atomic,
-                    dscp: opts.dscp,
-                    resolve_timeout_ms: u32::try_from(opts.resolve_timeout.as_millis())
-                        .unwrap_or(u32::MAX),
-                    peer_ext: opts.peer_ext.to_word(),
-                };
-                return lock_attached(a).connect(qp.0, spec);
-            }
-        };
-        let iface = &self.inner.iface;
-        let v6 = remote.ip.is_ipv6();
-        iface.source_ip(v6).ok_or_else(|| Error::NoAddress {
-            iface: iface.name.clone(),
-            family: if v6 { "IPv6" } else { "IPv4" },
-        })?;
-        let mtu = iface
-            .path_mtu(v6)
-            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
-            .min(opts.mtu);
-        // Resolution may take the whole timeout: not under the lock.
-        let hop = self.next_hop(remote.ip, remote.mac, opts.resolve_timeout);
-        let path = host::path(iface, qp.0, remote.ip, hop, opts.dscp)?;
-        let attr = ConnectAttr {
-            path,
-            mtu,
-            dest_qpn: remote.qpn,
-            rq_psn: remote.psn & 0xff_ffff,
-            sq_psn: opts.local_psn & 0xff_ffff,
-            rd_atomic: opts.rd_atomic,
-            min_rnr_timer: opts.min_rnr_timer,
-            timeout: opts.timeout,
-            retry_cnt: opts.retry_cnt,
-            rnr_retry: opts.rnr_retry,
-            peer_ext: opts.peer_ext,
-        };
-        let mut st = l.lock();
-        let now = st.driver.now();
-        let Driver { ep, mem, .. } = &mut st.driver;
-        ep.connect_qp(qp.0, &attr, now, mem)?;
-        neigh::announce(st.driver.datapath_mut(), &attr.path);
-        drop(st);
-        l.kick();
-        Ok(())
+        self.ops().connect(qp.0, remote, opts)
     }
 
     /// The QP's transport mode: [`QpMode::MultiPath`] when it offered MP-RDMA and the peer
     /// announced it at [`Self::connect`], else [`QpMode::Rc`]. `None` for an unknown QP.
     pub fn qp_mode(&self, qp: Qp) -> Option<QpMode> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).map(|q| q.mode()),
-            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(_, m)| m),
-        }
+        self.ops().qp_mode(qp.0)
     }
 
     /// A multipath QP's window, RTT, per-VP counters and receiver statistics
@@ -704,25 +585,13 @@ impl Device {
     /// engine answers for this application's own QPs only.
     pub fn mp_snapshot(&self, qp: Qp) -> Option<crate::MpSnapshot> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).and_then(|q| q.mp_snapshot()),
-            Backend::Attached(a) => lock_attached(a).mp_snapshot(qp.0),
-        }
+        self.ops().mp_snapshot(qp.0)
     }
 
     /// The QP's state, RC or UD; `None` for an unknown QP.
     pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let st = l.lock();
-                let ep = &st.driver.ep;
-                ep.qp(qp.0)
-                    .map(|q| q.state())
-                    .or_else(|| ep.ud_qp(qp.0).map(|q| q.state()))
-            }
-            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(s, _)| s),
-        }
+        self.ops().qp_state(qp.0)
     }
 
     /// Moves `qp` to ERROR, flushing its outstanding requests into their CQs.
@@ -731,18 +600,7 @@ impl Device {
     /// [`Error::Verb`]; [`Error::WrongDevice`].
     pub fn reset_to_error(&self, qp: Qp) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let now = st.driver.now();
-                let Driver { ep, mem, .. } = &mut st.driver;
-                ep.modify_qp(qp.0, QpState::Error, &QpAttr::default(), now, mem)?;
-                drop(st);
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => lock_attached(a).reset_to_error(qp.0),
-        }
+        self.ops().reset_to_error(qp.0)
     }
 
     /// Destroys a QP.
@@ -751,10 +609,7 @@ impl Device {
     /// [`Error::Verb`]; [`Error::WrongDevice`].
     pub fn destroy_qp(&self, qp: Qp) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => Ok(l.lock().driver.ep.destroy_qp(qp.0)?),
-            Backend::Attached(a) => lock_attached(a).destroy_qp(qp.0),
-        }
+        self.ops().destroy_qp(qp.0)
     }
 
     /// Posts a send work request (`ibv_post_send`). In-process, the progress thread sends it
@@ -768,26 +623,7 @@ impl Device {
     /// complete with an error status.
     pub fn post_send(&self, qp: Qp, wr: SendWr) -> Result<()> {
         self.own(qp.1, "QP")?;
-        let ud = || Error::WrongQpType("a UD send needs an address: use Device::post_send_to");
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if st.driver.ep.ud_qp(qp.0).is_some() {
-                    return Err(ud());
-                }
-                st.driver.ep.post_send(qp.0, wr)?;
-                drop(st);
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                if g.ud_mtu(qp.0).is_some() {
-                    return Err(ud());
-                }
-                g.post_send(qp.0, &wr)
-            }
-        }
+        self.ops().post_send(qp.0, wr)
     }
 
     /// Posts a receive work request (`ibv_post_recv`).
@@ -796,15 +632,7 @@ impl Device {
     /// [`Error::Verb`]; attached, as [`Device::post_send`].
     pub fn post_recv(&self, qp: Qp, wr: RecvWr) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                l.lock().driver.ep.post_recv(qp.0, wr)?;
-                // A receive may end an RNR wait the peer is in: let the thread answer.
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => lock_attached(a).post_recv(qp.0, &wr),
-        }
+        self.ops().post_recv(qp.0, wr)
     }
 
     /// Moves up to `max` completions of `cq` into `out` without driving the engine
@@ -813,10 +641,7 @@ impl Device {
         if self.own(cq.1, "CQ").is_err() {
             return 0;
         }
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.poll_cq(cq.0, out, max),
-            Backend::Attached(a) => lock_attached(a).poll_cq(cq.0, out, max),
-        }
+        self.ops().poll_cq(cq.0, out, max)
     }
 
     /// One pass of the engine: receive, timers, transmit (with a progress thread too: a pass
@@ -952,17 +777,6 @@ impl Device {
             Backend::Attached(a) => lock_attached(a).check_alive(),
             Backend::Local(_) => Ok(()),
         }
-    }
-
-    /// Where the next hop's MAC towards `ip` comes from: `mac` when given, else the neighbours
-    /// the device knows ([`Device::pair`]), else the kernel's neighbour table, waiting up to
-    /// `wait`.
-    pub(crate) fn next_hop(&self, ip: IpAddr, mac: Option<[u8; 6]>, wait: Duration) -> NextHop {
-        let known = || {
-            let n = self.inner.neighbours.iter().find(|(n, _)| *n == ip);
-            n.map(|(_, mac)| *mac)
-        };
-        NextHop::new(mac.or_else(known), wait)
     }
 
     /// Marks a busy-polling wait that drives the engine while the progress thread backs off

@@ -123,8 +123,10 @@ pub enum Error {
     Io(#[source] std::io::Error),
 }
 
-impl From<rocev2_datapath::host::PathError> for Error {
-    fn from(e: rocev2_datapath::host::PathError) -> Error {
+impl Error {
+    /// Why a path or address handle could not be built, as the API reports it (a private
+    /// conversion: the datapath's error type stays out of the public API).
+    pub(crate) fn from_path(e: rocev2_datapath::host::PathError) -> Error {
         use rocev2_datapath::host::PathError;
         match e {
             PathError::NoAddress { iface, family } => Error::NoAddress { iface, family },

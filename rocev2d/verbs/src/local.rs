@@ -43,20 +43,29 @@
 //!
 //! The thread stops when the device's last handle is dropped.
 
+use crate::backend::Backend;
 use crate::cm::CmWaiters;
 use crate::error::{Error, Result};
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::cm::Event;
-use rocev2_core::mr::VecMemory;
-use rocev2_core::qp::CqId;
-use rocev2_datapath::host::{self, AhTable, ProgressThread, RegionAddresses};
-use rocev2_datapath::{Datapath, Driver, Progress, WaitMode, WaitPlan};
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::mr::{AccessFlags, MrInfo, PdId, VecMemory};
+use rocev2_core::qp::{
+    ConnectAttr, CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
+};
+use rocev2_core::wire::Qpn;
+use rocev2_datapath::host::{self, AhTable, NextHop, ProgressThread, RegionAddresses};
+use rocev2_datapath::{Datapath, Driver, Interface, Progress, WaitMode, WaitPlan, neigh};
 use rocev2_ipc::notify::EventFd;
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 use std::ops::ControlFlow;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
 
 /// Who drives an in-process device's engine; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,6 +135,11 @@ impl CqEvent {
 /// The in-process backend; see the module docs.
 pub(crate) struct Local {
     progress: ProgressThread<State>,
+    /// The interface, as read when the device was opened.
+    iface: Interface,
+    /// Neighbours known without asking the kernel (the other end of [`crate::Device::pair`],
+    /// whose made-up interface has no neighbour table).
+    neighbours: Vec<(IpAddr, [u8; 6])>,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: Arc<CqEvent>,
     /// Signalled when the engine reports a CM event.
@@ -140,6 +154,8 @@ pub(crate) struct Local {
 impl Local {
     pub(crate) fn new(
         driver: LocalDriver,
+        iface: Interface,
+        neighbours: Vec<(IpAddr, [u8; 6])>,
         first_addr: u64,
         mode: ProgressMode,
         wait: WaitMode,
@@ -165,6 +181,8 @@ impl Local {
         let name = (mode == ProgressMode::Thread).then(|| "rocev2-progress".to_string());
         Ok(Local {
             progress: ProgressThread::start(state, dp_fd, name).map_err(Error::Io)?,
+            iface,
+            neighbours,
             activity,
             cm,
             mode,
@@ -188,9 +206,9 @@ impl Local {
     /// ([`WaitMode::Spin`]: for ever; [`WaitMode::Sleep`], or no thread: not at all).
     pub(crate) fn drive_window(&self) -> std::time::Duration {
         match (self.has_thread(), self.wait) {
-            (false, _) | (true, WaitMode::Sleep) => std::time::Duration::ZERO,
-            (true, WaitMode::Adaptive { spin }) => std::time::Duration::from_nanos(spin.as_nanos()),
-            (true, WaitMode::Spin) => std::time::Duration::MAX,
+            (false, _) | (true, WaitMode::Sleep) => Duration::ZERO,
+            (true, WaitMode::Adaptive { spin }) => Duration::from_nanos(spin.as_nanos()),
+            (true, WaitMode::Spin) => Duration::MAX,
         }
     }
 
@@ -202,6 +220,16 @@ impl Local {
     /// Tells a sleeping progress thread that work was posted.
     pub(crate) fn kick(&self) {
         self.progress.kick();
+    }
+
+    /// Where the next hop's MAC towards `ip` comes from: `mac` when given, else the neighbours
+    /// the device knows, else the kernel's neighbour table, waiting up to `wait`.
+    pub(crate) fn next_hop(&self, ip: IpAddr, mac: Option<[u8; 6]>, wait: Duration) -> NextHop {
+        let known = || {
+            let n = self.neighbours.iter().find(|(n, _)| *n == ip);
+            n.map(|(_, mac)| *mac)
+        };
+        NextHop::new(mac.or_else(known), wait)
     }
 
     /// The progress thread's passes so far.
@@ -312,6 +340,195 @@ fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, k
 /// Waits, without the lock, until `ev` fires or `timeout` passes.
 pub(crate) fn sleep_on(ev: &CqEvent, timeout: std::time::Duration) -> Result<()> {
     wait_any(&[ev.event.get().as_fd()], timeout).map(|_| ())
+}
+
+impl Backend for Local {
+    fn alloc_pd(&self) -> Result<PdId> {
+        Ok(self.lock().driver.ep.alloc_pd())
+    }
+
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo> {
+        let mut st = self.lock();
+        let len = buf.len() as u64;
+        let addr = st.addresses.alloc(len, align);
+        let info = match st.driver.ep.register_mr(pd, addr, len, access) {
+            Ok(info) => info,
+            Err(e) => {
+                st.addresses.free(addr, len);
+                return Err(e.into());
+            }
+        };
+        st.driver.mem.insert(info.id, buf);
+        Ok(info)
+    }
+
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>> {
+        let mut st = self.lock();
+        if st.driver.mem.get(mr.id).is_none() {
+            return Err(Error::UnknownMr);
+        }
+        st.driver.ep.deregister_mr(mr.id)?;
+        st.addresses.free(mr.addr, mr.len);
+        st.driver.mem.remove(mr.id).ok_or(Error::UnknownMr)
+    }
+
+    fn create_cq(&self, capacity: usize) -> Result<CqId> {
+        let ev = Arc::new(CqEvent::new()?);
+        let mut st = self.lock();
+        let id = st.driver.ep.create_cq(capacity);
+        st.cqs.insert(id, ev);
+        Ok(id)
+    }
+
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let qpn = ep.create_qp(cfg)?;
+        ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)?;
+        Ok(qpn)
+    }
+
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
+        let iface = &self.iface;
+        let v6 = remote.ip.is_ipv6();
+        iface.source_ip(v6).ok_or_else(|| Error::NoAddress {
+            iface: iface.name.clone(),
+            family: if v6 { "IPv6" } else { "IPv4" },
+        })?;
+        let mtu = iface
+            .path_mtu(v6)
+            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
+            .min(opts.mtu);
+        // Resolution may take the whole timeout: not under the lock.
+        let hop = self.next_hop(remote.ip, remote.mac, opts.resolve_timeout);
+        let path = host::path(iface, qp, remote.ip, hop, opts.dscp).map_err(Error::from_path)?;
+        let attr = ConnectAttr {
+            path,
+            mtu,
+            dest_qpn: remote.qpn,
+            rq_psn: remote.psn & 0xff_ffff,
+            sq_psn: opts.local_psn & 0xff_ffff,
+            rd_atomic: opts.rd_atomic,
+            min_rnr_timer: opts.min_rnr_timer,
+            timeout: opts.timeout,
+            retry_cnt: opts.retry_cnt,
+            rnr_retry: opts.rnr_retry,
+            peer_ext: opts.peer_ext,
+        };
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        ep.connect_qp(qp, &attr, now, mem)?;
+        neigh::announce(st.driver.datapath_mut(), &attr.path);
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
+        self.lock().driver.ep.qp(qp).map(|q| q.mode())
+    }
+
+    fn mp_snapshot(&self, qp: Qpn) -> Option<crate::MpSnapshot> {
+        self.lock().driver.ep.qp(qp).and_then(|q| q.mp_snapshot())
+    }
+
+    fn qp_state(&self, qp: Qpn) -> Option<QpState> {
+        let st = self.lock();
+        let ep = &st.driver.ep;
+        ep.qp(qp)
+            .map(|q| q.state())
+            .or_else(|| ep.ud_qp(qp).map(|q| q.state()))
+    }
+
+    fn reset_to_error(&self, qp: Qpn) -> Result<()> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        ep.modify_qp(qp, QpState::Error, &QpAttr::default(), now, mem)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn destroy_qp(&self, qp: Qpn) -> Result<()> {
+        Ok(self.lock().driver.ep.destroy_qp(qp)?)
+    }
+
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()> {
+        let mut st = self.lock();
+        if st.driver.ep.ud_qp(qp).is_some() {
+            return Err(crate::ud::needs_address());
+        }
+        st.driver.ep.post_send(qp, wr)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()> {
+        self.lock().driver.ep.post_recv(qp, wr)?;
+        // A receive may end an RNR wait the peer is in: let the thread answer.
+        self.kick();
+        Ok(())
+    }
+
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        self.lock().driver.ep.poll_cq(cq, out, max)
+    }
+
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn> {
+        let iface = &self.iface;
+        let mtu = iface
+            .path_mtu(false)
+            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let qpn = ep.create_ud_qp(cfg, mtu)?;
+        if let Err(e) = ep.activate_ud_qp(qpn, q_key, crate::random_psn(), now, mem) {
+            let _ = ep.destroy_qp(qpn);
+            return Err(e.into());
+        }
+        Ok(qpn)
+    }
+
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu> {
+        self.lock().driver.ep.ud_qp(qp).map(|q| q.mtu())
+    }
+
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32> {
+        // Resolution may take the whole timeout: not under the lock.
+        let hop = self.next_hop(attr.ip, attr.mac, attr.resolve_timeout);
+        let ah =
+            host::address_handle(&self.iface, attr.ip, hop, attr.dscp).map_err(Error::from_path)?;
+        Ok(self.lock().ahs.insert(ah))
+    }
+
+    fn destroy_ah(&self, ah: u32) -> Result<()> {
+        self.lock()
+            .ahs
+            .remove(ah)
+            .map(|_| ())
+            .ok_or(Error::UnknownAh)
+    }
+
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()> {
+        let mut st = self.lock();
+        let mtu = st.driver.ep.ud_qp(qp).ok_or_else(crate::ud::not_ud)?.mtu();
+        check_ud_send(&wr, mtu)?;
+        let ah = *st.ahs.get(to.ah.0).ok_or(Error::UnknownAh)?;
+        let wr = wr.ud(UdDest {
+            ah,
+            remote_qpn: to.qpn,
+            remote_qkey: to.q_key,
+        });
+        st.driver.ep.post_send(qp, wr)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
 }
 
 #[cfg(test)]

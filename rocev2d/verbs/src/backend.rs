@@ -1,0 +1,58 @@
+//! The seam between [`crate::Device`] and where its verbs are carried out: the in-process
+//! engine ([`crate::local`]) or a `rocev2d` daemon ([`crate::attached`]), chosen once when the
+//! device opens.
+//!
+//! Each backend implements [`Backend`]; a public `Device` method checks its handles and
+//! delegates. A new verb is one method here, one in each backend, and the public method (plus,
+//! attached, the request and the daemon's handler).
+
+use crate::error::Result;
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress};
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
+use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::wire::Qpn;
+
+/// The verbs a backend carries out, on the engine's ids (the device has checked that the
+/// handles are its own).
+pub(crate) trait Backend: Send + Sync {
+    /// `ibv_alloc_pd`.
+    fn alloc_pd(&self) -> Result<PdId>;
+    /// Registers `buf` in `pd` at an address that is a multiple of `align`.
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo>;
+    /// Deregisters `mr` and returns its bytes.
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>>;
+    /// `ibv_create_cq`, with the CQ's wake-up.
+    fn create_cq(&self, capacity: usize) -> Result<CqId>;
+    /// An RC QP in INIT with every remote right.
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn>;
+    /// INIT→RTR→RTS towards `remote`.
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()>;
+    /// An RC QP's transport mode.
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode>;
+    /// A multipath QP's state ([`crate::MpSnapshot`]).
+    fn mp_snapshot(&self, qp: Qpn) -> Option<crate::MpSnapshot>;
+    /// An RC or UD QP's state.
+    fn qp_state(&self, qp: Qpn) -> Option<QpState>;
+    /// Moves a QP to ERROR.
+    fn reset_to_error(&self, qp: Qpn) -> Result<()>;
+    /// `ibv_destroy_qp`.
+    fn destroy_qp(&self, qp: Qpn) -> Result<()>;
+    /// `ibv_post_send` on an RC QP.
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()>;
+    /// `ibv_post_recv`.
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()>;
+    /// `ibv_poll_cq`, without driving the engine.
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize;
+    /// A UD QP in RTS with `q_key`.
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn>;
+    /// A UD QP's MTU; `None` for an RC QP or an unknown one.
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu>;
+    /// `ibv_create_ah`: the handle's number.
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32>;
+    /// `ibv_destroy_ah`.
+    fn destroy_ah(&self, ah: u32) -> Result<()>;
+    /// `ibv_post_send` on a UD QP, to `to`.
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()>;
+}
