@@ -25,6 +25,7 @@
 //! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
 use crate::backend::Backend;
+use crate::cm::{Look, Sleep as CmSleep};
 use crate::error::{Error, Result};
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
@@ -895,5 +896,73 @@ impl Backend for Mutex<Attached> {
         let mtu = g.ud_mtu(qp).ok_or_else(crate::ud::not_ud)?;
         check_ud_send(&wr, mtu)?;
         g.post_send_to(qp, to, &wr)
+    }
+
+    fn cm_enable(&self) -> Result<()> {
+        lock_attached(self).cm_enable()
+    }
+
+    fn cm_listen(&self, service: ServiceId) -> Result<()> {
+        lock_attached(self).cm_listen(service)
+    }
+
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool> {
+        lock_attached(self).cm_unlisten(service)
+    }
+
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId> {
+        lock_attached(self).cm_connect(params, resolve_timeout)
+    }
+
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
+        lock_attached(self).cm_accept(conn, &params)
+    }
+
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
+        lock_attached(self).cm_reject(conn, reason, private_data)
+    }
+
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        lock_attached(self).cm_send_mra(conn, service_timeout)
+    }
+
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        lock_attached(self).cm_disconnect(conn, private_data)
+    }
+
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look> {
+        let mut g = lock_attached(self);
+        if !*registered {
+            g.cm_waiters()?.register(own);
+            *registered = true;
+        }
+        let daemon = g.cm_fetch()?;
+        own.get().clear();
+        if let Some(ev) = g.cm_take(pick) {
+            return Ok(Look::Found(ev));
+        }
+        let watch = Arc::clone(&g.watch);
+        Ok(Look::Sleep(CmSleep::Daemon { daemon, watch }))
+    }
+
+    /// The daemon drives its engine: nothing to do.
+    fn cm_drive(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn cm_check_alive(&self) -> Result<()> {
+        let mut g = lock_attached(self);
+        if let Err(e) = g.check_alive() {
+            if let Ok(w) = g.cm_waiters() {
+                w.fire();
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 }

@@ -6,13 +6,19 @@
 //! delegates. A new verb is one method here, one in each backend, and the public method (plus,
 //! attached, the request and the daemon's handler).
 
+use crate::cm::Look;
 use crate::error::Result;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress};
+use crate::wakeup::Waitable;
+use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
 use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
+use rocev2_ipc::notify::EventFd;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The verbs a backend carries out, on the engine's ids (the device has checked that the
 /// handles are its own).
@@ -55,4 +61,35 @@ pub(crate) trait Backend: Send + Sync {
     fn destroy_ah(&self, ah: u32) -> Result<()>;
     /// `ibv_post_send` on a UD QP, to `to`.
     fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()>;
+
+    /// Opens QP1 with a CM behind it, once (attached: asks for this application's events).
+    fn cm_enable(&self) -> Result<()>;
+    /// Accepts REQs for `service` (the CM enabled).
+    fn cm_listen(&self, service: ServiceId) -> Result<()>;
+    /// Stops accepting REQs for `service`; whether anyone listened.
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool>;
+    /// Sends a REQ with `params` (checked and completed by the device), resolving the peer
+    /// within `resolve_timeout`.
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId>;
+    /// Accepts a connection request.
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()>;
+    /// Refuses a connection request with a REJ.
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()>;
+    /// Answers a connection request with an MRA.
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()>;
+    /// Sends a DREQ.
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()>;
+    /// One look of a CM waiter whose wake-up is `own` (registered with the device's CM waiters
+    /// on the first look, which sets `registered`): the first event `pick` accepts, else what to
+    /// sleep on. Clears `own` under the lock events are queued under, after taking them.
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look>;
+    /// A caller-driven CM waiter's blocking wait: the driver waits for frames or timers.
+    fn cm_drive(&self) -> Result<()>;
+    /// After a CM waiter's sleep: reports the daemon's death (waking the other waiters).
+    fn cm_check_alive(&self) -> Result<()>;
 }

@@ -99,9 +99,6 @@ struct Inner {
     datapath: String,
     reason: String,
     backend: Backend,
-    /// An engine shard's entries in its interface's listen registry, where [`Device::cm_listen`]
-    /// registers its Service IDs so that REQs reaching another shard are forwarded here.
-    listens: Option<rocev2_datapath::handoff::Listens>,
 }
 
 /// Where the verbs are carried out.
@@ -236,15 +233,12 @@ impl Device {
             driver,
             iface.clone(),
             neighbours,
+            listens,
             FIRST_ADDR,
             cfg.progress,
             cfg.driver.wait,
         )?;
-        let mut dev = Device::new(iface, name, reason, Backend::Local(local));
-        if let Some(inner) = Arc::get_mut(&mut dev.inner) {
-            inner.listens = listens;
-        }
-        Ok(dev)
+        Ok(Device::new(iface, name, reason, Backend::Local(local)))
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -296,7 +290,6 @@ impl Device {
                 datapath,
                 reason,
                 backend,
-                listens: None,
             }),
         }
     }
@@ -378,16 +371,6 @@ impl Device {
             Backend::Local(l) => l,
             Backend::Attached(a) => &**a,
         }
-    }
-
-    /// Where the verbs are carried out.
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.inner.backend
-    }
-
-    /// An engine shard's entries in its interface's listen registry.
-    pub(crate) fn shard_listens(&self) -> Option<&rocev2_datapath::handoff::Listens> {
-        self.inner.listens.as_ref()
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).

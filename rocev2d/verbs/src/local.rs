@@ -44,19 +44,26 @@
 //! The thread stops when the device's last handle is dropped.
 
 use crate::backend::Backend;
-use crate::cm::CmWaiters;
+use crate::cm::{CmWaiters, Look, Sleep as CmSleep};
 use crate::error::{Error, Result};
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
-use rocev2_core::cm::Event;
+use rocev2_core::EndpointError;
+use rocev2_core::cm::{
+    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason, ServiceId,
+};
 use rocev2_core::cq::WorkCompletion;
+use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId, VecMemory};
 use rocev2_core::qp::{
     ConnectAttr, CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
 };
 use rocev2_core::wire::Qpn;
+use rocev2_core::wire::gid::gid_to_ip;
+use rocev2_datapath::handoff::Listens;
 use rocev2_datapath::host::{self, AhTable, NextHop, ProgressThread, RegionAddresses};
+use rocev2_datapath::iface::node_guid;
 use rocev2_datapath::{Datapath, Driver, Interface, Progress, WaitMode, WaitPlan, neigh};
 use rocev2_ipc::notify::EventFd;
 use std::collections::{BTreeMap, VecDeque};
@@ -140,6 +147,10 @@ pub(crate) struct Local {
     /// Neighbours known without asking the kernel (the other end of [`crate::Device::pair`],
     /// whose made-up interface has no neighbour table).
     neighbours: Vec<(IpAddr, [u8; 6])>,
+    /// An engine shard's entries in its interface's listen registry, where
+    /// [`crate::Device::cm_listen`] registers its Service IDs so that REQs reaching another
+    /// shard are forwarded here.
+    listens: Option<Listens>,
     /// Signalled, when armed, after a pass that received, sent or ran timers.
     pub(crate) activity: Arc<CqEvent>,
     /// Signalled when the engine reports a CM event.
@@ -156,6 +167,7 @@ impl Local {
         driver: LocalDriver,
         iface: Interface,
         neighbours: Vec<(IpAddr, [u8; 6])>,
+        listens: Option<Listens>,
         first_addr: u64,
         mode: ProgressMode,
         wait: WaitMode,
@@ -183,6 +195,7 @@ impl Local {
             progress: ProgressThread::start(state, dp_fd, name).map_err(Error::Io)?,
             iface,
             neighbours,
+            listens,
             activity,
             cm,
             mode,
@@ -230,6 +243,28 @@ impl Local {
             n.map(|(_, mac)| *mac)
         };
         NextHop::new(mac.or_else(known), wait)
+    }
+
+    /// Runs a CM call on the engine with the clock and memory, keeps the events it released,
+    /// and wakes the progress thread to send its MADs.
+    fn with_cm<R>(
+        &self,
+        f: impl FnOnce(
+            &mut rocev2_core::Endpoint,
+            rocev2_core::time::Instant,
+            &mut VecMemory,
+        ) -> std::result::Result<R, EndpointError>,
+    ) -> Result<R> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let r = f(ep, now, mem);
+        if st.take_cm_events() {
+            self.cm.fire();
+        }
+        drop(st);
+        self.kick();
+        Ok(r?)
     }
 
     /// The progress thread's passes so far.
@@ -527,6 +562,107 @@ impl Backend for Local {
         st.driver.ep.post_send(qp, wr)?;
         drop(st);
         self.kick();
+        Ok(())
+    }
+
+    fn cm_enable(&self) -> Result<()> {
+        let mut st = self.lock();
+        if st.driver.ep.cm().is_none() {
+            let cfg = GsiConfig {
+                mac: self.iface.mac,
+                // Linux uses the node GUID; ours is the interface MAC made an EUI-64.
+                cm: CmConfig {
+                    local_ca_guid: node_guid(self.iface.mac),
+                },
+                seed: crate::random_u64(),
+            };
+            st.driver.ep.enable_cm(cfg);
+        }
+        Ok(())
+    }
+
+    fn cm_listen(&self, service: ServiceId) -> Result<()> {
+        self.with_cm(|ep, _, _| ep.cm_listen(service))?;
+        match &self.listens {
+            Some(reg) if !reg.listen(service) => {
+                self.with_cm(|ep, _, _| ep.cm_unlisten(service))?;
+                Err(EndpointError::from(CmError::AlreadyListening).into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool> {
+        let listened = self.with_cm(|ep, _, _| ep.cm_unlisten(service))?;
+        if let (true, Some(reg)) = (listened, &self.listens) {
+            reg.unlisten(service);
+        }
+        Ok(listened)
+    }
+
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId> {
+        let peer = gid_to_ip(params.peer_gid);
+        // Resolution may take the whole timeout: not under the lock.
+        let mac = self
+            .next_hop(peer, None, resolve_timeout)
+            .mac(&self.iface, peer)
+            .map_err(Error::from_path)?;
+        self.with_cm(|ep, now, _| ep.cm_connect(now, params, mac))
+    }
+
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
+        self.with_cm(|ep, now, mem| ep.cm_accept(now, conn, params, mem))
+    }
+
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
+        self.with_cm(|ep, now, _| ep.cm_reject(now, conn, reason, private_data))
+    }
+
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        self.with_cm(|ep, _, _| ep.cm_send_mra(conn, service_timeout))
+    }
+
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        self.with_cm(|ep, now, mem| ep.cm_disconnect(now, conn, private_data, mem))
+    }
+
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look> {
+        let mut st = self.lock();
+        if !*registered {
+            self.cm.register(own);
+            *registered = true;
+        }
+        if let Some(why) = &st.failed {
+            return Err(Error::ProgressStopped(why.clone()));
+        }
+        if !self.has_thread() {
+            st.drive()?;
+        }
+        if st.take_cm_events() {
+            self.cm.fire();
+        }
+        own.get().clear();
+        let i = st.cm_events.iter().position(pick);
+        if let Some(ev) = i.and_then(|i| st.cm_events.remove(i)) {
+            return Ok(Look::Found(ev));
+        }
+        Ok(Look::Sleep(if self.has_thread() {
+            CmSleep::Own
+        } else {
+            CmSleep::Drive
+        }))
+    }
+
+    fn cm_drive(&self) -> Result<()> {
+        self.lock().driver.wait(&[]).map(drop).map_err(Error::from)
+    }
+
+    fn cm_check_alive(&self) -> Result<()> {
         Ok(())
     }
 }
