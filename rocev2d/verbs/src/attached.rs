@@ -24,9 +24,11 @@
 //! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
 //! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Drive, RegionBytes, Step};
 use crate::cm::{Look, Sleep as CmSleep};
+use crate::device::EngineGuard;
 use crate::error::{Error, Result};
+use crate::local::ProgressMode;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
@@ -39,6 +41,7 @@ use rocev2_core::qp::{
 };
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
+use rocev2_datapath::Progress;
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
@@ -783,6 +786,27 @@ fn call(
     }
 }
 
+/// A region's bytes with the attachment locked ([`Backend::region`]).
+struct RegionGuard<'a> {
+    g: MutexGuard<'a, Attached>,
+    id: MrId,
+    len: u64,
+}
+
+impl std::ops::Deref for RegionGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The region was checked when the guard was made and cannot go while it is locked.
+        self.g.mr_bytes(self.id, self.len).unwrap_or(&[])
+    }
+}
+
+impl std::ops::DerefMut for RegionGuard<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.g.mr_bytes_mut(self.id, self.len).unwrap_or(&mut [])
+    }
+}
+
 /// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
 pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
     a.lock().unwrap_or_else(PoisonError::into_inner)
@@ -951,7 +975,7 @@ impl Backend for Mutex<Attached> {
     }
 
     /// The daemon drives its engine: nothing to do.
-    fn cm_drive(&self) -> Result<()> {
+    fn drive_wait(&self) -> Result<()> {
         Ok(())
     }
 
@@ -964,5 +988,107 @@ impl Backend for Mutex<Attached> {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// The daemon drives the engine.
+    fn progress_mode(&self) -> Option<ProgressMode> {
+        None
+    }
+
+    /// The engine is the daemon's (`rocev2d stats`).
+    fn engine(&self) -> Option<EngineGuard<'_>> {
+        None
+    }
+
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>> {
+        let g = lock_attached(self);
+        g.mr_bytes(mr.id, mr.len).ok_or(Error::UnknownMr)?;
+        Ok(Box::new(RegionGuard {
+            g,
+            id: mr.id,
+            len: mr.len,
+        }))
+    }
+
+    fn poll(&self) -> Result<Progress> {
+        lock_attached(self)
+            .check_alive()
+            .map(|()| Progress::default())
+    }
+
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        let (arrived, events, watch) = {
+            let mut g = lock_attached(self);
+            let (arrived, events) = g.arm_all();
+            (arrived, events, Arc::clone(&g.watch))
+        };
+        let mut fds = extra.to_vec();
+        fds.push(watch.get().as_fd());
+        fds.extend(events.iter().map(|e| e.get().as_fd()));
+        let bound = if arrived {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        let ready = wait_any(&fds, bound);
+        let mut g = lock_attached(self);
+        g.disarm_all();
+        let mut ready = ready?;
+        if ready.get(extra.len()) == Some(&true) {
+            g.check_alive()?;
+        }
+        ready.truncate(extra.len());
+        Ok(ready)
+    }
+
+    fn step(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        spin: bool,
+    ) -> Result<Step> {
+        let mut g = lock_attached(self);
+        let n = g.poll_cq(cq, out, max);
+        if n > 0 {
+            return Ok(Step::Done(n));
+        }
+        if spin {
+            g.check_alive()?;
+            return Ok(Step::Yield);
+        }
+        Ok(match g.arm(cq)? {
+            None => Step::Again,
+            Some(event) => Step::Sleep {
+                event,
+                watch: Some(Arc::clone(&g.watch)),
+            },
+        })
+    }
+
+    fn alive(&self) -> Result<()> {
+        lock_attached(self).check_alive()
+    }
+
+    fn disarm(&self, cq: CqId) {
+        lock_attached(self).disarm(cq);
+    }
+
+    /// The daemon drives the engine: waits spin on the ring, they do not drive.
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        None
+    }
+
+    fn spin_window(&self) -> Duration {
+        lock_attached(self).spin
+    }
+
+    fn drain(&self, timeout: Duration) -> Result<()> {
+        lock_attached(self).drain(timeout)
+    }
+
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64> {
+        None
     }
 }

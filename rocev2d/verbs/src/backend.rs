@@ -7,7 +7,9 @@
 //! attached, the request and the daemon's handler).
 
 use crate::cm::Look;
+use crate::device::EngineGuard;
 use crate::error::Result;
+use crate::local::ProgressMode;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress};
 use crate::wakeup::Waitable;
@@ -16,9 +18,44 @@ use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
 use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
+use rocev2_datapath::Progress;
 use rocev2_ipc::notify::EventFd;
+use std::ops::DerefMut;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What a wait on a CQ does next ([`Backend::step`]), decided under the backend's lock and
+/// carried out without it.
+pub(crate) enum Step {
+    /// This many completions were taken.
+    Done(usize),
+    /// Look again at once.
+    Again,
+    /// Busy-polling: yield, then look again.
+    Yield,
+    /// Caller-driven: let the driver wait for frames or timers ([`Backend::drive_wait`]),
+    /// then look again.
+    Drive,
+    /// Sleep until `event` (the CQ's wake-up) or `watch` (attached: the control socket, which
+    /// a dying daemon closes) is readable, then [`Backend::disarm`] and [`Backend::alive`].
+    Sleep {
+        event: Arc<Waitable<EventFd>>,
+        watch: Option<Arc<Waitable<OwnedFd>>>,
+    },
+}
+
+/// An application thread driving the engine in a wait ([`Backend::driving`]), until dropped
+/// or handed back.
+pub(crate) trait Drive {
+    /// Ends the drive because the waiter is about to sleep.
+    fn hand_back(self: Box<Self>);
+}
+
+/// A region's bytes with the backend locked ([`Backend::region`]).
+pub(crate) type RegionBytes<'a> =
+    Box<dyn DerefMut<Target = [u8]> + UnwindSafe + RefUnwindSafe + 'a>;
 
 /// The verbs a backend carries out, on the engine's ids (the device has checked that the
 /// handles are its own).
@@ -88,8 +125,39 @@ pub(crate) trait Backend: Send + Sync {
         registered: &mut bool,
         pick: &mut dyn FnMut(&Event) -> bool,
     ) -> Result<Look>;
-    /// A caller-driven CM waiter's blocking wait: the driver waits for frames or timers.
-    fn cm_drive(&self) -> Result<()>;
+    /// A CM or caller-driven CQ waiter's blocking wait: the driver waits for frames or timers
+    /// (attached: nothing, the daemon drives).
+    fn drive_wait(&self) -> Result<()>;
     /// After a CM waiter's sleep: reports the daemon's death (waking the other waiters).
     fn cm_check_alive(&self) -> Result<()>;
+
+    /// Who drives the engine: `Some` in-process, `None` attached (the daemon).
+    fn progress_mode(&self) -> Option<ProgressMode>;
+    /// The in-process engine, locked; `None` attached.
+    fn engine(&self) -> Option<EngineGuard<'_>>;
+    /// `mr`'s bytes, with the backend locked.
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>>;
+    /// One pass of the engine (attached: a check that the daemon lives).
+    fn poll(&self) -> Result<Progress>;
+    /// Sleeps until something happened since the last [`Backend::poll`] or one of `extra` is
+    /// readable; which of `extra` are.
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>>;
+    /// One look at `cq` for a wait: takes up to `max` completions, or says how to wait;
+    /// `spin`: inside the wait's busy-polling window.
+    fn step(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize, spin: bool)
+    -> Result<Step>;
+    /// After a CQ sleep: reports the daemon's death.
+    fn alive(&self) -> Result<()>;
+    /// Ends a sleep on `cq` (attached: disarms its wake-up).
+    fn disarm(&self, cq: CqId);
+    /// Marks a busy-polling wait that drives the engine while the progress thread backs off;
+    /// `None` when waits do not drive (attached, or no drive window).
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>>;
+    /// How long a wait busy-polls before sleeping.
+    fn spin_window(&self) -> Duration;
+    /// Waits until nothing is left to send and no timer is pending.
+    fn drain(&self, timeout: Duration) -> Result<()>;
+    /// The progress thread's passes (tests of its back-off); `None` attached.
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64>;
 }

@@ -277,7 +277,7 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
     /// Sleeps (blocking) as `s` says, for at most `timeout`.
     fn sleep(&self, s: Sleep, timeout: Duration) -> Result<()> {
         match s {
-            Sleep::Drive => self.dev.ops().cm_drive(),
+            Sleep::Drive => self.dev.ops().drive_wait(),
             Sleep::Own => wait_any(&[self.own.get().as_fd()], timeout).map(drop),
             Sleep::Daemon { daemon, watch } => {
                 let fds = [

@@ -1,4 +1,6 @@
-//! [`Device`]: one interface, with one of two backends behind the same methods.
+//! [`Device`]: one interface, with one of two backends behind the same methods, chosen once
+//! when the device opens ([`crate::backend`]): each public method checks its handles and
+//! delegates.
 //!
 //! - In-process ([`Device::open`]): a RoCEv2 engine ([`rocev2_core::Endpoint`]) of its own, the
 //!   memory it serves and a datapath, joined by a [`rocev2_datapath::Driver`] behind one lock,
@@ -18,26 +20,23 @@
 //!
 //! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC and UD, no UC).
 
-pub(crate) use crate::attached::{Attached, lock_attached};
-use crate::backend::Backend as Verbs;
+use crate::attached::Attached;
+use crate::backend::{Backend as Verbs, Drive, RegionBytes, Step};
 use crate::error::{Error, Result};
-use crate::local::{CqEvent, Local, LocalDriver, ProgressMode, State, sleep_on};
+use crate::local::{Local, LocalDriver, ProgressMode, State};
 use crate::mr::{Mr, Pd};
 use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
-use crate::wakeup::{Waitable, readable, wait_any, yield_now};
+use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
-use rocev2_core::EndpointError;
 use rocev2_core::cq::WorkCompletion;
-use rocev2_core::mr::{AccessFlags, MrId, VecMemory};
+use rocev2_core::mr::{AccessFlags, VecMemory};
 use rocev2_core::qp::{QpConfig, QpMode, QpState, RecvWr, SendWr};
-use rocev2_core::time::Duration as CoreDuration;
 use rocev2_datapath::auto::{self, Options};
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
-use rocev2_ipc::notify::EventFd;
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::{Deref, DerefMut};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -98,13 +97,7 @@ struct Inner {
     iface: Interface,
     datapath: String,
     reason: String,
-    backend: Backend,
-}
-
-/// Where the verbs are carried out.
-pub(crate) enum Backend {
-    Local(Local),
-    Attached(Box<Mutex<Attached>>),
+    backend: Box<dyn Verbs>,
 }
 
 impl std::fmt::Debug for Device {
@@ -137,22 +130,6 @@ pub fn random_psn() -> u32 {
 /// stack adds to a busy-polled round trip"); the spin window and the timeout end at most this
 /// many looks late.
 const CLOCK_EVERY: u32 = 16;
-
-/// What a wait does next ([`Device::step`]), decided under the lock and carried out without it.
-enum Step {
-    /// This many completions were taken.
-    Done(usize),
-    /// Look again at once.
-    Again,
-    /// Busy-polling: yield, then look again.
-    Yield,
-    /// Caller-driven: let the driver wait for frames or timers, then look again.
-    Drive,
-    /// Sleep until the progress thread signals the CQ.
-    Local(Arc<CqEvent>),
-    /// Sleep until the daemon signals the CQ or dies.
-    Attached(Arc<Waitable<EventFd>>, Arc<Waitable<OwnedFd>>),
-}
 
 impl Device {
     /// Opens interface `iface` with datapath `kind` and default settings, with an engine in
@@ -238,7 +215,7 @@ impl Device {
             cfg.progress,
             cfg.driver.wait,
         )?;
-        Ok(Device::new(iface, name, reason, Backend::Local(local)))
+        Ok(Device::new(iface, name, reason, Box::new(local)))
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -278,11 +255,11 @@ impl Device {
             a.iface.clone(),
             a.datapath.clone(),
             a.reason.clone(),
-            Backend::Attached(Box::new(Mutex::new(a))),
+            Box::new(Mutex::new(a)),
         ))
     }
 
-    fn new(iface: Interface, datapath: String, reason: String, backend: Backend) -> Device {
+    fn new(iface: Interface, datapath: String, reason: String, backend: Box<dyn Verbs>) -> Device {
         Device {
             inner: Arc::new(Inner {
                 id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
@@ -310,15 +287,12 @@ impl Device {
 
     /// True when the device is attached to a daemon.
     pub fn is_attached(&self) -> bool {
-        matches!(self.inner.backend, Backend::Attached(_))
+        self.ops().progress_mode().is_none()
     }
 
     /// Who drives the engine: `Some` mode in-process, `None` when attached (the daemon does).
     pub fn progress_mode(&self) -> Option<ProgressMode> {
-        match &self.inner.backend {
-            Backend::Local(l) => Some(l.mode),
-            Backend::Attached(_) => None,
-        }
+        self.ops().progress_mode()
     }
 
     /// The interface, as read when the device was opened.
@@ -359,18 +333,12 @@ impl Device {
     /// waits while the guard lives: keep it short, and call no other method of the device
     /// while holding it (as [`Device::mr_guard`]).
     pub fn engine(&self) -> Option<EngineGuard<'_>> {
-        match &self.inner.backend {
-            Backend::Local(l) => Some(EngineGuard(l.lock())),
-            Backend::Attached(_) => None,
-        }
+        self.ops().engine()
     }
 
     /// The backend's verbs ([`crate::backend`]).
     pub(crate) fn ops(&self) -> &dyn Verbs {
-        match &self.inner.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => &**a,
-        }
+        &*self.inner.backend
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).
@@ -452,23 +420,8 @@ impl Device {
         if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        let lock = match &self.inner.backend {
-            Backend::Local(l) => {
-                let st = l.lock();
-                st.driver.mem.get(mr.info.id).ok_or(Error::UnknownMr)?;
-                GuardLock::Local(st)
-            }
-            Backend::Attached(a) => {
-                let g = lock_attached(a);
-                g.mr_bytes(mr.info.id, mr.info.len)
-                    .ok_or(Error::UnknownMr)?;
-                GuardLock::Attached(g)
-            }
-        };
         Ok(MrGuard {
-            lock,
-            id: mr.info.id,
-            len: mr.info.len,
+            bytes: self.ops().region(&mr.info)?,
         })
     }
 
@@ -635,15 +588,7 @@ impl Device {
     /// [`Error::Datapath`] on socket failures; [`Error::ProgressStopped`];
     /// [`Error::DaemonGone`].
     pub fn poll(&self) -> Result<Progress> {
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let p = st.drive()?;
-                l.seen.store(st.activity_gen, Ordering::SeqCst);
-                Ok(p)
-            }
-            Backend::Attached(a) => lock_attached(a).check_alive().map(|()| Progress::default()),
-        }
+        self.ops().poll()
     }
 
     /// Sleeps until something happened since the last [`Device::poll`] (frames, a timer, a
@@ -654,130 +599,31 @@ impl Device {
     /// # Errors
     /// [`Error::Datapath`] on `ppoll` failures; [`Error::DaemonGone`].
     pub fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if !l.has_thread() {
-                    return Ok(st.driver.wait(extra)?);
-                }
-                let ev = &l.activity;
-                ev.arm();
-                let bound = if st.activity_gen != l.seen.load(Ordering::SeqCst) {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(100)
-                };
-                drop(st);
-                let mut fds = extra.to_vec();
-                fds.push(ev.event.get().as_fd());
-                let mut ready = wait_any(&fds, bound)?;
-                ready.truncate(extra.len());
-                Ok(ready)
-            }
-            Backend::Attached(a) => {
-                let (arrived, events, watch) = {
-                    let mut g = lock_attached(a);
-                    let (arrived, events) = g.arm_all();
-                    (arrived, events, Arc::clone(&g.watch))
-                };
-                let mut fds = extra.to_vec();
-                fds.push(watch.get().as_fd());
-                fds.extend(events.iter().map(|e| e.get().as_fd()));
-                let bound = if arrived {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(100)
-                };
-                let ready = wait_any(&fds, bound);
-                let mut g = lock_attached(a);
-                g.disarm_all();
-                let mut ready = ready?;
-                if ready.get(extra.len()) == Some(&true) {
-                    g.check_alive()?;
-                }
-                ready.truncate(extra.len());
-                Ok(ready)
-            }
-        }
+        self.ops().wait(extra)
     }
 
     /// One look at `cq` for a wait: takes up to `max` completions, or says how to wait.
     /// `spin`: still inside the attached spin window.
     fn step(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize, spin: bool) -> Result<Step> {
         self.own(cq.1, "CQ")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                let n = st.driver.ep.poll_cq(cq.0, out, max);
-                if n > 0 {
-                    return Ok(Step::Done(n));
-                }
-                // The CQ's wake-up is cloned only to sleep on it: a busy-polling look would
-                // pay two atomic reference-count updates for nothing.
-                if !st.cqs.contains_key(&cq.0) {
-                    return Err(EndpointError::UnknownCq.into());
-                }
-                if !l.has_thread() || spin {
-                    // Caller-driven, or busy-polling while the thread backs off (local.rs).
-                    st.drive()?;
-                    let n = st.driver.ep.poll_cq(cq.0, out, max);
-                    return Ok(match (n, l.has_thread()) {
-                        (1.., _) => Step::Done(n),
-                        (0, false) => Step::Drive,
-                        (0, true) => Step::Yield,
-                    });
-                }
-                // Empty, seen under the lock the progress thread fires under: armed now, the
-                // next completion signals.
-                let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
-                ev.arm();
-                Ok(Step::Local(ev))
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                let n = g.poll_cq(cq.0, out, max);
-                if n > 0 {
-                    return Ok(Step::Done(n));
-                }
-                if spin {
-                    g.check_alive()?;
-                    return Ok(Step::Yield);
-                }
-                Ok(match g.arm(cq.0)? {
-                    None => Step::Again,
-                    Some(ev) => Step::Attached(ev, Arc::clone(&g.watch)),
-                })
-            }
-        }
+        self.ops().step(cq.0, out, max, spin)
     }
 
     /// After an attached sleep: reports the daemon's death.
     fn alive(&self) -> Result<()> {
-        match &self.inner.backend {
-            Backend::Attached(a) => lock_attached(a).check_alive(),
-            Backend::Local(_) => Ok(()),
-        }
+        self.ops().alive()
     }
 
     /// Marks a busy-polling wait that drives the engine while the progress thread backs off
     /// ([`crate::local`]), until the guard drops or is handed back.
-    fn driving(&self) -> Option<crate::local::Driving<'_>> {
-        match &self.inner.backend {
-            Backend::Local(l) if l.drive_window() > Duration::ZERO => Some(l.driving()),
-            _ => None,
-        }
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        self.ops().driving()
     }
 
     /// How long a wait busy-polls before sleeping: in-process, driving the engine
     /// ([`crate::local`]); attached, spinning on the CQ's ring.
     fn spin_window(&self) -> Duration {
-        match &self.inner.backend {
-            Backend::Local(l) => l.drive_window(),
-            Backend::Attached(a) => lock_attached(a).spin,
-        }
+        self.ops().spin_window()
     }
 
     /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
@@ -829,14 +675,11 @@ impl Device {
                     std::thread::yield_now();
                     unclocked = looked % CLOCK_EVERY;
                 }
-                Step::Drive => {
-                    if let Backend::Local(l) = &self.inner.backend {
-                        l.lock().driver.wait(&[])?;
-                    }
-                }
-                Step::Local(ev) => sleep_on(&ev, bound)?,
-                Step::Attached(ev, watch) => {
-                    let slept = wait_any(&[ev.get().as_fd(), watch.get().as_fd()], bound);
+                Step::Drive => self.ops().drive_wait()?,
+                Step::Sleep { event, watch } => {
+                    let mut fds = vec![event.get().as_fd()];
+                    fds.extend(watch.as_ref().map(|w| w.get().as_fd()));
+                    let slept = wait_any(&fds, bound);
                     drop(Sleeping(self, cq));
                     self.alive()?;
                     slept?;
@@ -865,11 +708,13 @@ impl Device {
                     std::thread::yield_now();
                     false
                 }
-                Step::Local(ev) => readable(&[&ev.event]).await?,
-                Step::Attached(ev, watch) => {
+                Step::Sleep { event, watch } => {
                     // Dropped mid-sleep (a cancelled future), the guard still ends the sleep.
                     let guard = Sleeping(self, cq);
-                    let slept = readable(&[&*ev, &*watch]).await;
+                    let slept = match &watch {
+                        Some(w) => readable(&[&*event, &**w]).await,
+                        None => readable(&[&*event]).await,
+                    };
                     drop(guard);
                     self.alive()?;
                     slept?
@@ -921,45 +766,8 @@ impl Device {
     /// # Errors
     /// [`Error::Timeout`]; [`Error::Datapath`]; [`Error::DaemonGone`].
     pub fn drain(&self, timeout: Duration) -> Result<()> {
-        let l = match &self.inner.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).drain(timeout),
-        };
-        let idle = |d: &LocalDriver| d.tx_pending() == 0 && d.ep.is_idle(d.now());
-        if !l.has_thread() {
-            let done = l
-                .lock()
-                .driver
-                .run_until(core_duration(timeout), |d| idle(d))?;
-            return if done { Ok(()) } else { Err(Error::Timeout) };
-        }
-        let start = Instant::now();
-        loop {
-            {
-                let st = l.lock();
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                if idle(&st.driver) {
-                    return Ok(());
-                }
-                l.activity.arm();
-            }
-            let waited = start.elapsed();
-            if waited >= timeout {
-                return Err(Error::Timeout);
-            }
-            // Timers expire without activity: look again at least every 10 ms.
-            sleep_on(
-                &l.activity,
-                (timeout - waited).min(Duration::from_millis(10)),
-            )?;
-        }
+        self.ops().drain(timeout)
     }
-}
-
-fn core_duration(d: Duration) -> CoreDuration {
-    CoreDuration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A batch of completions being awaited ([`Completions`]).
@@ -1030,20 +838,18 @@ impl futures_core::Stream for Completions {
     }
 }
 
-/// An attached sleep on a CQ in progress, ended when dropped (after waking, or with a
-/// cancelled future).
+/// A sleep on a CQ in progress, ended when dropped (after waking, or with a cancelled future):
+/// [`Verbs::disarm`].
 struct Sleeping<'a>(&'a Device, Cq);
 
 impl Drop for Sleeping<'_> {
     fn drop(&mut self) {
-        if let Backend::Attached(a) = &self.0.inner.backend {
-            lock_attached(a).disarm(self.1.0);
-        }
+        self.0.ops().disarm(self.1.0);
     }
 }
 
 /// The in-process engine and driver, locked ([`Device::engine`]); derefs to the engine.
-pub struct EngineGuard<'a>(MutexGuard<'a, State>);
+pub struct EngineGuard<'a>(pub(crate) MutexGuard<'a, State>);
 
 impl EngineGuard<'_> {
     /// The driver (datapath counters, pending frames).
@@ -1059,37 +865,21 @@ impl Deref for EngineGuard<'_> {
     }
 }
 
-enum GuardLock<'a> {
-    Local(MutexGuard<'a, State>),
-    Attached(MutexGuard<'a, Attached>),
-}
-
 /// A region's bytes, with the device locked ([`Device::mr_guard`]); derefs to `[u8]`.
 pub struct MrGuard<'a> {
-    lock: GuardLock<'a>,
-    id: MrId,
-    len: u64,
+    bytes: RegionBytes<'a>,
 }
 
 impl Deref for MrGuard<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // The region was checked when the guard was made and cannot go while it is locked.
-        match &self.lock {
-            GuardLock::Local(st) => st.driver.mem.get(self.id),
-            GuardLock::Attached(a) => a.mr_bytes(self.id, self.len),
-        }
-        .unwrap_or(&[])
+        &self.bytes
     }
 }
 
 impl DerefMut for MrGuard<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        match &mut self.lock {
-            GuardLock::Local(st) => st.driver.mem.get_mut(self.id),
-            GuardLock::Attached(a) => a.mr_bytes_mut(self.id, self.len),
-        }
-        .unwrap_or(&mut [])
+        &mut self.bytes
     }
 }
 
@@ -1127,16 +917,14 @@ mod tests {
         for wait in [WaitMode::Spin, WaitMode::Adaptive { spin: long }] {
             let (a, _b) = Device::pair_with(waiting(wait)).unwrap();
             let cq = a.create_cq(4).unwrap();
-            let Backend::Local(l) = &a.inner.backend else {
-                unreachable!("a pair is in-process")
-            };
+            let passes = || a.ops().passes().expect("a pair is in-process");
             let wait = Duration::from_millis(200);
-            let before = l.passes();
+            let before = passes();
             let t = Instant::now();
             let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
             let waited = t.elapsed();
             assert!(matches!(e, Error::Timeout), "{e}");
-            let passes = l.passes() - before;
+            let passes = passes() - before;
             // At most one pass per back-off sleep, plus the one under way when the wait began
             // (a spinning thread makes a pass every few microseconds).
             let bound = waited.as_micros() / rocev2_datapath::host::BACKOFF.as_micros() + 2;

@@ -43,8 +43,9 @@
 //!
 //! The thread stops when the device's last handle is dropped.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Drive, RegionBytes, Step};
 use crate::cm::{CmWaiters, Look, Sleep as CmSleep};
+use crate::device::EngineGuard;
 use crate::error::{Error, Result};
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
@@ -55,7 +56,7 @@ use rocev2_core::cm::{
 };
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::endpoint::GsiConfig;
-use rocev2_core::mr::{AccessFlags, MrInfo, PdId, VecMemory};
+use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId, VecMemory};
 use rocev2_core::qp::{
     ConnectAttr, CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
 };
@@ -69,10 +70,10 @@ use rocev2_ipc::notify::EventFd;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::ops::ControlFlow;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Who drives an in-process device's engine; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,14 +114,14 @@ pub(crate) struct State {
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
 #[derive(Debug)]
 pub(crate) struct CqEvent {
-    pub(crate) event: Waitable<EventFd>,
+    pub(crate) event: Arc<Waitable<EventFd>>,
     armed: AtomicBool,
 }
 
 impl CqEvent {
     pub(crate) fn new() -> Result<CqEvent> {
         Ok(CqEvent {
-            event: Waitable::new(EventFd::new().map_err(Error::Io)?),
+            event: Arc::new(Waitable::new(EventFd::new().map_err(Error::Io)?)),
             armed: AtomicBool::new(false),
         })
     }
@@ -266,12 +267,6 @@ impl Local {
         self.kick();
         Ok(r?)
     }
-
-    /// The progress thread's passes so far.
-    #[cfg(test)]
-    pub(crate) fn passes(&self) -> u64 {
-        self.progress.passes()
-    }
 }
 
 /// An application thread driving the engine in a wait ([`Local::driving`]).
@@ -373,8 +368,34 @@ fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, k
 }
 
 /// Waits, without the lock, until `ev` fires or `timeout` passes.
-pub(crate) fn sleep_on(ev: &CqEvent, timeout: std::time::Duration) -> Result<()> {
+fn sleep_on(ev: &CqEvent, timeout: Duration) -> Result<()> {
     wait_any(&[ev.event.get().as_fd()], timeout).map(|_| ())
+}
+
+/// A region's bytes with the state locked ([`Backend::region`]).
+struct Region<'a> {
+    st: MutexGuard<'a, State>,
+    id: MrId,
+}
+
+impl std::ops::Deref for Region<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The region was checked when the guard was made and cannot go while it is locked.
+        self.st.driver.mem.get(self.id).unwrap_or(&[])
+    }
+}
+
+impl std::ops::DerefMut for Region<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.st.driver.mem.get_mut(self.id).unwrap_or(&mut [])
+    }
+}
+
+impl Drive for Driving<'_> {
+    fn hand_back(self: Box<Self>) {
+        host::Driving::hand_back(*self);
+    }
 }
 
 impl Backend for Local {
@@ -658,12 +679,148 @@ impl Backend for Local {
         }))
     }
 
-    fn cm_drive(&self) -> Result<()> {
+    fn drive_wait(&self) -> Result<()> {
         self.lock().driver.wait(&[]).map(drop).map_err(Error::from)
     }
 
     fn cm_check_alive(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn progress_mode(&self) -> Option<ProgressMode> {
+        Some(self.mode)
+    }
+
+    fn engine(&self) -> Option<EngineGuard<'_>> {
+        Some(EngineGuard(self.lock()))
+    }
+
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>> {
+        let st = self.lock();
+        st.driver.mem.get(mr.id).ok_or(Error::UnknownMr)?;
+        Ok(Box::new(Region { st, id: mr.id }))
+    }
+
+    fn poll(&self) -> Result<Progress> {
+        let mut st = self.lock();
+        let p = st.drive()?;
+        self.seen.store(st.activity_gen, Ordering::SeqCst);
+        Ok(p)
+    }
+
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        let mut st = self.lock();
+        if !self.has_thread() {
+            return Ok(st.driver.wait(extra)?);
+        }
+        let ev = &self.activity;
+        ev.arm();
+        let bound = if st.activity_gen != self.seen.load(Ordering::SeqCst) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        drop(st);
+        let mut fds = extra.to_vec();
+        fds.push(ev.event.get().as_fd());
+        let mut ready = wait_any(&fds, bound)?;
+        ready.truncate(extra.len());
+        Ok(ready)
+    }
+
+    fn step(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        spin: bool,
+    ) -> Result<Step> {
+        let mut st = self.lock();
+        if let Some(why) = &st.failed {
+            return Err(Error::ProgressStopped(why.clone()));
+        }
+        let n = st.driver.ep.poll_cq(cq, out, max);
+        if n > 0 {
+            return Ok(Step::Done(n));
+        }
+        // The CQ's wake-up is cloned only to sleep on it: a busy-polling look would pay two
+        // atomic reference-count updates for nothing.
+        if !st.cqs.contains_key(&cq) {
+            return Err(EndpointError::UnknownCq.into());
+        }
+        if !self.has_thread() || spin {
+            // Caller-driven, or busy-polling while the thread backs off (module docs).
+            st.drive()?;
+            let n = st.driver.ep.poll_cq(cq, out, max);
+            return Ok(match (n, self.has_thread()) {
+                (1.., _) => Step::Done(n),
+                (0, false) => Step::Drive,
+                (0, true) => Step::Yield,
+            });
+        }
+        // Empty, seen under the lock the progress thread fires under: armed now, the next
+        // completion signals.
+        let ev = st.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+        ev.arm();
+        Ok(Step::Sleep {
+            event: Arc::clone(&ev.event),
+            watch: None,
+        })
+    }
+
+    fn alive(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The progress thread disarms a CQ when it fires it.
+    fn disarm(&self, _cq: CqId) {}
+
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        (self.drive_window() > Duration::ZERO)
+            .then(|| Box::new(self.driving()) as Box<dyn Drive + Send>)
+    }
+
+    fn spin_window(&self) -> Duration {
+        self.drive_window()
+    }
+
+    fn drain(&self, timeout: Duration) -> Result<()> {
+        let idle = |d: &LocalDriver| d.tx_pending() == 0 && d.ep.is_idle(d.now());
+        if !self.has_thread() {
+            let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+            let done = self
+                .lock()
+                .driver
+                .run_until(rocev2_core::time::Duration::from_nanos(limit), |d| idle(d))?;
+            return if done { Ok(()) } else { Err(Error::Timeout) };
+        }
+        let start = Instant::now();
+        loop {
+            {
+                let st = self.lock();
+                if let Some(why) = &st.failed {
+                    return Err(Error::ProgressStopped(why.clone()));
+                }
+                if idle(&st.driver) {
+                    return Ok(());
+                }
+                self.activity.arm();
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(Error::Timeout);
+            }
+            // Timers expire without activity: look again at least every 10 ms.
+            sleep_on(
+                &self.activity,
+                (timeout - waited).min(Duration::from_millis(10)),
+            )?;
+        }
+    }
+
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64> {
+        Some(self.progress.passes())
     }
 }
 
