@@ -1,4 +1,5 @@
-//! The attached backend: the verbs carried out by the `rocev2d` serving the interface.
+//! The attached backend: the verbs carried out by the `rocev2d` serving the interface
+//! ([`Backend`] for the locked attachment).
 //!
 //! Set-up verbs are requests on the daemon's control socket ([`rocev2_ipc::proto`]). Memory
 //! regions are sealed memfds this process maps and hands to the daemon, which reads and writes

@@ -1,5 +1,6 @@
-//! The in-process backend: an engine, its memory and datapath behind one lock, and the
-//! progress thread that drives them.
+//! The in-process backend ([`Backend`]): an engine, its memory and datapath behind one lock,
+//! and the progress thread that drives them. The address handles, region addresses, paths and
+//! the progress thread are the host side's own ([`rocev2_datapath::host`]).
 //!
 //! With [`ProgressMode::Thread`] (default) a thread per device runs the driver's passes, so the
 //! QPs answer their peers (ACKs, READ responses, atomics) whatever the application does, as an
