@@ -199,7 +199,7 @@ fn path_errno(e: &PathError) -> c_int {
             eprintln!("rocev2_ibverbs: no MAC address for {ip}: {source}");
             libc::EHOSTUNREACH
         }
-        PathError::Invalid(_) => libc::EINVAL,
+        PathError::Invalid(_) | PathError::MtuTooSmall(_) | PathError::NotAnMtu(_) => libc::EINVAL,
     }
 }
 

@@ -845,23 +845,7 @@ impl Backend for Mutex<Attached> {
     }
 
     fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
-        let spec = ConnectSpec {
-            dest_qpn: remote.qpn.value(),
-            remote_psn: remote.psn,
-            ip: remote.ip,
-            mac: remote.mac,
-            local_psn: opts.local_psn,
-            mtu: opts.mtu.bytes(),
-            timeout: opts.timeout,
-            retry_cnt: opts.retry_cnt,
-            rnr_retry: opts.rnr_retry,
-            min_rnr_timer: opts.min_rnr_timer,
-            rd_atomic: opts.rd_atomic,
-            dscp: opts.dscp,
-            resolve_timeout_ms: u32::try_from(opts.resolve_timeout.as_millis()).unwrap_or(u32::MAX),
-            peer_ext: opts.peer_ext.to_word(),
-        };
-        lock_attached(self).connect(qp, spec)
+        lock_attached(self).connect(qp, opts.spec(remote))
     }
 
     fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {

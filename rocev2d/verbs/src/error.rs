@@ -132,6 +132,13 @@ impl Error {
             PathError::NoAddress { iface, family } => Error::NoAddress { iface, family },
             PathError::Neighbour { source, .. } => Error::Datapath(source),
             PathError::Invalid(e) => Error::Verb(rocev2_core::EndpointError::Modify(e)),
+            PathError::MtuTooSmall(iface) => Error::MtuTooSmall(iface),
+            PathError::NotAnMtu(_) => Error::Verb(rocev2_core::EndpointError::Modify(
+                rocev2_core::qp::ModifyError::OutOfRange {
+                    name: "path_mtu",
+                    range: "256, 512, 1024, 2048 or 4096 bytes",
+                },
+            )),
         }
     }
 }

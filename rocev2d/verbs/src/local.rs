@@ -58,9 +58,7 @@ use rocev2_core::cm::{
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId, VecMemory};
-use rocev2_core::qp::{
-    ConnectAttr, CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
-};
+use rocev2_core::qp::{CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::handoff::Listens;
@@ -447,32 +445,10 @@ impl Backend for Local {
     }
 
     fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
-        let iface = &self.iface;
-        let v6 = remote.ip.is_ipv6();
-        iface.source_ip(v6).ok_or_else(|| Error::NoAddress {
-            iface: iface.name.clone(),
-            family: if v6 { "IPv6" } else { "IPv4" },
-        })?;
-        let mtu = iface
-            .path_mtu(v6)
-            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
-            .min(opts.mtu);
         // Resolution may take the whole timeout: not under the lock.
         let hop = self.next_hop(remote.ip, remote.mac, opts.resolve_timeout);
-        let path = host::path(iface, qp, remote.ip, hop, opts.dscp).map_err(Error::from_path)?;
-        let attr = ConnectAttr {
-            path,
-            mtu,
-            dest_qpn: remote.qpn,
-            rq_psn: remote.psn & 0xff_ffff,
-            sq_psn: opts.local_psn & 0xff_ffff,
-            rd_atomic: opts.rd_atomic,
-            min_rnr_timer: opts.min_rnr_timer,
-            timeout: opts.timeout,
-            retry_cnt: opts.retry_cnt,
-            rnr_retry: opts.rnr_retry,
-            peer_ext: opts.peer_ext,
-        };
+        let attr = host::connect_attr(&self.iface, qp, &opts.spec(remote), hop)
+            .map_err(Error::from_path)?;
         let mut st = self.lock();
         let now = st.driver.now();
         let Driver { ep, mem, .. } = &mut st.driver;

@@ -4,8 +4,8 @@
 //! - [`AhTable`]: address handles by number.
 //! - [`RegionAddresses`]: the virtual addresses given to memory regions registered with memory
 //!   the engine owns (not the C ABI's, whose regions keep the caller's addresses).
-//! - [`path`] and [`address_handle`]: the one way to build the path to a destination from an
-//!   interface and the neighbour table.
+//! - [`path`], [`address_handle`] and [`connect_attr`]: the one way to build the path to a
+//!   destination from an interface and the neighbour table, and an RC QP's attributes on it.
 //! - [`ProgressThread`]: the thread that drives an engine while the application does not, and
 //!   its one back-off policy towards application threads that drive the engine themselves.
 
@@ -16,5 +16,5 @@ mod progress;
 
 pub use addresses::RegionAddresses;
 pub use ahs::AhTable;
-pub use path::{NextHop, PathError, address_handle, path};
+pub use path::{NextHop, PathError, address_handle, connect_attr, path};
 pub use progress::{BACKOFF, BACKOFF_MAX, Driving, Engine, ProgressThread};

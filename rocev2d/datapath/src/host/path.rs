@@ -1,9 +1,11 @@
 //! The path to a destination: our side from the interface, the next hop's MAC given or taken
-//! from the neighbour table.
+//! from the neighbour table; and an RC QP's connection attributes built on it.
 
 use crate::{Error, Interface, neigh};
-use rocev2_core::qp::{AddressHandle, ModifyError, Path};
+use rocev2_core::qp::{AddressHandle, ConnectAttr, ModifyError, Mtu, Path};
 use rocev2_core::wire::Qpn;
+use rocev2_core::wire::ext::ExtCaps;
+use rocev2_ipc::proto::ConnectSpec;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -59,6 +61,12 @@ pub enum PathError {
     /// The path cannot make an address handle (its fields are out of range).
     #[error(transparent)]
     Invalid(ModifyError),
+    /// The interface's IP MTU is too small for any IBA path MTU.
+    #[error("interface {0} MTU is too small for RoCE")]
+    MtuTooSmall(String),
+    /// A path MTU in bytes that is not an IBA MTU.
+    #[error("MTU {0} is not an IBA MTU")]
+    NotAnMtu(u32),
 }
 
 /// The path of QP `qpn` to `dst` through interface `iface` ([`Interface::path_to`]): our MAC
@@ -95,6 +103,43 @@ pub fn address_handle(
     dscp: u8,
 ) -> Result<AddressHandle, PathError> {
     AddressHandle::new(path(iface, Qpn::new(0), dst, hop, dscp)?).map_err(PathError::Invalid)
+}
+
+/// The INIT→RTR→RTS attributes of RC QP `qpn` towards the peer `spec` describes: the path
+/// ([`path`], the next hop as `hop` says) and the MTU `spec` asks for, lowered to what the
+/// interface carries. The MTU is checked before resolving (which may wait).
+///
+/// # Errors
+/// [`PathError::NotAnMtu`], [`PathError::MtuTooSmall`]; as [`path`].
+pub fn connect_attr(
+    iface: &Interface,
+    qpn: Qpn,
+    spec: &ConnectSpec,
+    hop: NextHop,
+) -> Result<ConnectAttr, PathError> {
+    let want = Mtu::from_bytes(spec.mtu).ok_or(PathError::NotAnMtu(spec.mtu))?;
+    let v6 = spec.ip.is_ipv6();
+    iface.source_ip(v6).ok_or_else(|| PathError::NoAddress {
+        iface: iface.name.clone(),
+        family: if v6 { "IPv6" } else { "IPv4" },
+    })?;
+    let mtu = iface
+        .path_mtu(v6)
+        .ok_or_else(|| PathError::MtuTooSmall(iface.name.clone()))?
+        .min(want);
+    Ok(ConnectAttr {
+        path: path(iface, qpn, spec.ip, hop, spec.dscp)?,
+        mtu,
+        dest_qpn: Qpn::new(spec.dest_qpn & 0xff_ffff),
+        rq_psn: spec.remote_psn & 0xff_ffff,
+        sq_psn: spec.local_psn & 0xff_ffff,
+        rd_atomic: spec.rd_atomic,
+        min_rnr_timer: spec.min_rnr_timer,
+        timeout: spec.timeout,
+        retry_cnt: spec.retry_cnt,
+        rnr_retry: spec.rnr_retry,
+        peer_ext: ExtCaps::from_word(spec.peer_ext),
+    })
 }
 
 #[cfg(test)]
@@ -151,6 +196,41 @@ pub(crate) mod tests {
             matches!(e, PathError::NoAddress { family: "IPv6", .. }),
             "{e}"
         );
+    }
+
+    fn spec(mtu: u32) -> ConnectSpec {
+        ConnectSpec {
+            dest_qpn: 0x0100_0012,
+            remote_psn: 0x0123_4567,
+            ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            mac: None,
+            local_psn: 7,
+            mtu,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 6,
+            min_rnr_timer: 12,
+            rd_atomic: 16,
+            dscp: 26,
+            resolve_timeout_ms: 0,
+            peer_ext: 0,
+        }
+    }
+
+    /// The MTU is lowered to the interface's (1500 carries 1024), the QPN and PSNs are cut to
+    /// 24 bits; a byte count that is no IBA MTU is refused before resolving.
+    #[test]
+    fn connect_attributes_follow_the_spec_and_the_interface() {
+        let hop = NextHop::Mac([2, 0, 0, 0, 0, 2]);
+        let a = connect_attr(&v4_only(), Qpn::new(5), &spec(4096), hop).unwrap();
+        assert_eq!(a.mtu, Mtu::Mtu1024);
+        assert_eq!(a.dest_qpn, Qpn::new(0x12));
+        assert_eq!(a.rq_psn, 0x23_4567);
+        assert_eq!(a.path.dst_mac, [2, 0, 0, 0, 0, 2]);
+        assert_eq!((a.rd_atomic, a.rnr_retry, a.path.dscp), (16, 6, 26));
+        let resolve = NextHop::Resolve(Duration::from_secs(5));
+        let e = connect_attr(&v4_only(), Qpn::new(5), &spec(1000), resolve).unwrap_err();
+        assert!(matches!(e, PathError::NotAnMtu(1000)), "{e}");
     }
 
     #[test]
