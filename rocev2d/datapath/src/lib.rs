@@ -15,7 +15,9 @@
 //! index and addresses (the GIDs) over rtnetlink, [`neigh`] resolves a peer's next-hop MAC from
 //! the kernel's neighbour table, [`clock`] is the only place that reads `CLOCK_MONOTONIC`,
 //! [`entropy`] the only one that reads the OS's randomness, and [`Driver`] is the event loop
-//! joining an endpoint, its memory and a datapath.
+//! joining an endpoint, its memory and a datapath. [`host`] holds what every owner of a driver
+//! keeps beside it (the in-process API, the daemon, the C ABI): address handles, region
+//! addresses, the path builder and the progress thread.
 //!
 //! Source: RoCEv2 Annex A17.4 (UDP encapsulation) and `docs/wire.md`, "ICRC in each datapath
 //! mode", for what the UDP datapath must do so that the ICRC the core computed stays valid.
@@ -40,6 +42,7 @@ pub mod driver;
 pub mod entropy;
 pub mod filter;
 pub mod handoff;
+pub mod host;
 pub mod iface;
 pub mod neigh;
 mod netlink;

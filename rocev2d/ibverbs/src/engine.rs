@@ -3,16 +3,17 @@
 //!
 //! Verbs programs expect the HCA to answer their peers whatever they do: the passive side of
 //! `ib_read_bw` or `ib_atomic_bw` makes no call at all while its peer reads its memory. So a
-//! thread drives the [`Driver`] whenever frames arrive or a timer is due, sleeping in `ppoll`
-//! on the datapath's descriptor and an eventfd otherwise. The application's calls drive it too,
-//! under the same lock: an `ibv_poll_cq` that finds its CQ empty runs one pass, so a
+//! thread drives the [`Driver`] whenever frames arrive or a timer is due: the host side's one
+//! progress thread ([`ProgressThread`]), waiting as the driver's adaptive mode does (busy
+//! polling for [`rocev2_datapath::WaitMode::DEFAULT_SPIN`] after activity, then sleeping), so
+//! a passive side answers a stream without a wake-up per batch. The application's calls drive
+//! it too, under the same lock: an `ibv_poll_cq` that finds its CQ empty runs one pass, so a
 //! busy-polling program gets the busy-polled round trip without a thread hand-off. A post only
 //! queues its requests (no system call): the next pass sends them, the application's next poll
-//! or, when the application is not polling, the progress thread the post wakes. While the application polls like that, the thread stays out of its way: it
-//! only watches timers, and returns to the datapath's descriptor [`APP_ACTIVE`] after the last
-//! call. Otherwise it waits as the driver's adaptive mode does (busy polling for
-//! [`WaitMode::DEFAULT_SPIN`] after activity, then sleeping), so a passive side answers a
-//! stream without a wake-up per batch.
+//! or, when the thread sleeps, the thread the post wakes. While the application polls like
+//! that, the thread backs off as it does for every host side ([`ProgressThread::drove`]: from
+//! 100 µs up to 5 ms while the polls go on), and `ibv_get_cq_event` hands the engine back to it
+//! before sleeping.
 //!
 //! Completion events: a CQ armed by `ibv_req_notify_cq` is checked after every pass; when it
 //! holds a completion its channel gets one event (an `EFD_SEMAPHORE` eventfd, the channel's
@@ -24,20 +25,13 @@ use crate::memory::CallerMemory;
 use rocev2_core::Endpoint;
 use rocev2_core::qp::CqId;
 use rocev2_datapath::auto::{self, Mode, Options};
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Progress, WaitMode};
+use rocev2_datapath::host::{self, ProgressThread};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Progress, WaitPlan};
 use std::collections::{HashMap, VecDeque};
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// How long after the application's last driving call the progress thread leaves the datapath
-/// to it (and only wakes for timers and posts).
-pub const APP_ACTIVE: Duration = Duration::from_millis(2);
-
-/// The longest the progress thread sleeps without looking at the stop flag.
-const MAX_SLEEP: Duration = Duration::from_millis(100);
 
 /// Where `ROCEV2_DATAPATH` picks the datapath: `xdp`, `packet`, `udp` or `auto` (default).
 pub const DATAPATH_ENV: &str = "ROCEV2_DATAPATH";
@@ -144,23 +138,24 @@ impl State {
     }
 }
 
-/// What the progress thread and the application share.
-struct Shared {
-    state: Mutex<State>,
-    /// Written to wake the progress thread (a post, stop).
-    wake: OwnedFd,
-    /// The datapath's descriptor, valid as long as `state` is.
-    dp_fd: RawFd,
-    stop: AtomicBool,
-    /// When the application last drove the engine, in ns since `epoch`.
-    app_drove: AtomicU64,
-    epoch: Instant,
+impl host::Engine for State {
+    /// The progress thread's pass; a datapath failure is reported and the thread goes on.
+    fn pass(&mut self, woken: bool) -> ControlFlow<()> {
+        if woken {
+            self.driver.note_activity();
+        }
+        self.progress();
+        ControlFlow::Continue(())
+    }
+
+    fn wait_plan(&self) -> WaitPlan {
+        self.driver.wait_plan()
+    }
 }
 
 /// One device's engine and its progress thread; see the module docs.
 pub struct Engine {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    progress: ProgressThread<State>,
     /// Which datapath was chosen and why (for `ROCEV2_VERBOSE`).
     pub reason: String,
 }
@@ -187,155 +182,55 @@ impl Engine {
         let iface = Interface::by_name(name).map_err(|e| e.to_string())?;
         let opened = auto::open(&iface, mode, &Options::default()).map_err(|e| e.to_string())?;
         let seed = rocev2_datapath::entropy::os_seed().map_err(|e| e.to_string())?;
-        let dp_fd = opened.datapath.fd().as_raw_fd();
+        let dp_fd = opened
+            .datapath
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| e.to_string())?;
         let driver = Driver::new(
             Endpoint::new(seed),
             CallerMemory::default(),
             opened.datapath,
             DriverConfig::default(),
         );
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                driver,
-                iface,
-                armed: HashMap::new(),
-            }),
-            wake: eventfd(0).map_err(|e| e.to_string())?,
-            dp_fd,
-            stop: AtomicBool::new(false),
-            app_drove: AtomicU64::new(0),
-            epoch: Instant::now(),
-        });
-        let s = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name(format!("rocev2-{name}"))
-            .spawn(move || run(&s))
+        let state = State {
+            driver,
+            iface,
+            armed: HashMap::new(),
+        };
+        let progress = ProgressThread::start(state, dp_fd, Some(format!("rocev2-{name}")))
             .map_err(|e| e.to_string())?;
         if std::env::var_os("ROCEV2_VERBOSE").is_some() {
             eprintln!("rocev2_ibverbs: {name}: {}", opened.reason);
         }
         Ok(Engine {
-            shared,
-            thread: Some(thread),
+            progress,
             reason: opened.reason,
         })
     }
 
     /// The engine, for a verb.
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.shared.state)
+        self.progress.lock()
     }
 
-    /// The engine, for a poll of a CQ: marks the application as driving it, so the progress
-    /// thread leaves the datapath to it for [`APP_ACTIVE`].
+    /// The engine, for a poll of a CQ: the application drives it, so the progress thread backs
+    /// off ([`ProgressThread::drove`]).
     pub fn lock_polling(&self) -> MutexGuard<'_, State> {
-        let s = &self.shared;
-        let now = u64::try_from(s.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        s.app_drove.store(now, Ordering::Relaxed);
-        lock(&s.state)
+        self.progress.drove();
+        self.progress.lock()
     }
 
     /// The application is about to sleep (in `ibv_get_cq_event`): the progress thread takes
     /// the datapath back at once.
     pub fn app_sleeps(&self) {
-        self.shared.app_drove.store(0, Ordering::Relaxed);
-        self.wake();
+        self.progress.hand_back();
     }
 
-    /// Wakes the progress thread.
-    pub fn wake(&self) {
-        write_eventfd(self.shared.wake.as_raw_fd());
-    }
-
-    /// After a post: wakes the progress thread to send it, unless the application is polling
-    /// and will drive the engine itself (then a post costs no system call at all).
+    /// After a post: wakes the progress thread to send it if it sleeps; while it backs off,
+    /// the application's next poll sends it (then a post costs no system call at all).
     pub fn nudge(&self) {
-        let s = &self.shared;
-        let since_app = s
-            .epoch
-            .elapsed()
-            .saturating_sub(Duration::from_nanos(s.app_drove.load(Ordering::Relaxed)));
-        if since_app >= APP_ACTIVE {
-            self.wake();
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The progress thread.
-fn run(s: &Shared) {
-    let mut last_activity = None;
-    while !s.stop.load(Ordering::Relaxed) {
-        let (timeout, watch_dp, pollout) = {
-            let mut st = lock(&s.state);
-            let p = st.progress();
-            let d = &st.driver;
-            if p.rx > 0 || p.tx > 0 || p.timers {
-                last_activity = Some(d.now());
-            }
-            let now = d.now();
-            let since_app = s
-                .epoch
-                .elapsed()
-                .saturating_sub(Duration::from_nanos(s.app_drove.load(Ordering::Relaxed)));
-            let app_active = since_app < APP_ACTIVE;
-            // As the driver's adaptive wait: keep polling for a while after activity, so a
-            // passive side answers a stream without a wake-up per batch; not while the
-            // application polls, which drives the engine itself.
-            let more = p.more || (!app_active && WaitMode::default().spins(now, last_activity));
-            let mut t =
-                d.ep.poll_timeout()
-                    .map_or(MAX_SLEEP, |at| {
-                        Duration::from_nanos(at.saturating_duration_since(now).as_nanos())
-                    })
-                    .min(MAX_SLEEP);
-            let pending = d.tx_pending() > 0;
-            if more {
-                t = Duration::ZERO;
-            } else if pending {
-                t = t.min(Duration::from_micros(200));
-            }
-            if app_active {
-                t = t.min(APP_ACTIVE - since_app);
-            }
-            (t, !app_active, pending)
-        };
-        let mut fds = [
-            libc::pollfd {
-                fd: s.wake.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: s.dp_fd,
-                events: libc::POLLIN | if pollout { libc::POLLOUT } else { 0 },
-                revents: 0,
-            },
-        ];
-        let n = if watch_dp { 2 } else { 1 };
-        if timeout.is_zero() {
-            // Busy polling: let the application (or the peer, on a shared core) run.
-            std::thread::yield_now();
-        }
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        };
-        // SAFETY: `fds[..n]` is a valid array of pollfd for the call's duration; both
-        // descriptors stay open while `s` lives (the datapath's lives in `s.state`).
-        unsafe { libc::ppoll(fds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
-        if fds[0].revents & libc::POLLIN != 0 {
-            read_eventfd(s.wake.as_raw_fd());
-        }
+        self.progress.kick();
     }
 }
 

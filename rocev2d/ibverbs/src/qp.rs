@@ -32,8 +32,9 @@ use rocev2_core::qp::{
 };
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
+use rocev2_datapath::host::{self, NextHop, PathError};
 use rocev2_datapath::neigh;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -176,19 +177,36 @@ fn mtu(m: c_int) -> Option<Mtu> {
     Mtu::from_bytes(128u32 << u32::try_from(m).ok().filter(|m| (1..=5).contains(m))?)
 }
 
-/// The path to the port `ah` names (it must carry a GRH: RoCE has no LIDs) for QP `qpn`.
-fn path_for(st: &mut State, qpn: Qpn, ah: &ibv_ah_attr) -> Result<Path, c_int> {
+/// The destination `ah` names (it must carry a GRH: RoCE has no LIDs), its next hop resolved
+/// as for an RC QP, and its DSCP.
+fn destination(ah: &ibv_ah_attr) -> Result<(IpAddr, NextHop, u8), c_int> {
     if ah.is_global == 0 {
         return Err(libc::EINVAL);
     }
     let ip = gid_to_ip(Ipv6Addr::from(ah.grh.dgid.raw));
-    let mac = neigh::resolve(&st.iface, ip, RESOLVE_WAIT).map_err(|e| {
-        eprintln!("rocev2_ibverbs: no MAC address for {ip}: {e}");
-        libc::EHOSTUNREACH
-    })?;
-    st.iface
-        .path_to(qpn, ip, mac, ah.grh.traffic_class >> 2)
-        .ok_or(libc::EADDRNOTAVAIL)
+    Ok((
+        ip,
+        NextHop::Resolve(RESOLVE_WAIT),
+        ah.grh.traffic_class >> 2,
+    ))
+}
+
+/// The `errno` for a path that could not be built.
+fn path_errno(e: &PathError) -> c_int {
+    match e {
+        PathError::NoAddress { .. } => libc::EADDRNOTAVAIL,
+        PathError::Neighbour { ip, source } => {
+            eprintln!("rocev2_ibverbs: no MAC address for {ip}: {source}");
+            libc::EHOSTUNREACH
+        }
+        PathError::Invalid(_) | PathError::MtuTooSmall(_) | PathError::NotAnMtu(_) => libc::EINVAL,
+    }
+}
+
+/// The path to the port `ah` names for QP `qpn`.
+fn path_for(st: &State, qpn: Qpn, ah: &ibv_ah_attr) -> Result<Path, c_int> {
+    let (ip, hop, dscp) = destination(ah)?;
+    host::path(&st.iface, qpn, ip, hop, dscp).map_err(|e| path_errno(&e))
 }
 
 /// The state of QP `qpn`, RC or UD.
@@ -200,7 +218,7 @@ fn state_of(st: &State, qpn: Qpn) -> Option<QpState> {
 }
 
 /// The QpAttr `attr` and `mask` ask for; an `errno` when they cannot be met.
-fn qp_attr(st: &mut State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
+fn qp_attr(st: &State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
     let has = |bit: c_int| mask & bit != 0;
     let mut a = QpAttr::default();
     if has(abi::IBV_QP_PKEY_INDEX) {
@@ -279,7 +297,7 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
                 None => return libc::EINVAL,
             }
         };
-        let a = match qp_attr(&mut st, q.qpn, attr, mask) {
+        let a = match qp_attr(&st, q.qpn, attr, mask) {
             Ok(a) => a,
             Err(e) => return e,
         };
@@ -591,16 +609,15 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
         };
         // SAFETY: the caller passes a readable attr (checked not NULL).
         let attr = unsafe { &*attr };
-        let path = match path_for(&mut d.engine.lock(), Qpn::new(0), attr) {
-            Ok(p) => p,
+        let made = destination(attr).and_then(|(ip, hop, dscp)| {
+            host::address_handle(&d.engine.lock().iface, ip, hop, dscp).map_err(|e| path_errno(&e))
+        });
+        let handle = match made {
+            Ok(h) => h,
             Err(e) => {
                 set_errno(e);
                 return std::ptr::null_mut();
             }
-        };
-        let Ok(handle) = AddressHandle::new(path) else {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
         };
         let a = Box::into_raw(Box::new(Ah {
             ibv: ibv_ah {

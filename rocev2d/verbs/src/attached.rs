@@ -1,4 +1,5 @@
-//! The attached backend: the verbs carried out by the `rocev2d` serving the interface.
+//! The attached backend: the verbs carried out by the `rocev2d` serving the interface
+//! ([`Backend`] for the locked attachment).
 //!
 //! Set-up verbs are requests on the daemon's control socket ([`rocev2_ipc::proto`]). Memory
 //! regions are sealed memfds this process maps and hands to the daemon, which reads and writes
@@ -24,8 +25,13 @@
 //! Deviations: work requests the engine refuses (wrong QP state, too many SGEs) complete with
 //! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
+use crate::backend::{Backend, Drive, RegionBytes, Step};
+use crate::cm::{Look, Sleep as CmSleep};
+use crate::device::EngineGuard;
 use crate::error::{Error, Result};
-use crate::ud::{AhAttr, UdAddress};
+use crate::local::ProgressMode;
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
@@ -36,6 +42,7 @@ use rocev2_core::qp::{
 };
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
+use rocev2_datapath::Progress;
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
@@ -48,7 +55,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// Longest a control request waits for the daemon's answer.
@@ -777,5 +784,296 @@ fn call(
         if frame::recv(sock, dec).map_err(gone)? == 0 {
             return Err(Error::DaemonGone);
         }
+    }
+}
+
+/// A region's bytes with the attachment locked ([`Backend::region`]).
+struct RegionGuard<'a> {
+    g: MutexGuard<'a, Attached>,
+    id: MrId,
+    len: u64,
+}
+
+impl std::ops::Deref for RegionGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The region was checked when the guard was made and cannot go while it is locked.
+        self.g.mr_bytes(self.id, self.len).unwrap_or(&[])
+    }
+}
+
+impl std::ops::DerefMut for RegionGuard<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.g.mr_bytes_mut(self.id, self.len).unwrap_or(&mut [])
+    }
+}
+
+/// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
+pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
+    a.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Backend for Mutex<Attached> {
+    fn alloc_pd(&self) -> Result<PdId> {
+        lock_attached(self).alloc_pd()
+    }
+
+    /// The daemon page-aligns regions: an alignment beyond that is refused.
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo> {
+        let mut g = lock_attached(self);
+        let info = g.register(pd, &buf, access)?;
+        if info.addr % align.max(1) != 0 {
+            let _ = g.deregister(info.id);
+            return Err(Error::Refused {
+                kind: ErrorKind::Invalid,
+                message: format!("region address {:#x} is not {align}-aligned", info.addr),
+            });
+        }
+        Ok(info)
+    }
+
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>> {
+        lock_attached(self).deregister(mr.id)
+    }
+
+    fn create_cq(&self, capacity: usize) -> Result<CqId> {
+        lock_attached(self).create_cq(capacity)
+    }
+
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
+        lock_attached(self).create_qp(&cfg)
+    }
+
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
+        lock_attached(self).connect(qp, opts.spec(remote))
+    }
+
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
+        lock_attached(self).query(qp).map(|(_, m)| m)
+    }
+
+    fn mp_snapshot(&self, qp: Qpn) -> Option<MpSnapshot> {
+        lock_attached(self).mp_snapshot(qp)
+    }
+
+    fn qp_state(&self, qp: Qpn) -> Option<QpState> {
+        lock_attached(self).query(qp).map(|(s, _)| s)
+    }
+
+    fn reset_to_error(&self, qp: Qpn) -> Result<()> {
+        lock_attached(self).reset_to_error(qp)
+    }
+
+    fn destroy_qp(&self, qp: Qpn) -> Result<()> {
+        lock_attached(self).destroy_qp(qp)
+    }
+
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()> {
+        let mut g = lock_attached(self);
+        if g.ud_mtu(qp).is_some() {
+            return Err(crate::ud::needs_address());
+        }
+        g.post_send(qp, &wr)
+    }
+
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()> {
+        lock_attached(self).post_recv(qp, &wr)
+    }
+
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        lock_attached(self).poll_cq(cq, out, max)
+    }
+
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn> {
+        lock_attached(self).create_ud_qp(&cfg, q_key)
+    }
+
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu> {
+        lock_attached(self).ud_mtu(qp)
+    }
+
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32> {
+        lock_attached(self).create_ah(attr)
+    }
+
+    fn destroy_ah(&self, ah: u32) -> Result<()> {
+        lock_attached(self).destroy_ah(ah)
+    }
+
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()> {
+        let mut g = lock_attached(self);
+        let mtu = g.ud_mtu(qp).ok_or_else(crate::ud::not_ud)?;
+        check_ud_send(&wr, mtu)?;
+        g.post_send_to(qp, to, &wr)
+    }
+
+    fn cm_enable(&self) -> Result<()> {
+        lock_attached(self).cm_enable()
+    }
+
+    fn cm_listen(&self, service: ServiceId) -> Result<()> {
+        lock_attached(self).cm_listen(service)
+    }
+
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool> {
+        lock_attached(self).cm_unlisten(service)
+    }
+
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId> {
+        lock_attached(self).cm_connect(params, resolve_timeout)
+    }
+
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
+        lock_attached(self).cm_accept(conn, &params)
+    }
+
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
+        lock_attached(self).cm_reject(conn, reason, private_data)
+    }
+
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        lock_attached(self).cm_send_mra(conn, service_timeout)
+    }
+
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        lock_attached(self).cm_disconnect(conn, private_data)
+    }
+
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look> {
+        let mut g = lock_attached(self);
+        if !*registered {
+            g.cm_waiters()?.register(own);
+            *registered = true;
+        }
+        let daemon = g.cm_fetch()?;
+        own.get().clear();
+        if let Some(ev) = g.cm_take(pick) {
+            return Ok(Look::Found(ev));
+        }
+        let watch = Arc::clone(&g.watch);
+        Ok(Look::Sleep(CmSleep::Daemon { daemon, watch }))
+    }
+
+    /// The daemon drives its engine: nothing to do.
+    fn drive_wait(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn cm_check_alive(&self) -> Result<()> {
+        let mut g = lock_attached(self);
+        if let Err(e) = g.check_alive() {
+            if let Ok(w) = g.cm_waiters() {
+                w.fire();
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The daemon drives the engine.
+    fn progress_mode(&self) -> Option<ProgressMode> {
+        None
+    }
+
+    /// The engine is the daemon's (`rocev2d stats`).
+    fn engine(&self) -> Option<EngineGuard<'_>> {
+        None
+    }
+
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>> {
+        let g = lock_attached(self);
+        g.mr_bytes(mr.id, mr.len).ok_or(Error::UnknownMr)?;
+        Ok(Box::new(RegionGuard {
+            g,
+            id: mr.id,
+            len: mr.len,
+        }))
+    }
+
+    fn poll(&self) -> Result<Progress> {
+        lock_attached(self)
+            .check_alive()
+            .map(|()| Progress::default())
+    }
+
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        let (arrived, events, watch) = {
+            let mut g = lock_attached(self);
+            let (arrived, events) = g.arm_all();
+            (arrived, events, Arc::clone(&g.watch))
+        };
+        let mut fds = extra.to_vec();
+        fds.push(watch.get().as_fd());
+        fds.extend(events.iter().map(|e| e.get().as_fd()));
+        let bound = if arrived {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        let ready = wait_any(&fds, bound);
+        let mut g = lock_attached(self);
+        g.disarm_all();
+        let mut ready = ready?;
+        if ready.get(extra.len()) == Some(&true) {
+            g.check_alive()?;
+        }
+        ready.truncate(extra.len());
+        Ok(ready)
+    }
+
+    fn step(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        spin: bool,
+    ) -> Result<Step> {
+        let mut g = lock_attached(self);
+        let n = g.poll_cq(cq, out, max);
+        if n > 0 {
+            return Ok(Step::Done(n));
+        }
+        if spin {
+            g.check_alive()?;
+            return Ok(Step::Yield);
+        }
+        Ok(match g.arm(cq)? {
+            None => Step::Again,
+            Some(event) => Step::Sleep {
+                event,
+                watch: Some(Arc::clone(&g.watch)),
+            },
+        })
+    }
+
+    fn alive(&self) -> Result<()> {
+        lock_attached(self).check_alive()
+    }
+
+    fn disarm(&self, cq: CqId) {
+        lock_attached(self).disarm(cq);
+    }
+
+    /// The daemon drives the engine: waits spin on the ring, they do not drive.
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        None
+    }
+
+    fn spin_window(&self) -> Duration {
+        lock_attached(self).spin
+    }
+
+    fn drain(&self, timeout: Duration) -> Result<()> {
+        lock_attached(self).drain(timeout)
+    }
+
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64> {
+        None
     }
 }

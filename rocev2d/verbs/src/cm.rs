@@ -16,20 +16,13 @@
 //! Deviations: events nobody picks stay queued until the device closes, but for
 //! [`Event::TimeWaitExit`]: the queue keeps the latest 64 (rdmacm-shim never takes them).
 
-use crate::device::{Backend, Device, lock_attached};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::local::Local;
 use crate::qp::Qp;
 use crate::wakeup::{Waitable, readable, wait_any, yield_now};
-use rocev2_core::EndpointError;
 use rocev2_core::cm::ServiceId;
-use rocev2_core::cm::{
-    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason,
-};
-use rocev2_core::endpoint::GsiConfig;
+use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason};
 use rocev2_core::wire::gid::gid_to_ip;
-use rocev2_datapath::Driver;
-use rocev2_datapath::iface::node_guid;
 use rocev2_ipc::notify::EventFd;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -48,46 +41,7 @@ impl Device {
     /// # Errors
     /// Attached: the daemon's ([`Error::DaemonGone`], [`Error::Refused`]).
     pub fn enable_cm(&self) -> Result<()> {
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).cm_enable(),
-        };
-        let mut st = l.lock();
-        if st.driver.ep.cm().is_none() {
-            let cfg = GsiConfig {
-                mac: self.interface().mac,
-                // Linux uses the node GUID; ours is the interface MAC made an EUI-64.
-                cm: CmConfig {
-                    local_ca_guid: node_guid(self.interface().mac),
-                },
-                seed: crate::random_u64(),
-            };
-            st.driver.ep.enable_cm(cfg);
-        }
-        Ok(())
-    }
-
-    /// Runs a CM call on the engine with the clock and memory, keeps the events it released,
-    /// and wakes the progress thread to send its MADs.
-    fn with_cm<R>(
-        &self,
-        l: &Local,
-        f: impl FnOnce(
-            &mut rocev2_core::Endpoint,
-            rocev2_core::time::Instant,
-            &mut rocev2_core::mr::VecMemory,
-        ) -> std::result::Result<R, EndpointError>,
-    ) -> Result<R> {
-        let mut st = l.lock();
-        let now = st.driver.now();
-        let Driver { ep, mem, .. } = &mut st.driver;
-        let r = f(ep, now, mem);
-        if st.take_cm_events() {
-            l.shared.cm.fire();
-        }
-        drop(st);
-        l.kick();
-        Ok(r?)
+        self.ops().cm_enable()
     }
 
     /// Accepts REQs for `service_id` (rdma_cm: [`ServiceId::rdma_cm`]); they arrive as
@@ -104,18 +58,7 @@ impl Device {
     /// [`ErrorKind::InUse`](rocev2_ipc::proto::ErrorKind::InUse), also when another application does).
     pub fn cm_listen(&self, service_id: ServiceId) -> Result<()> {
         self.enable_cm()?;
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).cm_listen(service_id),
-        };
-        self.with_cm(l, |ep, _, _| ep.cm_listen(service_id))?;
-        match self.shard_listens() {
-            Some(reg) if !reg.listen(service_id) => {
-                self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id))?;
-                Err(EndpointError::from(CmError::AlreadyListening).into())
-            }
-            _ => Ok(()),
-        }
+        self.ops().cm_listen(service_id)
     }
 
     /// Stops accepting REQs for `service_id`; returns whether anyone listened.
@@ -125,15 +68,7 @@ impl Device {
     /// # Errors
     /// [`Error::Verb`] if the CM is not enabled; attached, the daemon's.
     pub fn cm_unlisten(&self, service_id: ServiceId) -> Result<bool> {
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).cm_unlisten(service_id),
-        };
-        let listened = self.with_cm(l, |ep, _, _| ep.cm_unlisten(service_id))?;
-        if let (true, Some(reg)) = (listened, self.shard_listens()) {
-            reg.unlisten(service_id);
-        }
-        Ok(listened)
+        self.ops().cm_unlisten(service_id)
     }
 
     /// Sends a REQ for `qp` (in INIT) with `params` (their `local_qpn` is set to `qp`'s, their
@@ -164,13 +99,7 @@ impl Device {
             .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
         params.path_mtu = params.path_mtu.min(mtu_code(mtu.bytes()));
         params.local_qpn = qp.0;
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).cm_connect(params, resolve_timeout),
-        };
-        // Resolution may take the whole timeout: not under the lock.
-        let mac = self.resolve(peer, resolve_timeout)?;
-        self.with_cm(l, |ep, now, _| ep.cm_connect(now, params, mac))
+        self.ops().cm_connect(params, resolve_timeout)
     }
 
     /// Accepts an [`Event::ConnectRequest`] with `params` (their `local_qpn`: a QP of this
@@ -180,12 +109,7 @@ impl Device {
     /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
     /// connection or QP that is not this application's.
     pub fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
-        match self.backend() {
-            Backend::Local(l) => {
-                self.with_cm(l, |ep, now, mem| ep.cm_accept(now, conn, params, mem))
-            }
-            Backend::Attached(a) => lock_attached(a).cm_accept(conn, &params),
-        }
+        self.ops().cm_accept(conn, params)
     }
 
     /// Refuses an [`Event::ConnectRequest`] with a REJ.
@@ -194,12 +118,7 @@ impl Device {
     /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
     /// connection that is not this application's.
     pub fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
-        match self.backend() {
-            Backend::Local(l) => self.with_cm(l, |ep, now, _| {
-                ep.cm_reject(now, conn, reason, private_data)
-            }),
-            Backend::Attached(a) => lock_attached(a).cm_reject(conn, reason, private_data),
-        }
+        self.ops().cm_reject(conn, reason, private_data)
     }
 
     /// Answers an [`Event::ConnectRequest`] with an MRA (IBA §12.6.6) instead of accepting it
@@ -210,10 +129,7 @@ impl Device {
     /// [`Error::Verb`] when the engine refuses (the request is already answered); attached,
     /// [`Error::Refused`] also for a connection that is not this application's.
     pub fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
-        match self.backend() {
-            Backend::Local(l) => self.with_cm(l, |ep, _, _| ep.cm_send_mra(conn, service_timeout)),
-            Backend::Attached(a) => lock_attached(a).cm_send_mra(conn, service_timeout),
-        }
+        self.ops().cm_send_mra(conn, service_timeout)
     }
 
     /// Moves the connection's QP to ERROR and sends a DREQ; [`Event::Disconnected`] follows.
@@ -222,12 +138,7 @@ impl Device {
     /// [`Error::Verb`] when the engine refuses; attached, [`Error::Refused`] also for a
     /// connection that is not this application's.
     pub fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
-        match self.backend() {
-            Backend::Local(l) => self.with_cm(l, |ep, now, mem| {
-                ep.cm_disconnect(now, conn, private_data, mem)
-            }),
-            Backend::Attached(a) => lock_attached(a).cm_disconnect(conn, private_data),
-        }
+        self.ops().cm_disconnect(conn, private_data)
     }
 
     /// Takes the first CM event `pick` accepts, sleeping until one comes or `timeout` passes.
@@ -295,7 +206,7 @@ pub(crate) struct CmWaiters(Mutex<Vec<Weak<Waitable<EventFd>>>>);
 
 impl CmWaiters {
     /// Adds `w` (forgetting waiters that are gone).
-    fn register(&self, w: &Arc<Waitable<EventFd>>) {
+    pub(crate) fn register(&self, w: &Arc<Waitable<EventFd>>) {
         let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         v.retain(|x| x.strong_count() > 0);
         v.push(Arc::downgrade(w));
@@ -324,21 +235,21 @@ struct CmWait<'d, P> {
     registered: bool,
 }
 
-/// What a look at the queue found.
-enum Look {
+/// What a look at the queue found ([`crate::backend::Backend::cm_look`]).
+pub(crate) enum Look {
     Found(Event),
     Sleep(Sleep),
 }
 
 /// What to sleep on before the next look.
-enum Sleep {
+pub(crate) enum Sleep {
     /// Caller-driven: drive the engine (blocking) or yield (async).
     Drive,
     /// The waiter's own eventfd, signalled by the progress thread or a CM call.
     Own,
     /// The own eventfd, the daemon's CM eventfd (whoever wakes fetches and signals the
     /// others) and the control socket (the daemon died).
-    Attached {
+    Daemon {
         daemon: Arc<Waitable<EventFd>>,
         watch: Arc<Waitable<OwnedFd>>,
     },
@@ -358,59 +269,17 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
     /// clears the own wake-up under the lock events are queued under, after moving them into
     /// the queue: an event queued after this look signals it.
     fn look(&mut self) -> Result<Look> {
-        match self.dev.backend() {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if !self.registered {
-                    l.shared.cm.register(&self.own);
-                    self.registered = true;
-                }
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                if !l.has_thread() {
-                    st.pass(&l.shared.activity)?;
-                }
-                if st.take_cm_events() {
-                    l.shared.cm.fire();
-                }
-                self.own.get().clear();
-                let i = st.cm_events.iter().position(&mut self.pick);
-                if let Some(ev) = i.and_then(|i| st.cm_events.remove(i)) {
-                    return Ok(Look::Found(ev));
-                }
-                Ok(Look::Sleep(if l.has_thread() {
-                    Sleep::Own
-                } else {
-                    Sleep::Drive
-                }))
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                if !self.registered {
-                    g.cm_waiters()?.register(&self.own);
-                    self.registered = true;
-                }
-                let daemon = g.cm_fetch()?;
-                self.own.get().clear();
-                if let Some(ev) = g.cm_take(&mut self.pick) {
-                    return Ok(Look::Found(ev));
-                }
-                let watch = Arc::clone(&g.watch);
-                Ok(Look::Sleep(Sleep::Attached { daemon, watch }))
-            }
-        }
+        self.dev
+            .ops()
+            .cm_look(&self.own, &mut self.registered, &mut self.pick)
     }
 
     /// Sleeps (blocking) as `s` says, for at most `timeout`.
     fn sleep(&self, s: Sleep, timeout: Duration) -> Result<()> {
         match s {
-            Sleep::Drive => match self.dev.backend() {
-                Backend::Local(l) => l.lock().driver.wait(&[]).map(drop).map_err(Error::from),
-                Backend::Attached(_) => Ok(()),
-            },
+            Sleep::Drive => self.dev.ops().drive_wait(),
             Sleep::Own => wait_any(&[self.own.get().as_fd()], timeout).map(drop),
-            Sleep::Attached { daemon, watch } => {
+            Sleep::Daemon { daemon, watch } => {
                 let fds = [
                     self.own.get().as_fd(),
                     daemon.get().as_fd(),
@@ -430,7 +299,7 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
         let slept = match s {
             Sleep::Drive => false,
             Sleep::Own => readable(&[&*self.own]).await?,
-            Sleep::Attached { daemon, watch } => {
+            Sleep::Daemon { daemon, watch } => {
                 let slept = readable(&[&*self.own, &*daemon, &*watch]).await;
                 self.check_alive()?;
                 slept?
@@ -444,16 +313,7 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
 
     /// Attached: [`Error::DaemonGone`] if the daemon died; the other waiters wake to see it.
     fn check_alive(&self) -> Result<()> {
-        if let Backend::Attached(a) = self.dev.backend() {
-            let mut g = lock_attached(a);
-            if let Err(e) = g.check_alive() {
-                if let Ok(w) = g.cm_waiters() {
-                    w.fire();
-                }
-                return Err(e);
-            }
-        }
-        Ok(())
+        self.dev.ops().cm_check_alive()
     }
 }
 

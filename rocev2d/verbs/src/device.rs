@@ -1,4 +1,6 @@
-//! [`Device`]: one interface, with one of two backends behind the same methods.
+//! [`Device`]: one interface, with one of two backends behind the same methods, chosen once
+//! when the device opens ([`crate::backend`]): each public method checks its handles and
+//! delegates.
 //!
 //! - In-process ([`Device::open`]): a RoCEv2 engine ([`rocev2_core::Endpoint`]) of its own, the
 //!   memory it serves and a datapath, joined by a [`rocev2_datapath::Driver`] behind one lock,
@@ -19,28 +21,25 @@
 //! Deviations from verbs: see [`crate`]'s docs (owned buffers, RC and UD, no UC).
 
 use crate::attached::Attached;
+use crate::backend::{Backend as Verbs, Drive, RegionBytes, Step};
 use crate::error::{Error, Result};
-use crate::local::{CqEvent, Local, LocalDriver, ProgressMode, State, sleep_on};
+use crate::local::{Local, LocalDriver, ProgressMode, State};
 use crate::mr::{Mr, Pd};
 use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
-use crate::wakeup::{Waitable, readable, wait_any, yield_now};
+use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
-use rocev2_core::EndpointError;
 use rocev2_core::cq::WorkCompletion;
-use rocev2_core::mr::{AccessFlags, MrId, VecMemory};
-use rocev2_core::qp::{ConnectAttr, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr};
-use rocev2_core::time::Duration as CoreDuration;
+use rocev2_core::mr::{AccessFlags, VecMemory};
+use rocev2_core::qp::{QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_datapath::auto::{self, Options};
-use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode, neigh};
-use rocev2_ipc::notify::EventFd;
-use rocev2_ipc::proto::ConnectSpec;
+use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::ops::{Deref, DerefMut};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -98,19 +97,7 @@ struct Inner {
     iface: Interface,
     datapath: String,
     reason: String,
-    backend: Backend,
-    /// Neighbours known without asking the kernel (the other end of [`Device::pair`], whose
-    /// made-up interface has no neighbour table).
-    neighbours: Vec<(IpAddr, [u8; 6])>,
-    /// An engine shard's entries in its interface's listen registry, where [`Device::cm_listen`]
-    /// registers its Service IDs so that REQs reaching another shard are forwarded here.
-    listens: Option<rocev2_datapath::handoff::Listens>,
-}
-
-/// Where the verbs are carried out.
-pub(crate) enum Backend {
-    Local(Local),
-    Attached(Box<Mutex<Attached>>),
+    backend: Box<dyn Verbs>,
 }
 
 impl std::fmt::Debug for Device {
@@ -143,27 +130,6 @@ pub fn random_psn() -> u32 {
 /// stack adds to a busy-polled round trip"); the spin window and the timeout end at most this
 /// many looks late.
 const CLOCK_EVERY: u32 = 16;
-
-/// What a wait does next ([`Device::step`]), decided under the lock and carried out without it.
-enum Step {
-    /// This many completions were taken.
-    Done(usize),
-    /// Look again at once.
-    Again,
-    /// Busy-polling: yield, then look again.
-    Yield,
-    /// Caller-driven: let the driver wait for frames or timers, then look again.
-    Drive,
-    /// Sleep until the progress thread signals the CQ.
-    Local(Arc<CqEvent>),
-    /// Sleep until the daemon signals the CQ or dies.
-    Attached(Arc<Waitable<EventFd>>, Arc<Waitable<OwnedFd>>),
-}
-
-/// The locked attachment (poisoning ignored: a panic elsewhere leaves the rings consistent).
-pub(crate) fn lock_attached(a: &Mutex<Attached>) -> MutexGuard<'_, Attached> {
-    a.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl Device {
     /// Opens interface `iface` with datapath `kind` and default settings, with an engine in
@@ -240,13 +206,16 @@ impl Device {
                 _ => (datapath, reason),
             };
         let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
-        let local = Local::new(driver, FIRST_ADDR, cfg.progress, cfg.driver.wait)?;
-        let mut dev = Device::new(iface, name, reason, Backend::Local(local));
-        if let Some(inner) = Arc::get_mut(&mut dev.inner) {
-            inner.neighbours = neighbours;
-            inner.listens = listens;
-        }
-        Ok(dev)
+        let local = Local::new(
+            driver,
+            iface.clone(),
+            neighbours,
+            listens,
+            FIRST_ADDR,
+            cfg.progress,
+            cfg.driver.wait,
+        )?;
+        Ok(Device::new(iface, name, reason, Box::new(local)))
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
@@ -286,11 +255,11 @@ impl Device {
             a.iface.clone(),
             a.datapath.clone(),
             a.reason.clone(),
-            Backend::Attached(Box::new(Mutex::new(a))),
+            Box::new(Mutex::new(a)),
         ))
     }
 
-    fn new(iface: Interface, datapath: String, reason: String, backend: Backend) -> Device {
+    fn new(iface: Interface, datapath: String, reason: String, backend: Box<dyn Verbs>) -> Device {
         Device {
             inner: Arc::new(Inner {
                 id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
@@ -298,8 +267,6 @@ impl Device {
                 datapath,
                 reason,
                 backend,
-                neighbours: Vec::new(),
-                listens: None,
             }),
         }
     }
@@ -320,15 +287,12 @@ impl Device {
 
     /// True when the device is attached to a daemon.
     pub fn is_attached(&self) -> bool {
-        matches!(self.inner.backend, Backend::Attached(_))
+        self.ops().progress_mode().is_none()
     }
 
     /// Who drives the engine: `Some` mode in-process, `None` when attached (the daemon does).
     pub fn progress_mode(&self) -> Option<ProgressMode> {
-        match &self.inner.backend {
-            Backend::Local(l) => Some(l.shared.mode),
-            Backend::Attached(_) => None,
-        }
+        self.ops().progress_mode()
     }
 
     /// The interface, as read when the device was opened.
@@ -369,20 +333,12 @@ impl Device {
     /// waits while the guard lives: keep it short, and call no other method of the device
     /// while holding it (as [`Device::mr_guard`]).
     pub fn engine(&self) -> Option<EngineGuard<'_>> {
-        match &self.inner.backend {
-            Backend::Local(l) => Some(EngineGuard(l.lock())),
-            Backend::Attached(_) => None,
-        }
+        self.ops().engine()
     }
 
-    /// Where the verbs are carried out.
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.inner.backend
-    }
-
-    /// An engine shard's entries in its interface's listen registry.
-    pub(crate) fn shard_listens(&self) -> Option<&rocev2_datapath::handoff::Listens> {
-        self.inner.listens.as_ref()
+    /// The backend's verbs ([`crate::backend`]).
+    pub(crate) fn ops(&self) -> &dyn Verbs {
+        &*self.inner.backend
     }
 
     /// Allocates a protection domain (`ibv_alloc_pd`).
@@ -390,11 +346,7 @@ impl Device {
     /// # Errors
     /// Attached: the daemon's ([`Error::DaemonGone`], [`Error::Timeout`]).
     pub fn alloc_pd(&self) -> Result<Pd> {
-        let id = match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.alloc_pd(),
-            Backend::Attached(a) => lock_attached(a).alloc_pd()?,
-        };
-        Ok(Pd(id, self.inner.id))
+        Ok(Pd(self.ops().alloc_pd()?, self.inner.id))
     }
 
     /// Registers a buffer the device takes ownership of (`ibv_reg_mr`): a `Vec<u8>`, a
@@ -437,33 +389,8 @@ impl Device {
         access: AccessFlags,
     ) -> Result<Mr> {
         self.own(pd.1, "protection domain")?;
-        let info = match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let len = buf.len() as u64;
-                let addr = st.next_addr.next_multiple_of(align.max(1));
-                let info = st.driver.ep.register_mr(pd.0, addr, len, access)?;
-                // Page-aligned, non-overlapping addresses, so a stray address never hits
-                // another region.
-                st.next_addr = (addr + len.max(1)).next_multiple_of(4096);
-                st.driver.mem.insert(info.id, buf);
-                info
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                let info = g.register(pd.0, &buf, access)?;
-                if info.addr % align.max(1) != 0 {
-                    let _ = g.deregister(info.id);
-                    return Err(Error::Refused {
-                        kind: rocev2_ipc::proto::ErrorKind::Invalid,
-                        message: format!("region address {:#x} is not {align}-aligned", info.addr),
-                    });
-                }
-                info
-            }
-        };
         Ok(Mr {
-            info,
+            info: self.ops().register(pd.0, buf, align, access)?,
             device: self.inner.id,
         })
     }
@@ -477,17 +404,7 @@ impl Device {
         if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if st.driver.mem.get(mr.info.id).is_none() {
-                    return Err(Error::UnknownMr);
-                }
-                st.driver.ep.deregister_mr(mr.info.id)?;
-                st.driver.mem.remove(mr.info.id).ok_or(Error::UnknownMr)
-            }
-            Backend::Attached(a) => lock_attached(a).deregister(mr.info.id),
-        }
+        self.ops().deregister(&mr.info)
     }
 
     /// The region's bytes behind a guard that derefs to `[u8]` (mutably too): read what
@@ -503,23 +420,8 @@ impl Device {
         if mr.device != self.inner.id {
             return Err(Error::UnknownMr);
         }
-        let lock = match &self.inner.backend {
-            Backend::Local(l) => {
-                let st = l.lock();
-                st.driver.mem.get(mr.info.id).ok_or(Error::UnknownMr)?;
-                GuardLock::Local(st)
-            }
-            Backend::Attached(a) => {
-                let g = lock_attached(a);
-                g.mr_bytes(mr.info.id, mr.info.len)
-                    .ok_or(Error::UnknownMr)?;
-                GuardLock::Attached(g)
-            }
-        };
         Ok(MrGuard {
-            lock,
-            id: mr.info.id,
-            len: mr.info.len,
+            bytes: self.ops().region(&mr.info)?,
         })
     }
 
@@ -562,17 +464,7 @@ impl Device {
     /// # Errors
     /// [`Error::Io`] (no eventfd); attached: the daemon's (limits, [`Error::DaemonGone`]).
     pub fn create_cq(&self, capacity: usize) -> Result<Cq> {
-        let id = match &self.inner.backend {
-            Backend::Local(l) => {
-                let ev = Arc::new(CqEvent::new()?);
-                let mut st = l.lock();
-                let id = st.driver.ep.create_cq(capacity);
-                st.cqs.insert(id, ev);
-                id
-            }
-            Backend::Attached(a) => lock_attached(a).create_cq(capacity)?,
-        };
-        Ok(Cq(id, self.inner.id))
+        Ok(Cq(self.ops().create_cq(capacity)?, self.inner.id))
     }
 
     /// Creates an RC QP with `ibv_rc_pingpong`-like sizes (see [`QpConfig::new`]) and moves it
@@ -595,18 +487,7 @@ impl Device {
     /// # Errors
     /// [`Error::Verb`]; attached, [`Error::Refused`] (limits, sizes the rings cannot carry).
     pub fn create_qp(&self, cfg: QpConfig) -> Result<Qp> {
-        let qpn = match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let now = st.driver.now();
-                let Driver { ep, mem, .. } = &mut st.driver;
-                let qpn = ep.create_qp(cfg)?;
-                ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)?;
-                qpn
-            }
-            Backend::Attached(a) => lock_attached(a).create_qp(&cfg)?,
-        };
-        Ok(Qp(qpn, self.inner.id))
+        Ok(Qp(self.ops().create_qp(cfg)?, self.inner.id))
     }
 
     /// Connects `qp` to the peer: INIT→RTR→RTS with a path built from the interface (our
@@ -625,79 +506,14 @@ impl Device {
                 "a UD QP is not connected: send to an address",
             ));
         }
-        let l = match &self.inner.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => {
-                let spec = ConnectSpec {
-                    dest_qpn: remote.qpn.value(),
-                    remote_psn: remote.psn,
-                    ip: remote.ip,
-                    mac: remote.mac,
-                    local_psn: opts.local_psn,
-                    mtu: opts.mtu.bytes(),
-                    timeout: opts.timeout,
-                    retry_cnt: opts.retry_cnt,
-                    rnr_retry: opts.rnr_retry,
-                    min_rnr_timer: opts.min_rnr_timer,
-                    rd_atomic: opts.rd_atomic,
-                    dscp: opts.dscp,
-                    resolve_timeout_ms: u32::try_from(opts.resolve_timeout.as_millis())
-                        .unwrap_or(u32::MAX),
-                    peer_ext: opts.peer_ext.to_word(),
-                };
-                return lock_attached(a).connect(qp.0, spec);
-            }
-        };
-        let iface = &self.inner.iface;
-        let v6 = remote.ip.is_ipv6();
-        let no_address = || Error::NoAddress {
-            iface: iface.name.clone(),
-            family: if v6 { "IPv6" } else { "IPv4" },
-        };
-        iface.source_ip(v6).ok_or_else(no_address)?;
-        let mtu = iface
-            .path_mtu(v6)
-            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?
-            .min(opts.mtu);
-        // Resolution may take the whole timeout: not under the lock.
-        let dst_mac = match remote.mac {
-            Some(m) => m,
-            None => self.resolve(remote.ip, opts.resolve_timeout)?,
-        };
-        let path = iface
-            .path_to(qp.0, remote.ip, dst_mac, opts.dscp)
-            .ok_or_else(no_address)?;
-        let attr = ConnectAttr {
-            path,
-            mtu,
-            dest_qpn: remote.qpn,
-            rq_psn: remote.psn & 0xff_ffff,
-            sq_psn: opts.local_psn & 0xff_ffff,
-            rd_atomic: opts.rd_atomic,
-            min_rnr_timer: opts.min_rnr_timer,
-            timeout: opts.timeout,
-            retry_cnt: opts.retry_cnt,
-            rnr_retry: opts.rnr_retry,
-            peer_ext: opts.peer_ext,
-        };
-        let mut st = l.lock();
-        let now = st.driver.now();
-        let Driver { ep, mem, .. } = &mut st.driver;
-        ep.connect_qp(qp.0, &attr, now, mem)?;
-        neigh::announce(st.driver.datapath_mut(), &attr.path);
-        drop(st);
-        l.kick();
-        Ok(())
+        self.ops().connect(qp.0, remote, opts)
     }
 
     /// The QP's transport mode: [`QpMode::MultiPath`] when it offered MP-RDMA and the peer
     /// announced it at [`Self::connect`], else [`QpMode::Rc`]. `None` for an unknown QP.
     pub fn qp_mode(&self, qp: Qp) -> Option<QpMode> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).map(|q| q.mode()),
-            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(_, m)| m),
-        }
+        self.ops().qp_mode(qp.0)
     }
 
     /// A multipath QP's window, RTT, per-VP counters and receiver statistics
@@ -705,25 +521,13 @@ impl Device {
     /// engine answers for this application's own QPs only.
     pub fn mp_snapshot(&self, qp: Qp) -> Option<crate::MpSnapshot> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.qp(qp.0).and_then(|q| q.mp_snapshot()),
-            Backend::Attached(a) => lock_attached(a).mp_snapshot(qp.0),
-        }
+        self.ops().mp_snapshot(qp.0)
     }
 
     /// The QP's state, RC or UD; `None` for an unknown QP.
     pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
         self.own(qp.1, "QP").ok()?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let st = l.lock();
-                let ep = &st.driver.ep;
-                ep.qp(qp.0)
-                    .map(|q| q.state())
-                    .or_else(|| ep.ud_qp(qp.0).map(|q| q.state()))
-            }
-            Backend::Attached(a) => lock_attached(a).query(qp.0).map(|(s, _)| s),
-        }
+        self.ops().qp_state(qp.0)
     }
 
     /// Moves `qp` to ERROR, flushing its outstanding requests into their CQs.
@@ -732,18 +536,7 @@ impl Device {
     /// [`Error::Verb`]; [`Error::WrongDevice`].
     pub fn reset_to_error(&self, qp: Qp) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let now = st.driver.now();
-                let Driver { ep, mem, .. } = &mut st.driver;
-                ep.modify_qp(qp.0, QpState::Error, &QpAttr::default(), now, mem)?;
-                drop(st);
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => lock_attached(a).reset_to_error(qp.0),
-        }
+        self.ops().reset_to_error(qp.0)
     }
 
     /// Destroys a QP.
@@ -752,10 +545,7 @@ impl Device {
     /// [`Error::Verb`]; [`Error::WrongDevice`].
     pub fn destroy_qp(&self, qp: Qp) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => Ok(l.lock().driver.ep.destroy_qp(qp.0)?),
-            Backend::Attached(a) => lock_attached(a).destroy_qp(qp.0),
-        }
+        self.ops().destroy_qp(qp.0)
     }
 
     /// Posts a send work request (`ibv_post_send`). In-process, the progress thread sends it
@@ -769,26 +559,7 @@ impl Device {
     /// complete with an error status.
     pub fn post_send(&self, qp: Qp, wr: SendWr) -> Result<()> {
         self.own(qp.1, "QP")?;
-        let ud = || Error::WrongQpType("a UD send needs an address: use Device::post_send_to");
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if st.driver.ep.ud_qp(qp.0).is_some() {
-                    return Err(ud());
-                }
-                st.driver.ep.post_send(qp.0, wr)?;
-                drop(st);
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                if g.ud_mtu(qp.0).is_some() {
-                    return Err(ud());
-                }
-                g.post_send(qp.0, &wr)
-            }
-        }
+        self.ops().post_send(qp.0, wr)
     }
 
     /// Posts a receive work request (`ibv_post_recv`).
@@ -797,15 +568,7 @@ impl Device {
     /// [`Error::Verb`]; attached, as [`Device::post_send`].
     pub fn post_recv(&self, qp: Qp, wr: RecvWr) -> Result<()> {
         self.own(qp.1, "QP")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                l.lock().driver.ep.post_recv(qp.0, wr)?;
-                // A receive may end an RNR wait the peer is in: let the thread answer.
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => lock_attached(a).post_recv(qp.0, &wr),
-        }
+        self.ops().post_recv(qp.0, wr)
     }
 
     /// Moves up to `max` completions of `cq` into `out` without driving the engine
@@ -814,10 +577,7 @@ impl Device {
         if self.own(cq.1, "CQ").is_err() {
             return 0;
         }
-        match &self.inner.backend {
-            Backend::Local(l) => l.lock().driver.ep.poll_cq(cq.0, out, max),
-            Backend::Attached(a) => lock_attached(a).poll_cq(cq.0, out, max),
-        }
+        self.ops().poll_cq(cq.0, out, max)
     }
 
     /// One pass of the engine: receive, timers, transmit (with a progress thread too: a pass
@@ -828,15 +588,7 @@ impl Device {
     /// [`Error::Datapath`] on socket failures; [`Error::ProgressStopped`];
     /// [`Error::DaemonGone`].
     pub fn poll(&self) -> Result<Progress> {
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let p = st.pass(&l.shared.activity)?;
-                l.seen.store(st.activity_gen, Ordering::SeqCst);
-                Ok(p)
-            }
-            Backend::Attached(a) => lock_attached(a).check_alive().map(|()| Progress::default()),
-        }
+        self.ops().poll()
     }
 
     /// Sleeps until something happened since the last [`Device::poll`] (frames, a timer, a
@@ -847,139 +599,31 @@ impl Device {
     /// # Errors
     /// [`Error::Datapath`] on `ppoll` failures; [`Error::DaemonGone`].
     pub fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if !l.has_thread() {
-                    return Ok(st.driver.wait(extra)?);
-                }
-                let ev = &l.shared.activity;
-                ev.arm();
-                let bound = if st.activity_gen != l.seen.load(Ordering::SeqCst) {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(100)
-                };
-                drop(st);
-                let mut fds = extra.to_vec();
-                fds.push(ev.event.get().as_fd());
-                let mut ready = wait_any(&fds, bound)?;
-                ready.truncate(extra.len());
-                Ok(ready)
-            }
-            Backend::Attached(a) => {
-                let (arrived, events, watch) = {
-                    let mut g = lock_attached(a);
-                    let (arrived, events) = g.arm_all();
-                    (arrived, events, Arc::clone(&g.watch))
-                };
-                let mut fds = extra.to_vec();
-                fds.push(watch.get().as_fd());
-                fds.extend(events.iter().map(|e| e.get().as_fd()));
-                let bound = if arrived {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(100)
-                };
-                let ready = wait_any(&fds, bound);
-                let mut g = lock_attached(a);
-                g.disarm_all();
-                let mut ready = ready?;
-                if ready.get(extra.len()) == Some(&true) {
-                    g.check_alive()?;
-                }
-                ready.truncate(extra.len());
-                Ok(ready)
-            }
-        }
+        self.ops().wait(extra)
     }
 
     /// One look at `cq` for a wait: takes up to `max` completions, or says how to wait.
     /// `spin`: still inside the attached spin window.
     fn step(&self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize, spin: bool) -> Result<Step> {
         self.own(cq.1, "CQ")?;
-        match &self.inner.backend {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                let n = st.driver.ep.poll_cq(cq.0, out, max);
-                if n > 0 {
-                    return Ok(Step::Done(n));
-                }
-                // The CQ's wake-up is cloned only to sleep on it: a busy-polling look would
-                // pay two atomic reference-count updates for nothing.
-                if !st.cqs.contains_key(&cq.0) {
-                    return Err(EndpointError::UnknownCq.into());
-                }
-                if !l.has_thread() || spin {
-                    // Caller-driven, or busy-polling while the thread backs off (local.rs).
-                    st.pass(&l.shared.activity)?;
-                    let n = st.driver.ep.poll_cq(cq.0, out, max);
-                    return Ok(match (n, l.has_thread()) {
-                        (1.., _) => Step::Done(n),
-                        (0, false) => Step::Drive,
-                        (0, true) => Step::Yield,
-                    });
-                }
-                // Empty, seen under the lock the progress thread fires under: armed now, the
-                // next completion signals.
-                let ev = st.cqs.get(&cq.0).cloned().ok_or(EndpointError::UnknownCq)?;
-                ev.arm();
-                Ok(Step::Local(ev))
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                let n = g.poll_cq(cq.0, out, max);
-                if n > 0 {
-                    return Ok(Step::Done(n));
-                }
-                if spin {
-                    g.check_alive()?;
-                    return Ok(Step::Yield);
-                }
-                Ok(match g.arm(cq.0)? {
-                    None => Step::Again,
-                    Some(ev) => Step::Attached(ev, Arc::clone(&g.watch)),
-                })
-            }
-        }
+        self.ops().step(cq.0, out, max, spin)
     }
 
     /// After an attached sleep: reports the daemon's death.
     fn alive(&self) -> Result<()> {
-        match &self.inner.backend {
-            Backend::Attached(a) => lock_attached(a).check_alive(),
-            Backend::Local(_) => Ok(()),
-        }
-    }
-
-    /// The MAC of `ip` (a neighbour on the interface): from the neighbours the device knows
-    /// ([`Device::pair`]), else the kernel's neighbour table, waiting up to `wait`.
-    pub(crate) fn resolve(&self, ip: IpAddr, wait: Duration) -> Result<[u8; 6]> {
-        match self.inner.neighbours.iter().find(|(n, _)| *n == ip) {
-            Some((_, mac)) => Ok(*mac),
-            None => Ok(neigh::resolve(&self.inner.iface, ip, wait)?),
-        }
+        self.ops().alive()
     }
 
     /// Marks a busy-polling wait that drives the engine while the progress thread backs off
     /// ([`crate::local`]), until the guard drops or is handed back.
-    fn driving(&self) -> Option<crate::local::Driving<'_>> {
-        match &self.inner.backend {
-            Backend::Local(l) if l.drive_window() > Duration::ZERO => Some(l.driving()),
-            _ => None,
-        }
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        self.ops().driving()
     }
 
     /// How long a wait busy-polls before sleeping: in-process, driving the engine
     /// ([`crate::local`]); attached, spinning on the CQ's ring.
     fn spin_window(&self) -> Duration {
-        match &self.inner.backend {
-            Backend::Local(l) => l.drive_window(),
-            Backend::Attached(a) => lock_attached(a).spin,
-        }
+        self.ops().spin_window()
     }
 
     /// Waits until `cq` has a completion, then moves up to `max` of them into `out` and
@@ -1031,14 +675,11 @@ impl Device {
                     std::thread::yield_now();
                     unclocked = looked % CLOCK_EVERY;
                 }
-                Step::Drive => {
-                    if let Backend::Local(l) = &self.inner.backend {
-                        l.lock().driver.wait(&[])?;
-                    }
-                }
-                Step::Local(ev) => sleep_on(&ev, bound)?,
-                Step::Attached(ev, watch) => {
-                    let slept = wait_any(&[ev.get().as_fd(), watch.get().as_fd()], bound);
+                Step::Drive => self.ops().drive_wait()?,
+                Step::Sleep { event, watch } => {
+                    let mut fds = vec![event.get().as_fd()];
+                    fds.extend(watch.as_ref().map(|w| w.get().as_fd()));
+                    let slept = wait_any(&fds, bound);
                     drop(Sleeping(self, cq));
                     self.alive()?;
                     slept?;
@@ -1067,11 +708,13 @@ impl Device {
                     std::thread::yield_now();
                     false
                 }
-                Step::Local(ev) => readable(&[&ev.event]).await?,
-                Step::Attached(ev, watch) => {
+                Step::Sleep { event, watch } => {
                     // Dropped mid-sleep (a cancelled future), the guard still ends the sleep.
                     let guard = Sleeping(self, cq);
-                    let slept = readable(&[&*ev, &*watch]).await;
+                    let slept = match &watch {
+                        Some(w) => readable(&[&*event, &**w]).await,
+                        None => readable(&[&*event]).await,
+                    };
                     drop(guard);
                     self.alive()?;
                     slept?
@@ -1123,45 +766,8 @@ impl Device {
     /// # Errors
     /// [`Error::Timeout`]; [`Error::Datapath`]; [`Error::DaemonGone`].
     pub fn drain(&self, timeout: Duration) -> Result<()> {
-        let l = match &self.inner.backend {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => return lock_attached(a).drain(timeout),
-        };
-        let idle = |d: &LocalDriver| d.tx_pending() == 0 && d.ep.is_idle(d.now());
-        if !l.has_thread() {
-            let done = l
-                .lock()
-                .driver
-                .run_until(core_duration(timeout), |d| idle(d))?;
-            return if done { Ok(()) } else { Err(Error::Timeout) };
-        }
-        let start = Instant::now();
-        loop {
-            {
-                let st = l.lock();
-                if let Some(why) = &st.failed {
-                    return Err(Error::ProgressStopped(why.clone()));
-                }
-                if idle(&st.driver) {
-                    return Ok(());
-                }
-                l.shared.activity.arm();
-            }
-            let waited = start.elapsed();
-            if waited >= timeout {
-                return Err(Error::Timeout);
-            }
-            // Timers expire without activity: look again at least every 10 ms.
-            sleep_on(
-                &l.shared.activity,
-                (timeout - waited).min(Duration::from_millis(10)),
-            )?;
-        }
+        self.ops().drain(timeout)
     }
-}
-
-fn core_duration(d: Duration) -> CoreDuration {
-    CoreDuration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A batch of completions being awaited ([`Completions`]).
@@ -1232,20 +838,18 @@ impl futures_core::Stream for Completions {
     }
 }
 
-/// An attached sleep on a CQ in progress, ended when dropped (after waking, or with a
-/// cancelled future).
+/// A sleep on a CQ in progress, ended when dropped (after waking, or with a cancelled future):
+/// [`Verbs::disarm`].
 struct Sleeping<'a>(&'a Device, Cq);
 
 impl Drop for Sleeping<'_> {
     fn drop(&mut self) {
-        if let Backend::Attached(a) = &self.0.inner.backend {
-            lock_attached(a).disarm(self.1.0);
-        }
+        self.0.ops().disarm(self.1.0);
     }
 }
 
 /// The in-process engine and driver, locked ([`Device::engine`]); derefs to the engine.
-pub struct EngineGuard<'a>(MutexGuard<'a, State>);
+pub struct EngineGuard<'a>(pub(crate) MutexGuard<'a, State>);
 
 impl EngineGuard<'_> {
     /// The driver (datapath counters, pending frames).
@@ -1261,37 +865,21 @@ impl Deref for EngineGuard<'_> {
     }
 }
 
-enum GuardLock<'a> {
-    Local(MutexGuard<'a, State>),
-    Attached(MutexGuard<'a, Attached>),
-}
-
 /// A region's bytes, with the device locked ([`Device::mr_guard`]); derefs to `[u8]`.
 pub struct MrGuard<'a> {
-    lock: GuardLock<'a>,
-    id: MrId,
-    len: u64,
+    bytes: RegionBytes<'a>,
 }
 
 impl Deref for MrGuard<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // The region was checked when the guard was made and cannot go while it is locked.
-        match &self.lock {
-            GuardLock::Local(st) => st.driver.mem.get(self.id),
-            GuardLock::Attached(a) => a.mr_bytes(self.id, self.len),
-        }
-        .unwrap_or(&[])
+        &self.bytes
     }
 }
 
 impl DerefMut for MrGuard<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        match &mut self.lock {
-            GuardLock::Local(st) => st.driver.mem.get_mut(self.id),
-            GuardLock::Attached(a) => a.mr_bytes_mut(self.id, self.len),
-        }
-        .unwrap_or(&mut [])
+        &mut self.bytes
     }
 }
 
@@ -1329,19 +917,17 @@ mod tests {
         for wait in [WaitMode::Spin, WaitMode::Adaptive { spin: long }] {
             let (a, _b) = Device::pair_with(waiting(wait)).unwrap();
             let cq = a.create_cq(4).unwrap();
-            let Backend::Local(l) = &a.inner.backend else {
-                unreachable!("a pair is in-process")
-            };
+            let passes = || a.ops().passes().expect("a pair is in-process");
             let wait = Duration::from_millis(200);
-            let before = l.shared.passes.load(Ordering::Relaxed);
+            let before = passes();
             let t = Instant::now();
             let e = a.wait_cq(cq, &mut Vec::new(), 1, wait).unwrap_err();
             let waited = t.elapsed();
             assert!(matches!(e, Error::Timeout), "{e}");
-            let passes = l.shared.passes.load(Ordering::Relaxed) - before;
+            let passes = passes() - before;
             // At most one pass per back-off sleep, plus the one under way when the wait began
             // (a spinning thread makes a pass every few microseconds).
-            let bound = waited.as_micros() / crate::local::BACKOFF.as_micros() + 2;
+            let bound = waited.as_micros() / rocev2_datapath::host::BACKOFF.as_micros() + 2;
             assert!(u128::from(passes) <= bound, "{passes} passes in {waited:?}");
         }
     }

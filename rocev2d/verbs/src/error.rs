@@ -123,6 +123,26 @@ pub enum Error {
     Io(#[source] std::io::Error),
 }
 
+impl Error {
+    /// Why a path or address handle could not be built, as the API reports it (a private
+    /// conversion: the datapath's error type stays out of the public API).
+    pub(crate) fn from_path(e: rocev2_datapath::host::PathError) -> Error {
+        use rocev2_datapath::host::PathError;
+        match e {
+            PathError::NoAddress { iface, family } => Error::NoAddress { iface, family },
+            PathError::Neighbour { source, .. } => Error::Datapath(source),
+            PathError::Invalid(e) => Error::Verb(rocev2_core::EndpointError::Modify(e)),
+            PathError::MtuTooSmall(iface) => Error::MtuTooSmall(iface),
+            PathError::NotAnMtu(_) => Error::Verb(rocev2_core::EndpointError::Modify(
+                rocev2_core::qp::ModifyError::OutOfRange {
+                    name: "path_mtu",
+                    range: "256, 512, 1024, 2048 or 4096 bytes",
+                },
+            )),
+        }
+    }
+}
+
 impl From<rocev2_datapath::Error> for Error {
     fn from(e: rocev2_datapath::Error) -> Error {
         Error::Datapath(e)

@@ -102,6 +102,7 @@
 #![deny(missing_docs)]
 
 mod attached;
+mod backend;
 mod cm;
 pub mod connect;
 mod device;

@@ -1,5 +1,6 @@
-//! The in-process backend: an engine, its memory and datapath behind one lock, and the
-//! progress thread that drives them.
+//! The in-process backend ([`Backend`]): an engine, its memory and datapath behind one lock,
+//! and the progress thread that drives them. The address handles, region addresses, paths and
+//! the progress thread are the host side's own ([`rocev2_datapath::host`]).
 //!
 //! With [`ProgressMode::Thread`] (default) a thread per device runs the driver's passes, so the
 //! QPs answer their peers (ACKs, READ responses, atomics) whatever the application does, as an
@@ -15,15 +16,12 @@
 //! on its CQ and the thread), and the application's polls would queue for the lock behind the
 //! thread's passes. So with [`WaitMode::Spin`] an application thread inside
 //! [`crate::Device::wait_cq`] or [`crate::Device::next_completion`] drives the engine itself,
-//! as caller-driven, and the thread backs off meanwhile: it sleeps on its wake eventfd for
-//! [`BACKOFF`], then twice as long each time it finds a waiter still driving, up to
-//! [`BACKOFF_MAX`], until no application thread waits. Each wake-up of the thread takes a vCPU
-//! from a busy-polling waiter for a scheduler round trip and a timer set-up (~15 µs on a 2-vCPU
-//! VM); at one every 100 µs they made the round trip's p99 (BENCHMARKS.md, "The progress thread
-//! backs off longer"). The price: a post made outside a wait and not followed by one, or a frame
-//! that arrives between two waits, waits for the back-off under way, [`BACKOFF`] after a short
-//! drive and up to [`BACKOFF_MAX`] after a long one (a post inside a wait, or followed by one,
-//! leaves with the waiter's next pass).
+//! as caller-driven, and the thread backs off meanwhile, as every host side's progress thread
+//! does ([`rocev2_datapath::host::ProgressThread`]: from 100 µs up to 5 ms while waiters keep
+//! driving; BENCHMARKS.md, "The progress thread backs off longer"). The price: a post made
+//! outside a wait and not followed by one, or a frame that arrives between two waits, waits for
+//! the back-off under way (a post inside a wait, or followed by one, leaves with the waiter's
+//! next pass).
 //! [`WaitMode::Adaptive`] does the same for the first spin window of each wait; a wait still
 //! empty then hands the engine back (waking the thread, which resumes its own adaptive
 //! passes) and sleeps on its CQ's eventfd. Otherwise every completion would cross threads: the
@@ -36,11 +34,6 @@
 //! busy-polled 64 B ping-pong takes 0.94–1.12x the caller-driven round trip (1.5–1.8x before
 //! it, with two busy pollers per device for two shared vCPUs).
 //!
-//! The thread sleeps without holding the lock: it reads the driver's [`WaitPlan`] under the
-//! lock, says it sleeps, and waits on a duplicate of the datapath's descriptor and its wake
-//! eventfd. A post made after that sees the flag and signals the eventfd; a post made before
-//! is sent by the pass that precedes the sleep (both happen under the lock).
-//!
 //! Completions reach waiters through per-CQ eventfds: a waiter arms its CQ (under the lock,
 //! after finding it empty), and the first pass that leaves completions in an armed CQ signals
 //! its eventfd, as the daemon does for attached CQs.
@@ -50,21 +43,36 @@
 //! busy-polling verbs application drives its CQ.
 //!
 //! The thread stops when the device's last handle is dropped.
-//!
-//! [`WaitPlan`]: rocev2_datapath::WaitPlan
 
+use crate::backend::{Backend, Drive, RegionBytes, Step};
+use crate::cm::{CmWaiters, Look, Sleep as CmSleep};
+use crate::device::EngineGuard;
 use crate::error::{Error, Result};
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
-use rocev2_core::cm::Event;
-use rocev2_core::mr::VecMemory;
-use rocev2_core::qp::{AddressHandle, CqId};
-use rocev2_datapath::{Datapath, Driver, Progress, WaitMode};
+use rocev2_core::EndpointError;
+use rocev2_core::cm::{
+    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason, ServiceId,
+};
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::endpoint::GsiConfig;
+use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId, VecMemory};
+use rocev2_core::qp::{CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest};
+use rocev2_core::wire::Qpn;
+use rocev2_core::wire::gid::gid_to_ip;
+use rocev2_datapath::handoff::Listens;
+use rocev2_datapath::host::{self, AhTable, NextHop, ProgressThread, RegionAddresses};
+use rocev2_datapath::iface::node_guid;
+use rocev2_datapath::{Datapath, Driver, Interface, Progress, WaitMode, WaitPlan, neigh};
 use rocev2_ipc::notify::EventFd;
 use std::collections::{BTreeMap, VecDeque};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::net::IpAddr;
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Who drives an in-process device's engine; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,8 +92,8 @@ pub type LocalDriver = Driver<Box<dyn Datapath + Send>, VecMemory>;
 /// Everything the lock protects.
 pub(crate) struct State {
     pub(crate) driver: LocalDriver,
-    /// Next virtual address handed to a region.
-    pub(crate) next_addr: u64,
+    /// Region addresses ([`crate::Device::register`]).
+    pub(crate) addresses: RegionAddresses,
     /// Each CQ's wake-up, signalled when armed and completions arrive.
     pub(crate) cqs: BTreeMap<CqId, Arc<CqEvent>>,
     /// Why the progress thread stopped early (a datapath failure).
@@ -94,23 +102,25 @@ pub(crate) struct State {
     pub(crate) activity_gen: u64,
     /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
     pub(crate) cm_events: VecDeque<Event>,
-    /// Address handles by number ([`crate::Device::create_ah`]).
-    pub(crate) ahs: BTreeMap<u32, AddressHandle>,
-    /// Number of the next address handle (never 0).
-    pub(crate) next_ah: u32,
+    /// Address handles ([`crate::Device::create_ah`]).
+    pub(crate) ahs: AhTable,
+    /// [`Local::activity`].
+    activity: Arc<CqEvent>,
+    /// [`Local::cm`].
+    cm: Arc<CmWaiters>,
 }
 
 /// A CQ's (or the device's) wake-up: an eventfd signalled when armed.
 #[derive(Debug)]
 pub(crate) struct CqEvent {
-    pub(crate) event: Waitable<EventFd>,
+    pub(crate) event: Arc<Waitable<EventFd>>,
     armed: AtomicBool,
 }
 
 impl CqEvent {
     pub(crate) fn new() -> Result<CqEvent> {
         Ok(CqEvent {
-            event: Waitable::new(EventFd::new().map_err(Error::Io)?),
+            event: Arc::new(Waitable::new(EventFd::new().map_err(Error::Io)?)),
             armed: AtomicBool::new(false),
         })
     }
@@ -129,31 +139,24 @@ impl CqEvent {
     }
 }
 
-/// The shared part: state, and how to reach the progress thread.
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    /// Kicks the progress thread out of its sleep.
-    wake: EventFd,
-    /// The progress thread sleeps (set under the lock before it releases it to sleep).
-    sleeping: AtomicBool,
-    stop: AtomicBool,
-    /// Application threads inside a busy-polling wait, driving the engine themselves.
-    driving: AtomicUsize,
-    /// The thread's passes (tests of its back-off).
-    #[cfg(test)]
-    pub(crate) passes: AtomicU64,
-    /// Signalled, when armed, after a pass that received, sent or ran timers.
-    pub(crate) activity: CqEvent,
-    /// Signalled when the engine reports a CM event.
-    pub(crate) cm: crate::cm::CmWaiters,
-    pub(crate) mode: ProgressMode,
-    pub(crate) wait: WaitMode,
-}
-
 /// The in-process backend; see the module docs.
 pub(crate) struct Local {
-    pub(crate) shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    progress: ProgressThread<State>,
+    /// The interface, as read when the device was opened.
+    iface: Interface,
+    /// Neighbours known without asking the kernel (the other end of [`crate::Device::pair`],
+    /// whose made-up interface has no neighbour table).
+    neighbours: Vec<(IpAddr, [u8; 6])>,
+    /// An engine shard's entries in its interface's listen registry, where
+    /// [`crate::Device::cm_listen`] registers its Service IDs so that REQs reaching another
+    /// shard are forwarded here.
+    listens: Option<Listens>,
+    /// Signalled, when armed, after a pass that received, sent or ran timers.
+    pub(crate) activity: Arc<CqEvent>,
+    /// Signalled when the engine reports a CM event.
+    pub(crate) cm: Arc<CmWaiters>,
+    pub(crate) mode: ProgressMode,
+    pub(crate) wait: WaitMode,
     /// [`State::activity_gen`] at the application's last [`crate::Device::poll`], so
     /// [`crate::Device::wait`] returns at once for activity it has not looked at.
     pub(crate) seen: AtomicU64,
@@ -162,6 +165,9 @@ pub(crate) struct Local {
 impl Local {
     pub(crate) fn new(
         driver: LocalDriver,
+        iface: Interface,
+        neighbours: Vec<(IpAddr, [u8; 6])>,
+        listens: Option<Listens>,
         first_addr: u64,
         mode: ProgressMode,
         wait: WaitMode,
@@ -171,133 +177,108 @@ impl Local {
             .fd()
             .try_clone_to_owned()
             .map_err(Error::Io)?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                driver,
-                next_addr: first_addr,
-                cqs: BTreeMap::new(),
-                failed: None,
-                activity_gen: 0,
-                cm_events: VecDeque::new(),
-                ahs: BTreeMap::new(),
-                next_ah: 1,
-            }),
-            wake: EventFd::new().map_err(Error::Io)?,
-            sleeping: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            driving: AtomicUsize::new(0),
-            #[cfg(test)]
-            passes: AtomicU64::new(0),
-            activity: CqEvent::new()?,
-            cm: crate::cm::CmWaiters::default(),
+        let activity = Arc::new(CqEvent::new()?);
+        let cm = Arc::new(CmWaiters::default());
+        let state = State {
+            driver,
+            addresses: RegionAddresses::new(first_addr),
+            cqs: BTreeMap::new(),
+            failed: None,
+            activity_gen: 0,
+            cm_events: VecDeque::new(),
+            ahs: AhTable::default(),
+            activity: Arc::clone(&activity),
+            cm: Arc::clone(&cm),
+        };
+        let name = (mode == ProgressMode::Thread).then(|| "rocev2-progress".to_string());
+        Ok(Local {
+            progress: ProgressThread::start(state, dp_fd, name).map_err(Error::Io)?,
+            iface,
+            neighbours,
+            listens,
+            activity,
+            cm,
             mode,
             wait,
-        });
-        let thread = match mode {
-            ProgressMode::Thread => {
-                let s = Arc::clone(&shared);
-                Some(
-                    std::thread::Builder::new()
-                        .name("rocev2-progress".into())
-                        .spawn(move || progress(&s, &dp_fd))
-                        .map_err(Error::Io)?,
-                )
-            }
-            ProgressMode::Caller => None,
-        };
-        Ok(Local {
-            shared,
-            thread,
             seen: AtomicU64::new(0),
         })
     }
 
-    /// The state, locked. A panic elsewhere while holding it leaves consistent engine state
-    /// (the engine never panics mid-update on input), so poisoning is ignored.
+    /// The state, locked ([`ProgressThread::lock`]).
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.shared.lock()
+        self.progress.lock()
     }
 
     /// True when a progress thread drives the engine.
     pub(crate) fn has_thread(&self) -> bool {
-        self.thread.is_some()
+        self.progress.has_thread()
     }
 
     /// How long an application's wait busy-polls, driving the engine while the progress thread
     /// backs off, before it sleeps on its CQ's eventfd: the thread's spin window
     /// ([`WaitMode::Spin`]: for ever; [`WaitMode::Sleep`], or no thread: not at all).
     pub(crate) fn drive_window(&self) -> std::time::Duration {
-        match (self.has_thread(), self.shared.wait) {
-            (false, _) | (true, WaitMode::Sleep) => std::time::Duration::ZERO,
-            (true, WaitMode::Adaptive { spin }) => std::time::Duration::from_nanos(spin.as_nanos()),
-            (true, WaitMode::Spin) => std::time::Duration::MAX,
+        match (self.has_thread(), self.wait) {
+            (false, _) | (true, WaitMode::Sleep) => Duration::ZERO,
+            (true, WaitMode::Adaptive { spin }) => Duration::from_nanos(spin.as_nanos()),
+            (true, WaitMode::Spin) => Duration::MAX,
         }
     }
 
     /// Marks the calling thread as driving the engine until the guard drops.
     pub(crate) fn driving(&self) -> Driving<'_> {
-        self.shared.driving.fetch_add(1, Ordering::SeqCst);
-        Driving(&self.shared)
+        self.progress.driving()
     }
 
     /// Tells a sleeping progress thread that work was posted.
     pub(crate) fn kick(&self) {
-        if self.shared.sleeping.load(Ordering::SeqCst) {
-            self.shared.wake.signal();
+        self.progress.kick();
+    }
+
+    /// Where the next hop's MAC towards `ip` comes from: `mac` when given, else the neighbours
+    /// the device knows, else the kernel's neighbour table, waiting up to `wait`.
+    pub(crate) fn next_hop(&self, ip: IpAddr, mac: Option<[u8; 6]>, wait: Duration) -> NextHop {
+        let known = || {
+            let n = self.neighbours.iter().find(|(n, _)| *n == ip);
+            n.map(|(_, mac)| *mac)
+        };
+        NextHop::new(mac.or_else(known), wait)
+    }
+
+    /// Runs a CM call on the engine with the clock and memory, keeps the events it released,
+    /// and wakes the progress thread to send its MADs.
+    fn with_cm<R>(
+        &self,
+        f: impl FnOnce(
+            &mut rocev2_core::Endpoint,
+            rocev2_core::time::Instant,
+            &mut VecMemory,
+        ) -> std::result::Result<R, EndpointError>,
+    ) -> Result<R> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let r = f(ep, now, mem);
+        if st.take_cm_events() {
+            self.cm.fire();
         }
+        drop(st);
+        self.kick();
+        Ok(r?)
     }
 }
 
 /// An application thread driving the engine in a wait ([`Local::driving`]).
-pub(crate) struct Driving<'a>(&'a Shared);
-
-impl Driving<'_> {
-    /// Ends a drive whose window ran out (the waiter is about to sleep): the progress thread,
-    /// if no other waiter drives, resumes at once instead of at the end of its back-off.
-    pub(crate) fn hand_back(self) {
-        let s = self.0;
-        drop(self);
-        if s.driving.load(Ordering::SeqCst) == 0 {
-            s.wake.signal();
-        }
-    }
-}
-
-impl Drop for Driving<'_> {
-    /// A thread that was asleep in `poll(2)` when the drive began (an adaptive wait can start
-    /// while the thread sleeps) planned that sleep before the waiter's passes and does not know
-    /// the timers they armed. Waking it makes it pass and plan again; a thread backing off
-    /// passes when its back-off ends anyway (at most [`BACKOFF_MAX`]).
-    fn drop(&mut self) {
-        if self.0.driving.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.0.sleeping.load(Ordering::SeqCst)
-        {
-            self.0.wake.signal();
-        }
-    }
-}
-
-/// How long the progress thread first sleeps while an application thread drives the engine.
-pub(crate) const BACKOFF: std::time::Duration = std::time::Duration::from_micros(100);
-/// The longest it sleeps: its back-off doubles from [`BACKOFF`] while waiters keep driving. A
-/// 64 B busy-polled ping-pong's p99 fell from 46–50 to 17–21 µs with 5 ms (2 ms: 25–39 µs),
-/// BENCHMARKS.md "The progress thread backs off longer".
-pub(crate) const BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(5);
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+pub(crate) type Driving<'a> = host::Driving<'a, State>;
 
 impl State {
-    /// One pass of the driver, then the wake-ups it earned.
-    pub(crate) fn pass(&mut self, activity: &CqEvent) -> Result<Progress> {
+    /// One pass of the driver on an application thread's behalf, then the wake-ups it earned.
+    pub(crate) fn drive(&mut self) -> Result<Progress> {
         if let Some(why) = &self.failed {
             return Err(Error::ProgressStopped(why.clone()));
         }
         let p = self.driver.poll()?;
-        self.fire(p, activity);
+        self.fire(p);
         Ok(p)
     }
 
@@ -311,7 +292,7 @@ impl State {
         any
     }
 
-    fn fire(&mut self, p: Progress, activity: &CqEvent) {
+    fn fire(&mut self, p: Progress) {
         for (id, ev) in &self.cqs {
             if self.driver.ep.cq(*id).is_some_and(|c| !c.is_empty()) {
                 ev.fire();
@@ -319,8 +300,40 @@ impl State {
         }
         if p.rx > 0 || p.tx > 0 || p.timers {
             self.activity_gen += 1;
-            activity.fire();
+            self.activity.fire();
         }
+    }
+}
+
+impl host::Engine for State {
+    /// The progress thread's pass. A datapath failure stops the thread and wakes every waiter:
+    /// their next look reports it.
+    fn pass(&mut self, woken: bool) -> ControlFlow<()> {
+        if woken {
+            self.driver.note_activity();
+        }
+        match self.driver.poll() {
+            Ok(p) => {
+                self.fire(p);
+                if self.take_cm_events() {
+                    self.cm.fire();
+                }
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                for ev in self.cqs.values() {
+                    ev.event.get().signal();
+                }
+                self.activity.event.get().signal();
+                self.cm.fire();
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn wait_plan(&self) -> WaitPlan {
+        self.driver.wait_plan()
     }
 }
 
@@ -353,89 +366,439 @@ fn push_bounded<T>(q: &mut VecDeque<T>, item: T, bounded: impl Fn(&T) -> bool, k
     q.push_back(item);
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.shared.wake.signal();
-        if let Some(t) = self.thread.take() {
-            // A panicked thread has nothing left to report.
-            let _ = t.join();
-        }
-    }
-}
-
-/// The progress thread's loop; see the module docs.
-fn progress(s: &Shared, dp_fd: &OwnedFd) {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    let mut woken = false;
-    let mut backoff = BACKOFF;
-    while !s.stop.load(Ordering::SeqCst) {
-        if s.driving.load(Ordering::SeqCst) > 0 {
-            let mut fds = [PollFd::new(&s.wake, PollFlags::IN)];
-            let ts = Timespec {
-                tv_sec: i64::try_from(backoff.as_secs()).unwrap_or(0),
-                tv_nsec: i64::from(backoff.subsec_nanos()),
-            };
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            woken |= s.wake.clear();
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-            continue;
-        }
-        backoff = BACKOFF;
-        #[cfg(test)]
-        s.passes.fetch_add(1, Ordering::Relaxed);
-        let plan = {
-            let mut st = s.lock();
-            if std::mem::take(&mut woken) {
-                st.driver.note_activity();
-            }
-            match st.driver.poll() {
-                Ok(p) => {
-                    st.fire(p, &s.activity);
-                    if st.take_cm_events() {
-                        s.cm.fire();
-                    }
-                }
-                Err(e) => {
-                    st.failed = Some(e.to_string());
-                    // Wake every waiter: their next look reports the failure.
-                    for ev in st.cqs.values() {
-                        ev.event.get().signal();
-                    }
-                    s.activity.event.get().signal();
-                    s.cm.fire();
-                    return;
-                }
-            }
-            let plan = st.driver.wait_plan();
-            if !plan.spin {
-                s.sleeping.store(true, Ordering::SeqCst);
-            }
-            plan
-        };
-        if plan.spin {
-            std::thread::yield_now();
-            continue;
-        }
-        let mut dp = PollFlags::IN;
-        if plan.writable {
-            dp |= PollFlags::OUT;
-        }
-        let mut fds = [PollFd::new(dp_fd, dp), PollFd::new(&s.wake, PollFlags::IN)];
-        let ts = Timespec {
-            tv_sec: i64::try_from(plan.timeout.as_nanos() / 1_000_000_000).unwrap_or(i64::MAX),
-            tv_nsec: i64::try_from(plan.timeout.as_nanos() % 1_000_000_000).unwrap_or(0),
-        };
-        // EINTR and other failures: pass again (the datapath reports its own on the pass).
-        let _ = rustix::event::poll(&mut fds, Some(&ts));
-        s.sleeping.store(false, Ordering::SeqCst);
-        woken = s.wake.clear();
-    }
-}
-
 /// Waits, without the lock, until `ev` fires or `timeout` passes.
-pub(crate) fn sleep_on(ev: &CqEvent, timeout: std::time::Duration) -> Result<()> {
+fn sleep_on(ev: &CqEvent, timeout: Duration) -> Result<()> {
     wait_any(&[ev.event.get().as_fd()], timeout).map(|_| ())
+}
+
+/// A region's bytes with the state locked ([`Backend::region`]).
+struct Region<'a> {
+    st: MutexGuard<'a, State>,
+    id: MrId,
+}
+
+impl std::ops::Deref for Region<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The region was checked when the guard was made and cannot go while it is locked.
+        self.st.driver.mem.get(self.id).unwrap_or(&[])
+    }
+}
+
+impl std::ops::DerefMut for Region<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.st.driver.mem.get_mut(self.id).unwrap_or(&mut [])
+    }
+}
+
+impl Drive for Driving<'_> {
+    fn hand_back(self: Box<Self>) {
+        host::Driving::hand_back(*self);
+    }
+}
+
+impl Backend for Local {
+    fn alloc_pd(&self) -> Result<PdId> {
+        Ok(self.lock().driver.ep.alloc_pd())
+    }
+
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo> {
+        let mut st = self.lock();
+        let len = buf.len() as u64;
+        let addr = st.addresses.alloc(len, align);
+        let info = match st.driver.ep.register_mr(pd, addr, len, access) {
+            Ok(info) => info,
+            Err(e) => {
+                st.addresses.free(addr, len);
+                return Err(e.into());
+            }
+        };
+        st.driver.mem.insert(info.id, buf);
+        Ok(info)
+    }
+
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>> {
+        let mut st = self.lock();
+        if st.driver.mem.get(mr.id).is_none() {
+            return Err(Error::UnknownMr);
+        }
+        st.driver.ep.deregister_mr(mr.id)?;
+        st.addresses.free(mr.addr, mr.len);
+        st.driver.mem.remove(mr.id).ok_or(Error::UnknownMr)
+    }
+
+    fn create_cq(&self, capacity: usize) -> Result<CqId> {
+        let ev = Arc::new(CqEvent::new()?);
+        let mut st = self.lock();
+        let id = st.driver.ep.create_cq(capacity);
+        st.cqs.insert(id, ev);
+        Ok(id)
+    }
+
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let qpn = ep.create_qp(cfg)?;
+        ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)?;
+        Ok(qpn)
+    }
+
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
+        // Resolution may take the whole timeout: not under the lock.
+        let hop = self.next_hop(remote.ip, remote.mac, opts.resolve_timeout);
+        let attr = host::connect_attr(&self.iface, qp, &opts.spec(remote), hop)
+            .map_err(Error::from_path)?;
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        ep.connect_qp(qp, &attr, now, mem)?;
+        neigh::announce(st.driver.datapath_mut(), &attr.path);
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
+        self.lock().driver.ep.qp(qp).map(|q| q.mode())
+    }
+
+    fn mp_snapshot(&self, qp: Qpn) -> Option<crate::MpSnapshot> {
+        self.lock().driver.ep.qp(qp).and_then(|q| q.mp_snapshot())
+    }
+
+    fn qp_state(&self, qp: Qpn) -> Option<QpState> {
+        let st = self.lock();
+        let ep = &st.driver.ep;
+        ep.qp(qp)
+            .map(|q| q.state())
+            .or_else(|| ep.ud_qp(qp).map(|q| q.state()))
+    }
+
+    fn reset_to_error(&self, qp: Qpn) -> Result<()> {
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        ep.modify_qp(qp, QpState::Error, &QpAttr::default(), now, mem)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn destroy_qp(&self, qp: Qpn) -> Result<()> {
+        Ok(self.lock().driver.ep.destroy_qp(qp)?)
+    }
+
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()> {
+        let mut st = self.lock();
+        if st.driver.ep.ud_qp(qp).is_some() {
+            return Err(crate::ud::needs_address());
+        }
+        st.driver.ep.post_send(qp, wr)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()> {
+        self.lock().driver.ep.post_recv(qp, wr)?;
+        // A receive may end an RNR wait the peer is in: let the thread answer.
+        self.kick();
+        Ok(())
+    }
+
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        self.lock().driver.ep.poll_cq(cq, out, max)
+    }
+
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn> {
+        let iface = &self.iface;
+        let mtu = iface
+            .path_mtu(false)
+            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        let qpn = ep.create_ud_qp(cfg, mtu)?;
+        if let Err(e) = ep.activate_ud_qp(qpn, q_key, crate::random_psn(), now, mem) {
+            let _ = ep.destroy_qp(qpn);
+            return Err(e.into());
+        }
+        Ok(qpn)
+    }
+
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu> {
+        self.lock().driver.ep.ud_qp(qp).map(|q| q.mtu())
+    }
+
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32> {
+        // Resolution may take the whole timeout: not under the lock.
+        let hop = self.next_hop(attr.ip, attr.mac, attr.resolve_timeout);
+        let ah =
+            host::address_handle(&self.iface, attr.ip, hop, attr.dscp).map_err(Error::from_path)?;
+        Ok(self.lock().ahs.insert(ah))
+    }
+
+    fn destroy_ah(&self, ah: u32) -> Result<()> {
+        self.lock()
+            .ahs
+            .remove(ah)
+            .map(|_| ())
+            .ok_or(Error::UnknownAh)
+    }
+
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()> {
+        let mut st = self.lock();
+        let mtu = st.driver.ep.ud_qp(qp).ok_or_else(crate::ud::not_ud)?.mtu();
+        check_ud_send(&wr, mtu)?;
+        let ah = *st.ahs.get(to.ah.0).ok_or(Error::UnknownAh)?;
+        let wr = wr.ud(UdDest {
+            ah,
+            remote_qpn: to.qpn,
+            remote_qkey: to.q_key,
+        });
+        st.driver.ep.post_send(qp, wr)?;
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    fn cm_enable(&self) -> Result<()> {
+        let mut st = self.lock();
+        if st.driver.ep.cm().is_none() {
+            let cfg = GsiConfig {
+                mac: self.iface.mac,
+                // Linux uses the node GUID; ours is the interface MAC made an EUI-64.
+                cm: CmConfig {
+                    local_ca_guid: node_guid(self.iface.mac),
+                },
+                seed: crate::random_u64(),
+            };
+            st.driver.ep.enable_cm(cfg);
+        }
+        Ok(())
+    }
+
+    fn cm_listen(&self, service: ServiceId) -> Result<()> {
+        self.with_cm(|ep, _, _| ep.cm_listen(service))?;
+        match &self.listens {
+            Some(reg) if !reg.listen(service) => {
+                self.with_cm(|ep, _, _| ep.cm_unlisten(service))?;
+                Err(EndpointError::from(CmError::AlreadyListening).into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool> {
+        let listened = self.with_cm(|ep, _, _| ep.cm_unlisten(service))?;
+        if let (true, Some(reg)) = (listened, &self.listens) {
+            reg.unlisten(service);
+        }
+        Ok(listened)
+    }
+
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId> {
+        let peer = gid_to_ip(params.peer_gid);
+        // Resolution may take the whole timeout: not under the lock.
+        let mac = self
+            .next_hop(peer, None, resolve_timeout)
+            .mac(&self.iface, peer)
+            .map_err(Error::from_path)?;
+        self.with_cm(|ep, now, _| ep.cm_connect(now, params, mac))
+    }
+
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()> {
+        self.with_cm(|ep, now, mem| ep.cm_accept(now, conn, params, mem))
+    }
+
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()> {
+        self.with_cm(|ep, now, _| ep.cm_reject(now, conn, reason, private_data))
+    }
+
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
+        self.with_cm(|ep, _, _| ep.cm_send_mra(conn, service_timeout))
+    }
+
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        self.with_cm(|ep, now, mem| ep.cm_disconnect(now, conn, private_data, mem))
+    }
+
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look> {
+        let mut st = self.lock();
+        if !*registered {
+            self.cm.register(own);
+            *registered = true;
+        }
+        if let Some(why) = &st.failed {
+            return Err(Error::ProgressStopped(why.clone()));
+        }
+        if !self.has_thread() {
+            st.drive()?;
+        }
+        if st.take_cm_events() {
+            self.cm.fire();
+        }
+        own.get().clear();
+        let i = st.cm_events.iter().position(pick);
+        if let Some(ev) = i.and_then(|i| st.cm_events.remove(i)) {
+            return Ok(Look::Found(ev));
+        }
+        Ok(Look::Sleep(if self.has_thread() {
+            CmSleep::Own
+        } else {
+            CmSleep::Drive
+        }))
+    }
+
+    fn drive_wait(&self) -> Result<()> {
+        self.lock().driver.wait(&[]).map(drop).map_err(Error::from)
+    }
+
+    fn cm_check_alive(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn progress_mode(&self) -> Option<ProgressMode> {
+        Some(self.mode)
+    }
+
+    fn engine(&self) -> Option<EngineGuard<'_>> {
+        Some(EngineGuard(self.lock()))
+    }
+
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>> {
+        let st = self.lock();
+        st.driver.mem.get(mr.id).ok_or(Error::UnknownMr)?;
+        Ok(Box::new(Region { st, id: mr.id }))
+    }
+
+    fn poll(&self) -> Result<Progress> {
+        let mut st = self.lock();
+        let p = st.drive()?;
+        self.seen.store(st.activity_gen, Ordering::SeqCst);
+        Ok(p)
+    }
+
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
+        let mut st = self.lock();
+        if !self.has_thread() {
+            return Ok(st.driver.wait(extra)?);
+        }
+        let ev = &self.activity;
+        ev.arm();
+        let bound = if st.activity_gen != self.seen.load(Ordering::SeqCst) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        drop(st);
+        let mut fds = extra.to_vec();
+        fds.push(ev.event.get().as_fd());
+        let mut ready = wait_any(&fds, bound)?;
+        ready.truncate(extra.len());
+        Ok(ready)
+    }
+
+    fn step(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        spin: bool,
+    ) -> Result<Step> {
+        let mut st = self.lock();
+        if let Some(why) = &st.failed {
+            return Err(Error::ProgressStopped(why.clone()));
+        }
+        let n = st.driver.ep.poll_cq(cq, out, max);
+        if n > 0 {
+            return Ok(Step::Done(n));
+        }
+        // The CQ's wake-up is cloned only to sleep on it: a busy-polling look would pay two
+        // atomic reference-count updates for nothing.
+        if !st.cqs.contains_key(&cq) {
+            return Err(EndpointError::UnknownCq.into());
+        }
+        if !self.has_thread() || spin {
+            // Caller-driven, or busy-polling while the thread backs off (module docs).
+            st.drive()?;
+            let n = st.driver.ep.poll_cq(cq, out, max);
+            return Ok(match (n, self.has_thread()) {
+                (1.., _) => Step::Done(n),
+                (0, false) => Step::Drive,
+                (0, true) => Step::Yield,
+            });
+        }
+        // Empty, seen under the lock the progress thread fires under: armed now, the next
+        // completion signals.
+        let ev = st.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+        ev.arm();
+        Ok(Step::Sleep {
+            event: Arc::clone(&ev.event),
+            watch: None,
+        })
+    }
+
+    fn alive(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The progress thread disarms a CQ when it fires it.
+    fn disarm(&self, _cq: CqId) {}
+
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>> {
+        (self.drive_window() > Duration::ZERO)
+            .then(|| Box::new(self.driving()) as Box<dyn Drive + Send>)
+    }
+
+    fn spin_window(&self) -> Duration {
+        self.drive_window()
+    }
+
+    fn drain(&self, timeout: Duration) -> Result<()> {
+        let idle = |d: &LocalDriver| d.tx_pending() == 0 && d.ep.is_idle(d.now());
+        if !self.has_thread() {
+            let limit = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+            let done = self
+                .lock()
+                .driver
+                .run_until(rocev2_core::time::Duration::from_nanos(limit), |d| idle(d))?;
+            return if done { Ok(()) } else { Err(Error::Timeout) };
+        }
+        let start = Instant::now();
+        loop {
+            {
+                let st = self.lock();
+                if let Some(why) = &st.failed {
+                    return Err(Error::ProgressStopped(why.clone()));
+                }
+                if idle(&st.driver) {
+                    return Ok(());
+                }
+                self.activity.arm();
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(Error::Timeout);
+            }
+            // Timers expire without activity: look again at least every 10 ms.
+            sleep_on(
+                &self.activity,
+                (timeout - waited).min(Duration::from_millis(10)),
+            )?;
+        }
+    }
+
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64> {
+        Some(self.progress.passes())
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use rocev2_core::qp::{CqId, ExtCaps, Mtu};
 use rocev2_core::wire::Qpn;
+use rocev2_ipc::proto::ConnectSpec;
 use std::net::IpAddr;
 
 /// A completion queue (`ibv_cq`).
@@ -87,6 +88,29 @@ impl Default for ConnectOptions {
             dscp: 26,
             resolve_timeout: std::time::Duration::from_secs(3),
             peer_ext: ExtCaps::default(),
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// What a connect to `remote` with these options asks for, as either backend carries it
+    /// out ([`rocev2_datapath::host::connect_attr`] in-process, the daemon's when attached).
+    pub(crate) fn spec(&self, remote: &RemoteQp) -> ConnectSpec {
+        ConnectSpec {
+            dest_qpn: remote.qpn.value(),
+            remote_psn: remote.psn,
+            ip: remote.ip,
+            mac: remote.mac,
+            local_psn: self.local_psn,
+            mtu: self.mtu.bytes(),
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            min_rnr_timer: self.min_rnr_timer,
+            rd_atomic: self.rd_atomic,
+            dscp: self.dscp,
+            resolve_timeout_ms: u32::try_from(self.resolve_timeout.as_millis()).unwrap_or(u32::MAX),
+            peer_ext: self.peer_ext.to_word(),
         }
     }
 }

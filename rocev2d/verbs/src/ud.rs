@@ -35,13 +35,12 @@
 //! with `IBV_WC_LOC_LEN_ERR`; every address handle sends from UDP source port 49152 (RoCEv2's
 //! entropy port of QPN 0, as `librocev2_ibverbs` does); no multicast (issue 16).
 
-use crate::device::{Backend, Device, lock_attached};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::mr::Pd;
 use crate::qp::{Cq, Qp};
-use rocev2_core::qp::{AddressHandle, Mtu, QpConfig, SendOp, SendWr, UdDest};
+use rocev2_core::qp::{Mtu, QpConfig, SendOp, SendWr};
 use rocev2_core::wire::Qpn;
-use rocev2_datapath::Driver;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -97,6 +96,16 @@ pub struct UdAddress {
     /// The Q_Key the peer's QP expects; with its high bit set, the sending QP's own Q_Key is
     /// sent instead (IBA §10.2.4).
     pub q_key: u32,
+}
+
+/// A UD destination given with a QP that is not UD.
+pub(crate) fn not_ud() -> Error {
+    Error::WrongQpType("a UD destination needs a UD QP")
+}
+
+/// A send without a destination on a UD QP.
+pub(crate) fn needs_address() -> Error {
+    Error::WrongQpType("a UD send needs an address: use Device::post_send_to")
 }
 
 /// Refuses, with a clear error, what a UD QP cannot send: anything but SEND (with immediate)
@@ -174,35 +183,14 @@ impl Device {
     /// [`Error::MtuTooSmall`]; [`Error::Verb`] (unknown PD or CQ); attached, [`Error::Refused`]
     /// (the daemon's QP limit, sizes the rings cannot carry).
     pub fn create_ud_qp_with(&self, cfg: QpConfig, q_key: u32) -> Result<Qp> {
-        let qpn = match self.backend() {
-            Backend::Local(l) => {
-                let iface = self.interface();
-                let mtu = iface
-                    .path_mtu(false)
-                    .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
-                let mut st = l.lock();
-                let now = st.driver.now();
-                let Driver { ep, mem, .. } = &mut st.driver;
-                let qpn = ep.create_ud_qp(cfg, mtu)?;
-                if let Err(e) = ep.activate_ud_qp(qpn, q_key, crate::random_psn(), now, mem) {
-                    let _ = ep.destroy_qp(qpn);
-                    return Err(e.into());
-                }
-                qpn
-            }
-            Backend::Attached(a) => lock_attached(a).create_ud_qp(&cfg, q_key)?,
-        };
-        Ok(Qp(qpn, self.id()))
+        Ok(Qp(self.ops().create_ud_qp(cfg, q_key)?, self.id()))
     }
 
     /// The largest message UD QP `qp` sends or accepts (its MTU); `None` for an RC QP or an
     /// unknown one.
     pub fn ud_mtu(&self, qp: Qp) -> Option<Mtu> {
         self.own(qp.1, "QP").ok()?;
-        match self.backend() {
-            Backend::Local(l) => l.lock().driver.ep.ud_qp(qp.0).map(|q| q.mtu()),
-            Backend::Attached(a) => lock_attached(a).ud_mtu(qp.0),
-        }
+        self.ops().ud_mtu(qp.0)
     }
 
     /// Creates an address handle (`ibv_create_ah`): the path to the port of `attr.ip`, built
@@ -217,35 +205,7 @@ impl Device {
     /// address handles).
     pub fn create_ah(&self, pd: Pd, attr: &AhAttr) -> Result<Ah> {
         self.own(pd.1, "protection domain")?;
-        let l = match self.backend() {
-            Backend::Local(l) => l,
-            Backend::Attached(a) => {
-                let id = lock_attached(a).create_ah(attr)?;
-                return Ok(Ah(id, self.id()));
-            }
-        };
-        let iface = self.interface();
-        let v6 = attr.ip.is_ipv6();
-        let no_address = || Error::NoAddress {
-            iface: iface.name.clone(),
-            family: if v6 { "IPv6" } else { "IPv4" },
-        };
-        iface.source_ip(v6).ok_or_else(no_address)?;
-        // Resolution may take the whole timeout: not under the lock.
-        let mac = match attr.mac {
-            Some(m) => m,
-            None => self.resolve(attr.ip, attr.resolve_timeout)?,
-        };
-        let path = iface
-            .path_to(Qpn::new(0), attr.ip, mac, attr.dscp)
-            .ok_or_else(no_address)?;
-        let ah = AddressHandle::new(path)
-            .map_err(|e| Error::Verb(rocev2_core::EndpointError::Modify(e)))?;
-        let mut st = l.lock();
-        let id = st.next_ah;
-        st.next_ah = st.next_ah.wrapping_add(1).max(1);
-        st.ahs.insert(id, ah);
-        Ok(Ah(id, self.id()))
+        Ok(Ah(self.ops().create_ah(attr)?, self.id()))
     }
 
     /// Destroys an address handle (`ibv_destroy_ah`). Sends already posted through it still
@@ -256,15 +216,7 @@ impl Device {
     pub fn destroy_ah(&self, ah: Ah) -> Result<()> {
         self.own(ah.1, "address handle")
             .map_err(|_| Error::UnknownAh)?;
-        match self.backend() {
-            Backend::Local(l) => l
-                .lock()
-                .ahs
-                .remove(&ah.0)
-                .map(|_| ())
-                .ok_or(Error::UnknownAh),
-            Backend::Attached(a) => lock_attached(a).destroy_ah(ah.0),
-        }
+        self.ops().destroy_ah(ah.0)
     }
 
     /// Posts a UD send work request to `to` (`ibv_post_send` with `wr.ud`): SEND or SEND with
@@ -277,29 +229,6 @@ impl Device {
         self.own(qp.1, "QP")?;
         self.own(to.ah.1, "address handle")
             .map_err(|_| Error::UnknownAh)?;
-        let not_ud = || Error::WrongQpType("a UD destination needs a UD QP");
-        match self.backend() {
-            Backend::Local(l) => {
-                let mut st = l.lock();
-                let mtu = st.driver.ep.ud_qp(qp.0).ok_or_else(not_ud)?.mtu();
-                check_ud_send(&wr, mtu)?;
-                let ah = *st.ahs.get(&to.ah.0).ok_or(Error::UnknownAh)?;
-                let wr = wr.ud(UdDest {
-                    ah,
-                    remote_qpn: to.qpn,
-                    remote_qkey: to.q_key,
-                });
-                st.driver.ep.post_send(qp.0, wr)?;
-                drop(st);
-                l.kick();
-                Ok(())
-            }
-            Backend::Attached(a) => {
-                let mut g = lock_attached(a);
-                let mtu = g.ud_mtu(qp.0).ok_or_else(not_ud)?;
-                check_ud_send(&wr, mtu)?;
-                g.post_send_to(qp.0, to, &wr)
-            }
-        }
+        self.ops().post_send_to(qp.0, to, wr)
     }
 }

@@ -1,0 +1,163 @@
+//! The seam between [`crate::Device`] and where its verbs are carried out: the in-process
+//! engine ([`crate::local`]) or a `rocev2d` daemon ([`crate::attached`]), chosen once when the
+//! device opens.
+//!
+//! Each backend implements [`Backend`]; a public `Device` method checks its handles and
+//! delegates. A new verb is one method here, one in each backend, and the public method (plus,
+//! attached, the request and the daemon's handler).
+
+use crate::cm::Look;
+use crate::device::EngineGuard;
+use crate::error::Result;
+use crate::local::ProgressMode;
+use crate::qp::{ConnectOptions, RemoteQp};
+use crate::ud::{AhAttr, UdAddress};
+use crate::wakeup::Waitable;
+use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_core::cq::WorkCompletion;
+use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
+use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::wire::Qpn;
+use rocev2_datapath::Progress;
+use rocev2_ipc::notify::EventFd;
+use std::ops::DerefMut;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a wait on a CQ does next ([`Backend::step`]), decided under the backend's lock and
+/// carried out without it.
+pub(crate) enum Step {
+    /// This many completions were taken.
+    Done(usize),
+    /// Look again at once.
+    Again,
+    /// Busy-polling: yield, then look again.
+    Yield,
+    /// Caller-driven: let the driver wait for frames or timers ([`Backend::drive_wait`]),
+    /// then look again.
+    Drive,
+    /// Sleep until `event` (the CQ's wake-up) or `watch` (attached: the control socket, which
+    /// a dying daemon closes) is readable, then [`Backend::disarm`] and [`Backend::alive`].
+    Sleep {
+        event: Arc<Waitable<EventFd>>,
+        watch: Option<Arc<Waitable<OwnedFd>>>,
+    },
+}
+
+/// An application thread driving the engine in a wait ([`Backend::driving`]), until dropped
+/// or handed back.
+pub(crate) trait Drive {
+    /// Ends the drive because the waiter is about to sleep.
+    fn hand_back(self: Box<Self>);
+}
+
+/// A region's bytes with the backend locked ([`Backend::region`]).
+pub(crate) type RegionBytes<'a> =
+    Box<dyn DerefMut<Target = [u8]> + UnwindSafe + RefUnwindSafe + 'a>;
+
+/// The verbs a backend carries out, on the engine's ids (the device has checked that the
+/// handles are its own).
+pub(crate) trait Backend: Send + Sync {
+    /// `ibv_alloc_pd`.
+    fn alloc_pd(&self) -> Result<PdId>;
+    /// Registers `buf` in `pd` at an address that is a multiple of `align`.
+    fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo>;
+    /// Deregisters `mr` and returns its bytes.
+    fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>>;
+    /// `ibv_create_cq`, with the CQ's wake-up.
+    fn create_cq(&self, capacity: usize) -> Result<CqId>;
+    /// An RC QP in INIT with every remote right.
+    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn>;
+    /// INIT→RTR→RTS towards `remote`.
+    fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()>;
+    /// An RC QP's transport mode.
+    fn qp_mode(&self, qp: Qpn) -> Option<QpMode>;
+    /// A multipath QP's state ([`crate::MpSnapshot`]).
+    fn mp_snapshot(&self, qp: Qpn) -> Option<crate::MpSnapshot>;
+    /// An RC or UD QP's state.
+    fn qp_state(&self, qp: Qpn) -> Option<QpState>;
+    /// Moves a QP to ERROR.
+    fn reset_to_error(&self, qp: Qpn) -> Result<()>;
+    /// `ibv_destroy_qp`.
+    fn destroy_qp(&self, qp: Qpn) -> Result<()>;
+    /// `ibv_post_send` on an RC QP.
+    fn post_send(&self, qp: Qpn, wr: SendWr) -> Result<()>;
+    /// `ibv_post_recv`.
+    fn post_recv(&self, qp: Qpn, wr: RecvWr) -> Result<()>;
+    /// `ibv_poll_cq`, without driving the engine.
+    fn poll_cq(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> usize;
+    /// A UD QP in RTS with `q_key`.
+    fn create_ud_qp(&self, cfg: QpConfig, q_key: u32) -> Result<Qpn>;
+    /// A UD QP's MTU; `None` for an RC QP or an unknown one.
+    fn ud_mtu(&self, qp: Qpn) -> Option<Mtu>;
+    /// `ibv_create_ah`: the handle's number.
+    fn create_ah(&self, attr: &AhAttr) -> Result<u32>;
+    /// `ibv_destroy_ah`.
+    fn destroy_ah(&self, ah: u32) -> Result<()>;
+    /// `ibv_post_send` on a UD QP, to `to`.
+    fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()>;
+
+    /// Opens QP1 with a CM behind it, once (attached: asks for this application's events).
+    fn cm_enable(&self) -> Result<()>;
+    /// Accepts REQs for `service` (the CM enabled).
+    fn cm_listen(&self, service: ServiceId) -> Result<()>;
+    /// Stops accepting REQs for `service`; whether anyone listened.
+    fn cm_unlisten(&self, service: ServiceId) -> Result<bool>;
+    /// Sends a REQ with `params` (checked and completed by the device), resolving the peer
+    /// within `resolve_timeout`.
+    fn cm_connect(&self, params: ConnectParams, resolve_timeout: Duration) -> Result<ConnId>;
+    /// Accepts a connection request.
+    fn cm_accept(&self, conn: ConnId, params: AcceptParams) -> Result<()>;
+    /// Refuses a connection request with a REJ.
+    fn cm_reject(&self, conn: ConnId, reason: RejectReason, private_data: &[u8]) -> Result<()>;
+    /// Answers a connection request with an MRA.
+    fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()>;
+    /// Sends a DREQ.
+    fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()>;
+    /// One look of a CM waiter whose wake-up is `own` (registered with the device's CM waiters
+    /// on the first look, which sets `registered`): the first event `pick` accepts, else what to
+    /// sleep on. Clears `own` under the lock events are queued under, after taking them.
+    fn cm_look(
+        &self,
+        own: &Arc<Waitable<EventFd>>,
+        registered: &mut bool,
+        pick: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Look>;
+    /// A CM or caller-driven CQ waiter's blocking wait: the driver waits for frames or timers
+    /// (attached: nothing, the daemon drives).
+    fn drive_wait(&self) -> Result<()>;
+    /// After a CM waiter's sleep: reports the daemon's death (waking the other waiters).
+    fn cm_check_alive(&self) -> Result<()>;
+
+    /// Who drives the engine: `Some` in-process, `None` attached (the daemon).
+    fn progress_mode(&self) -> Option<ProgressMode>;
+    /// The in-process engine, locked; `None` attached.
+    fn engine(&self) -> Option<EngineGuard<'_>>;
+    /// `mr`'s bytes, with the backend locked.
+    fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>>;
+    /// One pass of the engine (attached: a check that the daemon lives).
+    fn poll(&self) -> Result<Progress>;
+    /// Sleeps until something happened since the last [`Backend::poll`] or one of `extra` is
+    /// readable; which of `extra` are.
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>>;
+    /// One look at `cq` for a wait: takes up to `max` completions, or says how to wait;
+    /// `spin`: inside the wait's busy-polling window.
+    fn step(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize, spin: bool)
+    -> Result<Step>;
+    /// After a CQ sleep: reports the daemon's death.
+    fn alive(&self) -> Result<()>;
+    /// Ends a sleep on `cq` (attached: disarms its wake-up).
+    fn disarm(&self, cq: CqId);
+    /// Marks a busy-polling wait that drives the engine while the progress thread backs off;
+    /// `None` when waits do not drive (attached, or no drive window).
+    fn driving(&self) -> Option<Box<dyn Drive + Send + '_>>;
+    /// How long a wait busy-polls before sleeping.
+    fn spin_window(&self) -> Duration;
+    /// Waits until nothing is left to send and no timer is pending.
+    fn drain(&self, timeout: Duration) -> Result<()>;
+    /// The progress thread's passes (tests of its back-off); `None` attached.
+    #[cfg(test)]
+    fn passes(&self) -> Option<u64>;
+}
