@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, exactly as CI runs it (.ci/run): prerequisites, format, lints (which
+# The whole test suite, exactly as CI runs it (.ci/run): prerequisites, the docs check, format, lints (which
 # type-check the benchmarks too: --all-targets), tests (interop tests may not skip:
 # ROCEV2_REQUIRE_TOOLS=1), docs, fuzz smoke.
 # Stops at the first failing step and names it.
@@ -43,6 +43,10 @@ if ! ls ../shared/captures/*.pcap >/dev/null 2>&1; then
     echo "../shared/captures/*.pcap not found: the shared folder must sit beside the repository" >&2
     exit 1
 fi
+ok
+
+step "docs name only what exists (deploy/docs-check.sh)"
+bash deploy/docs-check.sh
 ok
 
 step "cargo fmt --all -- --check"
