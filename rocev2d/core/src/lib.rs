@@ -30,10 +30,12 @@ extern crate std;
 pub mod cc;
 pub mod cm;
 pub mod cq;
+mod drop_reason;
 pub mod endpoint;
 pub mod mprdma;
 pub mod mr;
 pub mod qp;
+mod qpn_block;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;

@@ -94,7 +94,7 @@ const CLASS_PORT_INFO: ClassPortInfoRepr = ClassPortInfoRepr {
 /// log2 of the Communication IDs of one shard's block: a local Communication ID's top six bits
 /// (32 − 26) are its CM's block when it has one ([`Cm::with_comm_id_block`]), as a QPN's top six
 /// are its endpoint's ([`crate::endpoint::QPN_BLOCK_SHIFT`]); both count
-/// [`crate::endpoint::QPN_BLOCKS`] blocks.
+/// [`crate::qpn_block::QPN_BLOCKS`] blocks.
 pub const COMM_ID_BLOCK_SHIFT: u32 = 26;
 
 /// The block a local Communication ID was allocated in by a CM with a block: its top six bits.
@@ -340,11 +340,11 @@ impl Cm {
     }
 
     /// Makes every local Communication ID this CM allocates from now on carry `block` (taken
-    /// modulo [`crate::endpoint::QPN_BLOCKS`]) in its top six bits, the rest random: the CM of
+    /// modulo [`crate::qpn_block::QPN_BLOCKS`]) in its top six bits, the rest random: the CM of
     /// engine shard `block` ([`crate::Endpoint::enable_cm`] on an endpoint with a QPN block does
     /// this), so that [`route`] finds it from any shard.
     pub fn with_comm_id_block(mut self, block: u32) -> Self {
-        self.block = Some(block % crate::endpoint::QPN_BLOCKS);
+        self.block = Some(block % crate::qpn_block::QPN_BLOCKS);
         self
     }
 

@@ -37,11 +37,12 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use core::net::Ipv6Addr;
 
-use super::{DropReason, Endpoint, EndpointError, pkey_match};
+use super::{DropReason, Endpoint, EndpointError};
 use crate::cm::{
     AcceptParams, Cm, CmConfig, CmError, ConnId, ConnectParams, Event, QpParams, RejectReason,
     ServiceId, Transmit,
 };
+use crate::drop_reason::pkey_match;
 use crate::mr::Memory;
 use crate::qp::state::MAX_RD_ATOMIC;
 use crate::qp::{ConnectAttr, ExtCaps, Mtu, Path, QpAttr, QpState, framing};

@@ -37,7 +37,7 @@ use super::{
     SendOp, SendWr, UdDest, wc,
 };
 use crate::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
-use crate::endpoint::{DropReason, pkey_match};
+use crate::drop_reason::{DropReason, pkey_match};
 use crate::mr::AccessFlags;
 use crate::wire::FrameBuf;
 use crate::wire::grh::GRH_LEN;
