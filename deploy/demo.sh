@@ -3,12 +3,20 @@
 # code, parses each back (ICRC verified), prints what the parser saw, writes them all to
 # /tmp/rocev2-demo.pcap and lets tshark, an independent decoder, read that file.
 # The tour sends nothing on a network. Extra arguments go to the frames binary (e.g. --verb read).
-# Then, as root, write_bw and rc_pingpong run over AF_XDP between the two namespaces of a pair
+# Then write_bw and rc_pingpong run over AF_XDP between the two namespaces of a pair
 # testbed (see part two below), torn down on exit, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PCAP=/tmp/rocev2-demo.pcap
+
+if [ "$(id -u)" != 0 ]; then
+    # Both parts need root: the prerequisites install with apt, the second part builds network
+    # namespaces and attaches XDP programs.
+    echo "deploy/demo.sh needs root (it installs its prerequisites with apt and builds network" \
+        "namespaces): run it with sudo" >&2
+    exit 1
+fi
 
 bash deploy/prereqs.sh demo
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH" # rustup just installed it
@@ -27,12 +35,8 @@ fi
 # over RoCEv2 with the rocev2 user API: write_bw (RDMA WRITE bandwidth, data CRC-checked at the
 # receiver) and rc_pingpong (ibv_rc_pingpong's SEND ping-pong), over AF_XDP: each process
 # attaches rocev2's steering XDP program to its veth end and moves frames through AF_XDP rings
-# (copy mode on veth). Needs root for the namespaces and the XDP program. DATAPATH=packet (or
+# (copy mode on veth). DATAPATH=packet (or
 # udp, auto) picks another datapath.
-if [ "$(id -u)" != 0 ]; then
-    printf '\nSkipping the two-namespace part: it needs root (network namespaces).\n'
-    exit 0
-fi
 cargo build --release -q -p rocev2-examples -p rocev2-testbed -p rocev2d --bins
 BIN="${CARGO_TARGET_DIR:-target}/release"
 TB="$BIN/rocev2-testbed"

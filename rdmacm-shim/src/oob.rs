@@ -56,15 +56,32 @@ pub struct PingpongDest {
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OobError {
-    /// The TCP connection failed or closed early.
-    #[error("out-of-band connection: {0}")]
-    Io(#[from] std::io::Error),
+    /// The TCP connection failed (the cause is the error's source, printed once by callers
+    /// that print the chain).
+    #[error("out-of-band connection failed")]
+    Io(#[source] std::io::Error),
+    /// The peer closed the connection before the exchange was complete.
+    #[error(
+        "the peer closed the exchange before it was complete (an ibv_rc_pingpong server hangs up \
+         when its QP cannot reach RTR with our address: check the GID index, -g, on both sides)"
+    )]
+    Closed,
     /// The peer's message is not `LID:QPN:PSN:GID`.
     #[error("malformed pingpong message {0:?}")]
     Malformed(String),
     /// The peer did not finish with "done".
     #[error("peer did not confirm with \"done\"")]
     NoDone,
+}
+
+impl From<std::io::Error> for OobError {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            OobError::Closed
+        } else {
+            OobError::Io(e)
+        }
+    }
 }
 
 impl PingpongDest {
@@ -242,7 +259,7 @@ fn read_ext_within(
     stream.set_read_timeout(Some(wait))?;
     let mut first = [0u8; 1];
     let got = match stream.read(&mut first) {
-        Ok(0) => Err(OobError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+        Ok(0) => Err(OobError::Closed),
         Ok(_) => Ok(true),
         Err(e)
             if matches!(
@@ -268,6 +285,27 @@ fn read_ext_within(
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, TcpListener, TcpStream};
+
+    /// A server that hangs up before answering (ibv_rc_pingpong when its QP cannot reach RTR)
+    /// is named as such, and the I/O cause of other failures is the source, not repeated in
+    /// the message.
+    #[test]
+    fn client_exchange_server_hanging_up_is_closed_and_causes_print_once() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut msg = [0u8; MSG_LEN];
+            c.read_exact(&mut msg).unwrap();
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        let e = client_exchange(&mut s, &server()).unwrap_err();
+        peer.join().unwrap();
+        assert!(matches!(e, OobError::Closed), "{e:?}");
+        let io = OobError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        let cause = std::error::Error::source(&io).unwrap().to_string();
+        assert!(!io.to_string().contains(&cause), "{io}: {cause}");
+    }
 
     /// `../shared/captures/rc_pingpong.tool-output.txt`: the server printed
     /// `QPN 0x000011, PSN 0x7d2a9e, GID ::ffff:192.168.77.10`.

@@ -175,9 +175,12 @@ fn main() -> Result<()> {
         }
         Some(_) => {
             let mut s = a.common.exchange_stream()?;
-            let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(
-                "exchange (with --multipath the server must be rocev2's, started with --multipath)",
-            )?;
+            let what = if a.multipath {
+                "exchange (with --multipath the server must be rocev2's, started with --multipath)"
+            } else {
+                "exchange with the server"
+            };
+            let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(what)?;
             connect(&mut dev, &rem, w)?;
             rem
         }

@@ -24,7 +24,14 @@ fn lower_layers_never_import_the_endpoint() {
     for lower in ["qp", "cm", "cc", "mprdma", "mr", "wire"] {
         sources(&src.join(lower), &mut files);
     }
-    for single in ["qp.rs", "cm.rs", "mr.rs", "cq.rs", "drop_reason.rs", "qpn_block.rs"] {
+    for single in [
+        "qp.rs",
+        "cm.rs",
+        "mr.rs",
+        "cq.rs",
+        "drop_reason.rs",
+        "qpn_block.rs",
+    ] {
         let path = src.join(single);
         if path.exists() {
             files.push(path);
@@ -41,5 +48,9 @@ fn lower_layers_never_import_the_endpoint() {
             }
         }
     }
-    assert!(found.is_empty(), "lower layers import the endpoint:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "lower layers import the endpoint:\n{}",
+        found.join("\n")
+    );
 }
