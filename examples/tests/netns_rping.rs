@@ -103,3 +103,52 @@ fn rping_unknown_port_is_rejected() {
         c.stderr
     );
 }
+
+/// `rping -s -P` serves one client after another, each on its own QP (and thread), until it is
+/// killed: every client's pings come back validated. (Two clients at once would need two
+/// client hosts: in-process devices on one host cannot share the UDP port.)
+#[test]
+fn rping_persistent_server_serves_clients_in_turn() {
+    if !need_root("rping_persistent_server_serves_clients_in_turn") {
+        return;
+    }
+    let tb = pair();
+    let mut s = server(&tb, "udp", "7175", &["-P"]);
+    let spawn = || {
+        let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+        let mut cmd = tb.command("h0", BIN).expect("command");
+        cmd.args([
+            "-c",
+            "-a",
+            &h1,
+            "-p",
+            "7175",
+            "--datapath",
+            "udp",
+            "-v",
+            "-V",
+            "-C",
+            "5",
+        ])
+        .args(["--iface", &ifname(&tb, "h0")]);
+        Process::spawn(&mut cmd).expect("spawn client")
+    };
+    let clients: Vec<_> = (0..3)
+        .map(|_| spawn().wait(TIMEOUT).expect("client exits"))
+        .collect();
+    s.kill();
+    for c in &clients {
+        assert!(
+            c.status.success(),
+            "{} ({}):\n{}\n{}",
+            c.cmd,
+            c.status,
+            c.stdout,
+            c.stderr
+        );
+        let want: Vec<String> = (0..5)
+            .map(|n| format!("ping data: {}", ping_text(n)))
+            .collect();
+        assert_eq!(c.stdout.lines().collect::<Vec<_>>(), want, "{}", c.stderr);
+    }
+}

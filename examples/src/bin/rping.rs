@@ -6,9 +6,10 @@
 //! 16-byte big-endian `struct rping_rdma_info`); the server RDMA READs it into its own buffer
 //! and SENDs back; the client advertises its "rdma" buffer the same way; the server RDMA
 //! WRITEs what it read there and SENDs again; the client compares both buffers (`-V`) and
-//! prints the data (`-v`). After `-C` pings the client disconnects; the server then exits.
+//! prints the data (`-v`). After `-C` pings the client disconnects; the server then exits, or
+//! with `-P` (persistent) waits for the next client, serving each on a QP and thread of its own.
 //!
-//! Options as rdma-core's (`-s`/`-c`, `-a`, `-p`, `-C`, `-S`, `-v`, `-V`, `-d`), plus ours:
+//! Options as rdma-core's (`-s`/`-c`, `-a`, `-p`, `-C`, `-S`, `-v`, `-V`, `-d`, `-P`), plus ours:
 //! `--iface` (default: the interface holding `-a` on the server, the route's on the client),
 //! `--datapath` and the wait options of the other tools.
 
@@ -63,6 +64,10 @@ struct Args {
     /// Debug output (on stderr).
     #[arg(short = 'd')]
     debug: bool,
+    /// Persistent server: serve connections until killed, each on its own QP and thread, as
+    /// rdma-core's `rping -P` (server only).
+    #[arg(short = 'P', requires = "server")]
+    persistent: bool,
     #[command(flatten)]
     dev: rocev2_examples::CmDeviceArgs,
 }
@@ -224,6 +229,11 @@ fn setup(a: &Args) -> Result<Rping> {
     if a.debug {
         eprintln!("created cm_id on {iface} ({})", dev.datapath_name());
     }
+    objects(dev, a.debug)
+}
+
+/// A connection's objects on `dev`: PD, CQ, QP and the advertisement buffers, a receive posted.
+fn objects(dev: Device, debug: bool) -> Result<Rping> {
     let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(16)?;
     let qp = dev.create_rc_qp(pd, cq, cq)?;
@@ -236,7 +246,7 @@ fn setup(a: &Args) -> Result<Rping> {
         cq,
         recv,
         send,
-        debug: a.debug,
+        debug,
         early: RefCell::new(Vec::new()),
     };
     r.post_recv()?;
@@ -250,27 +260,48 @@ fn server(a: &Args) -> Result<()> {
         eprintln!("rdma_bind_addr successful");
         eprintln!("rdma_listen");
     }
-    let req = loop {
-        // With -d, the engine's drop and CM counters every 10 s while nobody connects.
-        let wait = if a.debug { 10 } else { 24 * 3600 };
-        match listener.get_request(Duration::from_secs(wait)) {
-            Err(rdmacm_shim::cm::CmApiError::Device(rocev2::Error::Timeout)) => {
-                if let Some(e) = r.dev.engine() {
-                    eprintln!("waiting: {:?}", e.stats());
-                    eprintln!("waiting: {:?}", e.cm().map(|c| c.stats()));
+    let dev = r.dev.clone();
+    let mut next = Some(r);
+    loop {
+        let req = loop {
+            // With -d, the engine's drop and CM counters every 10 s while nobody connects.
+            let wait = if a.debug { 10 } else { 24 * 3600 };
+            match listener.get_request(Duration::from_secs(wait)) {
+                Err(rdmacm_shim::cm::CmApiError::Device(rocev2::Error::Timeout)) => {
+                    if let Some(e) = dev.engine() {
+                        eprintln!("waiting: {:?}", e.stats());
+                        eprintln!("waiting: {:?}", e.cm().map(|c| c.stats()));
+                    }
                 }
+                other => break other?,
             }
-            other => break other?,
+        };
+        if a.debug {
+            eprintln!("connect request from {}", req.peer());
         }
-    };
-    if a.debug {
-        eprintln!("connect request from {}", req.peer());
+        let r = match next.take() {
+            Some(r) => r,
+            None => objects(dev.clone(), a.debug)?,
+        };
+        let cm = req.accept(r.qp, &[], TIMEOUT)?;
+        if a.debug {
+            eprintln!("ESTABLISHED");
+        }
+        if !a.persistent {
+            return serve_conn(&r, cm, a.size, a.verbose, a.debug);
+        }
+        // rping -P: each connection on its own thread; one that fails ends alone.
+        let (size, verbose, debug) = (a.size, a.verbose, a.debug);
+        std::thread::spawn(move || {
+            if let Err(e) = serve_conn(&r, cm, size, verbose, debug) {
+                eprintln!("connection ended: {e:#}");
+            }
+        });
     }
-    let cm = req.accept(r.qp, &[], TIMEOUT)?;
-    if a.debug {
-        eprintln!("ESTABLISHED");
-    }
-    let size = a.size;
+}
+
+/// Serves one connection until the client disconnects.
+fn serve_conn(r: &Rping, cm: CmId, size: u32, verbose: bool, debug: bool) -> Result<()> {
     let rdma = r
         .dev
         .register(r.pd, vec![0u8; size as usize], AccessFlags::LOCAL_WRITE)?;
@@ -282,7 +313,7 @@ fn server(a: &Args) -> Result<()> {
                 // What rdma-core's server prints when the client's disconnect ends its wait.
                 eprintln!("server DISCONNECT EVENT...");
                 eprintln!("wait for RDMA_READ_ADV state 10");
-                if a.debug {
+                if debug {
                     eprintln!("server loop ends: {e:#}");
                 }
                 break;
@@ -290,7 +321,7 @@ fn server(a: &Args) -> Result<()> {
         };
         let len = start.size.min(size);
         r.rdma(true, &rdma, start, len)?;
-        if a.verbose {
+        if verbose {
             println!(
                 "server ping data: {}",
                 c_str(&r.dev.mr_guard(&rdma)?[..len as usize])
