@@ -6,6 +6,13 @@
 //! - the file is a memfd sealed against shrinking and growing (`F_SEAL_SHRINK | F_SEAL_GROW`,
 //!   checked with `F_GET_SEALS` before mapping): an mmap'd file that shrinks makes the next
 //!   access raise SIGBUS, which would kill the daemon;
+//! - it is an ordinary memfd, on the kernel's shmem (tmpfs), checked with `fstatfs`: a hugetlb
+//!   memfd passes the seal check too, but a hole its owner punches in it (`fallocate`, which
+//!   the seals allow) leaves a mapped page that raises SIGBUS when no huge page is free to
+//!   back it again. A hole punched in a shmem memfd reads as zeros and is backed again on the
+//!   next access; the one way that access can still fail is strict overcommit
+//!   (`vm.overcommit_memory=2`) with memory exhausted, a host-wide condition the daemon's
+//!   documentation names (docs/security.md);
 //! - the daemon never forms a Rust reference to the bytes: it copies in and out with bounds
 //!   checks ([`Region::read`], [`Region::write`]) and uses atomics for indexes and for RDMA
 //!   atomics, so whatever the other process does concurrently, the daemon only ever sees
@@ -35,6 +42,15 @@ pub enum ShmError {
     /// the daemon's mapping.
     #[error("shared memory must be a memfd sealed against shrinking and growing")]
     NotSealed,
+    /// A memfd on another file system than shmem (hugetlbfs): see the module docs.
+    #[error(
+        "shared memory must be an ordinary memfd (file system type {fs_type:#x} refused: a \
+         hugetlb memfd's punched hole raises SIGBUS)"
+    )]
+    NotShmem {
+        /// `fstatfs`'s `f_type`.
+        fs_type: u64,
+    },
     /// The file's size is not the size announced with it.
     #[error("shared memory of {actual} bytes where {expected} were announced")]
     WrongSize {
@@ -44,6 +60,9 @@ pub enum ShmError {
         actual: u64,
     },
 }
+
+/// `TMPFS_MAGIC` (linux/magic.h): the file system of an ordinary memfd.
+const TMPFS_MAGIC: u64 = 0x0102_1994;
 
 fn sys(what: &'static str) -> impl FnOnce(rustix::io::Errno) -> ShmError {
     move |e| ShmError::Sys(what, e.into())
@@ -83,11 +102,16 @@ impl Region {
     /// shrinking and growing and holds exactly `len` bytes (at least 1).
     ///
     /// # Errors
-    /// [`ShmError::NotSealed`], [`ShmError::WrongSize`], or a failed `fstat`/`mmap`.
+    /// [`ShmError::NotSealed`], [`ShmError::NotShmem`], [`ShmError::WrongSize`], or a failed
+    /// `fstat`/`fstatfs`/`mmap`.
     pub fn from_fd(fd: OwnedFd, len: u64) -> Result<Region, ShmError> {
         let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|_| ShmError::NotSealed)?;
         if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
             return Err(ShmError::NotSealed);
+        }
+        let fs_type = rustix::fs::fstatfs(&fd).map_err(sys("fstatfs"))?.f_type as u64;
+        if fs_type != TMPFS_MAGIC {
+            return Err(ShmError::NotShmem { fs_type });
         }
         let expected = len.max(1);
         let actual = rustix::fs::fstat(&fd).map_err(sys("fstat"))?.st_size as u64;
@@ -101,7 +125,8 @@ impl Region {
 
     fn map(fd: OwnedFd, len: usize) -> Result<Region, ShmError> {
         // SAFETY: a fresh shared mapping at an address the kernel picks overlaps no Rust
-        // object; `len` is the file's sealed size, so every page of it is backed.
+        // object; `len` is the file's sealed size and the file is shmem, so every page of it
+        // is backed or backed again on access (module docs: strict overcommit aside).
         let ptr = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
@@ -241,6 +266,31 @@ mod tests {
                 .load(std::sync::atomic::Ordering::SeqCst),
             7
         );
+    }
+
+    /// A sealed hugetlb memfd passes the seal check but is refused for its file system. The
+    /// kernel gives one out with no huge page reserved, so this runs on any Linux with
+    /// hugetlbfs; where `memfd_create(MFD_HUGETLB)` itself fails the test says so and stops.
+    #[test]
+    fn hugetlb_memfd_is_refused_even_sealed() {
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let fd = match rustix::fs::memfd_create(
+            "t",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!("SKIPPED hugetlb_memfd_is_refused_even_sealed: memfd_create: {e}");
+                return;
+            }
+        };
+        let huge = 2 << 20;
+        rustix::fs::ftruncate(&fd, huge).unwrap();
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+        match Region::from_fd(fd, huge) {
+            Err(ShmError::NotShmem { fs_type }) => assert_eq!(fs_type, 0x9584_58f6),
+            other => panic!("a hugetlb memfd was {other:?}"),
+        }
     }
 
     #[test]
