@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use rocev2_testbed::netns::{VethEnd, veth_pair};
 use rocev2_testbed::{Process, exec};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -69,17 +68,6 @@ impl Drop for Namespaces {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
         }
     }
-}
-
-/// An example tool, beside `rocev2d` in the target directory.
-fn example(name: &str) -> PathBuf {
-    let p = std::path::Path::new(BIN).with_file_name(name);
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `cargo build -p rocev2-examples`",
-        p.display()
-    );
-    p
 }
 
 /// A checked ping-pong (`rc_pingpong -c`) from namespace 0 to namespace 1, each side with
