@@ -66,7 +66,7 @@ pub struct DeviceArgs {
     #[arg(long = "busy-poll", conflicts_with = "poll")]
     pub busy_poll: bool,
     /// Use the `rocev2d` serving the interface instead of an engine in this process (its
-    /// control socket /run/rocev2d/IFACE.sock, or --socket). Ours.
+    /// control socket @rocev2d/IFACE of this network namespace, or --socket). Ours.
     #[arg(long = "attach")]
     pub attach: bool,
     /// The daemon's control socket, with --attach. Ours.

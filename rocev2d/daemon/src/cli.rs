@@ -45,8 +45,9 @@ pub struct RunArgs {
     /// (`[datapath]` `wait`, default adaptive: busy-poll for a while after activity, then sleep).
     #[arg(long)]
     pub busy_poll: bool,
-    /// Control socket, where applications attach and `rocev2d stats` asks (default
-    /// /run/rocev2d/IFACE.sock; `--stats-socket` is its older name).
+    /// Control socket, where applications attach and `rocev2d stats` asks: a path, or @NAME
+    /// for an abstract socket (default @rocev2d/IFACE, abstract and so this network
+    /// namespace's; `--stats-socket` is its older name).
     #[arg(long = "socket", visible_alias = "stats-socket")]
     pub stats_socket: Option<PathBuf>,
     /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464); overrides
@@ -70,10 +71,12 @@ pub struct StatsArgs {
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1",
           conflicts_with = "json", value_parser = parse_interval)]
     pub watch: Option<Duration>,
-    /// The daemon serving this interface (its socket is /run/rocev2d/IFACE.sock).
+    /// The daemon serving this interface in this network namespace (its socket is
+    /// @rocev2d/IFACE).
     #[arg(long)]
     pub iface: Option<String>,
-    /// The daemon's control socket; default: the only socket in /run/rocev2d/.
+    /// The daemon's control socket (a path, or @NAME); default: the only daemon's in this
+    /// network namespace.
     #[arg(long)]
     pub socket: Option<PathBuf>,
 }

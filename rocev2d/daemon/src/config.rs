@@ -27,11 +27,13 @@
 //!
 //! [stats]
 //! socket = "/run/rocev2d/eth0.sock"   # the control socket (applications attach, `rocev2d
-//!                                     # stats` asks); default: /run/rocev2d/IFACE.sock
+//!                                     # stats` asks): a path, or @NAME for an abstract
+//!                                     # socket; default: @rocev2d/IFACE (abstract, this
+//!                                     # network namespace's)
 //! metrics = "127.0.0.1:9464"          # Prometheus text format over HTTP; default: off
 //!
 //! [control]                # who may attach (docs/daemon.md)
-//! mode = 0o660             # the socket's file mode (default 0o600)
+//! mode = 0o660             # a filesystem socket's file mode (default 0o600)
 //! allow_uids = [1000]      # users besides root and the daemon's own (SO_PEERCRED)
 //!
 //! [limits]                 # per attached application
@@ -200,7 +202,7 @@ pub struct Config {
     /// Datapath settings.
     pub options: Options,
     /// Control socket path (applications attach and `rocev2d stats` asks there); `None` =
-    /// `/run/rocev2d/IFACE.sock`.
+    /// the abstract socket `@rocev2d/IFACE`.
     pub stats_socket: Option<PathBuf>,
     /// Who may attach.
     pub control: ControlSettings,
@@ -215,8 +217,9 @@ pub struct Config {
 /// `[control]`: the control socket's permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlSettings {
-    /// File mode of the socket (default 0o600: root only; 0o660 and a group opens it to the
-    /// group at the file level).
+    /// File mode of a filesystem socket (default 0o600: root only; 0o660 and a group opens it
+    /// to the group at the file level). An abstract socket has none: any process of the
+    /// daemon's network namespace reaches it, and `allow_uids` decides.
     pub mode: u32,
     /// Users allowed besides root and the daemon's own user (checked with SO_PEERCRED on every
     /// connection, whatever the file mode).

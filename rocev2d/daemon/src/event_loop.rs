@@ -47,34 +47,50 @@ pub fn driver_config(cfg: &Config) -> DriverConfig {
     }
 }
 
-/// Binds the control socket with file mode `mode`, replacing a stale file no daemon answers on.
+/// Binds the control socket: an abstract one (`@NAME`, reachable from this network
+/// namespace only, no file) as it is; a filesystem one with file mode `mode`, replacing a
+/// stale file no daemon answers on.
 fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt as _;
+    let taken = || {
+        anyhow::anyhow!(
+            "{} is served by another running rocev2d in this network namespace; stop it or choose another `socket`",
+            path.display()
+        )
+    };
+    if rocev2_ipc::is_abstract(path) {
+        let l = rocev2_ipc::bind(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => taken(),
+            _ => anyhow::Error::new(e).context(format!("binding {}", path.display())),
+        })?;
+        l.set_nonblocking(true)?;
+        return Ok(l);
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            bail!(
-                "{} is served by another running rocev2d; stop it or choose another --socket",
-                path.display()
-            );
+        if rocev2_ipc::connect(path).is_ok() {
+            return Err(taken());
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
     }
-    let l = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    let l = rocev2_ipc::bind(path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("chmod {mode:o} {}", path.display()))?;
     l.set_nonblocking(true)?;
     Ok(l)
 }
 
-/// Removes the socket file when the loop ends, however it ends.
+/// Removes a filesystem control socket's file when the loop ends, however it ends (an
+/// abstract socket has none).
 struct SocketFile(PathBuf);
 
 impl Drop for SocketFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if !rocev2_ipc::is_abstract(&self.0) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 }
 

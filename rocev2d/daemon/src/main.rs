@@ -26,8 +26,7 @@ use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use cli::{Cli, Command, StatsArgs};
 use rocev2d::{config, stats};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 fn main() -> anyhow::Result<()> {
@@ -65,17 +64,11 @@ fn stats_cmd(a: &StatsArgs) -> anyhow::Result<()> {
         (Some(p), _) => p.clone(),
         (None, Some(i)) => rocev2_ipc::default_socket(i),
         (None, None) => {
-            let dir = PathBuf::from("/run/rocev2d");
-            let socks: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .with_context(|| format!("{} (is rocev2d running?)", dir.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                .collect();
+            let socks = rocev2_ipc::daemons().context("listing this namespace's sockets")?;
             match socks.as_slice() {
                 [one] => one.clone(),
                 [] => bail!(
-                    "no daemon socket in {} (is rocev2d running?)",
-                    dir.display()
+                    "no rocev2d serves an interface in this network namespace (is `rocev2d run` running here?)"
                 ),
                 _ => bail!(
                     "several daemons run ({}); choose one with --iface or --socket",
@@ -126,7 +119,7 @@ fn watch(path: &Path, every: Duration) -> anyhow::Result<()> {
 fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     use rocev2_ipc::frame;
     use rocev2_ipc::proto::{Request, Response};
-    let s = UnixStream::connect(path).with_context(|| {
+    let s = rocev2_ipc::connect(path).with_context(|| {
         format!(
             "connecting to {} (is `rocev2d run` serving that interface?)",
             path.display()

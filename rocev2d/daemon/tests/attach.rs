@@ -26,20 +26,7 @@ use rocev2_datapath::clock::cpu_time;
 use rocev2_testbed::{Process, Testbed, exec};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// An example tool, beside `rocev2d` in the target directory (the examples package's binaries
-/// are built by `cargo test --workspace` before any test runs).
-fn example(name: &str) -> PathBuf {
-    let p = std::path::Path::new(BIN).with_file_name(name);
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `cargo build -p rocev2-examples`",
-        p.display()
-    );
-    p
-}
 
 /// The control socket of the daemon of `host` in test `test`.
 fn socket(test: &str, host: &str) -> String {

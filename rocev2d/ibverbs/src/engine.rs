@@ -179,6 +179,14 @@ impl Engine {
             Ok(s) => s.parse().map_err(|e| format!("{DATAPATH_ENV}={s}: {e}"))?,
             Err(_) => Mode::Auto,
         };
+        // The daemon's steering program takes the interface's frames: an engine here would
+        // lose them to it, and the peer would retry until it gives up.
+        if let Some(socket) = rocev2_ipc::serving(name) {
+            return Err(format!(
+                "{name} is served by rocev2d (control socket {}): stop the daemon or use another interface",
+                socket.display()
+            ));
+        }
         let iface = Interface::by_name(name).map_err(|e| e.to_string())?;
         let opened = auto::open(&iface, mode, &Options::default()).map_err(|e| e.to_string())?;
         let seed = rocev2_datapath::entropy::os_seed().map_err(|e| e.to_string())?;

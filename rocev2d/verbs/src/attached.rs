@@ -148,7 +148,7 @@ fn one<const N: usize>(fds: Vec<OwnedFd>) -> Result<[OwnedFd; N]> {
 impl Attached {
     /// Attaches to the daemon listening on `path`.
     pub(crate) fn open(path: &Path, spin: Duration) -> Result<Attached> {
-        let sock = UnixStream::connect(path).map_err(|source| Error::Attach {
+        let sock = rocev2_ipc::connect(path).map_err(|source| Error::Attach {
             path: path.to_path_buf(),
             source,
         })?;
@@ -162,14 +162,16 @@ impl Attached {
             &[],
             CALL_TIMEOUT,
         )?;
-        let Response::Welcome {
-            iface,
-            datapath,
-            reason,
-            ..
-        } = welcome
-        else {
-            return Err(unexpected(welcome));
+        let (iface, datapath, reason) = match welcome {
+            Response::Welcome {
+                iface,
+                datapath,
+                reason,
+                ..
+            } => (iface, datapath, reason),
+            // Another user, another network namespace, another protocol version.
+            Response::Error { kind, message } => return Err(refused(kind, message)),
+            other => return Err(unexpected(other)),
         };
         let [bell] = one(fds)?;
         let watch = Arc::new(Waitable::new(

@@ -133,7 +133,8 @@ const CLOCK_EVERY: u32 = 16;
 
 impl Device {
     /// Opens interface `iface` with datapath `kind` and default settings, with an engine in
-    /// this process and its progress thread.
+    /// this process and its progress thread; when a `rocev2d` serves `iface` in this network
+    /// namespace (on its default control socket), attaches to it instead ([`Device::attach`]).
     ///
     /// # Errors
     /// [`Error::Datapath`]: no such interface, not Ethernet, or the datapath could not be
@@ -148,8 +149,22 @@ impl Device {
     /// # Errors
     /// As [`Device::open`]; [`Error::Io`] when the progress thread cannot be started;
     /// [`Error::Datapath`] with [`rocev2_datapath::Error::NoSuchQueue`] for a
-    /// [`DeviceConfig::queue`] the interface lacks.
+    /// [`DeviceConfig::queue`] the interface lacks; [`Error::Served`] for a
+    /// [`DeviceConfig::queue`] on an interface a `rocev2d` serves; as [`Device::attach`] when
+    /// one serves it.
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
+        // A daemon serving the interface takes its frames with its steering program: an engine
+        // here would compete for them, so the device attaches to the daemon instead (one shard
+        // of several cannot: the daemon has no shards).
+        if let Some(socket) = rocev2_ipc::serving(iface) {
+            if cfg.queue.is_some() {
+                return Err(Error::Served {
+                    iface: iface.to_string(),
+                    socket,
+                });
+            }
+            return Device::attach_socket_with(&socket, cfg.driver.wait);
+        }
         let iface = Interface::by_name(iface)?;
         if let Some(queue) = cfg.queue {
             let queues = iface.rx_queues.min(rocev2_core::endpoint::QPN_BLOCKS);
@@ -218,8 +233,8 @@ impl Device {
         Ok(Device::new(iface, name, reason, Box::new(local)))
     }
 
-    /// Attaches to the `rocev2d` serving interface `iface` (its control socket,
-    /// `/run/rocev2d/IFACE.sock`): the daemon runs the engine, this process's regions are
+    /// Attaches to the `rocev2d` serving interface `iface` in this network namespace (its
+    /// control socket, the abstract socket `@rocev2d/IFACE`): the daemon runs the engine, this process's regions are
     /// shared with it, and work requests and completions cross in shared memory.
     ///
     /// # Errors

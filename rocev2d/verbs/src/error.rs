@@ -94,6 +94,18 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A `rocev2d` serves the interface, so an engine in this process cannot open it (the
+    /// daemon's steering program takes its frames), and this open cannot attach instead.
+    #[error(
+        "{iface} is served by rocev2d (control socket {}): attach to it, or stop the daemon",
+        socket.display()
+    )]
+    Served {
+        /// The interface.
+        iface: String,
+        /// The daemon's control socket.
+        socket: std::path::PathBuf,
+    },
     /// The daemon closed the attachment: it stopped, or found this application's rings
     /// corrupted. Every object of the device is gone (`IBV_EVENT_DEVICE_FATAL`).
     #[error("the rocev2d daemon closed the attachment (restart it, then attach again)")]

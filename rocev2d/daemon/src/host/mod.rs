@@ -49,6 +49,7 @@ use rocev2_core::wire::Qpn;
 use rocev2_core::wire::ext::ExtCaps;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
+use rocev2_datapath::host::{self, AhTable, NextHop, PathError};
 use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
 use rocev2_ipc::proto::{
@@ -196,9 +197,7 @@ struct App {
     /// CM events of its listens and connections, oldest first.
     cm_events: VecDeque<CmEvent>,
     /// Its UD address handles, built by the daemon ([`Request::CreateAh`]).
-    ahs: BTreeMap<u32, AddressHandle>,
-    /// Id of its next address handle.
-    next_ah: u32,
+    ahs: AhTable,
 }
 
 /// An answer, the descriptors that go with it, and the path to announce after a connect.
@@ -322,8 +321,7 @@ impl Host {
                 corrupt: false,
                 cm_event: None,
                 cm_events: VecDeque::new(),
-                ahs: BTreeMap::new(),
-                next_ah: 1,
+                ahs: AhTable::default(),
             },
         );
         self.counters.attached += 1;
@@ -576,13 +574,11 @@ impl Host {
                     return Err(limit("address handles", limits.max_ahs, "max_ahs"));
                 }
                 let ah = address_handle(&self.iface, ip, mac, dscp)?;
-                let id = a.next_ah;
-                a.next_ah = a.next_ah.wrapping_add(1).max(1);
-                a.ahs.insert(id, ah);
+                let id = a.ahs.insert(ah);
                 Ok(Reply::ok(Response::Ah(id)))
             }
             Request::DestroyAh { ah } => {
-                a.ahs.remove(&ah).ok_or_else(|| unknown("address handle"))?;
+                a.ahs.remove(ah).ok_or_else(|| unknown("address handle"))?;
                 Ok(Reply::ok(Response::Done))
             }
             Request::Connect { qpn, spec } => {
@@ -1017,34 +1013,45 @@ impl QpShare {
     }
 }
 
-/// An address handle to `ip` built from the daemon's interface (its MAC and address, never
-/// the application's say), the next hop's MAC already resolved by the control plane; UDP
-/// source port as QPN 0's, as the API's in-process handles.
+/// The path of QP `qpn` to `ip` from the daemon's interface (its MAC and address, never the
+/// application's say), the next hop's MAC `mac` already resolved by the control plane.
+fn path_to(
+    iface: &Interface,
+    qpn: Qpn,
+    ip: std::net::IpAddr,
+    mac: Option<[u8; 6]>,
+    dscp: u8,
+) -> Result<Path, Refusal> {
+    let mac =
+        mac.ok_or_else(|| Refusal(ErrorKind::Path, format!("no neighbour entry for {ip}")))?;
+    host::path(iface, qpn, ip, NextHop::Mac(mac), dscp).map_err(path_refusal)
+}
+
+/// A path or handle the interface cannot make, as a refusal.
+fn path_refusal(e: PathError) -> Refusal {
+    let kind = match e {
+        PathError::Invalid(_) => ErrorKind::Invalid,
+        PathError::NoAddress { .. } | PathError::Neighbour { .. } => ErrorKind::Path,
+    };
+    Refusal(kind, e.to_string())
+}
+
+/// An address handle to `ip` (UDP source port as QPN 0's, as the API's in-process handles).
 fn address_handle(
     iface: &Interface,
     ip: std::net::IpAddr,
     mac: Option<[u8; 6]>,
     dscp: u8,
 ) -> Result<AddressHandle, Refusal> {
-    let path_err = |m: String| Refusal(ErrorKind::Path, m);
-    let mac = mac.ok_or_else(|| path_err(format!("no neighbour entry for {ip}")))?;
-    let family = if ip.is_ipv6() { "IPv6" } else { "IPv4" };
-    let path = iface.path_to(Qpn::new(0), ip, mac, dscp).ok_or_else(|| {
-        path_err(format!(
-            "interface {} has no usable {family} address",
-            iface.name
-        ))
-    })?;
-    AddressHandle::new(path).map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
+    let path = path_to(iface, Qpn::new(0), ip, mac, dscp)?;
+    AddressHandle::new(path).map_err(|e| path_refusal(PathError::Invalid(e)))
 }
 
 /// INIT→RTR→RTS attributes towards the peer of `spec` (its next hop's MAC already resolved by
 /// the control plane).
 fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<ConnectAttr, Refusal> {
     let path_err = |m: String| Refusal(ErrorKind::Path, m);
-    let mac = spec
-        .mac
-        .ok_or_else(|| path_err(format!("no neighbour entry for {}", spec.ip)))?;
+    let path = path_to(iface, qpn, spec.ip, spec.mac, spec.dscp)?;
     let want = Mtu::from_bytes(spec.mtu).ok_or_else(|| {
         Refusal(
             ErrorKind::Invalid,
@@ -1052,13 +1059,6 @@ fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<Conne
         )
     })?;
     let v6 = spec.ip.is_ipv6();
-    let family = if v6 { "IPv6" } else { "IPv4" };
-    let path = iface.path_to(qpn, spec.ip, mac, spec.dscp).ok_or_else(|| {
-        path_err(format!(
-            "interface {} has no usable {family} address",
-            iface.name
-        ))
-    })?;
     let mtu = iface
         .path_mtu(v6)
         .ok_or_else(|| {
@@ -1107,10 +1107,7 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
 /// What differs between a send and a receive queue for [`take`].
 trait WorkRequest: Clone {
     /// Decodes a ring record; a UD send's address handle is looked up in `ahs`.
-    fn decode(
-        bytes: &[u8],
-        ahs: &BTreeMap<u32, AddressHandle>,
-    ) -> Result<Self, record::RecordError>;
+    fn decode(bytes: &[u8], ahs: &AhTable) -> Result<Self, record::RecordError>;
     /// Posts to the engine.
     fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError>;
     /// The id and completion opcode an error completion of this request carries.
@@ -1121,16 +1118,13 @@ impl WorkRequest for SendWr {
     /// An address handle the application does not hold (destroyed before the daemon took the
     /// request) leaves the request without a destination, which the engine refuses
     /// ([`PostError::Unsupported`]): it completes with an error, as any refused request.
-    fn decode(
-        bytes: &[u8],
-        ahs: &BTreeMap<u32, AddressHandle>,
-    ) -> Result<Self, record::RecordError> {
+    fn decode(bytes: &[u8], ahs: &AhTable) -> Result<Self, record::RecordError> {
         let rec = record::decode::<SendRecord>(bytes)?;
         let ud = rec.ud()?;
         let mut wr = SendWr::try_from(rec)?;
         wr.ud = ud.and_then(|(ah, remote_qpn, remote_qkey)| {
             Some(UdDest {
-                ah: *ahs.get(&ah)?,
+                ah: *ahs.get(ah)?,
                 remote_qpn,
                 remote_qkey,
             })
@@ -1146,10 +1140,7 @@ impl WorkRequest for SendWr {
 }
 
 impl WorkRequest for RecvWr {
-    fn decode(
-        bytes: &[u8],
-        _ahs: &BTreeMap<u32, AddressHandle>,
-    ) -> Result<Self, record::RecordError> {
+    fn decode(bytes: &[u8], _ahs: &AhTable) -> Result<Self, record::RecordError> {
         record::decode::<RecvRecord>(bytes).map(RecvWr::from)
     }
     fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
@@ -1168,7 +1159,7 @@ fn take<W: WorkRequest>(
     ep: &mut Endpoint,
     qpn: Qpn,
     (ring, waiting): (&mut Ring, &mut Option<W>),
-    ahs: &BTreeMap<u32, AddressHandle>,
+    ahs: &AhTable,
     mut cq: Option<&mut CqShare>,
     buf: &mut Vec<u8>,
     c: &mut HostCounters,

@@ -28,3 +28,15 @@ pub fn wiretest() -> PathBuf {
     );
     p
 }
+
+/// An example tool, beside `rocev2d` in the target directory (the examples package's binaries
+/// are built by `cargo test --workspace` before any test runs).
+pub fn example(name: &str) -> PathBuf {
+    let p = Path::new(BIN).with_file_name(name);
+    assert!(
+        p.is_file(),
+        "{} not found: build it with `cargo build -p rocev2-examples`",
+        p.display()
+    );
+    p
+}
