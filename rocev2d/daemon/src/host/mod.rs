@@ -1030,8 +1030,10 @@ fn path_to(
 /// A path or handle the interface cannot make, as a refusal.
 fn path_refusal(e: PathError) -> Refusal {
     let kind = match e {
-        PathError::Invalid(_) => ErrorKind::Invalid,
-        PathError::NoAddress { .. } | PathError::Neighbour { .. } => ErrorKind::Path,
+        PathError::Invalid(_) | PathError::NotAnMtu(_) => ErrorKind::Invalid,
+        PathError::NoAddress { .. } | PathError::Neighbour { .. } | PathError::MtuTooSmall(_) => {
+            ErrorKind::Path
+        }
     };
     Refusal(kind, e.to_string())
 }
