@@ -197,7 +197,7 @@ async fn serve(
         uid: cred.uid.as_raw(),
     };
     let mut dec = Decoder::default();
-    let (hello, _) = read_frame(&s, &mut dec).await?;
+    let (hello, hello_fds) = read_frame(&s, &mut dec).await?;
     if !access.allows(creds.uid) {
         tracing::warn!(
             pid = creds.pid,
@@ -234,6 +234,10 @@ async fn serve(
             .await;
         }
     }
+    if let Err(m) = same_netns(&hello_fds) {
+        tracing::warn!(pid = creds.pid, "refused an attachment: {m}");
+        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+    }
     if !access.allows(creds.uid) {
         tracing::warn!(pid = creds.pid, uid = creds.uid, "refused an attachment");
         let m = format!(
@@ -260,6 +264,22 @@ async fn serve(
     let result = attachment(&s, &mut dec, iface, link, app, bell).await;
     link.send(Cmd::Detach { app });
     result
+}
+
+/// `Ok` when a Hello's descriptor names this daemon's network namespace; otherwise why not.
+/// An application of another namespace sees other interfaces, addresses and neighbours than
+/// the daemon it would attach to (a filesystem socket can be reached across namespaces).
+fn same_netns(fds: &[OwnedFd]) -> Result<(), String> {
+    let [ns] = fds else {
+        return Err("Hello carries one descriptor, the application's network namespace".into());
+    };
+    match rocev2_ipc::same_netns(ns.as_fd()) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(
+            "this application is in another network namespace than this rocev2d: run it in the daemon's namespace, or a rocev2d in its own".into(),
+        ),
+        Err(e) => Err(format!("reading the application's network namespace: {e}")),
+    }
 }
 
 async fn attachment(

@@ -24,9 +24,35 @@ mod common;
 use common::*;
 use rocev2_datapath::clock::cpu_time;
 use rocev2_testbed::{Process, Testbed, exec};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+
+/// This process attached to the daemon of `host` in test `test`, from a thread in `host`'s
+/// network namespace: the daemon refuses an application of another namespace.
+fn attach(tb: &Testbed, test: &str, host: &str) -> rocev2::Device {
+    in_netns(tb, host, || {
+        rocev2::Device::attach_socket(socket(test, host).as_ref()).expect("attach")
+    })
+}
+
+/// `f`'s result, run on a thread in `host`'s network namespace.
+fn in_netns<T: Send>(tb: &Testbed, host: &str, f: impl FnOnce() -> T + Send) -> T {
+    let ns = format!("/run/netns/{}", tb.node(host).expect("host").netns);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let file = std::fs::File::open(&ns).expect("namespace file");
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&file),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .expect("setns");
+            f()
+        })
+        .join()
+        .expect("attaching thread")
+    })
+}
 
 /// The control socket of the daemon of `host` in test `test`.
 fn socket(test: &str, host: &str) -> String {
@@ -73,7 +99,7 @@ impl Rig {
 
     /// This process attached to `host`'s daemon.
     fn attach(&self, host: &str) -> rocev2::Device {
-        rocev2::Device::attach_socket(socket(self.test, host).as_ref()).expect("attach")
+        attach(&self.tb, self.test, host)
     }
 }
 
@@ -338,10 +364,11 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     let path = socket(test, "h0");
     let hello = {
         let mut v = Vec::new();
-        // Request::Hello { version } in postcard (variant 0, a one-byte varint).
+        // Request::Hello { version } in postcard (variant 0, a one-byte varint), with one
+        // descriptor: the network namespace.
         let body = [0u8, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()];
         v.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        v.push(0);
+        v.push(1);
         v.extend_from_slice(&body);
         v
     };
@@ -355,14 +382,23 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
         // Hello, then a request naming objects this connection does not own, then garbage.
         [&hello[..], &[2, 0, 0, 0, 0, 11, 7][..], &[0xff; 16][..]].concat(),
     ];
-    for bytes in cases {
-        let mut s = UnixStream::connect(&path).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(&bytes).expect("write");
-        let mut rest = Vec::new();
-        // The daemon answers what it can and closes the connection: read to the end.
-        let _ = s.read_to_end(&mut rest);
-    }
+    // From h0's namespace, whose descriptor goes with the Hello.
+    in_netns(&tb, "h0", || {
+        let ns = rocev2_ipc::netns().expect("namespace");
+        for bytes in cases {
+            let mut s = UnixStream::connect(&path).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let fds = if bytes.starts_with(&hello) {
+                vec![std::os::fd::AsFd::as_fd(&ns)]
+            } else {
+                Vec::new()
+            };
+            rocev2_ipc::frame::send_all(&s, &bytes, &fds).expect("write");
+            let mut rest = Vec::new();
+            // The daemon answers what it can and closes the connection: read to the end.
+            let _ = s.read_to_end(&mut rest);
+        }
+    });
     let snap = wait_detached(test, "h0");
     assert_eq!(snap["host"]["attached"], 1, "{snap}");
     assert_eq!(snap["host"]["detached"], 1, "{snap}");
@@ -385,10 +421,9 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     let tb = pair();
     let _d0 = daemon(&tb, test, "h0");
     let mut d1 = daemon(&tb, test, "h1");
-    // This process is in neither namespace: the control sockets are files, and the daemons
-    // resolve the path in their own.
-    let a = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0");
-    let b = Device::attach_socket(socket(test, "h1").as_ref()).expect("attach h1");
+    // The control sockets are files, reached from each daemon's namespace.
+    let a = attach(&tb, test, "h0");
+    let b = attach(&tb, test, "h1");
     let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
     let side = |d: &Device| {
         let pd = d.alloc_pd().unwrap();
@@ -1003,7 +1038,7 @@ fn attach_cm_mra_then_accept_through_two_daemons() {
     };
     let tb = &rig.tb;
     let a = rig.attach("h0");
-    let other = Device::attach_socket(socket(test, "h0").as_ref()).expect("attach h0 again");
+    let other = rig.attach("h0");
     let b = rig.attach("h1");
     let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
     let service = ServiceId::rdma_cm(PortSpace::TCP, 7178);

@@ -4,11 +4,13 @@
 //! - Both daemons start, an application in each namespace attaches to its own (a checked
 //!   ping-pong between them), and `rocev2d stats` without flags reads its own namespace's.
 //! - A tool opening the served interface in-process attaches to the daemon instead.
+//! - An application from another network namespace is refused by name.
 
 mod common;
 use common::*;
 use rocev2_testbed::netns::{VethEnd, veth_pair};
 use rocev2_testbed::{Process, exec};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -44,10 +46,13 @@ impl Namespaces {
         c
     }
 
-    /// A daemon on `eth0` of namespace `i`, on its default socket.
-    fn daemon(&self, i: usize) -> Process {
+    /// A daemon on `eth0` of namespace `i`, on its default socket unless `socket` is given.
+    fn daemon(&self, i: usize, socket: Option<&str>) -> Process {
         let mut cmd = self.command(i, BIN);
         cmd.args(["run", "--iface", IFACE, "--datapath", "packet"]);
+        if let Some(s) = socket {
+            cmd.args(["--socket", s]);
+        }
         let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
         d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
             .expect("daemon serving");
@@ -67,6 +72,16 @@ impl Drop for Namespaces {
         for n in &self.0 {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
         }
+    }
+}
+
+/// Removes a socket file when the test ends, however it ends: a daemon killed with SIGKILL
+/// leaves its file behind.
+struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -98,7 +113,7 @@ fn same_interface_name_in_two_namespaces_each_daemon_serves_its_own() {
     }
     let ns = Namespaces::new(test);
     // The second daemon would have been refused while both used one socket path.
-    let _d = [ns.daemon(0), ns.daemon(1)];
+    let _d = [ns.daemon(0, None), ns.daemon(1, None)];
     pingpong(&ns, [&["--attach"], &["--attach"]], 18620);
     for i in 0..2 {
         let s = ns.stats(i);
@@ -117,7 +132,7 @@ fn an_in_process_open_of_a_served_interface_attaches() {
         return;
     }
     let ns = Namespaces::new(test);
-    let _d = [ns.daemon(0), ns.daemon(1)];
+    let _d = [ns.daemon(0, None), ns.daemon(1, None)];
     // Neither side asks for --attach: an engine of its own would lose the frames to the
     // daemon's steering (RETRY_EXC_ERR on both sides); the open attaches instead.
     pingpong(&ns, [&[], &[]], 18621);
@@ -125,4 +140,32 @@ fn an_in_process_open_of_a_served_interface_attaches() {
         let s = ns.stats(i);
         assert!(s["packets"]["tx_packets"].as_u64().unwrap() >= 200, "{s}");
     }
+}
+
+#[test]
+fn an_application_from_another_namespace_is_refused() {
+    let test = "othernet";
+    if !need_root(test) {
+        return;
+    }
+    let ns = Namespaces::new(test);
+    // A filesystem socket: reachable from this test's namespace, unlike the abstract default.
+    let socket = format!("/tmp/rocev2d-{test}-{}.sock", std::process::id());
+    let _file = SocketFile(PathBuf::from(&socket));
+    let _d = ns.daemon(0, Some(&socket));
+    let e = match rocev2::Device::attach_socket(socket.as_ref()) {
+        Ok(_) => panic!("attached from another network namespace"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&e, rocev2::Error::Refused { message, .. }
+            if message.contains("another network namespace")),
+        "{e}"
+    );
+    // From the daemon's namespace, through the same socket, an application attaches.
+    let mut tool = ns.command(0, example("rc_pingpong"));
+    tool.args(["-d", IFACE, "--attach", "--socket", &socket, "-p", "18622"]);
+    let mut server = Process::spawn(&mut tool).expect("spawn");
+    exec::wait_for_port(&ns.0[0], exec::Proto::Tcp, 18622, SETUP).expect("attached and listening");
+    server.kill();
 }

@@ -75,6 +75,27 @@ pub fn serving(iface: &str) -> Option<PathBuf> {
     connect(&path).ok().map(|_| path)
 }
 
+/// The network namespace of the calling thread, as a descriptor: an application hands it to
+/// the daemon with its Hello, and the daemon compares it with its own ([`same_netns`]).
+///
+/// # Errors
+/// `/proc/thread-self/ns/net` could not be opened.
+pub fn netns() -> io::Result<std::os::fd::OwnedFd> {
+    std::fs::File::open("/proc/thread-self/ns/net").map(Into::into)
+}
+
+/// Whether namespace descriptor `ns` names the calling thread's network namespace. Unlike the
+/// peer's PID, a descriptor cannot come to name another process's namespace by PID reuse.
+///
+/// # Errors
+/// `fstat` of `ns` or of the calling thread's namespace failed.
+pub fn same_netns(ns: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    let key = |st: rustix::fs::Stat| (st.st_dev, st.st_ino);
+    let theirs = key(rustix::fs::fstat(ns)?);
+    let ours = key(rustix::fs::fstat(netns()?)?);
+    Ok(theirs == ours)
+}
+
 /// The default control sockets that daemons listen on in this network namespace (from
 /// `/proc/self/net/unix`, which lists this namespace's sockets), sorted.
 ///
@@ -129,5 +150,13 @@ mod tests {
         connect(&file).unwrap();
         drop(l);
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn a_threads_namespace_is_its_own_and_no_other_file_is() {
+        use std::os::fd::AsFd as _;
+        assert!(same_netns(netns().unwrap().as_fd()).unwrap());
+        let other = std::fs::File::open("/proc/self/ns/ipc").unwrap();
+        assert!(!same_netns(other.as_fd()).unwrap());
     }
 }

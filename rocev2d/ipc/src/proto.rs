@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -43,7 +43,8 @@ pub const SLOT_SIZE: usize = 256;
 /// What an application asks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
-    /// First message: the application's protocol version.
+    /// First message: the application's protocol version, with one descriptor: the network
+    /// namespace of the attaching thread ([`crate::netns`]), which must be the daemon's.
     Hello {
         /// [`VERSION`] of the application's build.
         version: u32,

@@ -153,13 +153,14 @@ impl Attached {
             source,
         })?;
         let mut dec = Decoder::default();
+        let ns = rocev2_ipc::netns().map_err(Error::Io)?;
         let (welcome, fds) = call(
             &sock,
             &mut dec,
             &Request::Hello {
                 version: proto::VERSION,
             },
-            &[],
+            &[ns.as_fd()],
             CALL_TIMEOUT,
         )?;
         let (iface, datapath, reason) = match welcome {
