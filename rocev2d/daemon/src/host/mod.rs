@@ -41,12 +41,11 @@ use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, MrId, PdId};
 use rocev2_core::qp::{
-    AddressHandle, ConnectAttr, CqId, Mtu, Path, PostError, QpAttr, QpConfig, QpMode, QpState,
-    RecvWr, SendWr, UdDest,
+    AddressHandle, ConnectAttr, CqId, Path, PostError, QpAttr, QpConfig, QpMode, QpState, RecvWr,
+    SendWr, UdDest,
 };
 use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::Qpn;
-use rocev2_core::wire::ext::ExtCaps;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
 use rocev2_datapath::host::{self, AhTable, NextHop, PathError};
@@ -1013,18 +1012,11 @@ impl QpShare {
     }
 }
 
-/// The path of QP `qpn` to `ip` from the daemon's interface (its MAC and address, never the
-/// application's say), the next hop's MAC `mac` already resolved by the control plane.
-fn path_to(
-    iface: &Interface,
-    qpn: Qpn,
-    ip: std::net::IpAddr,
-    mac: Option<[u8; 6]>,
-    dscp: u8,
-) -> Result<Path, Refusal> {
-    let mac =
-        mac.ok_or_else(|| Refusal(ErrorKind::Path, format!("no neighbour entry for {ip}")))?;
-    host::path(iface, qpn, ip, NextHop::Mac(mac), dscp).map_err(path_refusal)
+/// The next hop towards `ip`: the MAC the control plane resolved (paths go from the daemon's
+/// interface, its MAC and address, never the application's say).
+fn next_hop(ip: std::net::IpAddr, mac: Option<[u8; 6]>) -> Result<NextHop, Refusal> {
+    mac.map(NextHop::Mac)
+        .ok_or_else(|| Refusal(ErrorKind::Path, format!("no neighbour entry for {ip}")))
 }
 
 /// A path or handle the interface cannot make, as a refusal.
@@ -1045,44 +1037,13 @@ fn address_handle(
     mac: Option<[u8; 6]>,
     dscp: u8,
 ) -> Result<AddressHandle, Refusal> {
-    let path = path_to(iface, Qpn::new(0), ip, mac, dscp)?;
-    AddressHandle::new(path).map_err(|e| path_refusal(PathError::Invalid(e)))
+    host::address_handle(iface, ip, next_hop(ip, mac)?, dscp).map_err(path_refusal)
 }
 
 /// INIT→RTR→RTS attributes towards the peer of `spec` (its next hop's MAC already resolved by
 /// the control plane).
 fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<ConnectAttr, Refusal> {
-    let path_err = |m: String| Refusal(ErrorKind::Path, m);
-    let path = path_to(iface, qpn, spec.ip, spec.mac, spec.dscp)?;
-    let want = Mtu::from_bytes(spec.mtu).ok_or_else(|| {
-        Refusal(
-            ErrorKind::Invalid,
-            format!("MTU {} is not an IBA MTU", spec.mtu),
-        )
-    })?;
-    let v6 = spec.ip.is_ipv6();
-    let mtu = iface
-        .path_mtu(v6)
-        .ok_or_else(|| {
-            path_err(format!(
-                "interface {} MTU is too small for RoCE",
-                iface.name
-            ))
-        })?
-        .min(want);
-    Ok(ConnectAttr {
-        path,
-        mtu,
-        dest_qpn: Qpn::new(spec.dest_qpn & 0xff_ffff),
-        rq_psn: spec.remote_psn & 0xff_ffff,
-        sq_psn: spec.local_psn & 0xff_ffff,
-        rd_atomic: spec.rd_atomic,
-        min_rnr_timer: spec.min_rnr_timer,
-        timeout: spec.timeout,
-        retry_cnt: spec.retry_cnt,
-        rnr_retry: spec.rnr_retry,
-        peer_ext: ExtCaps::from_word(spec.peer_ext),
-    })
+    host::connect_attr(iface, qpn, spec, next_hop(spec.ip, spec.mac)?).map_err(path_refusal)
 }
 
 /// The error completion of a work request the engine refused at post time.

@@ -3,6 +3,7 @@
 use super::*;
 use rocev2_core::cq::WcOpcode;
 use rocev2_core::qp::SendOp;
+use rocev2_core::wire::ext::ExtCaps;
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::proto::ErrorKind;
 use std::os::unix::net::UnixStream;
