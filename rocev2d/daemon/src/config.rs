@@ -83,6 +83,11 @@ pub enum Error {
         /// What is accepted.
         range: &'static str,
     },
+    /// `cc.scheme` names no scheme of the core's table ([`rocev2_core::cc::SCHEMES`]).
+    Scheme {
+        /// The value given.
+        value: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -94,6 +99,14 @@ impl std::fmt::Display for Error {
                 write!(
                     f,
                     "config key `{key}` = {value} is out of range (accepted: {range})"
+                )
+            }
+            Error::Scheme { value } => {
+                let names: Vec<&str> = CcScheme::names().collect();
+                write!(
+                    f,
+                    "config key `cc.scheme` = {value} is out of range (accepted: {})",
+                    names.join(", ")
                 )
             }
         }
@@ -471,10 +484,8 @@ impl Config {
             })?);
         }
         if let Some(name) = f.cc.scheme {
-            c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Range {
-                key: "cc.scheme",
+            c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Scheme {
                 value: format!("{name:?}"),
-                range: "none, dcqcn, dcqcn_cx4, dcqcn_plus, dart",
             })?;
         }
         if let Some(g) = f.cc.line_gbps {

@@ -25,6 +25,7 @@ pub mod pacer;
 
 use crate::time::{Duration, Instant, Rate};
 use crate::wire::Qpn;
+use crate::wire::ext::ExtCaps;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 pub use dart::Dart;
@@ -210,8 +211,8 @@ impl CcConfig {
 }
 
 /// A congestion control scheme chosen by name (the daemon's `[cc] scheme`, the model's
-/// `[host] cc`): it builds each QP's controller, the endpoint's receiver side and the REXT fields
-/// both ends announce, so every user wires the three the same way.
+/// `[host] cc`); its row of [`SCHEMES`] builds each QP's controller, the endpoint's receiver
+/// side and the REXT fields both ends announce, so every user wires the three the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CcScheme {
     /// No congestion control: the QP sends unpaced.
@@ -227,69 +228,144 @@ pub enum CcScheme {
     Dart,
 }
 
-impl CcScheme {
-    /// Every scheme, in the order of [`CcScheme::NAMES`].
-    pub const ALL: [CcScheme; 5] = [
-        CcScheme::None,
-        CcScheme::Dcqcn,
-        CcScheme::DcqcnCx4,
-        CcScheme::DcqcnPlus,
-        CcScheme::Dart,
-    ];
-    /// The names configuration files use.
-    pub const NAMES: [&'static str; 5] = ["none", "dcqcn", "dcqcn_cx4", "dcqcn_plus", "dart"];
+/// One congestion-control scheme: the name configuration files use, the factory of a QP's
+/// sender controller, the endpoint's receiver side (notification point, DASR) and the REXT fields
+/// both ends announce. A scheme is its own file in this module plus one row of [`SCHEMES`].
+#[derive(Debug)]
+pub struct Scheme {
+    /// The enum value that names the row in code.
+    pub id: CcScheme,
+    /// The configuration name (the daemon's `[cc] scheme`, the model's `[host] cc`).
+    pub name: &'static str,
+    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
+    /// paper's parameters changed where the tuning says so; `None` leaves the QP unpaced.
+    pub sender: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig>,
+    /// The receiver side of an endpoint, with the same tuning as its QPs.
+    pub receiver: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc,
+    /// The REXT fields both ends of a connection announce.
+    pub peer_ext: ExtCaps,
+}
 
+/// No REXT field: the start of every row's [`Scheme::peer_ext`].
+const NO_EXT: ExtCaps = ExtCaps {
+    dasr_n: false,
+    cnp_tau: false,
+    lookahead: false,
+    multipath: false,
+};
+
+/// DCQCN's notification point: one CNP per QP per `p.cnp_interval`.
+fn dcqcn_np(p: DcqcnParams) -> NpConfig {
+    NpConfig::Dcqcn {
+        interval: p.cnp_interval,
+    }
+}
+
+/// Every congestion-control scheme, one row each, in the order of [`CcScheme`]'s values (checked
+/// when the crate compiles).
+pub static SCHEMES: [Scheme; 5] = ROWS;
+
+/// Row `i` is [`CcScheme`]'s value `i`, so [`CcScheme::row`] is an index.
+const _: () = {
+    let mut i = 0;
+    while i < ROWS.len() {
+        assert!(
+            ROWS[i].id as usize == i,
+            "SCHEMES rows follow CcScheme's order"
+        );
+        i += 1;
+    }
+};
+
+/// The rows of [`SCHEMES`].
+const ROWS: [Scheme; 5] = [
+    Scheme {
+        id: CcScheme::None,
+        name: "none",
+        sender: |_, _, _| None,
+        receiver: |_, _, _| ReceiverCc::default(),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::Dcqcn,
+        name: "dcqcn",
+        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::paper(line)))),
+        receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::paper(line)), None),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::DcqcnCx4,
+        name: "dcqcn_cx4",
+        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::cx4(line)))),
+        receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::cx4(line)), None),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::DcqcnPlus,
+        name: "dcqcn_plus",
+        sender: |line, mtu, t| {
+            Some(CcConfig::DcqcnPlus(
+                t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu)),
+            ))
+        },
+        receiver: |line, mtu, t| {
+            ReceiverCc::new(
+                NpConfig::DcqcnPlus(t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu))),
+                None,
+            )
+        },
+        peer_ext: ExtCaps {
+            cnp_tau: true,
+            ..NO_EXT
+        },
+    },
+    Scheme {
+        id: CcScheme::Dart,
+        name: "dart",
+        sender: |line, _, t| Some(CcConfig::Dart(t.dcqcn(DcqcnParams::paper(line)))),
+        receiver: |line, _, t| {
+            ReceiverCc::new(
+                dcqcn_np(DcqcnParams::paper(line)),
+                Some(t.dasr(DasrParams::paper(line))),
+            )
+        },
+        peer_ext: ExtCaps {
+            dasr_n: true,
+            lookahead: true,
+            ..NO_EXT
+        },
+    },
+];
+
+impl CcScheme {
+    /// The scheme's row of [`SCHEMES`].
+    pub fn row(self) -> &'static Scheme {
+        &SCHEMES[self as usize]
+    }
+    /// Every scheme's configuration name, in table order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        SCHEMES.iter().map(|s| s.name)
+    }
     /// The scheme's configuration name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
+        self.row().name
     }
     /// The scheme called `name`, if any.
     pub fn from_name(name: &str) -> Option<CcScheme> {
-        Self::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| Self::ALL[i])
+        SCHEMES.iter().find(|s| s.name == name).map(|s| s.id)
     }
     /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
     /// paper's parameters changed where `tuning` says so.
     pub fn qp_config(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig> {
-        match self {
-            CcScheme::None => None,
-            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::paper(line)))),
-            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::cx4(line)))),
-            CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(
-                tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes)),
-            )),
-            CcScheme::Dart => Some(CcConfig::Dart(tuning.dcqcn(DcqcnParams::paper(line)))),
-        }
+        (self.row().sender)(line, mtu_bytes, tuning)
     }
     /// The receiver side of an endpoint, with the same `tuning` as its QPs.
     pub fn receiver(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc {
-        let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
-            interval: p.cnp_interval,
-        };
-        match self {
-            CcScheme::None => ReceiverCc::default(),
-            CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
-            CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
-            CcScheme::DcqcnPlus => ReceiverCc::new(
-                NpConfig::DcqcnPlus(tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes))),
-                None,
-            ),
-            CcScheme::Dart => ReceiverCc::new(
-                dcqcn(DcqcnParams::paper(line)),
-                Some(tuning.dasr(DasrParams::paper(line))),
-            ),
-        }
+        (self.row().receiver)(line, mtu_bytes, tuning)
     }
     /// The REXT fields both ends of a connection announce.
-    pub fn peer_ext(self) -> crate::wire::ext::ExtCaps {
-        crate::wire::ext::ExtCaps {
-            dasr_n: self == CcScheme::Dart,
-            cnp_tau: self == CcScheme::DcqcnPlus,
-            lookahead: self == CcScheme::Dart,
-            ..crate::wire::ext::ExtCaps::default()
-        }
+    pub fn peer_ext(self) -> ExtCaps {
+        self.row().peer_ext
     }
 }
 
@@ -535,8 +611,9 @@ mod tests {
 
     #[test]
     fn cc_scheme_names_round_trip() {
-        for s in CcScheme::ALL {
-            assert_eq!(CcScheme::from_name(s.name()), Some(s));
+        for row in &SCHEMES {
+            assert!(core::ptr::eq(row.id.row(), row), "{} has one row", row.name);
+            assert_eq!(CcScheme::from_name(row.name), Some(row.id));
         }
         assert_eq!(CcScheme::from_name("timely"), None);
         let line = Rate::from_gbps(10);
