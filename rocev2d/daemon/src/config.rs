@@ -41,7 +41,7 @@
 //! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
-//! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
+//! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart | timely
 //! line_gbps = 10           # 0.001..=1000: the port's rate, where flows start
 //! mtu_bytes = 1024         # 256..=4096: M of DCQCN+'s eqs. (16), (17)
 //! min_rate_mbps = 100      # 0.001..=1000000: DCQCN's R_min (dcqcn, dcqcn_cx4, dart);
@@ -613,7 +613,7 @@ mod tests {
         assert_eq!(iv, Some(Duration::from_micros(1000)));
         assert!(Config::parse("[cc]\ndasr_interval_us = 0").is_err());
         assert!(Config::default().cc.qp_config().is_none(), "default: none");
-        let e = Config::parse("[cc]\nscheme = \"timely\"")
+        let e = Config::parse("[cc]\nscheme = \"hpcc\"")
             .unwrap_err()
             .to_string();
         assert!(e.contains("`cc.scheme`") && e.contains("dcqcn_plus"), "{e}");

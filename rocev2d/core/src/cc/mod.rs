@@ -14,14 +14,14 @@
 //! | DCQCN (seed 002 §II-B) | [`dcqcn::Dcqcn`] | [`dcqcn::DcqcnNp`]: one CNP per N per QP |
 //! | DCQCN+ (seed 002 §IV-B) | [`dcqcn_plus::DcqcnPlus`] | [`dcqcn_plus::DcqcnPlusNp`]: round robin, τ = l·δ |
 //! | Dart = DASR + DCQCN (seed 000 §III) | [`dart::Dart`]: min(DCQCN, line/N) | [`dasr::DasrReceiver`] + DCQCN NP |
-//!
-//! NOT IMPLEMENTED (issue 6): TIMELY (optional in the issue).
+//! | TIMELY (SIGCOMM'15 §5.2 Alg. 1; no seed copy) | [`timely::Timely`]: RTT gradient | none (the requester's RTT samples) |
 
 pub mod dart;
 pub mod dasr;
 pub mod dcqcn;
 pub mod dcqcn_plus;
 pub mod pacer;
+pub mod timely;
 
 use crate::time::{Duration, Instant, Rate};
 use crate::wire::Qpn;
@@ -33,6 +33,7 @@ pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DataArrival};
 pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
 pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
 pub use pacer::Pacer;
+pub use timely::{Timely, TimelyParams};
 
 /// α after the decay α = (1 − g)·α has been applied once per whole `period` since `since`
 /// (seed 002 eqs. (10) and (23)), computed when needed instead of by a periodic timer, which
@@ -59,12 +60,22 @@ pub(crate) fn decayed_alpha(
 pub struct AckInfo {
     /// DASR's N from the REXT header, when the peer sends it.
     pub dasr_n: Option<u16>,
+    /// The round trip of the newest packet this ACK covers that asked for an ACK and was sent
+    /// once (TIMELY's RTT sample), when there is one.
+    pub rtt: Option<Duration>,
 }
 
 impl AckInfo {
     /// An ACK carrying DASR's N (or not).
     pub fn new(dasr_n: Option<u16>) -> AckInfo {
-        AckInfo { dasr_n }
+        AckInfo { dasr_n, rtt: None }
+    }
+    /// The same ACK with an RTT sample.
+    pub fn with_rtt(self, rtt: Duration) -> AckInfo {
+        AckInfo {
+            rtt: Some(rtt),
+            ..self
+        }
     }
 }
 
@@ -147,6 +158,8 @@ pub enum AnyController {
     DcqcnPlus(DcqcnPlus),
     /// Dart (DASR + DCQCN).
     Dart(Dart),
+    /// TIMELY.
+    Timely(Timely),
     /// An experiment's own controller.
     Custom(Box<dyn CongestionController>),
 }
@@ -159,6 +172,7 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
+            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_ref(),
         }
     }
@@ -169,6 +183,7 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
+            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_mut(),
         }
     }
@@ -185,6 +200,8 @@ pub enum CcConfig {
     DcqcnPlus(DcqcnPlusParams),
     /// Dart: DCQCN parameters for the fall-back; DASR uses the same line rate.
     Dart(DcqcnParams),
+    /// TIMELY with these parameters.
+    Timely(TimelyParams),
 }
 
 impl CcConfig {
@@ -194,6 +211,7 @@ impl CcConfig {
             CcConfig::LineRate(r) => *r,
             CcConfig::Dcqcn(p) | CcConfig::Dart(p) => p.line_rate,
             CcConfig::DcqcnPlus(p) => p.line_rate,
+            CcConfig::Timely(p) => p.line_rate,
         }
     }
     /// Builds the controller.
@@ -206,6 +224,7 @@ impl CcConfig {
                 dcqcn: Dcqcn::new(p),
                 dasr: DasrSender::new(p.line_rate),
             }),
+            CcConfig::Timely(p) => AnyController::Timely(Timely::new(p)),
         }
     }
 }
@@ -226,6 +245,8 @@ pub enum CcScheme {
     DcqcnPlus,
     /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
     Dart,
+    /// TIMELY: RTT gradient, no receiver side (SIGCOMM'15, seed 000 §VI-A's other baseline).
+    Timely,
 }
 
 /// One congestion-control scheme: the name configuration files use, the factory of a QP's
@@ -263,7 +284,7 @@ fn dcqcn_np(p: DcqcnParams) -> NpConfig {
 
 /// Every congestion-control scheme, one row each, in the order of [`CcScheme`]'s values (checked
 /// when the crate compiles).
-pub static SCHEMES: [Scheme; 5] = ROWS;
+pub static SCHEMES: [Scheme; 6] = ROWS;
 
 /// Row `i` is [`CcScheme`]'s value `i`, so [`CcScheme::row`] is an index.
 const _: () = {
@@ -278,7 +299,7 @@ const _: () = {
 };
 
 /// The rows of [`SCHEMES`].
-const ROWS: [Scheme; 5] = [
+const ROWS: [Scheme; 6] = [
     Scheme {
         id: CcScheme::None,
         name: "none",
@@ -334,6 +355,13 @@ const ROWS: [Scheme; 5] = [
             lookahead: true,
             ..NO_EXT
         },
+    },
+    Scheme {
+        id: CcScheme::Timely,
+        name: "timely",
+        sender: |line, _, _| Some(CcConfig::Timely(TimelyParams::paper(line))),
+        receiver: |_, _, _| ReceiverCc::default(),
+        peer_ext: NO_EXT,
     },
 ];
 
@@ -615,7 +643,7 @@ mod tests {
             assert!(core::ptr::eq(row.id.row(), row), "{} has one row", row.name);
             assert_eq!(CcScheme::from_name(row.name), Some(row.id));
         }
-        assert_eq!(CcScheme::from_name("timely"), None);
+        assert_eq!(CcScheme::from_name("hpcc"), None);
         let line = Rate::from_gbps(10);
         assert!(
             CcScheme::None
