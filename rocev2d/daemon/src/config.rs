@@ -43,7 +43,7 @@
 //! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
-//! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart
+//! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart | timely
 //! line_gbps = 10           # 0.001..=1000: the port's rate, where flows start
 //! mtu_bytes = 1024         # 256..=4096: M of DCQCN+'s eqs. (16), (17)
 //! min_rate_mbps = 100      # 0.001..=1000000: DCQCN's R_min (dcqcn, dcqcn_cx4, dart);
@@ -85,6 +85,11 @@ pub enum Error {
         /// What is accepted.
         range: &'static str,
     },
+    /// `cc.scheme` names no scheme of the core's table ([`rocev2_core::cc::SCHEMES`]).
+    Scheme {
+        /// The value given.
+        value: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -96,6 +101,14 @@ impl std::fmt::Display for Error {
                 write!(
                     f,
                     "config key `{key}` = {value} is out of range (accepted: {range})"
+                )
+            }
+            Error::Scheme { value } => {
+                let names: Vec<&str> = CcScheme::names().collect();
+                write!(
+                    f,
+                    "config key `cc.scheme` = {value} is out of range (accepted: {})",
+                    names.join(", ")
                 )
             }
         }
@@ -474,10 +487,8 @@ impl Config {
             })?);
         }
         if let Some(name) = f.cc.scheme {
-            c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Range {
-                key: "cc.scheme",
+            c.cc.scheme = CcScheme::from_name(&name).ok_or(Error::Scheme {
                 value: format!("{name:?}"),
-                range: "none, dcqcn, dcqcn_cx4, dcqcn_plus, dart",
             })?;
         }
         if let Some(g) = f.cc.line_gbps {
@@ -605,7 +616,7 @@ mod tests {
         assert_eq!(iv, Some(Duration::from_micros(1000)));
         assert!(Config::parse("[cc]\ndasr_interval_us = 0").is_err());
         assert!(Config::default().cc.qp_config().is_none(), "default: none");
-        let e = Config::parse("[cc]\nscheme = \"timely\"")
+        let e = Config::parse("[cc]\nscheme = \"hpcc\"")
             .unwrap_err()
             .to_string();
         assert!(e.contains("`cc.scheme`") && e.contains("dcqcn_plus"), "{e}");

@@ -144,7 +144,7 @@ impl MpSpec {
 /// The congestion control every host runs: one of the core's rate-based schemes (the same
 /// controllers and receivers as the daemon's, at each host's line rate), or MP-RDMA, whose
 /// multipath QP window is its congestion control. A scenario names it as a string: the core's
-/// [`CcScheme::NAMES`] or `mp_rdma`.
+/// [`CcScheme::names`] or `mp_rdma`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostCc {
     /// A rate-based scheme of `rocev2_core::cc` (`none`: unpaced, as the engine without a
@@ -228,7 +228,7 @@ impl<'de> Deserialize<'de> for HostCc {
         impl Expected for Names {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "one of ")?;
-                for n in CcScheme::NAMES {
+                for n in CcScheme::names() {
                     write!(f, "`{n}`, ")?;
                 }
                 write!(f, "`{}`", HostCc::MP_RDMA)

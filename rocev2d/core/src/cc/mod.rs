@@ -14,17 +14,18 @@
 //! | DCQCN (seed 002 §II-B) | [`dcqcn::Dcqcn`] | [`dcqcn::DcqcnNp`]: one CNP per N per QP |
 //! | DCQCN+ (seed 002 §IV-B) | [`dcqcn_plus::DcqcnPlus`] | [`dcqcn_plus::DcqcnPlusNp`]: round robin, τ = l·δ |
 //! | Dart = DASR + DCQCN (seed 000 §III) | [`dart::Dart`]: min(DCQCN, line/N) | [`dasr::DasrReceiver`] + DCQCN NP |
-//!
-//! NOT IMPLEMENTED (issue 6): TIMELY (optional in the issue).
+//! | TIMELY (SIGCOMM'15 §5.2 Alg. 1; no seed copy) | [`timely::Timely`]: RTT gradient | none (the requester's RTT samples) |
 
 pub mod dart;
 pub mod dasr;
 pub mod dcqcn;
 pub mod dcqcn_plus;
 pub mod pacer;
+pub mod timely;
 
 use crate::time::{Duration, Instant, Rate};
 use crate::wire::Qpn;
+use crate::wire::ext::ExtCaps;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 pub use dart::Dart;
@@ -32,6 +33,7 @@ pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DataArrival};
 pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
 pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
 pub use pacer::Pacer;
+pub use timely::{Timely, TimelyParams};
 
 /// α after the decay α = (1 − g)·α has been applied once per whole `period` since `since`
 /// (seed 002 eqs. (10) and (23)), computed when needed instead of by a periodic timer, which
@@ -58,12 +60,22 @@ pub(crate) fn decayed_alpha(
 pub struct AckInfo {
     /// DASR's N from the REXT header, when the peer sends it.
     pub dasr_n: Option<u16>,
+    /// The round trip of the newest packet this ACK covers that asked for an ACK and was sent
+    /// once (TIMELY's RTT sample), when there is one.
+    pub rtt: Option<Duration>,
 }
 
 impl AckInfo {
     /// An ACK carrying DASR's N (or not).
     pub fn new(dasr_n: Option<u16>) -> AckInfo {
-        AckInfo { dasr_n }
+        AckInfo { dasr_n, rtt: None }
+    }
+    /// The same ACK with an RTT sample.
+    pub fn with_rtt(self, rtt: Duration) -> AckInfo {
+        AckInfo {
+            rtt: Some(rtt),
+            ..self
+        }
     }
 }
 
@@ -146,6 +158,8 @@ pub enum AnyController {
     DcqcnPlus(DcqcnPlus),
     /// Dart (DASR + DCQCN).
     Dart(Dart),
+    /// TIMELY.
+    Timely(Timely),
     /// An experiment's own controller.
     Custom(Box<dyn CongestionController>),
 }
@@ -158,6 +172,7 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
+            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_ref(),
         }
     }
@@ -168,6 +183,7 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
+            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_mut(),
         }
     }
@@ -184,6 +200,8 @@ pub enum CcConfig {
     DcqcnPlus(DcqcnPlusParams),
     /// Dart: DCQCN parameters for the fall-back; DASR uses the same line rate.
     Dart(DcqcnParams),
+    /// TIMELY with these parameters.
+    Timely(TimelyParams),
 }
 
 impl CcConfig {
@@ -193,6 +211,7 @@ impl CcConfig {
             CcConfig::LineRate(r) => *r,
             CcConfig::Dcqcn(p) | CcConfig::Dart(p) => p.line_rate,
             CcConfig::DcqcnPlus(p) => p.line_rate,
+            CcConfig::Timely(p) => p.line_rate,
         }
     }
     /// Builds the controller.
@@ -205,13 +224,14 @@ impl CcConfig {
                 dcqcn: Dcqcn::new(p),
                 dasr: DasrSender::new(p.line_rate),
             }),
+            CcConfig::Timely(p) => AnyController::Timely(Timely::new(p)),
         }
     }
 }
 
 /// A congestion control scheme chosen by name (the daemon's `[cc] scheme`, the model's
-/// `[host] cc`): it builds each QP's controller, the endpoint's receiver side and the REXT fields
-/// both ends announce, so every user wires the three the same way.
+/// `[host] cc`); its row of [`SCHEMES`] builds each QP's controller, the endpoint's receiver
+/// side and the REXT fields both ends announce, so every user wires the three the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CcScheme {
     /// No congestion control: the QP sends unpaced.
@@ -225,71 +245,155 @@ pub enum CcScheme {
     DcqcnPlus,
     /// Dart: DASR at receivers, N on ACKs, DCQCN fall-back (seed 000 §III).
     Dart,
+    /// TIMELY: RTT gradient, no receiver side (SIGCOMM'15, seed 000 §VI-A's other baseline).
+    Timely,
 }
 
-impl CcScheme {
-    /// Every scheme, in the order of [`CcScheme::NAMES`].
-    pub const ALL: [CcScheme; 5] = [
-        CcScheme::None,
-        CcScheme::Dcqcn,
-        CcScheme::DcqcnCx4,
-        CcScheme::DcqcnPlus,
-        CcScheme::Dart,
-    ];
-    /// The names configuration files use.
-    pub const NAMES: [&'static str; 5] = ["none", "dcqcn", "dcqcn_cx4", "dcqcn_plus", "dart"];
+/// One congestion-control scheme: the name configuration files use, the factory of a QP's
+/// sender controller, the endpoint's receiver side (notification point, DASR) and the REXT fields
+/// both ends announce. A scheme is its own file in this module plus one row of [`SCHEMES`].
+#[derive(Debug)]
+pub struct Scheme {
+    /// The enum value that names the row in code.
+    pub id: CcScheme,
+    /// The configuration name (the daemon's `[cc] scheme`, the model's `[host] cc`).
+    pub name: &'static str,
+    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
+    /// paper's parameters changed where the tuning says so; `None` leaves the QP unpaced.
+    pub sender: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig>,
+    /// The receiver side of an endpoint, with the same tuning as its QPs.
+    pub receiver: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc,
+    /// The REXT fields both ends of a connection announce.
+    pub peer_ext: ExtCaps,
+}
 
+/// No REXT field: the start of every row's [`Scheme::peer_ext`].
+const NO_EXT: ExtCaps = ExtCaps {
+    dasr_n: false,
+    cnp_tau: false,
+    lookahead: false,
+    multipath: false,
+};
+
+/// DCQCN's notification point: one CNP per QP per `p.cnp_interval`.
+fn dcqcn_np(p: DcqcnParams) -> NpConfig {
+    NpConfig::Dcqcn {
+        interval: p.cnp_interval,
+    }
+}
+
+/// Every congestion-control scheme, one row each, in the order of [`CcScheme`]'s values (checked
+/// when the crate compiles).
+pub static SCHEMES: [Scheme; 6] = ROWS;
+
+/// Row `i` is [`CcScheme`]'s value `i`, so [`CcScheme::row`] is an index.
+const _: () = {
+    let mut i = 0;
+    while i < ROWS.len() {
+        assert!(
+            ROWS[i].id as usize == i,
+            "SCHEMES rows follow CcScheme's order"
+        );
+        i += 1;
+    }
+};
+
+/// The rows of [`SCHEMES`].
+const ROWS: [Scheme; 6] = [
+    Scheme {
+        id: CcScheme::None,
+        name: "none",
+        sender: |_, _, _| None,
+        receiver: |_, _, _| ReceiverCc::default(),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::Dcqcn,
+        name: "dcqcn",
+        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::paper(line)))),
+        receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::paper(line)), None),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::DcqcnCx4,
+        name: "dcqcn_cx4",
+        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::cx4(line)))),
+        receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::cx4(line)), None),
+        peer_ext: NO_EXT,
+    },
+    Scheme {
+        id: CcScheme::DcqcnPlus,
+        name: "dcqcn_plus",
+        sender: |line, mtu, t| {
+            Some(CcConfig::DcqcnPlus(
+                t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu)),
+            ))
+        },
+        receiver: |line, mtu, t| {
+            ReceiverCc::new(
+                NpConfig::DcqcnPlus(t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu))),
+                None,
+            )
+        },
+        peer_ext: ExtCaps {
+            cnp_tau: true,
+            ..NO_EXT
+        },
+    },
+    Scheme {
+        id: CcScheme::Dart,
+        name: "dart",
+        sender: |line, _, t| Some(CcConfig::Dart(t.dcqcn(DcqcnParams::paper(line)))),
+        receiver: |line, _, t| {
+            ReceiverCc::new(
+                dcqcn_np(DcqcnParams::paper(line)),
+                Some(t.dasr(DasrParams::paper(line))),
+            )
+        },
+        peer_ext: ExtCaps {
+            dasr_n: true,
+            lookahead: true,
+            ..NO_EXT
+        },
+    },
+    Scheme {
+        id: CcScheme::Timely,
+        name: "timely",
+        sender: |line, _, _| Some(CcConfig::Timely(TimelyParams::paper(line))),
+        receiver: |_, _, _| ReceiverCc::default(),
+        peer_ext: NO_EXT,
+    },
+];
+
+impl CcScheme {
+    /// The scheme's row of [`SCHEMES`].
+    pub fn row(self) -> &'static Scheme {
+        &SCHEMES[self as usize]
+    }
+    /// Every scheme's configuration name, in table order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        SCHEMES.iter().map(|s| s.name)
+    }
     /// The scheme's configuration name.
     pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
+        self.row().name
     }
     /// The scheme called `name`, if any.
     pub fn from_name(name: &str) -> Option<CcScheme> {
-        Self::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| Self::ALL[i])
+        SCHEMES.iter().find(|s| s.name == name).map(|s| s.id)
     }
     /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
     /// paper's parameters changed where `tuning` says so.
     pub fn qp_config(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig> {
-        match self {
-            CcScheme::None => None,
-            CcScheme::Dcqcn => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::paper(line)))),
-            CcScheme::DcqcnCx4 => Some(CcConfig::Dcqcn(tuning.dcqcn(DcqcnParams::cx4(line)))),
-            CcScheme::DcqcnPlus => Some(CcConfig::DcqcnPlus(
-                tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes)),
-            )),
-            CcScheme::Dart => Some(CcConfig::Dart(tuning.dcqcn(DcqcnParams::paper(line)))),
-        }
+        (self.row().sender)(line, mtu_bytes, tuning)
     }
     /// The receiver side of an endpoint, with the same `tuning` as its QPs.
     pub fn receiver(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc {
-        let dcqcn = |p: DcqcnParams| NpConfig::Dcqcn {
-            interval: p.cnp_interval,
-        };
-        match self {
-            CcScheme::None => ReceiverCc::default(),
-            CcScheme::Dcqcn => ReceiverCc::new(dcqcn(DcqcnParams::paper(line)), None),
-            CcScheme::DcqcnCx4 => ReceiverCc::new(dcqcn(DcqcnParams::cx4(line)), None),
-            CcScheme::DcqcnPlus => ReceiverCc::new(
-                NpConfig::DcqcnPlus(tuning.dcqcn_plus(DcqcnPlusParams::paper(line, mtu_bytes))),
-                None,
-            ),
-            CcScheme::Dart => ReceiverCc::new(
-                dcqcn(DcqcnParams::paper(line)),
-                Some(tuning.dasr(DasrParams::paper(line))),
-            ),
-        }
+        (self.row().receiver)(line, mtu_bytes, tuning)
     }
     /// The REXT fields both ends of a connection announce.
-    pub fn peer_ext(self) -> crate::wire::ext::ExtCaps {
-        crate::wire::ext::ExtCaps {
-            dasr_n: self == CcScheme::Dart,
-            cnp_tau: self == CcScheme::DcqcnPlus,
-            lookahead: self == CcScheme::Dart,
-            ..crate::wire::ext::ExtCaps::default()
-        }
+    pub fn peer_ext(self) -> ExtCaps {
+        self.row().peer_ext
     }
 }
 
@@ -535,10 +639,11 @@ mod tests {
 
     #[test]
     fn cc_scheme_names_round_trip() {
-        for s in CcScheme::ALL {
-            assert_eq!(CcScheme::from_name(s.name()), Some(s));
+        for row in &SCHEMES {
+            assert!(core::ptr::eq(row.id.row(), row), "{} has one row", row.name);
+            assert_eq!(CcScheme::from_name(row.name), Some(row.id));
         }
-        assert_eq!(CcScheme::from_name("timely"), None);
+        assert_eq!(CcScheme::from_name("hpcc"), None);
         let line = Rate::from_gbps(10);
         assert!(
             CcScheme::None

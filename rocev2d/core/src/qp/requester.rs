@@ -11,13 +11,18 @@
 //! to a PSN just moves the cursor, and a READ resent from the middle asks for the remainder
 //! only (IBA permits a requester to restart a READ at any response PSN).
 //!
+//! Under a congestion controller, each first transmission of a packet that asks for an ACK is
+//! stamped with the time it left, and the positive ACK that covers it gives the controller one
+//! RTT sample ([`crate::cc::AckInfo::rtt`], TIMELY's completion-event RTT). A go-back-N drops
+//! the stamps, since an ACK after a resend cannot tell which copy it answers (Karn's rule).
+//!
 //! Deviations: none beyond those in the module docs of [`super`].
 
 use super::framing::PathHead;
 use super::{Env, PostError, QpState, Seg, SendOp, SendWr, Shared, Timer, gather, scatter, wc};
 use crate::cq::WcStatus;
 use crate::mr::AccessFlags;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::FrameBuf;
 use crate::wire::{
     AtomicEthRepr, BthRepr, IethRepr, ImmDtRepr, NakCode, Opcode, Operation, Psn, RethRepr,
@@ -86,6 +91,9 @@ pub(super) struct Requester {
     /// A retry was spent and nothing has progressed since: the NAKs the retry provokes do not
     /// spend more ([`retry_from`]).
     retrying: bool,
+    /// AckReq packets sent once and not yet acknowledged, with when they left, oldest first
+    /// (kept only under a congestion controller).
+    rtt_stamps: VecDeque<(Psn, Instant)>,
 }
 
 impl Requester {
@@ -93,6 +101,20 @@ impl Requester {
         self.next_psn = psn;
         self.snd_una = psn;
         self.snd_max = psn;
+        self.rtt_stamps.clear();
+    }
+    /// The RTT of the newest stamped packet a positive ACK of `psn` covers, dropping the
+    /// stamps it covers.
+    fn rtt_sample(&mut self, psn: Psn, now: Instant) -> Option<Duration> {
+        let mut sent = None;
+        while let Some(&(p, t)) = self.rtt_stamps.front() {
+            if p.distance(psn) > 0 {
+                break;
+            }
+            sent = Some(t);
+            self.rtt_stamps.pop_front();
+        }
+        sent.map(|t| now - t)
     }
     pub(super) fn snd_una(&self) -> Psn {
         self.snd_una
@@ -169,6 +191,7 @@ impl Requester {
     /// Points the cursor at `psn` for go-back-N.
     fn go_back(&mut self, psn: Psn) {
         self.goback_at = Some(psn);
+        self.rtt_stamps.clear();
         match self
             .sq
             .iter()
@@ -345,6 +368,9 @@ pub(super) fn sent_new(qp: &mut Shared, now: Instant, at: usize, k: u32, psn_end
     let is_single = w.wr.op.is_rd_atomic() || k + 1 == w.npkts;
     if psn.distance(r.snd_max) < 0 {
         qp.counters.retransmits += 1;
+    } else if qp.cc.is_some() && (is_single || (k + 1).is_multiple_of(qp.cfg.ack_req_every.max(1)))
+    {
+        r.rtt_stamps.push_back((psn, now));
     }
     if psn_end.distance(r.snd_max) > 0 {
         r.snd_max = psn_end;
@@ -690,10 +716,17 @@ pub(super) fn on_response(
 ) {
     let psn = roce.bth.psn;
     let syndrome = roce.aeth.map(|a| a.syndrome);
-    // Every AETH may carry DASR's N for the controller (seed 000 §III-A).
+    // Every AETH may carry DASR's N for the controller (seed 000 §III-A); a positive ACK of a
+    // stamped packet also gives it an RTT.
     if let (Some(c), Some(_)) = (&mut qp.cc, roce.aeth) {
         let n = roce.ext.and_then(|e| e.dasr_n);
-        c.as_dyn_mut().on_ack(env.now, &crate::cc::AckInfo::new(n));
+        let mut ack = crate::cc::AckInfo::new(n);
+        if let (Operation::Acknowledge, Some(Syndrome::Ack(_))) = (op, syndrome)
+            && let Some(rtt) = qp.req.rtt_sample(psn, env.now)
+        {
+            ack = ack.with_rtt(rtt);
+        }
+        c.as_dyn_mut().on_ack(env.now, &ack);
         qp.sync_pacer(env.now);
     }
     match (op, syndrome) {
