@@ -63,10 +63,10 @@ pub enum DropReason {
     NoRecvWqe,
     /// A UD packet to QP1 that is not a CM MAD from the peer's QP1: not a SEND Only of 256
     /// bytes, a MAD base version, class or class version the CM does not serve, or another
-    /// source QP ([`Endpoint::enable_cm`]).
+    /// source QP ([`crate::Endpoint::enable_cm`]).
     BadMad,
     /// No QP with the destination QPN, which lies outside this endpoint's QPN block
-    /// ([`Endpoint::with_qpn_block`]): a frame for another shard of the same interface that
+    /// ([`crate::Endpoint::with_qpn_block`]): a frame for another shard of the same interface that
     /// the steering delivered to this one's receive queue.
     MisSteered,
 }
