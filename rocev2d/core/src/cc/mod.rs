@@ -102,6 +102,11 @@ pub trait CongestionController: core::fmt::Debug + Send {
     fn on_packet_sent(&mut self, _now: Instant, _bytes: u64) {}
     /// An ACK arrived.
     fn on_ack(&mut self, _now: Instant, _ack: &AckInfo) {}
+    /// Whether [`AckInfo::rtt`] is read: only then does the requester stamp the packets it
+    /// sends, so the schemes that ignore RTT pay nothing for it per packet.
+    fn wants_rtt(&self) -> bool {
+        false
+    }
     /// A CNP arrived.
     fn on_cnp(&mut self, _now: Instant, _cnp: &CnpInfo) {}
     /// PFC paused or resumed the QP's priority.

@@ -149,6 +149,9 @@ impl CongestionController for Timely {
     fn rate(&self) -> Rate {
         Rate::from_bps(self.rate as u64)
     }
+    fn wants_rtt(&self) -> bool {
+        true
+    }
     fn on_ack(&mut self, _now: Instant, ack: &AckInfo) {
         if let Some(rtt) = ack.rtt {
             self.on_rtt(rtt);

@@ -11,7 +11,7 @@
 //! to a PSN just moves the cursor, and a READ resent from the middle asks for the remainder
 //! only (IBA permits a requester to restart a READ at any response PSN).
 //!
-//! Under a congestion controller, each first transmission of a packet that asks for an ACK is
+//! Under a congestion controller that reads RTTs, each first transmission of a packet that asks for an ACK is
 //! stamped with the time it left, and the positive ACK that covers it gives the controller one
 //! RTT sample ([`crate::cc::AckInfo::rtt`], TIMELY's completion-event RTT). A go-back-N drops
 //! the stamps, since an ACK after a resend cannot tell which copy it answers (Karn's rule).
@@ -92,7 +92,7 @@ pub(super) struct Requester {
     /// spend more ([`retry_from`]).
     retrying: bool,
     /// AckReq packets sent once and not yet acknowledged, with when they left, oldest first
-    /// (kept only under a congestion controller).
+    /// (kept only under a controller that reads RTTs).
     rtt_stamps: VecDeque<(Psn, Instant)>,
 }
 
@@ -368,7 +368,8 @@ pub(super) fn sent_new(qp: &mut Shared, now: Instant, at: usize, k: u32, psn_end
     let is_single = w.wr.op.is_rd_atomic() || k + 1 == w.npkts;
     if psn.distance(r.snd_max) < 0 {
         qp.counters.retransmits += 1;
-    } else if qp.cc.is_some() && (is_single || (k + 1).is_multiple_of(qp.cfg.ack_req_every.max(1)))
+    } else if qp.cc.as_ref().is_some_and(|c| c.as_dyn().wants_rtt())
+        && (is_single || (k + 1).is_multiple_of(qp.cfg.ack_req_every.max(1)))
     {
         r.rtt_stamps.push_back((psn, now));
     }
