@@ -429,13 +429,14 @@ mod tests {
             ("dcqcn_cx4", HostCc::Rate(CcScheme::DcqcnCx4)),
             ("dcqcn_plus", HostCc::Rate(CcScheme::DcqcnPlus)),
             ("dart", HostCc::Rate(CcScheme::Dart)),
+            ("timely", HostCc::Rate(CcScheme::Timely)),
             ("mp_rdma", HostCc::MpRdma),
         ];
         for (name, cc) in want {
             assert_eq!(parse(name).unwrap(), cc, "{name}");
             assert_eq!(cc.name(), name);
         }
-        for bad in ["timely", "MpRdma", "Dcqcn", ""] {
+        for bad in ["hpcc", "MpRdma", "Dcqcn", ""] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("mp_rdma"), "{bad}: {e}");
         }
