@@ -19,7 +19,7 @@ use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::{Interface, neigh};
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
-use rocev2_ipc::proto::{ErrorKind, Request, Response, VERSION};
+use rocev2_ipc::proto::{Destination, ErrorKind, Request, Response, VERSION};
 use rocev2d::host::Creds;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -333,6 +333,18 @@ async fn attachment(
                     dscp,
                     resolve_timeout_ms,
                 }),
+            Request::ModifyQp { qpn, mut spec } => match spec.dest {
+                Some(d) if d.mac.is_none() => resolve(iface, d.ip, d.resolve_timeout_ms)
+                    .await?
+                    .map(|mac| {
+                        spec.dest = Some(Destination {
+                            mac: Some(mac),
+                            ..d
+                        });
+                        Request::ModifyQp { qpn, spec }
+                    }),
+                _ => Ok(Request::ModifyQp { qpn, spec }),
+            },
             other => Ok(other),
         };
         let req = match resolved {
@@ -351,7 +363,7 @@ async fn attachment(
 
 /// The MAC of neighbour `ip`, resolved off the runtime's threads (the kernel may take up to
 /// `timeout_ms`, bounded at 30 s): the control plane's step before a request that needs a
-/// next hop (connect, CM connect, address handle) reaches the engine. `Err` when the task
+/// next hop (connect, a modify to RTR, CM connect, address handle) reaches the engine. `Err` when the task
 /// failed; `Ok(Err)` when the neighbour could not be resolved.
 async fn resolve(
     iface: &Interface,

@@ -219,13 +219,14 @@ pub fn render_text(s: &Snapshot) -> String {
     let h = &s.host;
     let _ = writeln!(
         o,
-        "applications {} (attached {}, detached {}, refused requests {}, refused work requests {}, closed corrupt {})",
+        "applications {} (attached {}, detached {}, refused requests {}, refused work requests {}, closed corrupt {}, memory faults {})",
         s.apps.len(),
         h.attached,
         h.detached,
         h.refused_requests,
         h.refused_work_requests,
-        h.closed_corrupt
+        h.closed_corrupt,
+        h.memory_faults
     );
     for a in &s.apps {
         let _ = writeln!(

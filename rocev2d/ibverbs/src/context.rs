@@ -11,10 +11,10 @@
 
 use crate::abi::{self, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr};
 use crate::device::{self, Device};
-use crate::engine::{Engine, read_eventfd};
+use crate::engine::{Engine, eventfd, read_eventfd};
 use crate::handle::{self, Kind, guard, set_errno};
 use core::ffi::{c_char, c_int, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// A context: `ibv_context` first, so its pointer is the handle.
@@ -127,13 +127,9 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
                 return std::ptr::null_mut();
             }
         };
-        // SAFETY: eventfd takes no pointers; a non-negative result is ours.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if fd < 0 {
+        let Ok(async_fd) = eventfd(0) else {
             return std::ptr::null_mut();
-        }
-        // SAFETY: just created, owned by nothing else.
-        let async_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        };
         let ctx = Box::new(Context {
             ibv: ibv_context {
                 device: dev,
@@ -270,8 +266,7 @@ pub extern "C" fn ibv_query_port(
         if port != 1 || attr.is_null() {
             return libc::EINVAL;
         }
-        let st = c.engine.lock();
-        let iface = &st.iface;
+        let iface = c.engine.interface();
         let mtu = iface.path_mtu(false).map_or(1, ibv_mtu);
         let a = ibv_port_attr {
             state: if iface.up {
@@ -322,7 +317,7 @@ fn gid_at(c: &Context, port: u32, index: c_int) -> Option<std::net::Ipv6Addr> {
         return None;
     }
     let i = usize::try_from(index).ok()?;
-    c.engine.lock().iface.gids().get(i).copied()
+    c.engine.interface().gids().get(i).copied()
 }
 
 #[unsafe(no_mangle)]
@@ -366,7 +361,7 @@ pub extern "C" fn _ibv_query_gid_ex(
                 gid_index: index,
                 port_num: port,
                 gid_type: abi::IBV_GID_TYPE_ROCE_V2,
-                ndev_ifindex: c.engine.lock().iface.index,
+                ndev_ifindex: c.engine.interface().index,
             })
         })
     })

@@ -2,25 +2,30 @@
 //! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq`/`req_notify_cq` entries of the
 //! context's ops table that verbs.h's inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
 //!
+//! A channel's `fd` is an epoll set of its CQs' wake-ups ([`rocev2::Device::cq_event_fd`]):
+//! readable while an armed CQ has a completion, so a program may `poll(2)` it as it would
+//! libibverbs' channel; `ibv_get_cq_event` waits on it, takes the CQ's event and names the CQ.
+//!
 //! Deviations: `ibv_resize_cq` fails with `EOPNOTSUPP`; a CQ holds what was asked, rounded up
-//! to at least one entry.
+//! to at least one entry; `solicited_only` arms for every completion, a superset of what
+//! verbs promises.
 
 use crate::abi::{self, ibv_comp_channel, ibv_context, ibv_cq, ibv_wc};
 use crate::context::{Context, MAX_CQE, context};
-use crate::engine::{ChannelInner, Engine, lock, read_eventfd};
+use crate::engine::Engine;
 use crate::handle::{self, Kind, guard, set_errno};
 use core::ffi::{c_int, c_void};
 use rocev2_core::cq::WorkCompletion;
-use rocev2_core::qp::CqId;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 /// A completion channel: `ibv_comp_channel` first, so its pointer is the handle.
 #[repr(C)]
 pub struct Channel {
-    /// What the caller sees (`fd` is `inner.fd`).
+    /// What the caller sees (`fd` is `epoll`).
     pub ibv: ibv_comp_channel,
-    inner: Arc<ChannelInner>,
+    /// The epoll set of its CQs' wake-ups, each registered with its `ibv_cq` pointer.
+    epoll: OwnedFd,
     engine: Arc<Engine>,
 }
 
@@ -29,11 +34,12 @@ pub struct Channel {
 pub struct Cq {
     /// What the caller sees.
     pub ibv: ibv_cq,
-    /// The engine's CQ.
-    pub id: CqId,
-    /// The device's engine.
+    /// The device's CQ.
+    pub cq: rocev2::Cq,
+    /// The device.
     pub engine: Arc<Engine>,
-    channel: Option<Arc<ChannelInner>>,
+    /// The CQ's wake-up, in its channel's epoll set (`None` without a channel).
+    event: Option<OwnedFd>,
 }
 
 /// The CQ behind `cq`, if it is a live one.
@@ -70,17 +76,20 @@ pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_com
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         };
-        let inner = match ChannelInner::new() {
-            Ok(i) => Arc::new(i),
-            Err(_) => return std::ptr::null_mut(),
-        };
+        // SAFETY: epoll_create1 takes no pointers; a non-negative result is ours.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: just created, owned by nothing else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
         let p = Box::into_raw(Box::new(Channel {
             ibv: ibv_comp_channel {
                 context: ctx,
-                fd: inner.fd.as_raw_fd(),
+                fd: epoll.as_raw_fd(),
                 refcnt: 0,
             },
-            inner,
+            epoll,
             engine: Arc::clone(&cx.engine),
         }))
         .cast::<ibv_comp_channel>();
@@ -120,52 +129,87 @@ pub extern "C" fn ibv_create_cq(
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         };
-        let chan = if ch.is_null() {
-            None
-        } else {
-            match channel(ch) {
-                Some(c) => Some(c),
-                None => {
-                    set_errno(libc::EINVAL);
-                    return std::ptr::null_mut();
-                }
+        let chan = match (ch.is_null(), channel(ch)) {
+            (true, _) => None,
+            (false, Some(c)) => Some(c),
+            (false, None) => {
+                set_errno(libc::EINVAL);
+                return std::ptr::null_mut();
             }
         };
-        let Ok(n) = u32::try_from(cqe) else {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
+        let n = match u32::try_from(cqe) {
+            Ok(n) if n <= MAX_CQE => n.max(1),
+            _ => {
+                set_errno(libc::EINVAL);
+                return std::ptr::null_mut();
+            }
         };
-        if n > MAX_CQE {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
-        let n = n.max(1);
-        let id = c.engine.lock().driver.ep.create_cq(n as usize);
-        if chan.is_some() {
-            // SAFETY: `ch` is a live channel (checked); the refcount is only touched under
-            // these verbs, as libibverbs does.
-            unsafe { (*ch).refcnt += 1 };
-        }
+        let made = c.engine.create_cq(n as usize).and_then(|q| {
+            let event = chan.map(|_| c.engine.cq_event_fd(q)).transpose();
+            event
+                .inspect_err(|_| drop(c.engine.destroy_cq(q)))
+                .map(|e| (q, e))
+        });
+        let (dev_cq, event) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                set_errno(crate::errno(&e));
+                return std::ptr::null_mut();
+            }
+        };
         let p = Box::into_raw(Box::new(Cq {
             ibv: ibv_cq {
                 context: ctx,
                 channel: ch,
                 cq_context,
-                handle: id.0,
+                handle: dev_cq.id().0,
                 cqe: n as c_int,
                 mutex: libc::PTHREAD_MUTEX_INITIALIZER,
                 cond: libc::PTHREAD_COND_INITIALIZER,
                 comp_events_completed: 0,
                 async_events_completed: 0,
             },
-            id,
+            cq: dev_cq,
             engine: Arc::clone(&c.engine),
-            channel: chan.map(|c| Arc::clone(&c.inner)),
+            event,
         }))
         .cast::<ibv_cq>();
+        if let (Some(chan), Some(ev)) = (chan, unsafe_cq_event(p)) {
+            if let Err(e) = epoll_ctl(&chan.epoll, libc::EPOLL_CTL_ADD, ev, p) {
+                // SAFETY: made above by Box::into_raw and never handed out.
+                let q = unsafe { Box::from_raw(p.cast::<Cq>()) };
+                let _ = q.engine.destroy_cq(q.cq);
+                set_errno(e);
+                return std::ptr::null_mut();
+            }
+            // SAFETY: `ch` is a live channel (checked); the refcount is only touched under
+            // these verbs, as libibverbs does.
+            unsafe { (*ch).refcnt += 1 };
+        }
         handle::register(p, Kind::Cq);
         p
     })
+}
+
+/// The wake-up descriptor of the CQ at `p`, which this module just made.
+fn unsafe_cq_event(p: *mut ibv_cq) -> Option<RawFd> {
+    // SAFETY: `p` is a Cq made by Box::into_raw in ibv_create_cq, not yet shared.
+    unsafe { (*p.cast::<Cq>()).event.as_ref().map(AsRawFd::as_raw_fd) }
+}
+
+/// Adds (or removes) `fd` to the epoll set `epoll`, readable-level, carrying `cq`.
+fn epoll_ctl(epoll: &OwnedFd, op: c_int, fd: RawFd, cq: *mut ibv_cq) -> Result<(), c_int> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: cq as u64,
+    };
+    // SAFETY: both descriptors are live; `ev` is a live local the kernel only reads.
+    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(())
 }
 
 #[unsafe(no_mangle)]
@@ -175,15 +219,12 @@ pub extern "C" fn ibv_destroy_cq(p: *mut ibv_cq) -> c_int {
         let Some(c) = cq(p) else {
             return libc::EINVAL;
         };
-        {
-            let mut st = c.engine.lock();
-            if st.driver.ep.destroy_cq(c.id).is_err() {
-                return libc::EBUSY;
-            }
-            st.disarm(c.id);
+        if let Err(e) = c.engine.destroy_cq(c.cq) {
+            return crate::errno(&e);
         }
         let ch = c.ibv.channel;
-        if channel(ch).is_some() {
+        if let (Some(chan), Some(ev)) = (channel(ch), &c.event) {
+            let _ = epoll_ctl(&chan.epoll, libc::EPOLL_CTL_DEL, ev.as_raw_fd(), p);
             // SAFETY: a live channel (checked), as in ibv_create_cq.
             unsafe { (*ch).refcnt -= 1 };
         }
@@ -217,29 +258,38 @@ pub extern "C" fn ibv_get_cq_event(
             set_errno(libc::EINVAL);
             return -1;
         }
-        if lock(&c.inner.events).is_empty() {
-            c.engine.app_sleeps();
+        let fd = c.epoll.as_raw_fd();
+        // SAFETY: F_GETFL takes no pointer.
+        let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        loop {
+            let timeout = if nonblocking {
+                0
+            } else {
+                // The program sleeps: the progress thread takes the engine back at once.
+                c.engine.hand_back();
+                -1
+            };
+            // SAFETY: a live epoll descriptor; room for one event in a live local.
+            let n = unsafe { libc::epoll_wait(fd, &mut ev, 1, timeout) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                set_errno(if n == 0 { libc::EAGAIN } else { libc::EIO });
+                return -1;
+            }
+            let p = ev.u64 as usize as *mut ibv_cq;
+            // A CQ destroyed with its event pending left the set with it.
+            let Some(q) = cq(p) else { continue };
+            q.engine.ack_cq_event(q.cq);
+            // SAFETY: both are writable pointers of the caller (checked not NULL).
+            unsafe {
+                *out_cq = p;
+                *out_ctx = q.ibv.cq_context;
+            }
+            return 0;
         }
-        // One count per queued event: after a successful read an entry is there.
-        if !read_eventfd(c.inner.fd.as_raw_fd()) {
-            return -1;
-        }
-        let Some(p) = lock(&c.inner.events).pop_front() else {
-            set_errno(libc::EAGAIN);
-            return -1;
-        };
-        let p = p as *mut ibv_cq;
-        let Some(q) = cq(p) else {
-            // The CQ was destroyed with the event pending.
-            set_errno(libc::EAGAIN);
-            return -1;
-        };
-        // SAFETY: both are writable pointers of the caller (checked not NULL).
-        unsafe {
-            *out_cq = p;
-            *out_ctx = q.ibv.cq_context;
-        }
-        0
     })
 }
 
@@ -262,16 +312,18 @@ unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, _solicited_only: c_int) -> c_
         let Some(c) = cq(p) else {
             return libc::EINVAL;
         };
-        let Some(ch) = &c.channel else {
+        if c.event.is_none() {
             return libc::EINVAL;
-        };
-        c.engine.lock().arm(c.id, p as usize, Arc::clone(ch));
-        0
+        }
+        match c.engine.arm_cq(c.cq) {
+            Ok(()) => 0,
+            Err(e) => crate::errno(&e),
+        }
     })
 }
 
 /// `ibv_context_ops.poll_cq`: moves up to `n` completions into `wc`, running one pass of the
-/// engine first when the CQ is empty.
+/// engine first when the CQ is empty ([`rocev2::Device::poll_cq_driving`]).
 unsafe extern "C" fn poll_cq(p: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-1, || {
         let Some(c) = cq(p) else {
@@ -287,12 +339,8 @@ unsafe extern "C" fn poll_cq(p: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int
             return -libc::EINVAL;
         }
         let mut out = Vec::with_capacity(n.min(64));
-        {
-            let mut st = c.engine.lock_polling();
-            if st.driver.ep.poll_cq(c.id, &mut out, n) == 0 {
-                st.progress();
-                st.driver.ep.poll_cq(c.id, &mut out, n);
-            }
+        if let Err(e) = c.engine.poll_cq_driving(c.cq, &mut out, n) {
+            return -crate::errno(&e);
         }
         for (i, w) in out.iter().enumerate() {
             // SAFETY: the caller's array holds `n` entries and `out` has at most `n`.

@@ -8,7 +8,7 @@
 //! device until the last one closes.
 
 use crate::abi::{self, ibv_device};
-use crate::engine::{Engine, lock};
+use crate::engine::{self, Engine, lock};
 use crate::handle::{self, Kind};
 use rocev2_datapath::Interface;
 use std::sync::{Arc, Mutex, Weak};
@@ -32,13 +32,13 @@ impl Device {
     /// The device's engine, opened now if no context holds it.
     ///
     /// # Errors
-    /// [`Engine::open`]'s.
+    /// [`engine::open`]'s.
     pub fn engine(&self) -> Result<Arc<Engine>, String> {
         let mut weak = lock(&self.engine);
         if let Some(e) = weak.upgrade() {
             return Ok(e);
         }
-        let e = Arc::new(Engine::open(&self.iface)?);
+        let e = Arc::new(engine::open(&self.iface)?);
         *weak = Arc::downgrade(&e);
         Ok(e)
     }

@@ -15,9 +15,10 @@
 //!
 //! Layout: [`abi`] (the C structs, checked against the installed header by
 //! `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
-//! [`mr`] (PDs and regions over [`memory::CallerMemory`]), [`cq`] (channels, CQs, polling),
-//! [`qp`] (QPs, modify, posting), [`engine`] (the per-device engine and its progress thread),
-//! [`handle`] (live-object checks and the panic guard every exported function runs in).
+//! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling),
+//! [`qp`] (QPs, modify, posting), [`engine`] (the per-interface [`rocev2::Device`]: in-process
+//! or attached to `rocev2d`, as a Rust application's), [`handle`] (live-object checks and the
+//! panic guard every exported function runs in).
 //!
 //! Usage, supported calls and what differs: docs/ibverbs.md.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -33,6 +34,35 @@ pub mod cq;
 pub mod device;
 pub mod engine;
 pub mod handle;
-pub mod memory;
 pub mod mr;
 pub mod qp;
+
+use core::ffi::c_int;
+use rocev2::Error;
+use rocev2_core::EndpointError;
+
+/// The `errno` a failed verb reports for `e`.
+pub fn errno(e: &Error) -> c_int {
+    use rocev2_core::mr::MrError;
+    use rocev2_core::qp::PostError;
+    use rocev2_ipc::proto::ErrorKind;
+    match e {
+        // A buffer the process does not have (`ibv_reg_mr`).
+        Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidInput => libc::EFAULT,
+        Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+        Error::Verb(EndpointError::Post(PostError::QueueFull)) => libc::ENOMEM,
+        Error::Verb(EndpointError::InUse | EndpointError::Mr(MrError::Busy)) => libc::EBUSY,
+        Error::Refused { kind, .. } => match kind {
+            ErrorKind::Limit => libc::ENOMEM,
+            ErrorKind::InUse => libc::EBUSY,
+            ErrorKind::Path => libc::EHOSTUNREACH,
+            ErrorKind::Timeout => libc::ETIMEDOUT,
+            _ => libc::EINVAL,
+        },
+        Error::Datapath(_) => libc::EHOSTUNREACH,
+        Error::NoAddress { .. } => libc::EADDRNOTAVAIL,
+        Error::Timeout => libc::ETIMEDOUT,
+        Error::DaemonGone | Error::ProgressStopped(_) => libc::EIO,
+        _ => libc::EINVAL,
+    }
+}

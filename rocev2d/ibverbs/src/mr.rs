@@ -1,9 +1,11 @@
 //! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr` (and
 //! its `_iova`/`_iova2` forms), `ibv_dereg_mr`.
 //!
-//! A region is registered in the engine's `MrTable` under the address the peer will name it
-//! by (the buffer's own address, or the IOVA), and its bytes are the caller's buffer itself
-//! ([`crate::memory::CallerMemory`]): nothing is copied or pinned.
+//! A region is registered under the address the peer will name it by (the buffer's own
+//! address, or the IOVA), and its bytes are the caller's buffer itself
+//! ([`rocev2::Device::register_caller`]): nothing is copied or pinned. In-process the engine
+//! copies to and from the buffer; attached, the daemon does, through this process's
+//! `/proc/self/mem`. A buffer whose first or last byte is not mapped fails with `EFAULT`.
 //!
 //! Deviations: access bits in `IBV_ACCESS_OPTIONAL_RANGE` (relaxed ordering, …) are dropped,
 //! as a device that does not support them does; memory windows, on-demand paging, zero-based
@@ -14,7 +16,7 @@ use crate::context::{Context, context};
 use crate::engine::Engine;
 use crate::handle::{self, Kind, guard, set_errno};
 use core::ffi::{c_int, c_uint, c_void};
-use rocev2_core::mr::{AccessFlags, MrId, PdId};
+use rocev2::{AccessFlags, CallerRange};
 use std::sync::Arc;
 
 /// A protection domain: `ibv_pd` first, so its pointer is the handle.
@@ -22,8 +24,8 @@ use std::sync::Arc;
 pub struct Pd {
     /// What the caller sees.
     pub ibv: ibv_pd,
-    /// The engine's PD.
-    pub id: PdId,
+    /// The device's PD.
+    pub pd: rocev2::Pd,
     /// The device's engine.
     pub engine: Arc<Engine>,
 }
@@ -39,7 +41,7 @@ pub fn pd<'a>(pd: *const ibv_pd) -> Option<&'a Pd> {
 pub struct Mr {
     /// What the caller sees.
     pub ibv: ibv_mr,
-    id: MrId,
+    mr: rocev2::Mr,
     engine: Arc<Engine>,
 }
 
@@ -51,13 +53,19 @@ pub extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         };
-        let id = c.engine.lock().driver.ep.alloc_pd();
+        let pd = match c.engine.alloc_pd() {
+            Ok(pd) => pd,
+            Err(e) => {
+                set_errno(crate::errno(&e));
+                return std::ptr::null_mut();
+            }
+        };
         let p = Box::into_raw(Box::new(Pd {
             ibv: ibv_pd {
                 context: ctx,
-                handle: id.value(),
+                handle: pd.id().value(),
             },
-            id,
+            pd,
             engine: Arc::clone(&c.engine),
         }))
         .cast::<ibv_pd>();
@@ -73,8 +81,8 @@ pub extern "C" fn ibv_dealloc_pd(p: *mut ibv_pd) -> c_int {
         let Some(d) = pd(p) else {
             return libc::EINVAL;
         };
-        if d.engine.lock().driver.ep.dealloc_pd(d.id).is_err() {
-            return libc::EBUSY;
+        if let Err(e) = d.engine.dealloc_pd(d.pd) {
+            return crate::errno(&e);
         }
         handle::unregister(p, Kind::Pd);
         // SAFETY: was registered (checked above), made by Box::into_raw, now unregistered.
@@ -100,18 +108,17 @@ fn register(
         return std::ptr::null_mut();
     }
     let access = AccessFlags::from_bits_retain(access & !abi::IBV_ACCESS_OPTIONAL_RANGE);
-    let mut st = d.engine.lock();
-    let info = match st.driver.ep.register_mr(d.id, iova, len as u64, access) {
-        Ok(i) => i,
-        Err(_) => {
-            set_errno(libc::EINVAL);
+    // SAFETY: the ibv_reg_mr contract: the caller's `len` bytes at `addr` stay valid until
+    // ibv_dereg_mr, which deregisters the region (and so drops the range) first.
+    let range = unsafe { CallerRange::new(addr.cast(), len) };
+    let mr = match d.engine.register_caller(d.pd, range, iova, access) {
+        Ok(mr) => mr,
+        Err(e) => {
+            set_errno(crate::errno(&e));
             return std::ptr::null_mut();
         }
     };
-    // SAFETY: the ibv_reg_mr contract: the caller's `len` bytes at `addr` stay valid until
-    // ibv_dereg_mr, which removes them from the memory first.
-    unsafe { st.driver.mem.insert(info.id, addr.cast(), len) };
-    drop(st);
+    let info = *mr.info();
     let m = Box::into_raw(Box::new(Mr {
         ibv: ibv_mr {
             context: d.ibv.context,
@@ -122,7 +129,7 @@ fn register(
             lkey: info.lkey.value(),
             rkey: info.rkey.value(),
         },
-        id: info.id,
+        mr,
         engine: Arc::clone(&d.engine),
     }))
     .cast::<ibv_mr>();
@@ -182,9 +189,9 @@ pub extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         }
         // SAFETY: was registered until now, made by Box::into_raw.
         let m = unsafe { Box::from_raw(mr.cast::<Mr>()) };
-        let mut st = m.engine.lock();
-        let _ = st.driver.ep.deregister_mr(m.id);
-        st.driver.mem.remove(m.id);
-        0
+        match m.engine.deregister(m.mr) {
+            Ok(_) => 0,
+            Err(e) => crate::errno(&e),
+        }
     })
 }

@@ -1,7 +1,8 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the
 //! `post_send`/`post_recv` entries of the context's ops table.
 //!
-//! `ibv_modify_qp` maps the attribute mask onto the engine's `QpAttr`. The address vector
+//! `ibv_modify_qp` maps the attribute mask onto a [`rocev2::ModifySpec`] (one step of the
+//! device's [`rocev2::Device::modify_qp`], in-process or in the daemon). The address vector
 //! must carry a GRH (`is_global`), as on any RoCE device: its destination GID is the peer's IP
 //! address (`::ffff:a.b.c.d` for IPv4), the next hop's MAC comes from the neighbour table
 //! (resolved if missing), and the source is the interface's first global address of the same
@@ -21,20 +22,16 @@ use crate::abi::{
 };
 use crate::context::{MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::cq::cq;
-use crate::engine::{Engine, State};
+use crate::engine::Engine;
 use crate::handle::{self, Kind, guard, set_errno};
 use crate::mr::pd;
 use core::ffi::{c_int, c_void};
-use rocev2_core::mr::{AccessFlags, Lkey, Rkey};
-use rocev2_core::qp::state::MAX_RD_ATOMIC;
-use rocev2_core::qp::{
-    AddressHandle, Mtu, Path, QpAttr, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge, UdDest,
-};
+use rocev2::{AhAttr, Destination, ModifySpec, UdAddress};
+use rocev2_core::mr::{Lkey, Rkey};
+use rocev2_core::qp::{QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
-use rocev2_datapath::host::{self, NextHop, PathError};
-use rocev2_datapath::neigh;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +46,7 @@ const RESOLVE_WAIT: Duration = Duration::from_secs(3);
 pub struct Qp {
     /// What the caller sees.
     pub ibv: ibv_qp,
-    qpn: Qpn,
+    qp: rocev2::Qp,
     qp_type: c_int,
     cap: abi::ibv_qp_cap,
     sq_sig_all: bool,
@@ -104,23 +101,30 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
             max_send_sge: cap.max_send_sge,
             max_recv_sge: cap.max_recv_sge,
             max_inline_data: cap.max_inline_data,
-            ..QpConfig::new(d.id, scq.id, rcq.id)
+            ..QpConfig::new(d.pd.id(), scq.cq.id(), rcq.cq.id())
         };
-        let created = {
-            let mut st = d.engine.lock();
-            if init.qp_type == abi::IBV_QPT_UD {
-                // A UD message is at most the port's MTU (verbs UD QPs have no path MTU).
-                match st.iface.path_mtu(false) {
-                    Some(mtu) => st.driver.ep.create_ud_qp(cfg, mtu),
-                    None => return null_with(libc::EINVAL),
-                }
-            } else {
-                st.driver.ep.create_qp(cfg)
-            }
+        // The device brings a new QP up (RC to INIT, UD to RTS); a verbs QP starts in RESET,
+        // where any state may return to, and the program's own modifies take it from there.
+        let dev = &d.engine;
+        let created = if init.qp_type == abi::IBV_QPT_UD {
+            dev.create_ud_qp_with(cfg, 0)
+        } else {
+            dev.create_qp(cfg)
         };
-        let Ok(qpn) = created else {
-            return null_with(libc::EINVAL);
+        let reset = ModifySpec {
+            state: Some(QpState::Reset.as_ibv()),
+            ..ModifySpec::default()
         };
+        let made = created.and_then(|q| {
+            dev.modify_qp(q, &reset)
+                .inspect_err(|_| drop(dev.destroy_qp(q)))
+                .map(|_| q)
+        });
+        let dev_qp = match made {
+            Ok(q) => q,
+            Err(e) => return null_with(crate::errno(&e)),
+        };
+        let qpn = dev_qp.qpn();
         init.cap = cap;
         let q = Box::into_raw(Box::new(Qp {
             ibv: ibv_qp {
@@ -138,7 +142,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
                 cond: libc::PTHREAD_COND_INITIALIZER,
                 events_completed: 0,
             },
-            qpn,
+            qp: dev_qp,
             qp_type: init.qp_type,
             cap,
             sq_sig_all: init.sq_sig_all != 0,
@@ -158,12 +162,10 @@ pub extern "C" fn ibv_destroy_qp(p: *mut ibv_qp) -> c_int {
         let Some(q) = qp(p) else {
             return libc::EINVAL;
         };
-        {
-            let mut st = q.engine.lock();
-            st.drain(DRAIN_LIMIT);
-            if st.driver.ep.destroy_qp(q.qpn).is_err() {
-                return libc::EINVAL;
-            }
+        // What the QP still owes the peer leaves first, whatever else is pending.
+        let _ = q.engine.drain(DRAIN_LIMIT);
+        if let Err(e) = q.engine.destroy_qp(q.qp) {
+            return crate::errno(&e);
         }
         handle::unregister(p, Kind::Qp);
         // SAFETY: was registered, made by Box::into_raw, now unregistered.
@@ -172,108 +174,66 @@ pub extern "C" fn ibv_destroy_qp(p: *mut ibv_qp) -> c_int {
     })
 }
 
-/// The engine's MTU for `enum ibv_mtu` `m`.
-fn mtu(m: c_int) -> Option<Mtu> {
-    Mtu::from_bytes(128u32 << u32::try_from(m).ok().filter(|m| (1..=5).contains(m))?)
+/// The bytes of `enum ibv_mtu` `m`.
+fn mtu_bytes(m: c_int) -> Option<u32> {
+    u32::try_from(m)
+        .ok()
+        .filter(|m| (1..=5).contains(m))
+        .map(|m| 128 << m)
 }
 
 /// The destination `ah` names (it must carry a GRH: RoCE has no LIDs), its next hop resolved
-/// as for an RC QP, and its DSCP.
-fn destination(ah: &ibv_ah_attr) -> Result<(IpAddr, NextHop, u8), c_int> {
+/// through the neighbour table, and its DSCP.
+fn destination(ah: &ibv_ah_attr) -> Result<Destination, c_int> {
     if ah.is_global == 0 {
         return Err(libc::EINVAL);
     }
-    let ip = gid_to_ip(Ipv6Addr::from(ah.grh.dgid.raw));
-    Ok((
-        ip,
-        NextHop::Resolve(RESOLVE_WAIT),
-        ah.grh.traffic_class >> 2,
-    ))
+    Ok(Destination {
+        ip: gid_to_ip(Ipv6Addr::from(ah.grh.dgid.raw)),
+        mac: None,
+        dscp: ah.grh.traffic_class >> 2,
+        resolve_timeout_ms: RESOLVE_WAIT.as_millis() as u32,
+    })
 }
 
-/// The `errno` for a path that could not be built.
-fn path_errno(e: &PathError) -> c_int {
-    match e {
-        PathError::NoAddress { .. } => libc::EADDRNOTAVAIL,
-        PathError::Neighbour { ip, source } => {
-            eprintln!("rocev2_ibverbs: no MAC address for {ip}: {source}");
-            libc::EHOSTUNREACH
-        }
-        PathError::Invalid(_) | PathError::MtuTooSmall(_) | PathError::NotAnMtu(_) => libc::EINVAL,
-    }
+/// `v` when `mask` has `bit`.
+fn when<T>(mask: c_int, bit: c_int, v: T) -> Option<T> {
+    (mask & bit != 0).then_some(v)
 }
 
-/// The path to the port `ah` names for QP `qpn`.
-fn path_for(st: &State, qpn: Qpn, ah: &ibv_ah_attr) -> Result<Path, c_int> {
-    let (ip, hop, dscp) = destination(ah)?;
-    host::path(&st.iface, qpn, ip, hop, dscp).map_err(|e| path_errno(&e))
-}
-
-/// The state of QP `qpn`, RC or UD.
-fn state_of(st: &State, qpn: Qpn) -> Option<QpState> {
-    let ep = &st.driver.ep;
-    ep.qp(qpn)
-        .map(|q| q.state())
-        .or_else(|| ep.ud_qp(qpn).map(|q| q.state()))
-}
-
-/// The QpAttr `attr` and `mask` ask for; an `errno` when they cannot be met.
-fn qp_attr(st: &State, qpn: Qpn, attr: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
+/// The attributes `attr` and `mask` set; an `errno` for one that cannot be expressed.
+fn modify_spec(attr: &ibv_qp_attr, mask: c_int) -> Result<ModifySpec, c_int> {
     let has = |bit: c_int| mask & bit != 0;
-    let mut a = QpAttr::default();
-    if has(abi::IBV_QP_PKEY_INDEX) {
-        if attr.pkey_index != 0 {
-            return Err(libc::EINVAL);
-        }
-        a.p_key = Some(0xffff);
-    }
-    if has(abi::IBV_QP_ACCESS_FLAGS) {
-        a.access = Some(AccessFlags::from_bits_retain(attr.qp_access_flags));
-    }
-    let mut v6 = false;
-    if has(abi::IBV_QP_QKEY) {
-        a.q_key = Some(attr.qkey);
-    }
-    if has(abi::IBV_QP_AV) {
-        let path = path_for(st, qpn, &attr.ah_attr)?;
-        v6 = path.dst_ip.is_ipv6();
-        a.path = Some(path);
-    }
-    if has(abi::IBV_QP_PATH_MTU) {
-        let asked = mtu(attr.path_mtu).ok_or(libc::EINVAL)?;
-        let max = st.iface.path_mtu(v6).ok_or(libc::EINVAL)?;
-        a.path_mtu = Some(asked.min(max));
-    }
-    if has(abi::IBV_QP_DEST_QPN) {
-        a.dest_qpn = Some(Qpn::new(attr.dest_qp_num & 0xff_ffff));
-    }
-    if has(abi::IBV_QP_RQ_PSN) {
-        a.rq_psn = Some(attr.rq_psn & 0xff_ffff);
-    }
-    if has(abi::IBV_QP_SQ_PSN) {
-        a.sq_psn = Some(attr.sq_psn & 0xff_ffff);
-    }
-    // Both are clamped to the device's limit rather than refused: perftest passes the peer's
-    // outstanding-read count (128 from rdma_rxe) as its own initiator depth.
-    if has(abi::IBV_QP_MAX_DEST_RD_ATOMIC) {
-        a.max_dest_rd_atomic = Some(attr.max_dest_rd_atomic.min(MAX_RD_ATOMIC));
-    }
-    if has(abi::IBV_QP_MAX_QP_RD_ATOMIC) {
-        a.max_rd_atomic = Some(attr.max_rd_atomic.min(MAX_RD_ATOMIC));
-    }
-    if has(abi::IBV_QP_MIN_RNR_TIMER) {
-        a.min_rnr_timer = Some(attr.min_rnr_timer);
-    }
-    if has(abi::IBV_QP_TIMEOUT) {
-        a.timeout = Some(attr.timeout);
-    }
-    if has(abi::IBV_QP_RETRY_CNT) {
-        a.retry_cnt = Some(attr.retry_cnt);
-    }
-    if has(abi::IBV_QP_RNR_RETRY) {
-        a.rnr_retry = Some(attr.rnr_retry);
-    }
-    Ok(a)
+    Ok(ModifySpec {
+        state: match when(mask, abi::IBV_QP_STATE, attr.qp_state) {
+            Some(s) => Some(u8::try_from(s).map_err(|_| libc::EINVAL)?),
+            None => None,
+        },
+        pkey_index: when(mask, abi::IBV_QP_PKEY_INDEX, attr.pkey_index),
+        access: when(mask, abi::IBV_QP_ACCESS_FLAGS, attr.qp_access_flags),
+        q_key: when(mask, abi::IBV_QP_QKEY, attr.qkey),
+        dest: match has(abi::IBV_QP_AV) {
+            true => Some(destination(&attr.ah_attr)?),
+            false => None,
+        },
+        path_mtu: match has(abi::IBV_QP_PATH_MTU) {
+            true => Some(mtu_bytes(attr.path_mtu).ok_or(libc::EINVAL)?),
+            false => None,
+        },
+        dest_qpn: when(mask, abi::IBV_QP_DEST_QPN, attr.dest_qp_num),
+        rq_psn: when(mask, abi::IBV_QP_RQ_PSN, attr.rq_psn),
+        sq_psn: when(mask, abi::IBV_QP_SQ_PSN, attr.sq_psn),
+        max_dest_rd_atomic: when(
+            mask,
+            abi::IBV_QP_MAX_DEST_RD_ATOMIC,
+            attr.max_dest_rd_atomic,
+        ),
+        max_rd_atomic: when(mask, abi::IBV_QP_MAX_QP_RD_ATOMIC, attr.max_rd_atomic),
+        min_rnr_timer: when(mask, abi::IBV_QP_MIN_RNR_TIMER, attr.min_rnr_timer),
+        timeout: when(mask, abi::IBV_QP_TIMEOUT, attr.timeout),
+        retry_cnt: when(mask, abi::IBV_QP_RETRY_CNT, attr.retry_cnt),
+        rnr_retry: when(mask, abi::IBV_QP_RNR_RETRY, attr.rnr_retry),
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -285,44 +245,24 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         };
         // SAFETY: the caller passes a readable attr (checked not NULL).
         let attr = unsafe { &*attr };
-        let mut st = q.engine.lock();
-        let to = if mask & abi::IBV_QP_STATE != 0 {
-            match u8::try_from(attr.qp_state).ok().and_then(QpState::from_ibv) {
-                Some(s) => s,
-                None => return libc::EINVAL,
-            }
-        } else {
-            match state_of(&st, q.qpn) {
-                Some(x) => x,
-                None => return libc::EINVAL,
-            }
-        };
-        let a = match qp_attr(&st, q.qpn, attr, mask) {
-            Ok(a) => a,
+        let spec = match modify_spec(attr, mask) {
+            Ok(s) => s,
             Err(e) => return e,
         };
-        let now = st.driver.now();
-        let State { driver, .. } = &mut *st;
-        let rocev2_datapath::Driver { ep, mem, .. } = driver;
-        if let Err(e) = ep.modify_qp(q.qpn, to, &a, now, mem) {
-            eprintln!(
-                "rocev2_ibverbs: modify QP {:#x} to {to:?}: {e}",
-                q.qpn.value()
-            );
-            return libc::EINVAL;
-        }
-        if let Some(path) = &a.path {
-            neigh::announce(st.driver.datapath_mut(), path);
-        }
-        st.progress();
-        drop(st);
+        let to = match q.engine.modify_qp(q.qp, &spec) {
+            Ok(to) => to,
+            Err(e) => {
+                eprintln!("rocev2_ibverbs: modify QP {:#x}: {e}", q.qp.qpn().value());
+                return crate::errno(&e);
+            }
+        };
         // SAFETY: a live QP (checked); `state` and `access` are ours to keep, as libibverbs
         // updates `qp->state` in ibv_modify_qp.
         unsafe {
             let me = p.cast::<Qp>();
             (*me).ibv.state = c_int::from(to.as_ibv());
-            if let Some(acc) = a.access {
-                (*me).access = acc.bits();
+            if let Some(acc) = spec.access {
+                (*me).access = acc;
             }
         }
         0
@@ -344,7 +284,10 @@ pub extern "C" fn ibv_query_qp(
         if attr.is_null() || init.is_null() {
             return libc::EINVAL;
         }
-        let state = state_of(&q.engine.lock(), q.qpn).map_or(0, |x| c_int::from(x.as_ibv()));
+        let state = q
+            .engine
+            .qp_state(q.qp)
+            .map_or(0, |x| c_int::from(x.as_ibv()));
         // SAFETY: the caller passes writable structs (checked not NULL); all-zero bytes are a
         // valid value of both (integers and NULL pointers).
         unsafe {
@@ -393,12 +336,13 @@ unsafe fn sges(sg: *const abi::ibv_sge, n: c_int, max: u32) -> Option<Vec<Sge>> 
     )
 }
 
-/// The engine's request for `wr` on `q`; an `errno` for one it cannot express.
+/// The device's request for `wr` on `q`, and a UD request's destination; an `errno` for one
+/// it cannot express.
 ///
 /// # Safety
 /// `wr`'s `sg_list` must hold `num_sge` readable entries, and with `IBV_SEND_INLINE` each
 /// must name readable memory of this process.
-unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<SendWr, c_int> {
+unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<(SendWr, Option<UdAddress>), c_int> {
     let rdma = || {
         // SAFETY: the opcode says the `rdma` arm is the one the caller filled.
         let r = unsafe { wr.wr.rdma };
@@ -453,14 +397,15 @@ unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<SendWr, c_int> {
     let sg = unsafe { sges(wr.sg_list, wr.num_sge, q.cap.max_send_sge) }.ok_or(libc::EINVAL)?;
     let flags = wr.send_flags;
     let mut out = SendWr::new(wr.wr_id, op);
+    let mut to = None;
     if q.qp_type == abi::IBV_QPT_UD {
         // SAFETY: on a UD QP the `ud` arm is the one the caller filled.
         let ud = unsafe { wr.wr.ud };
         let a = ah(ud.ah.cast()).ok_or(libc::EINVAL)?;
-        out.ud = Some(UdDest {
+        to = Some(UdAddress {
             ah: a.ah,
-            remote_qpn: Qpn::new(ud.remote_qpn & 0xff_ffff),
-            remote_qkey: ud.remote_qkey,
+            qpn: Qpn::new(ud.remote_qpn & 0xff_ffff),
+            q_key: ud.remote_qkey,
         });
     }
     out.signaled = q.sq_sig_all || flags & abi::IBV_SEND_SIGNALED != 0;
@@ -486,45 +431,31 @@ unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<SendWr, c_int> {
     } else {
         out.sg_list = sg;
     }
-    Ok(out)
+    Ok((out, to))
 }
 
-/// Posts a chain of requests: each is converted by `convert` and handed to `post`; the first
-/// failure stops the chain, is stored in `*bad` and returned as an errno.
+/// Posts a chain of requests, each through `post`; the first failure stops the chain, is
+/// stored in `*bad` and returned as an errno.
 fn post_chain<W>(
-    q: &Qp,
     first: *mut W,
     bad: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
-    mut post: impl FnMut(&mut State, &W) -> Result<(), c_int>,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
 ) -> c_int {
-    let mut st = q.engine.lock();
     let mut cur = first;
-    let mut rc = 0;
     while !cur.is_null() {
         // SAFETY: the caller's chain: each non-NULL `next` is a readable request.
         let w = unsafe { &*cur };
-        if let Err(e) = post(&mut st, w) {
-            rc = e;
-            break;
+        if let Err(e) = post(w) {
+            if !bad.is_null() {
+                // SAFETY: the caller passes a writable pointer slot (checked not NULL).
+                unsafe { *bad = cur };
+            }
+            return e;
         }
         cur = next(w);
     }
-    if rc != 0 && !bad.is_null() {
-        // SAFETY: the caller passes a writable pointer slot (checked not NULL).
-        unsafe { *bad = cur };
-    }
-    drop(st);
-    q.engine.nudge();
-    rc
-}
-
-fn post_errno(e: rocev2_core::EndpointError) -> c_int {
-    use rocev2_core::qp::PostError;
-    match e {
-        rocev2_core::EndpointError::Post(PostError::QueueFull) => libc::ENOMEM,
-        _ => libc::EINVAL,
-    }
+    0
 }
 
 /// `ibv_context_ops.post_send`.
@@ -538,14 +469,17 @@ pub(crate) unsafe extern "C" fn post_send(
             return libc::EINVAL;
         };
         post_chain(
-            q,
             wr,
             bad,
             |w| w.next,
-            |st, w| {
+            |w| {
                 // SAFETY: the ibv_post_send contract: SGE lists and inline data are readable.
-                let r = unsafe { send_wr(q, w) }?;
-                st.driver.ep.post_send(q.qpn, r).map_err(post_errno)
+                let (r, to) = unsafe { send_wr(q, w) }?;
+                match to {
+                    Some(to) => q.engine.post_send_to(q.qp, to, r),
+                    None => q.engine.post_send(q.qp, r),
+                }
+                .map_err(|e| crate::errno(&e))
             },
         )
     })
@@ -562,11 +496,10 @@ pub(crate) unsafe extern "C" fn post_recv(
             return libc::EINVAL;
         };
         post_chain(
-            q,
             wr,
             bad,
             |w| w.next,
-            |st, w| {
+            |w| {
                 // SAFETY: the ibv_post_recv contract: the SGE list is readable.
                 let sg = unsafe { sges(w.sg_list, w.num_sge, q.cap.max_recv_sge) }
                     .ok_or(libc::EINVAL)?;
@@ -574,7 +507,7 @@ pub(crate) unsafe extern "C" fn post_recv(
                     wr_id: w.wr_id,
                     sg_list: sg,
                 };
-                st.driver.ep.post_recv(q.qpn, r).map_err(post_errno)
+                q.engine.post_recv(q.qp, r).map_err(|e| crate::errno(&e))
             },
         )
     })
@@ -591,7 +524,8 @@ pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut c_void {
 pub struct Ah {
     /// What the caller sees.
     pub ibv: ibv_ah,
-    ah: AddressHandle,
+    ah: rocev2::Ah,
+    engine: Arc<Engine>,
 }
 
 fn ah<'a>(p: *const ibv_ah) -> Option<&'a Ah> {
@@ -609,8 +543,17 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
         };
         // SAFETY: the caller passes a readable attr (checked not NULL).
         let attr = unsafe { &*attr };
-        let made = destination(attr).and_then(|(ip, hop, dscp)| {
-            host::address_handle(&d.engine.lock().iface, ip, hop, dscp).map_err(|e| path_errno(&e))
+        let made = destination(attr).and_then(|dest| {
+            let want = AhAttr {
+                ip: dest.ip,
+                mac: dest.mac,
+                dscp: dest.dscp,
+                resolve_timeout: RESOLVE_WAIT,
+            };
+            d.engine.create_ah(d.pd, &want).map_err(|e| {
+                eprintln!("rocev2_ibverbs: address handle to {}: {e}", dest.ip);
+                crate::errno(&e)
+            })
         });
         let handle = match made {
             Ok(h) => h,
@@ -626,6 +569,7 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
                 handle: 0,
             },
             ah: handle,
+            engine: Arc::clone(&d.engine),
         }))
         .cast::<ibv_ah>();
         handle::register(a, Kind::Ah);
@@ -653,8 +597,11 @@ pub extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
             return libc::EINVAL;
         }
         // SAFETY: was registered until now, made by Box::into_raw.
-        drop(unsafe { Box::from_raw(a.cast::<Ah>()) });
-        0
+        let a = unsafe { Box::from_raw(a.cast::<Ah>()) };
+        match a.engine.destroy_ah(a.ah) {
+            Ok(()) => 0,
+            Err(e) => crate::errno(&e),
+        }
     })
 }
 

@@ -12,7 +12,8 @@
 //! its frames.
 //!
 //! Descriptors travel beside messages (SCM_RIGHTS, [`crate::frame`]): [`Request::RegMr`]
-//! carries the region's memfd; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
+//! carries the region's memfd, or for memory the application keeps at its own address (the C
+//! ABI's `ibv_reg_mr`) the application's `/proc/self/mem`; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
 //! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings,
 //! [`Response::CmEnabled`] the eventfd the daemon signals when a CM event is queued for the
 //! application.
@@ -34,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -58,15 +59,19 @@ pub enum Request {
         /// Its id.
         pd: u32,
     },
-    /// Register the memfd sent with this message, `len` bytes, with `access` rights
-    /// (the core's `AccessFlags` bits).
+    /// Register `len` bytes with `access` rights (the core's `AccessFlags` bits): the memfd
+    /// sent with this message (`at: None`; the daemon picks the region's address), or the
+    /// bytes the application keeps at [`InPlace::addr`], whose `/proc/self/mem` comes with
+    /// the message.
     RegMr {
         /// Protection domain.
         pd: u32,
-        /// Length of the region and of the memfd.
+        /// Length of the region (and of the memfd).
         len: u64,
         /// Access bits.
         access: u32,
+        /// Where the application keeps the bytes, for memory it registers in place.
+        at: Option<InPlace>,
     },
     /// Deregister a region; its keys stop working at once.
     DeregMr {
@@ -119,6 +124,15 @@ pub enum Request {
         qpn: u32,
         /// Where and how.
         spec: ConnectSpec,
+    },
+    /// `ibv_modify_qp`: move a QP through the state machine step by step with the attributes
+    /// given (the C ABI; [`Request::Connect`] does INIT→RTR→RTS in one); answered
+    /// [`Response::QpStatus`].
+    ModifyQp {
+        /// The QP.
+        qpn: u32,
+        /// The attributes the call sets.
+        spec: ModifySpec,
     },
     /// Move a QP to ERROR, flushing its requests.
     ModifyToError {
@@ -297,6 +311,63 @@ pub struct ConnectSpec {
     pub resolve_timeout_ms: u32,
     /// Extensions the peer announced (`ExtCaps` word).
     pub peer_ext: u32,
+}
+
+/// A region of the application's own memory ([`Request::RegMr`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InPlace {
+    /// The bytes' address in the application.
+    pub addr: u64,
+    /// The address peers and work requests name the region by (`ibv_reg_mr_iova`).
+    pub iova: u64,
+}
+
+/// The attributes of one `ibv_modify_qp`: each is set when present (its mask bit was).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModifySpec {
+    /// The state to move to (`ibv_qp_state` numbering); absent: stay.
+    pub state: Option<u8>,
+    /// Partition key index (only index 0, the default partition, exists).
+    pub pkey_index: Option<u16>,
+    /// Remote access rights (the core's `AccessFlags` bits).
+    pub access: Option<u32>,
+    /// A UD QP's Q_Key.
+    pub q_key: Option<u32>,
+    /// The peer (RTR of an RC QP): its address, next hop and DSCP.
+    pub dest: Option<Destination>,
+    /// Path MTU in bytes (clamped to the interface's).
+    pub path_mtu: Option<u32>,
+    /// Peer QPN.
+    pub dest_qpn: Option<u32>,
+    /// First PSN expected from the peer.
+    pub rq_psn: Option<u32>,
+    /// First PSN sent.
+    pub sq_psn: Option<u32>,
+    /// READs and atomics the peer may have outstanding here.
+    pub max_dest_rd_atomic: Option<u8>,
+    /// READs and atomics outstanding from here.
+    pub max_rd_atomic: Option<u8>,
+    /// RNR NAK timer code.
+    pub min_rnr_timer: Option<u8>,
+    /// ACK timeout code.
+    pub timeout: Option<u8>,
+    /// Retries.
+    pub retry_cnt: Option<u8>,
+    /// RNR retries.
+    pub rnr_retry: Option<u8>,
+}
+
+/// Where a QP's packets go ([`ModifySpec::dest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Destination {
+    /// The peer's address (its GID, IPv4-mapped GIDs as IPv4).
+    pub ip: IpAddr,
+    /// Next hop's MAC, or resolve through the kernel.
+    pub mac: Option<[u8; 6]>,
+    /// DSCP.
+    pub dscp: u8,
+    /// Neighbour resolution bound, milliseconds.
+    pub resolve_timeout_ms: u32,
 }
 
 /// What the daemon answers.
@@ -556,6 +627,31 @@ mod tests {
                 pd: 1,
                 len: 1 << 40,
                 access: 0xf,
+                at: None,
+            },
+            Request::RegMr {
+                pd: 1,
+                len: 4096,
+                access: 0x7,
+                at: Some(InPlace {
+                    addr: 0x7fff_0000_1000,
+                    iova: 0x1000,
+                }),
+            },
+            Request::ModifyQp {
+                qpn: 0x12,
+                spec: ModifySpec {
+                    state: Some(2),
+                    dest: Some(Destination {
+                        ip: "10.0.0.2".parse().unwrap(),
+                        mac: None,
+                        dscp: 26,
+                        resolve_timeout_ms: 3000,
+                    }),
+                    path_mtu: Some(1024),
+                    rq_psn: Some(0xff_ffff),
+                    ..ModifySpec::default()
+                },
             },
             Request::CreateQp(spec.clone()),
             Request::CreateUdQp {

@@ -43,11 +43,14 @@ use rocev2_core::qp::{
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::Progress;
+use rocev2_datapath::host::{CallerRange, ProcessMemory};
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::{self, EventFd};
-use rocev2_ipc::proto::{self, ConnectSpec, ErrorKind, MpSpec, QpSpec, Request, Response};
+use rocev2_ipc::proto::{
+    self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, QpSpec, Request, Response,
+};
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord, UdRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
 use rocev2_ipc::shm::Region;
@@ -68,6 +71,8 @@ struct CqView {
     /// Waiters sleeping on the eventfd: the ring says "asleep" while there is one, so a waiter
     /// that wakes does not take the signal away from another.
     sleepers: usize,
+    /// Armed for a completion event ([`Attached::arm_notify`]), which counts as one sleeper.
+    notify: bool,
 }
 
 impl CqView {
@@ -118,7 +123,9 @@ pub(crate) struct Attached {
     pub(crate) iface: Interface,
     pub(crate) datapath: String,
     pub(crate) reason: String,
-    mrs: BTreeMap<MrId, Region>,
+    /// Regions: their memfd, or `None` for the caller's own memory in place
+    /// ([`Attached::register_caller`]).
+    mrs: BTreeMap<MrId, Option<Region>>,
     cqs: BTreeMap<CqId, CqView>,
     qps: BTreeMap<Qpn, QpView>,
     /// How long a wait spins on the ring before sleeping on the eventfd.
@@ -128,6 +135,8 @@ pub(crate) struct Attached {
     pub(crate) watch: Arc<Waitable<OwnedFd>>,
     cm: Option<CmView>,
     buf: Vec<u8>,
+    /// Empty [`Backend::poll_cq_driving`] calls, to check on the daemon now and then.
+    empty_polls: u32,
 }
 
 fn protocol(what: impl Into<String>) -> Error {
@@ -209,6 +218,7 @@ impl Attached {
             watch,
             cm: None,
             buf: Vec::new(),
+            empty_polls: 0,
         })
     }
 
@@ -245,15 +255,48 @@ impl Attached {
     pub(crate) fn register(&mut self, pd: PdId, buf: &[u8], access: AccessFlags) -> Result<MrInfo> {
         let region = Region::create("rocev2-mr", buf.len()).map_err(|e| protocol(e.to_string()))?;
         region.write(0, buf);
+        let info = self.reg_mr(pd, buf.len() as u64, access, None, region.fd())?;
+        self.mrs.insert(info.id, Some(region));
+        Ok(info)
+    }
+
+    /// Registers the caller's own bytes in place: the daemon reaches them through this
+    /// process's `/proc/self/mem`, sent with the request (`host::ProcessMemory`).
+    pub(crate) fn register_caller(
+        &mut self,
+        pd: PdId,
+        range: &CallerRange,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrInfo> {
+        let mem = ProcessMemory::open_own().map_err(Error::Io)?;
+        let at = Some(InPlace {
+            addr: range.addr() as u64,
+            iova,
+        });
+        let info = self.reg_mr(pd, range.len() as u64, access, at, mem.as_fd())?;
+        self.mrs.insert(info.id, None);
+        Ok(info)
+    }
+
+    fn reg_mr(
+        &mut self,
+        pd: PdId,
+        len: u64,
+        access: AccessFlags,
+        at: Option<InPlace>,
+        fd: BorrowedFd<'_>,
+    ) -> Result<MrInfo> {
         let req = Request::RegMr {
             pd: pd.value(),
-            len: buf.len() as u64,
+            len,
             access: access.bits(),
+            at,
         };
-        let Response::Mr(m) = self.call(&req, &[region.fd()])?.0 else {
+        let Response::Mr(m) = self.call(&req, &[fd])?.0 else {
             return Err(protocol("RegMr answered without a region"));
         };
-        let info = MrInfo {
+        Ok(MrInfo {
             id: MrId::new(m.id),
             lkey: Lkey::new(m.lkey),
             rkey: Rkey::new(m.rkey),
@@ -261,9 +304,7 @@ impl Attached {
             len: m.len,
             access: AccessFlags::from_bits_retain(m.access),
             pd: PdId::new(m.pd),
-        };
-        self.mrs.insert(info.id, region);
-        Ok(info)
+        })
     }
 
     pub(crate) fn deregister(&mut self, mr: MrId) -> Result<Vec<u8>> {
@@ -272,17 +313,79 @@ impl Attached {
         }
         self.done(&Request::DeregMr { mr: mr.value() })?;
         let region = self.mrs.remove(&mr).ok_or(Error::UnknownMr)?;
-        Ok(region.bytes().to_vec())
+        // The caller's own bytes stay the caller's.
+        Ok(region.map(|r| r.bytes().to_vec()).unwrap_or_default())
     }
 
     pub(crate) fn mr_bytes(&self, mr: MrId, len: u64) -> Option<&[u8]> {
-        let r = self.mrs.get(&mr)?;
+        let r = self.mrs.get(&mr)?.as_ref()?;
         r.bytes().get(..usize::try_from(len).ok()?)
     }
 
     pub(crate) fn mr_bytes_mut(&mut self, mr: MrId, len: u64) -> Option<&mut [u8]> {
-        let r = self.mrs.get_mut(&mr)?;
+        let r = self.mrs.get_mut(&mr)?.as_mut()?;
         r.bytes_mut().get_mut(..usize::try_from(len).ok()?)
+    }
+
+    pub(crate) fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
+        self.done(&Request::DeallocPd { pd: pd.value() })
+    }
+
+    pub(crate) fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(EndpointError::UnknownCq.into());
+        }
+        self.done(&Request::DestroyCq { cq: cq.0 })?;
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    /// `ibv_req_notify_cq`: the ring says "asleep" until the event is taken
+    /// ([`Attached::ack_notify`]); a completion already there signals at once.
+    pub(crate) fn arm_notify(&mut self, cq: CqId) -> Result<()> {
+        let v = self.cqs.get_mut(&cq).ok_or(EndpointError::UnknownCq)?;
+        let arrived = if v.notify {
+            v.ring.is_empty() != Ok(true)
+        } else {
+            v.notify = true;
+            v.arm()
+        };
+        if arrived {
+            v.event.get().signal();
+        }
+        Ok(())
+    }
+
+    /// Takes a completion event: clears the eventfd and ends the arming.
+    pub(crate) fn ack_notify(&mut self, cq: CqId) {
+        if let Some(v) = self.cqs.get_mut(&cq) {
+            v.event.get().clear();
+            if std::mem::take(&mut v.notify) {
+                v.disarm();
+            }
+        }
+    }
+
+    pub(crate) fn cq_event_fd(&self, cq: CqId) -> Result<OwnedFd> {
+        let v = self.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+        v.event
+            .get()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(Error::Io)
+    }
+
+    pub(crate) fn modify_qp(&mut self, qpn: Qpn, spec: ModifySpec) -> Result<QpState> {
+        let req = Request::ModifyQp {
+            qpn: qpn.value(),
+            spec,
+        };
+        match self.call(&req, &[])?.0 {
+            Response::QpStatus { state, .. } => {
+                QpState::from_ibv(state).ok_or_else(|| protocol("not a QP state"))
+            }
+            other => Err(unexpected(other)),
+        }
     }
 
     pub(crate) fn create_cq(&mut self, capacity: usize) -> Result<CqId> {
@@ -299,6 +402,7 @@ impl Attached {
                 ring,
                 event: Arc::new(Waitable::new(EventFd::from_fd(event))),
                 sleepers: 0,
+                notify: false,
             },
         );
         Ok(CqId(id))
@@ -839,8 +943,65 @@ impl Backend for Mutex<Attached> {
         lock_attached(self).deregister(mr.id)
     }
 
+    fn register_caller(
+        &self,
+        pd: PdId,
+        range: CallerRange,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrInfo> {
+        lock_attached(self).register_caller(pd, &range, iova, access)
+    }
+
+    fn dealloc_pd(&self, pd: PdId) -> Result<()> {
+        lock_attached(self).dealloc_pd(pd)
+    }
+
     fn create_cq(&self, capacity: usize) -> Result<CqId> {
         lock_attached(self).create_cq(capacity)
+    }
+
+    fn destroy_cq(&self, cq: CqId) -> Result<()> {
+        lock_attached(self).destroy_cq(cq)
+    }
+
+    fn arm_cq(&self, cq: CqId) -> Result<()> {
+        lock_attached(self).arm_notify(cq)
+    }
+
+    fn ack_cq_event(&self, cq: CqId) {
+        lock_attached(self).ack_notify(cq);
+    }
+
+    fn cq_event_fd(&self, cq: CqId) -> Result<OwnedFd> {
+        lock_attached(self).cq_event_fd(cq)
+    }
+
+    /// The daemon drives.
+    fn hand_back(&self) {}
+
+    /// The daemon drives: a poll only reads the ring, and an empty one yields the CPU, as a
+    /// wait's busy-polling look does: a program polling in a loop on every core would
+    /// otherwise keep the daemon from running until the scheduler preempts it (milliseconds).
+    /// Every 4096th empty poll checks that the daemon lives (one `poll(2)`), so a
+    /// busy-polling program learns of its death.
+    fn poll_cq_driving(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize> {
+        let mut g = lock_attached(self);
+        let n = g.poll_cq(cq, out, max);
+        if n == 0 {
+            g.empty_polls = g.empty_polls.wrapping_add(1);
+            if g.empty_polls.is_multiple_of(4096) {
+                g.check_alive()?;
+            }
+            drop(g);
+            std::thread::yield_now();
+        }
+        Ok(n)
     }
 
     fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
@@ -849,6 +1010,10 @@ impl Backend for Mutex<Attached> {
 
     fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()> {
         lock_attached(self).connect(qp, opts.spec(remote))
+    }
+
+    fn modify_qp(&self, qp: Qpn, spec: &ModifySpec) -> Result<QpState> {
+        lock_attached(self).modify_qp(qp, spec.clone())
     }
 
     fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {

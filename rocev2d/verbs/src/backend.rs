@@ -19,7 +19,9 @@ use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
 use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Progress;
+use rocev2_datapath::host::CallerRange;
 use rocev2_ipc::notify::EventFd;
+use rocev2_ipc::proto::ModifySpec;
 use std::ops::DerefMut;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::panic::{RefUnwindSafe, UnwindSafe};
@@ -66,12 +68,42 @@ pub(crate) trait Backend: Send + Sync {
     fn register(&self, pd: PdId, buf: Vec<u8>, align: u64, access: AccessFlags) -> Result<MrInfo>;
     /// Deregisters `mr` and returns its bytes.
     fn deregister(&self, mr: &MrInfo) -> Result<Vec<u8>>;
+    /// Registers bytes the caller keeps at their own address, named `iova` (the C ABI's
+    /// `ibv_reg_mr`).
+    fn register_caller(
+        &self,
+        pd: PdId,
+        range: CallerRange,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrInfo>;
+    /// `ibv_dealloc_pd`.
+    fn dealloc_pd(&self, pd: PdId) -> Result<()>;
     /// `ibv_create_cq`, with the CQ's wake-up.
     fn create_cq(&self, capacity: usize) -> Result<CqId>;
+    /// `ibv_destroy_cq`.
+    fn destroy_cq(&self, cq: CqId) -> Result<()>;
+    /// `ibv_req_notify_cq`: the CQ's wake-up ([`Backend::cq_event_fd`]) becomes readable at
+    /// its next completion, at once when it holds one.
+    fn arm_cq(&self, cq: CqId) -> Result<()>;
+    /// Takes the wake-up an armed CQ gave ([`Backend::arm_cq`]).
+    fn ack_cq_event(&self, cq: CqId);
+    /// A descriptor of the CQ's wake-up, for `poll(2)` or epoll.
+    fn cq_event_fd(&self, cq: CqId) -> Result<OwnedFd>;
+    /// The application thread that drove the engine ([`Backend::poll_cq_driving`]) is about
+    /// to sleep: the progress thread takes over at once (attached: nothing, the daemon drives).
+    fn hand_back(&self);
+    /// `ibv_poll_cq` as a busy-polling program calls it: an empty CQ first gets one pass of
+    /// the engine (in-process; the daemon drives its own), and the progress thread backs off
+    /// while the polls go on.
+    fn poll_cq_driving(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize)
+    -> Result<usize>;
     /// An RC QP in INIT with every remote right.
     fn create_qp(&self, cfg: QpConfig) -> Result<Qpn>;
     /// INIT→RTR→RTS towards `remote`.
     fn connect(&self, qp: Qpn, remote: &RemoteQp, opts: &ConnectOptions) -> Result<()>;
+    /// `ibv_modify_qp`, one step; the state reached.
+    fn modify_qp(&self, qp: Qpn, spec: &ModifySpec) -> Result<QpState>;
     /// An RC QP's transport mode.
     fn qp_mode(&self, qp: Qpn) -> Option<QpMode>;
     /// A multipath QP's state ([`crate::MpSnapshot`]).

@@ -29,9 +29,10 @@ use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
 use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::WorkCompletion;
-use rocev2_core::mr::{AccessFlags, VecMemory};
+use rocev2_core::mr::AccessFlags;
 use rocev2_core::qp::{QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_datapath::auto::{self, Options};
+use rocev2_datapath::host::HostMemory;
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
@@ -220,7 +221,7 @@ impl Device {
                 }
                 _ => (datapath, reason),
             };
-        let driver = Driver::new(ep, VecMemory::new(), datapath, cfg.driver);
+        let driver = Driver::new(ep, HostMemory::default(), datapath, cfg.driver);
         let local = Local::new(
             driver,
             iface.clone(),

@@ -112,6 +112,7 @@ mod local;
 mod mr;
 mod pair;
 mod qp;
+mod stepwise;
 mod ud;
 mod wakeup;
 
@@ -138,7 +139,9 @@ pub use rocev2_core::qp::{
 pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 pub use rocev2_core::wire::{Psn, Qpn};
 pub use rocev2_datapath::auto::Options as DatapathOptions;
+pub use rocev2_datapath::host::CallerRange;
 pub use rocev2_datapath::{
     Datapath, Driver, DriverConfig, Interface, Mode as DatapathKind, Progress, WaitMode,
 };
+pub use rocev2_ipc::proto::{Destination, ErrorKind, ModifySpec};
 pub use ud::{Ah, AhAttr, GRH_LEN, UdAddress};

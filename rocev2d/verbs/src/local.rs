@@ -57,19 +57,23 @@ use rocev2_core::cm::{
 };
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::endpoint::GsiConfig;
-use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId, VecMemory};
+use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId};
 use rocev2_core::qp::{CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::handoff::Listens;
-use rocev2_datapath::host::{self, AhTable, NextHop, ProgressThread, RegionAddresses};
+use rocev2_datapath::host::{
+    self, AhTable, Backing, CallerRange, HostMemory, NextHop, ProcessMemory, ProgressThread,
+    RegionAddresses,
+};
 use rocev2_datapath::iface::node_guid;
 use rocev2_datapath::{Datapath, Driver, Interface, Progress, WaitMode, WaitPlan, neigh};
 use rocev2_ipc::notify::EventFd;
+use rocev2_ipc::proto::{Destination, ModifySpec};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::ops::ControlFlow;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -87,7 +91,7 @@ pub enum ProgressMode {
 }
 
 /// The in-process driver type.
-pub type LocalDriver = Driver<Box<dyn Datapath + Send>, VecMemory>;
+pub type LocalDriver = Driver<Box<dyn Datapath + Send>, HostMemory>;
 
 /// Everything the lock protects.
 pub(crate) struct State {
@@ -252,7 +256,7 @@ impl Local {
         f: impl FnOnce(
             &mut rocev2_core::Endpoint,
             rocev2_core::time::Instant,
-            &mut VecMemory,
+            &mut HostMemory,
         ) -> std::result::Result<R, EndpointError>,
     ) -> Result<R> {
         let mut st = self.lock();
@@ -381,13 +385,13 @@ impl std::ops::Deref for Region<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // The region was checked when the guard was made and cannot go while it is locked.
-        self.st.driver.mem.get(self.id).unwrap_or(&[])
+        self.st.driver.mem.owned(self.id).unwrap_or(&[])
     }
 }
 
 impl std::ops::DerefMut for Region<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        self.st.driver.mem.get_mut(self.id).unwrap_or(&mut [])
+        self.st.driver.mem.owned_mut(self.id).unwrap_or(&mut [])
     }
 }
 
@@ -413,7 +417,7 @@ impl Backend for Local {
                 return Err(e.into());
             }
         };
-        st.driver.mem.insert(info.id, buf);
+        st.driver.mem.insert(info.id, Backing::Owned(buf));
         Ok(info)
     }
 
@@ -423,8 +427,40 @@ impl Backend for Local {
             return Err(Error::UnknownMr);
         }
         st.driver.ep.deregister_mr(mr.id)?;
-        st.addresses.free(mr.addr, mr.len);
-        st.driver.mem.remove(mr.id).ok_or(Error::UnknownMr)
+        match st.driver.mem.remove(mr.id) {
+            Some(Backing::Owned(bytes)) => {
+                st.addresses.free(mr.addr, mr.len);
+                Ok(bytes)
+            }
+            // The caller's buffer stays the caller's; its address was never ours to give.
+            Some(_) => Ok(Vec::new()),
+            None => Err(Error::UnknownMr),
+        }
+    }
+
+    fn register_caller(
+        &self,
+        pd: PdId,
+        range: CallerRange,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrInfo> {
+        // The same check the daemon makes of an attached program's range: a buffer this
+        // process does not have fails here, not later in a copy.
+        let own = ProcessMemory::from_fd(ProcessMemory::open_own().map_err(Error::Io)?);
+        own.and_then(|m| m.range(range.addr() as u64, range.len() as u64))
+            .map_err(Error::Io)?;
+        let mut st = self.lock();
+        let info = st
+            .driver
+            .ep
+            .register_mr(pd, iova, range.len() as u64, access)?;
+        st.driver.mem.insert(info.id, Backing::Caller(range));
+        Ok(info)
+    }
+
+    fn dealloc_pd(&self, pd: PdId) -> Result<()> {
+        Ok(self.lock().driver.ep.dealloc_pd(pd)?)
     }
 
     fn create_cq(&self, capacity: usize) -> Result<CqId> {
@@ -433,6 +469,59 @@ impl Backend for Local {
         let id = st.driver.ep.create_cq(capacity);
         st.cqs.insert(id, ev);
         Ok(id)
+    }
+
+    fn destroy_cq(&self, cq: CqId) -> Result<()> {
+        let mut st = self.lock();
+        st.driver.ep.destroy_cq(cq)?;
+        st.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn arm_cq(&self, cq: CqId) -> Result<()> {
+        let st = self.lock();
+        let ev = st.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+        ev.arm();
+        if st.driver.ep.cq(cq).is_some_and(|c| !c.is_empty()) {
+            ev.fire();
+        }
+        Ok(())
+    }
+
+    fn ack_cq_event(&self, cq: CqId) {
+        if let Some(ev) = self.lock().cqs.get(&cq) {
+            ev.event.get().clear();
+        }
+    }
+
+    fn cq_event_fd(&self, cq: CqId) -> Result<OwnedFd> {
+        let st = self.lock();
+        let ev = st.cqs.get(&cq).ok_or(EndpointError::UnknownCq)?;
+        ev.event
+            .get()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(Error::Io)
+    }
+
+    fn hand_back(&self) {
+        self.progress.hand_back();
+    }
+
+    fn poll_cq_driving(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize> {
+        self.progress.drove();
+        let mut st = self.lock();
+        let n = st.driver.ep.poll_cq(cq, out, max);
+        if n > 0 {
+            return Ok(n);
+        }
+        st.drive()?;
+        Ok(st.driver.ep.poll_cq(cq, out, max))
     }
 
     fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
@@ -457,6 +546,27 @@ impl Backend for Local {
         drop(st);
         self.kick();
         Ok(())
+    }
+
+    fn modify_qp(&self, qp: Qpn, spec: &ModifySpec) -> Result<QpState> {
+        let current = self.qp_state(qp).ok_or(EndpointError::UnknownQp)?;
+        // Resolution may take the whole timeout: not under the lock.
+        let hop = |d: &Destination| {
+            let wait = Duration::from_millis(d.resolve_timeout_ms.into());
+            self.next_hop(d.ip, d.mac, wait)
+        };
+        let (to, attr) =
+            host::modify_attr(&self.iface, qp, spec, current, hop).map_err(Error::from_path)?;
+        let mut st = self.lock();
+        let now = st.driver.now();
+        let Driver { ep, mem, .. } = &mut st.driver;
+        ep.modify_qp(qp, to, &attr, now, mem)?;
+        if let Some(path) = &attr.path {
+            neigh::announce(st.driver.datapath_mut(), path);
+        }
+        drop(st);
+        self.kick();
+        Ok(to)
     }
 
     fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
@@ -674,7 +784,7 @@ impl Backend for Local {
 
     fn region(&self, mr: &MrInfo) -> Result<RegionBytes<'_>> {
         let st = self.lock();
-        st.driver.mem.get(mr.id).ok_or(Error::UnknownMr)?;
+        st.driver.mem.owned(mr.id).ok_or(Error::UnknownMr)?;
         Ok(Box::new(Region { st, id: mr.id }))
     }
 

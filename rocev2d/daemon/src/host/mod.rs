@@ -31,9 +31,6 @@
 //! QP of every application; a send queue holds `max_send_wr` requests in its ring plus as many
 //! in the engine, so "queue full" comes later than on an HCA.
 
-pub mod memory;
-
-use memory::HostMemory;
 use rocev2_core::Endpoint;
 use rocev2_core::cc::CcConfig;
 use rocev2_core::cm::{AcceptParams, ConnId, Event as CmEvent, RejectReason, ServiceId};
@@ -48,11 +45,14 @@ use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::Qpn;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
-use rocev2_datapath::host::{self, AhTable, NextHop, PathError};
+use rocev2_datapath::host::{
+    self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory,
+};
 use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
 use rocev2_ipc::proto::{
-    ConnectSpec, ErrorKind, IfaceInfo, MpState, MrSpec, QpSpec, Request, Response,
+    ConnectSpec, Destination, ErrorKind, IfaceInfo, InPlace, MpState, MrSpec, QpSpec, Request,
+    Response,
 };
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord};
 use rocev2_ipc::ring::{End, Ring};
@@ -124,6 +124,9 @@ pub struct HostCounters {
     pub refused_work_requests: u64,
     /// Attachments closed for a malformed record or a corrupted ring.
     pub closed_corrupt: u64,
+    /// Accesses to an application's own memory that failed (it unmapped a registered
+    /// buffer): its QPs were moved to ERROR.
+    pub memory_faults: u64,
     /// CM events delivered to applications' queues.
     pub cm_events: u64,
     /// CM events dropped: the application's queue was full.
@@ -417,7 +420,12 @@ impl Host {
                 a.pds.remove(&pd);
                 Ok(Reply::ok(Response::Done))
             }
-            Request::RegMr { pd, len, access } => {
+            Request::RegMr {
+                pd,
+                len,
+                access,
+                at,
+            } => {
                 let pd = PdId::new(pd);
                 if !a.pds.contains(&pd) {
                     return Err(unknown("PD"));
@@ -432,18 +440,31 @@ impl Host {
                         ),
                     ));
                 }
-                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds))
-                    .map_err(|_| Refusal(ErrorKind::Invalid, "RegMr needs one memfd".into()))?;
-                let region = Region::from_fd(fd, len)
-                    .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let info = ep.register_mr(
-                    pd,
-                    self.next_addr,
-                    len,
-                    AccessFlags::from_bits_retain(access),
-                )?;
-                self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
-                mem.insert(info.id, region);
+                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds)).map_err(|_| {
+                    Refusal(ErrorKind::Invalid, "RegMr needs one descriptor".into())
+                })?;
+                let invalid =
+                    |e: &dyn std::fmt::Display| Refusal(ErrorKind::Invalid, e.to_string());
+                let access = AccessFlags::from_bits_retain(access);
+                let (info, backing) = match at {
+                    // The application's memfd: the daemon picks the region's address.
+                    None => {
+                        let region = Region::from_fd(fd, len).map_err(|e| invalid(&e))?;
+                        let info = ep.register_mr(pd, self.next_addr, len, access)?;
+                        self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
+                        (info, Backing::Shared(region))
+                    }
+                    // Its own memory in place, through its /proc/self/mem.
+                    Some(InPlace { addr, iova }) => {
+                        let mem = ProcessMemory::from_fd(fd).map_err(|e| invalid(&e))?;
+                        let range = mem.range(addr, len).map_err(|e| invalid(&e))?;
+                        (
+                            ep.register_mr(pd, iova, len, access)?,
+                            Backing::Process(range),
+                        )
+                    }
+                };
+                mem.insert(info.id, backing);
                 a.mrs.insert(info.id, len);
                 a.mr_bytes += len;
                 Ok(Reply::ok(Response::Mr(MrSpec {
@@ -588,6 +609,27 @@ impl Host {
                     response: Response::Done,
                     fds: Vec::new(),
                     announce: Some(attr.path),
+                })
+            }
+            Request::ModifyQp { qpn, spec } => {
+                let qpn = owned_qp(a, qpn)?;
+                let current = match (ep.qp(qpn), ep.ud_qp(qpn)) {
+                    (Some(qp), _) => qp.state(),
+                    (None, Some(ud)) => ud.state(),
+                    (None, None) => return Err(unknown("QP")),
+                };
+                // The control plane resolved the next hop before the request came here.
+                let hop = |d: &Destination| NextHop::new(d.mac, std::time::Duration::ZERO);
+                let (to, attr) = host::modify_attr(&self.iface, qpn, &spec, current, hop)
+                    .map_err(path_refusal)?;
+                ep.modify_qp(qpn, to, &attr, now, mem)?;
+                Ok(Reply {
+                    response: Response::QpStatus {
+                        state: to.as_ibv(),
+                        multipath: ep.qp(qpn).is_some_and(|q| q.mode() == QpMode::MultiPath),
+                    },
+                    fds: Vec::new(),
+                    announce: attr.path,
                 })
             }
             Request::ModifyToError { qpn } => {
@@ -749,6 +791,7 @@ impl Host {
     /// moved. Attachments found corrupt are closed.
     pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
         let mut moved = self.route_cm_events(ep, mem, now);
+        moved |= self.fail_faulted(ep, mem, now);
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
             moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
@@ -763,6 +806,29 @@ impl Host {
             self.detach(ep, mem, now, id);
         }
         moved
+    }
+
+    /// Moves to ERROR every QP of an application whose own memory could not be reached (it
+    /// unmapped a registered buffer): as an HCA fails a QP on a protection fault, so its work
+    /// requests complete in error instead of moving zeros. Returns whether there were any.
+    fn fail_faulted(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
+        let faults = mem.take_faults();
+        for mr in &faults {
+            let Some((id, a)) = self.apps.iter().find(|(_, a)| a.mrs.contains_key(mr)) else {
+                continue;
+            };
+            tracing::warn!(
+                app = id,
+                pid = a.creds.pid,
+                mr = mr.value(),
+                "a registered buffer is no longer mapped: moving the application's QPs to ERROR"
+            );
+            self.counters.memory_faults += 1;
+            for qpn in a.qps.keys() {
+                let _ = ep.modify_qp(*qpn, QpState::Error, &QpAttr::default(), now, mem);
+            }
+        }
+        !faults.is_empty()
     }
 
     /// Hands the engine's CM events to the applications they belong to: a connect request to

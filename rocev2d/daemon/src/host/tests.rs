@@ -154,6 +154,7 @@ fn an_application_cannot_name_another_applications_objects() {
         pd,
         len: 4096,
         access: 1,
+        at: None,
     };
     let r = h.request(
         &mut ep,
@@ -209,7 +210,12 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
             &mut mem,
             Instant::ZERO,
             a,
-            Request::RegMr { pd, len, access: 1 },
+            Request::RegMr {
+                pd,
+                len,
+                access: 1,
+                at: None,
+            },
             fds,
         )
     };
@@ -338,6 +344,7 @@ fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
             pd,
             len: 4096,
             access: 1,
+            at: None,
         },
         vec![region.fd().try_clone_to_owned().unwrap()],
     );
@@ -373,6 +380,7 @@ fn detach_destroys_every_object_and_ids_are_not_reused_across_apps() {
                 pd,
                 len: 4096,
                 access: 1,
+                at: None,
             },
             vec![region.fd().try_clone_to_owned().unwrap()],
         );

@@ -2,10 +2,13 @@
 //! from the neighbour table; and an RC QP's connection attributes built on it.
 
 use crate::{Error, Interface, neigh};
-use rocev2_core::qp::{AddressHandle, ConnectAttr, ModifyError, Mtu, Path};
+use rocev2_core::mr::AccessFlags;
+use rocev2_core::qp::{
+    AddressHandle, ConnectAttr, ModifyError, Mtu, Path, QpAttr, QpState, state::MAX_RD_ATOMIC,
+};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::ext::ExtCaps;
-use rocev2_ipc::proto::ConnectSpec;
+use rocev2_ipc::proto::{ConnectSpec, Destination, ModifySpec};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -140,6 +143,62 @@ pub fn connect_attr(
         rnr_retry: spec.rnr_retry,
         peer_ext: ExtCaps::from_word(spec.peer_ext),
     })
+}
+
+fn out_of_range(name: &'static str, range: &'static str) -> PathError {
+    PathError::Invalid(ModifyError::OutOfRange { name, range })
+}
+
+/// The state and attributes one `ibv_modify_qp` asks of QP `qpn` (in state `current`) on
+/// `iface`: its path built as [`path`] builds every path, through `hop`; the path MTU clamped
+/// to the interface's. READ/atomic depths are clamped to the engine's limit rather than
+/// refused: perftest passes the peer's outstanding-read count (128 from rdma_rxe) as its own.
+///
+/// # Errors
+/// [`PathError`]: a state or partition that does not exist, or no path to the destination.
+pub fn modify_attr(
+    iface: &Interface,
+    qpn: Qpn,
+    spec: &ModifySpec,
+    current: QpState,
+    hop: impl FnOnce(&Destination) -> NextHop,
+) -> Result<(QpState, QpAttr), PathError> {
+    let to = match spec.state {
+        Some(s) => QpState::from_ibv(s).ok_or(out_of_range("qp_state", "0 to 6"))?,
+        None => current,
+    };
+    let mut a = QpAttr {
+        access: spec.access.map(AccessFlags::from_bits_retain),
+        q_key: spec.q_key,
+        dest_qpn: spec.dest_qpn.map(|q| Qpn::new(q & 0xff_ffff)),
+        rq_psn: spec.rq_psn.map(|p| p & 0xff_ffff),
+        sq_psn: spec.sq_psn.map(|p| p & 0xff_ffff),
+        max_dest_rd_atomic: spec.max_dest_rd_atomic.map(|n| n.min(MAX_RD_ATOMIC)),
+        max_rd_atomic: spec.max_rd_atomic.map(|n| n.min(MAX_RD_ATOMIC)),
+        min_rnr_timer: spec.min_rnr_timer,
+        timeout: spec.timeout,
+        retry_cnt: spec.retry_cnt,
+        rnr_retry: spec.rnr_retry,
+        ..QpAttr::default()
+    };
+    match spec.pkey_index {
+        Some(0) => a.p_key = Some(0xffff),
+        Some(_) => return Err(out_of_range("pkey_index", "0, the default partition")),
+        None => {}
+    }
+    let mut v6 = false;
+    if let Some(d) = &spec.dest {
+        v6 = d.ip.is_ipv6();
+        a.path = Some(path(iface, qpn, d.ip, hop(d), d.dscp)?);
+    }
+    if let Some(bytes) = spec.path_mtu {
+        let want = Mtu::from_bytes(bytes).ok_or(PathError::NotAnMtu(bytes))?;
+        let max = iface
+            .path_mtu(v6)
+            .ok_or_else(|| PathError::MtuTooSmall(iface.name.clone()))?;
+        a.path_mtu = Some(want.min(max));
+    }
+    Ok((to, a))
 }
 
 #[cfg(test)]
