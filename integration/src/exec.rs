@@ -245,6 +245,12 @@ impl Process {
         Self::spawn_with_input(cmd, None)
     }
 
+    /// The child's process id (for `ip netns exec` and `env`, which exec what they run: the
+    /// program's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn spawn_with_input(cmd: &mut Command, input: Option<&str>) -> Result<Process, Error> {
         crate::tools::require_for(cmd)?;
         let line = display(cmd);

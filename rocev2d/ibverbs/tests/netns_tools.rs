@@ -6,70 +6,9 @@
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
 
-use rocev2_testbed::exec::run_server_client;
-use rocev2_testbed::topology::{LinkParams, Topology};
-use rocev2_testbed::{Captured, Testbed, need_root};
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
-
-/// Generous: debug builds of the engine, on a shared 2-vCPU machine.
-const TIMEOUT: Duration = Duration::from_secs(180);
-
-/// The library under test, built beside this test's binary (`target/<profile>/deps/`; the
-/// copy one level up is only refreshed by `cargo build`, so it may be stale).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps dir");
-    [deps, deps.parent().expect("profile dir")]
-        .iter()
-        .map(|d| d.join("librocev2_ibverbs.so"))
-        .find(|p| p.exists())
-        .expect("librocev2_ibverbs.so built beside the tests")
-}
-
-fn pair() -> Testbed {
-    Testbed::up_topology(&Topology::Pair {
-        link: LinkParams::new().mtu(4200),
-    })
-    .expect("pair testbed")
-}
-
-/// `host`'s device name, `rocev2_<its interface toward the other host>`.
-fn device(tb: &Testbed, host: &str) -> String {
-    let peer = if host == "h0" { "h1" } else { "h0" };
-    let port = tb.node(host).unwrap().port_toward(peer).unwrap();
-    format!("rocev2_{}", port.ifname)
-}
-
-/// `program` in `host`'s namespace with the library preloaded.
-fn preloaded(tb: &Testbed, host: &str, program: &str) -> Command {
-    let mut cmd = tb.command(host, "env").expect("command");
-    cmd.arg(format!("LD_PRELOAD={}", library().display()))
-        .arg("ROCEV2_DATAPATH=udp")
-        .arg(program);
-    cmd
-}
-
-fn show(c: &Captured) -> String {
-    format!("{} ({}):\n{}\n{}", c.cmd, c.status, c.stdout, c.stderr)
-}
-
-/// Runs `server` in h1 (waiting for it to listen on TCP `port`) and `client` in h0; both
-/// must succeed. Returns (server, client).
-fn run_pair(
-    tb: &Testbed,
-    mut server: Command,
-    mut client: Command,
-    port: u16,
-) -> (Captured, Captured) {
-    let h1 = &tb.node("h1").unwrap().netns;
-    run_server_client(&mut server, h1, port, &mut client, TIMEOUT).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn h1_ip(tb: &Testbed) -> String {
-    tb.node("h1").unwrap().ipv4().unwrap().to_string()
-}
+mod common;
+use common::*;
+use rocev2_testbed::need_root;
 
 #[test]
 fn devices_are_listed_and_queried() {
