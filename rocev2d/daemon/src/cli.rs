@@ -24,6 +24,9 @@ pub enum Command {
     Run(RunArgs),
     /// Print a running daemon's counters.
     Stats(StatsArgs),
+    /// List this network namespace's interfaces usable as RoCE devices: GID table (the index
+    /// `-g`/`-x` take), MTU, queues, AF_XDP support (probed; needs root), served or not.
+    Devices(DevicesArgs),
     /// Make an interface an eBPF switch port (queue model, RED/ECN, faults); stats; detach.
     Switch(crate::switch_cmd::SwitchArgs),
 }
@@ -79,6 +82,14 @@ pub struct StatsArgs {
     /// network namespace.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+}
+
+/// `rocev2d devices`.
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--watch`'s interval: 0.1 to 3600 seconds.

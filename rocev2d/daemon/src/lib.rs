@@ -15,6 +15,7 @@
 )]
 
 pub mod config;
+pub mod devices;
 pub mod host;
 pub mod stats;
 

@@ -1,5 +1,6 @@
 //! `rocev2d`: runs a rocev2 endpoint on a Linux interface (`run`), reports its counters
-//! (`stats`), and makes an interface an eBPF switch port (`switch`).
+//! (`stats`), lists the interfaces usable as RoCE devices (`devices`), and makes an interface
+//! an eBPF switch port (`switch`).
 //!
 //! Logging goes to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (default
 //! `info`); readiness lines for scripts go to stdout.
@@ -55,6 +56,17 @@ fn main() -> anyhow::Result<()> {
             event_loop::run(&cfg)
         }
         Command::Stats(a) => stats_cmd(&a),
+        Command::Devices(a) => {
+            let r = rocev2d::devices::report().context("listing interfaces")?;
+            let out = if a.json {
+                serde_json::to_string_pretty(&r)? + "\n"
+            } else {
+                rocev2d::devices::text(&r)
+            };
+            // A closed pipe (`| head`) ends the listing quietly.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+            Ok(())
+        }
         Command::Switch(a) => switch_cmd::run(&a),
     }
 }

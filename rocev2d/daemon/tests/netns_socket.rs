@@ -5,6 +5,8 @@
 //!   ping-pong between them), and `rocev2d stats` without flags reads its own namespace's.
 //! - A tool opening the served interface in-process attaches to the daemon instead.
 //! - An application from another network namespace is refused by name.
+//! - `rocev2d devices` lists each namespace's own `eth0` with its GID table, probes AF_XDP
+//!   before a daemon serves it, and names the daemon after.
 
 mod common;
 use common::*;
@@ -123,6 +125,56 @@ fn same_interface_name_in_two_namespaces_each_daemon_serves_its_own() {
         assert!(s["packets"]["tx_packets"].as_u64().unwrap() >= 200, "{s}");
         assert!(s["packets"]["rx_packets"].as_u64().unwrap() >= 200, "{s}");
     }
+}
+
+/// `rocev2d devices --json` in namespace `i`.
+fn devices(ns: &Namespaces, i: usize) -> serde_json::Value {
+    let out = exec::run(ns.command(i, BIN).args(["devices", "--json"]), SETUP).expect("devices");
+    assert!(out.status.success(), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("devices JSON")
+}
+
+#[test]
+fn devices_lists_each_namespaces_interface_and_its_daemon() {
+    let test = "devices";
+    if !need_root(test) {
+        return;
+    }
+    let ns = Namespaces::new(test);
+    let before = devices(&ns, 1);
+    let d = &before["devices"][0];
+    assert_eq!(
+        before["devices"].as_array().map(Vec::len),
+        Some(1),
+        "{before}"
+    );
+    assert_eq!(d["name"], "rocev2_eth0", "{before}");
+    assert_eq!(
+        d["gids"][1]["gid"],
+        format!("::ffff:{}", ADDRS[1]),
+        "{before}"
+    );
+    assert_eq!(
+        d["gids"][1]["ipv4"], ADDRS[1],
+        "GID 1 is this namespace's: {before}"
+    );
+    assert!(
+        d["gids"][0]["gid"].as_str().unwrap().starts_with("fe80::"),
+        "{before}"
+    );
+    // A veth takes AF_XDP in copy mode only.
+    assert_eq!(d["af_xdp"], "copy", "{before}");
+    assert!(d["served_by"].is_null(), "{before}");
+    assert_eq!(before["skipped"][0]["iface"], "lo", "{before}");
+    let _d = ns.daemon(1, None);
+    let after = devices(&ns, 1);
+    let d = &after["devices"][0];
+    assert_eq!(d["served_by"], "@rocev2d/eth0", "{after}");
+    assert_eq!(d["af_xdp"], "not probed (served)", "{after}");
+    assert!(
+        devices(&ns, 0)["devices"][0]["served_by"].is_null(),
+        "the other namespace's"
+    );
 }
 
 #[test]

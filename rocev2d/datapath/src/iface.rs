@@ -89,6 +89,29 @@ pub fn node_guid(mac: [u8; 6]) -> u64 {
 }
 
 impl Interface {
+    /// The names of every link of the current network namespace, in index order.
+    ///
+    /// # Errors
+    /// Netlink failures.
+    pub fn names() -> Result<Vec<String>, Error> {
+        let links = Rtnl::new()?.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+        let mut named: Vec<(u32, String)> = links
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => {
+                    let name = l.attributes.into_iter().find_map(|a| match a {
+                        LinkAttribute::IfName(n) => Some(n),
+                        _ => None,
+                    });
+                    name.map(|n| (l.header.index, n))
+                }
+                _ => None,
+            })
+            .collect();
+        named.sort();
+        Ok(named.into_iter().map(|(_, n)| n).collect())
+    }
+
     /// Reads interface `name` of the current network namespace.
     ///
     /// # Errors

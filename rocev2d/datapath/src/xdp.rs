@@ -283,6 +283,34 @@ fn xerr(op: &'static str) -> impl FnOnce(xdpilone::Errno) -> Error {
     move |e| Error::io(op, io::Error::from_raw_os_error(e.get_raw().abs()))
 }
 
+/// What an AF_XDP socket can do on an interface's first queue, found by binding one there
+/// and closing it at once (`rocev2d devices`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpSupport {
+    /// The driver accepts a zero-copy bind.
+    ZeroCopy,
+    /// Copy mode only (the driver refused zero-copy).
+    Copy,
+}
+
+/// Binds an AF_XDP socket to `iface`'s queue 0, zero-copy first, then copy, and says which
+/// worked. Needs `CAP_NET_RAW` (and `CAP_BPF`/`CAP_IPC_LOCK` on some kernels); a queue
+/// another socket holds (a serving `rocev2d`) fails with `EBUSY`.
+///
+/// # Errors
+/// [`Error`] of the copy-mode bind, which says why AF_XDP cannot be used here.
+pub fn probe(iface: &Interface) -> Result<XdpSupport, Error> {
+    let cfg = XdpConfig {
+        rx_frames: 64,
+        tx_frames: 64,
+        ..XdpConfig::default()
+    };
+    if Queue::open(iface.index, 0, &cfg, true).is_ok() {
+        return Ok(XdpSupport::ZeroCopy);
+    }
+    Queue::open(iface.index, 0, &cfg, false).map(|_| XdpSupport::Copy)
+}
+
 impl Queue {
     fn open(ifindex: u32, id: u32, cfg: &XdpConfig, zero_copy: bool) -> Result<Queue, Error> {
         let ring = |n: u32| n.max(64).next_power_of_two();

@@ -111,33 +111,10 @@ pub fn usable(iface: &Interface) -> bool {
     iface.up && iface.addrs.iter().any(|a| !a.link_local)
 }
 
-/// The names of this namespace's interfaces, from `if_nameindex`.
-fn interface_names() -> Vec<String> {
-    let mut names = Vec::new();
-    // SAFETY: if_nameindex returns NULL or an array ending with a zero entry, valid until
-    // if_freenameindex; each `if_name` is a NUL-terminated string in it.
-    unsafe {
-        let list = libc::if_nameindex();
-        if list.is_null() {
-            return names;
-        }
-        let mut p = list;
-        while (*p).if_index != 0 && !(*p).if_name.is_null() {
-            names.push(
-                std::ffi::CStr::from_ptr((*p).if_name)
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-            p = p.add(1);
-        }
-        libc::if_freenameindex(list);
-    }
-    names
-}
-
 /// The devices of the current network namespace, in interface order.
 pub fn list() -> Vec<&'static Device> {
-    interface_names()
+    Interface::names()
+        .unwrap_or_default()
         .iter()
         .filter_map(|n| Interface::by_name(n).ok())
         .filter(usable)
