@@ -117,16 +117,30 @@ impl DeviceArgs {
             cfg.datapath.udp.gso = self.udp_gso;
         }
         cfg.datapath.udp.gro = !self.no_udp_gro;
-        if self.attach {
+        let dev = if self.attach {
             let path = self
                 .socket
                 .clone()
                 .unwrap_or_else(|| rocev2_ipc::default_socket(iface));
             Device::attach_socket_with(&path, cfg.driver.wait)
-                .with_context(|| format!("attaching to the rocev2d serving {iface}"))
+                .with_context(|| format!("attaching to the rocev2d serving {iface}"))?
         } else {
-            Device::open_with(iface, self.datapath, cfg).with_context(|| format!("opening {iface}"))
+            Device::open_with(iface, self.datapath, cfg)
+                .with_context(|| format!("opening {iface}"))?
+        };
+        if std::env::var_os("ROCEV2_VERBOSE").is_some() {
+            let how = if dev.is_attached() {
+                "attached to rocev2d"
+            } else {
+                "in-process"
+            };
+            eprintln!(
+                "{iface}: {how}, {}: {}",
+                dev.datapath_name(),
+                dev.datapath_reason()
+            );
         }
+        Ok(dev)
     }
 
     /// Opens `iface` as [`DeviceArgs::open`] does or, without a name, the first interface (by
@@ -139,8 +153,8 @@ impl DeviceArgs {
         if let Some(n) = iface {
             return self.open(n, cfg);
         }
-        let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        let mut names: Vec<String> = rocev2::Interface::names()?
+            .into_iter()
             .filter(|n| n != "lo")
             .collect();
         names.sort();
