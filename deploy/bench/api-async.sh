@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rocev2 API's costs (issue 24), between the two namespaces of a pair testbed (one veth link,
+# The rocev2 API's costs, between the two namespaces of a pair testbed (one veth link,
 # MTU 4200), UDP datapath, as root, in one run of rocev2's api_bench example
 # (rocev2d/verbs/examples/api_bench.rs; device A in h0, device B opened from a thread moved into
 # h1's namespace):

@@ -28,7 +28,9 @@ stop_daemons() {
     DAEMONS=()
 }
 ON_EXIT=stop_daemons
-PACKAGES="-p rocev2-examples -p rocev2d -p rocev2-ibverbs"
+# The library is a cdylib, which pair.sh's `--bins` build leaves out.
+cargo build --release -q -p rocev2-ibverbs
+PACKAGES="-p rocev2-examples -p rocev2d"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh att
 need ib_write_bw

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU per byte moved, rocev2 against the kernel's TCP, on a pair testbed (one veth link, MTU
-# 4200), as root (issue 18): write_bw (64 KiB RDMA WRITEs x WRITES, one QP; default 16384 = 1
+# 4200), as root: write_bw (64 KiB RDMA WRITEs x WRITES, one QP; default 16384 = 1
 # GiB) over each datapath of DATAPATHS (default "xdp packet udp") and iperf3 (one TCP stream,
 # the same number of bytes, `-n`), each side under `perf stat -e task-clock,cycles`.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flame graphs of write_bw's sender and receiver on a pair testbed (issue 18), as root:
+# Flame graphs of write_bw's sender and receiver on a pair testbed, as root:
 #
 #   deploy/bench/flamegraph.sh after                  # this tree's binaries
 #   git worktree add /tmp/base 065251a

@@ -4,7 +4,7 @@
 # datapath in DATAPATHS (default "udp packet xdp"): ITERS (default 16384) 64 KiB RDMA WRITEs on
 # one QP per run, REPEAT (default 5) runs of each tool, alternating, so both see the same
 # machine; the median Gbit/s of each, every run's value, and the ratio of the medians library /
-# native (issue 17's goal: 0.8 or more). Debian's ib_write_bw (perftest) runs unmodified on both
+# native (goal: 0.8 or more). Debian's ib_write_bw (perftest) runs unmodified on both
 # sides with the library preloaded and ROCEV2_DATAPATH set; write_bw runs with its defaults
 # (adaptive polling). Prints a Markdown table for BENCHMARKS.md. The testbed goes away on exit.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Goodput with several queues and cores (issue 18), as root: on a pair testbed whose veth ends
+# Goodput with several queues and cores, as root: on a pair testbed whose veth ends
 # have QPS queues each (default 2, one per vCPU here), `write_bw -q QPS` over DATAPATH (default
 # xdp: QPS engine shards per side, each its own thread, AF_XDP socket and queue, 64 KiB RDMA
 # WRITEs x WRITES per QP, default 8192 = 512 MiB) against two kernel TCP references of QPS
@@ -11,7 +11,7 @@
 #
 # CROSSED=1 (AF_XDP, QPS >= 2) adds a column: the same write_bw with the client's steering crossed
 # (`--cross-queues`: shard k bound to queue k + 1 mod QPS), so every data frame and every ACK
-# lands on another shard's queue and is forwarded to its shard (issue 18's RSS case), and its
+# lands on another shard's queue and is forwarded to its shard (the RSS case), and its
 # ratio to the straight run: the cost of the hop.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Which AF_XDP UMEM chunk sizes this kernel registers (issue 18, "One chunk per jumbo frame" in
+# Which AF_XDP UMEM chunk sizes this kernel registers ("One chunk per jumbo frame" in
 # BENCHMARKS.md), as root: for chunk sizes 2048..16384, a UMEM of ordinary pages and one of
 # 2 MiB huge pages (MAP_HUGETLB), aligned and unaligned mode (XDP_UMEM_UNALIGNED_CHUNK_FLAG),
 # one XDP_UMEM_REG each on a fresh AF_XDP socket; prints a Markdown table of the results with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where write_bw's user-space CPU goes, as root, on a pair testbed (issue 18): one write_bw over
+# Where write_bw's user-space CPU goes, as root, on a pair testbed: one write_bw over
 # DATAPATH (default xdp), 64 KiB RDMA WRITEs x WRITES (default 16384 = 1 GiB, one QP), with
 # `--poll sleep` (no busy polling, so CPU time is work), each side under `perf record -e
 # cpu-clock -F FREQ` (default 4999 Hz; no PMU needed). Prints one line: the goodput, then per

@@ -186,7 +186,7 @@ impl Drop for ArpFlux {
     }
 }
 
-/// The rdma_rxe client of issue 20 whose first messages were lost for 5 s: its kernel had
+/// An rdma_rxe client whose first messages were lost for 5 s: its kernel had
 /// cached the server namespace's *bridge* MAC for the server's address (the bridge answered
 /// its ARP first), so its frames never reached the interface our datapath serves. The client
 /// here starts from that state (its entry set to the bridge's MAC, as the first ARP reply

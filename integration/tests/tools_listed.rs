@@ -1,6 +1,6 @@
 //! Every external program the workspace's Rust code runs is in `deploy/tools.list`, so the
 //! prerequisites script installs it on a fresh machine: a test that calls a program nobody
-//! installs passes only where someone installed it by hand (issue 20).
+//! installs passes only where someone installed it by hand.
 //!
 //! It reads the sources as text: `Command::new("prog")`, `netns_command(…, "prog")` and
 //! `.command(…, "prog")` with a literal program name on one line. Programs given by path (the

@@ -1,5 +1,5 @@
 //! Experiments on testbeds: `rocev2-testbed run EXPERIMENT.toml [--out DIR] [--short]`
-//! (docs/experiments.md, issue 19 point 2).
+//! (docs/experiments.md).
 //!
 //! An experiment file (`deploy/experiments/*.toml`, [`Experiment`]) names a topology (the
 //! `[topology]` table of a testbed file), the switch ports to attach `rocev2d switch` to and

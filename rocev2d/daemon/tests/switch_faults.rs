@@ -127,7 +127,7 @@ fn mix_mib() -> String {
     std::env::var("ROCEV2_FAULT_MIX_MIB").unwrap_or_else(|_| "256".into())
 }
 
-/// Live faults on every datapath (issue 20): a router between the two hosts loses, corrupts
+/// Live faults on every datapath: a router between the two hosts loses, corrupts
 /// and duplicates 1% of the RoCEv2 frames in each direction (its egress toward the server
 /// hits WRITE data and READ requests, toward the client READ responses and ACKs) while the
 /// client moves 256 MiB of alternating 64 KiB WRITEs and READs, each half checked by CRC-32.

@@ -75,8 +75,8 @@
 //! readability, so a send that found the transmit pool exhausted is retried on the next wake-up
 //! (at most [`crate::DriverConfig::max_sleep`] later) instead of on writability; 802.1Q-tagged
 //! frames are redirected by the program but refused here (`rx_filtered`), as in AF_PACKET mode.
-//! A received frame larger than a chunk keeps a second copy in user space (issue 18 asks for
-//! one; see above for why): the core reads frames as one contiguous slice, and chunks large
+//! A received frame larger than a chunk keeps a second copy in user space (one copy would be
+//! better; see above for why not): the core reads frames as one contiguous slice, and chunks large
 //! enough for such a frame are refused by the kernel (see `CHUNK`).
 
 use crate::steering::SharedSteering;
@@ -813,8 +813,8 @@ pub struct XdpDatapath {
     /// [`XdpConfig::queue`].
     only: Option<u32>,
     /// Why a queue is in copy mode: zero-copy not asked for, impossible with the program in
-    /// skb mode, or the driver's refusal of the first queue that asked (issue 18: the fallback
-    /// names its reason in the log and in [`XdpDatapath::describe`]).
+    /// skb mode, or the driver's refusal of the first queue that asked (the fallback names its
+    /// reason in the log and in [`XdpDatapath::describe`]).
     copy_why: Option<String>,
     epoll: Option<Epoll>,
     next_rx: usize,

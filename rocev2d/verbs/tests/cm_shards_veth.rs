@@ -1,5 +1,5 @@
 //! rdma_cm-style connections between engine shards whose MADs all land on the wrong shard
-//! (issue 18, `docs/datapath.md` "Several queues"): a client and a server, two AF_XDP shards
+//! (`docs/datapath.md` "Several queues"): a client and a server, two AF_XDP shards
 //! each on the ends of a veth pair of two queues. The client's shard k binds queue k + 1 mod 2
 //! (steering crossed, as `write_bw --cross-queues`), the server's binds queue k; server shard k
 //! listens on its own Service ID, client shard k connects to it through the CM. On a veth a

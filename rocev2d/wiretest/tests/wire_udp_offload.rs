@@ -1,4 +1,4 @@
-//! UDP GSO/GRO in the UDP-socket datapath over a real veth pair (issue 18), data checked by
+//! UDP GSO/GRO in the UDP-socket datapath over a real veth pair, data checked by
 //! CRC-32 on both sides: 4 MiB of WRITEs and READs (`mix`) and every verb (`verbs`, SENDs of
 //! several packets included) between two UDP-mode peers over IPv6 with the default options
 //! (both offloads on; `--no-udp-gso` turns GSO off, also tested), where each side sends runs

@@ -31,7 +31,7 @@
 //! * A lost RTU is also recovered by traffic on the QP standing in for it
 //!   ([`super::Cm::established`], Linux `ib_cm_notify`): the endpoint calls it when its QP,
 //!   still in RTR, receives the peer's first packet.
-//! * NOT IMPLEMENTED (IBA §12.8, §12.11): LAP/APR (alternate paths) and SIDR (issue 16).
+//! * NOT IMPLEMENTED (IBA §12.8, §12.11): LAP/APR (alternate paths) and SIDR.
 
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;

@@ -636,7 +636,7 @@ impl Cm {
             return self.io.send(local_gid, peer_gid, mad);
         }
         // NOT IMPLEMENTED (Linux `cm_insert_remote_qpn`): REJ "stale connection" for a REQ naming a QPN
-        // that an established connection with the same peer already uses (issue 16).
+        // that an established connection with the same peer already uses.
         let id = self.new_conn_id();
         let c = Conn::from_req(
             id,

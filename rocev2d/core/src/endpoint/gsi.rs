@@ -234,7 +234,7 @@ fn qp_attrs(qp: &QpParams, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Option<(QpAttr
         timeout: qp.local_ack_timeout,
         retry_cnt: qp.retry_count,
         rnr_retry: qp.rnr_retry_count,
-        // A standard peer: rocev2's extensions are offered through private data (issue 16).
+        // A standard peer: rocev2's extensions are offered through private data.
         peer_ext: ExtCaps::default(),
     };
     let rtr = QpAttr {

@@ -8,7 +8,7 @@
 //! engine bench ~4% slower), and moves an index entry only when the gate or deadline did move.
 //! With them, [`super::Endpoint::poll_timeout`] reads the first entry of an ordered set and an
 //! empty [`super::Endpoint::poll_transmit`] looks at no QP, instead of visiting all of them
-//! after every host event (the network model holds 10^4 QPs; issue 21).
+//! after every host event (the network model holds 10^4 QPs).
 //!
 //! A table of one QP keeps no indexes: that QP is its own index, and reading it costs less than
 //! keeping sets up to date on every call (the one-QP engine bench was 5–7% slower with them).

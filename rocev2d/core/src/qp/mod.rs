@@ -314,7 +314,7 @@ impl Qp {
         if let Transport::MultiPath(_) = self.transport
             && wr.op.is_rd_atomic()
         {
-            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath (issue 7).
+            // NOT IMPLEMENTED (seed 001 §3.1): READ and atomics over multipath.
             return Err(PostError::Unsupported);
         }
         sh.req.push(wr, sh.cfg.max_inline_data, sh.mtu)

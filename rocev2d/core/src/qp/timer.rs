@@ -5,7 +5,7 @@
 //!
 //! The table remembers whether any deadline moved since [`TimerTable::take_changed`] last
 //! asked, so the endpoint's deadline index re-reads a QP's deadline only when it can have moved
-//! (issue 18: re-reading it after every call cost ~4% of the engine's time per packet).
+//! (re-reading it after every call cost ~4% of the engine's time per packet).
 //!
 //! Deviations: none.
 

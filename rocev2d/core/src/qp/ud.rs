@@ -27,7 +27,7 @@
 //! * QP1 (the GSI) is not a [`UdQp`]: the endpoint serves it itself for the CM
 //!   (`endpoint/gsi.rs`), with no application buffers;
 //! * NOT IMPLEMENTED (IBA ch. 10 multicast; Annex A17.9 CNPs): UD multicast and congestion
-//!   control (UD QPs send no CNPs and drop those they receive) (issue 16).
+//!   control (UD QPs send no CNPs and drop those they receive).
 
 use super::framing::PathHead;
 use super::sgl::{gather, resolve_local, scatter};

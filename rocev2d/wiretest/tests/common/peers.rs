@@ -51,7 +51,7 @@ pub fn pair() -> Testbed {
 }
 
 /// MiB moved by a bulk scenario: `ROCEV2_WIRE_BULK_MIB` if set, else `default` (1024 for
-/// AF_XDP, the fastest datapath, so CI moves the 1 GiB issue 4 asks for; 64 for the others).
+/// AF_XDP, the fastest datapath, so CI moves 1 GiB; 64 for the others).
 pub fn bulk_mib(default: u64) -> u64 {
     std::env::var("ROCEV2_WIRE_BULK_MIB")
         .ok()

@@ -17,7 +17,7 @@
 //!
 //! [`super::packet`] and [`super::frame`] already parse that frame; [`super::RocePacket::payload`]
 //! is the MAD. This module only reads and writes the 256 bytes; it holds no CM logic (state
-//! machine, retries, timeouts: issue 16's later parts).
+//! machine, retries, timeouts: `crate::cm`).
 //!
 //! # Layout
 //!
@@ -44,7 +44,7 @@
 //! The method is data, not checked: answering a REQ sent with the wrong method is the CM's job.
 //! Reserved fields are ignored on receipt and written as zero.
 //!
-//! Deviations: none. Not implemented (issue 16): LAP/APR (§12.8) and SIDR (§12.11) attributes.
+//! Deviations: none. Not implemented: LAP/APR (§12.8) and SIDR (§12.11) attributes.
 
 use super::{Error, Psn, Qpn};
 use core::fmt;
