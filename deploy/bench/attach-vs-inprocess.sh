@@ -9,9 +9,10 @@
 #     daemons and tools busy-poll, so neither side's wake-up is measured), and the attached
 #     median minus the in-process one (goal: +5 µs or less);
 #   - the C ABI: Debian's ib_write_bw (1 GiB of 64 KiB WRITEs) and ib_send_lat (SIZE bytes,
-#     ITERS round trips, typical µs) with librocev2_ibverbs.so preloaded, in-process
+#     10 x ITERS round trips, typical µs) with librocev2_ibverbs.so preloaded, in-process
 #     (ROCEV2_DATAPATH=<datapath>) and attached (ROCEV2_DATAPATH=attach), and the CPU time per
-#     ib_send_lat round trip of both programs, plus the daemons' when attached.
+#     ib_send_lat round trip of both programs, plus the daemons' when attached (the difference
+#     of a run of ITERS and one of 10 x ITERS, so fixed costs cancel).
 # Prints Markdown tables for BENCHMARKS.md. The testbed and daemons go away on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,11 +107,12 @@ cpu_of() {
     echo "$t"
 }
 
-# "typical-µs cpu-µs-per-round-trip" of ib_send_lat through the library; arguments as goodput's.
-# The programs' CPU comes from bash's `time`; the daemons' (attached) from /proc.
-c_latency() {
-    local args=(-s "$SIZE" -n "$ITERS" -x 1 -F) dp d0 d1
-    dp=$(c_mode "$@")
+# "typical-µs cpu-seconds" of one ib_send_lat run of $3 round trips through the library;
+# $1, $2 as goodput's. The programs' CPU comes from bash's `time`; the daemons' (attached) from
+# /proc.
+c_latency_run() {
+    local args=(-s "$SIZE" -n "$3" -x 1 -F) dp d0 d1
+    dp=$(c_mode "$1" "$2")
     d0=$(cpu_of "${DAEMONS[@]}")
     in_h1 bash -c 'TIMEFORMAT="%U %S"; time env LD_PRELOAD="$0" ROCEV2_DATAPATH="$1" ib_send_lat "${@:2}" >/dev/null' \
         "$LIB" "$dp" -d "rocev2_$IF1" "${args[@]}" 2>"$OUT/srv.cpu" &
@@ -119,10 +121,21 @@ c_latency() {
         "$LIB" "$dp" -d "rocev2_$IF0" "${args[@]}" 10.0.0.2 >"$OUT/cli" 2>"$OUT/cli.cpu"
     wait %%
     d1=$(cpu_of "${DAEMONS[@]}")
-    awk -v n="$ITERS" -v d="$(awk -v a="$d0" -v b="$d1" 'BEGIN { print b - a }')" '
+    awk -v d="$(awk -v a="$d0" -v b="$d1" 'BEGIN { print b - a }')" '
         FNR == 1 && FILENAME ~ /cpu$/ { cpu += $1 + $2 }
         FILENAME !~ /cpu$/ && $1 == SIZE { typ = $5 }
-        END { printf "%s %.2f\n", typ, (cpu + d) * 1e6 / n }' SIZE="$SIZE" "$OUT/srv.cpu" "$OUT/cli.cpu" "$OUT/cli"
+        END { printf "%s %.4f\n", typ, cpu + d }' SIZE="$SIZE" "$OUT/srv.cpu" "$OUT/cli.cpu" "$OUT/cli"
+}
+
+# "typical-µs cpu-µs-per-round-trip" of ib_send_lat through the library: the typical round trip
+# of a run of 10 x ITERS, and the CPU per round trip as the difference of that run and one of
+# ITERS (so start-up and the exchange, the same in both, cancel out).
+c_latency() {
+    local typ small big
+    read -r _ small < <(c_latency_run "$1" "$2" "$ITERS")
+    read -r typ big < <(c_latency_run "$1" "$2" $((10 * ITERS)))
+    awk -v t="$typ" -v a="$small" -v b="$big" -v n="$ITERS" \
+        'BEGIN { printf "%s %.2f\n", t, (b - a) * 1e6 / (9 * n) }'
 }
 
 rows=()
@@ -152,8 +165,8 @@ echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "The C ABI (librocev2_ibverbs.so preloaded into Debian's perftest): ib_write_bw 1 GiB of 64 KiB"
-echo "WRITEs, Gbit/s; ib_send_lat $SIZE bytes, $ITERS round trips, typical µs; CPU µs per round trip"
-echo "(both programs, plus both daemons attached)."
+echo "WRITEs, Gbit/s; ib_send_lat $SIZE bytes, $((10 * ITERS)) round trips, typical µs; CPU µs per round"
+echo "trip (both programs, plus both daemons attached; runs of $ITERS and $((10 * ITERS)) round trips differenced)."
 echo
 echo "| datapath | ib_write_bw in-process | ib_write_bw attached | attached / in-process | ib_send_lat in-process | ib_send_lat attached | CPU/round trip in-process | CPU/round trip attached |"
 echo "|---|---|---|---|---|---|---|---|"

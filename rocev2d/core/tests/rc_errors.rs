@@ -95,6 +95,46 @@ fn bad_rkey_write_is_nak_remote_access_and_writes_nothing() {
 }
 
 #[test]
+fn both_sides_of_a_refused_access_keep_why_their_qp_failed() {
+    use rocev2_core::EndpointError;
+    use rocev2_core::qp::{ErrorCause, PostError};
+    let (mut p, c) = pair();
+    let bad = Rkey::new(c.mr_b.rkey.value() ^ 1);
+    let w = SendOp::Write {
+        remote_addr: c.mr_b.addr,
+        rkey: bad,
+    };
+    p.a.ep
+        .post_send(c.qa, SendWr::new(1, w).sge(sge(&c.mr_a, 0, 64)))
+        .unwrap();
+    assert!(p.drive(STEPS));
+    let (a, b) = (p.a.ep.qp(c.qa).unwrap(), p.b.ep.qp(c.qb).unwrap());
+    assert_eq!(
+        a.error_cause(),
+        Some(ErrorCause::Completion(WcStatus::RemAccessErr))
+    );
+    // The passive side posted nothing that failed: only its QP's cause says why, as the
+    // affiliated event IBV_EVENT_QP_ACCESS_ERR (3) would on an HCA.
+    let cause = b
+        .error_cause()
+        .expect("the responder's QP records its cause");
+    assert_eq!(cause, ErrorCause::Responder(NakCode::RemoteAccessError));
+    assert_eq!(cause.ibv_event(), Some(3));
+    let e =
+        p.b.ep
+            .post_send(c.qb, SendWr::new(9, SendOp::Send))
+            .unwrap_err();
+    assert_eq!(e, EndpointError::Post(PostError::InError(cause)));
+    assert!(e.to_string().contains("remote access error"), "{e}");
+    // A reset QP starts a new life, without the old cause.
+    let now = p.now;
+    p.b.ep
+        .modify_qp(c.qb, QpState::Reset, &QpAttr::default(), now, &mut p.b.mem)
+        .unwrap();
+    assert_eq!(p.b.ep.qp(c.qb).unwrap().error_cause(), None);
+}
+
+#[test]
 fn out_of_bounds_read_is_remote_access_error() {
     let (mut p, c) = pair();
     let r = SendOp::Read {

@@ -39,6 +39,7 @@
 
 mod config;
 mod counters;
+mod error_cause;
 pub(crate) mod framing;
 mod multipath;
 mod rc;
@@ -67,6 +68,7 @@ use timer::Timer;
 use crate::wire::FrameBuf;
 pub use config::{CqId, IofdTokens, QpConfig};
 pub use counters::QpCounters;
+pub use error_cause::ErrorCause;
 pub use multipath::MpSnapshot;
 use sgl::{Seg, gather, resolve_local, scatter};
 pub(crate) use ud::UdInbound;
@@ -190,6 +192,11 @@ impl Qp {
     pub fn state(&self) -> QpState {
         self.sh.state
     }
+    /// Why the QP entered ERROR ([`ErrorCause`]), until it is reset: on the passive side of a
+    /// failed RDMA access, the only place the reason shows.
+    pub fn error_cause(&self) -> Option<ErrorCause> {
+        self.sh.error_cause
+    }
     /// The creation-time configuration.
     pub fn config(&self) -> &QpConfig {
         &self.sh.cfg
@@ -300,7 +307,7 @@ impl Qp {
     pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
         let sh = &mut self.sh;
         if !matches!(sh.state, QpState::Rts | QpState::Sqd) {
-            return Err(PostError::WrongState(sh.state));
+            return Err(sh.refusal());
         }
         if wr.ud.is_some() {
             return Err(PostError::Unsupported);
@@ -325,7 +332,7 @@ impl Qp {
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
         let sh = &mut self.sh;
         if matches!(sh.state, QpState::Reset | QpState::Error) {
-            return Err(PostError::WrongState(sh.state));
+            return Err(sh.refusal());
         }
         if sh.resp.rq_len() >= sh.cfg.max_recv_wr as usize {
             return Err(PostError::QueueFull);

@@ -248,6 +248,8 @@ pub(super) fn needed_access(op: Operation) -> AccessFlags {
 pub(super) fn fatal(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, code: NakCode) {
     qp.resp.fatal_nak = Some((psn, code));
     qp.counters.naks_sent += 1;
+    qp.error_cause
+        .get_or_insert(super::ErrorCause::Responder(code));
     qp.enter_error(None, env);
 }
 

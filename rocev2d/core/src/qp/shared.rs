@@ -30,6 +30,8 @@ pub(super) struct Shared {
     pub(super) qpn: Qpn,
     pub(super) cfg: QpConfig,
     pub(super) state: QpState,
+    /// Why it entered ERROR, until it is reset.
+    pub(super) error_cause: Option<super::ErrorCause>,
     pub(super) p_key: u16,
     pub(super) access: crate::mr::AccessFlags,
     pub(super) path: Option<Path>,
@@ -63,6 +65,7 @@ impl Shared {
             qpn,
             cfg,
             state: QpState::Reset,
+            error_cause: None,
             p_key: 0xffff,
             access: crate::mr::AccessFlags::empty(),
             path: None,
@@ -210,6 +213,14 @@ impl Shared {
         }
     }
 
+    /// Why a post is refused in the current state: in ERROR, with the reason it went there.
+    pub(super) fn refusal(&self) -> super::PostError {
+        match (self.state, self.error_cause) {
+            (QpState::Error, Some(c)) => super::PostError::InError(c),
+            (s, _) => super::PostError::WrongState(s),
+        }
+    }
+
     /// (Re)arms the retransmission timer if anything is outstanding and a timeout is set.
     pub(super) fn arm_retransmit(&mut self, now: Instant) {
         match self.timeout {
@@ -221,7 +232,13 @@ impl Shared {
     /// Enters Error: a queued fatal NAK still goes out; every outstanding work request
     /// completes, the one at send-queue index `failed.0` with status `failed.1`, all others with
     /// `WR_FLUSH_ERR` (IBA §10.3.1 and §11.4.2.1: flushed WQEs complete even when unsignaled).
+    /// The cause ([`Shared::error_cause`]) is what the caller recorded first, else the failed
+    /// request's status, else the application's own move.
     pub(super) fn enter_error(&mut self, failed: Option<(usize, WcStatus)>, env: &mut Env<'_>) {
+        let cause = failed.map_or(super::ErrorCause::Modified, |(_, s)| {
+            super::ErrorCause::Completion(s)
+        });
+        self.error_cause.get_or_insert(cause);
         self.state = QpState::Error;
         self.timers = TimerTable::default();
         let (qpn, dest) = (self.qpn, self.dest_qpn);
@@ -244,6 +261,7 @@ impl Shared {
     /// Delivers a completion; a full CQ is a CQ overrun, which IBA makes fatal for the QP.
     pub(super) fn complete(&mut self, env: &mut Env<'_>, cq: CqId, c: WorkCompletion) {
         if !(env.complete)(cq, c) && self.state != QpState::Error {
+            self.error_cause.get_or_insert(super::ErrorCause::CqOverrun);
             self.enter_error(None, env);
         }
     }

@@ -234,6 +234,9 @@ pub enum PostError {
     /// The QP's state does not accept this queue's requests.
     #[error("QP in state {0:?} does not accept this request")]
     WrongState(QpState),
+    /// The QP is in ERROR, for this reason: it accepts no request until it is reset.
+    #[error("QP in ERROR since {0}: it accepts no request (reset or destroy it)")]
+    InError(super::ErrorCause),
     /// The queue already holds its capacity of requests.
     #[error("work queue full")]
     QueueFull,
