@@ -28,6 +28,7 @@ use crate::qp::{
     SendWr, UdInbound, UdQp,
 };
 pub use crate::qpn_block::{QPN_BLOCK_SHIFT, QPN_BLOCKS};
+use crate::srq::{SrqAttr, SrqError, SrqId, SrqTable};
 use crate::time::{Duration, Instant};
 use crate::wire::FrameBuf;
 use crate::wire::{
@@ -78,9 +79,13 @@ pub enum EndpointError {
     /// The protection domain does not exist.
     #[error("unknown protection domain")]
     UnknownPd,
-    /// A CQ or PD that a QP still uses.
+    /// A CQ, PD or SRQ that a QP still uses.
     #[error("still in use by a QP")]
     InUse,
+    /// No shared receive queue with this id in the QP's protection domain (or one asked for by
+    /// a multipath QP, which cannot take one).
+    #[error("unknown shared receive queue (or not in this protection domain)")]
+    UnknownSrq,
     /// All the endpoint's QP numbers are in use (2^24 − 3, or its block's).
     #[error("no QP number left")]
     QpnsExhausted,
@@ -118,6 +123,8 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// Receiver-side congestion control: notification point and DASR.
     rx_cc: ReceiverCc,
+    /// Shared receive queues ([`crate::srq`]).
+    srqs: SrqTable,
     /// QP1 and its connection manager, once [`Endpoint::enable_cm`] opened it.
     gsi: Option<alloc::boxed::Box<gsi::Gsi>>,
 }
@@ -150,6 +157,7 @@ impl Endpoint {
             rr: Qpn::new(0),
             stats: EndpointStats::default(),
             rx_cc: ReceiverCc::default(),
+            srqs: SrqTable::default(),
             gsi: None,
         }
     }
@@ -305,6 +313,14 @@ impl Endpoint {
         if !self.mrs.has_pd(cfg.pd) {
             return Err(EndpointError::UnknownPd);
         }
+        if let Some(srq) = cfg.srq {
+            match self.srqs.pd(srq) {
+                None => return Err(EndpointError::UnknownSrq),
+                Some(pd) if pd != cfg.pd => return Err(EndpointError::UnknownSrq),
+                Some(_) if cfg.multipath.is_some() => return Err(EndpointError::UnknownSrq),
+                Some(_) => {}
+            }
+        }
         let (first, last) = self.qpns;
         let mut qpn = None;
         for _ in first..=last {
@@ -320,6 +336,73 @@ impl Endpoint {
             }
         }
         qpn.ok_or(EndpointError::QpnsExhausted)
+    }
+
+    /// Creates a shared receive queue in `pd` (`ibv_create_srq`) of `max_wr` requests of
+    /// `max_sge` SGEs; QPs take from it when created with [`QpConfig::srq`].
+    ///
+    /// # Errors
+    /// [`EndpointError::UnknownPd`].
+    pub fn create_srq(
+        &mut self,
+        pd: PdId,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<SrqId, EndpointError> {
+        if !self.mrs.has_pd(pd) {
+            return Err(EndpointError::UnknownPd);
+        }
+        Ok(self.srqs.create(pd, max_wr, max_sge))
+    }
+
+    /// Posts a receive request to a shared receive queue (`ibv_post_srq_recv`).
+    ///
+    /// # Errors
+    /// [`EndpointError::UnknownSrq`]; [`EndpointError::Post`] (full, too many SGEs).
+    pub fn post_srq_recv(&mut self, srq: SrqId, wr: RecvWr) -> Result<(), EndpointError> {
+        self.srqs
+            .post(srq, wr)
+            .map_err(|e| e.map_or(EndpointError::UnknownSrq, EndpointError::Post))
+    }
+
+    /// `ibv_modify_srq`: a new capacity and/or an armed limit ([`crate::srq`]).
+    ///
+    /// # Errors
+    /// [`SrqError`].
+    pub fn modify_srq(
+        &mut self,
+        srq: SrqId,
+        max_wr: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<(), SrqError> {
+        self.srqs.modify(srq, max_wr, limit)
+    }
+
+    /// `ibv_query_srq`.
+    pub fn query_srq(&self, srq: SrqId) -> Option<SrqAttr> {
+        self.srqs.query(srq)
+    }
+
+    /// Destroys a shared receive queue no QP uses (`ibv_destroy_srq`); the requests it held
+    /// are dropped uncompleted, as with verbs.
+    ///
+    /// # Errors
+    /// [`EndpointError::UnknownSrq`]; [`EndpointError::InUse`].
+    pub fn destroy_srq(&mut self, srq: SrqId) -> Result<(), EndpointError> {
+        if self.srqs.query(srq).is_none() {
+            return Err(EndpointError::UnknownSrq);
+        }
+        if self.qps.values().any(|q| q.config().srq == Some(srq)) {
+            return Err(EndpointError::InUse);
+        }
+        self.srqs.destroy(srq);
+        Ok(())
+    }
+
+    /// The next shared receive queue whose limit was reached since the last call
+    /// (`IBV_EVENT_SRQ_LIMIT_REACHED`).
+    pub fn poll_srq_limit(&mut self) -> Option<SrqId> {
+        self.srqs.pop_limit_event()
     }
 
     /// Destroys a QP; its outstanding work is dropped without completions (as `ibv_destroy_qp`).
@@ -374,13 +457,14 @@ impl Endpoint {
             cqs,
             qps,
             rx_cc,
+            srqs,
             ..
         } = self;
         let result = match &mut *qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-            AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+            AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                 qp.modify(to, attr, env)
             }),
-            AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+            AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                 qp.modify(to, attr, env)
             }),
         };
@@ -570,6 +654,7 @@ impl Endpoint {
             cqs,
             qps,
             rx_cc,
+            srqs,
             qpn_block,
             ..
         } = self;
@@ -584,7 +669,7 @@ impl Endpoint {
                     src: rx.src,
                     grh: rx.ip.grh_area()?,
                 };
-                return drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                return drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                     qp.handle_packet(env, &pkt)
                 });
             }
@@ -613,7 +698,7 @@ impl Endpoint {
             return Ok(());
         }
         let waiting = qp.state() == QpState::Rtr;
-        drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+        drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
             qp.handle_packet(env, roce, rx.payload, rx.ecn, rx.len, rx.sport)
         });
         drop(guard);
@@ -644,6 +729,7 @@ impl Endpoint {
             rr,
             stats,
             rx_cc,
+            srqs,
             ..
         } = self;
         // Every QP gets a turn in QPN order after the last one that sent; one that wanted to
@@ -653,10 +739,10 @@ impl Endpoint {
         for _ in 0..qps.len() {
             let next = qps.next_wanting(cursor, now)?;
             let sent = match &mut *qps.get_mut(next)? {
-                AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                AnyQp::Rc(qp) => drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                     qp.poll_transmit(env, buf)
                 }),
-                AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                AnyQp::Ud(qp) => drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                     qp.poll_transmit(env, buf)
                 }),
             };
@@ -716,6 +802,7 @@ impl Endpoint {
             cqs,
             qps,
             rx_cc,
+            srqs,
             ..
         } = self;
         // The due QPs run in QPN order, as the scan ran them; running one moves no other
@@ -727,7 +814,7 @@ impl Endpoint {
             };
             let AnyQp::Rc(qp) = &mut *guard else { continue };
             if qp.poll_timeout().is_some_and(|t| t <= now) {
-                drive(qp, now, mrs, cqs, rx_cc, mem, |qp, env| {
+                drive(qp, now, mrs, cqs, rx_cc, srqs, mem, |qp, env| {
                     qp.handle_timeout(env)
                 });
             }
@@ -782,12 +869,14 @@ impl IpHeader<'_> {
 
 /// Runs `f` on `qp` with the environment it needs: time, keys, memory, the CQs its completions
 /// go to, and the receiver-side congestion state.
+#[allow(clippy::too_many_arguments)] // The environment's parts, each a disjoint field.
 fn drive<Q, R>(
     qp: &mut Q,
     now: Instant,
     mrs: &MrTable,
     cqs: &mut [Option<Cq>],
     rx_cc: &mut ReceiverCc,
+    srqs: &mut SrqTable,
     mem: &mut dyn Memory,
     f: impl FnOnce(&mut Q, &mut Env<'_>) -> R,
 ) -> R {
@@ -798,6 +887,7 @@ fn drive<Q, R>(
         mem,
         complete: &mut complete,
         rx_cc,
+        srqs,
     };
     f(qp, &mut env)
 }

@@ -36,6 +36,7 @@ pub mod mprdma;
 pub mod mr;
 pub mod qp;
 mod qpn_block;
+pub mod srq;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;

@@ -49,6 +49,9 @@ pub struct QpConfig {
     /// Put IOFD deflection tokens on short messages' packets (seed 000 §IV-A); `None` (the
     /// default) sends every packet with 0, as a standard sender does.
     pub iofd_tokens: Option<IofdTokens>,
+    /// Take receive requests from this shared receive queue instead of the QP's own receive
+    /// queue ([`crate::srq`]); it must be in the QP's protection domain.
+    pub srq: Option<crate::srq::SrqId>,
 }
 
 /// Which messages carry IOFD deflection tokens, and how many (seed 000 §IV-A: "short flows"
@@ -86,6 +89,7 @@ impl QpConfig {
             pacer_burst_bytes: 16 * 1024,
             multipath: None,
             iofd_tokens: None,
+            srq: None,
         }
     }
 

@@ -94,6 +94,8 @@ pub(crate) struct Env<'a> {
     pub complete: &'a mut dyn FnMut(CqId, WorkCompletion) -> bool,
     /// The endpoint's receiver-side congestion state (notification point, DASR).
     pub rx_cc: &'a mut ReceiverCc,
+    /// The endpoint's shared receive queues.
+    pub srqs: &'a mut crate::srq::SrqTable,
 }
 
 /// A received transport packet, as [`Qp::handle_packet`] hands it to the transport.
@@ -333,6 +335,9 @@ impl Qp {
         let sh = &mut self.sh;
         if matches!(sh.state, QpState::Reset | QpState::Error) {
             return Err(sh.refusal());
+        }
+        if sh.cfg.srq.is_some() {
+            return Err(PostError::UsesSrq);
         }
         if sh.resp.rq_len() >= sh.cfg.max_recv_wr as usize {
             return Err(PostError::QueueFull);

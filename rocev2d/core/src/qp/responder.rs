@@ -253,6 +253,15 @@ pub(super) fn fatal(qp: &mut Shared, env: &mut Env<'_>, psn: Psn, code: NakCode)
     qp.enter_error(None, env);
 }
 
+/// The receive request the next incoming message consumes: from the QP's SRQ when it has one
+/// ([`crate::srq`]), else from its own receive queue.
+fn take_recv(qp: &mut Shared, env: &mut Env<'_>) -> Option<RecvWr> {
+    match qp.cfg.srq {
+        Some(id) => env.srqs.take(id),
+        None => qp.resp.rq.pop_front(),
+    }
+}
+
 /// Completes a receive WQE.
 fn complete_recv(
     qp: &mut Shared,
@@ -370,7 +379,7 @@ fn on_send(
 ) {
     let generation = env.mrs.generation();
     if op.position().starts_message() {
-        let Some(wr) = qp.resp.rq.pop_front() else {
+        let Some(wr) = take_recv(qp, env) else {
             qp.resp.rnr_nak(psn, qp.min_rnr_timer);
             qp.counters.naks_sent += 1;
             return;
@@ -499,7 +508,7 @@ fn on_write(
     // The immediate consumes a receive WQE: take it before placing data, so an RNR NAK leaves
     // memory and state as they were for the retry.
     let recv = if with_imm {
-        match qp.resp.rq.pop_front() {
+        match take_recv(qp, env) {
             Some(wr) => Some(wr),
             None => {
                 qp.resp.rnr_nak(psn, qp.min_rnr_timer);

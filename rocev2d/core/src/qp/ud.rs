@@ -231,6 +231,9 @@ impl UdQp {
         if matches!(self.state, QpState::Reset | QpState::Error) {
             return Err(PostError::WrongState(self.state));
         }
+        if self.cfg.srq.is_some() {
+            return Err(PostError::UsesSrq);
+        }
         if self.rq.len() >= self.cfg.max_recv_wr as usize {
             return Err(PostError::QueueFull);
         }
@@ -360,7 +363,11 @@ impl UdQp {
         if pkt.payload.len() > self.mtu.bytes() as usize {
             return Err(DropReason::TooLong);
         }
-        let Some(wr) = self.rq.pop_front() else {
+        let taken = match self.cfg.srq {
+            Some(id) => env.srqs.take(id),
+            None => self.rq.pop_front(),
+        };
+        let Some(wr) = taken else {
             return Err(DropReason::NoRecvWqe);
         };
         let Ok(segs) = resolve_local(env.mrs, self.cfg.pd, &wr.sg_list, AccessFlags::LOCAL_WRITE)
@@ -381,7 +388,10 @@ impl UdQp {
         let byte_len = GRH_LEN + pkt.payload.len();
         if byte_len as u64 > cap {
             // As rdma_rxe, the WQE stays posted for the next message, which may fit.
-            self.rq.push_front(wr);
+            match self.cfg.srq {
+                Some(id) => env.srqs.untake(id, wr),
+                None => self.rq.push_front(wr),
+            }
             return Err(DropReason::TooLong);
         }
         scatter(env.mem, &segs, 0, &pkt.grh);
@@ -490,6 +500,7 @@ mod tests {
         mem: VecMemory,
         mr: MrInfo,
         rx_cc: ReceiverCc,
+        srqs: crate::srq::SrqTable,
         wcs: Vec<WorkCompletion>,
     }
 
@@ -509,6 +520,7 @@ mod tests {
                 mem,
                 mr,
                 rx_cc: ReceiverCc::default(),
+                srqs: crate::srq::SrqTable::default(),
                 wcs: Vec::new(),
             };
             let init = QpAttr {
@@ -538,6 +550,7 @@ mod tests {
                 mem: &mut self.mem,
                 complete: &mut complete,
                 rx_cc: &mut self.rx_cc,
+                srqs: &mut self.srqs,
             };
             f(&mut self.qp, &mut env)
         }

@@ -234,6 +234,9 @@ pub enum PostError {
     /// The QP's state does not accept this queue's requests.
     #[error("QP in state {0:?} does not accept this request")]
     WrongState(QpState),
+    /// The QP takes its receive requests from a shared receive queue: post them there.
+    #[error("this QP receives from a shared receive queue: post the request to the SRQ")]
+    UsesSrq,
     /// The QP is in ERROR, for this reason: it accepts no request until it is reset.
     #[error("QP in ERROR since {0}: it accepts no request (reset or destroy it)")]
     InError(super::ErrorCause),

@@ -259,6 +259,31 @@ impl Pair {
         };
         let (pd_a, cq_a, mr_a, qa) = setup(&mut self.a)?;
         let (pd_b, cq_b, mr_b, qb) = setup(&mut self.b)?;
+        self.connect_qps(qa, qb, &o)?;
+        Ok(Conn {
+            qa,
+            qb,
+            pd_a,
+            pd_b,
+            cq_a,
+            cq_b,
+            mr_a,
+            mr_b,
+        })
+    }
+
+    /// Connects QP `qa` of A and `qb` of B, both in INIT, with the path, PSNs and timers of
+    /// `o` (what [`Pair::connect`] does after creating them): for QPs a test made itself.
+    ///
+    /// # Errors
+    /// The first verb that failed.
+    pub fn connect_qps(
+        &mut self,
+        qa: Qpn,
+        qb: Qpn,
+        o: &ConnectOptions,
+    ) -> Result<(), EndpointError> {
+        let now = self.now;
         let path_ab = Self::path(&self.a, &self.b, 49152);
         let path_ba = Self::path(&self.b, &self.a, 49153);
         for (h, path, qpn, dest, rq_psn, sq_psn) in [
@@ -280,16 +305,7 @@ impl Pair {
             };
             h.ep.connect_qp(qpn, &attr, now, &mut h.mem)?;
         }
-        Ok(Conn {
-            qa,
-            qb,
-            pd_a,
-            pd_b,
-            cq_a,
-            cq_b,
-            mr_a,
-            mr_b,
-        })
+        Ok(())
     }
 
     /// Creates a UD QP on each side with `mr_len` bytes of registered memory, messages of at
