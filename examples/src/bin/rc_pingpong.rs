@@ -240,7 +240,7 @@ fn main() -> Result<()> {
     }
     // The peer's last message still needs our ACK: keep the engine running until it left.
     if let Err(e) = dev.drain(Duration::from_secs(2)) {
-        eprintln!("rc_pingpong: draining the QP: {e}");
+        eprintln!("rc_pingpong: draining the QP: {:#}", anyhow::Error::from(e));
     }
     Ok(())
 }

@@ -90,8 +90,8 @@ fn open_xdp(iface: &Interface, opts: &Options) -> Result<OpenedXdp, Error> {
 
 #[cfg(not(feature = "xdp"))]
 fn open_xdp(_: &Interface, _: &Options) -> Result<OpenedXdp, Error> {
-    Err(Error::Xdp(
-        "rocev2-datapath was built without the `xdp` feature".into(),
+    Err(Error::Unsupported(
+        "rocev2-datapath was built without the `xdp` feature",
     ))
 }
 

@@ -73,15 +73,19 @@ pub const MAX_FRAME: usize = 9000 + 14 + 4;
 /// was being done. Per-frame problems are never errors; they are counted in [`DatapathStats`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A system call failed.
-    #[error("{op}: {source}")]
+    /// A system call failed. The OS error is part of the message (not a separate
+    /// [`std::error::Error::source`]), so logs that print the message alone keep it and a
+    /// chain printed whole shows it once.
+    #[error("{op}: {os}")]
     Io {
         /// What was being done.
         op: &'static str,
         /// The OS error.
-        #[source]
-        source: io::Error,
+        os: io::Error,
     },
+    /// This build lacks what was asked for (a Cargo feature); no setting fixes it.
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// No interface of that name in this network namespace.
     #[error("no interface named {0:?}")]
     NoSuchInterface(String),
@@ -132,18 +136,18 @@ impl Error {
     pub(crate) fn last(op: &'static str) -> Error {
         Error::Io {
             op,
-            source: io::Error::last_os_error(),
+            os: io::Error::last_os_error(),
         }
     }
-    /// Wraps `source`.
-    pub(crate) fn io(op: &'static str, source: io::Error) -> Error {
-        Error::Io { op, source }
+    /// Wraps `os`.
+    pub(crate) fn io(op: &'static str, os: io::Error) -> Error {
+        Error::Io { op, os }
     }
     /// True for `EPERM`/`EACCES`: the caller lacks a capability.
     pub fn is_permission(&self) -> bool {
-        matches!(self, Error::Io { source, .. }
-            if source.kind() == io::ErrorKind::PermissionDenied
-                || source.raw_os_error() == Some(libc::EPERM))
+        matches!(self, Error::Io { os, .. }
+            if os.kind() == io::ErrorKind::PermissionDenied
+                || os.raw_os_error() == Some(libc::EPERM))
     }
 }
 

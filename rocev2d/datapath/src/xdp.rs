@@ -178,7 +178,7 @@ impl Area {
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(Error::Io {
             op: "mmap (UMEM)",
-            source: io::Error::from_raw_os_error(libc::ENOMEM),
+            os: io::Error::from_raw_os_error(libc::ENOMEM),
         })?;
         Ok(Area { ptr, len })
     }
@@ -380,7 +380,7 @@ impl Queue {
         if lent != rx_n {
             return Err(Error::Io {
                 op: "AF_XDP fill ring",
-                source: io::Error::from_raw_os_error(libc::ENOBUFS),
+                os: io::Error::from_raw_os_error(libc::ENOBUFS),
             });
         }
         Ok(Queue {
@@ -853,7 +853,7 @@ fn sysfs_rx_queues(iface: &Interface) -> Option<u32> {
 
 /// True for `EINVAL` from `bind`: the queue does not exist (beyond the number in use).
 fn no_such_queue(e: &Error) -> bool {
-    matches!(e, Error::Io { op: "AF_XDP bind", source } if source.raw_os_error() == Some(libc::EINVAL))
+    matches!(e, Error::Io { op: "AF_XDP bind", os } if os.raw_os_error() == Some(libc::EINVAL))
 }
 
 impl XdpDatapath {

@@ -43,7 +43,7 @@ pub fn open(name: &str) -> Result<Engine, String> {
             Device::open(name, kind)
         }
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| crate::report(&e))?;
     if std::env::var_os("ROCEV2_VERBOSE").is_some() {
         let how = if dev.is_attached() {
             "attached to rocev2d"

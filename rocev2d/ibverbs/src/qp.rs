@@ -252,7 +252,8 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         let to = match q.engine.modify_qp(q.qp, &spec) {
             Ok(to) => to,
             Err(e) => {
-                eprintln!("rocev2_ibverbs: modify QP {:#x}: {e}", q.qp.qpn().value());
+                let qpn = q.qp.qpn().value();
+                eprintln!("rocev2_ibverbs: modify QP {qpn:#x}: {}", crate::report(&e));
                 return crate::errno(&e);
             }
         };
@@ -551,7 +552,11 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
                 resolve_timeout: RESOLVE_WAIT,
             };
             d.engine.create_ah(d.pd, &want).map_err(|e| {
-                eprintln!("rocev2_ibverbs: address handle to {}: {e}", dest.ip);
+                eprintln!(
+                    "rocev2_ibverbs: address handle to {}: {}",
+                    dest.ip,
+                    crate::report(&e)
+                );
                 crate::errno(&e)
             })
         });

@@ -121,8 +121,9 @@ pub struct Connection<S = TcpStream> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
-    /// A socket call failed.
-    #[error("{step}: {source}")]
+    /// A socket call failed (the reason is the [`std::error::Error::source`]; connecting, it
+    /// names the address).
+    #[error("{step}")]
     Io {
         /// What the call was doing.
         step: &'static str,
@@ -145,15 +146,16 @@ pub enum ConnectError {
         /// What the call was waiting for.
         step: &'static str,
     },
-    /// The peer's endpoint is malformed or of a version this build cannot read.
-    #[error("the peer's endpoint: {0}")]
+    /// The peer's endpoint is malformed or of a version this build cannot read (the
+    /// [`std::error::Error::source`] says how).
+    #[error("the peer's endpoint cannot be read")]
     Format(#[from] EndpointFormatError),
     /// Our endpoint has no byte form: more regions than [`Endpoint::MAX_MRS`].
     #[error("our endpoint: {0}")]
     Ours(EndpointFormatError),
     /// Our side could not bring its QP up (no address, MTU, neighbour, engine refusal); the
     /// peer was told.
-    #[error("connecting our QP: {0}")]
+    #[error("connecting our QP")]
     Local(#[source] crate::Error),
     /// The peer could not bring its QP up, for the reason it sent. Our QP is in RTS toward
     /// a QP that is not: destroy it.
@@ -196,7 +198,7 @@ pub fn connect(
         let left = remaining(end, step, cfg.timeout)?;
         match TcpStream::connect_timeout(&a, left) {
             Ok(s) => return handshake(dev, qp, s, cfg, end),
-            Err(e) => last = e,
+            Err(e) => last = at(a, e),
         }
     }
     Err(io_error(step, last, cfg.timeout))
@@ -389,6 +391,11 @@ fn remaining(
         .ok_or(ConnectError::Timeout { step, timeout })
 }
 
+/// `e`, naming the address it happened with.
+fn at(addr: SocketAddr, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{addr}: {e}"))
+}
+
 /// A socket error of `step`, timeouts and closes told apart.
 fn io_error(step: &'static str, source: io::Error, timeout: Duration) -> ConnectError {
     match source.kind() {
@@ -489,8 +496,18 @@ pub mod tokio {
         cfg: &ConnectConfig,
     ) -> Result<Connection<TcpStream>, ConnectError> {
         let end = Instant::now() + cfg.timeout;
-        let s = step(end, cfg, "connecting over TCP", TcpStream::connect(addr)).await?;
-        handshake(dev, qp, s, cfg, end).await
+        let tcp = "connecting over TCP";
+        let addrs = step(end, cfg, tcp, ::tokio::net::lookup_host(addr)).await?;
+        let mut last =
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to connect to");
+        for a in addrs {
+            match step(end, cfg, tcp, TcpStream::connect(a)).await {
+                Ok(s) => return handshake(dev, qp, s, cfg, end).await,
+                Err(ConnectError::Io { source, .. }) => last = super::at(a, source),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(super::io_error(tcp, last, cfg.timeout))
     }
 
     /// Takes the next client of `listener` and connects `qp` to its QP; see
@@ -654,6 +671,23 @@ mod tests {
         let e = exchange(&mut a, &big, Duration::from_millis(100)).unwrap_err();
         assert!(matches!(e, ConnectError::Ours(_)), "{e}");
         assert!(e.to_string().starts_with("our endpoint"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_tcp_connect_names_the_address_once() {
+        let (dev, _peer) = crate::Device::pair().unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(4).unwrap();
+        let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+        // A port nothing listens on: the listener is dropped before the connect.
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let e = connect(&dev, qp, addr, &ConnectConfig::default()).unwrap_err();
+        let why = std::error::Error::source(&e).unwrap().to_string();
+        assert_eq!(e.to_string(), "connecting over TCP");
+        assert!(why.starts_with(&addr.to_string()), "{why}");
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Each message says what went wrong and what to do; a variant's docs name the libibverbs
 //! return value or work-completion status it corresponds to, where there is one. The cause (a
-//! datapath, engine or system error) is the [`std::error::Error::source`], so a reporter that
-//! walks the chain (`anyhow`'s `{:#}`) prints both.
+//! datapath, engine or system error) is the [`std::error::Error::source`] and is not repeated
+//! in the message, so a reporter that walks the chain (`anyhow`'s `{:#}` or `{:?}`) prints
+//! each cause once; print the chain, not just the top message.
 //!
 //! Work requests that fail after posting come back as a completion whose [`crate::WcStatus`] is
 //! the ibverbs status of the same number; [`check`] turns one into [`Error::Completion`], whose
@@ -21,11 +22,11 @@ pub enum Error {
     /// Opening the interface or datapath, resolving a neighbour, or a socket failure while
     /// driving the device (`ibv_open_device` failing, or `ENETUNREACH`-like resolution
     /// failures of `rdma_resolve_route`).
-    #[error("datapath: {0} (check the interface name, that it is up, and the capabilities)")]
+    #[error("datapath failed{}", datapath_hint(.0))]
     Datapath(#[source] rocev2_datapath::Error),
     /// A verb the engine refused: unknown handle, bad transition, full queue, bad registration
     /// (`ibv_post_send`/`ibv_modify_qp`/`ibv_reg_mr` returning `EINVAL` or `ENOMEM`).
-    #[error("the verb was refused: {0} (check the handle, the QP's state and the queue sizes)")]
+    #[error("the verb was refused{}", verb_hint(.0))]
     Verb(#[source] EndpointError),
     /// The interface has no global address of the family asked for, so no GID to use.
     #[error("interface {iface} has no usable {family} address (add one, e.g. `ip addr add`)")]
@@ -85,7 +86,8 @@ pub enum Error {
     ProgressStopped(String),
     /// No daemon answers on the control socket.
     #[error(
-        "cannot attach to rocev2d at {path}: {source} (is `rocev2d run` serving the interface?)"
+        "cannot attach to rocev2d at {} (is `rocev2d run` serving the interface?)",
+        path.display()
     )]
     Attach {
         /// The control socket.
@@ -131,8 +133,36 @@ pub enum Error {
         status: WcStatus,
     },
     /// A local system call failed (eventfd, poll, thread creation).
-    #[error("system call failed: {0}")]
+    #[error("system call failed")]
     Io(#[source] std::io::Error),
+}
+
+/// What to check after a datapath failure, where a check can help: not for a build without
+/// a feature, which no setting fixes.
+fn datapath_hint(e: &rocev2_datapath::Error) -> &'static str {
+    match e {
+        rocev2_datapath::Error::Unsupported(_) => "",
+        rocev2_datapath::Error::NoSuchInterface(_)
+        | rocev2_datapath::Error::BadInterface { .. } => {
+            " (check the interface name and that it is up)"
+        }
+        _ => {
+            " (check that the interface is up and this process has the capabilities the datapath needs)"
+        }
+    }
+}
+
+/// What to check after a refused verb, where the refusal does not say it already.
+fn verb_hint(e: &EndpointError) -> &'static str {
+    use rocev2_core::qp::PostError;
+    match e {
+        EndpointError::Post(PostError::QueueFull) => " (wait for completions before posting more)",
+        EndpointError::Post(PostError::InError(_)) => "",
+        EndpointError::UnknownQp | EndpointError::UnknownCq | EndpointError::UnknownPd => {
+            " (check the handle)"
+        }
+        _ => " (check the QP's state and the queue sizes)",
+    }
 }
 
 impl Error {
@@ -267,5 +297,40 @@ mod tests {
         assert!(e.to_string().contains("check the handle"), "{e}");
         let e = Error::Io(std::io::Error::other("boom"));
         assert!(e.source().is_some());
+    }
+
+    #[test]
+    fn a_chain_prints_each_cause_once_and_hints_only_where_they_help() {
+        use rocev2_core::qp::{ErrorCause, PostError};
+        let cause = ErrorCause::Responder(rocev2_core::wire::NakCode::RemoteAccessError);
+        let e = Error::from(EndpointError::Post(PostError::InError(cause)));
+        let (top, below) = (e.to_string(), e.source().unwrap().to_string());
+        assert!(!top.contains(&below), "the cause is not repeated: {top}");
+        assert!(below.contains("remote access error"), "{below}");
+        assert!(
+            !top.contains('('),
+            "no hint where the cause says it all: {top}"
+        );
+        let built = Error::Datapath(rocev2_datapath::Error::Unsupported("built without `xdp`"));
+        assert_eq!(
+            built.to_string(),
+            "datapath failed",
+            "no setting fixes a build"
+        );
+        let os = std::io::Error::from_raw_os_error(libc_eperm());
+        let e = Error::Datapath(rocev2_datapath::Error::Io {
+            op: "AF_XDP bind",
+            os,
+        });
+        assert!(e.to_string().contains("capabilities"), "{e}");
+        assert!(
+            e.source().unwrap().source().is_none(),
+            "the OS error is not a third link"
+        );
+    }
+
+    /// `EPERM`, without a libc dependency for one constant.
+    fn libc_eperm() -> i32 {
+        1
     }
 }

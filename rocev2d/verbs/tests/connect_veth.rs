@@ -312,7 +312,12 @@ fn failures(a: &Device, qa: Qp) {
         matches!(e, ConnectError::Format(EndpointFormatError::Version(b'H'))),
         "{e}"
     );
-    assert!(e.to_string().contains("version 72 is not supported"), "{e}");
+    let why = std::error::Error::source(&e).map(|c| c.to_string());
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("version 72 is not supported")),
+        "{e}: {why:?}"
+    );
     t.join().unwrap();
     // A peer that accepts and says nothing.
     let l = TcpListener::bind((CLIENT, 0)).unwrap();
