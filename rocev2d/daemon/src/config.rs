@@ -40,6 +40,8 @@
 //! max_qps = 1024           # 1..=1000000
 //! max_cqs = 1024           # 1..=1000000
 //! max_ahs = 4096           # 1..=1000000: UD address handles
+//! max_mrs = 4096           # 1..=1000000: memory regions (zero-length ones too)
+//! max_listens = 64         # 1..=1000000: CM service IDs listened on
 //! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
@@ -146,6 +148,8 @@ struct LimitsSection {
     max_qps: Option<u64>,
     max_cqs: Option<u64>,
     max_ahs: Option<u64>,
+    max_mrs: Option<u64>,
+    max_listens: Option<u64>,
     max_mr_bytes: Option<u64>,
 }
 
@@ -476,6 +480,13 @@ impl Config {
         if let Some(v) = ranged("limits.max_ahs", f.limits.max_ahs, 1..=1_000_000, n)? {
             l.max_ahs = v as u32;
         }
+        if let Some(v) = ranged("limits.max_mrs", f.limits.max_mrs, 1..=1_000_000, n)? {
+            l.max_mrs = v as u32;
+        }
+        let listens = f.limits.max_listens;
+        if let Some(v) = ranged("limits.max_listens", listens, 1..=1_000_000, n)? {
+            l.max_listens = v as u32;
+        }
         if let Some(v) = f.limits.max_mr_bytes {
             l.max_mr_bytes = v;
         }
@@ -571,6 +582,11 @@ mod tests {
             2
         );
         assert!(Config::parse("[limits]\nmax_ahs = 0").is_err());
+        assert!(Config::parse("[limits]\nmax_mrs = 0").is_err());
+        let l = Config::parse("[limits]\nmax_mrs = 3\nmax_listens = 2")
+            .unwrap()
+            .limits;
+        assert_eq!((l.max_mrs, l.max_listens), (3, 2));
         assert_eq!(c.limits.max_mr_bytes, 1 << 20);
         assert!(Config::parse("[control]\nmode = 0o1777").is_err());
         assert!(Config::parse("[limits]\nmax_qps = 0").is_err());

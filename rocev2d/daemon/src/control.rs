@@ -2,8 +2,10 @@
 //!
 //! A tokio runtime on a thread of its own accepts connections and runs one task per
 //! connection: it checks the peer's credentials (SO_PEERCRED: root, the daemon's user, or a
-//! user of `[control] allow_uids`), expects [`Request::Hello`] with this build's protocol
-//! version (or [`Request::Stats`] from an observer, answered once without attaching), then
+//! user of `[control] allow_uids`) before reading anything, and refuses the connection when
+//! [`MAX_UNGREETED`] others have not said hello yet; it then expects, within [`HELLO_WITHIN`],
+//! [`Request::Hello`] with this build's protocol version (or [`Request::Stats`] from an
+//! observer, answered once without attaching), then
 //! forwards each request as a [`Cmd`] to the datapath thread, which owns the
 //! engine and answers through a oneshot channel. The datapath thread is woken by an eventfd
 //! it waits on beside its datapath, so a request costs it no polling. Resolving a peer's MAC
@@ -23,6 +25,7 @@ use rocev2_ipc::proto::{Destination, ErrorKind, Request, Response, VERSION};
 use rocev2d::host::Creds;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 use tokio::io::Interest;
@@ -59,17 +62,83 @@ pub enum Cmd {
     },
 }
 
+/// How long a connection may take to say hello (or ask for stats) before it is closed.
+pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
+
+/// Connections that have not said hello yet, at most: another is refused at once, so a local
+/// user holding connections open cannot exhaust the daemon's descriptors or tasks.
+pub const MAX_UNGREETED: usize = 64;
+
+/// Connections of one user that have not said hello yet, at most: one user holding its share
+/// open leaves room for the others.
+pub const MAX_UNGREETED_PER_USER: usize = 16;
+
+/// The connections that have not said hello yet, by user.
+#[derive(Debug, Default)]
+struct Ungreeted(std::sync::Mutex<std::collections::HashMap<u32, usize>>);
+
+/// One connection's place among the [`Ungreeted`], given back when dropped.
+struct Greeting {
+    set: Arc<Ungreeted>,
+    uid: u32,
+}
+
+impl Ungreeted {
+    /// A place for a connection of `uid`, unless [`MAX_UNGREETED`] or
+    /// [`MAX_UNGREETED_PER_USER`] are taken.
+    fn enter(self: &Arc<Self>, uid: u32) -> Option<Greeting> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = m.values().sum();
+        let mine = m.get(&uid).copied().unwrap_or(0);
+        if total >= MAX_UNGREETED || mine >= MAX_UNGREETED_PER_USER {
+            return None;
+        }
+        m.insert(uid, mine + 1);
+        Some(Greeting {
+            set: Arc::clone(self),
+            uid,
+        })
+    }
+}
+
+impl Drop for Greeting {
+    fn drop(&mut self) {
+        let mut m = self.set.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// What the control plane refused before anything reached the datapath thread (`rocev2d
+/// stats`).
+#[derive(Debug, Default)]
+pub struct GateCounters {
+    /// Connections of a user that may not attach.
+    pub refused_users: AtomicU64,
+    /// Connections refused because [`MAX_UNGREETED`] others (or [`MAX_UNGREETED_PER_USER`] of
+    /// the same user) had not said hello.
+    pub refused_busy: AtomicU64,
+    /// Connections closed for not saying hello within [`HELLO_WITHIN`].
+    pub hello_timeouts: AtomicU64,
+}
+
 /// The datapath thread's side of the control plane.
 #[derive(Debug, Clone)]
 pub struct Link {
     tx: Sender<Cmd>,
     wake: Arc<EventFd>,
+    gate: Arc<GateCounters>,
 }
 
 impl Link {
-    /// Joins a command channel and the eventfd its receiver waits on.
-    pub fn new(tx: Sender<Cmd>, wake: Arc<EventFd>) -> Link {
-        Link { tx, wake }
+    /// Joins a command channel and the eventfd its receiver waits on; the control plane
+    /// counts its own refusals in `gate`.
+    pub fn new(tx: Sender<Cmd>, wake: Arc<EventFd>, gate: Arc<GateCounters>) -> Link {
+        Link { tx, wake, gate }
     }
 
     fn send(&self, cmd: Cmd) -> bool {
@@ -117,13 +186,17 @@ pub fn spawn(
                     }
                 };
                 let iface = Arc::new(iface);
+                let ungreeted = Arc::new(Ungreeted::default());
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
                             let (iface, access, link) =
                                 (iface.clone(), access.clone(), link.clone());
+                            let ungreeted = Arc::clone(&ungreeted);
                             tokio::spawn(async move {
-                                if let Err(e) = serve(stream, &iface, &access, &link).await {
+                                if let Err(e) =
+                                    serve(stream, &iface, &access, &link, &ungreeted).await
+                                {
                                     tracing::debug!(error = %e, "control connection ended");
                                 }
                             });
@@ -190,15 +263,18 @@ async fn serve(
     iface: &Interface,
     access: &Access,
     link: &Link,
+    ungreeted: &Arc<Ungreeted>,
 ) -> std::io::Result<()> {
-    let cred = rustix::net::sockopt::socket_peercred(&s)?;
+    // tokio reads SO_PEERCRED into a plain struct: a peer of another PID namespace, which the
+    // kernel reports as PID 0, is PID 0 here too.
+    let cred = s.peer_cred()?;
     let creds = Creds {
-        pid: cred.pid.as_raw_nonzero().get() as u32,
-        uid: cred.uid.as_raw(),
+        pid: cred.pid().and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+        uid: cred.uid(),
     };
-    let mut dec = Decoder::default();
-    let (hello, hello_fds) = read_frame(&s, &mut dec).await?;
+    // Before reading anything: a user who may not attach costs one write.
     if !access.allows(creds.uid) {
+        link.gate.refused_users.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             pid = creds.pid,
             uid = creds.uid,
@@ -210,6 +286,26 @@ async fn serve(
         );
         return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
     }
+    let Some(greeting) = ungreeted.enter(creds.uid) else {
+        link.gate.refused_busy.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            uid = creds.uid,
+            "refused a control connection: too many not greeted yet"
+        );
+        return Ok(());
+    };
+    let mut dec = Decoder::default();
+    let first = tokio::time::timeout(HELLO_WITHIN, read_frame(&s, &mut dec)).await;
+    let Ok(first) = first else {
+        link.gate.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            pid = creds.pid,
+            "closed a control connection that said nothing"
+        );
+        return Ok(());
+    };
+    let (hello, hello_fds) = first?;
+    drop(greeting);
     match hello {
         // An observer (`rocev2d stats`): one answer, no attachment.
         Request::Stats => {
@@ -236,14 +332,6 @@ async fn serve(
     }
     if let Err(m) = same_netns(&hello_fds) {
         tracing::warn!(pid = creds.pid, "refused an attachment: {m}");
-        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
-    }
-    if !access.allows(creds.uid) {
-        tracing::warn!(pid = creds.pid, uid = creds.uid, "refused an attachment");
-        let m = format!(
-            "user {} may not attach: add it to [control] allow_uids",
-            creds.uid
-        );
         return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
     }
     let (reply, answer) = oneshot::channel();
@@ -394,4 +482,29 @@ async fn forward(
         return None;
     }
     answer.await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ungreeted_connections_are_capped_per_user_and_in_all() {
+        let set = Arc::new(Ungreeted::default());
+        let mine: Vec<Greeting> = (0..MAX_UNGREETED_PER_USER)
+            .map(|_| set.enter(7).expect("within the user's share"))
+            .collect();
+        assert!(set.enter(7).is_none(), "the user's share is taken");
+        let others: Vec<Greeting> = (0..MAX_UNGREETED - MAX_UNGREETED_PER_USER)
+            .map(|i| set.enter(100 + i as u32 % 8).expect("room for other users"))
+            .collect();
+        assert!(set.enter(999).is_none(), "all taken");
+        drop(mine);
+        assert!(
+            set.enter(7).is_some(),
+            "given back when the connections greet or go"
+        );
+        drop(others);
+        assert!(set.0.lock().unwrap().is_empty());
+    }
 }

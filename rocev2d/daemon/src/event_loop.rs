@@ -152,11 +152,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut uids = cfg.control.allow_uids.clone();
     uids.push(rustix::process::geteuid().as_raw());
+    let gate = Arc::new(control::GateCounters::default());
     control::spawn(
         listener,
         iface.clone(),
         control::Access { uids },
-        control::Link::new(tx, wake.clone()),
+        control::Link::new(tx, wake.clone(), Arc::clone(&gate)),
     )?;
     tracing::info!(
         iface = name,
@@ -209,7 +210,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                         let _ = reply.send((welcome, Vec::new()));
                     }
                     Request::Stats => {
-                        let snap = snapshot(&id, &driver, &host);
+                        let snap = snapshot(&id, &driver, &host, &gate);
                         let json = serde_json::to_string(&snap).unwrap_or_default();
                         let _ = reply.send((Response::Stats(json), Vec::new()));
                     }
@@ -284,10 +285,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         if let Some(m) = &mut metrics
             && ready.iter().skip(fixed).take(metric_fds).any(|r| *r)
         {
-            m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host)));
+            m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host, &gate)));
         }
     }
-    let snap = snapshot(&id, &driver, &host);
+    let snap = snapshot(&id, &driver, &host, &gate);
     tracing::info!(
         rx_packets = snap.packets.get("rx_packets").copied().unwrap_or(0),
         tx_packets = snap.packets.get("tx_packets").copied().unwrap_or(0),
@@ -299,7 +300,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
 }
 
 /// The counters snapshot with the attached applications.
-fn snapshot(id: &Identity, driver: &HostDriver, host: &Host) -> stats::Snapshot {
+fn snapshot(
+    id: &Identity,
+    driver: &HostDriver,
+    host: &Host,
+    gate: &control::GateCounters,
+) -> stats::Snapshot {
     let mut snap = stats::snapshot(
         id,
         &driver.ep,
@@ -308,5 +314,9 @@ fn snapshot(id: &Identity, driver: &HostDriver, host: &Host) -> stats::Snapshot 
     );
     snap.apps = host.snapshot();
     snap.host = host.counters();
+    let read = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    snap.host.refused_users = read(&gate.refused_users);
+    snap.host.refused_busy = read(&gate.refused_busy);
+    snap.host.hello_timeouts = read(&gate.hello_timeouts);
     snap
 }

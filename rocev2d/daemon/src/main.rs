@@ -140,12 +140,15 @@ fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut dec = frame::Decoder::default();
     let mut ask = |req: &Request| -> anyhow::Result<Response> {
-        frame::send_all(&s, &frame::encode(req, 0), &[])?;
+        // A daemon that refuses the connection answers before reading: a failed send may
+        // still leave its answer to read.
+        let sent = frame::send_all(&s, &frame::encode(req, 0), &[]);
         loop {
             if let Some((r, _)) = dec.next_frame::<Response>()? {
                 return Ok(r);
             }
             if frame::recv(&s, &mut dec)? == 0 {
+                sent?;
                 bail!("{} closed the connection", path.display());
             }
         }

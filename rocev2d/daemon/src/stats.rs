@@ -219,14 +219,17 @@ pub fn render_text(s: &Snapshot) -> String {
     let h = &s.host;
     let _ = writeln!(
         o,
-        "applications {} (attached {}, detached {}, refused requests {}, refused work requests {}, closed corrupt {}, memory faults {})",
+        "applications {} (attached {}, detached {}, refused requests {}, refused work requests {}, closed corrupt {}, memory faults {}); connections refused {} (user), {} (busy), {} closed silent",
         s.apps.len(),
         h.attached,
         h.detached,
         h.refused_requests,
         h.refused_work_requests,
         h.closed_corrupt,
-        h.memory_faults
+        h.memory_faults,
+        h.refused_users,
+        h.refused_busy,
+        h.hello_timeouts
     );
     for a in &s.apps {
         let _ = writeln!(

@@ -409,6 +409,49 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
 }
 
 #[test]
+fn attach_silent_connections_are_capped_and_closed_and_an_application_attaches_after() {
+    let test = "attach_silent";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d = daemon(&tb, test, "h0");
+    let path = socket(test, "h0");
+    // One user's share of connections that never say hello.
+    let silent: Vec<UnixStream> = (0..16)
+        .map(|_| UnixStream::connect(&path).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // One more of the same user is closed at once, before the daemon reads anything.
+    let mut extra = UnixStream::connect(&path).expect("connect");
+    extra
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    assert_eq!(
+        extra.read_to_end(&mut rest).expect("closed, not timed out"),
+        0
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once"
+    );
+    // The silent ones are closed by the daemon within its deadline (5 s).
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(s.read_to_end(&mut rest).expect("closed by the daemon"), 0);
+    }
+    let snap = stats(test, "h0");
+    assert!(snap["host"]["refused_busy"].as_u64() >= Some(1), "{snap}");
+    assert_eq!(snap["host"]["hello_timeouts"], 16, "{snap}");
+    // The daemon serves on.
+    let dev = attach(&tb, test, "h0");
+    assert!(dev.alloc_pd().is_ok());
+}
+
+#[test]
 fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     use rocev2::{
         AccessFlags, ConnectOptions, Device, Qpn, RecvWr, RemoteQp, SendOp, SendWr, WcOpcode,

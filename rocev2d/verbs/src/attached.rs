@@ -881,15 +881,19 @@ fn call(
     };
     sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
         .map_err(Error::Io)?;
-    frame::send_all(sock, &frame::encode(req, fds.len()), fds).map_err(gone)?;
+    // A daemon that refuses a connection answers and closes before reading the request, so a
+    // send that failed (broken pipe) may still leave its answer to read.
+    let sent = frame::send_all(sock, &frame::encode(req, fds.len()), fds);
     loop {
         match dec.next_frame::<Response>() {
             Ok(Some(r)) => return Ok(r),
             Ok(None) => {}
             Err(e) => return Err(protocol(e.to_string())),
         }
-        if frame::recv(sock, dec).map_err(gone)? == 0 {
-            return Err(Error::DaemonGone);
+        match frame::recv(sock, dec) {
+            Ok(0) => return Err(sent.err().map_or(Error::DaemonGone, gone)),
+            Ok(_) => {}
+            Err(e) => return Err(gone(sent.err().unwrap_or(e))),
         }
     }
 }

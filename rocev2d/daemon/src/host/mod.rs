@@ -71,17 +71,24 @@ pub struct Limits {
     pub max_cqs: u32,
     /// UD address handles.
     pub max_ahs: u32,
+    /// Memory regions, zero-length ones included (each may hold a descriptor and a mapping).
+    pub max_mrs: u32,
+    /// CM service IDs listened on.
+    pub max_listens: u32,
     /// Bytes of registered memory.
     pub max_mr_bytes: u64,
 }
 
 impl Default for Limits {
-    /// 1024 QPs (RC and UD), 1024 CQs, 4096 address handles, 16 GiB.
+    /// 1024 QPs (RC and UD), 1024 CQs, 4096 address handles, 4096 regions, 64 listens,
+    /// 16 GiB.
     fn default() -> Self {
         Limits {
             max_qps: 1024,
             max_cqs: 1024,
             max_ahs: 4096,
+            max_mrs: 4096,
+            max_listens: 64,
             max_mr_bytes: 16 << 30,
         }
     }
@@ -127,6 +134,12 @@ pub struct HostCounters {
     /// Accesses to an application's own memory that failed (it unmapped a registered
     /// buffer): its QPs were moved to ERROR.
     pub memory_faults: u64,
+    /// Control connections of users that may not attach, refused before anything was read.
+    pub refused_users: u64,
+    /// Control connections refused because too many others had not said hello yet.
+    pub refused_busy: u64,
+    /// Control connections closed for not saying hello in time.
+    pub hello_timeouts: u64,
     /// CM events delivered to applications' queues.
     pub cm_events: u64,
     /// CM events dropped: the application's queue was full.
@@ -305,6 +318,10 @@ impl Host {
     /// `socketpair` failed.
     pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> std::io::Result<(u32, OwnedFd)> {
         let (bell, theirs) = notify::doorbell_pair()?;
+        // Ids wrap after 2^32 attachments: skip any still in use, so none is replaced.
+        while self.apps.contains_key(&self.next_app) {
+            self.next_app = self.next_app.wrapping_add(1).max(1);
+        }
         let id = self.next_app;
         self.next_app = self.next_app.wrapping_add(1).max(1);
         self.apps.insert(
@@ -429,6 +446,9 @@ impl Host {
                 let pd = PdId::new(pd);
                 if !a.pds.contains(&pd) {
                     return Err(unknown("PD"));
+                }
+                if a.mrs.len() >= limits.max_mrs as usize {
+                    return Err(limit("memory regions", limits.max_mrs, "max_mrs"));
                 }
                 if a.mr_bytes.saturating_add(len) > limits.max_mr_bytes {
                     return Err(Refusal(
@@ -558,6 +578,7 @@ impl Host {
                 if a.qps.len() >= limits.max_qps as usize {
                     return Err(limit("QPs", limits.max_qps, "max_qps"));
                 }
+                controlled_qkey(q_key, a.creds.uid)?;
                 let cfg = qp_config(&spec, a, None)?;
                 let mtu = self.iface.path_mtu(false).ok_or_else(|| {
                     Refusal(
@@ -613,6 +634,9 @@ impl Host {
             }
             Request::ModifyQp { qpn, spec } => {
                 let qpn = owned_qp(a, qpn)?;
+                if let Some(q) = spec.q_key {
+                    controlled_qkey(q, a.creds.uid)?;
+                }
                 let current = match (ep.qp(qpn), ep.ud_qp(qpn)) {
                     (Some(qp), _) => qp.state(),
                     (None, Some(ud)) => ud.state(),
@@ -682,6 +706,20 @@ impl Host {
             }
             Request::CmListen { service_id } => {
                 let service = ServiceId(service_id);
+                // As the kernel's rdma_cm binds a port: below 1024 only for the privileged.
+                if let Some((_, port)) = service.rdma_cm_parts()
+                    && port < 1024
+                    && a.creds.uid != 0
+                {
+                    return Err(Refusal(
+                        ErrorKind::Invalid,
+                        format!("port {port} is below 1024: only root may listen on it"),
+                    ));
+                }
+                let held = self.listeners.values().filter(|o| **o == app).count();
+                if held >= limits.max_listens as usize {
+                    return Err(limit("listens", limits.max_listens, "max_listens"));
+                }
                 if let Some(owner) = self.listeners.get(&service) {
                     let whose = if *owner == app {
                         "this application listens on it already"
@@ -955,6 +993,18 @@ impl Host {
             })
             .collect()
     }
+}
+
+/// A controlled Q_Key (its top bit set, IBA §10.2.4: the GSI's 0x80010000 among them) is for
+/// privileged consumers only: refused to anyone but root.
+fn controlled_qkey(q_key: u32, uid: u32) -> Result<(), Refusal> {
+    if q_key & 0x8000_0000 != 0 && uid != 0 {
+        return Err(Refusal(
+            ErrorKind::Invalid,
+            format!("Q_Key {q_key:#010x} is a controlled one: only root may use it"),
+        ));
+    }
+    Ok(())
 }
 
 fn limit(what: &str, max: u32, key: &str) -> Refusal {

@@ -183,6 +183,7 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
         max_cqs: 2,
         max_ahs: 1,
         max_mr_bytes: 8192,
+        ..Limits::default()
     };
     let (mut h, mut ep, mut mem) = host(limits);
     let (a, _c, _) = attach(&mut h);
@@ -886,4 +887,119 @@ fn cm_mra_is_sent_only_for_the_applications_own_request_and_the_peer_holds_its_r
     // The active side's CM saw the MRA: it holds its REQ for the service timeout.
     assert_eq!(peer_state(&y), Some(State::MraReqRcvd));
     assert_eq!(x.1.cm().unwrap().state(req.conn), Some(State::MraReqSent));
+}
+
+/// An attachment of user `uid`.
+fn attach_as(h: &mut Host, uid: u32) -> (u32, UnixStream) {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let (id, _bell) = h.attach(Creds { pid: 2, uid }, ours.into()).unwrap();
+    (id, theirs)
+}
+
+#[test]
+fn region_count_listens_privileged_ports_and_controlled_qkeys_are_bounded() {
+    let limits = Limits {
+        max_mrs: 2,
+        max_listens: 2,
+        ..Limits::default()
+    };
+    let (mut h, mut ep, mut mem) = host(limits);
+    let (user, _c) = attach_as(&mut h, 1000);
+    let Response::Pd(pd) = ask(&mut h, &mut ep, &mut mem, user, Request::AllocPd).response else {
+        panic!()
+    };
+    // Zero-length regions cost no bytes, but count.
+    let reg = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory| {
+        let region = Region::create("t", 1).unwrap();
+        let req = Request::RegMr {
+            pd,
+            len: 0,
+            access: 1,
+            at: None,
+        };
+        let fd = region.fd().try_clone_to_owned().unwrap();
+        h.request(ep, mem, Instant::ZERO, user, req, vec![fd])
+    };
+    for _ in 0..2 {
+        let r = reg(&mut h, &mut ep, &mut mem);
+        assert!(matches!(r.response, Response::Mr(_)), "{:?}", r.response);
+    }
+    expect_refusal(&reg(&mut h, &mut ep, &mut mem), ErrorKind::Limit);
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, user, Request::CmEnable).response,
+        Response::CmEnabled
+    );
+    let listen = |port: u16| Request::CmListen {
+        service_id: ServiceId::rdma_cm(rocev2_core::cm::PortSpace::TCP, port).0,
+    };
+    // rping's 7174 is anyone's; 80 only root's, as with the kernel's rdma_cm.
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, user, listen(80)),
+        ErrorKind::Invalid,
+    );
+    for port in [7174, 7175] {
+        let r = ask(&mut h, &mut ep, &mut mem, user, listen(port));
+        assert_eq!(r.response, Response::Done);
+    }
+    expect_refusal(
+        &ask(&mut h, &mut ep, &mut mem, user, listen(7176)),
+        ErrorKind::Limit,
+    );
+    let (root, _r) = attach_as(&mut h, 0);
+    let _ = ask(&mut h, &mut ep, &mut mem, root, Request::CmEnable);
+    assert_eq!(
+        ask(&mut h, &mut ep, &mut mem, root, listen(80)).response,
+        Response::Done
+    );
+    // The GSI's controlled Q_Key is root's alone.
+    let ud = |q_key| {
+        move |spec| Request::CreateUdQp {
+            spec,
+            q_key,
+            sq_psn: 0,
+        }
+    };
+    let (_, _, _, _) = qp_with(&mut h, &mut ep, &mut mem, user, ud(0x1234));
+    let Response::Pd(pd) = ask(&mut h, &mut ep, &mut mem, user, Request::AllocPd).response else {
+        panic!()
+    };
+    let Response::Cq { id: cq, .. } = ask(
+        &mut h,
+        &mut ep,
+        &mut mem,
+        user,
+        Request::CreateCq { capacity: 8 },
+    )
+    .response
+    else {
+        panic!()
+    };
+    let spec = QpSpec {
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+        ack_req_every: 16,
+        max_inflight_psns: 1024,
+        multipath: None,
+    };
+    let r = ask(&mut h, &mut ep, &mut mem, user, ud(0x8001_0000)(spec));
+    expect_refusal(&r, ErrorKind::Invalid);
+}
+
+#[test]
+fn attachment_ids_skip_live_ones_when_they_wrap() {
+    let (mut h, _ep, _mem) = host(Limits::default());
+    let (first, _a) = attach_as(&mut h, 0);
+    h.next_app = u32::MAX;
+    let (last, _b) = attach_as(&mut h, 0);
+    assert_eq!(last, u32::MAX);
+    // The next would be `first` again (ids skip 0): it is live, so it is skipped.
+    let (next, _c) = attach_as(&mut h, 0);
+    assert_ne!(next, first);
+    assert_eq!(h.apps.len(), 3);
 }
