@@ -176,7 +176,8 @@ pub struct AppSnapshot {
 struct CqShare {
     ring: Ring,
     event: EventFd,
-    /// Completions the daemon made itself (refused work requests), delivered first.
+    /// Completions the daemon made itself (refused work requests), delivered first; at most
+    /// the ring's slots (see `take`).
     made: VecDeque<WorkCompletion>,
 }
 
@@ -1261,11 +1262,18 @@ fn take<W: WorkRequest>(
                 break;
             }
             Err(e) => {
-                n += 1;
-                c.refused_work_requests += 1;
+                // An application that reads none of its completions cannot grow the daemon:
+                // with a ring's worth of error completions undelivered, its requests stay
+                // where they are until it reads some (the producer stops, it is not queued).
                 if let Some(cq) = cq.as_deref_mut() {
+                    if cq.made.len() >= cq.ring.slots() as usize {
+                        *waiting = Some(wr);
+                        break;
+                    }
                     cq.made.push_back(refused(wr_id, qpn, opcode, &e));
                 }
+                n += 1;
+                c.refused_work_requests += 1;
             }
         }
     }

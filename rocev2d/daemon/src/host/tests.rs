@@ -330,6 +330,40 @@ fn a_request_the_engine_refuses_completes_with_an_error() {
 }
 
 #[test]
+fn refused_requests_of_an_application_that_reads_no_completion_stay_bounded() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _c, _) = attach(&mut h);
+    // The QP stays in INIT, so every SEND is refused; its CQ (8 slots) is never read.
+    let (_, cq, _, fds) = qp(&mut h, &mut ep, &mut mem, a);
+    let mut sq = sq(&fds);
+    let wr = SendWr::new(1, SendOp::Send);
+    let mut pushed = 0;
+    for _ in 0..100 {
+        while sq.push(&record::encode(&SendRecord::from(&wr))) == Ok(true) {
+            pushed += 1;
+        }
+        h.service(&mut ep, &mut mem, Instant::ZERO);
+    }
+    let share = &h.apps[&a].cqs[&CqId(cq)];
+    // The CQ ring holds 8, the daemon at most 8 more: the rest stays in the SQ ring.
+    assert!(share.made.len() <= 8, "{} queued", share.made.len());
+    assert!(pushed < 100, "the producer was stopped: {pushed} pushed");
+    assert_eq!(h.counters().refused_work_requests, 16);
+    assert!(
+        !h.service(&mut ep, &mut mem, Instant::ZERO),
+        "nothing moves: the loop may sleep"
+    );
+    // Once the application reads its completions, the daemon takes requests again.
+    let mut ring = cq_ring(&h, a, cq);
+    let mut buf = Vec::new();
+    while ring.pop(&mut buf) == Ok(true) {}
+    // One pass delivers the daemon's queued completions, the next takes requests again.
+    assert!(h.service(&mut ep, &mut mem, Instant::ZERO));
+    h.service(&mut ep, &mut mem, Instant::ZERO);
+    assert!(h.counters().refused_work_requests > 16);
+}
+
+#[test]
 fn garbage_in_a_ring_closes_the_attachment_and_frees_everything() {
     let (mut h, mut ep, mut mem) = host(Limits::default());
     let (a, app_end, _) = attach(&mut h);
