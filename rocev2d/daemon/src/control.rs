@@ -312,7 +312,14 @@ async fn serve(
             let Some((r, _)) = forward(link, 0, Request::Stats, Vec::new()).await else {
                 return Ok(());
             };
-            return write_frame(&s, &r, &[]).await;
+            let parts = match r {
+                Response::Stats(json) => rocev2_ipc::proto::stats_responses(json),
+                other => vec![other],
+            };
+            for p in &parts {
+                write_frame(&s, p, &[]).await?;
+            }
+            return Ok(());
         }
         Request::Hello { version } if version == VERSION => {}
         Request::Hello { version } => {

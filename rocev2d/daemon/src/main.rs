@@ -139,21 +139,24 @@ fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     })?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut dec = frame::Decoder::default();
-    let mut ask = |req: &Request| -> anyhow::Result<Response> {
-        // A daemon that refuses the connection answers before reading: a failed send may
-        // still leave its answer to read.
-        let sent = frame::send_all(&s, &frame::encode(req, 0), &[]);
-        loop {
-            if let Some((r, _)) = dec.next_frame::<Response>()? {
-                return Ok(r);
-            }
-            if frame::recv(&s, &mut dec)? == 0 {
-                sent?;
-                bail!("{} closed the connection", path.display());
+    // A daemon that refuses the connection answers before reading: a failed send may still
+    // leave its answer to read.
+    let sent = frame::send_all(&s, &frame::encode(&Request::Stats, 0), &[]);
+    let mut parts = rocev2_ipc::proto::StatsParts::default();
+    let answer = loop {
+        if let Some((r, _)) = dec.next_frame::<Response>()? {
+            match parts.push(r) {
+                Ok(None) => continue,
+                Ok(Some(json)) => break Response::Stats(json),
+                Err(other) => break other,
             }
         }
+        if frame::recv(&s, &mut dec)? == 0 {
+            sent?;
+            bail!("{} closed the connection", path.display());
+        }
     };
-    match ask(&Request::Stats)? {
+    match answer {
         Response::Stats(json) => {
             serde_json::from_str(&json).with_context(|| format!("decoding {}", path.display()))
         }

@@ -507,6 +507,40 @@ mod tests {
     }
 
     #[test]
+    fn ten_thousand_qps_cross_the_control_socket_whole() {
+        use rocev2_ipc::frame;
+        use rocev2_ipc::proto::{Response, StatsParts, stats_responses};
+        let mut ep = Endpoint::new(1);
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(1);
+        for _ in 0..10_000 {
+            ep.create_qp(rocev2_core::qp::QpConfig::new(pd, cq, cq))
+                .unwrap();
+        }
+        let id = Identity {
+            iface: "veth0".into(),
+            datapath: "udp".into(),
+            reason: "asked for".into(),
+            started: std::time::Instant::now(),
+        };
+        let s = snapshot(&id, &ep, Instant::ZERO, &DatapathStats::default());
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.len() > 10 * frame::MAX_BODY, "{} bytes", json.len());
+        let (mut parts, mut whole, mut d) =
+            (StatsParts::default(), None, frame::Decoder::default());
+        for r in stats_responses(json) {
+            d.extend(&frame::encode(&r, 0));
+            let (back, _) = d
+                .next_frame::<Response>()
+                .unwrap()
+                .expect("each fits a frame");
+            whole = parts.push(back).unwrap();
+        }
+        let back: Snapshot = serde_json::from_str(&whole.unwrap()).unwrap();
+        assert_eq!(back.qps.len(), 10_000);
+    }
+
+    #[test]
     fn stats_show_each_qps_congestion_controller() {
         use rocev2_core::cc::CcScheme;
         use rocev2_core::qp::QpConfig;

@@ -313,6 +313,51 @@ pub struct ConnectSpec {
     pub peer_ext: u32,
 }
 
+/// Bytes of a stats document per response: a frame's body with room for the variant and the
+/// string's length.
+const STATS_PART: usize = crate::frame::MAX_BODY - 16;
+
+/// A stats document as responses that each fit a frame: [`Response::StatsPart`]s, then the
+/// rest as [`Response::Stats`], so a daemon with ten thousand QPs answers whole.
+pub fn stats_responses(mut json: String) -> Vec<Response> {
+    let mut parts = Vec::new();
+    while json.len() > STATS_PART {
+        let mut at = STATS_PART;
+        while !json.is_char_boundary(at) {
+            at -= 1;
+        }
+        let rest = json.split_off(at);
+        parts.push(Response::StatsPart(std::mem::replace(&mut json, rest)));
+    }
+    parts.push(Response::Stats(json));
+    parts
+}
+
+/// Joins the responses of [`stats_responses`] back into the document.
+#[derive(Debug, Default)]
+pub struct StatsParts(String);
+
+impl StatsParts {
+    /// Takes the next response: `Ok(Some(document))` after the last part, `Ok(None)` while
+    /// more are due, `Err(response)` for one that is no part of a stats answer.
+    ///
+    /// # Errors
+    /// The response, unchanged, when it is not a stats part.
+    pub fn push(&mut self, r: Response) -> Result<Option<String>, Response> {
+        match r {
+            Response::StatsPart(p) => {
+                self.0.push_str(&p);
+                Ok(None)
+            }
+            Response::Stats(last) => {
+                self.0.push_str(&last);
+                Ok(Some(std::mem::take(&mut self.0)))
+            }
+            other => Err(other),
+        }
+    }
+}
+
 /// A region of the application's own memory ([`Request::RegMr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InPlace {
@@ -386,8 +431,11 @@ pub enum Response {
     },
     /// Success without a value.
     Done,
-    /// `rocev2d stats --json`'s document.
+    /// `rocev2d stats --json`'s document, or its last part ([`stats_responses`]).
     Stats(String),
+    /// A part of a stats document too long for one frame; more follow, the last as
+    /// [`Response::Stats`] ([`StatsParts`] joins them).
+    StatsPart(String),
     /// A protection domain.
     Pd(u32),
     /// A registered region.
@@ -688,6 +736,29 @@ mod tests {
             assert_eq!(back, r);
             assert!(fds.is_empty());
         }
+    }
+
+    #[test]
+    fn a_long_stats_document_crosses_in_frames_and_joins_whole() {
+        // Longer than several frames, with multi-byte characters on part boundaries.
+        let doc: String = (0..40_000).map(|i| format!("é{i},")).collect();
+        let responses = stats_responses(doc.clone());
+        assert!(responses.len() > 3);
+        let mut parts = StatsParts::default();
+        let mut whole = None;
+        let mut d = frame::Decoder::default();
+        for r in responses {
+            d.extend(&frame::encode(&r, 0));
+            let (back, _) = d.next_frame::<Response>().unwrap().expect("fits one frame");
+            whole = parts.push(back).unwrap();
+        }
+        assert_eq!(whole.as_deref(), Some(doc.as_str()));
+        assert_eq!(
+            stats_responses("{}".into()),
+            [Response::Stats("{}".into())],
+            "a short one is one response"
+        );
+        assert!(parts.push(Response::Done).is_err());
     }
 
     #[test]
