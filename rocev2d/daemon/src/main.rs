@@ -130,7 +130,7 @@ fn watch(path: &Path, every: Duration) -> anyhow::Result<()> {
 /// Asks a running daemon's control socket for its snapshot.
 fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     use rocev2_ipc::frame;
-    use rocev2_ipc::proto::{Request, Response};
+    use rocev2_ipc::proto::{Part, Request, Response};
     let s = rocev2_ipc::connect(path).with_context(|| {
         format!(
             "connecting to {} (is `rocev2d run` serving that interface?)",
@@ -146,9 +146,9 @@ fn fetch(path: &Path) -> anyhow::Result<stats::Snapshot> {
     let answer = loop {
         if let Some((r, _)) = dec.next_frame::<Response>()? {
             match parts.push(r) {
-                Ok(None) => continue,
-                Ok(Some(json)) => break Response::Stats(json),
-                Err(other) => break other,
+                Part::More => continue,
+                Part::Whole(json) => break Response::Stats(json),
+                Part::Other(other) => break other,
             }
         }
         if frame::recv(&s, &mut dec)? == 0 {

@@ -337,23 +337,30 @@ pub fn stats_responses(mut json: String) -> Vec<Response> {
 #[derive(Debug, Default)]
 pub struct StatsParts(String);
 
+/// What [`StatsParts::push`] made of a response.
+#[derive(Debug, PartialEq)]
+pub enum Part {
+    /// A part: more are due.
+    More,
+    /// The last part: the whole document.
+    Whole(String),
+    /// No part of a stats answer (a refusal): the response, unchanged.
+    Other(Response),
+}
+
 impl StatsParts {
-    /// Takes the next response: `Ok(Some(document))` after the last part, `Ok(None)` while
-    /// more are due, `Err(response)` for one that is no part of a stats answer.
-    ///
-    /// # Errors
-    /// The response, unchanged, when it is not a stats part.
-    pub fn push(&mut self, r: Response) -> Result<Option<String>, Response> {
+    /// Takes the next response of a stats answer.
+    pub fn push(&mut self, r: Response) -> Part {
         match r {
             Response::StatsPart(p) => {
                 self.0.push_str(&p);
-                Ok(None)
+                Part::More
             }
             Response::Stats(last) => {
                 self.0.push_str(&last);
-                Ok(Some(std::mem::take(&mut self.0)))
+                Part::Whole(std::mem::take(&mut self.0))
             }
-            other => Err(other),
+            other => Part::Other(other),
         }
     }
 }
@@ -750,7 +757,9 @@ mod tests {
         for r in responses {
             d.extend(&frame::encode(&r, 0));
             let (back, _) = d.next_frame::<Response>().unwrap().expect("fits one frame");
-            whole = parts.push(back).unwrap();
+            if let Part::Whole(w) = parts.push(back) {
+                whole = Some(w);
+            }
         }
         assert_eq!(whole.as_deref(), Some(doc.as_str()));
         assert_eq!(
@@ -758,7 +767,7 @@ mod tests {
             [Response::Stats("{}".into())],
             "a short one is one response"
         );
-        assert!(parts.push(Response::Done).is_err());
+        assert_eq!(parts.push(Response::Done), Part::Other(Response::Done));
     }
 
     #[test]
