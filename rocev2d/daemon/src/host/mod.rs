@@ -46,7 +46,7 @@ use rocev2_core::wire::Qpn;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
 use rocev2_datapath::host::{
-    self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory,
+    self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory, RegionAddresses,
 };
 use rocev2_ipc::cm::{EventRecord, conn_of};
 use rocev2_ipc::notify::{self, EventFd};
@@ -105,8 +105,9 @@ const BUDGET: usize = 64;
 /// CM events queued for one application at most; past it the oldest are dropped (counted as
 /// `cm_events_dropped`), so an application that never asks cannot grow the daemon.
 const MAX_CM_EVENTS: usize = 1024;
-/// First virtual address handed to a region: regions of all applications get distinct,
-/// page-aligned addresses, so a stray address never lands in another region.
+/// First virtual address handed to a region: live regions of all applications get distinct,
+/// page-aligned ranges, so a stray address never lands in another region; a deregistered
+/// region's range is given out again ([`RegionAddresses`]), so the addresses never run out.
 const FIRST_ADDR: u64 = 0x1000_0000;
 
 /// Who is on the other end of a connection (`SO_PEERCRED`).
@@ -267,7 +268,9 @@ pub struct Host {
     cc: Option<CcConfig>,
     apps: BTreeMap<u32, App>,
     next_app: u32,
-    next_addr: u64,
+    /// Addresses of the regions whose memfd the daemon maps (a freed range is given out
+    /// again: the keys, drawn at random, are what a peer must know).
+    addresses: RegionAddresses,
     counters: HostCounters,
     scratch: Vec<u8>,
     wcs: Vec<WorkCompletion>,
@@ -286,7 +289,7 @@ impl Host {
             cc,
             apps: BTreeMap::new(),
             next_app: 1,
-            next_addr: FIRST_ADDR,
+            addresses: RegionAddresses::new(FIRST_ADDR),
             counters: HostCounters::default(),
             scratch: Vec::new(),
             wcs: Vec::new(),
@@ -378,8 +381,7 @@ impl Host {
             let _ = ep.destroy_cq(*cq);
         }
         for mr in a.mrs.keys() {
-            let _ = ep.deregister_mr(*mr);
-            mem.remove(*mr);
+            release(ep, mem, &mut self.addresses, *mr);
         }
         for pd in &a.pds {
             let _ = ep.dealloc_pd(*pd);
@@ -471,8 +473,10 @@ impl Host {
                     // The application's memfd: the daemon picks the region's address.
                     None => {
                         let region = Region::from_fd(fd, len).map_err(|e| invalid(&e))?;
-                        let info = ep.register_mr(pd, self.next_addr, len, access)?;
-                        self.next_addr = (self.next_addr + len.max(1)).next_multiple_of(4096);
+                        let addr = self.addresses.alloc(len, 1);
+                        let info = ep.register_mr(pd, addr, len, access).inspect_err(|_| {
+                            self.addresses.free(addr, len);
+                        })?;
                         (info, Backing::Shared(region))
                     }
                     // Its own memory in place, through its /proc/self/mem.
@@ -501,8 +505,10 @@ impl Host {
             Request::DeregMr { mr } => {
                 let mr = MrId::new(mr);
                 let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
-                ep.deregister_mr(mr)?;
-                mem.remove(mr);
+                if ep.mrs().get(mr).is_none() {
+                    return Err(unknown("region"));
+                }
+                release(ep, mem, &mut self.addresses, mr);
                 a.mrs.remove(&mr);
                 a.mr_bytes -= len;
                 Ok(Reply::ok(Response::Done))
@@ -993,6 +999,15 @@ impl Host {
                 completed: a.completed,
             })
             .collect()
+    }
+}
+
+/// Deregisters region `mr`, unmaps or forgets its bytes, and gives back the address of one the
+/// daemon placed.
+fn release(ep: &mut Endpoint, mem: &mut HostMemory, addresses: &mut RegionAddresses, mr: MrId) {
+    let info = ep.deregister_mr(mr);
+    if let (Ok(info), Some(Backing::Shared(_))) = (info, mem.remove(mr)) {
+        addresses.free(info.addr, info.len);
     }
 }
 

@@ -1037,3 +1037,34 @@ fn attachment_ids_skip_live_ones_when_they_wrap() {
     assert_ne!(next, first);
     assert_eq!(h.apps.len(), 3);
 }
+
+#[test]
+fn region_addresses_are_distinct_while_live_and_reused_after() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _c, _) = attach(&mut h);
+    let Response::Pd(pd) = ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd).response else {
+        panic!()
+    };
+    let reg = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory| {
+        let region = Region::create("t", 8192).unwrap();
+        let req = Request::RegMr {
+            pd,
+            len: 8192,
+            access: 1,
+            at: None,
+        };
+        let fd = region.fd().try_clone_to_owned().unwrap();
+        match h.request(ep, mem, Instant::ZERO, a, req, vec![fd]).response {
+            Response::Mr(m) => m,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (x, y) = (reg(&mut h, &mut ep, &mut mem), reg(&mut h, &mut ep, &mut mem));
+    assert!(x.addr + x.len <= y.addr || y.addr + y.len <= x.addr, "{x:?} {y:?}");
+    let r = ask(&mut h, &mut ep, &mut mem, a, Request::DeregMr { mr: x.id });
+    assert_eq!(r.response, Response::Done);
+    let z = reg(&mut h, &mut ep, &mut mem);
+    assert_eq!(z.addr, x.addr, "the freed range is given out again");
+    assert_ne!(z.rkey, x.rkey, "under a new key");
+    assert_eq!(mem.len(), 2);
+}
