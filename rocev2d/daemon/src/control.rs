@@ -22,6 +22,7 @@ use rocev2_datapath::{Interface, neigh};
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{Destination, ErrorKind, Request, Response, VERSION};
+use rocev2d::closer::Closer;
 use rocev2d::host::Creds;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -132,13 +133,24 @@ pub struct Link {
     tx: Sender<Cmd>,
     wake: Arc<EventFd>,
     gate: Arc<GateCounters>,
+    closer: Closer,
 }
 
 impl Link {
     /// Joins a command channel and the eventfd its receiver waits on; the control plane
-    /// counts its own refusals in `gate`.
-    pub fn new(tx: Sender<Cmd>, wake: Arc<EventFd>, gate: Arc<GateCounters>) -> Link {
-        Link { tx, wake, gate }
+    /// counts its own refusals in `gate` and closes applications' descriptors on `closer`.
+    pub fn new(
+        tx: Sender<Cmd>,
+        wake: Arc<EventFd>,
+        gate: Arc<GateCounters>,
+        closer: Closer,
+    ) -> Link {
+        Link {
+            tx,
+            wake,
+            gate,
+            closer,
+        }
     }
 
     fn send(&self, cmd: Cmd) -> bool {
@@ -258,8 +270,24 @@ fn refusal(kind: ErrorKind, message: impl Into<String>) -> Response {
     }
 }
 
+/// One connection, start to end; whatever descriptors it sent and nothing claimed are closed
+/// on the closing thread ([`Closer`]).
 async fn serve(
     s: UnixStream,
+    iface: &Interface,
+    access: &Access,
+    link: &Link,
+    ungreeted: &Arc<Ungreeted>,
+) -> std::io::Result<()> {
+    let mut dec = Decoder::default();
+    let result = greet(&s, &mut dec, iface, access, link, ungreeted).await;
+    link.closer.close(dec.take_fds());
+    result
+}
+
+async fn greet(
+    s: &UnixStream,
+    dec: &mut Decoder,
     iface: &Interface,
     access: &Access,
     link: &Link,
@@ -284,7 +312,7 @@ async fn serve(
             "user {} may not use this rocev2d: add it to [control] allow_uids",
             creds.uid
         );
-        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+        return write_frame(s, &refusal(ErrorKind::Invalid, m), &[]).await;
     }
     let Some(greeting) = ungreeted.enter(creds.uid) else {
         link.gate.refused_busy.fetch_add(1, Ordering::Relaxed);
@@ -294,8 +322,7 @@ async fn serve(
         );
         return Ok(());
     };
-    let mut dec = Decoder::default();
-    let first = tokio::time::timeout(HELLO_WITHIN, read_frame(&s, &mut dec)).await;
+    let first = tokio::time::timeout(HELLO_WITHIN, read_frame(s, dec)).await;
     let Ok(first) = first else {
         link.gate.hello_timeouts.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
@@ -306,6 +333,8 @@ async fn serve(
     };
     let (hello, hello_fds) = first?;
     drop(greeting);
+    // The Hello's descriptor is only looked at (below); the closing thread closes it.
+    let hello_fds = link.closer.hold(hello_fds);
     match hello {
         // An observer (`rocev2d stats`): one answer, no attachment.
         Request::Stats => {
@@ -317,7 +346,7 @@ async fn serve(
                 other => vec![other],
             };
             for p in &parts {
-                write_frame(&s, p, &[]).await?;
+                write_frame(s, p, &[]).await?;
             }
             return Ok(());
         }
@@ -326,20 +355,20 @@ async fn serve(
             let m = format!(
                 "protocol version {version}; this rocev2d speaks {VERSION}: rebuild the application against the same rocev2"
             );
-            return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+            return write_frame(s, &refusal(ErrorKind::Invalid, m), &[]).await;
         }
         _ => {
             return write_frame(
-                &s,
+                s,
                 &refusal(ErrorKind::Invalid, "the first request must be Hello"),
                 &[],
             )
             .await;
         }
     }
-    if let Err(m) = same_netns(&hello_fds) {
+    if let Err(m) = same_netns(hello_fds.fds()) {
         tracing::warn!(pid = creds.pid, "refused an attachment: {m}");
-        return write_frame(&s, &refusal(ErrorKind::Invalid, m), &[]).await;
+        return write_frame(s, &refusal(ErrorKind::Invalid, m), &[]).await;
     }
     let (reply, answer) = oneshot::channel();
     let conn = s.as_fd().try_clone_to_owned()?;
@@ -356,7 +385,7 @@ async fn serve(
         uid = creds.uid,
         "application attached"
     );
-    let result = attachment(&s, &mut dec, iface, link, app, bell).await;
+    let result = attachment(s, dec, iface, link, app, bell).await;
     link.send(Cmd::Detach { app });
     result
 }
@@ -393,6 +422,10 @@ async fn attachment(
     write_frame(s, &welcome, &[bell]).await?;
     loop {
         let (req, fds) = read_frame(s, dec).await?;
+        // The datapath thread gets duplicates: the originals, closed on the closing thread once
+        // it answered (or the request was refused here), are the last references to whatever
+        // it did not keep.
+        let held = link.closer.hold(fds);
         let resolved = match req {
             Request::Connect { qpn, mut spec } if spec.mac.is_none() => {
                 resolve(iface, spec.ip, spec.resolve_timeout_ms)
@@ -449,7 +482,7 @@ async fn attachment(
                 continue;
             }
         };
-        let Some((response, fds)) = forward(link, app, req, fds).await else {
+        let Some((response, fds)) = forward(link, app, req, held.dup()?).await else {
             return Ok(());
         };
         write_frame(s, &response, &fds).await?;

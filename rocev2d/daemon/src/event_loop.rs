@@ -157,7 +157,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         listener,
         iface.clone(),
         control::Access { uids },
-        control::Link::new(tx, wake.clone(), Arc::clone(&gate)),
+        control::Link::new(
+            tx,
+            wake.clone(),
+            Arc::clone(&gate),
+            rocev2d::closer::Closer::start().context("starting the closing thread")?,
+        ),
     )?;
     tracing::info!(
         iface = name,

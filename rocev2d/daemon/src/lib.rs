@@ -14,6 +14,7 @@
     )
 )]
 
+pub mod closer;
 pub mod config;
 pub mod devices;
 pub mod host;

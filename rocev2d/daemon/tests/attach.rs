@@ -409,6 +409,60 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
 }
 
 #[test]
+fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
+    let test = "attach_fds";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let _d = daemon(&tb, test, "h0");
+    let path = socket(test, "h0");
+    let frame = |body: &[u8], nfds: u8| {
+        let mut v = (body.len() as u32).to_le_bytes().to_vec();
+        v.push(nfds);
+        v.extend_from_slice(body);
+        v
+    };
+    // Request::Hello { version } (variant 0) and Request::AllocPd (variant 2) in postcard.
+    let hello = frame(&[0, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()], 1);
+    // Sockets whose other ends tell when the daemon closed them.
+    let (ours, theirs): (Vec<UnixStream>, Vec<UnixStream>) =
+        (0..3).map(|_| UnixStream::pair().unwrap()).unzip();
+    in_netns(&tb, "h0", || {
+        let ns = rocev2_ipc::netns().expect("namespace");
+        let mut s = UnixStream::connect(&path).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        rocev2_ipc::frame::send_all(&s, &hello, &[std::os::fd::AsFd::as_fd(&ns)]).unwrap();
+        // AllocPd, which takes no descriptor, with three.
+        let fds: Vec<_> = theirs.iter().map(std::os::fd::AsFd::as_fd).collect();
+        rocev2_ipc::frame::send_all(&s, &frame(&[2], 3), &fds).unwrap();
+        let mut dec = rocev2_ipc::frame::Decoder::default();
+        let mut answers = 0;
+        while answers < 2 {
+            match dec.next_frame::<rocev2_ipc::proto::Response>().unwrap() {
+                Some((r, _)) => {
+                    answers += 1;
+                    if answers == 2 {
+                        assert!(matches!(r, rocev2_ipc::proto::Response::Pd(_)), "{r:?}");
+                    }
+                }
+                None => {
+                    assert!(rocev2_ipc::frame::recv(&s, &mut dec).unwrap() > 0);
+                }
+            }
+        }
+        drop(theirs);
+        // The daemon kept none of the three: each one's peer sees the stream end.
+        for mut o in ours {
+            o.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut rest = Vec::new();
+            assert_eq!(o.read_to_end(&mut rest).expect("closed by the daemon"), 0);
+        }
+    });
+}
+
+#[test]
 fn attach_silent_connections_are_capped_and_closed_and_an_application_attaches_after() {
     let test = "attach_silent";
     if !need_root(test) {

@@ -99,9 +99,17 @@ impl Decoder {
         }
         self.buf.advance(HEADER);
         let body = self.buf.split_to(len);
-        let fds = self.fds.drain(..nfds).collect();
+        // A malformed body leaves its descriptors queued, for the owner to dispose of
+        // ([`Decoder::take_fds`]).
         let msg = postcard::from_bytes(&body).map_err(|_| FrameError::Malformed)?;
+        let fds = self.fds.drain(..nfds).collect();
         Ok(Some((msg, fds)))
+    }
+
+    /// Every descriptor received and not yet handed out with a frame (a connection being
+    /// closed gives them to whoever closes descriptors for it).
+    pub fn take_fds(&mut self) -> Vec<OwnedFd> {
+        self.fds.drain(..).collect()
     }
 }
 

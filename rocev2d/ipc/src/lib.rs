@@ -3,7 +3,7 @@
 //! An application connects to the daemon's control socket ([`proto`], framed by [`frame`],
 //! descriptors passed beside the frames); its memory regions are memfds it shares with the
 //! daemon ([`shm`]); work requests and completions cross in shared-memory rings ([`ring`]) of
-//! [`record`]s, with wake-ups through a doorbell socket and eventfds ([`notify`]). The
+//! [`record`]s, with wake-ups through eventfds ([`notify`]). The
 //! connection manager runs in the daemon; its parameters and events cross as [`cm`] records.
 //! docs/daemon.md draws the whole picture.
 //!

@@ -13,7 +13,7 @@
 //!
 //! Descriptors travel beside messages (SCM_RIGHTS, [`crate::frame`]): [`Request::RegMr`]
 //! carries the region's memfd, or for memory the application keeps at its own address (the C
-//! ABI's `ibv_reg_mr`) the application's `/proc/self/mem`; [`Response::Welcome`] the doorbell socket, [`Response::Cq`]
+//! ABI's `ibv_reg_mr`) the application's `/proc/self/mem`; [`Response::Welcome`] the doorbell (an eventfd), [`Response::Cq`]
 //! the CQ's ring and eventfd, [`Response::Qp`] the send and receive rings,
 //! [`Response::CmEnabled`] the eventfd the daemon signals when a CM event is queued for the
 //! application.

@@ -47,7 +47,7 @@ use rocev2_datapath::host::{CallerRange, ProcessMemory};
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
-use rocev2_ipc::notify::{self, EventFd};
+use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
     self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, QpSpec, Request, Response,
 };
@@ -56,7 +56,7 @@ use rocev2_ipc::ring::{End, Ring, RingError};
 use rocev2_ipc::shm::Region;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -119,7 +119,7 @@ struct QpView {
 pub(crate) struct Attached {
     sock: UnixStream,
     dec: Decoder,
-    bell: UnixDatagram,
+    bell: EventFd,
     pub(crate) iface: Interface,
     pub(crate) datapath: String,
     pub(crate) reason: String,
@@ -207,7 +207,7 @@ impl Attached {
         Ok(Attached {
             sock,
             dec,
-            bell: UnixDatagram::from(bell),
+            bell: EventFd::from_fd(bell),
             iface,
             datapath,
             reason,
@@ -510,7 +510,7 @@ impl Attached {
         record::encode_into(&SendRecord::from(wr), &mut self.buf);
         push(&mut q.sq, &self.buf)?;
         if q.sq.consumer_asleep() {
-            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+            self.bell.signal();
         }
         Ok(())
     }
@@ -581,7 +581,7 @@ impl Attached {
         record::encode_into(&SendRecord::from(wr).with_ud(ud), &mut self.buf);
         push(&mut q.sq, &self.buf)?;
         if q.sq.consumer_asleep() {
-            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+            self.bell.signal();
         }
         Ok(())
     }
@@ -591,7 +591,7 @@ impl Attached {
         record::encode_into(&RecvRecord::from(wr), &mut self.buf);
         push(&mut q.rq, &self.buf)?;
         if q.rq.consumer_asleep() {
-            notify::ring(&self.bell).map_err(|_| Error::DaemonGone)?;
+            self.bell.signal();
         }
         Ok(())
     }

@@ -49,7 +49,7 @@ use rocev2_datapath::host::{
     self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory, RegionAddresses,
 };
 use rocev2_ipc::cm::{EventRecord, conn_of};
-use rocev2_ipc::notify::{self, EventFd};
+use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
     ConnectSpec, Destination, ErrorKind, IfaceInfo, InPlace, MpState, MrSpec, QpSpec, Request,
     Response,
@@ -60,7 +60,6 @@ use rocev2_ipc::shm::Region;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::net::UnixDatagram;
 
 /// What one application may hold (`[limits]` of the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,8 +196,8 @@ struct QpShare {
 #[derive(Debug)]
 struct App {
     creds: Creds,
-    /// The daemon's end of the doorbell.
-    bell: UnixDatagram,
+    /// The doorbell (an eventfd: it cannot carry descriptors, [`rocev2_ipc::notify`]).
+    bell: EventFd,
     /// A duplicate of the control connection, shut down to close a misbehaving attachment.
     conn: OwnedFd,
     pds: BTreeSet<PdId>,
@@ -319,9 +318,10 @@ impl Host {
     /// down); returns its id and the application's end of the doorbell.
     ///
     /// # Errors
-    /// `socketpair` failed.
+    /// `eventfd` or `dup` failed.
     pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> std::io::Result<(u32, OwnedFd)> {
-        let (bell, theirs) = notify::doorbell_pair()?;
+        let bell = EventFd::new()?;
+        let theirs = bell.share()?;
         // Ids wrap after 2^32 attachments: skip any still in use, so none is replaced.
         while self.apps.contains_key(&self.next_app) {
             self.next_app = self.next_app.wrapping_add(1).max(1);
@@ -348,7 +348,7 @@ impl Host {
             },
         );
         self.counters.attached += 1;
-        Ok((id, theirs.into()))
+        Ok((id, theirs))
     }
 
     /// Closes attachment `app`: ends its listens, tears its connections down (DREQ, or REJ for
@@ -945,7 +945,7 @@ impl Host {
     /// Takes the rings off every doorbell (after a wait found one readable).
     pub fn clear_doorbells(&self) {
         for a in self.apps.values() {
-            notify::drain(&a.bell);
+            a.bell.clear();
         }
     }
 

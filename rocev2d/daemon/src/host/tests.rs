@@ -1059,8 +1059,14 @@ fn region_addresses_are_distinct_while_live_and_reused_after() {
             other => panic!("{other:?}"),
         }
     };
-    let (x, y) = (reg(&mut h, &mut ep, &mut mem), reg(&mut h, &mut ep, &mut mem));
-    assert!(x.addr + x.len <= y.addr || y.addr + y.len <= x.addr, "{x:?} {y:?}");
+    let (x, y) = (
+        reg(&mut h, &mut ep, &mut mem),
+        reg(&mut h, &mut ep, &mut mem),
+    );
+    assert!(
+        x.addr + x.len <= y.addr || y.addr + y.len <= x.addr,
+        "{x:?} {y:?}"
+    );
     let r = ask(&mut h, &mut ep, &mut mem, a, Request::DeregMr { mr: x.id });
     assert_eq!(r.response, Response::Done);
     let z = reg(&mut h, &mut ep, &mut mem);
