@@ -463,6 +463,32 @@ fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
 }
 
 #[test]
+fn attach_from_outside_the_daemons_pid_namespace_reads_pid_zero_and_works() {
+    let test = "attach_pidns";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    // The daemon in a PID namespace of its own, as in a container: this test's process is
+    // outside it, so SO_PEERCRED gives the daemon PID 0 for it.
+    let mut cmd = tb.command("h0", "unshare").expect("command");
+    cmd.args(["--pid", "--fork", "--kill-child"])
+        .arg(BIN)
+        .args(["run", "--iface", &ifname(&tb, "h0"), "--datapath", "packet"])
+        .args(["--socket", &socket(test, "h0")]);
+    let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
+    d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
+        .expect("daemon serving");
+    let dev = attach(&tb, test, "h0");
+    let pd = dev.alloc_pd().expect("the attachment works");
+    let mr = dev.register(pd, vec![0u8; 4096], rocev2::AccessFlags::LOCAL_WRITE);
+    assert!(mr.is_ok());
+    let s = stats(test, "h0");
+    assert_eq!(s["apps"][0]["pid"], 0, "{s}");
+}
+
+#[test]
 fn attach_silent_connections_are_capped_and_closed_and_an_application_attaches_after() {
     let test = "attach_silent";
     if !need_root(test) {
