@@ -42,6 +42,7 @@
 //! max_ahs = 4096           # 1..=1000000: UD address handles
 //! max_mrs = 4096           # 1..=1000000: memory regions (zero-length ones too)
 //! max_listens = 64         # 1..=1000000: CM service IDs listened on
+//! max_apps_per_user = 64   # 1..=1000000: attachments of one user at once
 //! max_mr_bytes = 17179869184
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
@@ -150,6 +151,7 @@ struct LimitsSection {
     max_ahs: Option<u64>,
     max_mrs: Option<u64>,
     max_listens: Option<u64>,
+    max_apps_per_user: Option<u64>,
     max_mr_bytes: Option<u64>,
 }
 
@@ -486,6 +488,10 @@ impl Config {
         let listens = f.limits.max_listens;
         if let Some(v) = ranged("limits.max_listens", listens, 1..=1_000_000, n)? {
             l.max_listens = v as u32;
+        }
+        let apps = f.limits.max_apps_per_user;
+        if let Some(v) = ranged("limits.max_apps_per_user", apps, 1..=1_000_000, n)? {
+            l.max_apps_per_user = v as u32;
         }
         if let Some(v) = f.limits.max_mr_bytes {
             l.max_mr_bytes = v;

@@ -23,7 +23,7 @@ use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{Destination, ErrorKind, Request, Response, VERSION};
 use rocev2d::closer::Closer;
-use rocev2d::host::Creds;
+use rocev2d::host::{Creds, Refusal};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,8 +42,8 @@ pub enum Cmd {
         creds: Creds,
         /// A duplicate of the connection, to shut down if the attachment misbehaves.
         conn: OwnedFd,
-        /// The answer.
-        reply: oneshot::Sender<std::io::Result<(u32, OwnedFd)>>,
+        /// The answer: the attachment's id and the application's doorbell, or the refusal.
+        reply: oneshot::Sender<Result<(u32, OwnedFd), Refusal>>,
     },
     /// One request of an attachment.
     Request {
@@ -378,7 +378,10 @@ async fn greet(
     let Ok(attached) = answer.await else {
         return Ok(());
     };
-    let (app, bell) = attached?;
+    let (app, bell) = match attached {
+        Ok(a) => a,
+        Err(Refusal(kind, m)) => return write_frame(s, &refusal(kind, m), &[]).await,
+    };
     tracing::info!(
         app,
         pid = creds.pid,

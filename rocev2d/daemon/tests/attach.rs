@@ -431,7 +431,7 @@ fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
         (0..3).map(|_| UnixStream::pair().unwrap()).unzip();
     in_netns(&tb, "h0", || {
         let ns = rocev2_ipc::netns().expect("namespace");
-        let mut s = UnixStream::connect(&path).expect("connect");
+        let s = UnixStream::connect(&path).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         rocev2_ipc::frame::send_all(&s, &hello, &[std::os::fd::AsFd::as_fd(&ns)]).unwrap();
         // AllocPd, which takes no descriptor, with three.

@@ -74,13 +74,16 @@ pub struct Limits {
     pub max_mrs: u32,
     /// CM service IDs listened on.
     pub max_listens: u32,
+    /// Attachments of one user at once: every other limit is per attachment, so this bounds
+    /// what one user holds in all.
+    pub max_apps_per_user: u32,
     /// Bytes of registered memory.
     pub max_mr_bytes: u64,
 }
 
 impl Default for Limits {
     /// 1024 QPs (RC and UD), 1024 CQs, 4096 address handles, 4096 regions, 64 listens,
-    /// 16 GiB.
+    /// 16 GiB, 64 attachments per user.
     fn default() -> Self {
         Limits {
             max_qps: 1024,
@@ -88,6 +91,7 @@ impl Default for Limits {
             max_ahs: 4096,
             max_mrs: 4096,
             max_listens: 64,
+            max_apps_per_user: 64,
             max_mr_bytes: 16 << 30,
         }
     }
@@ -239,7 +243,9 @@ impl Reply {
 }
 
 /// A refused request.
-struct Refusal(ErrorKind, String);
+/// A refused request or attachment: its kind and the daemon's words.
+#[derive(Debug)]
+pub struct Refusal(pub ErrorKind, pub String);
 
 impl From<EndpointError> for Refusal {
     fn from(e: EndpointError) -> Refusal {
@@ -318,10 +324,33 @@ impl Host {
     /// down); returns its id and the application's end of the doorbell.
     ///
     /// # Errors
-    /// `eventfd` or `dup` failed.
-    pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> std::io::Result<(u32, OwnedFd)> {
-        let bell = EventFd::new()?;
-        let theirs = bell.share()?;
+    /// The refusal to send: the user's attachments at `[limits] max_apps_per_user`, or no
+    /// eventfd.
+    pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> Result<(u32, OwnedFd), Refusal> {
+        let max = self.limits.max_apps_per_user;
+        let held = self
+            .apps
+            .values()
+            .filter(|a| a.creds.uid == creds.uid)
+            .count();
+        if held >= max as usize {
+            self.counters.refused_requests += 1;
+            return Err(Refusal(
+                ErrorKind::Limit,
+                format!(
+                    "user {} holds {held} attachments already, its limit ([limits] max_apps_per_user)",
+                    creds.uid
+                ),
+            ));
+        }
+        let io = |e: std::io::Error| {
+            Refusal(
+                ErrorKind::Invalid,
+                format!("the daemon could not make the doorbell: {e}"),
+            )
+        };
+        let bell = EventFd::new().map_err(io)?;
+        let theirs = bell.share().map_err(io)?;
         // Ids wrap after 2^32 attachments: skip any still in use, so none is replaced.
         while self.apps.contains_key(&self.next_app) {
             self.next_app = self.next_app.wrapping_add(1).max(1);

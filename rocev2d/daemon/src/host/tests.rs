@@ -1026,6 +1026,28 @@ fn region_count_listens_privileged_ports_and_controlled_qkeys_are_bounded() {
 }
 
 #[test]
+fn a_user_holds_at_most_its_attachments() {
+    let limits = Limits {
+        max_apps_per_user: 2,
+        ..Limits::default()
+    };
+    let (mut h, _ep, _mem) = host(limits);
+    let _a = attach_as(&mut h, 1000);
+    let _b = attach_as(&mut h, 1000);
+    let (ours, _theirs) = UnixStream::pair().unwrap();
+    let refused = h.attach(Creds { pid: 3, uid: 1000 }, ours.into());
+    match refused {
+        Err(Refusal(kind, message)) => {
+            assert_eq!(kind, ErrorKind::Limit);
+            assert!(message.contains("max_apps_per_user"), "{message}");
+        }
+        other => panic!("{:?}", other.map(|(id, _)| id)),
+    }
+    let _c = attach_as(&mut h, 1001);
+    assert_eq!(h.apps.len(), 3, "another user is not held back");
+}
+
+#[test]
 fn attachment_ids_skip_live_ones_when_they_wrap() {
     let (mut h, _ep, _mem) = host(Limits::default());
     let (first, _a) = attach_as(&mut h, 0);
