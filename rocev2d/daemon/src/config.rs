@@ -34,6 +34,7 @@
 //!
 //! [control]                # who may attach (docs/daemon.md)
 //! mode = 0o660             # a filesystem socket's file mode (default 0o600)
+//! group = 1001             # a filesystem socket's group, whose members (primary group) may attach
 //! allow_uids = [1000]      # users besides root and the daemon's own (SO_PEERCRED)
 //!
 //! [limits]                 # per attached application
@@ -141,6 +142,7 @@ struct File {
 struct ControlSection {
     mode: Option<u32>,
     allow_uids: Option<Vec<u32>>,
+    group: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -243,6 +245,9 @@ pub struct ControlSettings {
     /// Users allowed besides root and the daemon's own user (checked with SO_PEERCRED on every
     /// connection, whatever the file mode).
     pub allow_uids: Vec<u32>,
+    /// A filesystem socket's group (its file's group owner), whose members by primary group
+    /// (SO_PEERCRED's) may attach too.
+    pub group: Option<u32>,
 }
 
 impl Default for ControlSettings {
@@ -250,6 +255,7 @@ impl Default for ControlSettings {
         ControlSettings {
             mode: 0o600,
             allow_uids: Vec::new(),
+            group: None,
         }
     }
 }
@@ -471,6 +477,7 @@ impl Config {
             c.control.mode = m;
         }
         c.control.allow_uids = f.control.allow_uids.unwrap_or_default();
+        c.control.group = f.control.group;
         let n = "1..=1000000";
         let l = &mut c.limits;
         if let Some(v) = ranged("limits.max_qps", f.limits.max_qps, 1..=1_000_000, n)? {
@@ -577,6 +584,11 @@ mod tests {
         .unwrap();
         assert_eq!(c.iface.as_deref(), Some("veth0"));
         assert_eq!(c.control.mode, 0o660);
+        let g = Config::parse("[control]\ngroup = 1001")
+            .unwrap()
+            .control
+            .group;
+        assert_eq!(g, Some(1001));
         assert_eq!(c.control.allow_uids, [1000, 1001]);
         assert_eq!((c.limits.max_qps, c.limits.max_cqs), (4, 1024));
         assert_eq!(c.limits.max_ahs, 4096);

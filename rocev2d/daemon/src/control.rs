@@ -165,11 +165,13 @@ impl Link {
 pub struct Access {
     /// The daemon's effective user and `[control] allow_uids`.
     pub uids: Vec<u32>,
+    /// `[control] group`: peers whose primary group it is.
+    pub group: Option<u32>,
 }
 
 impl Access {
-    fn allows(&self, uid: u32) -> bool {
-        uid == 0 || self.uids.contains(&uid)
+    fn allows(&self, uid: u32, gid: u32) -> bool {
+        uid == 0 || self.uids.contains(&uid) || self.group == Some(gid)
     }
 }
 
@@ -301,7 +303,7 @@ async fn greet(
         uid: cred.uid(),
     };
     // Before reading anything: a user who may not attach costs one write.
-    if !access.allows(creds.uid) {
+    if !access.allows(creds.uid, cred.gid()) {
         link.gate.refused_users.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             pid = creds.pid,

@@ -48,9 +48,9 @@ pub fn driver_config(cfg: &Config) -> DriverConfig {
 }
 
 /// Binds the control socket: an abstract one (`@NAME`, reachable from this network
-/// namespace only, no file) as it is; a filesystem one with file mode `mode`, replacing a
-/// stale file no daemon answers on.
-fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+/// namespace only, no file) as it is; a filesystem one with file mode `mode` and group
+/// `group`, replacing a stale file no daemon answers on.
+fn bind_control(path: &Path, mode: u32, group: Option<u32>) -> anyhow::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt as _;
     let taken = || {
         anyhow::anyhow!(
@@ -78,6 +78,10 @@ fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
     let l = rocev2_ipc::bind(path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("chmod {mode:o} {}", path.display()))?;
+    if let Some(g) = group {
+        std::os::unix::fs::chown(path, None, Some(g))
+            .with_context(|| format!("chgrp {g} {}", path.display()))?;
+    }
     l.set_nonblocking(true)?;
     Ok(l)
 }
@@ -124,7 +128,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         .stats_socket
         .clone()
         .unwrap_or_else(|| rocev2_ipc::default_socket(name));
-    let listener = bind_control(&path, cfg.control.mode)?;
+    let listener = bind_control(&path, cfg.control.mode, cfg.control.group)?;
     let _cleanup = SocketFile(path.clone());
     let (sig_rx, sig_tx) = UnixStream::pair()?;
     sig_rx.set_nonblocking(true)?;
@@ -156,7 +160,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     control::spawn(
         listener,
         iface.clone(),
-        control::Access { uids },
+        control::Access {
+            uids,
+            group: cfg.control.group,
+        },
         control::Link::new(
             tx,
             wake.clone(),

@@ -697,13 +697,14 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
             .output()
             .expect("stats as nobody")
     };
-    for (allow, name) in [("[]", "h0"), ("[65534]", "h1")] {
+    // Nobody is refused, then allowed by user, then by the socket's group.
+    for (allow, name) in [
+        ("allow_uids = []", "h0"),
+        ("allow_uids = [65534]", "h1"),
+        ("group = 65534", "h0"),
+    ] {
         let cfg = format!("/tmp/rocev2d-{test}-{}-{name}.toml", std::process::id());
-        std::fs::write(
-            &cfg,
-            format!("[control]\nmode = 0o666\nallow_uids = {allow}\n"),
-        )
-        .unwrap();
+        std::fs::write(&cfg, format!("[control]\nmode = 0o666\n{allow}\n")).unwrap();
         let mut cmd = tb.command(name, BIN).expect("command");
         let sock = socket(test, name);
         cmd.args([
@@ -721,7 +722,11 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
             .expect("daemon serving");
         let out = stats_as_nobody(&sock);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        if allow == "[]" {
+        if allow.starts_with("group") {
+            use std::os::unix::fs::MetadataExt as _;
+            assert_eq!(std::fs::metadata(&sock).unwrap().gid(), 65534, "the socket's group");
+        }
+        if allow == "allow_uids = []" {
             assert!(!out.status.success());
             assert!(
                 stderr.contains("user 65534 may not use this rocev2d"),
