@@ -724,7 +724,11 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         if allow.starts_with("group") {
             use std::os::unix::fs::MetadataExt as _;
-            assert_eq!(std::fs::metadata(&sock).unwrap().gid(), 65534, "the socket's group");
+            assert_eq!(
+                std::fs::metadata(&sock).unwrap().gid(),
+                65534,
+                "the socket's group"
+            );
         }
         if allow == "allow_uids = []" {
             assert!(!out.status.success());

@@ -45,7 +45,7 @@ impl Device {
     /// Frees a protection domain that holds no region or QP (`ibv_dealloc_pd`).
     ///
     /// # Errors
-    /// [`Error::Verb`] while it holds objects; [`Error::WrongDevice`].
+    /// [`crate::Error::Verb`] while it holds objects; [`crate::Error::WrongDevice`].
     pub fn dealloc_pd(&self, pd: Pd) -> Result<()> {
         self.own(pd.1, "protection domain")?;
         self.ops().dealloc_pd(pd.0)
@@ -54,7 +54,7 @@ impl Device {
     /// Destroys a CQ no QP uses (`ibv_destroy_cq`).
     ///
     /// # Errors
-    /// [`Error::Verb`] while a QP uses it; [`Error::WrongDevice`].
+    /// [`crate::Error::Verb`] while a QP uses it; [`crate::Error::WrongDevice`].
     pub fn destroy_cq(&self, cq: Cq) -> Result<()> {
         self.own(cq.1, "CQ")?;
         self.ops().destroy_cq(cq.0)
@@ -65,7 +65,7 @@ impl Device {
     /// Returns the state reached.
     ///
     /// # Errors
-    /// As [`Device::connect`]; [`Error::Verb`] for a transition or attribute IBA does not
+    /// As [`Device::connect`]; [`crate::Error::Verb`] for a transition or attribute IBA does not
     /// allow.
     pub fn modify_qp(&self, qp: Qp, spec: &ModifySpec) -> Result<QpState> {
         self.own(qp.1, "QP")?;
@@ -77,7 +77,7 @@ impl Device {
     /// holds one; [`Device::ack_cq_event`] takes the event.
     ///
     /// # Errors
-    /// [`Error::Verb`] for an unknown CQ; [`Error::WrongDevice`].
+    /// [`crate::Error::Verb`] for an unknown CQ; [`crate::Error::WrongDevice`].
     pub fn arm_cq(&self, cq: Cq) -> Result<()> {
         self.own(cq.1, "CQ")?;
         self.ops().arm_cq(cq.0)
@@ -94,7 +94,7 @@ impl Device {
     /// `poll(2)` or an epoll set (a completion channel's).
     ///
     /// # Errors
-    /// [`Error::Verb`] for an unknown CQ; [`Error::Io`].
+    /// [`crate::Error::Verb`] for an unknown CQ; [`crate::Error::Io`].
     pub fn cq_event_fd(&self, cq: Cq) -> Result<OwnedFd> {
         self.own(cq.1, "CQ")?;
         self.ops().cq_event_fd(cq.0)
@@ -106,7 +106,7 @@ impl Device {
     /// while such polls go on. Attached, the daemon drives; the poll reads the ring.
     ///
     /// # Errors
-    /// [`Error::ProgressStopped`] or [`Error::DaemonGone`]; [`Error::WrongDevice`].
+    /// [`crate::Error::ProgressStopped`] or [`crate::Error::DaemonGone`]; [`crate::Error::WrongDevice`].
     pub fn poll_cq_driving(
         &self,
         cq: Cq,

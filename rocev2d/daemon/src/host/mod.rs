@@ -3,10 +3,13 @@
 //! [`Host`] keeps what each attachment owns (PDs, regions, CQs, QPs and the shared rings of the
 //! last two) and carries out its requests on the one engine of the interface. It is driven
 //! from the daemon's datapath thread without any IO of its own but the shared memory:
-//! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]);
+//! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]): one line of
+//!   dispatch each, to one handler in the module of what it touches (`objects`: PDs,
+//!   regions, CQs; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
+//!   Hello, Stats and Drain are the event loop's;
 //! - [`Host::service`] moves work requests from the QPs' rings into the engine and completions
-//!   from the engine's CQs into the CQ rings, and signals the eventfds of CQs whose application
-//!   sleeps;
+//!   from the engine's CQs into the CQ rings (`rings`), and signals the eventfds of CQs whose
+//!   application sleeps;
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
@@ -30,6 +33,12 @@
 //! Deviations: congestion control is the daemon's (`[cc]` of its configuration), for every
 //! QP of every application; a send queue holds `max_send_wr` requests in its ring plus as many
 //! in the engine, so "queue full" comes later than on an HCA.
+
+mod cm;
+mod objects;
+mod qps;
+mod rings;
+mod ud;
 
 use rocev2_core::Endpoint;
 use rocev2_core::cc::CcConfig;
@@ -285,6 +294,16 @@ pub struct Host {
     conns: BTreeMap<ConnId, u32>,
 }
 
+/// What a request's handler gets besides the request's own fields: the engine, the memory, the
+/// clock, the attachment and the descriptors that came with the request.
+pub(super) struct Call<'a> {
+    ep: &'a mut Endpoint,
+    mem: &'a mut HostMemory,
+    now: Instant,
+    app: u32,
+    fds: Vec<OwnedFd>,
+}
+
 impl Host {
     /// A host serving `iface`, giving every QP the controller `cc`.
     pub fn new(iface: Interface, limits: Limits, cc: Option<CcConfig>) -> Host {
@@ -440,6 +459,8 @@ impl Host {
         }
     }
 
+    /// Carries out one request: one line per request, each handled by one method of the
+    /// module of what it touches (`objects`, `qps`, `ud`, `cm`).
     fn try_request(
         &mut self,
         ep: &mut Endpoint,
@@ -447,402 +468,74 @@ impl Host {
         now: Instant,
         app: u32,
         req: Request,
-        mut fds: Vec<OwnedFd>,
+        fds: Vec<OwnedFd>,
     ) -> Result<Reply, Refusal> {
-        let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        if !self.apps.contains_key(&app) {
+            return Err(unknown("attachment"));
+        }
+        let c = Call {
+            ep,
+            mem,
+            now,
+            app,
+            fds,
+        };
         match req {
-            Request::AllocPd => {
-                let pd = ep.alloc_pd();
-                a.pds.insert(pd);
-                Ok(Reply::ok(Response::Pd(pd.value())))
-            }
-            Request::DeallocPd { pd } => {
-                let pd = PdId::new(pd);
-                if !a.pds.contains(&pd) {
-                    return Err(unknown("PD"));
-                }
-                ep.dealloc_pd(pd)?;
-                a.pds.remove(&pd);
-                Ok(Reply::ok(Response::Done))
-            }
+            Request::AllocPd => self.alloc_pd(c),
+            Request::DeallocPd { pd } => self.dealloc_pd(c, pd),
             Request::RegMr {
                 pd,
                 len,
                 access,
                 at,
-            } => {
-                let pd = PdId::new(pd);
-                if !a.pds.contains(&pd) {
-                    return Err(unknown("PD"));
-                }
-                if a.mrs.len() >= limits.max_mrs as usize {
-                    return Err(limit("memory regions", limits.max_mrs, "max_mrs"));
-                }
-                if a.mr_bytes.saturating_add(len) > limits.max_mr_bytes {
-                    return Err(Refusal(
-                        ErrorKind::Limit,
-                        format!(
-                            "registering {len} bytes would exceed this application's limit of \
-                             {} bytes ([limits] max_mr_bytes)",
-                            limits.max_mr_bytes
-                        ),
-                    ));
-                }
-                let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds)).map_err(|_| {
-                    Refusal(ErrorKind::Invalid, "RegMr needs one descriptor".into())
-                })?;
-                let invalid =
-                    |e: &dyn std::fmt::Display| Refusal(ErrorKind::Invalid, e.to_string());
-                let access = AccessFlags::from_bits_retain(access);
-                let (info, backing) = match at {
-                    // The application's memfd: the daemon picks the region's address.
-                    None => {
-                        let region = Region::from_fd(fd, len).map_err(|e| invalid(&e))?;
-                        let addr = self.addresses.alloc(len, 1);
-                        let info = ep.register_mr(pd, addr, len, access).inspect_err(|_| {
-                            self.addresses.free(addr, len);
-                        })?;
-                        (info, Backing::Shared(region))
-                    }
-                    // Its own memory in place, through its /proc/self/mem.
-                    Some(InPlace { addr, iova }) => {
-                        let mem = ProcessMemory::from_fd(fd).map_err(|e| invalid(&e))?;
-                        let range = mem.range(addr, len).map_err(|e| invalid(&e))?;
-                        (
-                            ep.register_mr(pd, iova, len, access)?,
-                            Backing::Process(range),
-                        )
-                    }
-                };
-                mem.insert(info.id, backing);
-                a.mrs.insert(info.id, len);
-                a.mr_bytes += len;
-                Ok(Reply::ok(Response::Mr(MrSpec {
-                    id: info.id.value(),
-                    lkey: info.lkey.value(),
-                    rkey: info.rkey.value(),
-                    addr: info.addr,
-                    len: info.len,
-                    access: info.access.bits(),
-                    pd: info.pd.value(),
-                })))
-            }
-            Request::DeregMr { mr } => {
-                let mr = MrId::new(mr);
-                let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
-                if ep.mrs().get(mr).is_none() {
-                    return Err(unknown("region"));
-                }
-                release(ep, mem, &mut self.addresses, mr);
-                a.mrs.remove(&mr);
-                a.mr_bytes -= len;
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::CreateCq { capacity } => {
-                if a.cqs.len() >= limits.max_cqs as usize {
-                    return Err(limit("CQs", limits.max_cqs, "max_cqs"));
-                }
-                let slots = depth(capacity, "CQ capacity")?;
-                let ring = Ring::create(
-                    "rocev2d-cq",
-                    slots,
-                    rocev2_ipc::proto::SLOT_SIZE,
-                    End::Producer,
-                )
-                .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let event =
-                    EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-                let fds = vec![dup(ring.region().fd())?, dup(event.as_fd())?];
-                let id = ep.create_cq(slots as usize);
-                a.cqs.insert(
-                    id,
-                    CqShare {
-                        ring,
-                        event,
-                        made: VecDeque::new(),
-                    },
-                );
-                Ok(Reply {
-                    response: Response::Cq { id: id.0, slots },
-                    fds,
-                    announce: None,
-                })
-            }
-            Request::DestroyCq { cq } => {
-                let cq = CqId(cq);
-                if !a.cqs.contains_key(&cq) {
-                    return Err(unknown("CQ"));
-                }
-                ep.destroy_cq(cq)?;
-                a.cqs.remove(&cq);
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::CreateQp(spec) => {
-                if a.qps.len() >= limits.max_qps as usize {
-                    return Err(limit("QPs", limits.max_qps, "max_qps"));
-                }
-                let cfg = qp_config(&spec, a, self.cc)?;
-                let (sq, rq, fds) = qp_rings(&cfg)?;
-                let qpn = ep.create_qp(cfg)?;
-                if let Err(e) =
-                    ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem)
-                {
-                    let _ = ep.destroy_qp(qpn);
-                    return Err(e.into());
-                }
-                let response = Response::Qp {
-                    qpn: qpn.value(),
-                    sq_slots: sq.slots(),
-                    rq_slots: rq.slots(),
-                };
-                a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
-                Ok(Reply {
-                    response,
-                    fds,
-                    announce: None,
-                })
-            }
+            } => self.reg_mr(c, pd, len, access, at),
+            Request::DeregMr { mr } => self.dereg_mr(c, mr),
+            Request::CreateCq { capacity } => self.create_cq(c, capacity),
+            Request::DestroyCq { cq } => self.destroy_cq(c, cq),
+            Request::CreateQp(spec) => self.create_qp(c, spec),
             Request::CreateUdQp {
                 spec,
                 q_key,
                 sq_psn,
-            } => {
-                if a.qps.len() >= limits.max_qps as usize {
-                    return Err(limit("QPs", limits.max_qps, "max_qps"));
-                }
-                controlled_qkey(q_key, a.creds.uid)?;
-                let cfg = qp_config(&spec, a, None)?;
-                let mtu = self.iface.path_mtu(false).ok_or_else(|| {
-                    Refusal(
-                        ErrorKind::Path,
-                        format!("interface {} MTU is too small for RoCE", self.iface.name),
-                    )
-                })?;
-                let (sq, rq, fds) = qp_rings(&cfg)?;
-                let qpn = ep.create_ud_qp(cfg, mtu)?;
-                if let Err(e) = ep.activate_ud_qp(qpn, q_key, sq_psn, now, mem) {
-                    let _ = ep.destroy_qp(qpn);
-                    return Err(e.into());
-                }
-                let response = Response::UdQp {
-                    qpn: qpn.value(),
-                    sq_slots: sq.slots(),
-                    rq_slots: rq.slots(),
-                    mtu: mtu.bytes(),
-                };
-                a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
-                Ok(Reply {
-                    response,
-                    fds,
-                    announce: None,
-                })
-            }
+            } => self.create_ud_qp(c, spec, q_key, sq_psn),
             Request::CreateAh {
                 ip,
                 mac,
                 dscp,
                 resolve_timeout_ms: _,
-            } => {
-                if a.ahs.len() >= limits.max_ahs as usize {
-                    return Err(limit("address handles", limits.max_ahs, "max_ahs"));
-                }
-                let ah = address_handle(&self.iface, ip, mac, dscp)?;
-                let id = a.ahs.insert(ah);
-                Ok(Reply::ok(Response::Ah(id)))
-            }
-            Request::DestroyAh { ah } => {
-                a.ahs.remove(ah).ok_or_else(|| unknown("address handle"))?;
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::Connect { qpn, spec } => {
-                let qpn = owned_qp(a, qpn)?;
-                let attr = connect_attr(&self.iface, qpn, &spec)?;
-                ep.connect_qp(qpn, &attr, now, mem)?;
-                Ok(Reply {
-                    response: Response::Done,
-                    fds: Vec::new(),
-                    announce: Some(attr.path),
-                })
-            }
-            Request::ModifyQp { qpn, spec } => {
-                let qpn = owned_qp(a, qpn)?;
-                if let Some(q) = spec.q_key {
-                    controlled_qkey(q, a.creds.uid)?;
-                }
-                let current = match (ep.qp(qpn), ep.ud_qp(qpn)) {
-                    (Some(qp), _) => qp.state(),
-                    (None, Some(ud)) => ud.state(),
-                    (None, None) => return Err(unknown("QP")),
-                };
-                // The control plane resolved the next hop before the request came here.
-                let hop = |d: &Destination| NextHop::new(d.mac, std::time::Duration::ZERO);
-                let (to, attr) = host::modify_attr(&self.iface, qpn, &spec, current, hop)
-                    .map_err(path_refusal)?;
-                ep.modify_qp(qpn, to, &attr, now, mem)?;
-                Ok(Reply {
-                    response: Response::QpStatus {
-                        state: to.as_ibv(),
-                        multipath: ep.qp(qpn).is_some_and(|q| q.mode() == QpMode::MultiPath),
-                    },
-                    fds: Vec::new(),
-                    announce: attr.path,
-                })
-            }
-            Request::ModifyToError { qpn } => {
-                let qpn = owned_qp(a, qpn)?;
-                ep.modify_qp(qpn, QpState::Error, &QpAttr::default(), now, mem)?;
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::DestroyQp { qpn } => {
-                let qpn = owned_qp(a, qpn)?;
-                ep.destroy_qp(qpn)?;
-                a.qps.remove(&qpn);
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::QueryQp { qpn } => {
-                let qpn = owned_qp(a, qpn)?;
-                let (state, multipath) = match (ep.qp(qpn), ep.ud_qp(qpn)) {
-                    (Some(qp), _) => (qp.state(), qp.mode() == QpMode::MultiPath),
-                    (None, Some(ud)) => (ud.state(), false),
-                    (None, None) => return Err(unknown("QP")),
-                };
-                Ok(Reply::ok(Response::QpStatus {
-                    state: state.as_ibv(),
-                    multipath,
-                }))
-            }
-            Request::MpSnapshot { qpn } => {
-                let qpn = owned_qp(a, qpn)?;
-                let snap = ep.qp(qpn).and_then(|q| q.mp_snapshot());
-                Ok(Reply::ok(Response::MpState(
-                    snap.as_ref().map(MpState::from),
-                )))
-            }
-            Request::CmEnable => {
-                if a.cm_event.is_none() {
-                    a.cm_event = Some(
-                        EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?,
-                    );
-                }
-                let event = a.cm_event.as_ref().map(|e| dup(e.as_fd())).transpose()?;
-                if !a.cm_events.is_empty()
-                    && let Some(e) = &a.cm_event
-                {
-                    e.signal();
-                }
-                Ok(Reply {
-                    response: Response::CmEnabled,
-                    fds: event.into_iter().collect(),
-                    announce: None,
-                })
-            }
-            Request::CmListen { service_id } => {
-                let service = ServiceId(service_id);
-                // As the kernel's rdma_cm binds a port: below 1024 only for the privileged.
-                if let Some((_, port)) = service.rdma_cm_parts()
-                    && port < 1024
-                    && a.creds.uid != 0
-                {
-                    return Err(Refusal(
-                        ErrorKind::Invalid,
-                        format!("port {port} is below 1024: only root may listen on it"),
-                    ));
-                }
-                let held = self.listeners.values().filter(|o| **o == app).count();
-                if held >= limits.max_listens as usize {
-                    return Err(limit("listens", limits.max_listens, "max_listens"));
-                }
-                if let Some(owner) = self.listeners.get(&service) {
-                    let whose = if *owner == app {
-                        "this application listens on it already"
-                    } else {
-                        "another application listens on it"
-                    };
-                    return Err(Refusal(
-                        ErrorKind::InUse,
-                        format!("service ID {service_id:#018x} is taken: {whose}"),
-                    ));
-                }
-                ep.cm_listen(service)?;
-                self.listeners.insert(service, app);
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::CmUnlisten { service_id } => {
-                let service = ServiceId(service_id);
-                let ours = self.listeners.get(&service) == Some(&app);
-                if ours {
-                    self.listeners.remove(&service);
-                    ep.cm_unlisten(service)?;
-                }
-                Ok(Reply::ok(Response::Listened(ours)))
-            }
+            } => self.create_ah(c, ip, mac, dscp),
+            Request::DestroyAh { ah } => self.destroy_ah(c, ah),
+            Request::Connect { qpn, spec } => self.connect(c, qpn, spec),
+            Request::ModifyQp { qpn, spec } => self.modify_qp(c, qpn, spec),
+            Request::ModifyToError { qpn } => self.modify_to_error(c, qpn),
+            Request::DestroyQp { qpn } => self.destroy_qp(c, qpn),
+            Request::QueryQp { qpn } => self.query_qp(c, qpn),
+            Request::MpSnapshot { qpn } => self.mp_snapshot(c, qpn),
+            Request::CmEnable => self.cm_enable(c),
+            Request::CmListen { service_id } => self.cm_listen(c, service_id),
+            Request::CmUnlisten { service_id } => self.cm_unlisten(c, service_id),
             Request::CmConnect {
                 qpn,
                 spec,
                 mac,
                 resolve_timeout_ms: _,
-            } => {
-                let qpn = owned_qp(a, qpn)?;
-                if !self.iface.gids().contains(&spec.local_gid) {
-                    return Err(Refusal(
-                        ErrorKind::Path,
-                        format!(
-                            "{} is not a GID of interface {}",
-                            spec.local_gid, self.iface.name
-                        ),
-                    ));
-                }
-                let mac = mac.ok_or_else(|| {
-                    Refusal(
-                        ErrorKind::Path,
-                        format!("no neighbour entry for {}", spec.peer_gid),
-                    )
-                })?;
-                let conn = ep.cm_connect(now, spec.params(qpn), mac)?;
-                self.conns.insert(conn, app);
-                Ok(Reply::ok(Response::CmConn(conn.comm_id())))
-            }
-            Request::CmAccept { comm_id, spec } => {
-                let conn = owned_conn(&self.conns, app, comm_id)?;
-                let params = AcceptParams::from(spec);
-                owned_qp(a, params.local_qpn.value())?;
-                ep.cm_accept(now, conn, params, mem)?;
-                Ok(Reply::ok(Response::Done))
-            }
+            } => self.cm_connect(c, qpn, spec, mac),
+            Request::CmAccept { comm_id, spec } => self.cm_accept(c, comm_id, spec),
             Request::CmReject {
                 comm_id,
                 reason,
                 private_data,
-            } => {
-                let conn = owned_conn(&self.conns, app, comm_id)?;
-                ep.cm_reject(now, conn, RejectReason(reason), &private_data)?;
-                Ok(Reply::ok(Response::Done))
-            }
+            } => self.cm_reject(c, comm_id, reason, private_data),
             Request::CmSendMra {
                 comm_id,
                 service_timeout,
-            } => {
-                let conn = owned_conn(&self.conns, app, comm_id)?;
-                ep.cm_send_mra(conn, service_timeout)?;
-                Ok(Reply::ok(Response::Done))
-            }
+            } => self.cm_send_mra(c, comm_id, service_timeout),
             Request::CmDisconnect {
                 comm_id,
                 private_data,
-            } => {
-                let conn = owned_conn(&self.conns, app, comm_id)?;
-                ep.cm_disconnect(now, conn, &private_data, mem)?;
-                Ok(Reply::ok(Response::Done))
-            }
-            Request::CmPoll { max } => {
-                let n = a.cm_events.len().min(max as usize);
-                let events = a.cm_events.drain(..n).map(|e| EventRecord::from(&e));
-                Ok(Reply::ok(Response::CmEvents(events.collect())))
-            }
+            } => self.cm_disconnect(c, comm_id, private_data),
+            Request::CmPoll { max } => self.cm_poll(c, max),
+            // Answered by the event loop (Hello, Stats, Drain), never here.
             Request::Hello { .. } | Request::Stats | Request::Drain { .. } => Err(Refusal(
                 ErrorKind::Invalid,
                 "not a request the device answers".into(),
@@ -868,8 +561,8 @@ impl Host {
         moved |= self.fail_faulted(ep, mem, now);
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
-            moved |= take_work(ep, a, &mut self.scratch, &mut self.counters);
-            moved |= deliver(ep, a, &mut self.wcs, &mut self.scratch);
+            moved |= rings::take_work(ep, a, &mut self.scratch, &mut self.counters);
+            moved |= rings::deliver(ep, a, &mut self.wcs, &mut self.scratch);
             if a.corrupt {
                 corrupt.push(*id);
             }
@@ -903,67 +596,6 @@ impl Host {
             }
         }
         !faults.is_empty()
-    }
-
-    /// Hands the engine's CM events to the applications they belong to: a connect request to
-    /// the service's listener, any other event to its connection's application. Returns
-    /// whether there were any.
-    fn route_cm_events(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
-        let mut any = false;
-        while let Some(ev) = ep.poll_cm_event() {
-            any = true;
-            let conn = conn_of(&ev);
-            let owner = match &ev {
-                CmEvent::ConnectRequest(r) => {
-                    let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
-                    if let Some(app) = owner {
-                        self.conns.insert(conn, app);
-                    }
-                    owner
-                }
-                _ => self.conns.get(&conn).copied(),
-            };
-            if matches!(
-                ev,
-                CmEvent::TimeWaitExit { .. } | CmEvent::Rejected { .. } | CmEvent::TimedOut { .. }
-            ) {
-                // The connection is over: nothing more will be said of it.
-                self.conns.remove(&conn);
-            }
-            let Some(a) = owner.and_then(|app| self.apps.get_mut(&app)) else {
-                // Nobody's (its application went while it was being set up).
-                if matches!(ev, CmEvent::ConnectRequest(_) | CmEvent::Established { .. }) {
-                    self.close_orphan(ep, mem, now, conn);
-                }
-                continue;
-            };
-            if a.cm_events.len() >= MAX_CM_EVENTS {
-                a.cm_events.pop_front();
-                self.counters.cm_events_dropped += 1;
-            }
-            a.cm_events.push_back(ev);
-            self.counters.cm_events += 1;
-            if let Some(e) = &a.cm_event {
-                e.signal();
-            }
-        }
-        any
-    }
-
-    /// Tears down a connection no application owns: a DREQ if it is established, else a REJ
-    /// (Consumer) if it is a request not yet answered; otherwise it is on its way down already.
-    fn close_orphan(
-        &mut self,
-        ep: &mut Endpoint,
-        mem: &mut HostMemory,
-        now: Instant,
-        conn: ConnId,
-    ) {
-        let closed = ep.cm_disconnect(now, conn, &[], mem).is_ok()
-            || ep.cm_reject(now, conn, RejectReason::CONSUMER, &[]).is_ok();
-        if closed {
-            self.counters.cm_orphans_closed += 1;
-        }
     }
 
     /// The doorbells of every attachment, for the datapath's wait set.
@@ -1067,16 +699,6 @@ fn depth(n: u32, what: &str) -> Result<u32, Refusal> {
             ErrorKind::Invalid,
             format!("{what} {n} outside 1..={MAX_DEPTH}"),
         ))
-    }
-}
-
-/// Connection `comm_id` if it is `app`'s.
-fn owned_conn(conns: &BTreeMap<ConnId, u32>, app: u32, comm_id: u32) -> Result<ConnId, Refusal> {
-    let conn = ConnId::from_comm_id(comm_id);
-    if conns.get(&conn) == Some(&app) {
-        Ok(conn)
-    } else {
-        Err(unknown("connection"))
     }
 }
 
@@ -1205,188 +827,6 @@ fn address_handle(
 /// the control plane).
 fn connect_attr(iface: &Interface, qpn: Qpn, spec: &ConnectSpec) -> Result<ConnectAttr, Refusal> {
     host::connect_attr(iface, qpn, spec, next_hop(spec.ip, spec.mac)?).map_err(path_refusal)
-}
-
-/// The error completion of a work request the engine refused at post time.
-fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> WorkCompletion {
-    let status = match e {
-        EndpointError::Post(
-            PostError::TooManySge | PostError::BadInline | PostError::MessageTooLong,
-        ) => WcStatus::LocLenErr,
-        _ => WcStatus::LocQpOpErr,
-    };
-    WorkCompletion {
-        wr_id,
-        status,
-        opcode,
-        byte_len: 0,
-        imm_data: None,
-        invalidated_rkey: None,
-        qp_num: qpn,
-        src_qp: qpn,
-        ud: None,
-    }
-}
-
-/// What differs between a send and a receive queue for [`take`].
-trait WorkRequest: Clone {
-    /// Decodes a ring record; a UD send's address handle is looked up in `ahs`.
-    fn decode(bytes: &[u8], ahs: &AhTable) -> Result<Self, record::RecordError>;
-    /// Posts to the engine.
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError>;
-    /// The id and completion opcode an error completion of this request carries.
-    fn completes_as(&self) -> (u64, cq::WcOpcode);
-}
-
-impl WorkRequest for SendWr {
-    /// An address handle the application does not hold (destroyed before the daemon took the
-    /// request) leaves the request without a destination, which the engine refuses
-    /// ([`PostError::Unsupported`]): it completes with an error, as any refused request.
-    fn decode(bytes: &[u8], ahs: &AhTable) -> Result<Self, record::RecordError> {
-        let rec = record::decode::<SendRecord>(bytes)?;
-        let ud = rec.ud()?;
-        let mut wr = SendWr::try_from(rec)?;
-        wr.ud = ud.and_then(|(ah, remote_qpn, remote_qkey)| {
-            Some(UdDest {
-                ah: *ahs.get(ah)?,
-                remote_qpn,
-                remote_qkey,
-            })
-        });
-        Ok(wr)
-    }
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
-        ep.post_send(qpn, self)
-    }
-    fn completes_as(&self) -> (u64, cq::WcOpcode) {
-        (self.wr_id, self.op.wc_opcode())
-    }
-}
-
-impl WorkRequest for RecvWr {
-    fn decode(bytes: &[u8], _ahs: &AhTable) -> Result<Self, record::RecordError> {
-        record::decode::<RecvRecord>(bytes).map(RecvWr::from)
-    }
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
-        ep.post_recv(qpn, self)
-    }
-    fn completes_as(&self) -> (u64, cq::WcOpcode) {
-        (self.wr_id, cq::WcOpcode::Recv)
-    }
-}
-
-/// Moves up to [`BUDGET`] requests of one queue of QP `qpn` into the engine: first the one it
-/// had no room for (`waiting`), then records of `ring`, a UD send's address handle looked up in
-/// `ahs`. A request the engine refuses completes with an error on `cq`. Returns how many were
-/// posted or refused; `Err` when the ring or a record is corrupt.
-fn take<W: WorkRequest>(
-    ep: &mut Endpoint,
-    qpn: Qpn,
-    (ring, waiting): (&mut Ring, &mut Option<W>),
-    ahs: &AhTable,
-    mut cq: Option<&mut CqShare>,
-    buf: &mut Vec<u8>,
-    c: &mut HostCounters,
-) -> Result<u64, ()> {
-    let mut n = 0;
-    for _ in 0..BUDGET {
-        let wr = match waiting.take() {
-            Some(wr) => wr,
-            None => match ring.pop(buf) {
-                Ok(false) => break,
-                Ok(true) => W::decode(buf, ahs).map_err(|_| ())?,
-                Err(_) => return Err(()),
-            },
-        };
-        let (wr_id, opcode) = wr.completes_as();
-        match wr.clone().post(ep, qpn) {
-            Ok(()) => n += 1,
-            Err(EndpointError::Post(PostError::QueueFull)) => {
-                *waiting = Some(wr);
-                break;
-            }
-            Err(e) => {
-                // An application that reads none of its completions cannot grow the daemon:
-                // with a ring's worth of error completions undelivered, its requests stay
-                // where they are until it reads some (the producer stops, it is not queued).
-                if let Some(cq) = cq.as_deref_mut() {
-                    if cq.made.len() >= cq.ring.slots() as usize {
-                        *waiting = Some(wr);
-                        break;
-                    }
-                    cq.made.push_back(refused(wr_id, qpn, opcode, &e));
-                }
-                n += 1;
-                c.refused_work_requests += 1;
-            }
-        }
-    }
-    Ok(n)
-}
-
-/// Moves work requests from `a`'s rings into the engine; marks `a` corrupt on a bad ring.
-fn take_work(ep: &mut Endpoint, a: &mut App, buf: &mut Vec<u8>, c: &mut HostCounters) -> bool {
-    let mut moved = 0;
-    for (qpn, q) in a.qps.iter_mut() {
-        let send_cq = a.cqs.get_mut(&q.send_cq);
-        let sq = (&mut q.sq, &mut q.send_wait);
-        let sent = take(ep, *qpn, sq, &a.ahs, send_cq, buf, c);
-        let recv_cq = a.cqs.get_mut(&q.recv_cq);
-        let rq = (&mut q.rq, &mut q.recv_wait);
-        let received = take(ep, *qpn, rq, &a.ahs, recv_cq, buf, c);
-        match (sent, received) {
-            (Ok(s), Ok(r)) => moved += s + r,
-            _ => a.corrupt = true,
-        }
-    }
-    a.posted += moved;
-    moved > 0
-}
-
-/// Moves completions from the engine's CQs (and the daemon's own) into `a`'s CQ rings, and
-/// signals each CQ that got some.
-fn deliver(
-    ep: &mut Endpoint,
-    a: &mut App,
-    wcs: &mut Vec<WorkCompletion>,
-    buf: &mut Vec<u8>,
-) -> bool {
-    let mut moved = false;
-    for (id, cq) in &mut a.cqs {
-        let Ok(used) = cq.ring.len() else {
-            a.corrupt = true;
-            continue;
-        };
-        let mut room = (cq.ring.slots() - used) as usize;
-        let mut pushed = 0;
-        while room > 0 {
-            let Some(wc) = cq.made.pop_front() else { break };
-            record::encode_into(&CompletionRecord::from(&wc), buf);
-            if cq.ring.push(buf) != Ok(true) {
-                break;
-            }
-            room -= 1;
-            pushed += 1;
-        }
-        wcs.clear();
-        ep.poll_cq(*id, wcs, room);
-        for wc in wcs.iter() {
-            record::encode_into(&CompletionRecord::from(wc), buf);
-            if cq.ring.push(buf) != Ok(true) {
-                a.corrupt = true;
-                break;
-            }
-            pushed += 1;
-        }
-        if pushed > 0 {
-            a.completed += pushed;
-            if cq.ring.consumer_asleep() {
-                cq.event.signal();
-            }
-            moved = true;
-        }
-    }
-    moved
 }
 
 #[cfg(test)]

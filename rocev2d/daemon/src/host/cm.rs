@@ -1,0 +1,267 @@
+//! Requests on the connection manager: the daemon's CM (QP1) shared out, a service ID to the
+//! application listening on it, a connection to the application that started or was offered
+//! it.
+
+use super::*;
+
+impl Host {
+    /// `Request::CmEnable`.
+    pub(super) fn cm_enable(&mut self, c: Call<'_>) -> Result<Reply, Refusal> {
+        let Call { app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        if a.cm_event.is_none() {
+            a.cm_event =
+                Some(EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?);
+        }
+        let event = a.cm_event.as_ref().map(|e| dup(e.as_fd())).transpose()?;
+        if !a.cm_events.is_empty()
+            && let Some(e) = &a.cm_event
+        {
+            e.signal();
+        }
+        Ok(Reply {
+            response: Response::CmEnabled,
+            fds: event.into_iter().collect(),
+            announce: None,
+        })
+    }
+
+    /// `Request::CmListen`.
+    pub(super) fn cm_listen(&mut self, c: Call<'_>, service_id: u64) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let limits = self.limits;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let service = ServiceId(service_id);
+        // As the kernel's rdma_cm binds a port: below 1024 only for the privileged.
+        if let Some((_, port)) = service.rdma_cm_parts()
+            && port < 1024
+            && a.creds.uid != 0
+        {
+            return Err(Refusal(
+                ErrorKind::Invalid,
+                format!("port {port} is below 1024: only root may listen on it"),
+            ));
+        }
+        let held = self.listeners.values().filter(|o| **o == app).count();
+        if held >= limits.max_listens as usize {
+            return Err(limit("listens", limits.max_listens, "max_listens"));
+        }
+        if let Some(owner) = self.listeners.get(&service) {
+            let whose = if *owner == app {
+                "this application listens on it already"
+            } else {
+                "another application listens on it"
+            };
+            return Err(Refusal(
+                ErrorKind::InUse,
+                format!("service ID {service_id:#018x} is taken: {whose}"),
+            ));
+        }
+        ep.cm_listen(service)?;
+        self.listeners.insert(service, app);
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CmUnlisten`.
+    pub(super) fn cm_unlisten(&mut self, c: Call<'_>, service_id: u64) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let service = ServiceId(service_id);
+        let ours = self.listeners.get(&service) == Some(&app);
+        if ours {
+            self.listeners.remove(&service);
+            ep.cm_unlisten(service)?;
+        }
+        Ok(Reply::ok(Response::Listened(ours)))
+    }
+
+    /// `Request::CmConnect`.
+    pub(super) fn cm_connect(
+        &mut self,
+        c: Call<'_>,
+        qpn: u32,
+        spec: rocev2_ipc::cm::ConnectSpec,
+        mac: Option<[u8; 6]>,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, now, app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let qpn = owned_qp(a, qpn)?;
+        if !self.iface.gids().contains(&spec.local_gid) {
+            return Err(Refusal(
+                ErrorKind::Path,
+                format!(
+                    "{} is not a GID of interface {}",
+                    spec.local_gid, self.iface.name
+                ),
+            ));
+        }
+        let mac = mac.ok_or_else(|| {
+            Refusal(
+                ErrorKind::Path,
+                format!("no neighbour entry for {}", spec.peer_gid),
+            )
+        })?;
+        let conn = ep.cm_connect(now, spec.params(qpn), mac)?;
+        self.conns.insert(conn, app);
+        Ok(Reply::ok(Response::CmConn(conn.comm_id())))
+    }
+
+    /// `Request::CmAccept`.
+    pub(super) fn cm_accept(
+        &mut self,
+        c: Call<'_>,
+        comm_id: u32,
+        spec: rocev2_ipc::cm::AcceptSpec,
+    ) -> Result<Reply, Refusal> {
+        let Call {
+            ep, mem, now, app, ..
+        } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let conn = owned_conn(&self.conns, app, comm_id)?;
+        let params = AcceptParams::from(spec);
+        owned_qp(a, params.local_qpn.value())?;
+        ep.cm_accept(now, conn, params, mem)?;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CmReject`.
+    pub(super) fn cm_reject(
+        &mut self,
+        c: Call<'_>,
+        comm_id: u32,
+        reason: u16,
+        private_data: Vec<u8>,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, now, app, .. } = c;
+        let conn = owned_conn(&self.conns, app, comm_id)?;
+        ep.cm_reject(now, conn, RejectReason(reason), &private_data)?;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CmSendMra`.
+    pub(super) fn cm_send_mra(
+        &mut self,
+        c: Call<'_>,
+        comm_id: u32,
+        service_timeout: u8,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let conn = owned_conn(&self.conns, app, comm_id)?;
+        ep.cm_send_mra(conn, service_timeout)?;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CmDisconnect`.
+    pub(super) fn cm_disconnect(
+        &mut self,
+        c: Call<'_>,
+        comm_id: u32,
+        private_data: Vec<u8>,
+    ) -> Result<Reply, Refusal> {
+        let Call {
+            ep, mem, now, app, ..
+        } = c;
+        let conn = owned_conn(&self.conns, app, comm_id)?;
+        ep.cm_disconnect(now, conn, &private_data, mem)?;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CmPoll`.
+    pub(super) fn cm_poll(&mut self, c: Call<'_>, max: u32) -> Result<Reply, Refusal> {
+        let Call { app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let n = a.cm_events.len().min(max as usize);
+        let events = a.cm_events.drain(..n).map(|e| EventRecord::from(&e));
+        Ok(Reply::ok(Response::CmEvents(events.collect())))
+    }
+
+    /// Hands the engine's CM events to the applications they belong to: a connect request to
+    /// the service's listener, any other event to its connection's application. Returns
+    /// whether there were any.
+    pub(super) fn route_cm_events(
+        &mut self,
+        ep: &mut Endpoint,
+        mem: &mut HostMemory,
+        now: Instant,
+    ) -> bool {
+        let mut any = false;
+        while let Some(ev) = ep.poll_cm_event() {
+            any = true;
+            let conn = conn_of(&ev);
+            let owner = match &ev {
+                CmEvent::ConnectRequest(r) => {
+                    let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
+                    if let Some(app) = owner {
+                        self.conns.insert(conn, app);
+                    }
+                    owner
+                }
+                _ => self.conns.get(&conn).copied(),
+            };
+            if matches!(
+                ev,
+                CmEvent::TimeWaitExit { .. } | CmEvent::Rejected { .. } | CmEvent::TimedOut { .. }
+            ) {
+                // The connection is over: nothing more will be said of it.
+                self.conns.remove(&conn);
+            }
+            let Some(a) = owner.and_then(|app| self.apps.get_mut(&app)) else {
+                // Nobody's (its application went while it was being set up).
+                if matches!(ev, CmEvent::ConnectRequest(_) | CmEvent::Established { .. }) {
+                    self.close_orphan(ep, mem, now, conn);
+                }
+                continue;
+            };
+            if a.cm_events.len() >= MAX_CM_EVENTS {
+                a.cm_events.pop_front();
+                self.counters.cm_events_dropped += 1;
+            }
+            a.cm_events.push_back(ev);
+            self.counters.cm_events += 1;
+            if let Some(e) = &a.cm_event {
+                e.signal();
+            }
+        }
+        any
+    }
+
+    /// Tears down a connection no application owns: a DREQ if it is established, else a REJ
+    /// (Consumer) if it is a request not yet answered; otherwise it is on its way down already.
+    pub(super) fn close_orphan(
+        &mut self,
+        ep: &mut Endpoint,
+        mem: &mut HostMemory,
+        now: Instant,
+        conn: ConnId,
+    ) {
+        let closed = ep.cm_disconnect(now, conn, &[], mem).is_ok()
+            || ep.cm_reject(now, conn, RejectReason::CONSUMER, &[]).is_ok();
+        if closed {
+            self.counters.cm_orphans_closed += 1;
+        }
+    }
+}
+
+/// Connection `comm_id` if it is `app`'s.
+fn owned_conn(conns: &BTreeMap<ConnId, u32>, app: u32, comm_id: u32) -> Result<ConnId, Refusal> {
+    let conn = ConnId::from_comm_id(comm_id);
+    if conns.get(&conn) == Some(&app) {
+        Ok(conn)
+    } else {
+        Err(unknown("connection"))
+    }
+}

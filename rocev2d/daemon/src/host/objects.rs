@@ -1,0 +1,181 @@
+//! Requests on an attachment's objects: protection domains, memory regions (its memfd, or
+//! memory it keeps in place behind its `/proc/self/mem`) and completion queues.
+
+use super::*;
+
+impl Host {
+    /// `Request::AllocPd`.
+    pub(super) fn alloc_pd(&mut self, c: Call<'_>) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let pd = ep.alloc_pd();
+        a.pds.insert(pd);
+        Ok(Reply::ok(Response::Pd(pd.value())))
+    }
+
+    /// `Request::DeallocPd`.
+    pub(super) fn dealloc_pd(&mut self, c: Call<'_>, pd: u32) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let pd = PdId::new(pd);
+        if !a.pds.contains(&pd) {
+            return Err(unknown("PD"));
+        }
+        ep.dealloc_pd(pd)?;
+        a.pds.remove(&pd);
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::RegMr`.
+    pub(super) fn reg_mr(
+        &mut self,
+        c: Call<'_>,
+        pd: u32,
+        len: u64,
+        access: u32,
+        at: Option<InPlace>,
+    ) -> Result<Reply, Refusal> {
+        let Call {
+            ep,
+            mem,
+            mut fds,
+            app,
+            ..
+        } = c;
+        let limits = self.limits;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let pd = PdId::new(pd);
+        if !a.pds.contains(&pd) {
+            return Err(unknown("PD"));
+        }
+        if a.mrs.len() >= limits.max_mrs as usize {
+            return Err(limit("memory regions", limits.max_mrs, "max_mrs"));
+        }
+        if a.mr_bytes.saturating_add(len) > limits.max_mr_bytes {
+            return Err(Refusal(
+                ErrorKind::Limit,
+                format!(
+                    "registering {len} bytes would exceed this application's limit of \
+                     {} bytes ([limits] max_mr_bytes)",
+                    limits.max_mr_bytes
+                ),
+            ));
+        }
+        let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds))
+            .map_err(|_| Refusal(ErrorKind::Invalid, "RegMr needs one descriptor".into()))?;
+        let invalid = |e: &dyn std::fmt::Display| Refusal(ErrorKind::Invalid, e.to_string());
+        let access = AccessFlags::from_bits_retain(access);
+        let (info, backing) = match at {
+            // The application's memfd: the daemon picks the region's address.
+            None => {
+                let region = Region::from_fd(fd, len).map_err(|e| invalid(&e))?;
+                let addr = self.addresses.alloc(len, 1);
+                let info = ep.register_mr(pd, addr, len, access).inspect_err(|_| {
+                    self.addresses.free(addr, len);
+                })?;
+                (info, Backing::Shared(region))
+            }
+            // Its own memory in place, through its /proc/self/mem.
+            Some(InPlace { addr, iova }) => {
+                let mem = ProcessMemory::from_fd(fd).map_err(|e| invalid(&e))?;
+                let range = mem.range(addr, len).map_err(|e| invalid(&e))?;
+                (
+                    ep.register_mr(pd, iova, len, access)?,
+                    Backing::Process(range),
+                )
+            }
+        };
+        mem.insert(info.id, backing);
+        a.mrs.insert(info.id, len);
+        a.mr_bytes += len;
+        Ok(Reply::ok(Response::Mr(MrSpec {
+            id: info.id.value(),
+            lkey: info.lkey.value(),
+            rkey: info.rkey.value(),
+            addr: info.addr,
+            len: info.len,
+            access: info.access.bits(),
+            pd: info.pd.value(),
+        })))
+    }
+
+    /// `Request::DeregMr`.
+    pub(super) fn dereg_mr(&mut self, c: Call<'_>, mr: u32) -> Result<Reply, Refusal> {
+        let Call { ep, mem, app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let mr = MrId::new(mr);
+        let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
+        if ep.mrs().get(mr).is_none() {
+            return Err(unknown("region"));
+        }
+        release(ep, mem, &mut self.addresses, mr);
+        a.mrs.remove(&mr);
+        a.mr_bytes -= len;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CreateCq`.
+    pub(super) fn create_cq(&mut self, c: Call<'_>, capacity: u32) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let limits = self.limits;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        if a.cqs.len() >= limits.max_cqs as usize {
+            return Err(limit("CQs", limits.max_cqs, "max_cqs"));
+        }
+        let slots = depth(capacity, "CQ capacity")?;
+        let ring = Ring::create(
+            "rocev2d-cq",
+            slots,
+            rocev2_ipc::proto::SLOT_SIZE,
+            End::Producer,
+        )
+        .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+        let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+        let fds = vec![dup(ring.region().fd())?, dup(event.as_fd())?];
+        let id = ep.create_cq(slots as usize);
+        a.cqs.insert(
+            id,
+            CqShare {
+                ring,
+                event,
+                made: VecDeque::new(),
+            },
+        );
+        Ok(Reply {
+            response: Response::Cq { id: id.0, slots },
+            fds,
+            announce: None,
+        })
+    }
+
+    /// `Request::DestroyCq`.
+    pub(super) fn destroy_cq(&mut self, c: Call<'_>, cq: u32) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = self
+            .apps
+            .get_mut(&app)
+            .ok_or_else(|| unknown("attachment"))?;
+        let cq = CqId(cq);
+        if !a.cqs.contains_key(&cq) {
+            return Err(unknown("CQ"));
+        }
+        ep.destroy_cq(cq)?;
+        a.cqs.remove(&cq);
+        Ok(Reply::ok(Response::Done))
+    }
+}
