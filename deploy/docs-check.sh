@@ -5,7 +5,10 @@
 #     too) and every relative link exists;
 #   - every `--example NAME` they run is an example of some crate;
 #   - no machine paths (/work/, /home/, /root/) and no issue numbers ("issue 18"), which a
-#     user cannot look up.
+#     user cannot look up;
+#   - every tool in README.md's Tools table exists, and every flag or subcommand named beside
+#     it appears in its `--help` (the binaries are built first; the preloaded library's
+#     variable must be read by its source).
 # Prints each finding as FILE:LINE: what, and exits 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,4 +62,46 @@ if findings:
     print(f"docs-check: {len(findings)} findings", file=sys.stderr)
     sys.exit(1)
 print("docs-check: README, CONTRIBUTING, CHANGELOG and docs/ name only what exists")
+EOF
+
+# The Tools table against the tools themselves.
+cargo build -q -p rocev2d -p rocev2-examples -p rocev2-wiretest -p rocev2-testbed -p rocev2-sim --bins
+BIN="${CARGO_TARGET_DIR:-target}/debug"
+python3 - "$BIN" <<'EOF'
+import re, subprocess, sys
+bin_dir = sys.argv[1]
+rows, in_tools = [], False
+for line in open("README.md", encoding="utf-8"):
+    if line.startswith("## "):
+        in_tools = line.strip() == "## Tools"
+    elif in_tools and line.startswith("| `"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.append((re.findall(r"`([^`]+)`", cells[0]), re.findall(r"`([^`]+)`", cells[2])))
+findings = []
+if len(rows) < 10:
+    findings.append(f"README.md's Tools table has {len(rows)} rows")
+for tools, flags in rows:
+    for tool in tools:
+        if tool.endswith(".so"):
+            pattern = sum([["-e", f] for f in flags], [])
+            src = subprocess.run(["grep", "-rlF", *pattern, "rocev2d/ibverbs/src"],
+                                 capture_output=True, text=True)
+            if not src.stdout:
+                findings.append(f"{tool}: its source reads none of {flags}")
+            continue
+        try:
+            out = subprocess.run([f"{bin_dir}/{tool}", "--help"], capture_output=True,
+                                 text=True, timeout=30)
+        except FileNotFoundError:
+            findings.append(f"{tool}: no such binary in {bin_dir}")
+            continue
+        text = out.stdout + out.stderr
+        for flag in flags:
+            if not re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text):
+                findings.append(f"{tool}: --help does not mention {flag}")
+for f in findings:
+    print(f"README.md Tools: {f}")
+if findings:
+    sys.exit(1)
+print(f"docs-check: the {sum(len(t) for t, _ in rows)} tools of README.md's Tools table take what it says")
 EOF

@@ -145,3 +145,8 @@ pub use rocev2_datapath::{
 };
 pub use rocev2_ipc::proto::{Destination, ErrorKind, ModifySpec};
 pub use ud::{Ah, AhAttr, GRH_LEN, UdAddress};
+
+/// The README's example, compiled and run as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
