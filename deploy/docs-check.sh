@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The docs check (deploy/test.sh runs it): what README.md, CONTRIBUTING.md, CHANGELOG.md and
-# docs/*.md name must exist and must speak of the product.
+# The docs check (deploy/test.sh runs it): what README.md, CONTRIBUTING.md, CHANGELOG.md,
+# BENCHMARKS.md and docs/*.md name must exist and must speak of the product.
 #   - every repository path they name in backticks (deploy/..., rocev2d/..., docs/..., a glob
 #     too) and every relative link exists;
 #   - every `--example NAME` they run is an example of some crate;
@@ -13,10 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 - README.md CONTRIBUTING.md CHANGELOG.md docs/*.md <<'EOF'
+python3 - README.md CONTRIBUTING.md CHANGELOG.md BENCHMARKS.md docs/*.md <<'EOF'
 import glob, os, re, sys
 
-TOP = {e for e in os.listdir(".") if not e.startswith(".")} | {".ci"}
+TOP = {e for e in os.listdir(".") if not e.startswith(".") and e != "target"} | {".ci"}
 EXAMPLES = {os.path.splitext(os.path.basename(p))[0]
             for p in glob.glob("**/examples/**/*.rs", recursive=True) if "target/" not in p}
 # Placeholders stand for a value the reader picks: <name>, {a,b}, IFACE, OUT, VARIANT.
