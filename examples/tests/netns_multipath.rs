@@ -1,4 +1,4 @@
-//! MP-RDMA on real wires (issue #7): `write_bw --multipath` across a leaf-spine of Linux routers
+//! MP-RDMA on real wires: `write_bw --multipath` across a leaf-spine of Linux routers
 //! with 2 leaves, 4 spines and ECMP hashed on the L4 ports (`fib_multipath_hash_policy = 1`),
 //! two hosts per leaf. Which spine carries what is read from the transmit counters of leaf
 //! `l0`'s four uplinks.

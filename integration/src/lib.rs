@@ -29,7 +29,7 @@
 //! `setns`), and the commands it runs are exactly what a researcher would type to rebuild the
 //! testbed by hand (`RUST_LOG=debug` prints them).
 //!
-//! Deviations from issue #9: none known. Caveats: traffic that bypasses the qdisc layer
+//! Deviations: none known. Caveats: traffic that bypasses the qdisc layer
 //! (AF_XDP transmit, `XDP_REDIRECT`/`XDP_TX` in a switch program) is not shaped by tc; the
 //! sweeper trusts a live pid (a reused pid keeps a crashed run's leftovers until it exits).
 #![cfg_attr(

@@ -1,4 +1,4 @@
-//! `rocev2d switch`: make an interface a switch port (the eBPF program of issue #8) and read
+//! `rocev2d switch`: make an interface a switch port (the eBPF switch-port program) and read
 //! or remove it later, from any process in the port's network namespace.
 //!
 //! ```text

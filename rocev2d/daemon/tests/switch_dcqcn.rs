@@ -1,4 +1,4 @@
-//! Two rocev2 QPs running DCQCN through one marked bottleneck port (issue #8): the modelled
+//! Two rocev2 QPs running DCQCN through one marked bottleneck port: the modelled
 //! queue stays below the buffer (no drop) and both QPs get a fair share. The same run without
 //! congestion control is the contrast: it overflows the buffer and go-back-N collapses.
 //!

@@ -313,7 +313,7 @@ fn fairness(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
     Ok(())
 }
 
-/// Issue 21: DCQCN+ over the parameters seed 002 leaves open (`experiments::GridCell`), at
+/// DCQCN+ over the parameters seed 002 leaves open (`experiments::GridCell`), at
 /// 64/512/2000 flows on 10 and 40 Gbit/s; one heat map per plane and measure, cells meeting the
 /// paper's numbers outlined. Each point runs as long as `many_flows` (flows start within 0.1 s,
 /// the last 0.1 s of 0.4 s averaged, after seed 002 §V-A's convergence), so the paper's cell is

@@ -65,7 +65,7 @@ pub struct HostSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_rate_mbps: Option<f64>,
     /// DCQCN+'s eq. (19) step scale (0.01–100; none = 1, the equation as written), for the
-    /// sensitivity grid of issue 21 (`DcqcnPlusParams::ai_scale`).
+    /// sensitivity grid (`dcqcn_plus_grid`) (`DcqcnPlusParams::ai_scale`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dcqcn_plus_ai_scale: Option<f64>,
     /// DCQCN+'s CNP generation interval δ, ns (1–1000000; none = 1 µs, seed 004's CX4 rate):

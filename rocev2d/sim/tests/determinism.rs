@@ -118,7 +118,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The traces of seed 11, with and without IOFD and DVL, as measured before issue 22's
+/// The traces of seed 11, with and without IOFD and DVL, as measured before a large
 /// refactoring of the model: a change that moves code must not move a single output byte.
 /// A deliberate change of behaviour updates these constants and says why in its commit.
 ///

@@ -1,4 +1,4 @@
-//! CI sizes of issue 21's experiments: seed 000 §VI's Clos (`DartClos`, on the 32-host fabric),
+//! CI sizes of the papers' experiments: seed 000 §VI's Clos (`DartClos`, on the 32-host fabric),
 //! the DCQCN+ sensitivity grid (`GridCell`, 64 flows over a few milliseconds) and seed 001
 //! §5.3's permutation (`MpClos`, 4 of the 32 leaves). The full sizes run from `rocev2-sim
 //! experiments --only dart_clos|dcqcn_plus_grid|mp_clos` (docs/results.md).

@@ -68,7 +68,7 @@ pub struct DcqcnPlusParams {
     pub min_cnp_interval: Duration,
     /// Scale of eq. (19)'s additive step: 1 is the equation as written. The paper's other
     /// reading of the step, §V-D's R_AI = R_l/(10·l) for the testbed, is eq. (19)'s second
-    /// branch at the fair share, half the first; the sensitivity grid of issue 21 varies it
+    /// branch at the fair share, half the first; the sensitivity grid (`dcqcn_plus_grid`) varies it
     /// (docs/congestion.md), the experiments and scenarios keep 1.
     pub ai_scale: f64,
 }

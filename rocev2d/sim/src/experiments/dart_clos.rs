@@ -18,7 +18,7 @@
 //!
 //! Deviations: the seed's text lost the link rate, buffer and long-flow size; the scenario
 //! file lists the values taken. Runs last milliseconds, not the paper's seconds (the model's
-//! speed, issue 21): short flows are counted when they start between the warm-up and
+//! speed): short flows are counted when they start between the warm-up and
 //! `drain_ns` before the end, and the ones still unfinished at the end are reported apart
 //! (their FCT is at least the time left, so p99 is a lower bound when any are).
 

@@ -1,4 +1,4 @@
-//! The DCQCN+ sensitivity grid of issue 21: [`ManyFlows`] (seed 002 §V-A, Fig. 6) over the
+//! The DCQCN+ sensitivity grid: [`ManyFlows`] (seed 002 §V-A, Fig. 6) over the
 //! parameters seed 002 leaves open, with eqs. (11)–(23) and the fair-share floor of
 //! `cc/dcqcn_plus.rs` unchanged.
 //!

@@ -6,7 +6,7 @@
 //! | [`ManyFlows`] | seed 002 Fig. 2 topology, Fig. 4 and Fig. 6: N long flows from 8 senders into one receiver, queue and throughput |
 //! | [`DartIncast`] | seed 000 §V-B (Fig. 10) and §VI-B: 16-way 8 KB incasts over background long flows, short-flow p50/p99 FCT |
 //! | [`Fairness`] | seed 002 Fig. 13(a), §VI-C: 8 long flows on one bottleneck, Jain's index |
-//! | [`GridCell`] | issue 21: [`ManyFlows`] with DCQCN+ over the parameters seed 002 leaves open (RED P_max, K_min/K_max, eq. (19)'s step, δ) |
+//! | [`GridCell`] | [`ManyFlows`] with DCQCN+ over the parameters seed 002 leaves open (RED P_max, K_min/K_max, eq. (19)'s step, δ) |
 //! | [`DartClos`] | seed 000 §VI-A/B (Fig. 11(a), Fig. 12, Table I): the 1024-host Clos, short-flow p50/p99 FCT and ECN marks across loads; with [`ClosSize`] and its other fields, the sensitivity sweep over what §VI leaves open (run length, load reference, mix, buffer, PFC) and whether each run reached a steady state |
 //! | [`MpClos`] | seed 001 §5.3 (Fig. 12(b)): permutation on the 320-server leaf-spine, MP-RDMA vs ECMP DCQCN goodput |
 //!

@@ -26,7 +26,7 @@
 //! same: it depends on the seed only).
 //!
 //! Deviations: the paper's run length is not given and ours is milliseconds (the model's
-//! speed, issue 21); the buffer (12 MB shared per switch) and PFC (off) are the model's
+//! speed); the buffer (12 MB shared per switch) and PFC (off) are the model's
 //! defaults, not the paper's (unstated); the 320-server fabric is built as given.
 
 use crate::Sim;
