@@ -8,10 +8,7 @@ impl Host {
     /// `Request::CmEnable`.
     pub(super) fn cm_enable(&mut self, c: Call<'_>) -> Result<Reply, Refusal> {
         let Call { app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         if a.cm_event.is_none() {
             a.cm_event =
                 Some(EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?);
@@ -33,10 +30,7 @@ impl Host {
     pub(super) fn cm_listen(&mut self, c: Call<'_>, service_id: u64) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let service = ServiceId(service_id);
         // As the kernel's rdma_cm binds a port: below 1024 only for the privileged.
         if let Some((_, port)) = service.rdma_cm_parts()
@@ -89,10 +83,7 @@ impl Host {
         mac: Option<[u8; 6]>,
     ) -> Result<Reply, Refusal> {
         let Call { ep, now, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         if !self.iface.gids().contains(&spec.local_gid) {
             return Err(Refusal(
@@ -124,10 +115,7 @@ impl Host {
         let Call {
             ep, mem, now, app, ..
         } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let conn = owned_conn(&self.conns, app, comm_id)?;
         let params = AcceptParams::from(spec);
         owned_qp(a, params.local_qpn.value())?;
@@ -180,10 +168,7 @@ impl Host {
     /// `Request::CmPoll`.
     pub(super) fn cm_poll(&mut self, c: Call<'_>, max: u32) -> Result<Reply, Refusal> {
         let Call { app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let n = a.cm_events.len().min(max as usize);
         let events = a.cm_events.drain(..n).map(|e| EventRecord::from(&e));
         Ok(Reply::ok(Response::CmEvents(events.collect())))

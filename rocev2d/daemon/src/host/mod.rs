@@ -262,6 +262,11 @@ impl From<EndpointError> for Refusal {
     }
 }
 
+/// Attachment `app`, whose request is being carried out.
+fn app_of(apps: &mut BTreeMap<u32, App>, app: u32) -> Result<&mut App, Refusal> {
+    apps.get_mut(&app).ok_or_else(|| unknown("attachment"))
+}
+
 fn unknown(what: &str) -> Refusal {
     Refusal(
         ErrorKind::UnknownHandle,

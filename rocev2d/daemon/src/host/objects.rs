@@ -7,10 +7,7 @@ impl Host {
     /// `Request::AllocPd`.
     pub(super) fn alloc_pd(&mut self, c: Call<'_>) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let pd = ep.alloc_pd();
         a.pds.insert(pd);
         Ok(Reply::ok(Response::Pd(pd.value())))
@@ -19,10 +16,7 @@ impl Host {
     /// `Request::DeallocPd`.
     pub(super) fn dealloc_pd(&mut self, c: Call<'_>, pd: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let pd = PdId::new(pd);
         if !a.pds.contains(&pd) {
             return Err(unknown("PD"));
@@ -49,10 +43,7 @@ impl Host {
             ..
         } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let pd = PdId::new(pd);
         if !a.pds.contains(&pd) {
             return Err(unknown("PD"));
@@ -111,10 +102,7 @@ impl Host {
     /// `Request::DeregMr`.
     pub(super) fn dereg_mr(&mut self, c: Call<'_>, mr: u32) -> Result<Reply, Refusal> {
         let Call { ep, mem, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let mr = MrId::new(mr);
         let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
         if ep.mrs().get(mr).is_none() {
@@ -130,10 +118,7 @@ impl Host {
     pub(super) fn create_cq(&mut self, c: Call<'_>, capacity: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         if a.cqs.len() >= limits.max_cqs as usize {
             return Err(limit("CQs", limits.max_cqs, "max_cqs"));
         }
@@ -166,10 +151,7 @@ impl Host {
     /// `Request::DestroyCq`.
     pub(super) fn destroy_cq(&mut self, c: Call<'_>, cq: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let cq = CqId(cq);
         if !a.cqs.contains_key(&cq) {
             return Err(unknown("CQ"));

@@ -11,10 +11,7 @@ impl Host {
             ep, mem, now, app, ..
         } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         if a.qps.len() >= limits.max_qps as usize {
             return Err(limit("QPs", limits.max_qps, "max_qps"));
         }
@@ -48,10 +45,7 @@ impl Host {
         let Call {
             ep, mem, now, app, ..
         } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         let attr = connect_attr(&self.iface, qpn, &spec)?;
         ep.connect_qp(qpn, &attr, now, mem)?;
@@ -72,10 +66,7 @@ impl Host {
         let Call {
             ep, mem, now, app, ..
         } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         if let Some(q) = spec.q_key {
             controlled_qkey(q, a.creds.uid)?;
@@ -105,10 +96,7 @@ impl Host {
         let Call {
             ep, mem, now, app, ..
         } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         ep.modify_qp(qpn, QpState::Error, &QpAttr::default(), now, mem)?;
         Ok(Reply::ok(Response::Done))
@@ -117,10 +105,7 @@ impl Host {
     /// `Request::DestroyQp`.
     pub(super) fn destroy_qp(&mut self, c: Call<'_>, qpn: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         ep.destroy_qp(qpn)?;
         a.qps.remove(&qpn);
@@ -130,10 +115,7 @@ impl Host {
     /// `Request::QueryQp`.
     pub(super) fn query_qp(&mut self, c: Call<'_>, qpn: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         let (state, multipath) = match (ep.qp(qpn), ep.ud_qp(qpn)) {
             (Some(qp), _) => (qp.state(), qp.mode() == QpMode::MultiPath),
@@ -149,10 +131,7 @@ impl Host {
     /// `Request::MpSnapshot`.
     pub(super) fn mp_snapshot(&mut self, c: Call<'_>, qpn: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         let snap = ep.qp(qpn).and_then(|q| q.mp_snapshot());
         Ok(Reply::ok(Response::MpState(

@@ -80,7 +80,17 @@ fn qp_with(
     let Response::Cq { id: cq, .. } = r.response else {
         panic!("{:?}", r.response)
     };
-    let spec = QpSpec {
+    let spec = small_spec(pd, cq);
+    let r = ask(h, ep, mem, app, create(spec));
+    let (Response::Qp { qpn, .. } | Response::UdQp { qpn, .. }) = r.response else {
+        panic!("{:?}", r.response)
+    };
+    (pd, cq, qpn, r.fds)
+}
+
+/// A QP of four requests each way, one SGE, in `pd` completing into `cq`.
+fn small_spec(pd: u32, cq: u32) -> QpSpec {
+    QpSpec {
         pd,
         send_cq: cq,
         recv_cq: cq,
@@ -92,12 +102,7 @@ fn qp_with(
         ack_req_every: 16,
         max_inflight_psns: 1024,
         multipath: None,
-    };
-    let r = ask(h, ep, mem, app, create(spec));
-    let (Response::Qp { qpn, .. } | Response::UdQp { qpn, .. }) = r.response else {
-        panic!("{:?}", r.response)
-    };
-    (pd, cq, qpn, r.fds)
+    }
 }
 
 /// The consumer end of CQ `cq` (8 slots) of attachment `app`.
@@ -1008,19 +1013,7 @@ fn region_count_listens_privileged_ports_and_controlled_qkeys_are_bounded() {
     else {
         panic!()
     };
-    let spec = QpSpec {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 4,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-        ack_req_every: 16,
-        max_inflight_psns: 1024,
-        multipath: None,
-    };
+    let spec = small_spec(pd, cq);
     let r = ask(&mut h, &mut ep, &mut mem, user, ud(0x8001_0000)(spec));
     expect_refusal(&r, ErrorKind::Invalid);
 }

@@ -15,10 +15,7 @@ impl Host {
             ep, mem, now, app, ..
         } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         if a.qps.len() >= limits.max_qps as usize {
             return Err(limit("QPs", limits.max_qps, "max_qps"));
         }
@@ -60,10 +57,7 @@ impl Host {
     ) -> Result<Reply, Refusal> {
         let Call { app, .. } = c;
         let limits = self.limits;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         if a.ahs.len() >= limits.max_ahs as usize {
             return Err(limit("address handles", limits.max_ahs, "max_ahs"));
         }
@@ -75,10 +69,7 @@ impl Host {
     /// `Request::DestroyAh`.
     pub(super) fn destroy_ah(&mut self, c: Call<'_>, ah: u32) -> Result<Reply, Refusal> {
         let Call { app, .. } = c;
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or_else(|| unknown("attachment"))?;
+        let a = app_of(&mut self.apps, app)?;
         a.ahs.remove(ah).ok_or_else(|| unknown("address handle"))?;
         Ok(Reply::ok(Response::Done))
     }
