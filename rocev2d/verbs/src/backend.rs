@@ -6,10 +6,9 @@
 //! delegates. A new verb is one method here, one in each backend, and the public method (plus,
 //! attached, the request and the daemon's handler).
 
-use crate::cm::Look;
-use crate::device::EngineGuard;
+use crate::cm_wait::Look;
+use crate::engine::{EngineGuard, ProgressMode};
 use crate::error::Result;
-use crate::local::ProgressMode;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress};
 use crate::wakeup::Waitable;

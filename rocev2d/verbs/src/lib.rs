@@ -103,26 +103,28 @@
 
 mod attached;
 mod backend;
-mod cm;
+mod cm_wait;
 pub mod connect;
 mod device;
 mod endpoint;
+mod engine;
 mod error;
 mod local;
 mod mr;
 mod pair;
 mod qp;
-mod stepwise;
+mod random;
 mod ud;
 mod wakeup;
 
 pub use connect::{ConnectConfig, ConnectError, Connection};
-pub use device::{Completions, Device, DeviceConfig, EngineGuard, MrGuard, random_psn, random_u64};
+pub use device::{Completions, Device, DeviceConfig, MrGuard};
 pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
+pub use engine::{EngineGuard, LocalDriver, ProgressMode};
 pub use error::{Error, Result, check, ibv_name};
-pub use local::{LocalDriver, ProgressMode};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
+pub use random::{random_psn, random_u64};
 /// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
 /// type [`Endpoint`].
 pub use rocev2_core::Endpoint as Engine;
