@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-/// The wake-ups of a device's CM waiters: each waiter (a [`Device::next_cm_event`] call or a
-/// [`Device::next_cm_event_async`] future) registers an eventfd of its own, and whoever queues
+/// The wake-ups of a device's CM waiters: each waiter (a [`Device::next_cm_event`](crate::Device::next_cm_event) call or a
+/// [`Device::next_cm_event_async`](crate::Device::next_cm_event_async) future) registers an eventfd of its own, and whoever queues
 /// CM events for the device signals them all. So no waiter can take another's wake-up by
 /// clearing a shared descriptor (as one eventfd cleared by every waiter before it slept did:
 /// a blocking waiter clearing it between the signal and tokio's look at its reactor left an
@@ -40,7 +40,7 @@ impl CmWaiters {
     }
 }
 
-/// What a look at the queue found ([`crate::backend::Backend::cm_look`]).
+/// What a look at the queue found (a backend's `cm_look`).
 pub(crate) enum Look {
     Found(Event),
     Sleep(Sleep),

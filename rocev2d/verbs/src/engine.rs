@@ -5,17 +5,17 @@
 //!
 //! With [`ProgressMode::Thread`] (default) a thread per device runs the driver's passes, so the
 //! QPs answer their peers (ACKs, READ responses, atomics) whatever the application does, as an
-//! RDMA NIC would. How it waits between passes is the driver's [`WaitMode`]:
+//! RDMA NIC would. How it waits between passes is the driver's [`WaitMode`](crate::WaitMode):
 //!
-//! | [`WaitMode`] | the progress thread | idle CPU | a frame or a post costs |
+//! | [`WaitMode`](crate::WaitMode) | the progress thread | idle CPU | a frame or a post costs |
 //! |---|---|---|---|
-//! | [`WaitMode::Spin`] (busy-poll) | passes back to back | one core | nothing |
-//! | [`WaitMode::Adaptive`] (default) | busy-polls for the spin window after activity, then sleeps as `Sleep`; backs off while a waiter drives in its window | none | a wake-up after a pause |
-//! | [`WaitMode::Sleep`] (interrupt) | sleeps in `poll(2)` on the datapath and a wake eventfd | none | a wake-up (eventfd write by the poster) |
+//! | [`WaitMode::Spin`](crate::WaitMode::Spin) (busy-poll) | passes back to back | one core | nothing |
+//! | [`WaitMode::Adaptive`](crate::WaitMode::Adaptive) (default) | busy-polls for the spin window after activity, then sleeps as `Sleep`; backs off while a waiter drives in its window | none | a wake-up after a pause |
+//! | [`WaitMode::Sleep`](crate::WaitMode::Sleep) (interrupt) | sleeps in `poll(2)` on the datapath and a wake eventfd | none | a wake-up (eventfd write by the poster) |
 //!
 //! Busy-polling both ways would give each device two busy pollers (the application spinning
 //! on its CQ and the thread), and the application's polls would queue for the lock behind the
-//! thread's passes. So with [`WaitMode::Spin`] an application thread inside
+//! thread's passes. So with [`WaitMode::Spin`](crate::WaitMode::Spin) an application thread inside
 //! [`crate::Device::wait_cq`] or [`crate::Device::next_completion`] drives the engine itself,
 //! as caller-driven, and the thread backs off meanwhile, as every host side's progress thread
 //! does ([`rocev2_datapath::host::ProgressThread`]: from 100 µs up to 5 ms while waiters keep
@@ -23,7 +23,7 @@
 //! outside a wait and not followed by one, or a frame that arrives between two waits, waits for
 //! the back-off under way (a post inside a wait, or followed by one, leaves with the waiter's
 //! next pass).
-//! [`WaitMode::Adaptive`] does the same for the first spin window of each wait; a wait still
+//! [`WaitMode::Adaptive`](crate::WaitMode::Adaptive) does the same for the first spin window of each wait; a wait still
 //! empty then hands the engine back (waking the thread, which resumes its own adaptive
 //! passes) and sleeps on its CQ's eventfd. Otherwise every completion would cross threads: the
 //! thread receives, signals the eventfd, and the waiter must be scheduled before it can post
@@ -84,13 +84,13 @@ pub(crate) struct State {
     pub(crate) failed: Option<String>,
     /// Passes that received, sent or ran timers, so far.
     pub(crate) activity_gen: u64,
-    /// CM events taken from the engine, until a waiter picks them ([`crate::cm`]).
+    /// CM events taken from the engine, until a waiter picks them ([`crate::cm_wait`]).
     pub(crate) cm_events: VecDeque<Event>,
     /// Address handles ([`crate::Device::create_ah`]).
     pub(crate) ahs: AhTable,
-    /// [`Local::activity`].
+    /// The in-process backend's `activity`.
     activity: Arc<CqEvent>,
-    /// [`Local::cm`].
+    /// The in-process backend's `cm`.
     cm: Arc<CmWaiters>,
 }
 
@@ -146,7 +146,7 @@ impl CqEvent {
     }
 }
 
-/// An application thread driving the engine in a wait ([`Local::driving`]).
+/// An application thread driving the engine in a wait (the in-process backend's `driving`).
 pub(crate) type Driving<'a> = host::Driving<'a, State>;
 
 impl State {
@@ -215,7 +215,7 @@ impl host::Engine for State {
     }
 }
 
-/// The in-process engine and driver, locked ([`Device::engine`]); derefs to the engine.
+/// The in-process engine and driver, locked ([`Device::engine`](crate::Device::engine)); derefs to the engine.
 pub struct EngineGuard<'a>(pub(crate) MutexGuard<'a, State>);
 
 impl EngineGuard<'_> {

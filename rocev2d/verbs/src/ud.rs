@@ -10,7 +10,7 @@ use std::time::Duration;
 
 pub use rocev2_core::wire::grh::GRH_LEN;
 
-/// An address handle (`ibv_ah`): the path to one peer port, made by [`Device::create_ah`].
+/// An address handle (`ibv_ah`): the path to one peer port, made by [`Device::create_ah`](crate::Device::create_ah).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ah(pub(crate) u32, pub(crate) u64);
 

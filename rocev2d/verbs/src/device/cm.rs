@@ -11,7 +11,7 @@
 //! [`Device::next_cm_event`] (blocking) and [`Device::next_cm_event_async`] run one look-or-sleep
 //! loop (`CmWait`) that takes the first event its filter picks, so a listener and connecting
 //! IDs of one device each take their own, and each waiter sleeps on a wake-up of its own
-//! ([`CmWaiters`]). rdmacm-shim builds the rdma_cm-style API on these calls.
+//! ([`CmWaiters`](crate::cm_wait::CmWaiters)). rdmacm-shim builds the rdma_cm-style API on these calls.
 //!
 //! Deviations: events nobody picks stay queued until the device closes, but for
 //! [`Event::TimeWaitExit`]: the queue keeps the latest 64 (rdmacm-shim never takes them).
@@ -200,7 +200,7 @@ impl Device {
 struct CmWait<'d, P> {
     dev: &'d Device,
     pick: P,
-    /// This waiter's wake-up, in the device's [`CmWaiters`] once the CM is enabled.
+    /// This waiter's wake-up, in the device's [`CmWaiters`](crate::cm_wait::CmWaiters) once the CM is enabled.
     own: Arc<Waitable<EventFd>>,
     registered: bool,
 }

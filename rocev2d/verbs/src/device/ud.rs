@@ -16,7 +16,7 @@
 //!
 //! # The GRH area
 //!
-//! As with libibverbs, every UD receive buffer starts with [`GRH_LEN`] (40) bytes the device
+//! As with libibverbs, every UD receive buffer starts with [`GRH_LEN`](crate::GRH_LEN) (40) bytes the device
 //! fills before the message: the received IPv6 header, or 20 zero bytes then the received IPv4
 //! header (RoCEv2's stand-in for the IB GRH, Annex A17.4). The message follows at byte 40, and
 //! the completion's `byte_len` counts the 40 bytes too: post receive buffers 40 bytes longer
