@@ -26,11 +26,11 @@
 //! an error status instead of failing the post; the QP's congestion control is the daemon's.
 
 use crate::backend::{Backend, Drive, RegionBytes, Step};
-use crate::cm::{Look, Sleep as CmSleep};
-use crate::device::EngineGuard;
+use crate::cm_wait::{CmWaiters, Look, Sleep as CmSleep, queue_cm_event};
+use crate::engine::{EngineGuard, ProgressMode};
 use crate::error::{Error, Result};
-use crate::local::ProgressMode;
 use crate::qp::{ConnectOptions, RemoteQp};
+use crate::random::random_psn;
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
@@ -100,7 +100,7 @@ impl CqView {
 struct CmView {
     event: Arc<Waitable<EventFd>>,
     events: VecDeque<Event>,
-    waiters: crate::cm::CmWaiters,
+    waiters: CmWaiters,
 }
 
 /// Events fetched per [`Request::CmPoll`].
@@ -520,7 +520,7 @@ impl Attached {
         let req = Request::CreateUdQp {
             spec: qp_spec(cfg),
             q_key,
-            sq_psn: crate::random_psn(),
+            sq_psn: random_psn(),
         };
         let (r, fds) = self.call(&req, &[])?;
         let Response::UdQp {
@@ -676,7 +676,7 @@ impl Attached {
         self.cm = Some(CmView {
             event: Arc::new(Waitable::new(EventFd::from_fd(event))),
             events: VecDeque::new(),
-            waiters: crate::cm::CmWaiters::default(),
+            waiters: CmWaiters::default(),
         });
         Ok(())
     }
@@ -751,7 +751,7 @@ impl Attached {
     }
 
     /// The CM waiters of this attachment (enabling CM events first).
-    pub(crate) fn cm_waiters(&mut self) -> Result<&crate::cm::CmWaiters> {
+    pub(crate) fn cm_waiters(&mut self) -> Result<&CmWaiters> {
         self.cm_enable()?;
         match &self.cm {
             Some(cm) => Ok(&cm.waiters),
@@ -783,7 +783,7 @@ impl Attached {
             if let Some(cm) = &mut self.cm {
                 let any = !fetched.is_empty();
                 for ev in fetched {
-                    crate::local::queue_cm_event(&mut cm.events, ev);
+                    queue_cm_event(&mut cm.events, ev);
                 }
                 if any {
                     cm.waiters.fire();

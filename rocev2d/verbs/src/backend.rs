@@ -1,15 +1,17 @@
-//! The seam between [`crate::Device`] and where its verbs are carried out: the in-process
-//! engine ([`crate::local`]) or a `rocev2d` daemon ([`crate::attached`]), chosen once when the
-//! device opens.
+//! The seam between a `Device` and where its verbs are carried out: the in-process engine
+//! (`local.rs`) or a `rocev2d` daemon (`attached.rs`), chosen once when the device opens.
 //!
-//! Each backend implements [`Backend`]; a public `Device` method checks its handles and
-//! delegates. A new verb is one method here, one in each backend, and the public method (plus,
-//! attached, the request and the daemon's handler).
+//! Each backend implements [`Backend`]; a public `Device` method (in `device/`) checks its
+//! handles and delegates. A new verb is one method here, one in each backend, and the public
+//! method (plus, attached, the request and the daemon's handler).
+//!
+//! This module imports only the crate's vocabulary (errors, handles, the UD and CM-wait types,
+//! wake-ups, the engine's state and guard); the backends import it and the vocabulary, never
+//! each other nor the device; the device imports them all (`tests/layering.rs`).
 
-use crate::cm::Look;
-use crate::device::EngineGuard;
+use crate::cm_wait::Look;
+use crate::engine::{EngineGuard, ProgressMode};
 use crate::error::Result;
-use crate::local::ProgressMode;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress};
 use crate::wakeup::Waitable;

@@ -59,10 +59,11 @@
 //! Deviations: none from the `ibverbs` crate's handshake beyond the extra status round, which
 //! it leaves to the application.
 
-use crate::device::{Device, random_psn};
+use crate::device::Device;
 use crate::endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 use crate::mr::Mr;
 use crate::qp::{ConnectOptions, Qp, RemoteQp};
+use crate::random::random_psn;
 use rocev2_core::qp::ExtCaps;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};

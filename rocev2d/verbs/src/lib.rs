@@ -98,31 +98,43 @@
 //! Deviations from libibverbs: RC and UD QPs, no UC; memory is handed over as owned buffers instead of
 //! raw pointers, so no `unsafe` is needed; one call connects a QP; no LIDs, GIDs are the
 //! interface addresses; handles of another device are refused ([`Error::WrongDevice`]).
+//!
+//! Source layout, in layers that import downwards only (`tests/layering.rs`): the vocabulary
+//! at the bottom (`error.rs`, `mr.rs`, `qp.rs`, `ud.rs` with the UD types and send checks,
+//! `cm_wait.rs` with what CM waiters share, `wakeup.rs`, `engine.rs` with the in-process
+//! engine's state, [`ProgressMode`] and [`EngineGuard`], `random.rs`, `endpoint.rs`); the seam
+//! `backend.rs` (the `Backend` trait, chosen once when a device opens); the two backends,
+//! in-process `local.rs` and attached `attached.rs`, which never import each other; the
+//! [`Device`] in `device/` (`mod.rs`, and its CM, UD and stepwise calls in `cm.rs`, `ud.rs`,
+//! `stepwise.rs`), whose public methods check their handles and delegate to the backend; on
+//! top, `connect.rs` and `pair.rs`.
 
 #![deny(missing_docs)]
 
 mod attached;
 mod backend;
-mod cm;
+mod cm_wait;
 pub mod connect;
 mod device;
 mod endpoint;
+mod engine;
 mod error;
 mod local;
 mod mr;
 mod pair;
 mod qp;
-mod stepwise;
+mod random;
 mod ud;
 mod wakeup;
 
 pub use connect::{ConnectConfig, ConnectError, Connection};
-pub use device::{Completions, Device, DeviceConfig, EngineGuard, MrGuard, random_psn, random_u64};
+pub use device::{Completions, Device, DeviceConfig, MrGuard};
 pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
+pub use engine::{EngineGuard, LocalDriver, ProgressMode};
 pub use error::{Error, Result, check, ibv_name};
-pub use local::{LocalDriver, ProgressMode};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
+pub use random::{random_psn, random_u64};
 /// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
 /// type [`Endpoint`].
 pub use rocev2_core::Endpoint as Engine;

@@ -1,8 +1,8 @@
 //! Sleeping on descriptors: blocking in `poll(2)`, or async through tokio's reactor.
 //!
 //! Both backends wake a waiter the same way: a CQ's eventfd becomes readable when completions
-//! arrive (signalled by the in-process progress thread, [`crate::local`], or by the daemon,
-//! [`crate::attached`]), and an attached device also watches its control socket, which
+//! arrive (signalled by the in-process progress thread or by the daemon), and an attached
+//! device also watches its control socket, which
 //! becomes readable when the daemon dies. [`Waitable`] holds such a descriptor and, the first
 //! time a task awaits it, its registration with the reactor of the task's runtime.
 //!

@@ -11,12 +11,13 @@
 //! [`Device::next_cm_event`] (blocking) and [`Device::next_cm_event_async`] run one look-or-sleep
 //! loop (`CmWait`) that takes the first event its filter picks, so a listener and connecting
 //! IDs of one device each take their own, and each waiter sleeps on a wake-up of its own
-//! ([`CmWaiters`]). rdmacm-shim builds the rdma_cm-style API on these calls.
+//! ([`CmWaiters`](crate::cm_wait::CmWaiters)). rdmacm-shim builds the rdma_cm-style API on these calls.
 //!
 //! Deviations: events nobody picks stay queued until the device closes, but for
 //! [`Event::TimeWaitExit`]: the queue keeps the latest 64 (rdmacm-shim never takes them).
 
-use crate::device::Device;
+use super::Device;
+use crate::cm_wait::{Look, Sleep};
 use crate::error::{Error, Result};
 use crate::qp::Qp;
 use crate::wakeup::{Waitable, readable, wait_any, yield_now};
@@ -24,8 +25,8 @@ use rocev2_core::cm::ServiceId;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason};
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_ipc::notify::EventFd;
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The IBA path MTU code of an MTU (256 → 1 … 4096 → 5).
@@ -195,64 +196,13 @@ impl Device {
     }
 }
 
-/// The wake-ups of a device's CM waiters: each waiter (a [`Device::next_cm_event`] call or a
-/// [`Device::next_cm_event_async`] future) registers an eventfd of its own, and whoever queues
-/// CM events for the device signals them all. So no waiter can take another's wake-up by
-/// clearing a shared descriptor (as one eventfd cleared by every waiter before it slept did:
-/// a blocking waiter clearing it between the signal and tokio's look at its reactor left an
-/// async waiter asleep until the next event).
-#[derive(Debug, Default)]
-pub(crate) struct CmWaiters(Mutex<Vec<Weak<Waitable<EventFd>>>>);
-
-impl CmWaiters {
-    /// Adds `w` (forgetting waiters that are gone).
-    pub(crate) fn register(&self, w: &Arc<Waitable<EventFd>>) {
-        let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        v.retain(|x| x.strong_count() > 0);
-        v.push(Arc::downgrade(w));
-    }
-
-    /// Signals every waiter: each looks at the queue again. Called after queueing events (and
-    /// when the device fails, so each sees why).
-    pub(crate) fn fire(&self) {
-        let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        v.retain(|x| match x.upgrade() {
-            Some(w) => {
-                w.get().signal();
-                true
-            }
-            None => false,
-        });
-    }
-}
-
 /// One waiter for a CM event, blocking or async: the one dispatch between the backends.
 struct CmWait<'d, P> {
     dev: &'d Device,
     pick: P,
-    /// This waiter's wake-up, in the device's [`CmWaiters`] once the CM is enabled.
+    /// This waiter's wake-up, in the device's [`CmWaiters`](crate::cm_wait::CmWaiters) once the CM is enabled.
     own: Arc<Waitable<EventFd>>,
     registered: bool,
-}
-
-/// What a look at the queue found ([`crate::backend::Backend::cm_look`]).
-pub(crate) enum Look {
-    Found(Event),
-    Sleep(Sleep),
-}
-
-/// What to sleep on before the next look.
-pub(crate) enum Sleep {
-    /// Caller-driven: drive the engine (blocking) or yield (async).
-    Drive,
-    /// The waiter's own eventfd, signalled by the progress thread or a CM call.
-    Own,
-    /// The own eventfd, the daemon's CM eventfd (whoever wakes fetches and signals the
-    /// others) and the control socket (the daemon died).
-    Daemon {
-        daemon: Arc<Waitable<EventFd>>,
-        watch: Arc<Waitable<OwnedFd>>,
-    },
 }
 
 impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {

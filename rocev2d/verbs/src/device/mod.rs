@@ -22,10 +22,12 @@
 
 use crate::attached::Attached;
 use crate::backend::{Backend as Verbs, Drive, RegionBytes, Step};
+use crate::engine::{EngineGuard, ProgressMode};
 use crate::error::{Error, Result};
-use crate::local::{Local, LocalDriver, ProgressMode, State};
+use crate::local::Local;
 use crate::mr::{Mr, Pd};
 use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
+use crate::random::random_u64;
 use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::WorkCompletion;
@@ -40,9 +42,13 @@ use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+mod cm;
+mod stepwise;
+mod ud;
 
 /// Settings of [`Device::open_with`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -109,20 +115,6 @@ impl std::fmt::Debug for Device {
             .field("attached", &self.is_attached())
             .finish_non_exhaustive()
     }
-}
-
-/// 64 random bits from the OS ([`rocev2_datapath::entropy::os_seed`]), or from std's
-/// per-process hash keys if that cannot be read.
-pub fn random_u64() -> u64 {
-    rocev2_datapath::entropy::os_seed().unwrap_or_else(|_| {
-        use std::hash::{BuildHasher, RandomState};
-        RandomState::new().hash_one(std::process::id())
-    })
-}
-
-/// A random 24-bit initial PSN, as `ibv_rc_pingpong` draws with `lrand48() & 0xffffff`.
-pub fn random_psn() -> u32 {
-    (random_u64() & 0xff_ffff) as u32
 }
 
 /// How many busy-polling looks of [`Device::wait_cq`] share one clock read. A look (a pass of
@@ -861,23 +853,6 @@ struct Sleeping<'a>(&'a Device, Cq);
 impl Drop for Sleeping<'_> {
     fn drop(&mut self) {
         self.0.ops().disarm(self.1.0);
-    }
-}
-
-/// The in-process engine and driver, locked ([`Device::engine`]); derefs to the engine.
-pub struct EngineGuard<'a>(pub(crate) MutexGuard<'a, State>);
-
-impl EngineGuard<'_> {
-    /// The driver (datapath counters, pending frames).
-    pub fn driver(&self) -> &LocalDriver {
-        &self.0.driver
-    }
-}
-
-impl Deref for EngineGuard<'_> {
-    type Target = Endpoint;
-    fn deref(&self) -> &Endpoint {
-        &self.0.driver.ep
     }
 }
 

@@ -8,7 +8,7 @@
 //! Each works in-process and attached alike: attached, the daemon reaches caller memory
 //! through this process's `/proc/self/mem` (docs/security.md says what it may touch).
 
-use crate::device::Device;
+use super::Device;
 use crate::error::Result;
 use crate::mr::{Mr, Pd};
 use crate::qp::{Cq, Qp};
