@@ -8,7 +8,8 @@
 #     user cannot look up;
 #   - every tool in README.md's Tools table exists, and every flag or subcommand named beside
 #     it appears in its `--help` (the binaries are built first; the preloaded library's
-#     variable must be read by its source).
+#     variable must be read by its source);
+#   - no issue numbers in the code either (sources, scripts, manifests).
 # Prints each finding as FILE:LINE: what, and exits 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +64,14 @@ if findings:
     sys.exit(1)
 print("docs-check: README, CONTRIBUTING, CHANGELOG and docs/ name only what exists")
 EOF
+
+# Code speaks of the product too: no issue numbers in the sources, scripts and manifests git
+# tracks (this script names the pattern, so it is left out).
+if git ls-files '*.rs' '*.sh' '*.toml' '*.py' '*.yaml' | grep -v '^deploy/docs-check.sh$' |
+    xargs grep -nIiE '\bissues? #?[0-9]+' 2>/dev/null; then
+    echo "docs-check: issue numbers in the code (above)" >&2
+    exit 1
+fi
 
 # The Tools table against the tools themselves.
 cargo build -q -p rocev2d -p rocev2-examples -p rocev2-wiretest -p rocev2-testbed -p rocev2-sim --bins

@@ -129,16 +129,7 @@ impl DeviceArgs {
                 .with_context(|| format!("opening {iface}"))?
         };
         if std::env::var_os("ROCEV2_VERBOSE").is_some() {
-            let how = if dev.is_attached() {
-                "attached to rocev2d"
-            } else {
-                "in-process"
-            };
-            eprintln!(
-                "{iface}: {how}, {}: {}",
-                dev.datapath_name(),
-                dev.datapath_reason()
-            );
+            eprintln!("{iface}: {}", dev.describe());
         }
         Ok(dev)
     }

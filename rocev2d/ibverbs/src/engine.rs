@@ -45,16 +45,7 @@ pub fn open(name: &str) -> Result<Engine, String> {
     }
     .map_err(|e| crate::report(&e))?;
     if std::env::var_os("ROCEV2_VERBOSE").is_some() {
-        let how = if dev.is_attached() {
-            "attached to rocev2d"
-        } else {
-            "in-process"
-        };
-        eprintln!(
-            "rocev2_ibverbs: {name}: {how}, {}: {}",
-            dev.datapath_name(),
-            dev.datapath_reason()
-        );
+        eprintln!("rocev2_ibverbs: {name}: {}", dev.describe());
     }
     Ok(dev)
 }

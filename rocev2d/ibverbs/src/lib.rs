@@ -41,18 +41,7 @@ use core::ffi::c_int;
 use rocev2::Error;
 use rocev2_core::EndpointError;
 
-/// `e` and every cause below it, each once, for the library's messages on stderr (a C program
-/// has nowhere else to see them).
-pub fn report(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
-}
+pub use rocev2::report;
 
 /// The `errno` a failed verb reports for `e`.
 pub fn errno(e: &Error) -> c_int {

@@ -482,6 +482,9 @@ pub enum Response {
         state: u8,
         /// True in MP-RDMA mode.
         multipath: bool,
+        /// Why it entered ERROR, as `ErrorCause::to_parts` writes it (kind, status or NAK code);
+        /// `None` while it has not.
+        error: Option<(u8, u32)>,
     },
     /// The CM events are on; the eventfd comes with it.
     CmEnabled,

@@ -38,7 +38,7 @@ use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, 
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
 use rocev2_core::qp::{
-    CqId, MpSnapshot, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr,
+    CqId, ErrorCause, MpSnapshot, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr,
 };
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
@@ -460,19 +460,25 @@ impl Attached {
         }
     }
 
-    pub(crate) fn query(&mut self, qpn: Qpn) -> Option<(QpState, QpMode)> {
+    /// The QP's state, mode and why it entered ERROR, as the daemon knows them.
+    pub(crate) fn query(&mut self, qpn: Qpn) -> Option<(QpState, QpMode, Option<ErrorCause>)> {
         match self
             .call(&Request::QueryQp { qpn: qpn.value() }, &[])
             .ok()?
             .0
         {
-            Response::QpStatus { state, multipath } => {
+            Response::QpStatus {
+                state,
+                multipath,
+                error,
+            } => {
                 let mode = if multipath {
                     QpMode::MultiPath
                 } else {
                     QpMode::Rc
                 };
-                Some((QpState::from_ibv(state)?, mode))
+                let cause = error.and_then(|(k, v)| ErrorCause::from_parts(k, v));
+                Some((QpState::from_ibv(state)?, mode, cause))
             }
             _ => None,
         }
@@ -1021,7 +1027,7 @@ impl Backend for Mutex<Attached> {
     }
 
     fn qp_mode(&self, qp: Qpn) -> Option<QpMode> {
-        lock_attached(self).query(qp).map(|(_, m)| m)
+        lock_attached(self).query(qp).map(|(_, m, _)| m)
     }
 
     fn mp_snapshot(&self, qp: Qpn) -> Option<MpSnapshot> {
@@ -1029,7 +1035,11 @@ impl Backend for Mutex<Attached> {
     }
 
     fn qp_state(&self, qp: Qpn) -> Option<QpState> {
-        lock_attached(self).query(qp).map(|(s, _)| s)
+        lock_attached(self).query(qp).map(|(s, _, _)| s)
+    }
+
+    fn qp_error(&self, qp: Qpn) -> Option<ErrorCause> {
+        lock_attached(self).query(qp).and_then(|(_, _, e)| e)
     }
 
     fn reset_to_error(&self, qp: Qpn) -> Result<()> {

@@ -18,7 +18,7 @@ use crate::wakeup::Waitable;
 use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
-use rocev2_core::qp::{CqId, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{CqId, ErrorCause, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Progress;
 use rocev2_datapath::host::CallerRange;
@@ -112,6 +112,8 @@ pub(crate) trait Backend: Send + Sync {
     fn mp_snapshot(&self, qp: Qpn) -> Option<crate::MpSnapshot>;
     /// An RC or UD QP's state.
     fn qp_state(&self, qp: Qpn) -> Option<QpState>;
+    /// Why an RC QP entered ERROR ([`ErrorCause`]); `None` while it has not.
+    fn qp_error(&self, qp: Qpn) -> Option<ErrorCause>;
     /// Moves a QP to ERROR.
     fn reset_to_error(&self, qp: Qpn) -> Result<()>;
     /// `ibv_destroy_qp`.

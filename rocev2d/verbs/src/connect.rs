@@ -361,7 +361,8 @@ fn status(up: &crate::Result<()>) -> Vec<u8> {
     match up {
         Ok(()) => vec![READY],
         Err(e) => {
-            let why = e.to_string();
+            // The whole chain: the peer has no other way to learn the cause.
+            let why = crate::report(e);
             let why = &why.as_bytes()[..why.len().min(usize::from(u16::MAX))];
             let mut b = vec![FAILED];
             b.extend_from_slice(&(why.len() as u16).to_be_bytes());
@@ -695,7 +696,7 @@ mod tests {
     fn statuses_are_ready_or_a_reason() {
         assert_eq!(status(&Ok(())), [READY]);
         let failed = status(&Err(crate::Error::Timeout));
-        let why = crate::Error::Timeout.to_string();
+        let why = crate::report(&crate::Error::Timeout);
         assert_eq!(failed[0], FAILED);
         assert_eq!(
             usize::from(u16::from_be_bytes([failed[1], failed[2]])),

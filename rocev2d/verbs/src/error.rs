@@ -212,6 +212,19 @@ pub fn check(wc: WorkCompletion) -> Result<WorkCompletion> {
     }
 }
 
+/// `e` and every cause below it, each once, joined by ": " (what `anyhow`'s `{:#}` prints), for
+/// a message that must stand alone: a C program's stderr, the reason sent to a peer.
+pub fn report(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
 /// libibverbs' name of a status (`ibv_wc_status_str` gives prose; this is the constant).
 pub fn ibv_name(status: WcStatus) -> &'static str {
     use WcStatus::*;

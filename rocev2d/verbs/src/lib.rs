@@ -131,7 +131,7 @@ pub use connect::{ConnectConfig, ConnectError, Connection};
 pub use device::{Completions, Device, DeviceConfig, MrGuard};
 pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 pub use engine::{EngineGuard, LocalDriver, ProgressMode};
-pub use error::{Error, Result, check, ibv_name};
+pub use error::{Error, Result, check, ibv_name, report};
 pub use mr::{Mr, Pd};
 pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
 pub use random::{random_psn, random_u64};
@@ -146,7 +146,8 @@ pub use rocev2_core::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;
 pub use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey, VecMemory};
 pub use rocev2_core::qp::{
-    CqId, ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr, Sge,
+    CqId, ErrorCause, ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr,
+    Sge,
 };
 pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 pub use rocev2_core::wire::{Psn, Qpn};

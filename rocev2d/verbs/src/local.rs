@@ -20,7 +20,9 @@ use rocev2_core::cm::{
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId};
-use rocev2_core::qp::{CqId, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest};
+use rocev2_core::qp::{
+    CqId, ErrorCause, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
+};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::handoff::Listens;
@@ -368,6 +370,10 @@ impl Backend for Local {
         ep.qp(qp)
             .map(|q| q.state())
             .or_else(|| ep.ud_qp(qp).map(|q| q.state()))
+    }
+
+    fn qp_error(&self, qp: Qpn) -> Option<ErrorCause> {
+        self.lock().driver.ep.qp(qp).and_then(|q| q.error_cause())
     }
 
     fn reset_to_error(&self, qp: Qpn) -> Result<()> {

@@ -149,3 +149,59 @@ fn send_completes_when_the_receiver_takes_it_and_never_answers() {
         drop(b);
     }
 }
+
+#[test]
+fn the_passive_side_of_a_refused_write_learns_why_its_qp_failed() {
+    use rocev2::{ConnectOptions, ErrorCause, RemoteQp, Rkey};
+    let (dev, peer) = Device::pair().unwrap();
+    let (pd, ppd) = (dev.alloc_pd().unwrap(), peer.alloc_pd().unwrap());
+    let src = dev
+        .register(pd, vec![1u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let rights = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let dst = peer.register(ppd, vec![0u8; 64], rights).unwrap();
+    let (cq, pcq) = (dev.create_cq(8).unwrap(), peer.create_cq(8).unwrap());
+    let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+    let pqp = peer.create_rc_qp(ppd, pcq, pcq).unwrap();
+    let to = |d: &Device, qpn| RemoteQp {
+        qpn,
+        psn: 0,
+        ip: d.source_ip(false).unwrap(),
+        mac: None,
+    };
+    let o = ConnectOptions::default();
+    dev.connect(qp, &to(&peer, pqp.qpn()), &o).unwrap();
+    peer.connect(pqp, &to(&dev, qp.qpn()), &o).unwrap();
+    assert_eq!(peer.qp_error(pqp), None, "not failed yet");
+    // A WRITE with a key the peer never gave.
+    let bad = SendOp::Write {
+        remote_addr: dst.addr(),
+        rkey: Rkey::new(dst.rkey().value() ^ 1),
+    };
+    dev.post_send(qp, SendWr::new(1, bad).sge(src.sge(0, 64).unwrap()))
+        .unwrap();
+    let mut wcs = Vec::new();
+    dev.wait_cq(cq, &mut wcs, 1, Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
+    assert_eq!(
+        dev.qp_error(qp),
+        Some(ErrorCause::Completion(WcStatus::RemAccessErr))
+    );
+    // The peer posted nothing; only its QP's cause says why, as IBV_EVENT_QP_ACCESS_ERR would.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while peer.qp_error(pqp).is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let why = peer.qp_error(pqp).expect("the peer's QP failed");
+    assert_eq!(why.ibv_event(), Some(3), "{why}");
+    // And a post there says so, cause and all.
+    let e = peer
+        .post_send(pqp, SendWr::new(2, SendOp::Send))
+        .unwrap_err();
+    assert!(
+        rocev2::report(&e).contains("remote access error"),
+        "{}",
+        rocev2::report(&e)
+    );
+}

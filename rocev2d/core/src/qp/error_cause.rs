@@ -42,6 +42,33 @@ impl ErrorCause {
     }
 }
 
+impl ErrorCause {
+    /// The cause as two numbers (kind, and the status or NAK code), for a record that crosses
+    /// a process boundary; [`ErrorCause::from_parts`] reads it back.
+    pub const fn to_parts(self) -> (u8, u32) {
+        match self {
+            ErrorCause::Completion(s) => (0, s as u32),
+            ErrorCause::Responder(c) => (1, c.code() as u32),
+            ErrorCause::CqOverrun => (2, 0),
+            ErrorCause::Modified => (3, 0),
+        }
+    }
+
+    /// The cause [`ErrorCause::to_parts`] wrote; `None` for numbers it never writes.
+    pub const fn from_parts(kind: u8, value: u32) -> Option<ErrorCause> {
+        Some(match kind {
+            0 => match WcStatus::from_ibv(value) {
+                Some(s) => ErrorCause::Completion(s),
+                None => return None,
+            },
+            1 if value < 32 => ErrorCause::Responder(NakCode::from_code(value as u8)),
+            2 => ErrorCause::CqOverrun,
+            3 => ErrorCause::Modified,
+            _ => return None,
+        })
+    }
+}
+
 impl core::fmt::Display for ErrorCause {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -58,5 +85,27 @@ impl core::fmt::Display for ErrorCause {
             ErrorCause::CqOverrun => f.write_str("a completion queue overflowed"),
             ErrorCause::Modified => f.write_str("the application moved it to ERROR"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip_and_unknown_ones_are_none() {
+        for c in [
+            ErrorCause::Completion(WcStatus::RetryExcErr),
+            ErrorCause::Responder(NakCode::RemoteAccessError),
+            ErrorCause::Responder(NakCode::Reserved(9)),
+            ErrorCause::CqOverrun,
+            ErrorCause::Modified,
+        ] {
+            let (k, v) = c.to_parts();
+            assert_eq!(ErrorCause::from_parts(k, v), Some(c));
+        }
+        assert_eq!(ErrorCause::from_parts(1, 32), None);
+        assert_eq!(ErrorCause::from_parts(4, 0), None);
+        assert_eq!(ErrorCause::from_parts(0, 999), None);
     }
 }

@@ -134,7 +134,8 @@ pub enum NakCode {
 }
 
 impl NakCode {
-    const fn from_code(c: u8) -> NakCode {
+    /// The NAK of 5-bit code `c` (AETH syndrome bits 4–0).
+    pub const fn from_code(c: u8) -> NakCode {
         match c & 0x1f {
             0 => NakCode::PsnSequenceError,
             1 => NakCode::InvalidRequest,
@@ -144,7 +145,8 @@ impl NakCode {
             other => NakCode::Reserved(other),
         }
     }
-    const fn code(self) -> u8 {
+    /// Its 5-bit code.
+    pub const fn code(self) -> u8 {
         match self {
             NakCode::PsnSequenceError => 0,
             NakCode::InvalidRequest => 1,

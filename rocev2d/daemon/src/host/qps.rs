@@ -85,6 +85,10 @@ impl Host {
             response: Response::QpStatus {
                 state: to.as_ibv(),
                 multipath: ep.qp(qpn).is_some_and(|q| q.mode() == QpMode::MultiPath),
+                error: ep
+                    .qp(qpn)
+                    .and_then(|q| q.error_cause())
+                    .map(|c| c.to_parts()),
             },
             fds: Vec::new(),
             announce: attr.path,
@@ -122,9 +126,14 @@ impl Host {
             (None, Some(ud)) => (ud.state(), false),
             (None, None) => return Err(unknown("QP")),
         };
+        let error = ep
+            .qp(qpn)
+            .and_then(|q| q.error_cause())
+            .map(|c| c.to_parts());
         Ok(Reply::ok(Response::QpStatus {
             state: state.as_ibv(),
             multipath,
+            error,
         }))
     }
 

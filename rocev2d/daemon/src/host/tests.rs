@@ -175,7 +175,8 @@ fn an_application_cannot_name_another_applications_objects() {
         ask(&mut h, &mut ep, &mut mem, a, Request::QueryQp { qpn }).response,
         Response::QpStatus {
             state: 1,
-            multipath: false
+            multipath: false,
+            error: None
         }
     ));
     assert_eq!(h.counters().refused_requests, 7);
@@ -727,7 +728,8 @@ fn ud_address_handles_are_their_applications_own_and_count_against_its_limit() {
         r.response,
         Response::QpStatus {
             state: QpState::Rts.as_ibv(),
-            multipath: false
+            multipath: false,
+            error: None
         }
     );
     let send = |wr_id| {

@@ -32,7 +32,7 @@ use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::AccessFlags;
-use rocev2_core::qp::{QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{ErrorCause, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_datapath::auto::{self, Options};
 use rocev2_datapath::host::HostMemory;
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
@@ -536,6 +536,31 @@ impl Device {
     pub fn qp_state(&self, qp: Qp) -> Option<QpState> {
         self.own(qp.1, "QP").ok()?;
         self.ops().qp_state(qp.0)
+    }
+
+    /// Why RC QP `qp` entered ERROR, until it is reset ([`ErrorCause`]): the status of the
+    /// request that failed, or, on the passive side of an RDMA access the QP refused (a bad
+    /// rkey, bounds or rights), the NAK its responder sent; [`ErrorCause::ibv_event`] names the
+    /// affiliated asynchronous event an HCA would raise. `None` while the QP is not in ERROR
+    /// (or for a UD QP or an unknown one).
+    pub fn qp_error(&self, qp: Qp) -> Option<ErrorCause> {
+        self.own(qp.1, "QP").ok()?;
+        self.ops().qp_error(qp.0)
+    }
+
+    /// A line for a log: where the device runs (in-process, or attached to `rocev2d`), its
+    /// datapath and why that one.
+    pub fn describe(&self) -> String {
+        let how = if self.is_attached() {
+            "attached to rocev2d"
+        } else {
+            "in-process"
+        };
+        format!(
+            "{how}, {}: {}",
+            self.datapath_name(),
+            self.datapath_reason()
+        )
     }
 
     /// Moves `qp` to ERROR, flushing its outstanding requests into their CQs.

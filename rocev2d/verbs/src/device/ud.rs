@@ -33,7 +33,7 @@
 //! Deviations from libibverbs: the Q_Key is given at creation (no `ibv_modify_qp`); a send
 //! longer than the MTU is refused at post time ([`Error::UdTooLong`]) rather than completing
 //! with `IBV_WC_LOC_LEN_ERR`; every address handle sends from UDP source port 49152 (RoCEv2's
-//! entropy port of QPN 0, as `librocev2_ibverbs` does); no multicast (issue 16).
+//! entropy port of QPN 0, as `librocev2_ibverbs` does); no multicast.
 
 use super::Device;
 use crate::error::{Error, Result};
