@@ -435,15 +435,22 @@ fn dcqcn_plus_grid(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
 }
 
 /// Seed 000 §VI-B on the 1024-host Clos (`experiments::DartClos`): loads 30–80% (CI: the
-/// 32-host fabric at 30% and 60%), DCQCN, DCQCN+ and Dart with IOFD; short-flow FCT against
-/// load and Table I's ECN marks.
+/// 32-host fabric at 30% and 60%), DCQCN, DCQCN+, TIMELY and Dart with IOFD; short-flow FCT
+/// against load and Table I's ECN marks, each baseline's over Dart's.
 fn dart_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
     let loads: &[f64] = if quick {
         &[0.3, 0.6]
     } else {
         &[0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     };
-    let schemes = [CcScheme::Dcqcn, CcScheme::DcqcnPlus, CcScheme::Dart];
+    // Dart last: the schemes before it are the baselines of `ratios.csv`.
+    let schemes = [
+        CcScheme::Dcqcn,
+        CcScheme::DcqcnPlus,
+        CcScheme::Timely,
+        CcScheme::Dart,
+    ];
+    let dart = schemes.len() - 1;
     let points: Vec<DartClos> = loads
         .iter()
         .flat_map(|&l| {
@@ -486,13 +493,13 @@ fn dart_clos(dir: &Path, quick: bool, jobs: usize) -> Result<()> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     for (i, &load) in loads.iter().enumerate() {
         let at = |k: usize| &results[i * schemes.len() + k];
-        let dart = at(2);
-        for (k, base) in schemes[..2].iter().enumerate() {
+        let d = at(dart);
+        for (k, base) in schemes[..dart].iter().enumerate() {
             let b = at(k);
             let (p99, p50, ce) = (
-                ratio(b.p99_ns as f64, dart.p99_ns as f64),
-                ratio(b.p50_ns as f64, dart.p50_ns as f64),
-                ratio(b.short_ce as f64, dart.short_ce as f64),
+                ratio(b.p99_ns as f64, d.p99_ns as f64),
+                ratio(b.p50_ns as f64, d.p50_ns as f64),
+                ratio(b.short_ce as f64, d.short_ce as f64),
             );
             println!(
                 "dart_clos load {load}: {} / dart: p99 {p99:.2}x, p50 {p50:.2}x, short-flow ECN marks {ce:.2}x",

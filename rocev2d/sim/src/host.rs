@@ -444,4 +444,28 @@ mod tests {
         let text = toml::to_string(&HostSpec::default()).unwrap();
         assert!(text.contains("cc = \"none\""), "{text}");
     }
+
+    /// Every row of the core's scheme table is a `[host] cc` name, and the host it configures
+    /// builds that row's controller at its line rate (or none where the row leaves QPs unpaced)
+    /// and the REXT fields the row announces, so a new row needs nothing from the model.
+    #[test]
+    fn host_cc_builds_every_row_of_the_scheme_table() {
+        let link = Rate::from_gbps(40);
+        for row in &rocev2_core::cc::SCHEMES {
+            let h: HostSpec = toml::from_str(&format!("cc = \"{}\"", row.name)).unwrap();
+            assert_eq!(h.cc, HostCc::Rate(row.id), "{}", row.name);
+            let want = (row.sender)(link, h.mtu, &CcTuning::default());
+            assert_eq!(h.qp_cc(link), want, "{}", row.name);
+            if let Some(cfg) = want {
+                let c = cfg.build();
+                let rate = c.as_dyn().rate();
+                assert!(
+                    rate > Rate::from_bps(0) && rate <= link,
+                    "{}: {rate}",
+                    row.name
+                );
+            }
+            assert_eq!(h.cc.peer_ext(), row.peer_ext, "{}", row.name);
+        }
+    }
 }

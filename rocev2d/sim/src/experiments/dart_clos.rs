@@ -2,7 +2,7 @@
 //! the one description of that set-up) under its mix of background long flows and 16-sender
 //! incasts of 2/4/8 KB, at one load per run; the short flows' p50 and p99 FCT (Fig. 11(a),
 //! Fig. 12), the network's throughput (Fig. 13) and the ECN marks short-flow packets carry
-//! (Table I), for Dart (DASR + IOFD + DCQCN fall-back), DCQCN and DCQCN+.
+//! (Table I), for Dart (DASR + IOFD + DCQCN fall-back), DCQCN, DCQCN+ and TIMELY.
 //!
 //! Dart runs with IOFD as §VI-A has it: 4 deflection tokens on messages up to 8 KB, switches
 //! deflecting above 15 KB, under the 22.5 KB ECN step that every scheme shares.
