@@ -9,6 +9,7 @@
 #   - every tool in README.md's Tools table exists, and every flag or subcommand named beside
 #     it appears in its `--help` (the binaries are built first; the preloaded library's
 #     variable must be read by its source);
+#   - README.md links every docs/*.md page;
 #   - no issue numbers in the code either (sources, scripts, manifests).
 # Prints each finding as FILE:LINE: what, and exits 1 if there is one.
 set -euo pipefail
@@ -56,6 +57,12 @@ for doc in sys.argv[1:]:
                 continue
             if not os.path.exists(os.path.normpath(os.path.join(base, target))):
                 say(f"broken link: {target}")
+
+# README.md's Docs index links every page.
+readme = open("README.md", encoding="utf-8").read()
+for page in sorted(glob.glob("docs/*.md")):
+    if f"]({page})" not in readme:
+        findings.append(f"README.md: no link to {page}")
 
 for f in findings:
     print(f)
