@@ -454,8 +454,10 @@ mod tests {
         for row in &rocev2_core::cc::SCHEMES {
             let h: HostSpec = toml::from_str(&format!("cc = \"{}\"", row.name)).unwrap();
             assert_eq!(h.cc, HostCc::Rate(row.id), "{}", row.name);
-            let want = (row.sender)(link, h.mtu, &CcTuning::default());
+            let want = row.id.qp_config(link, h.mtu, &CcTuning::default());
             assert_eq!(h.qp_cc(link), want, "{}", row.name);
+            let unpaced = matches!(row.sender, rocev2_core::cc::Sender::Unpaced);
+            assert_eq!(want.is_none(), unpaced, "{}", row.name);
             if let Some(cfg) = want {
                 let c = cfg.build();
                 let rate = c.as_dyn().rate();

@@ -2,9 +2,11 @@
 //!
 //! A QP's requester asks its controller for a rate and sends through a [`Pacer`] at that rate;
 //! events flow in as plain method calls (ACK with piggybacked fields, CNP, packet sent, timer),
-//! in the spirit of quinn-proto's `Controller`. Controllers live in an enum, [`AnyController`],
-//! so 10^4 QPs in the network model cost no allocation or vtable, with a [`AnyController::Custom`]
-//! arm for experiments. The configuration ([`CcConfig`]) is the factory.
+//! in the spirit of quinn-proto's `Controller`. The long-standing controllers live in an enum,
+//! [`AnyController`], so 10^4 QPs in the network model cost no allocation or vtable; a scheme in
+//! its own file (TIMELY) and an experiment's controller sit boxed in its
+//! [`AnyController::Custom`] arm. The configuration ([`CcConfig`]) is the factory; [`SCHEMES`]
+//! is the table of schemes by name, one row each.
 //!
 //! The receiver side ([`ReceiverCc`]) is per endpoint, because both DCQCN+'s notification point
 //! (one CNP list per receiver) and Dart's AUSS (one per receiver and tenant) are.
@@ -163,9 +165,7 @@ pub enum AnyController {
     DcqcnPlus(DcqcnPlus),
     /// Dart (DASR + DCQCN).
     Dart(Dart),
-    /// TIMELY.
-    Timely(Timely),
-    /// An experiment's own controller.
+    /// A scheme's own controller ([`Sender::Own`]) or an experiment's.
     Custom(Box<dyn CongestionController>),
 }
 
@@ -177,7 +177,6 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
-            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_ref(),
         }
     }
@@ -188,7 +187,6 @@ impl AnyController {
             AnyController::Dcqcn(c) => c,
             AnyController::DcqcnPlus(c) => c,
             AnyController::Dart(c) => c,
-            AnyController::Timely(c) => c,
             AnyController::Custom(c) => c.as_mut(),
         }
     }
@@ -205,8 +203,38 @@ pub enum CcConfig {
     DcqcnPlus(DcqcnPlusParams),
     /// Dart: DCQCN parameters for the fall-back; DASR uses the same line rate.
     Dart(DcqcnParams),
-    /// TIMELY with these parameters.
-    Timely(TimelyParams),
+    /// A scheme's own controller, built by its row of [`SCHEMES`].
+    Own(OwnCc),
+}
+
+/// The factory of a scheme's own controller ([`Sender::Own`]).
+pub type OwnBuild =
+    fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Box<dyn CongestionController>;
+
+/// A QP's choice of a scheme whose controller lives in its own file ([`Sender::Own`]): made by
+/// [`CcScheme::qp_config`] only, so the factory always belongs to `scheme`.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnCc {
+    scheme: CcScheme,
+    build: OwnBuild,
+    line_rate: Rate,
+    mtu_bytes: u32,
+    tuning: CcTuning,
+}
+
+impl OwnCc {
+    /// The scheme it builds.
+    pub fn scheme(&self) -> CcScheme {
+        self.scheme
+    }
+}
+
+/// Equal when they build the same scheme with the same inputs; the factory follows the scheme.
+impl PartialEq for OwnCc {
+    fn eq(&self, other: &OwnCc) -> bool {
+        (self.scheme, self.line_rate, self.mtu_bytes, self.tuning)
+            == (other.scheme, other.line_rate, other.mtu_bytes, other.tuning)
+    }
 }
 
 impl CcConfig {
@@ -216,7 +244,7 @@ impl CcConfig {
             CcConfig::LineRate(r) => *r,
             CcConfig::Dcqcn(p) | CcConfig::Dart(p) => p.line_rate,
             CcConfig::DcqcnPlus(p) => p.line_rate,
-            CcConfig::Timely(p) => p.line_rate,
+            CcConfig::Own(o) => o.line_rate,
         }
     }
     /// Builds the controller.
@@ -229,7 +257,9 @@ impl CcConfig {
                 dcqcn: Dcqcn::new(p),
                 dasr: DasrSender::new(p.line_rate),
             }),
-            CcConfig::Timely(p) => AnyController::Timely(Timely::new(p)),
+            CcConfig::Own(o) => {
+                AnyController::Custom((o.build)(o.line_rate, o.mtu_bytes, &o.tuning))
+            }
         }
     }
 }
@@ -256,20 +286,35 @@ pub enum CcScheme {
 
 /// One congestion-control scheme: the name configuration files use, the factory of a QP's
 /// sender controller, the endpoint's receiver side (notification point, DASR) and the REXT fields
-/// both ends announce. A scheme is its own file in this module plus one row of [`SCHEMES`].
+/// both ends announce. A scheme is its own file in this module, one row of [`SCHEMES`] and the
+/// [`CcScheme`] value naming the row.
 #[derive(Debug)]
 pub struct Scheme {
     /// The enum value that names the row in code.
     pub id: CcScheme,
     /// The configuration name (the daemon's `[cc] scheme`, the model's `[host] cc`).
     pub name: &'static str,
-    /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
-    /// paper's parameters changed where the tuning says so; `None` leaves the QP unpaced.
-    pub sender: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig>,
+    /// How a QP's sender controller is built.
+    pub sender: Sender,
     /// The receiver side of an endpoint, with the same tuning as its QPs.
     pub receiver: fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc,
     /// The REXT fields both ends of a connection announce.
     pub peer_ext: ExtCaps,
+}
+
+/// How a scheme builds the sender controller of a QP on a port of `line` rate with path MTU
+/// `mtu_bytes`, the paper's parameters changed where the tuning says so.
+#[derive(Debug, Clone, Copy)]
+pub enum Sender {
+    /// No controller: the QP sends unpaced.
+    Unpaced,
+    /// One of [`CcConfig`]'s controllers, held in [`AnyController`] without an allocation per QP
+    /// (the model runs 10^4 QPs and more).
+    Config(fn(line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> CcConfig),
+    /// The scheme's own controller, boxed per QP, so a scheme in its own file needs no variant
+    /// of [`CcConfig`] or [`AnyController`]; one allocation when the QP is made and a virtual
+    /// call per event.
+    Own(OwnBuild),
 }
 
 /// No REXT field: the start of every row's [`Scheme::peer_ext`].
@@ -308,32 +353,30 @@ const ROWS: [Scheme; 6] = [
     Scheme {
         id: CcScheme::None,
         name: "none",
-        sender: |_, _, _| None,
+        sender: Sender::Unpaced,
         receiver: |_, _, _| ReceiverCc::default(),
         peer_ext: NO_EXT,
     },
     Scheme {
         id: CcScheme::Dcqcn,
         name: "dcqcn",
-        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::paper(line)))),
+        sender: Sender::Config(|line, _, t| CcConfig::Dcqcn(t.dcqcn(DcqcnParams::paper(line)))),
         receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::paper(line)), None),
         peer_ext: NO_EXT,
     },
     Scheme {
         id: CcScheme::DcqcnCx4,
         name: "dcqcn_cx4",
-        sender: |line, _, t| Some(CcConfig::Dcqcn(t.dcqcn(DcqcnParams::cx4(line)))),
+        sender: Sender::Config(|line, _, t| CcConfig::Dcqcn(t.dcqcn(DcqcnParams::cx4(line)))),
         receiver: |line, _, _| ReceiverCc::new(dcqcn_np(DcqcnParams::cx4(line)), None),
         peer_ext: NO_EXT,
     },
     Scheme {
         id: CcScheme::DcqcnPlus,
         name: "dcqcn_plus",
-        sender: |line, mtu, t| {
-            Some(CcConfig::DcqcnPlus(
-                t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu)),
-            ))
-        },
+        sender: Sender::Config(|line, mtu, t| {
+            CcConfig::DcqcnPlus(t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu)))
+        }),
         receiver: |line, mtu, t| {
             ReceiverCc::new(
                 NpConfig::DcqcnPlus(t.dcqcn_plus(DcqcnPlusParams::paper(line, mtu))),
@@ -348,7 +391,7 @@ const ROWS: [Scheme; 6] = [
     Scheme {
         id: CcScheme::Dart,
         name: "dart",
-        sender: |line, _, t| Some(CcConfig::Dart(t.dcqcn(DcqcnParams::paper(line)))),
+        sender: Sender::Config(|line, _, t| CcConfig::Dart(t.dcqcn(DcqcnParams::paper(line)))),
         receiver: |line, _, t| {
             ReceiverCc::new(
                 dcqcn_np(DcqcnParams::paper(line)),
@@ -364,7 +407,7 @@ const ROWS: [Scheme; 6] = [
     Scheme {
         id: CcScheme::Timely,
         name: "timely",
-        sender: |line, _, _| Some(CcConfig::Timely(TimelyParams::paper(line))),
+        sender: Sender::Own(|line, _, _| Box::new(Timely::new(TimelyParams::paper(line)))),
         receiver: |_, _, _| ReceiverCc::default(),
         peer_ext: NO_EXT,
     },
@@ -390,7 +433,17 @@ impl CcScheme {
     /// The sender controller of a QP on a port of `line` rate with path MTU `mtu_bytes`, the
     /// paper's parameters changed where `tuning` says so.
     pub fn qp_config(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> Option<CcConfig> {
-        (self.row().sender)(line, mtu_bytes, tuning)
+        match self.row().sender {
+            Sender::Unpaced => None,
+            Sender::Config(f) => Some(f(line, mtu_bytes, tuning)),
+            Sender::Own(build) => Some(CcConfig::Own(OwnCc {
+                scheme: self,
+                build,
+                line_rate: line,
+                mtu_bytes,
+                tuning: *tuning,
+            })),
+        }
     }
     /// The receiver side of an endpoint, with the same `tuning` as its QPs.
     pub fn receiver(self, line: Rate, mtu_bytes: u32, tuning: &CcTuning) -> ReceiverCc {
@@ -577,7 +630,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Sent(u64),
-        Ack(Option<u16>),
+        Ack(Option<u16>, Option<u64>),
         Cnp(Option<u64>),
         Advance(u64),
         Pause(bool),
@@ -586,16 +639,23 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (1u64..9000).prop_map(Op::Sent),
-            proptest::option::of(0u16..5000).prop_map(Op::Ack),
+            (
+                proptest::option::of(0u16..5000),
+                proptest::option::of(1u64..2_000_000)
+            )
+                .prop_map(|(n, rtt)| Op::Ack(n, rtt)),
             proptest::option::of(1u64..5_000_000).prop_map(Op::Cnp),
             (1u64..2_000_000).prop_map(Op::Advance),
             any::<bool>().prop_map(Op::Pause),
         ]
     }
 
-    fn configs() -> [CcConfig; 5] {
+    /// Every controller: the schemes' own (TIMELY's through its row) and the parameter sets.
+    fn configs() -> [CcConfig; 6] {
         let line = Rate::from_gbps(40);
+        let timely = CcScheme::Timely.qp_config(line, 1024, &CcTuning::default());
         [
+            timely.expect("TIMELY builds a sender"),
             CcConfig::Dcqcn(DcqcnParams::paper(line)),
             CcConfig::Dcqcn(DcqcnParams::cx4(line)),
             CcConfig::DcqcnPlus(DcqcnPlusParams::paper(line, 1024)),
@@ -617,7 +677,10 @@ mod tests {
                     let cc = c.as_dyn_mut();
                     match *o {
                         Op::Sent(b) => cc.on_packet_sent(now, b),
-                        Op::Ack(n) => cc.on_ack(now, &AckInfo::new(n)),
+                        Op::Ack(n, rtt) => {
+                            let ack = AckInfo::new(n);
+                            cc.on_ack(now, &rtt.map_or(ack, |r| ack.with_rtt(Duration::from_nanos(r))))
+                        }
                         Op::Cnp(tau) => cc.on_cnp(now, &CnpInfo::new(tau.map(Duration::from_nanos))),
                         Op::Advance(ns) => {
                             now += Duration::from_nanos(ns);
