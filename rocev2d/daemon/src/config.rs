@@ -45,6 +45,7 @@
 //! max_listens = 64         # 1..=1000000: CM service IDs listened on
 //! max_apps_per_user = 64   # 1..=1000000: attachments of one user at once
 //! max_mr_bytes = 17179869184
+//! max_ring_bytes = 1073741824  # its QPs' and CQs' shared rings (each up to 16 MiB)
 //!
 //! [cc]                     # congestion control of every QP (docs/congestion.md)
 //! scheme = "dcqcn"         # none | dcqcn | dcqcn_cx4 | dcqcn_plus | dart | timely
@@ -155,6 +156,7 @@ struct LimitsSection {
     max_listens: Option<u64>,
     max_apps_per_user: Option<u64>,
     max_mr_bytes: Option<u64>,
+    max_ring_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -503,6 +505,9 @@ impl Config {
         if let Some(v) = f.limits.max_mr_bytes {
             l.max_mr_bytes = v;
         }
+        if let Some(v) = f.limits.max_ring_bytes {
+            l.max_ring_bytes = v;
+        }
         if let Some(m) = f.stats.metrics {
             c.metrics = Some(m.parse().map_err(|_| Error::Range {
                 key: "stats.metrics",
@@ -605,6 +610,8 @@ mod tests {
             .unwrap()
             .limits;
         assert_eq!((l.max_mrs, l.max_listens), (3, 2));
+        let rings = Config::parse("[limits]\nmax_ring_bytes = 65536").unwrap();
+        assert_eq!(rings.limits.max_ring_bytes, 65536);
         assert_eq!(c.limits.max_mr_bytes, 1 << 20);
         assert!(Config::parse("[control]\nmode = 0o1777").is_err());
         assert!(Config::parse("[limits]\nmax_qps = 0").is_err());

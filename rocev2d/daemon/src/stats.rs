@@ -234,7 +234,8 @@ pub fn render_text(s: &Snapshot) -> String {
     for a in &s.apps {
         let _ = writeln!(
             o,
-            "  app {} pid {} uid {}: qps [{}] cqs {} mrs {} ({} bytes) posted {} completed {}",
+            "  app {} pid {} uid {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes posted {} \
+             completed {}",
             a.id,
             a.pid,
             a.uid,
@@ -242,6 +243,7 @@ pub fn render_text(s: &Snapshot) -> String {
             a.cqs,
             a.mrs,
             a.mr_bytes,
+            a.ring_bytes,
             a.posted,
             a.completed
         );

@@ -88,11 +88,14 @@ pub struct Limits {
     pub max_apps_per_user: u32,
     /// Bytes of registered memory.
     pub max_mr_bytes: u64,
+    /// Bytes of the shared rings of its QPs and CQs (each up to 16 MiB, made by the daemon;
+    /// their pages are the host's as soon as either side touches them).
+    pub max_ring_bytes: u64,
 }
 
 impl Default for Limits {
     /// 1024 QPs (RC and UD), 1024 CQs, 4096 address handles, 4096 regions, 64 listens,
-    /// 16 GiB, 64 attachments per user.
+    /// 16 GiB registered, 1 GiB of rings, 64 attachments per user.
     fn default() -> Self {
         Limits {
             max_qps: 1024,
@@ -102,6 +105,7 @@ impl Default for Limits {
             max_listens: 64,
             max_apps_per_user: 64,
             max_mr_bytes: 16 << 30,
+            max_ring_bytes: 1 << 30,
         }
     }
 }
@@ -178,6 +182,8 @@ pub struct AppSnapshot {
     pub mrs: usize,
     /// Bytes registered.
     pub mr_bytes: u64,
+    /// Bytes of its QPs' and CQs' rings.
+    pub ring_bytes: u64,
     /// Work requests taken from its rings.
     pub posted: u64,
     /// Completions delivered to its rings.
@@ -218,6 +224,8 @@ struct App {
     cqs: BTreeMap<CqId, CqShare>,
     qps: BTreeMap<Qpn, QpShare>,
     mr_bytes: u64,
+    /// Bytes of the rings in `cqs` and `qps`.
+    ring_bytes: u64,
     posted: u64,
     completed: u64,
     corrupt: bool,
@@ -392,6 +400,7 @@ impl Host {
                 cqs: BTreeMap::new(),
                 qps: BTreeMap::new(),
                 mr_bytes: 0,
+                ring_bytes: 0,
                 posted: 0,
                 completed: 0,
                 corrupt: false,
@@ -661,6 +670,7 @@ impl Host {
                 cqs: a.cqs.len(),
                 mrs: a.mrs.len(),
                 mr_bytes: a.mr_bytes,
+                ring_bytes: a.ring_bytes,
                 posted: a.posted,
                 completed: a.completed,
             })
@@ -694,6 +704,24 @@ fn limit(what: &str, max: u32, key: &str) -> Refusal {
         ErrorKind::Limit,
         format!("this application holds {max} {what} already, its limit ([limits] {key})"),
     )
+}
+
+/// The bytes of rings of `slots` each, when `a` may hold them besides its others.
+fn ring_room(a: &App, limits: &Limits, slots: &[u32]) -> Result<u64, Refusal> {
+    let bytes: u64 = slots
+        .iter()
+        .map(|&n| Ring::region_len(n.max(1), rocev2_ipc::proto::SLOT_SIZE) as u64)
+        .sum();
+    if a.ring_bytes.saturating_add(bytes) > limits.max_ring_bytes {
+        return Err(Refusal(
+            ErrorKind::Limit,
+            format!(
+                "this application's rings would pass {} bytes ([limits] max_ring_bytes)",
+                limits.max_ring_bytes
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn depth(n: u32, what: &str) -> Result<u32, Refusal> {
@@ -771,8 +799,14 @@ fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, R
     Ok(cfg)
 }
 
-/// A QP's send and receive rings, and the descriptors that go to the application.
-fn qp_rings(cfg: &QpConfig) -> Result<(Ring, Ring, Vec<OwnedFd>), Refusal> {
+/// A QP's send and receive rings, when `a` has room for them, and the descriptors that go to
+/// the application.
+fn qp_rings(
+    cfg: &QpConfig,
+    a: &App,
+    limits: &Limits,
+) -> Result<(Ring, Ring, Vec<OwnedFd>), Refusal> {
+    ring_room(a, limits, &[cfg.max_send_wr, cfg.max_recv_wr])?;
     let ring = |slots| {
         Ring::create(
             "rocev2d-wq",
@@ -785,6 +819,31 @@ fn qp_rings(cfg: &QpConfig) -> Result<(Ring, Ring, Vec<OwnedFd>), Refusal> {
     let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
     let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
     Ok((sq, rq, fds))
+}
+
+impl App {
+    /// Keeps a QP's rings, counting their bytes.
+    fn insert_qp(&mut self, qpn: Qpn, share: QpShare) {
+        self.ring_bytes += (share.sq.region().len() + share.rq.region().len()) as u64;
+        self.qps.insert(qpn, share);
+    }
+    /// Drops a QP's rings.
+    fn remove_qp(&mut self, qpn: Qpn) {
+        if let Some(s) = self.qps.remove(&qpn) {
+            self.ring_bytes -= (s.sq.region().len() + s.rq.region().len()) as u64;
+        }
+    }
+    /// Keeps a CQ's ring, counting its bytes.
+    fn insert_cq(&mut self, cq: CqId, share: CqShare) {
+        self.ring_bytes += share.ring.region().len() as u64;
+        self.cqs.insert(cq, share);
+    }
+    /// Drops a CQ's ring.
+    fn remove_cq(&mut self, cq: CqId) {
+        if let Some(s) = self.cqs.remove(&cq) {
+            self.ring_bytes -= s.ring.region().len() as u64;
+        }
+    }
 }
 
 impl QpShare {

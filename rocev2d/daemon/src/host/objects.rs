@@ -123,6 +123,7 @@ impl Host {
             return Err(limit("CQs", limits.max_cqs, "max_cqs"));
         }
         let slots = depth(capacity, "CQ capacity")?;
+        ring_room(a, &limits, &[slots])?;
         let ring = Ring::create(
             "rocev2d-cq",
             slots,
@@ -133,7 +134,7 @@ impl Host {
         let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
         let fds = vec![dup(ring.region().fd())?, dup(event.as_fd())?];
         let id = ep.create_cq(slots as usize);
-        a.cqs.insert(
+        a.insert_cq(
             id,
             CqShare {
                 ring,
@@ -157,7 +158,7 @@ impl Host {
             return Err(unknown("CQ"));
         }
         ep.destroy_cq(cq)?;
-        a.cqs.remove(&cq);
+        a.remove_cq(cq);
         Ok(Reply::ok(Response::Done))
     }
 }

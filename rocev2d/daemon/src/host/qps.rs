@@ -16,7 +16,7 @@ impl Host {
             return Err(limit("QPs", limits.max_qps, "max_qps"));
         }
         let cfg = qp_config(&spec, a, self.cc)?;
-        let (sq, rq, fds) = qp_rings(&cfg)?;
+        let (sq, rq, fds) = qp_rings(&cfg, a, &limits)?;
         let qpn = ep.create_qp(cfg)?;
         if let Err(e) = ep.modify_qp(qpn, QpState::Init, &QpAttr::init_all_access(), now, mem) {
             let _ = ep.destroy_qp(qpn);
@@ -27,7 +27,7 @@ impl Host {
             sq_slots: sq.slots(),
             rq_slots: rq.slots(),
         };
-        a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
+        a.insert_qp(qpn, QpShare::new(sq, rq, &cfg));
         Ok(Reply {
             response,
             fds,
@@ -112,7 +112,7 @@ impl Host {
         let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
         ep.destroy_qp(qpn)?;
-        a.qps.remove(&qpn);
+        a.remove_qp(qpn);
         Ok(Reply::ok(Response::Done))
     }
 

@@ -273,6 +273,78 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
     );
 }
 
+/// Rings count against `max_ring_bytes` whoever makes them (CQ, RC QP, UD QP), the refusal
+/// names the key, and destroying an object gives its rings' bytes back.
+#[test]
+fn ring_bytes_are_bounded_and_given_back() {
+    let ring = |slots| Ring::region_len(slots, rocev2_ipc::proto::SLOT_SIZE) as u64;
+    // `qp` makes an 8-slot CQ and a QP of 4 + 4 slots; room for exactly one more such QP.
+    let max_ring_bytes = ring(8) + 4 * ring(4);
+    let (mut h, mut ep, mut mem) = host(Limits {
+        max_ring_bytes,
+        ..Limits::default()
+    });
+    let (a, _c, _) = attach(&mut h);
+    let (pd, cq, qpn, _) = qp(&mut h, &mut ep, &mut mem, a);
+    let bytes = |h: &Host| h.snapshot()[0].ring_bytes;
+    assert_eq!(bytes(&h), ring(8) + 2 * ring(4));
+    let ud = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory| {
+        let spec = small_spec(pd, cq);
+        let req = Request::CreateUdQp {
+            spec,
+            q_key: 0x1111,
+            sq_psn: 0,
+        };
+        ask(h, ep, mem, a, req)
+    };
+    assert!(matches!(
+        ud(&mut h, &mut ep, &mut mem).response,
+        Response::UdQp { .. }
+    ));
+    assert_eq!(bytes(&h), max_ring_bytes);
+    // Full: a CQ of one slot, an RC QP and a UD QP are each refused, naming the key.
+    let refused = [
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            a,
+            Request::CreateCq { capacity: 1 },
+        ),
+        ask(
+            &mut h,
+            &mut ep,
+            &mut mem,
+            a,
+            Request::CreateQp(small_spec(pd, cq)),
+        ),
+        ud(&mut h, &mut ep, &mut mem),
+    ];
+    for r in &refused {
+        expect_refusal(r, ErrorKind::Limit);
+        let Response::Error { message, .. } = &r.response else {
+            unreachable!()
+        };
+        assert!(message.contains("max_ring_bytes"), "{message}");
+    }
+    assert_eq!(bytes(&h), max_ring_bytes);
+    // Destroying the RC QP makes room for another.
+    ask(&mut h, &mut ep, &mut mem, a, Request::DestroyQp { qpn });
+    assert_eq!(bytes(&h), ring(8) + 2 * ring(4));
+    let r = ask(
+        &mut h,
+        &mut ep,
+        &mut mem,
+        a,
+        Request::CreateQp(small_spec(pd, cq)),
+    );
+    assert!(
+        matches!(r.response, Response::Qp { .. }),
+        "{:?}",
+        r.response
+    );
+}
+
 #[test]
 fn a_request_the_engine_refuses_completes_with_an_error() {
     let (mut h, mut ep, mut mem) = host(Limits::default());

@@ -27,7 +27,7 @@ impl Host {
                 format!("interface {} MTU is too small for RoCE", self.iface.name),
             )
         })?;
-        let (sq, rq, fds) = qp_rings(&cfg)?;
+        let (sq, rq, fds) = qp_rings(&cfg, a, &limits)?;
         let qpn = ep.create_ud_qp(cfg, mtu)?;
         if let Err(e) = ep.activate_ud_qp(qpn, q_key, sq_psn, now, mem) {
             let _ = ep.destroy_qp(qpn);
@@ -39,7 +39,7 @@ impl Host {
             rq_slots: rq.slots(),
             mtu: mtu.bytes(),
         };
-        a.qps.insert(qpn, QpShare::new(sq, rq, &cfg));
+        a.insert_qp(qpn, QpShare::new(sq, rq, &cfg));
         Ok(Reply {
             response,
             fds,
