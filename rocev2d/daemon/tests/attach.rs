@@ -7,6 +7,8 @@
 //! - The daemon killed under a running application: the application fails at once with the
 //!   daemon's death as the reason; a restarted daemon serves new applications.
 //! - Garbage on the control socket: the connection is closed, the daemon serves on.
+//! - A hostile application at every per-application limit at once beside a verified stream:
+//!   refusals name the limits, the stream completes, the daemon's descriptors stay bounded.
 //! - The connection manager through the daemons: `rping --attach` against `rping --attach`,
 //!   with another application listening on another port of the same daemon at once (a second
 //!   listen on a taken port refused); an application killed with a connected CM ID: its peer
@@ -104,6 +106,11 @@ impl Rig {
 }
 
 fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
+    daemon_with(tb, test, host, &[])
+}
+
+/// [`daemon`] with more arguments.
+fn daemon_with(tb: &Testbed, test: &str, host: &str, more: &[&str]) -> Process {
     let mut cmd = tb.command(host, BIN).expect("command");
     cmd.args([
         "run",
@@ -113,7 +120,8 @@ fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
         "packet",
         "--socket",
         &socket(test, host),
-    ]);
+    ])
+    .args(more);
     let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
     d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
         .expect("daemon serving");
@@ -302,6 +310,136 @@ fn attach_sigkill_frees_everything_and_spares_the_others() {
         "RSS {} KiB after, {} KiB before",
         after.2,
         before.2
+    );
+}
+
+/// One application pushes every per-application bound at once — regions (zero-length ones too)
+/// to `max_mrs`, QPs until their rings fill `max_ring_bytes`, listens to `max_listens`, sends
+/// on a QP whose CQ it never reads — while a verified stream runs beside it through the same
+/// daemons: each refusal names its limit, the stream's data arrives intact, the daemon holds
+/// no more descriptors than the limits allow, and all of it comes back at detach.
+#[test]
+fn attach_a_hostile_application_meets_its_limits_and_a_stream_beside_it_completes() {
+    let test = "attach_hostile";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test);
+    let tb = pair();
+    let (max_mrs, max_listens, max_ring_bytes) = (200usize, 8usize, 4u64 << 20);
+    let config = std::env::temp_dir().join(format!("{test}-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\nmax_mrs = {max_mrs}\nmax_listens = {max_listens}\n\
+             max_ring_bytes = {max_ring_bytes}\n"
+        ),
+    )
+    .unwrap();
+    let more = ["--config", config.to_str().unwrap()];
+    let d = [
+        daemon_with(&tb, test, "h0", &more),
+        daemon_with(&tb, test, "h1", &more),
+    ];
+    let _ = std::fs::remove_file(&config);
+    let idle = footprint(d[0].id());
+    let wb = ["--verify", "-s", "65536", "-n", "2048", "-p", "18515"];
+    let wb_server = server(&tb, test, "write_bw", &wb, 18515);
+    let wb_client = tool(&tb, test, "h0", "write_bw", &wb, Some("h1"));
+    // The stream's own objects made first, so what the daemon gains next is the attacker's.
+    let start = Instant::now();
+    while stats(test, "h0")["apps"][0]["qps"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(start.elapsed() < SETUP, "the stream never made its QP");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = footprint(d[0].id());
+
+    let dev = attach(&tb, test, "h0");
+    let refusal = |e: rocev2::Error, key: &str| {
+        let text = e.to_string();
+        assert!(text.contains(key), "refused for another reason: {text}");
+    };
+    let pd = dev.alloc_pd().expect("pd");
+    let mut mrs = Vec::new();
+    let err = loop {
+        let len = if mrs.len() % 2 == 0 { 0 } else { 4096 };
+        match dev.register(pd, vec![0u8; len], rocev2::AccessFlags::LOCAL_WRITE) {
+            Ok(mr) => mrs.push(mr),
+            Err(e) => break e,
+        }
+        assert!(mrs.len() <= max_mrs, "more regions than max_mrs");
+    };
+    assert_eq!(mrs.len(), max_mrs);
+    refusal(err, "max_mrs");
+    let cq = dev.create_cq(64).expect("cq");
+    let mut qps = Vec::new();
+    let err = loop {
+        let mut cfg = rocev2::QpConfig::new(pd.id(), cq.id(), cq.id());
+        (cfg.max_send_wr, cfg.max_recv_wr) = (1024, 1024);
+        match dev.create_qp(cfg) {
+            Ok(qp) => qps.push(qp),
+            Err(e) => break e,
+        }
+        assert!(qps.len() <= 16, "rings past max_ring_bytes");
+    };
+    refusal(err, "max_ring_bytes");
+    let mut ports = 0..;
+    let err = loop {
+        let port = 20000 + ports.next().unwrap();
+        let id = rocev2::ServiceId::rdma_cm(rocev2::PortSpace::TCP, port);
+        if let Err(e) = dev.cm_listen(id) {
+            break e;
+        }
+        assert!(
+            port < 20000 + max_listens as u16,
+            "listens past max_listens"
+        );
+    };
+    refusal(err, "max_listens");
+    // Sends on a QP in INIT: each one refused into a CQ nobody reads, until the rings are
+    // full and the post itself fails; the daemon queues no more than the CQ holds.
+    let mr = &mrs[1];
+    let mut posted = 0;
+    while posted < 100_000 {
+        let wr = rocev2::SendWr::new(posted, rocev2::SendOp::Send).sge(mr.sge(0, 64).unwrap());
+        if dev.post_send(qps[0], wr).is_err() {
+            break;
+        }
+        posted += 1;
+    }
+    assert!(posted < 100_000, "the send ring never filled");
+    let during = footprint(d[0].id());
+    // Per region at most one descriptor, per QP and CQ two, and the attachment's own few.
+    let allowed = max_mrs + 2 * (qps.len() + 1) + 8;
+    assert!(
+        during.0 <= before.0 + allowed,
+        "{} descriptors during the attack, {} before, {allowed} allowed",
+        during.0,
+        before.0
+    );
+
+    for p in [wb_client, wb_server] {
+        let out = p
+            .finish(Duration::from_secs(120))
+            .expect("the stream beside the attack");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    let s = stats(test, "h0");
+    assert!(s["host"]["refused_requests"].as_u64() >= Some(3), "{s}");
+    drop((mrs, qps, cq, pd));
+    drop(dev);
+    let s = wait_detached(test, "h0");
+    assert_eq!(s["qps"].as_object().map(|q| q.len()), Some(0), "{s}");
+    let after = footprint(d[0].id());
+    assert_eq!(after.0, idle.0, "descriptors after both detached");
+    assert!(
+        after.2 <= idle.2 + 16 * 1024,
+        "RSS {} KiB after, {} KiB idle",
+        after.2,
+        idle.2
     );
 }
 
