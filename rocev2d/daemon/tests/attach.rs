@@ -421,6 +421,14 @@ fn attach_a_hostile_application_meets_its_limits_and_a_stream_beside_it_complete
         before.0
     );
 
+    // Resident memory: at most its rings and regions mapped, and allocator slack.
+    let mapped_kib = (max_ring_bytes + (max_mrs as u64 / 2) * 4096) / 1024;
+    assert!(
+        during.2 <= before.2 + mapped_kib + 16 * 1024,
+        "RSS {} KiB during the attack, {} KiB before",
+        during.2,
+        before.2
+    );
     for p in [wb_client, wb_server] {
         let out = p
             .finish(Duration::from_secs(120))
