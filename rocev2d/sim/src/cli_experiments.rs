@@ -596,7 +596,8 @@ const VARIANTS: [Variant; 7] = [
 ];
 
 /// Seed 000 §VI-B's saturation, looked for: each of `variants` at loads 20–80% (CI: 30% and
-/// 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters and Dart, on `size`.
+/// 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters, TIMELY and Dart, on
+/// `size`.
 /// Writes each point's 8 KB p50/p99, goodput and steady-state test (`summary.csv`), the
 /// paper's averaging of the p99 ratios (`ratios.csv`) and one p99 plot per variant.
 fn dart_clos_sensitivity(
@@ -611,7 +612,13 @@ fn dart_clos_sensitivity(
     } else {
         &[0.2, 0.4, 0.6, 0.8]
     };
-    let schemes = [CcScheme::Dcqcn, CcScheme::DcqcnCx4, CcScheme::Dart];
+    // Dart last: the schemes before it are the baselines of `ratios.csv`.
+    let schemes = [
+        CcScheme::Dcqcn,
+        CcScheme::DcqcnCx4,
+        CcScheme::Timely,
+        CcScheme::Dart,
+    ];
     let points: Vec<(&Variant, DartClos)> = variants
         .iter()
         .flat_map(|&v| {

@@ -80,9 +80,9 @@ fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_r
         })
         .count();
     let _ = std::fs::remove_dir_all(&base);
-    // Seven variants × two loads × three schemes; two baselines per variant.
-    assert_eq!(summary.lines().count(), 1 + 7 * 2 * 3, "{summary}");
-    assert_eq!(ratios.lines().count(), 1 + 7 * 2, "{ratios}");
+    // Seven variants × two loads × four schemes; three baselines per variant.
+    assert_eq!(summary.lines().count(), 1 + 7 * 2 * 4, "{summary}");
+    assert_eq!(ratios.lines().count(), 1 + 7 * 3, "{ratios}");
     assert_eq!(plots, 7);
     let header: Vec<&str> = summary.lines().next().expect("header").split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
@@ -132,8 +132,8 @@ fn dart_clos_sensitivity_cli_variant_runs_only_that_variant() {
     let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
     let unknown = run("no_such_variant");
     let _ = std::fs::remove_dir_all(&base);
-    // Two loads × three schemes, all of them PFC's.
-    assert_eq!(summary.lines().count(), 1 + 2 * 3, "{summary}");
+    // Two loads × four schemes, all of them PFC's.
+    assert_eq!(summary.lines().count(), 1 + 2 * 4, "{summary}");
     assert!(
         summary.lines().skip(1).all(|l| l.starts_with("pfc,")),
         "{summary}"
