@@ -561,21 +561,22 @@ struct Variant {
 }
 
 /// What seed 000 §VI leaves open, one change at a time from the typical mix (§VI-B: 40% of the
-/// bytes in short flows) at 10 ms (CI: 3 ms; `run_10x` runs ten times longer), load a fraction of the host's share of the 4:1 core, 3 MB
-/// buffers, no PFC. The light and heavy mixes' shares did not survive in the seed's text; 20%
-/// and 60% are our guesses.
-const VARIANTS: [Variant; 7] = [
+/// bytes in short flows) at 10 ms (CI: 3 ms; `run_10x` runs ten times longer), load a fraction
+/// of the host's share of the 4:1 core, 3 MB buffers, no PFC; and the light and heavy mixes
+/// ten times longer too. The light and heavy mixes' shares did not survive in the seed's text;
+/// 20% and 60% are our guesses.
+const VARIANTS: [Variant; 9] = [
     Variant {
         name: "typical",
         apply: |_| {},
     },
     Variant {
         name: "light_mix",
-        apply: |p| p.short_fraction = Some(0.2),
+        apply: light_mix,
     },
     Variant {
         name: "heavy_mix",
-        apply: |p| p.short_fraction = Some(0.6),
+        apply: heavy_mix,
     },
     Variant {
         name: "load_of_access_link",
@@ -583,7 +584,21 @@ const VARIANTS: [Variant; 7] = [
     },
     Variant {
         name: "run_10x",
-        apply: |p| p.duration_ns *= 10,
+        apply: run_10x,
+    },
+    Variant {
+        name: "light_mix_run_10x",
+        apply: |p| {
+            light_mix(p);
+            run_10x(p);
+        },
+    },
+    Variant {
+        name: "heavy_mix_run_10x",
+        apply: |p| {
+            heavy_mix(p);
+            run_10x(p);
+        },
     },
     Variant {
         name: "pfc",
@@ -595,8 +610,24 @@ const VARIANTS: [Variant; 7] = [
     },
 ];
 
+/// Fig. 11(b)'s light mix: 20% of the bytes in short flows.
+fn light_mix(p: &mut DartClos) {
+    p.short_fraction = Some(0.2);
+}
+
+/// Fig. 11(c)'s heavy mix: 60% of the bytes in short flows.
+fn heavy_mix(p: &mut DartClos) {
+    p.short_fraction = Some(0.6);
+}
+
+/// Ten times the run's length.
+fn run_10x(p: &mut DartClos) {
+    p.duration_ns *= 10;
+}
+
 /// Seed 000 §VI-B's saturation, looked for: each of `variants` at loads 20–80% (CI: 30% and
-/// 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters and Dart, on `size`.
+/// 60%, 3 ms) under DCQCN with the paper's and with CX4's parameters, TIMELY and Dart, on
+/// `size`.
 /// Writes each point's 8 KB p50/p99, goodput and steady-state test (`summary.csv`), the
 /// paper's averaging of the p99 ratios (`ratios.csv`) and one p99 plot per variant.
 fn dart_clos_sensitivity(
@@ -611,7 +642,13 @@ fn dart_clos_sensitivity(
     } else {
         &[0.2, 0.4, 0.6, 0.8]
     };
-    let schemes = [CcScheme::Dcqcn, CcScheme::DcqcnCx4, CcScheme::Dart];
+    // Dart last: the schemes before it are the baselines of `ratios.csv`.
+    let schemes = [
+        CcScheme::Dcqcn,
+        CcScheme::DcqcnCx4,
+        CcScheme::Timely,
+        CcScheme::Dart,
+    ];
     let points: Vec<(&Variant, DartClos)> = variants
         .iter()
         .flat_map(|&v| {

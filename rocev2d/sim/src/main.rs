@@ -58,7 +58,8 @@ enum Cmd {
         #[arg(long)]
         quarter: bool,
         /// dart_clos_sensitivity: only this variant (typical, light_mix, heavy_mix,
-        /// load_of_access_link, run_10x, pfc, buffer_1mb).
+        /// load_of_access_link, run_10x, light_mix_run_10x, heavy_mix_run_10x, pfc,
+        /// buffer_1mb).
         #[arg(long)]
         variant: Option<String>,
         /// Points run at once (default: every CPU); the files do not depend on it.

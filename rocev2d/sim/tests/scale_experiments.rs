@@ -65,7 +65,8 @@ fn dart_clos_cli_ci_size_writes_the_same_rows_on_any_number_of_threads() {
 /// `experiments --only dart_clos_sensitivity --quick` writes a row per variant, load and scheme,
 /// two ratio rows per variant and a plot per variant, and each variant reaches the run: the
 /// access-link reading offers four times the short flows of the core's (4:1), the heavy mix
-/// more than the light one, and the long run ten times the length.
+/// more than the light one, the long runs ten times the length, and the long mixes the mixes'
+/// shares.
 #[test]
 fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_run() {
     let base = std::env::temp_dir().join(format!("rocev2-sim-sens-{}", std::process::id()));
@@ -80,13 +81,17 @@ fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_r
         })
         .count();
     let _ = std::fs::remove_dir_all(&base);
-    // Seven variants × two loads × three schemes; two baselines per variant.
-    assert_eq!(summary.lines().count(), 1 + 7 * 2 * 3, "{summary}");
-    assert_eq!(ratios.lines().count(), 1 + 7 * 2, "{ratios}");
-    assert_eq!(plots, 7);
+    // Nine variants × two loads × four schemes; three baselines per variant.
+    assert_eq!(summary.lines().count(), 1 + 9 * 2 * 4, "{summary}");
+    assert_eq!(ratios.lines().count(), 1 + 9 * 3, "{ratios}");
+    assert_eq!(plots, 9);
     let header: Vec<&str> = summary.lines().next().expect("header").split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
-    let (short, duration) = (col("short_flows"), col("duration_ns"));
+    let (short, duration, fraction) = (
+        col("short_flows"),
+        col("duration_ns"),
+        col("short_fraction"),
+    );
     // The DCQCN row at 60% of each variant.
     let row = |variant: &str| -> Vec<String> {
         let prefix = format!("{variant},dcqcn,0.6,");
@@ -104,10 +109,17 @@ fn dart_clos_sensitivity_cli_ci_size_writes_every_variant_and_each_changes_the_r
         "access/core short flows {access}"
     );
     assert!(num(&row("heavy_mix"), short) > num(&row("light_mix"), short) * 2.0);
-    assert_eq!(
-        num(&row("run_10x"), duration),
-        10.0 * num(&typical, duration)
-    );
+    for long in ["run_10x", "light_mix_run_10x", "heavy_mix_run_10x"] {
+        assert_eq!(
+            num(&row(long), duration),
+            10.0 * num(&typical, duration),
+            "{long}"
+        );
+    }
+    for mix in ["light_mix", "heavy_mix"] {
+        let long = row(&format!("{mix}_run_10x"));
+        assert_eq!(num(&long, fraction), num(&row(mix), fraction), "{mix}");
+    }
 }
 
 /// `--variant` runs one variant of `dart_clos_sensitivity` and refuses a name it does not know.
@@ -132,8 +144,8 @@ fn dart_clos_sensitivity_cli_variant_runs_only_that_variant() {
     let summary = std::fs::read_to_string(dir.join("summary.csv")).expect("summary.csv");
     let unknown = run("no_such_variant");
     let _ = std::fs::remove_dir_all(&base);
-    // Two loads × three schemes, all of them PFC's.
-    assert_eq!(summary.lines().count(), 1 + 2 * 3, "{summary}");
+    // Two loads × four schemes, all of them PFC's.
+    assert_eq!(summary.lines().count(), 1 + 2 * 4, "{summary}");
     assert!(
         summary.lines().skip(1).all(|l| l.starts_with("pfc,")),
         "{summary}"
