@@ -31,6 +31,8 @@ pub enum Kind {
     Qp,
     /// `crate::qp::Ah`.
     Ah,
+    /// `crate::srq::Srq`.
+    Srq,
 }
 
 static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);

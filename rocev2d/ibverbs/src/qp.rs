@@ -11,7 +11,10 @@
 //! UD QPs (`IBV_QPT_UD`) send through address handles (`ibv_create_ah`, resolved the same
 //! way) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
 //!
-//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do SRQs, multicast and
+//! A QP created with `ibv_qp_init_attr.srq` takes its receive requests from that shared
+//! receive queue (`crate::srq`) and refuses its own (`ibv_post_recv` fails with `EINVAL`).
+//!
+//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and
 //! the extended QP (`ibv_qp_to_qp_ex` returns NULL; perftest then uses `ibv_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
 //! attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
 //! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
@@ -76,9 +79,13 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
         if init.qp_type != abi::IBV_QPT_RC && init.qp_type != abi::IBV_QPT_UD {
             return null_with(libc::EOPNOTSUPP);
         }
-        if !init.srq.is_null() {
-            return null_with(libc::EOPNOTSUPP);
-        }
+        let srq = match init.srq.is_null() {
+            true => None,
+            false => match crate::srq::srq(init.srq) {
+                Some(s) => Some(s.device_srq()),
+                None => return null_with(libc::EINVAL),
+            },
+        };
         let (Some(scq), Some(rcq)) = (cq(init.send_cq), cq(init.recv_cq)) else {
             return null_with(libc::EINVAL);
         };
@@ -101,6 +108,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
             max_send_sge: cap.max_send_sge,
             max_recv_sge: cap.max_recv_sge,
             max_inline_data: cap.max_inline_data,
+            srq: srq.map(|s| s.id()),
             ..QpConfig::new(d.pd.id(), scq.cq.id(), rcq.cq.id())
         };
         // The device brings a new QP up (RC to INIT, UD to RTS); a verbs QP starts in RESET,
@@ -133,7 +141,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
                 pd: p,
                 send_cq: init.send_cq,
                 recv_cq: init.recv_cq,
-                srq: std::ptr::null_mut(),
+                srq: init.srq,
                 handle: qpn.value(),
                 qp_num: qpn.value(),
                 state: 0,
@@ -304,6 +312,7 @@ pub extern "C" fn ibv_query_qp(
             i.qp_context = q.ibv.qp_context;
             i.send_cq = q.ibv.send_cq;
             i.recv_cq = q.ibv.recv_cq;
+            i.srq = q.ibv.srq;
             i.cap = q.cap;
             i.qp_type = q.qp_type;
             i.sq_sig_all = c_int::from(q.sq_sig_all);
@@ -496,22 +505,32 @@ pub(crate) unsafe extern "C" fn post_recv(
         let Some(q) = qp(p) else {
             return libc::EINVAL;
         };
-        post_chain(
-            wr,
-            bad,
-            |w| w.next,
-            |w| {
-                // SAFETY: the ibv_post_recv contract: the SGE list is readable.
-                let sg = unsafe { sges(w.sg_list, w.num_sge, q.cap.max_recv_sge) }
-                    .ok_or(libc::EINVAL)?;
-                let r = RecvWr {
-                    wr_id: w.wr_id,
-                    sg_list: sg,
-                };
-                q.engine.post_recv(q.qp, r).map_err(|e| crate::errno(&e))
-            },
-        )
+        post_recv_chain(wr, bad, q.cap.max_recv_sge, |r| q.engine.post_recv(q.qp, r))
     })
+}
+
+/// Posts a chain of receive requests (`ibv_post_recv`, `ibv_post_srq_recv`) of at most
+/// `max_sge` SGEs each through `post`, as [`post_chain`] does.
+pub(crate) fn post_recv_chain(
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+    max_sge: u32,
+    mut post: impl FnMut(RecvWr) -> rocev2::Result<()>,
+) -> c_int {
+    post_chain(
+        wr,
+        bad,
+        |w| w.next,
+        |w| {
+            // SAFETY: the ibv_post_recv contract: the SGE list is readable.
+            let sg = unsafe { sges(w.sg_list, w.num_sge, max_sge) }.ok_or(libc::EINVAL)?;
+            let r = RecvWr {
+                wr_id: w.wr_id,
+                sg_list: sg,
+            };
+            post(r).map_err(|e| crate::errno(&e))
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -608,19 +627,6 @@ pub extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
             Err(e) => crate::errno(&e),
         }
     })
-}
-
-#[unsafe(no_mangle)]
-/// `ibv_create_srq(3)`: not supported.
-pub extern "C" fn ibv_create_srq(_pd: *mut ibv_pd, _attr: *mut c_void) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-#[unsafe(no_mangle)]
-/// `ibv_destroy_srq(3)`: there are none.
-pub extern "C" fn ibv_destroy_srq(_srq: *mut c_void) -> c_int {
-    libc::EINVAL
 }
 
 #[unsafe(no_mangle)]

@@ -1,7 +1,10 @@
 //! Debian's own rdma-core and perftest binaries, unmodified, with `librocev2_ibverbs.so`
 //! preloaded, in a pair testbed (two namespaces, one veth link, MTU 4200): the device list,
-//! `ibv_rc_pingpong -c` (data validated) with polling and with completion events, and
-//! `ib_write_bw`, `ib_read_bw`, `ib_send_lat`, `ib_atomic_bw` between the namespaces.
+//! `ibv_rc_pingpong -c` (data validated) with polling and with completion events,
+//! `ibv_srq_pingpong -c` (sixteen QPs sharing one SRQ, data validated, each completion
+//! matched to its QP by `qp_num`), and `ib_write_bw`, `ib_read_bw`, `ib_send_lat`,
+//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces; and `tests/programs/srq_limit.c`,
+//! built here against libibverbs, for the SRQ limit event through `ibv_get_async_event`.
 //!
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
@@ -225,6 +228,83 @@ fn ib_send_bw_with_completion_events() {
         assert_eq!(result(&out, "#bytes", 1), 200.0, "{out}");
         assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
     }
+}
+
+/// `ib_send_bw --use-srq`: the receiving side posts to a shared receive queue (its depth
+/// `--rx-depth`), through the context's `post_srq_recv` entry.
+#[test]
+fn ib_send_bw_with_an_srq() {
+    if let Some(out) = perftest(
+        "ib_send_bw_with_an_srq",
+        "ib_send_bw",
+        &["--use-srq", "-r", "64", "-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// `ibv_srq_pingpong -c`: the default sixteen QPs of each side take their receives from one
+/// SRQ; each receive completion is matched to its QP by `qp_num` (a wrong one makes the program
+/// fail), and the received buffers are validated.
+#[test]
+fn srq_pingpong_validates_data_between_namespaces() {
+    if !need_root("srq_pingpong_validates_data_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let args = |host: &str| {
+        let d = device(&tb, host);
+        ["-d", d.as_str(), "-g", "1", "-n", "200", "-s", "4096", "-c"].map(str::to_string)
+    };
+    let mut server = preloaded(&tb, "h1", "ibv_srq_pingpong");
+    server.args(args("h1"));
+    let mut client = preloaded(&tb, "h0", "ibv_srq_pingpong");
+    client.args(args("h0")).arg(h1_ip(&tb));
+    let (s, c) = run_pair(&tb, server, client, 18515);
+    for out in [&s, &c] {
+        // Both directions of 200 exchanges of 4096 bytes: 2 · 4096 · 200.
+        assert!(out.stdout.contains("1638400 bytes in "), "{}", show(out));
+        assert!(out.stdout.contains("200 iters in "), "{}", show(out));
+        assert!(!out.stderr.contains("nvalid"), "{}", show(out));
+    }
+}
+
+/// `tests/programs/srq_limit.c`, compiled against the installed libibverbs and run preloaded:
+/// the server's SRQ of four receives, limit armed at two, takes the client's three Sends; it
+/// gets `IBV_EVENT_SRQ_LIMIT_REACHED` for its SRQ from `ibv_get_async_event` once, and cannot
+/// destroy the SRQ while its QP lives (the program checks each and fails otherwise).
+#[test]
+fn srq_limit_event_reaches_ibv_get_async_event() {
+    if !need_root("srq_limit_event_reaches_ibv_get_async_event") {
+        return;
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/srq_limit.c");
+    let exe = std::env::temp_dir().join(format!("rocev2-srq-limit-{}", std::process::id()));
+    let cc = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+        .expect("cc runs (deploy/prereqs.sh installs gcc and libibverbs-dev)");
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let tb = pair();
+    let port = "18515";
+    let h0_ip = tb.node("h0").unwrap().ipv4().unwrap().to_string();
+    let exe_s = exe.display().to_string();
+    let mut server = preloaded(&tb, "h1", &exe_s);
+    server.args([device(&tb, "h1").as_str(), &h0_ip, "server", port]);
+    let mut client = preloaded(&tb, "h0", &exe_s);
+    client.args([device(&tb, "h0").as_str(), &h1_ip(&tb), "client", port]);
+    let (s, c) = run_pair(&tb, server, client, 18515);
+    let _ = std::fs::remove_file(&exe);
+    assert!(s.stdout.contains("server: limit event ok"), "{}", show(&s));
+    assert!(c.stdout.contains("client: sent 3"), "{}", show(&c));
 }
 
 /// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
