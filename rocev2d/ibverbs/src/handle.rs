@@ -71,6 +71,12 @@ pub fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// NULL with `errno` set to `e`: how a constructor (`ibv_create_*`) fails.
+pub fn null_with<T>(e: i32) -> *mut T {
+    set_errno(e);
+    std::ptr::null_mut()
+}
+
 /// Runs `f` for an exported function, turning a panic into `on_panic` with `errno` `EIO` so
 /// that no unwinding crosses into C.
 pub fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {

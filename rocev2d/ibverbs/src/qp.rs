@@ -26,7 +26,7 @@ use crate::abi::{
 use crate::context::{MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::cq::cq;
 use crate::engine::Engine;
-use crate::handle::{self, Kind, guard, set_errno};
+use crate::handle::{self, Kind, guard, null_with, set_errno};
 use crate::mr::pd;
 use core::ffi::{c_int, c_void};
 use rocev2::{AhAttr, Destination, ModifySpec, UdAddress};
@@ -60,11 +60,6 @@ pub struct Qp {
 fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     // SAFETY: a registered Qp stays valid until ibv_destroy_qp unregisters it.
     handle::check(p, Kind::Qp).then(|| unsafe { &*p.cast::<Qp>() })
-}
-
-fn null_with(errno: i32) -> *mut ibv_qp {
-    set_errno(errno);
-    std::ptr::null_mut()
 }
 
 #[unsafe(no_mangle)]

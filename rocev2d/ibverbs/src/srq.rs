@@ -15,7 +15,7 @@ use crate::abi::{self, ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_
 use crate::context::{MAX_QP_WR, MAX_SGE, context};
 use crate::engine::Engine;
 use crate::epoll;
-use crate::handle::{self, Kind, guard, set_errno};
+use crate::handle::{self, Kind, guard, null_with};
 use crate::mr::pd;
 use core::ffi::c_int;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -49,11 +49,6 @@ impl Srq {
     pub fn limit_reached(&self) -> bool {
         self.engine.srq_limit_reached(self.srq).unwrap_or(false)
     }
-}
-
-fn null_with(errno: c_int) -> *mut ibv_srq {
-    set_errno(errno);
-    std::ptr::null_mut()
 }
 
 #[unsafe(no_mangle)]

@@ -11,7 +11,7 @@
 
 mod common;
 use common::*;
-use rocev2_testbed::need_root;
+use rocev2_testbed::{Captured, need_root};
 
 #[test]
 fn devices_are_listed_and_queried() {
@@ -48,37 +48,32 @@ fn devices_are_listed_and_queried() {
     assert!(text.contains("GID[  0]:\t\tfe80:"), "{text}");
 }
 
+/// An rdma-core pingpong `program` on both sides with `-d DEVICE -g 1` and `args`, the client
+/// connecting to h1's address; both must succeed. `None` when not root (skipped loudly).
+fn pingpong(test: &str, program: &str, args: &[&str]) -> Option<(Captured, Captured)> {
+    if !need_root(test) {
+        return None;
+    }
+    let tb = pair();
+    let mut server = preloaded(&tb, "h1", program);
+    server
+        .args(["-d", &device(&tb, "h1"), "-g", "1"])
+        .args(args);
+    let mut client = preloaded(&tb, "h0", program);
+    client
+        .args(["-d", &device(&tb, "h0"), "-g", "1"])
+        .args(args)
+        .arg(h1_ip(&tb));
+    Some(run_pair(&tb, server, client, 18515))
+}
+
 /// `ibv_rc_pingpong -g 1 -n 1000 -s 4096 -c` (plus `extra`) on both sides: both print the
 /// throughput lines, neither reports invalid data.
 fn rc_pingpong(test: &str, extra: &[&str]) {
-    if !need_root(test) {
+    let args = [&["-n", "1000", "-s", "4096", "-c"], extra].concat();
+    let Some((s, c)) = pingpong(test, "ibv_rc_pingpong", &args) else {
         return;
-    }
-    let tb = pair();
-    let port = 18515;
-    let args = |host: &str| {
-        let mut v: Vec<String> = [
-            "-d",
-            &device(&tb, host),
-            "-g",
-            "1",
-            "-n",
-            "1000",
-            "-s",
-            "4096",
-            "-c",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
     };
-    let mut server = preloaded(&tb, "h1", "ibv_rc_pingpong");
-    server.args(args("h1"));
-    let mut client = preloaded(&tb, "h0", "ibv_rc_pingpong");
-    client.args(args("h0")).arg(h1_ip(&tb));
-    let (s, c) = run_pair(&tb, server, client, port);
     for out in [&s, &c] {
         assert!(out.stdout.contains("8192000 bytes in "), "{}", show(out));
         assert!(out.stdout.contains("1000 iters in "), "{}", show(out));
@@ -249,19 +244,11 @@ fn ib_send_bw_with_an_srq() {
 /// fail), and the received buffers are validated.
 #[test]
 fn srq_pingpong_validates_data_between_namespaces() {
-    if !need_root("srq_pingpong_validates_data_between_namespaces") {
+    let args = ["-n", "200", "-s", "4096", "-c"];
+    let test = "srq_pingpong_validates_data_between_namespaces";
+    let Some((s, c)) = pingpong(test, "ibv_srq_pingpong", &args) else {
         return;
-    }
-    let tb = pair();
-    let args = |host: &str| {
-        let d = device(&tb, host);
-        ["-d", d.as_str(), "-g", "1", "-n", "200", "-s", "4096", "-c"].map(str::to_string)
     };
-    let mut server = preloaded(&tb, "h1", "ibv_srq_pingpong");
-    server.args(args("h1"));
-    let mut client = preloaded(&tb, "h0", "ibv_srq_pingpong");
-    client.args(args("h0")).arg(h1_ip(&tb));
-    let (s, c) = run_pair(&tb, server, client, 18515);
     for out in [&s, &c] {
         // Both directions of 200 exchanges of 4096 bytes: 2 · 4096 · 200.
         assert!(out.stdout.contains("1638400 bytes in "), "{}", show(out));
@@ -310,19 +297,11 @@ fn srq_limit_event_reaches_ibv_get_async_event() {
 /// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
 #[test]
 fn ud_pingpong_between_namespaces() {
-    if !need_root("ud_pingpong_between_namespaces") {
+    let args = ["-n", "500", "-s", "2048"];
+    let test = "ud_pingpong_between_namespaces";
+    let Some((s, c)) = pingpong(test, "ibv_ud_pingpong", &args) else {
         return;
-    }
-    let tb = pair();
-    let args = |host: &str| {
-        let d = device(&tb, host);
-        ["-d", d.as_str(), "-g", "1", "-n", "500", "-s", "2048"].map(str::to_string)
     };
-    let mut server = preloaded(&tb, "h1", "ibv_ud_pingpong");
-    server.args(args("h1"));
-    let mut client = preloaded(&tb, "h0", "ibv_ud_pingpong");
-    client.args(args("h0")).arg(h1_ip(&tb));
-    let (s, c) = run_pair(&tb, server, client, 18515);
     for out in [&s, &c] {
         // ibv_ud_pingpong counts both directions: 2 · 2048 · 500.
         assert!(out.stdout.contains("2048000 bytes in "), "{}", show(out));
