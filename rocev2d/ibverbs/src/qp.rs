@@ -9,7 +9,7 @@
 //! family. The path MTU is lowered to what the interface carries.
 //!
 //! UD QPs (`IBV_QPT_UD`) send through address handles (`ibv_create_ah`, resolved the same
-//! way) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
+//! way, or `ibv_create_ah_from_wc` towards a receive's sender) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
 //!
 //! A QP created with `ibv_qp_init_attr.srq` takes its receive requests from that shared
 //! receive queue (`crate::srq`) and refuses its own (`ibv_post_recv` fails with `EINVAL`).
@@ -596,16 +596,97 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
     })
 }
 
+/// The address vector that answers the sender of `wc` (`ibv_init_ah_from_wc`): its GID from
+/// the GRH area `grh` as the destination, the local GID the packet was sent to as the source
+/// (its index in `ctx`'s table), its traffic class, hop limit 255; an `errno` without a GRH
+/// (`IBV_WC_GRH`: every RoCE UD receive has one) or for a GID the interface does not hold.
+///
+/// # Safety
+/// `grh` must point to 40 readable bytes when `wc` has `IBV_WC_GRH`.
+unsafe fn ah_attr_from_wc(
+    ctx: &crate::context::Context,
+    port: u8,
+    wc: &abi::ibv_wc,
+    grh: *const u8,
+) -> Result<ibv_ah_attr, c_int> {
+    if port != 1 || wc.wc_flags & abi::IBV_WC_GRH == 0 || grh.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let mut area = [0u8; rocev2_core::wire::grh::GRH_LEN];
+    // SAFETY: this function's contract: the GRH area is 40 readable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(grh, area.as_mut_ptr(), area.len()) };
+    let local = rocev2_core::wire::grh::dest_gid(&area);
+    let gids = ctx.engine.interface().gids();
+    let index = gids.iter().position(|g| *g == local).ok_or(libc::ENOENT)?;
+    Ok(ibv_ah_attr {
+        grh: abi::ibv_global_route {
+            dgid: abi::ibv_gid {
+                raw: rocev2_core::wire::grh::source_gid(&area).octets(),
+            },
+            flow_label: 0,
+            sgid_index: u8::try_from(index).map_err(|_| libc::ENOENT)?,
+            hop_limit: 0xff,
+            traffic_class: rocev2_core::wire::grh::traffic_class(&area),
+        },
+        dlid: 0,
+        sl: wc.sl,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 1,
+        port_num: port,
+    })
+}
+
 #[unsafe(no_mangle)]
-/// `ibv_create_ah_from_wc(3)`: not supported.
+/// `ibv_init_ah_from_wc(3)`: the address vector that answers a UD receive's sender.
+pub extern "C" fn ibv_init_ah_from_wc(
+    ctx: *mut abi::ibv_context,
+    port: u8,
+    wc: *mut abi::ibv_wc,
+    grh: *mut c_void,
+    attr: *mut ibv_ah_attr,
+) -> c_int {
+    guard(-1, || {
+        let (Some(c), false, false) = (crate::context::context(ctx), wc.is_null(), attr.is_null())
+        else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // SAFETY: the caller's completion (checked not NULL) and, with IBV_WC_GRH, its 40-byte
+        // GRH area (`struct ibv_grh`).
+        match unsafe { ah_attr_from_wc(c, port, &*wc, grh.cast()) } {
+            Ok(a) => {
+                // SAFETY: the caller's writable attr (checked not NULL).
+                unsafe { attr.write(a) };
+                0
+            }
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_ah_from_wc(3)`: an address handle to a UD receive's sender
+/// ([`ibv_init_ah_from_wc`], then [`ibv_create_ah`]).
 pub extern "C" fn ibv_create_ah_from_wc(
-    _pd: *mut ibv_pd,
-    _wc: *mut c_void,
-    _grh: *mut c_void,
-    _port: u8,
-) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    p: *mut ibv_pd,
+    wc: *mut abi::ibv_wc,
+    grh: *mut c_void,
+    port: u8,
+) -> *mut ibv_ah {
+    guard(std::ptr::null_mut(), || {
+        let Some(d) = pd(p) else {
+            return null_with(libc::EINVAL);
+        };
+        let mut attr = std::mem::MaybeUninit::<ibv_ah_attr>::uninit();
+        if ibv_init_ah_from_wc(d.ibv.context, port, wc, grh, attr.as_mut_ptr()) != 0 {
+            return std::ptr::null_mut();
+        }
+        ibv_create_ah(p, attr.as_mut_ptr())
+    })
 }
 
 #[unsafe(no_mangle)]

@@ -63,6 +63,13 @@ fn null_and_foreign_handles_are_refused() {
     assert!(ibv_create_ah(j.cast(), j.cast()).is_null());
     assert_eq!(errno(), libc::EINVAL);
     assert_eq!(ibv_destroy_ah(j.cast()), libc::EINVAL);
+    assert!(ibv_create_ah_from_wc(j.cast(), j.cast(), j.cast(), 1).is_null());
+    assert_eq!(errno(), libc::EINVAL);
+    assert_eq!(
+        ibv_init_ah_from_wc(j.cast(), 1, j.cast(), j.cast(), j.cast()),
+        -1
+    );
+    assert_eq!(errno(), libc::EINVAL);
     assert!(ibv_create_srq(j.cast(), j.cast()).is_null());
     assert_eq!(errno(), libc::EINVAL);
     assert!(ibv_create_srq(null_mut(), null_mut()).is_null());

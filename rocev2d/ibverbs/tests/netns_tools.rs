@@ -3,8 +3,9 @@
 //! `ibv_rc_pingpong -c` (data validated) with polling and with completion events,
 //! `ibv_srq_pingpong -c` (sixteen QPs sharing one SRQ, data validated, each completion
 //! matched to its QP by `qp_num`), and `ib_write_bw`, `ib_read_bw`, `ib_send_lat`,
-//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces; and `tests/programs/srq_limit.c`,
-//! built here against libibverbs, for the SRQ limit event through `ibv_get_async_event`.
+//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces; and
+//! `tests/programs/verbs_checks.c`, built here against libibverbs, for what no tool calls: the
+//! SRQ limit event through `ibv_get_async_event`, and `ibv_create_ah_from_wc`.
 //!
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
@@ -257,17 +258,17 @@ fn srq_pingpong_validates_data_between_namespaces() {
     }
 }
 
-/// `tests/programs/srq_limit.c`, compiled against the installed libibverbs and run preloaded:
-/// the server's SRQ of four receives, limit armed at two, takes the client's three Sends; it
-/// gets `IBV_EVENT_SRQ_LIMIT_REACHED` for its SRQ from `ibv_get_async_event` once, and cannot
-/// destroy the SRQ while its QP lives (the program checks each and fails otherwise).
-#[test]
-fn srq_limit_event_reaches_ibv_get_async_event() {
-    if !need_root("srq_limit_event_reaches_ibv_get_async_event") {
-        return;
+/// `tests/programs/verbs_checks.c` in `mode` (`srq` or `ud`), compiled against the installed
+/// libibverbs and run preloaded, the server in h1 and the client in h0; the program checks
+/// each step and fails on the first wrong one. Returns (server, client).
+fn verbs_checks(test: &str, mode: &str) -> Option<(Captured, Captured)> {
+    if !need_root(test) {
+        return None;
     }
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/srq_limit.c");
-    let exe = std::env::temp_dir().join(format!("rocev2-srq-limit-{}", std::process::id()));
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/verbs_checks.c");
+    let exe =
+        std::env::temp_dir().join(format!("rocev2-verbs-checks-{}-{mode}", std::process::id()));
     let cc = std::process::Command::new("cc")
         .arg("-o")
         .arg(&exe)
@@ -285,13 +286,41 @@ fn srq_limit_event_reaches_ibv_get_async_event() {
     let h0_ip = tb.node("h0").unwrap().ipv4().unwrap().to_string();
     let exe_s = exe.display().to_string();
     let mut server = preloaded(&tb, "h1", &exe_s);
-    server.args([device(&tb, "h1").as_str(), &h0_ip, "server", port]);
+    let role = |r: &str| format!("{mode}-{r}");
+    server.args([device(&tb, "h1"), h0_ip, role("server"), port.into()]);
     let mut client = preloaded(&tb, "h0", &exe_s);
-    client.args([device(&tb, "h0").as_str(), &h1_ip(&tb), "client", port]);
-    let (s, c) = run_pair(&tb, server, client, 18515);
+    client.args([device(&tb, "h0"), h1_ip(&tb), role("client"), port.into()]);
+    let out = run_pair(&tb, server, client, 18515);
     let _ = std::fs::remove_file(&exe);
-    assert!(s.stdout.contains("server: limit event ok"), "{}", show(&s));
-    assert!(c.stdout.contains("client: sent 3"), "{}", show(&c));
+    Some(out)
+}
+
+/// The server's SRQ of four receives, limit armed at two, takes the client's three Sends; it
+/// gets `IBV_EVENT_SRQ_LIMIT_REACHED` for its SRQ from `ibv_get_async_event` once, and cannot
+/// destroy the SRQ while its QP lives.
+#[test]
+fn srq_limit_event_reaches_ibv_get_async_event() {
+    let test = "srq_limit_event_reaches_ibv_get_async_event";
+    if let Some((s, c)) = verbs_checks(test, "srq") {
+        assert!(s.stdout.contains("server: limit event ok"), "{}", show(&s));
+        assert!(c.stdout.contains("client: sent 3"), "{}", show(&c));
+    }
+}
+
+/// The server answers a datagram through `ibv_create_ah_from_wc` (and checks what
+/// `ibv_init_ah_from_wc` fills: the sender's GID, the local GID's index); the client gets the
+/// answer.
+#[test]
+fn ud_answer_through_an_address_handle_from_the_completion() {
+    let test = "ud_answer_through_an_address_handle_from_the_completion";
+    if let Some((s, c)) = verbs_checks(test, "ud") {
+        assert!(
+            s.stdout.contains("server: answered through"),
+            "{}",
+            show(&s)
+        );
+        assert!(c.stdout.contains("client: pong"), "{}", show(&c));
+    }
 }
 
 /// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
