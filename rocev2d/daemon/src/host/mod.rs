@@ -74,7 +74,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 /// What one application may hold (`[limits]` of the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// QPs.
+    /// QPs (RC and UD); also bounds the shared receive queues, separately.
     pub max_qps: u32,
     /// CQs.
     pub max_cqs: u32,
