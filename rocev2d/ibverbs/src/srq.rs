@@ -8,8 +8,8 @@
 //! `ibv_get_async_event` reports `IBV_EVENT_SRQ_LIMIT_REACHED` once the armed limit
 //! (`ibv_modify_srq` with `IBV_SRQ_LIMIT`) is reached.
 //!
-//! Deviations: basic SRQs only (the extended `ibv_create_srq_ex` of XRC and tag matching is
-//! not offered); `ibv_create_srq` ignores `srq_limit`, as verbs says it may, and arms nothing.
+//! Deviations: basic SRQs only (verbs.h's inline `ibv_create_srq_ex` passes a basic one to
+//! `ibv_create_srq` and finds no extended op for XRC or tag matching: `EOPNOTSUPP`); `ibv_create_srq` ignores `srq_limit`, as verbs says it may, and arms nothing.
 
 use crate::abi::{self, ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_attr};
 use crate::context::{MAX_QP_WR, MAX_SGE, context};
