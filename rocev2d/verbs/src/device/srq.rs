@@ -34,7 +34,9 @@ impl Device {
         ))
     }
 
-    /// Posts a receive request to a shared receive queue (`ibv_post_srq_recv`).
+    /// Posts a receive request to a shared receive queue (`ibv_post_srq_recv`). Attached, each
+    /// post is one request to the daemon (an SRQ has no shared ring), a round trip that a QP's
+    /// [`Device::post_recv`] does not make.
     ///
     /// # Errors
     /// [`crate::Error::Verb`]: the SRQ is full, the request has more SGEs than it takes, or the
