@@ -23,8 +23,8 @@
 #                                    rustdoc JSON (a new nightly may need a new pin)
 #   Rust MSRV toolchain (minimal)    deploy/test.sh checks `rocev2` with the workspace's
 #                                    rust-version (Cargo.toml)
-#   libibverbs-dev                   <infiniband/verbs.h>, which rocev2d/ibverbs's layout test
-#                                    compiles against
+#   libibverbs-dev                   <infiniband/verbs.h> and libibverbs.so, which rocev2d/ibverbs's
+#                                    layout test compiles against and its verbs_checks.c links with
 #   deploy/tools.list                every external program a test, tool or script runs (iproute2,
 #                                    procps, iperf3, tcpdump, tshark, …), with its package
 #

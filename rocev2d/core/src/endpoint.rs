@@ -98,6 +98,9 @@ pub enum EndpointError {
     /// Memory registration failed.
     #[error(transparent)]
     Mr(#[from] MrError),
+    /// A shared receive queue refused a modification.
+    #[error(transparent)]
+    Srq(#[from] SrqError),
     /// A `cm_*` call before [`Endpoint::enable_cm`].
     #[error("the connection manager is not enabled")]
     CmNotEnabled,
@@ -368,14 +371,14 @@ impl Endpoint {
     /// `ibv_modify_srq`: a new capacity and/or an armed limit ([`crate::srq`]).
     ///
     /// # Errors
-    /// [`SrqError`].
+    /// [`EndpointError::Srq`].
     pub fn modify_srq(
         &mut self,
         srq: SrqId,
         max_wr: Option<u32>,
         limit: Option<u32>,
-    ) -> Result<(), SrqError> {
-        self.srqs.modify(srq, max_wr, limit)
+    ) -> Result<(), EndpointError> {
+        Ok(self.srqs.modify(srq, max_wr, limit)?)
     }
 
     /// `ibv_query_srq`.

@@ -38,7 +38,7 @@
 //! allow_uids = [1000]      # users besides root and the daemon's own (SO_PEERCRED)
 //!
 //! [limits]                 # per attached application
-//! max_qps = 1024           # 1..=1000000
+//! max_qps = 1024           # 1..=1000000: QPs, and as many shared receive queues
 //! max_cqs = 1024           # 1..=1000000
 //! max_ahs = 4096           # 1..=1000000: UD address handles
 //! max_mrs = 4096           # 1..=1000000: memory regions (zero-length ones too)

@@ -18,11 +18,16 @@
 //!   destroyed address handle completing in error.
 //! - MP-RDMA through the daemons: a multipath QP on each side, a WRITE between them, and each
 //!   application reads its QP's per-VP counters from its daemon (`Device::mp_snapshot`).
+//! - A shared receive queue through the daemons: two QPs of one application take the Sends of
+//!   two peers from one SRQ, the limit event fires, an SRQ in use is not destroyed (the
+//!   scenario the API's in-process test runs, `rocev2d/verbs/tests/scenarios/srq.rs`).
 //! - An MRA through the daemons: the passive application answers a REQ with an MRA, then
 //!   accepts, and both ends are established; another application cannot send an MRA for it,
 //!   and a second one after the accept is refused by the engine.
 
 mod common;
+#[path = "../../verbs/tests/scenarios/srq.rs"]
+mod srq;
 use common::*;
 use rocev2_datapath::clock::cpu_time;
 use rocev2_testbed::{Process, Testbed, exec};
@@ -1354,4 +1359,14 @@ fn attach_cm_mra_then_accept_through_two_daemons() {
     assert!(matches!(up(&b), CmEvent::Established { conn, .. } if conn == conn_b));
     up(&a);
     refused(a.cm_send_mra(req.conn, 24), ErrorKind::Verb);
+}
+
+#[test]
+fn attach_srq_two_peers_share_one_queue_through_two_daemons() {
+    let Some(rig) = Rig::new("attach_srq") else {
+        return;
+    };
+    let server = rig.attach("h0");
+    let client = rig.attach("h1");
+    srq::two_peers_share_one_srq(&server, &client);
 }

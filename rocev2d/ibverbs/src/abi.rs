@@ -42,9 +42,11 @@ pub type PostSendFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
 pub type PostRecvFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+pub type PostSrqRecvFn =
+    unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
 
 /// `struct ibv_context_ops`: the table through which verbs.h's inline `ibv_poll_cq`,
-/// `ibv_req_notify_cq`, `ibv_post_send` and `ibv_post_recv` call. An empty slot makes the
+/// `ibv_req_notify_cq`, `ibv_post_send`, `ibv_post_recv` and `ibv_post_srq_recv` call. An empty slot makes the
 /// inline wrappers that check for it (`ibv_alloc_mw`, …) fail with `EOPNOTSUPP`/`ENOSYS`.
 #[repr(C)]
 pub struct ibv_context_ops {
@@ -54,7 +56,7 @@ pub struct ibv_context_ops {
     pub req_notify_cq: Option<ReqNotifyCqFn>,
     /// `_compat_cq_event` … `_compat_destroy_srq`.
     pub _slots1: [Slot; 7],
-    pub post_srq_recv: Slot,
+    pub post_srq_recv: Option<PostSrqRecvFn>,
     /// `_compat_create_qp` … `_compat_destroy_qp`.
     pub _slots2: [Slot; 4],
     pub post_send: Option<PostSendFn>,
@@ -210,7 +212,7 @@ pub struct ibv_qp {
     pub pd: *mut ibv_pd,
     pub send_cq: *mut ibv_cq,
     pub recv_cq: *mut ibv_cq,
-    pub srq: *mut c_void,
+    pub srq: *mut ibv_srq,
     pub handle: u32,
     pub qp_num: u32,
     pub state: c_int,
@@ -218,6 +220,31 @@ pub struct ibv_qp {
     pub mutex: libc::pthread_mutex_t,
     pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
 }
 
 #[repr(C)]
@@ -235,7 +262,7 @@ pub struct ibv_qp_init_attr {
     pub qp_context: *mut c_void,
     pub send_cq: *mut ibv_cq,
     pub recv_cq: *mut ibv_cq,
-    pub srq: *mut c_void,
+    pub srq: *mut ibv_srq,
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
@@ -398,6 +425,10 @@ pub const IBV_PORT_DOWN: c_int = 1;
 pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 pub const IBV_ATOMIC_HCA: c_int = 1;
 pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
+pub const IBV_EVENT_SRQ_LIMIT_REACHED: c_int = 15;
+pub const IBV_DEVICE_SRQ_RESIZE: c_uint = 1 << 13;
+pub const IBV_SRQ_MAX_WR: c_int = 1 << 0;
+pub const IBV_SRQ_LIMIT: c_int = 1 << 1;
 pub const IBV_QPT_RC: c_int = 2;
 pub const IBV_QPT_UD: c_int = 4;
 

@@ -5,15 +5,22 @@
 //! P_Key 0xffff, GID table of the interface), with the active MTU the interface's IP MTU allows.
 //! Device limits are what the engine accepts.
 //!
-//! Deviations: there are no asynchronous events (no port changes or QP errors are reported
-//! there: errors complete work requests), so `ibv_get_async_event` blocks until the context
-//! closes, or fails with `EAGAIN` on a non-blocking `async_fd`.
+//! The context's `async_fd` is an epoll set of its SRQs' limit wake-ups
+//! ([`rocev2::Device::srq_event_fd`]): readable while an SRQ's limit event waits, so a program
+//! may `poll(2)` it; `ibv_get_async_event` waits on it and reports
+//! `IBV_EVENT_SRQ_LIMIT_REACHED` for the SRQ (or fails with `EAGAIN` on a non-blocking
+//! `async_fd`).
+//!
+//! Deviations: the SRQ limit is the only asynchronous event: port changes are not watched and
+//! QP errors complete work requests (their cause is [`rocev2::Device::qp_error`]), so without
+//! SRQs `ibv_get_async_event` blocks for ever.
 
 use crate::abi::{self, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr};
 use crate::device::{self, Device};
-use crate::engine::{Engine, eventfd, read_eventfd};
+use crate::engine::Engine;
+use crate::epoll;
 use crate::handle::{self, Kind, guard, set_errno};
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
@@ -26,8 +33,8 @@ pub struct Context {
     pub device: &'static Device,
     /// The device's engine.
     pub engine: Arc<Engine>,
-    /// `async_fd`: an eventfd that never becomes readable (no async events).
-    async_fd: OwnedFd,
+    /// `async_fd`: the epoll set of its SRQs' limit wake-ups, each carrying its `ibv_srq`.
+    pub(crate) async_fd: OwnedFd,
 }
 
 /// The context behind `ctx`, if it is a live one.
@@ -127,8 +134,12 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
                 return std::ptr::null_mut();
             }
         };
-        let Ok(async_fd) = eventfd(0) else {
-            return std::ptr::null_mut();
+        let async_fd = match epoll::create() {
+            Ok(fd) => fd,
+            Err(e) => {
+                set_errno(e);
+                return std::ptr::null_mut();
+            }
         };
         let ctx = Box::new(Context {
             ibv: ibv_context {
@@ -206,7 +217,7 @@ fn device_attr(d: &Device) -> ibv_device_attr {
         max_qp: 1 << 16,
         max_qp_wr: max_wr,
         // IBV_DEVICE_RC_RNR_NAK_GEN
-        device_cap_flags: 1 << 12,
+        device_cap_flags: 1 << 12 | abi::IBV_DEVICE_SRQ_RESIZE,
         max_sge: MAX_SGE as c_int,
         max_sge_rd: MAX_SGE as c_int,
         max_cq: 1 << 16,
@@ -230,9 +241,9 @@ fn device_attr(d: &Device) -> ibv_device_attr {
         max_ah: 0,
         max_fmr: 0,
         max_map_per_fmr: 0,
-        max_srq: 0,
-        max_srq_wr: 0,
-        max_srq_sge: 0,
+        max_srq: 1 << 16,
+        max_srq_wr: max_wr,
+        max_srq_sge: MAX_SGE as c_int,
         max_pkeys: 1,
         local_ca_ack_delay: 15,
         phys_port_cnt: 1,
@@ -409,22 +420,59 @@ pub extern "C" fn ibv_query_pkey(
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_get_async_event(3)`: none ever come (see the module docs).
-pub extern "C" fn ibv_get_async_event(ctx: *mut ibv_context, _event: *mut c_void) -> c_int {
+/// `ibv_get_async_event(3)`: the next SRQ whose limit was reached (see the module docs).
+pub extern "C" fn ibv_get_async_event(
+    ctx: *mut ibv_context,
+    event: *mut abi::ibv_async_event,
+) -> c_int {
     guard(-1, || {
-        let Some(c) = context(ctx) else {
+        let (Some(c), false) = (context(ctx), event.is_null()) else {
             set_errno(libc::EINVAL);
             return -1;
         };
-        // Blocks (or fails with EAGAIN on a non-blocking fd); nothing ever writes it.
-        read_eventfd(c.async_fd.as_raw_fd());
-        -1
+        loop {
+            let p = match epoll::next::<abi::ibv_srq>(&c.async_fd, || ()) {
+                Ok(p) => p,
+                Err(e) => {
+                    set_errno(e);
+                    return -1;
+                }
+            };
+            // An SRQ destroyed with its event pending left the set with it; another thread
+            // may have taken the event first.
+            let Some(s) = crate::srq::srq(p) else {
+                continue;
+            };
+            if !s.limit_reached() {
+                continue;
+            }
+            // SAFETY: the caller's writable event (checked not NULL).
+            unsafe {
+                event.write(abi::ibv_async_event {
+                    element: p.cast(),
+                    event_type: abi::IBV_EVENT_SRQ_LIMIT_REACHED,
+                })
+            };
+            return 0;
+        }
     })
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_ack_async_event(3)`: nothing to acknowledge.
-pub extern "C" fn ibv_ack_async_event(_event: *mut c_void) {}
+/// `ibv_ack_async_event(3)`: counts an SRQ's event in its `events_completed`, as libibverbs
+/// does.
+pub extern "C" fn ibv_ack_async_event(event: *mut abi::ibv_async_event) {
+    guard((), || {
+        if event.is_null() {
+            return;
+        }
+        // SAFETY: the caller's event, as ibv_get_async_event filled it (checked not NULL).
+        let ev = unsafe { &*event };
+        if ev.event_type == abi::IBV_EVENT_SRQ_LIMIT_REACHED {
+            crate::srq::ack_event(ev.element.cast());
+        }
+    })
+}
 
 #[unsafe(no_mangle)]
 /// `ibv_fork_init(3)`: nothing to prepare (no pinned pages).

@@ -13,10 +13,11 @@
 use crate::abi::{self, ibv_comp_channel, ibv_context, ibv_cq, ibv_wc};
 use crate::context::{Context, MAX_CQE, context};
 use crate::engine::Engine;
+use crate::epoll;
 use crate::handle::{self, Kind, guard, set_errno};
 use core::ffi::{c_int, c_void};
 use rocev2_core::cq::WorkCompletion;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 /// A completion channel: `ibv_comp_channel` first, so its pointer is the handle.
@@ -60,7 +61,7 @@ pub fn ops() -> abi::ibv_context_ops {
         poll_cq: Some(poll_cq),
         req_notify_cq: Some(req_notify_cq),
         _slots1: [None; 7],
-        post_srq_recv: None,
+        post_srq_recv: Some(crate::srq::post_srq_recv),
         _slots2: [None; 4],
         post_send: Some(crate::qp::post_send),
         post_recv: Some(crate::qp::post_recv),
@@ -76,13 +77,13 @@ pub extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_com
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         };
-        // SAFETY: epoll_create1 takes no pointers; a non-negative result is ours.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: just created, owned by nothing else.
-        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let epoll = match epoll::create() {
+            Ok(e) => e,
+            Err(e) => {
+                set_errno(e);
+                return std::ptr::null_mut();
+            }
+        };
         let p = Box::into_raw(Box::new(Channel {
             ibv: ibv_comp_channel {
                 context: ctx,
@@ -175,7 +176,7 @@ pub extern "C" fn ibv_create_cq(
         }))
         .cast::<ibv_cq>();
         if let (Some(chan), Some(ev)) = (chan, unsafe_cq_event(p)) {
-            if let Err(e) = epoll_ctl(&chan.epoll, libc::EPOLL_CTL_ADD, ev, p) {
+            if let Err(e) = epoll::ctl(&chan.epoll, libc::EPOLL_CTL_ADD, ev, p) {
                 // SAFETY: made above by Box::into_raw and never handed out.
                 let q = unsafe { Box::from_raw(p.cast::<Cq>()) };
                 let _ = q.engine.destroy_cq(q.cq);
@@ -197,21 +198,6 @@ fn unsafe_cq_event(p: *mut ibv_cq) -> Option<RawFd> {
     unsafe { (*p.cast::<Cq>()).event.as_ref().map(AsRawFd::as_raw_fd) }
 }
 
-/// Adds (or removes) `fd` to the epoll set `epoll`, readable-level, carrying `cq`.
-fn epoll_ctl(epoll: &OwnedFd, op: c_int, fd: RawFd, cq: *mut ibv_cq) -> Result<(), c_int> {
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: cq as u64,
-    };
-    // SAFETY: both descriptors are live; `ev` is a live local the kernel only reads.
-    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut ev) } < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
-    }
-    Ok(())
-}
-
 #[unsafe(no_mangle)]
 /// `ibv_destroy_cq(3)`: `EBUSY` while a QP completes into it.
 pub extern "C" fn ibv_destroy_cq(p: *mut ibv_cq) -> c_int {
@@ -224,7 +210,7 @@ pub extern "C" fn ibv_destroy_cq(p: *mut ibv_cq) -> c_int {
         }
         let ch = c.ibv.channel;
         if let (Some(chan), Some(ev)) = (channel(ch), &c.event) {
-            let _ = epoll_ctl(&chan.epoll, libc::EPOLL_CTL_DEL, ev.as_raw_fd(), p);
+            let _ = epoll::ctl(&chan.epoll, libc::EPOLL_CTL_DEL, ev.as_raw_fd(), p);
             // SAFETY: a live channel (checked), as in ibv_create_cq.
             unsafe { (*ch).refcnt -= 1 };
         }
@@ -258,28 +244,15 @@ pub extern "C" fn ibv_get_cq_event(
             set_errno(libc::EINVAL);
             return -1;
         }
-        let fd = c.epoll.as_raw_fd();
-        // SAFETY: F_GETFL takes no pointer.
-        let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
         loop {
-            let timeout = if nonblocking {
-                0
-            } else {
-                // The program sleeps: the progress thread takes the engine back at once.
-                c.engine.hand_back();
-                -1
+            // The program sleeps: the progress thread takes the engine back at once.
+            let p = match epoll::next::<ibv_cq>(&c.epoll, || c.engine.hand_back()) {
+                Ok(p) => p,
+                Err(e) => {
+                    set_errno(e);
+                    return -1;
+                }
             };
-            // SAFETY: a live epoll descriptor; room for one event in a live local.
-            let n = unsafe { libc::epoll_wait(fd, &mut ev, 1, timeout) };
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if n <= 0 {
-                set_errno(if n == 0 { libc::EAGAIN } else { libc::EIO });
-                return -1;
-            }
-            let p = ev.u64 as usize as *mut ibv_cq;
             // A CQ destroyed with its event pending left the set with it.
             let Some(q) = cq(p) else { continue };
             q.engine.ack_cq_event(q.cq);

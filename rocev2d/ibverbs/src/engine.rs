@@ -15,7 +15,6 @@
 //! drives; the program's memory is reached in place through its `/proc/self/mem`.
 
 use rocev2::{DatapathKind, Device};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::{Mutex, MutexGuard};
 
 /// Where `ROCEV2_DATAPATH` picks the datapath: `xdp`, `packet`, `udp`, `auto` (default) or
@@ -54,26 +53,4 @@ pub fn open(name: &str) -> Result<Engine, String> {
 /// catches panics, so the state stays usable).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A new close-on-exec eventfd with `flags`.
-///
-/// # Errors
-/// `eventfd`'s.
-pub fn eventfd(flags: libc::c_int) -> std::io::Result<OwnedFd> {
-    // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor we own.
-    let fd = unsafe { libc::eventfd(0, flags | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Takes an eventfd's counter; false when it was zero on a non-blocking descriptor, or on an
-/// error.
-pub fn read_eventfd(fd: RawFd) -> bool {
-    let mut buf = [0u8; 8];
-    // SAFETY: reads at most 8 bytes into a live local buffer.
-    unsafe { libc::read(fd, buf.as_mut_ptr().cast(), 8) == 8 }
 }

@@ -31,6 +31,8 @@ pub enum Kind {
     Qp,
     /// `crate::qp::Ah`.
     Ah,
+    /// `crate::srq::Srq`.
+    Srq,
 }
 
 static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);
@@ -67,6 +69,12 @@ pub fn check<T>(ptr: *const T, kind: Kind) -> bool {
 pub fn set_errno(e: i32) {
     // SAFETY: `__errno_location` returns the calling thread's errno, valid for writes.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// NULL with `errno` set to `e`: how a constructor (`ibv_create_*`) fails.
+pub fn null_with<T>(e: i32) -> *mut T {
+    set_errno(e);
+    std::ptr::null_mut()
 }
 
 /// Runs `f` for an exported function, turning a panic into `on_panic` with `errno` `EIO` so

@@ -16,7 +16,8 @@
 //! Layout: [`abi`] (the C structs, checked against the installed header by
 //! `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
 //! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling),
-//! [`qp`] (QPs, modify, posting), [`engine`] (the per-interface [`rocev2::Device`]: in-process
+//! [`qp`] (QPs, modify, posting), [`srq`] (shared receive queues), [`epoll`] (the sets behind
+//! a channel's `fd` and a context's `async_fd`), [`engine`] (the per-interface [`rocev2::Device`]: in-process
 //! or attached to `rocev2d`, as a Rust application's), [`handle`] (live-object checks and the
 //! panic guard every exported function runs in).
 //!
@@ -33,9 +34,11 @@ pub mod context;
 pub mod cq;
 pub mod device;
 pub mod engine;
+pub mod epoll;
 pub mod handle;
 pub mod mr;
 pub mod qp;
+pub mod srq;
 
 use core::ffi::c_int;
 use rocev2::Error;

@@ -9,9 +9,12 @@
 //! family. The path MTU is lowered to what the interface carries.
 //!
 //! UD QPs (`IBV_QPT_UD`) send through address handles (`ibv_create_ah`, resolved the same
-//! way) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
+//! way, or `ibv_create_ah_from_wc` towards a receive's sender) and receive with the 40-byte GRH area first in the buffer (`IBV_WC_GRH`), as on RoCE.
 //!
-//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do SRQs, multicast and
+//! A QP created with `ibv_qp_init_attr.srq` takes its receive requests from that shared
+//! receive queue (`crate::srq`) and refuses its own (`ibv_post_recv` fails with `EINVAL`).
+//!
+//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and
 //! the extended QP (`ibv_qp_to_qp_ex` returns NULL; perftest then uses `ibv_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
 //! attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
 //! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
@@ -23,7 +26,7 @@ use crate::abi::{
 use crate::context::{MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::cq::cq;
 use crate::engine::Engine;
-use crate::handle::{self, Kind, guard, set_errno};
+use crate::handle::{self, Kind, guard, null_with, set_errno};
 use crate::mr::pd;
 use core::ffi::{c_int, c_void};
 use rocev2::{AhAttr, Destination, ModifySpec, UdAddress};
@@ -59,11 +62,6 @@ fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     handle::check(p, Kind::Qp).then(|| unsafe { &*p.cast::<Qp>() })
 }
 
-fn null_with(errno: i32) -> *mut ibv_qp {
-    set_errno(errno);
-    std::ptr::null_mut()
-}
-
 #[unsafe(no_mangle)]
 /// `ibv_create_qp(3)`: an RC QP in RESET.
 pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
@@ -76,9 +74,13 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
         if init.qp_type != abi::IBV_QPT_RC && init.qp_type != abi::IBV_QPT_UD {
             return null_with(libc::EOPNOTSUPP);
         }
-        if !init.srq.is_null() {
-            return null_with(libc::EOPNOTSUPP);
-        }
+        let srq = match init.srq.is_null() {
+            true => None,
+            false => match crate::srq::srq(init.srq) {
+                Some(s) => Some(s.device_srq()),
+                None => return null_with(libc::EINVAL),
+            },
+        };
         let (Some(scq), Some(rcq)) = (cq(init.send_cq), cq(init.recv_cq)) else {
             return null_with(libc::EINVAL);
         };
@@ -101,6 +103,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
             max_send_sge: cap.max_send_sge,
             max_recv_sge: cap.max_recv_sge,
             max_inline_data: cap.max_inline_data,
+            srq: srq.map(|s| s.id()),
             ..QpConfig::new(d.pd.id(), scq.cq.id(), rcq.cq.id())
         };
         // The device brings a new QP up (RC to INIT, UD to RTS); a verbs QP starts in RESET,
@@ -133,7 +136,7 @@ pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> 
                 pd: p,
                 send_cq: init.send_cq,
                 recv_cq: init.recv_cq,
-                srq: std::ptr::null_mut(),
+                srq: init.srq,
                 handle: qpn.value(),
                 qp_num: qpn.value(),
                 state: 0,
@@ -304,6 +307,7 @@ pub extern "C" fn ibv_query_qp(
             i.qp_context = q.ibv.qp_context;
             i.send_cq = q.ibv.send_cq;
             i.recv_cq = q.ibv.recv_cq;
+            i.srq = q.ibv.srq;
             i.cap = q.cap;
             i.qp_type = q.qp_type;
             i.sq_sig_all = c_int::from(q.sq_sig_all);
@@ -496,22 +500,32 @@ pub(crate) unsafe extern "C" fn post_recv(
         let Some(q) = qp(p) else {
             return libc::EINVAL;
         };
-        post_chain(
-            wr,
-            bad,
-            |w| w.next,
-            |w| {
-                // SAFETY: the ibv_post_recv contract: the SGE list is readable.
-                let sg = unsafe { sges(w.sg_list, w.num_sge, q.cap.max_recv_sge) }
-                    .ok_or(libc::EINVAL)?;
-                let r = RecvWr {
-                    wr_id: w.wr_id,
-                    sg_list: sg,
-                };
-                q.engine.post_recv(q.qp, r).map_err(|e| crate::errno(&e))
-            },
-        )
+        post_recv_chain(wr, bad, q.cap.max_recv_sge, |r| q.engine.post_recv(q.qp, r))
     })
+}
+
+/// Posts a chain of receive requests (`ibv_post_recv`, `ibv_post_srq_recv`) of at most
+/// `max_sge` SGEs each through `post`, as [`post_chain`] does.
+pub(crate) fn post_recv_chain(
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+    max_sge: u32,
+    mut post: impl FnMut(RecvWr) -> rocev2::Result<()>,
+) -> c_int {
+    post_chain(
+        wr,
+        bad,
+        |w| w.next,
+        |w| {
+            // SAFETY: the ibv_post_recv contract: the SGE list is readable.
+            let sg = unsafe { sges(w.sg_list, w.num_sge, max_sge) }.ok_or(libc::EINVAL)?;
+            let r = RecvWr {
+                wr_id: w.wr_id,
+                sg_list: sg,
+            };
+            post(r).map_err(|e| crate::errno(&e))
+        },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -582,16 +596,97 @@ pub extern "C" fn ibv_create_ah(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
     })
 }
 
+/// The address vector that answers the sender of `wc` (`ibv_init_ah_from_wc`): its GID from
+/// the GRH area `grh` as the destination, the local GID the packet was sent to as the source
+/// (its index in `ctx`'s table), its traffic class, hop limit 255; an `errno` without a GRH
+/// (`IBV_WC_GRH`: every RoCE UD receive has one) or for a GID the interface does not hold.
+///
+/// # Safety
+/// `grh` must point to 40 readable bytes when `wc` has `IBV_WC_GRH`.
+unsafe fn ah_attr_from_wc(
+    ctx: &crate::context::Context,
+    port: u8,
+    wc: &abi::ibv_wc,
+    grh: *const u8,
+) -> Result<ibv_ah_attr, c_int> {
+    if port != 1 || wc.wc_flags & abi::IBV_WC_GRH == 0 || grh.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let mut area = [0u8; rocev2_core::wire::grh::GRH_LEN];
+    // SAFETY: this function's contract: the GRH area is 40 readable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(grh, area.as_mut_ptr(), area.len()) };
+    let local = rocev2_core::wire::grh::dest_gid(&area);
+    let gids = ctx.engine.interface().gids();
+    let index = gids.iter().position(|g| *g == local).ok_or(libc::ENOENT)?;
+    Ok(ibv_ah_attr {
+        grh: abi::ibv_global_route {
+            dgid: abi::ibv_gid {
+                raw: rocev2_core::wire::grh::source_gid(&area).octets(),
+            },
+            flow_label: 0,
+            sgid_index: u8::try_from(index).map_err(|_| libc::ENOENT)?,
+            hop_limit: 0xff,
+            traffic_class: rocev2_core::wire::grh::traffic_class(&area),
+        },
+        dlid: 0,
+        sl: wc.sl,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 1,
+        port_num: port,
+    })
+}
+
 #[unsafe(no_mangle)]
-/// `ibv_create_ah_from_wc(3)`: not supported.
+/// `ibv_init_ah_from_wc(3)`: the address vector that answers a UD receive's sender.
+pub extern "C" fn ibv_init_ah_from_wc(
+    ctx: *mut abi::ibv_context,
+    port: u8,
+    wc: *mut abi::ibv_wc,
+    grh: *mut c_void,
+    attr: *mut ibv_ah_attr,
+) -> c_int {
+    guard(-1, || {
+        let (Some(c), false, false) = (crate::context::context(ctx), wc.is_null(), attr.is_null())
+        else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // SAFETY: the caller's completion (checked not NULL) and, with IBV_WC_GRH, its 40-byte
+        // GRH area (`struct ibv_grh`).
+        match unsafe { ah_attr_from_wc(c, port, &*wc, grh.cast()) } {
+            Ok(a) => {
+                // SAFETY: the caller's writable attr (checked not NULL).
+                unsafe { attr.write(a) };
+                0
+            }
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_ah_from_wc(3)`: an address handle to a UD receive's sender
+/// ([`ibv_init_ah_from_wc`], then [`ibv_create_ah`]).
 pub extern "C" fn ibv_create_ah_from_wc(
-    _pd: *mut ibv_pd,
-    _wc: *mut c_void,
-    _grh: *mut c_void,
-    _port: u8,
-) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    p: *mut ibv_pd,
+    wc: *mut abi::ibv_wc,
+    grh: *mut c_void,
+    port: u8,
+) -> *mut ibv_ah {
+    guard(std::ptr::null_mut(), || {
+        let Some(d) = pd(p) else {
+            return null_with(libc::EINVAL);
+        };
+        let mut attr = std::mem::MaybeUninit::<ibv_ah_attr>::uninit();
+        if ibv_init_ah_from_wc(d.ibv.context, port, wc, grh, attr.as_mut_ptr()) != 0 {
+            return std::ptr::null_mut();
+        }
+        ibv_create_ah(p, attr.as_mut_ptr())
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -608,19 +703,6 @@ pub extern "C" fn ibv_destroy_ah(a: *mut ibv_ah) -> c_int {
             Err(e) => crate::errno(&e),
         }
     })
-}
-
-#[unsafe(no_mangle)]
-/// `ibv_create_srq(3)`: not supported.
-pub extern "C" fn ibv_create_srq(_pd: *mut ibv_pd, _attr: *mut c_void) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-#[unsafe(no_mangle)]
-/// `ibv_destroy_srq(3)`: there are none.
-pub extern "C" fn ibv_destroy_srq(_srq: *mut c_void) -> c_int {
-    libc::EINVAL
 }
 
 #[unsafe(no_mangle)]

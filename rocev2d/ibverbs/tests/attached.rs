@@ -3,6 +3,7 @@
 //!
 //! - Debian's `ibv_rc_pingpong -c` (data checked) and `ib_write_bw` attached to the same
 //!   daemons at once; `rocev2d stats` lists both servers as applications.
+//! - Debian's `ibv_srq_pingpong -c` attached: shared receive queues through the daemons.
 //! - `ib_write_bw` killed with SIGKILL mid-transfer: the daemon frees its QPs, regions and
 //!   handles, and `ibv_rc_pingpong` running beside it completes.
 //! - A hostile program (this test, through the same device the library is built on) that
@@ -171,6 +172,30 @@ fn two_preloaded_programs_share_each_daemon_over_af_xdp() {
     }
     let pids = rig.apps_until("h1", <[u64]>::is_empty);
     assert!(pids.is_empty(), "both detached: {pids:?}");
+}
+
+/// Shared receive queues through the daemons: Debian's `ibv_srq_pingpong -c` (sixteen QPs on
+/// one SRQ each side, each receive matched to its QP by `qp_num`, data validated), every
+/// `ibv_post_srq_recv` a control request.
+#[test]
+fn srq_pingpong_attached_to_the_daemons() {
+    let Some(rig) = Rig::new("srq_pingpong_attached_to_the_daemons") else {
+        return;
+    };
+    let tb = &rig.tb;
+    let server = rig.server(
+        "ibv_srq_pingpong",
+        &strs(&pingpong_args(tb, "h1", "200")),
+        18516,
+    );
+    let client = rig.client("ibv_srq_pingpong", &strs(&pingpong_args(tb, "h0", "200")));
+    for p in [client, server] {
+        let out = p.finish(TIMEOUT).expect("ibv_srq_pingpong succeeds");
+        // Both directions of 200 exchanges of 4096 bytes: 2 · 4096 · 200.
+        assert!(out.stdout.contains("1638400 bytes in "), "{}", show(&out));
+        assert!(out.stdout.contains("200 iters in "), "{}", show(&out));
+        assert!(!out.stderr.contains("nvalid"), "{}", show(&out));
+    }
 }
 
 #[test]

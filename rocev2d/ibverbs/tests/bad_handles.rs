@@ -7,6 +7,7 @@ use rocev2_ibverbs::context::*;
 use rocev2_ibverbs::cq::*;
 use rocev2_ibverbs::mr::*;
 use rocev2_ibverbs::qp::*;
+use rocev2_ibverbs::srq::*;
 use std::ffi::CStr;
 use std::ptr::null_mut;
 
@@ -62,6 +63,30 @@ fn null_and_foreign_handles_are_refused() {
     assert!(ibv_create_ah(j.cast(), j.cast()).is_null());
     assert_eq!(errno(), libc::EINVAL);
     assert_eq!(ibv_destroy_ah(j.cast()), libc::EINVAL);
+    assert!(ibv_create_ah_from_wc(j.cast(), j.cast(), j.cast(), 1).is_null());
+    assert_eq!(errno(), libc::EINVAL);
+    assert_eq!(
+        ibv_init_ah_from_wc(j.cast(), 1, j.cast(), j.cast(), j.cast()),
+        -1
+    );
+    assert_eq!(errno(), libc::EINVAL);
+    assert!(ibv_create_srq(j.cast(), j.cast()).is_null());
+    assert_eq!(errno(), libc::EINVAL);
+    assert!(ibv_create_srq(null_mut(), null_mut()).is_null());
+    assert_eq!(
+        ibv_modify_srq(j.cast(), j.cast(), IBV_SRQ_LIMIT),
+        libc::EINVAL
+    );
+    assert_eq!(ibv_query_srq(j.cast(), j.cast()), libc::EINVAL);
+    assert_eq!(ibv_destroy_srq(j.cast()), libc::EINVAL);
+    assert_eq!(ibv_get_async_event(j.cast(), j.cast()), -1);
+    assert_eq!(errno(), libc::EINVAL);
+    let mut ev = ibv_async_event {
+        element: j.cast(),
+        event_type: IBV_EVENT_SRQ_LIMIT_REACHED,
+    };
+    ibv_ack_async_event(&mut ev);
+    ibv_ack_async_event(null_mut());
     assert!(
         junk.iter().all(|b| *b == 0xa5),
         "nothing written through foreign handles"

@@ -222,6 +222,32 @@ fn checks() -> Vec<Check> {
     );
     fields!(
         v,
+        "struct ibv_srq",
+        ibv_srq,
+        [
+            context,
+            srq_context,
+            pd,
+            handle,
+            mutex,
+            cond,
+            events_completed
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_srq_attr",
+        ibv_srq_attr,
+        [max_wr, max_sge, srq_limit]
+    );
+    fields!(
+        v,
+        "struct ibv_srq_init_attr",
+        ibv_srq_init_attr,
+        [srq_context, attr]
+    );
+    fields!(
+        v,
         "struct ibv_qp_init_attr",
         ibv_qp_init_attr,
         [qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all]

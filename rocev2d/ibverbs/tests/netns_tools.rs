@@ -1,14 +1,18 @@
 //! Debian's own rdma-core and perftest binaries, unmodified, with `librocev2_ibverbs.so`
 //! preloaded, in a pair testbed (two namespaces, one veth link, MTU 4200): the device list,
-//! `ibv_rc_pingpong -c` (data validated) with polling and with completion events, and
-//! `ib_write_bw`, `ib_read_bw`, `ib_send_lat`, `ib_atomic_bw` between the namespaces.
+//! `ibv_rc_pingpong -c` (data validated) with polling and with completion events,
+//! `ibv_srq_pingpong -c` (sixteen QPs sharing one SRQ, data validated, each completion
+//! matched to its QP by `qp_num`), and `ib_write_bw`, `ib_read_bw`, `ib_send_lat`,
+//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces; and
+//! `tests/programs/verbs_checks.c`, built here against libibverbs, for what no tool calls: the
+//! SRQ limit event through `ibv_get_async_event`, and `ibv_create_ah_from_wc`.
 //!
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
 
 mod common;
 use common::*;
-use rocev2_testbed::need_root;
+use rocev2_testbed::{Captured, need_root};
 
 #[test]
 fn devices_are_listed_and_queried() {
@@ -45,37 +49,32 @@ fn devices_are_listed_and_queried() {
     assert!(text.contains("GID[  0]:\t\tfe80:"), "{text}");
 }
 
+/// An rdma-core pingpong `program` on both sides with `-d DEVICE -g 1` and `args`, the client
+/// connecting to h1's address; both must succeed. `None` when not root (skipped loudly).
+fn pingpong(test: &str, program: &str, args: &[&str]) -> Option<(Captured, Captured)> {
+    if !need_root(test) {
+        return None;
+    }
+    let tb = pair();
+    let mut server = preloaded(&tb, "h1", program);
+    server
+        .args(["-d", &device(&tb, "h1"), "-g", "1"])
+        .args(args);
+    let mut client = preloaded(&tb, "h0", program);
+    client
+        .args(["-d", &device(&tb, "h0"), "-g", "1"])
+        .args(args)
+        .arg(h1_ip(&tb));
+    Some(run_pair(&tb, server, client, 18515))
+}
+
 /// `ibv_rc_pingpong -g 1 -n 1000 -s 4096 -c` (plus `extra`) on both sides: both print the
 /// throughput lines, neither reports invalid data.
 fn rc_pingpong(test: &str, extra: &[&str]) {
-    if !need_root(test) {
+    let args = [&["-n", "1000", "-s", "4096", "-c"], extra].concat();
+    let Some((s, c)) = pingpong(test, "ibv_rc_pingpong", &args) else {
         return;
-    }
-    let tb = pair();
-    let port = 18515;
-    let args = |host: &str| {
-        let mut v: Vec<String> = [
-            "-d",
-            &device(&tb, host),
-            "-g",
-            "1",
-            "-n",
-            "1000",
-            "-s",
-            "4096",
-            "-c",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
     };
-    let mut server = preloaded(&tb, "h1", "ibv_rc_pingpong");
-    server.args(args("h1"));
-    let mut client = preloaded(&tb, "h0", "ibv_rc_pingpong");
-    client.args(args("h0")).arg(h1_ip(&tb));
-    let (s, c) = run_pair(&tb, server, client, port);
     for out in [&s, &c] {
         assert!(out.stdout.contains("8192000 bytes in "), "{}", show(out));
         assert!(out.stdout.contains("1000 iters in "), "{}", show(out));
@@ -227,22 +226,111 @@ fn ib_send_bw_with_completion_events() {
     }
 }
 
+/// `ib_send_bw --use-srq`: the receiving side posts to a shared receive queue (its depth
+/// `--rx-depth`), through the context's `post_srq_recv` entry.
+#[test]
+fn ib_send_bw_with_an_srq() {
+    if let Some(out) = perftest(
+        "ib_send_bw_with_an_srq",
+        "ib_send_bw",
+        &["--use-srq", "-r", "64", "-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// `ibv_srq_pingpong -c`: the default sixteen QPs of each side take their receives from one
+/// SRQ; each receive completion is matched to its QP by `qp_num` (a wrong one makes the program
+/// fail), and the received buffers are validated.
+#[test]
+fn srq_pingpong_validates_data_between_namespaces() {
+    let args = ["-n", "200", "-s", "4096", "-c"];
+    let test = "srq_pingpong_validates_data_between_namespaces";
+    let Some((s, c)) = pingpong(test, "ibv_srq_pingpong", &args) else {
+        return;
+    };
+    for out in [&s, &c] {
+        // Both directions of 200 exchanges of 4096 bytes: 2 · 4096 · 200.
+        assert!(out.stdout.contains("1638400 bytes in "), "{}", show(out));
+        assert!(out.stdout.contains("200 iters in "), "{}", show(out));
+        assert!(!out.stderr.contains("nvalid"), "{}", show(out));
+    }
+}
+
+/// `tests/programs/verbs_checks.c` in `mode` (`srq` or `ud`), compiled against the installed
+/// libibverbs and run preloaded, the server in h1 and the client in h0; the program checks
+/// each step and fails on the first wrong one. Returns (server, client).
+fn verbs_checks(test: &str, mode: &str) -> Option<(Captured, Captured)> {
+    if !need_root(test) {
+        return None;
+    }
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/verbs_checks.c");
+    let exe =
+        std::env::temp_dir().join(format!("rocev2-verbs-checks-{}-{mode}", std::process::id()));
+    let cc = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+        .expect("cc runs (deploy/prereqs.sh installs gcc and libibverbs-dev)");
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let tb = pair();
+    let port = "18515";
+    let h0_ip = tb.node("h0").unwrap().ipv4().unwrap().to_string();
+    let exe_s = exe.display().to_string();
+    let mut server = preloaded(&tb, "h1", &exe_s);
+    let role = |r: &str| format!("{mode}-{r}");
+    server.args([device(&tb, "h1"), h0_ip, role("server"), port.into()]);
+    let mut client = preloaded(&tb, "h0", &exe_s);
+    client.args([device(&tb, "h0"), h1_ip(&tb), role("client"), port.into()]);
+    let out = run_pair(&tb, server, client, 18515);
+    let _ = std::fs::remove_file(&exe);
+    Some(out)
+}
+
+/// The server's SRQ of four receives, limit armed at two, takes the client's three Sends; it
+/// gets `IBV_EVENT_SRQ_LIMIT_REACHED` for its SRQ from `ibv_get_async_event` once, and cannot
+/// destroy the SRQ while its QP lives.
+#[test]
+fn srq_limit_event_reaches_ibv_get_async_event() {
+    let test = "srq_limit_event_reaches_ibv_get_async_event";
+    if let Some((s, c)) = verbs_checks(test, "srq") {
+        assert!(s.stdout.contains("server: limit event ok"), "{}", show(&s));
+        assert!(c.stdout.contains("client: sent 3"), "{}", show(&c));
+    }
+}
+
+/// The server answers a datagram through `ibv_create_ah_from_wc` (and checks what
+/// `ibv_init_ah_from_wc` fills: the sender's GID, the local GID's index); the client gets the
+/// answer.
+#[test]
+fn ud_answer_through_an_address_handle_from_the_completion() {
+    let test = "ud_answer_through_an_address_handle_from_the_completion";
+    if let Some((s, c)) = verbs_checks(test, "ud") {
+        assert!(
+            s.stdout.contains("server: answered through"),
+            "{}",
+            show(&s)
+        );
+        assert!(c.stdout.contains("client: pong"), "{}", show(&c));
+    }
+}
+
 /// UD: `ibv_ud_pingpong` (address handles, Q_Keys, the GRH area of every receive).
 #[test]
 fn ud_pingpong_between_namespaces() {
-    if !need_root("ud_pingpong_between_namespaces") {
+    let args = ["-n", "500", "-s", "2048"];
+    let test = "ud_pingpong_between_namespaces";
+    let Some((s, c)) = pingpong(test, "ibv_ud_pingpong", &args) else {
         return;
-    }
-    let tb = pair();
-    let args = |host: &str| {
-        let d = device(&tb, host);
-        ["-d", d.as_str(), "-g", "1", "-n", "500", "-s", "2048"].map(str::to_string)
     };
-    let mut server = preloaded(&tb, "h1", "ibv_ud_pingpong");
-    server.args(args("h1"));
-    let mut client = preloaded(&tb, "h0", "ibv_ud_pingpong");
-    client.args(args("h0")).arg(h1_ip(&tb));
-    let (s, c) = run_pair(&tb, server, client, 18515);
     for out in [&s, &c] {
         // ibv_ud_pingpong counts both directions: 2 · 2048 · 500.
         assert!(out.stdout.contains("2048000 bytes in "), "{}", show(out));

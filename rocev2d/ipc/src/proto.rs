@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -223,6 +223,42 @@ pub enum Request {
         /// The QP.
         qpn: u32,
     },
+    /// Create a shared receive queue in `pd`; answered [`Response::Srq`] with one descriptor,
+    /// an eventfd the daemon signals when the SRQ's armed limit is reached.
+    CreateSrq {
+        /// Protection domain.
+        pd: u32,
+        /// Capacity in receive requests.
+        max_wr: u32,
+        /// SGEs per request.
+        max_sge: u32,
+    },
+    /// Post a receive request to a shared receive queue (`ibv_post_srq_recv`).
+    PostSrqRecv {
+        /// The SRQ.
+        srq: u32,
+        /// The request, as a receive ring carries it.
+        wr: crate::record::RecvRecord,
+    },
+    /// `ibv_modify_srq`: a new capacity and/or a limit to arm (0 disarms).
+    ModifySrq {
+        /// The SRQ.
+        srq: u32,
+        /// New capacity.
+        max_wr: Option<u32>,
+        /// Limit to arm.
+        limit: Option<u32>,
+    },
+    /// `ibv_query_srq`; answered [`Response::SrqAttr`].
+    QuerySrq {
+        /// The SRQ.
+        srq: u32,
+    },
+    /// Destroy a shared receive queue no QP uses.
+    DestroySrq {
+        /// The SRQ.
+        srq: u32,
+    },
 }
 
 /// What a QP is created with: the core's `QpConfig` minus what the daemon decides for the
@@ -251,6 +287,8 @@ pub struct QpSpec {
     pub max_inflight_psns: u32,
     /// MP-RDMA offer, if any.
     pub multipath: Option<MpSpec>,
+    /// The shared receive queue it takes receive requests from, if any.
+    pub srq: Option<u32>,
 }
 
 /// The core's `MpConfig`, field for field (seed 001 §3).
@@ -496,6 +534,21 @@ pub enum Response {
     CmEvents(Vec<crate::cm::EventRecord>),
     /// A QP's MP-RDMA state, `None` when it does not run multipath.
     MpState(Option<MpState>),
+    /// A shared receive queue's id, with its limit eventfd.
+    Srq(u32),
+    /// A shared receive queue's attributes (the core's `SrqAttr`).
+    SrqAttr {
+        /// Its protection domain.
+        pd: u32,
+        /// Capacity in receive requests.
+        max_wr: u32,
+        /// SGEs per request.
+        max_sge: u32,
+        /// The armed limit, 0 when disarmed.
+        limit: u32,
+        /// Requests queued now.
+        len: u32,
+    },
     /// The request failed.
     Error {
         /// What kind of failure.
@@ -678,6 +731,7 @@ mod tests {
                 vp_count: 16,
                 seed: 9,
             }),
+            srq: Some(4),
         };
         for r in [
             Request::Hello { version: VERSION },
@@ -734,6 +788,11 @@ mod tests {
                 private_data: vec![1, 2, 3],
             },
             Request::MpSnapshot { qpn: 0xff_ffff },
+            Request::ModifySrq {
+                srq: 3,
+                max_wr: None,
+                limit: Some(16),
+            },
             Request::CmSendMra {
                 comm_id: 0xdead_beef,
                 service_timeout: 24,

@@ -40,6 +40,7 @@ use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
 use rocev2_core::qp::{
     CqId, ErrorCause, MpSnapshot, Mtu, PostError, QpConfig, QpMode, QpState, RecvWr, SendWr,
 };
+use rocev2_core::srq::{SrqAttr, SrqId};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::Progress;
@@ -112,6 +113,8 @@ struct QpView {
     rq: Ring,
     /// A UD QP's MTU; `None` for RC.
     ud_mtu: Option<Mtu>,
+    /// It takes its receive requests from a shared receive queue, so refuses its own.
+    uses_srq: bool,
 }
 
 /// An attachment to the daemon; see the module docs.
@@ -134,6 +137,9 @@ pub(crate) struct Attached {
     /// kernel makes it readable when the daemon dies.
     pub(crate) watch: Arc<Waitable<OwnedFd>>,
     cm: Option<CmView>,
+    /// Shared receive queues, each with the eventfd the daemon signals when its limit is
+    /// reached.
+    srqs: BTreeMap<SrqId, EventFd>,
     buf: Vec<u8>,
     /// Empty [`Backend::poll_cq_driving`] calls, to check on the daemon now and then.
     empty_polls: u32,
@@ -217,6 +223,7 @@ impl Attached {
             spin,
             watch,
             cm: None,
+            srqs: BTreeMap::new(),
             buf: Vec::new(),
             empty_polls: 0,
         })
@@ -418,7 +425,7 @@ impl Attached {
         else {
             return Err(unexpected(r));
         };
-        self.map_qp(qpn, fds, sq_slots, rq_slots, None)
+        self.map_qp(qpn, fds, (sq_slots, rq_slots), None, cfg.srq.is_some())
     }
 
     /// Maps a new QP's rings (the answer's descriptors) and keeps its view.
@@ -426,15 +433,16 @@ impl Attached {
         &mut self,
         qpn: u32,
         fds: Vec<OwnedFd>,
-        sq_slots: u32,
-        rq_slots: u32,
+        (sq_slots, rq_slots): (u32, u32),
         ud_mtu: Option<Mtu>,
+        uses_srq: bool,
     ) -> Result<Qpn> {
         let [sq, rq] = one(fds)?;
         let view = QpView {
             sq: open_ring(sq, sq_slots, End::Producer)?,
             rq: open_ring(rq, rq_slots, End::Producer)?,
             ud_mtu,
+            uses_srq,
         };
         let qpn = Qpn::new(qpn & 0xff_ffff);
         self.qps.insert(qpn, view);
@@ -539,7 +547,7 @@ impl Attached {
             return Err(unexpected(r));
         };
         let mtu = Mtu::from_bytes(mtu).ok_or_else(|| protocol(format!("UD MTU {mtu}")))?;
-        self.map_qp(qpn, fds, sq_slots, rq_slots, Some(mtu))
+        self.map_qp(qpn, fds, (sq_slots, rq_slots), Some(mtu), cfg.srq.is_some())
     }
 
     /// A UD QP's MTU; `None` for an RC QP or an unknown one.
@@ -592,8 +600,48 @@ impl Attached {
         Ok(())
     }
 
+    /// Asks the daemon for a shared receive queue, with its limit eventfd.
+    pub(crate) fn create_srq(&mut self, pd: PdId, max_wr: u32, max_sge: u32) -> Result<SrqId> {
+        let req = Request::CreateSrq {
+            pd: pd.value(),
+            max_wr,
+            max_sge,
+        };
+        let (r, fds) = self.call(&req, &[])?;
+        let Response::Srq(id) = r else {
+            return Err(unexpected(r));
+        };
+        let [event] = one(fds)?;
+        self.srqs.insert(SrqId(id), EventFd::from_fd(event));
+        Ok(SrqId(id))
+    }
+
+    /// The limit eventfd of one of this application's SRQs.
+    fn srq_event(&self, srq: SrqId) -> Result<&EventFd> {
+        Ok(self.srqs.get(&srq).ok_or(EndpointError::UnknownSrq)?)
+    }
+
+    /// A request of one of this application's SRQs, carried out by the daemon.
+    fn srq_call(&mut self, srq: SrqId, req: &Request) -> Result<Response> {
+        self.srq_event(srq)?;
+        Ok(self.call(req, &[])?.0)
+    }
+
+    pub(crate) fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        match self.srq_call(srq, &Request::DestroySrq { srq: srq.0 })? {
+            Response::Done => {
+                self.srqs.remove(&srq);
+                Ok(())
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub(crate) fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<()> {
         let q = self.qps.get_mut(&qpn).ok_or(EndpointError::UnknownQp)?;
+        if q.uses_srq {
+            return Err(EndpointError::Post(PostError::UsesSrq).into());
+        }
         record::encode_into(&RecvRecord::from(wr), &mut self.buf);
         push(&mut q.rq, &self.buf)?;
         if q.rq.consumer_asleep() {
@@ -837,6 +885,7 @@ fn qp_spec(cfg: &QpConfig) -> QpSpec {
         max_inline_data: cfg.max_inline_data,
         ack_req_every: cfg.ack_req_every,
         max_inflight_psns: cfg.max_inflight_psns,
+        srq: cfg.srq.map(|s| s.0),
         multipath: cfg.multipath.map(|m| MpSpec {
             iw: m.iw,
             bitmap_len: m.bitmap_len,
@@ -1080,6 +1129,69 @@ impl Backend for Mutex<Attached> {
 
     fn destroy_ah(&self, ah: u32) -> Result<()> {
         lock_attached(self).destroy_ah(ah)
+    }
+
+    fn create_srq(&self, pd: PdId, max_wr: u32, max_sge: u32) -> Result<SrqId> {
+        lock_attached(self).create_srq(pd, max_wr, max_sge)
+    }
+
+    /// A control request per post: the SRQ has no ring of its own.
+    fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
+        let req = Request::PostSrqRecv {
+            srq: srq.0,
+            wr: RecvRecord::from(&wr),
+        };
+        match lock_attached(self).srq_call(srq, &req)? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn modify_srq(&self, srq: SrqId, max_wr: Option<u32>, limit: Option<u32>) -> Result<()> {
+        let req = Request::ModifySrq {
+            srq: srq.0,
+            max_wr,
+            limit,
+        };
+        match lock_attached(self).srq_call(srq, &req)? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn query_srq(&self, srq: SrqId) -> Result<SrqAttr> {
+        let mut g = lock_attached(self);
+        match g.srq_call(srq, &Request::QuerySrq { srq: srq.0 })? {
+            Response::SrqAttr {
+                pd,
+                max_wr,
+                max_sge,
+                limit,
+                len,
+            } => Ok(SrqAttr {
+                pd: PdId::new(pd),
+                max_wr,
+                max_sge,
+                limit,
+                len,
+            }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn destroy_srq(&self, srq: SrqId) -> Result<()> {
+        lock_attached(self).destroy_srq(srq)
+    }
+
+    fn srq_event_fd(&self, srq: SrqId) -> Result<OwnedFd> {
+        lock_attached(self)
+            .srq_event(srq)?
+            .share()
+            .map_err(Error::Io)
+    }
+
+    fn take_srq_limit(&self, srq: SrqId) -> Result<bool> {
+        Ok(lock_attached(self).srq_event(srq)?.clear())
     }
 
     fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()> {

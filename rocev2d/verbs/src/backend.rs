@@ -19,6 +19,7 @@ use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, 
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
 use rocev2_core::qp::{CqId, ErrorCause, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::srq::{SrqAttr, SrqId};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Progress;
 use rocev2_datapath::host::CallerRange;
@@ -134,6 +135,22 @@ pub(crate) trait Backend: Send + Sync {
     fn destroy_ah(&self, ah: u32) -> Result<()>;
     /// `ibv_post_send` on a UD QP, to `to`.
     fn post_send_to(&self, qp: Qpn, to: UdAddress, wr: SendWr) -> Result<()>;
+
+    /// `ibv_create_srq`, with the wake-up its limit event signals.
+    fn create_srq(&self, pd: PdId, max_wr: u32, max_sge: u32) -> Result<SrqId>;
+    /// `ibv_post_srq_recv`.
+    fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()>;
+    /// `ibv_modify_srq`: a new capacity and/or an armed limit.
+    fn modify_srq(&self, srq: SrqId, max_wr: Option<u32>, limit: Option<u32>) -> Result<()>;
+    /// `ibv_query_srq`.
+    fn query_srq(&self, srq: SrqId) -> Result<SrqAttr>;
+    /// `ibv_destroy_srq`.
+    fn destroy_srq(&self, srq: SrqId) -> Result<()>;
+    /// A descriptor of the SRQ's wake-up, readable once its limit was reached until
+    /// [`Backend::take_srq_limit`].
+    fn srq_event_fd(&self, srq: SrqId) -> Result<OwnedFd>;
+    /// Takes the SRQ's limit event: whether its limit was reached since the last call.
+    fn take_srq_limit(&self, srq: SrqId) -> Result<bool>;
 
     /// Opens QP1 with a CM behind it, once (attached: asks for this application's events).
     fn cm_enable(&self) -> Result<()>;

@@ -1,6 +1,6 @@
 //! The in-process engine: what the in-process backend keeps behind its lock ([`State`]: the
 //! engine, its memory and datapath joined by a driver, region addresses, address handles, the
-//! wake-ups of CQs and CM waiters), who drives it ([`ProgressMode`]) and the application's view
+//! wake-ups of CQs, SRQ limits and CM waiters), who drives it ([`ProgressMode`]) and the application's view
 //! of it ([`EngineGuard`]).
 //!
 //! With [`ProgressMode::Thread`] (default) a thread per device runs the driver's passes, so the
@@ -50,6 +50,7 @@ use crate::wakeup::Waitable;
 use rocev2_core::Endpoint;
 use rocev2_core::cm::Event;
 use rocev2_core::qp::CqId;
+use rocev2_core::srq::SrqId;
 use rocev2_datapath::host::{self, AhTable, HostMemory, RegionAddresses};
 use rocev2_datapath::{Datapath, Driver, Progress, WaitPlan};
 use rocev2_ipc::notify::EventFd;
@@ -88,6 +89,8 @@ pub(crate) struct State {
     pub(crate) cm_events: VecDeque<Event>,
     /// Address handles ([`crate::Device::create_ah`]).
     pub(crate) ahs: AhTable,
+    /// Each shared receive queue's wake-up, signalled when its limit is reached.
+    pub(crate) srqs: BTreeMap<SrqId, EventFd>,
     /// The in-process backend's `activity`.
     activity: Arc<CqEvent>,
     /// The in-process backend's `cm`.
@@ -111,6 +114,7 @@ impl State {
             activity_gen: 0,
             cm_events: VecDeque::new(),
             ahs: AhTable::default(),
+            srqs: BTreeMap::new(),
             activity,
             cm,
         }
@@ -174,6 +178,11 @@ impl State {
         for (id, ev) in &self.cqs {
             if self.driver.ep.cq(*id).is_some_and(|c| !c.is_empty()) {
                 ev.fire();
+            }
+        }
+        while let Some(id) = self.driver.ep.poll_srq_limit() {
+            if let Some(ev) = self.srqs.get(&id) {
+                ev.signal();
             }
         }
         if p.rx > 0 || p.tx > 0 || p.timers {

@@ -158,9 +158,10 @@ fn verb_hint(e: &EndpointError) -> &'static str {
     match e {
         EndpointError::Post(PostError::QueueFull) => " (wait for completions before posting more)",
         EndpointError::Post(PostError::InError(_)) => "",
-        EndpointError::UnknownQp | EndpointError::UnknownCq | EndpointError::UnknownPd => {
-            " (check the handle)"
-        }
+        EndpointError::UnknownQp
+        | EndpointError::UnknownCq
+        | EndpointError::UnknownPd
+        | EndpointError::UnknownSrq => " (check the handle)",
         _ => " (check the QP's state and the queue sizes)",
     }
 }

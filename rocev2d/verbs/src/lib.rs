@@ -133,7 +133,7 @@ pub use endpoint::{Endpoint, EndpointFormatError, RemoteMr};
 pub use engine::{EngineGuard, LocalDriver, ProgressMode};
 pub use error::{Error, Result, check, ibv_name, report};
 pub use mr::{Mr, Pd};
-pub use qp::{ConnectOptions, Cq, Qp, RemoteQp};
+pub use qp::{ConnectOptions, Cq, Qp, RemoteQp, Srq};
 pub use random::{random_psn, random_u64};
 /// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
 /// type [`Endpoint`].
@@ -149,6 +149,7 @@ pub use rocev2_core::qp::{
     CqId, ErrorCause, ExtCaps, MpSnapshot, Mtu, QpConfig, QpMode, QpState, RecvWr, SendOp, SendWr,
     Sge,
 };
+pub use rocev2_core::srq::{SrqAttr, SrqId};
 pub use rocev2_core::wire::gid::{gid, gid_to_ip};
 pub use rocev2_core::wire::{Psn, Qpn};
 pub use rocev2_datapath::auto::Options as DatapathOptions;

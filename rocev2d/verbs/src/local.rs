@@ -23,6 +23,7 @@ use rocev2_core::mr::{AccessFlags, MrId, MrInfo, PdId};
 use rocev2_core::qp::{
     CqId, ErrorCause, Mtu, QpAttr, QpConfig, QpMode, QpState, RecvWr, SendWr, UdDest,
 };
+use rocev2_core::srq::{SrqAttr, SrqId};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_datapath::handoff::Listens;
@@ -462,6 +463,52 @@ impl Backend for Local {
         drop(st);
         self.kick();
         Ok(())
+    }
+
+    fn create_srq(&self, pd: PdId, max_wr: u32, max_sge: u32) -> Result<SrqId> {
+        let ev = EventFd::new().map_err(Error::Io)?;
+        let mut st = self.lock();
+        let id = st.driver.ep.create_srq(pd, max_wr, max_sge)?;
+        st.srqs.insert(id, ev);
+        Ok(id)
+    }
+
+    fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
+        self.lock().driver.ep.post_srq_recv(srq, wr)?;
+        // A receive may end an RNR wait a peer is in: let the thread answer.
+        self.kick();
+        Ok(())
+    }
+
+    fn modify_srq(&self, srq: SrqId, max_wr: Option<u32>, limit: Option<u32>) -> Result<()> {
+        Ok(self.lock().driver.ep.modify_srq(srq, max_wr, limit)?)
+    }
+
+    fn query_srq(&self, srq: SrqId) -> Result<SrqAttr> {
+        let st = self.lock();
+        Ok(st
+            .driver
+            .ep
+            .query_srq(srq)
+            .ok_or(EndpointError::UnknownSrq)?)
+    }
+
+    fn destroy_srq(&self, srq: SrqId) -> Result<()> {
+        let mut st = self.lock();
+        st.driver.ep.destroy_srq(srq)?;
+        st.srqs.remove(&srq);
+        Ok(())
+    }
+
+    fn srq_event_fd(&self, srq: SrqId) -> Result<OwnedFd> {
+        let st = self.lock();
+        let ev = st.srqs.get(&srq).ok_or(EndpointError::UnknownSrq)?;
+        ev.share().map_err(Error::Io)
+    }
+
+    fn take_srq_limit(&self, srq: SrqId) -> Result<bool> {
+        let st = self.lock();
+        Ok(st.srqs.get(&srq).ok_or(EndpointError::UnknownSrq)?.clear())
     }
 
     fn cm_enable(&self) -> Result<()> {

@@ -5,6 +5,7 @@
 //! [`crate::Device::connect`], does INIT→RTR→RTS.
 
 use rocev2_core::qp::{CqId, ExtCaps, Mtu};
+use rocev2_core::srq::SrqId;
 use rocev2_core::wire::Qpn;
 use rocev2_ipc::proto::ConnectSpec;
 use std::net::IpAddr;
@@ -28,6 +29,19 @@ pub struct Qp(pub(crate) Qpn, pub(crate) u64);
 impl Qp {
     /// The QP number the peer sends to.
     pub fn qpn(&self) -> Qpn {
+        self.0
+    }
+}
+
+/// A shared receive queue (`ibv_srq`, [`crate::Device::create_srq`]): receive requests that
+/// the QPs created with it ([`QpConfig::srq`](rocev2_core::qp::QpConfig::srq) set to
+/// [`Srq::id`]) take, in posting order, when a SEND or WRITE with immediate arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Srq(pub(crate) SrqId, pub(crate) u64);
+
+impl Srq {
+    /// The engine's id, which a QP's configuration names.
+    pub fn id(&self) -> SrqId {
         self.0
     }
 }

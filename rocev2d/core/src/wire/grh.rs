@@ -31,16 +31,41 @@ pub fn area(ip: &[u8]) -> Result<[u8; GRH_LEN], Error> {
     Ok(out)
 }
 
-/// The sender's GID written in a GRH area: the IPv6 source address, or the IPv4 source mapped
-/// into `::ffff:0:0/96` when the first 20 bytes are zero and an IPv4 header follows.
-pub fn source_gid(area: &[u8; GRH_LEN]) -> Ipv6Addr {
-    if area[..IPV4_AT].iter().all(|b| *b == 0) && area[IPV4_AT] >> 4 == 4 {
-        let s = &area[IPV4_AT + 12..IPV4_AT + 16];
+/// True when the area holds an IPv4 header: 20 zero bytes, then a version-4 header.
+fn is_ipv4(area: &[u8; GRH_LEN]) -> bool {
+    area[..IPV4_AT].iter().all(|b| *b == 0) && area[IPV4_AT] >> 4 == 4
+}
+
+/// The address at IPv4 header offset `v4` or IPv6 header offset `v6`, IPv4 mapped into
+/// `::ffff:0:0/96`.
+fn address(area: &[u8; GRH_LEN], v4: usize, v6: usize) -> Ipv6Addr {
+    if is_ipv4(area) {
+        let s = &area[IPV4_AT + v4..IPV4_AT + v4 + 4];
         Ipv4Addr::new(s[0], s[1], s[2], s[3]).to_ipv6_mapped()
     } else {
         let mut s = [0u8; 16];
-        s.copy_from_slice(&area[8..24]);
+        s.copy_from_slice(&area[v6..v6 + 16]);
         Ipv6Addr::from(s)
+    }
+}
+
+/// The sender's GID written in a GRH area: the IPv6 source address, or the IPv4 source mapped
+/// into `::ffff:0:0/96` when the first 20 bytes are zero and an IPv4 header follows.
+pub fn source_gid(area: &[u8; GRH_LEN]) -> Ipv6Addr {
+    address(area, 12, 8)
+}
+
+/// The receiver's GID written in a GRH area (the destination address), as [`source_gid`].
+pub fn dest_gid(area: &[u8; GRH_LEN]) -> Ipv6Addr {
+    address(area, 16, 24)
+}
+
+/// The packet's traffic class: the IPv4 TOS byte or the IPv6 Traffic Class (DSCP and ECN).
+pub fn traffic_class(area: &[u8; GRH_LEN]) -> u8 {
+    if is_ipv4(area) {
+        area[IPV4_AT + 1]
+    } else {
+        (area[0] << 4) | (area[1] >> 4)
     }
 }
 
@@ -64,19 +89,30 @@ mod tests {
             source_gid(&a),
             Ipv4Addr::new(192, 168, 77, 11).to_ipv6_mapped()
         );
+        assert_eq!(
+            dest_gid(&a),
+            Ipv4Addr::new(192, 168, 77, 10).to_ipv6_mapped()
+        );
+        assert_eq!(traffic_class(&a), 0);
     }
 
     #[test]
     fn grh_ipv6_header_whole() {
         let mut v6 = [0u8; 40];
-        v6[0] = 0x60;
+        // Version 6, traffic class 0x6a (DSCP 26, ECT(0)).
+        v6[0] = 0x66;
+        v6[1] = 0xa0;
         v6[6] = 17;
         v6[7] = 64;
         let src: Ipv6Addr = "fd00::11".parse().unwrap();
         v6[8..24].copy_from_slice(&src.octets());
+        let dst: Ipv6Addr = "fd00::22".parse().unwrap();
+        v6[24..40].copy_from_slice(&dst.octets());
         let a = area(&v6).unwrap();
         assert_eq!(a, v6);
         assert_eq!(source_gid(&a), src);
+        assert_eq!(dest_gid(&a), dst);
+        assert_eq!(traffic_class(&a), 0x6a);
     }
 
     #[test]

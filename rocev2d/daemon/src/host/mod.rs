@@ -5,7 +5,7 @@
 //! from the daemon's datapath thread without any IO of its own but the shared memory:
 //! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]): one line of
 //!   dispatch each, to one handler in the module of what it touches (`objects`: PDs,
-//!   regions, CQs; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
+//!   regions, CQs, shared receive queues; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
 //!   Hello, Stats and Drain are the event loop's;
 //! - [`Host::service`] moves work requests from the QPs' rings into the engine and completions
 //!   from the engine's CQs into the CQ rings (`rings`), and signals the eventfds of CQs whose
@@ -50,6 +50,7 @@ use rocev2_core::qp::{
     AddressHandle, ConnectAttr, CqId, Path, PostError, QpAttr, QpConfig, QpMode, QpState, RecvWr,
     SendWr, UdDest,
 };
+use rocev2_core::srq::SrqId;
 use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::Qpn;
 use rocev2_core::{EndpointError, cq};
@@ -73,7 +74,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 /// What one application may hold (`[limits]` of the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// QPs.
+    /// QPs (RC and UD); also bounds the shared receive queues, separately.
     pub max_qps: u32,
     /// CQs.
     pub max_cqs: u32,
@@ -235,6 +236,8 @@ struct App {
     cm_events: VecDeque<CmEvent>,
     /// Its UD address handles, built by the daemon ([`Request::CreateAh`]).
     ahs: AhTable,
+    /// Its shared receive queues, each with the eventfd its limit event signals.
+    srqs: BTreeMap<SrqId, EventFd>,
 }
 
 /// An answer, the descriptors that go with it, and the path to announce after a connect.
@@ -407,6 +410,7 @@ impl Host {
                 cm_event: None,
                 cm_events: VecDeque::new(),
                 ahs: AhTable::default(),
+                srqs: BTreeMap::new(),
             },
         );
         self.counters.attached += 1;
@@ -438,6 +442,9 @@ impl Host {
         }
         for qpn in a.qps.keys() {
             let _ = ep.destroy_qp(*qpn);
+        }
+        for srq in a.srqs.keys() {
+            let _ = ep.destroy_srq(*srq);
         }
         for cq in a.cqs.keys() {
             let _ = ep.destroy_cq(*cq);
@@ -525,6 +532,15 @@ impl Host {
             Request::DestroyQp { qpn } => self.destroy_qp(c, qpn),
             Request::QueryQp { qpn } => self.query_qp(c, qpn),
             Request::MpSnapshot { qpn } => self.mp_snapshot(c, qpn),
+            Request::CreateSrq {
+                pd,
+                max_wr,
+                max_sge,
+            } => self.create_srq(c, pd, max_wr, max_sge),
+            Request::PostSrqRecv { srq, wr } => self.post_srq_recv(c, srq, wr),
+            Request::ModifySrq { srq, max_wr, limit } => self.modify_srq(c, srq, max_wr, limit),
+            Request::QuerySrq { srq } => self.query_srq(c, srq),
+            Request::DestroySrq { srq } => self.destroy_srq(c, srq),
             Request::CmEnable => self.cm_enable(c),
             Request::CmListen { service_id } => self.cm_listen(c, service_id),
             Request::CmUnlisten { service_id } => self.cm_unlisten(c, service_id),
@@ -573,6 +589,7 @@ impl Host {
     pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
         let mut moved = self.route_cm_events(ep, mem, now);
         moved |= self.fail_faulted(ep, mem, now);
+        moved |= self.signal_srq_limits(ep);
         let mut corrupt = Vec::new();
         for (id, a) in &mut self.apps {
             moved |= rings::take_work(ep, a, &mut self.scratch, &mut self.counters);
@@ -587,6 +604,19 @@ impl Host {
             self.detach(ep, mem, now, id);
         }
         moved
+    }
+
+    /// Signals the limit eventfd of every SRQ whose limit was reached. Returns whether there
+    /// were any.
+    fn signal_srq_limits(&self, ep: &mut Endpoint) -> bool {
+        let mut any = false;
+        while let Some(srq) = ep.poll_srq_limit() {
+            if let Some(ev) = self.apps.values().find_map(|a| a.srqs.get(&srq)) {
+                ev.signal();
+            }
+            any = true;
+        }
+        any
     }
 
     /// Moves to ERROR every QP of an application whose own memory could not be reached (it
@@ -760,6 +790,9 @@ fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, R
             format!("at most {MAX_SGE} SGEs per request"),
         ));
     }
+    if spec.srq.is_some_and(|s| !a.srqs.contains_key(&SrqId(s))) {
+        return Err(unknown("SRQ"));
+    }
     if spec.max_inline_data > MAX_INLINE {
         return Err(Refusal(
             ErrorKind::Invalid,
@@ -775,6 +808,7 @@ fn qp_config(spec: &QpSpec, a: &App, cc: Option<CcConfig>) -> Result<QpConfig, R
     cfg.ack_req_every = spec.ack_req_every.max(1);
     cfg.max_inflight_psns = spec.max_inflight_psns.clamp(1, 1 << 22);
     cfg.cc = cc;
+    cfg.srq = spec.srq.map(SrqId);
     if let Some(m) = spec.multipath {
         if m.vp_count == 0 || m.bitmap_len == 0 || m.delta > m.bitmap_len {
             return Err(Refusal(

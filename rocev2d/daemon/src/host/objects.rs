@@ -1,5 +1,6 @@
 //! Requests on an attachment's objects: protection domains, memory regions (its memfd, or
-//! memory it keeps in place behind its `/proc/self/mem`) and completion queues.
+//! memory it keeps in place behind its `/proc/self/mem`), completion queues and shared
+//! receive queues (their number bounded by `[limits] max_qps`, as each serves QPs).
 
 use super::*;
 
@@ -160,5 +161,111 @@ impl Host {
         ep.destroy_cq(cq)?;
         a.remove_cq(cq);
         Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::CreateSrq`.
+    pub(super) fn create_srq(
+        &mut self,
+        c: Call<'_>,
+        pd: u32,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let limits = self.limits;
+        let a = app_of(&mut self.apps, app)?;
+        let pd = PdId::new(pd);
+        if !a.pds.contains(&pd) {
+            return Err(unknown("PD"));
+        }
+        if a.srqs.len() >= limits.max_qps as usize {
+            return Err(limit("shared receive queues", limits.max_qps, "max_qps"));
+        }
+        let max_wr = depth(max_wr, "SRQ depth")?;
+        if max_sge > MAX_SGE {
+            return Err(Refusal(
+                ErrorKind::Invalid,
+                format!("at most {MAX_SGE} SGEs per request"),
+            ));
+        }
+        let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+        let fds = vec![dup(event.as_fd())?];
+        let id = ep.create_srq(pd, max_wr, max_sge)?;
+        a.srqs.insert(id, event);
+        Ok(Reply {
+            response: Response::Srq(id.0),
+            fds,
+            announce: None,
+        })
+    }
+
+    /// `Request::PostSrqRecv`.
+    pub(super) fn post_srq_recv(
+        &mut self,
+        c: Call<'_>,
+        srq: u32,
+        wr: RecvRecord,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = app_of(&mut self.apps, app)?;
+        let srq = owned_srq(a, srq)?;
+        ep.post_srq_recv(srq, RecvWr::from(wr))?;
+        a.posted += 1;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::ModifySrq`.
+    pub(super) fn modify_srq(
+        &mut self,
+        c: Call<'_>,
+        srq: u32,
+        max_wr: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = app_of(&mut self.apps, app)?;
+        let srq = owned_srq(a, srq)?;
+        let max_wr = max_wr.map(|n| depth(n, "SRQ depth")).transpose()?;
+        ep.modify_srq(srq, max_wr, limit)?;
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// `Request::QuerySrq`.
+    pub(super) fn query_srq(&mut self, c: Call<'_>, srq: u32) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = app_of(&mut self.apps, app)?;
+        let attr = ep
+            .query_srq(owned_srq(a, srq)?)
+            .ok_or_else(|| unknown("SRQ"))?;
+        Ok(Reply::ok(Response::SrqAttr {
+            pd: attr.pd.value(),
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            limit: attr.limit,
+            len: attr.len,
+        }))
+    }
+
+    /// `Request::DestroySrq`: refused ([`ErrorKind::InUse`]) while a QP uses it.
+    pub(super) fn destroy_srq(&mut self, c: Call<'_>, srq: u32) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let a = app_of(&mut self.apps, app)?;
+        let srq = owned_srq(a, srq)?;
+        ep.destroy_srq(srq).map_err(|e| match e {
+            EndpointError::InUse => Refusal(ErrorKind::InUse, e.to_string()),
+            e => Refusal::from(e),
+        })?;
+        a.srqs.remove(&srq);
+        Ok(Reply::ok(Response::Done))
+    }
+}
+
+/// Shared receive queue `srq`, if attachment `a` owns it.
+fn owned_srq(a: &App, srq: u32) -> Result<SrqId, Refusal> {
+    let srq = SrqId(srq);
+    if a.srqs.contains_key(&srq) {
+        Ok(srq)
+    } else {
+        Err(unknown("SRQ"))
     }
 }

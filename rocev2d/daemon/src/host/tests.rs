@@ -102,6 +102,7 @@ fn small_spec(pd: u32, cq: u32) -> QpSpec {
         ack_req_every: 16,
         max_inflight_psns: 1024,
         multipath: None,
+        srq: None,
     }
 }
 
@@ -206,6 +207,7 @@ fn limits_and_bad_memory_are_refused_with_reasons() {
         ack_req_every: 16,
         max_inflight_psns: 1024,
         multipath: None,
+        srq: None,
     };
     expect_refusal(
         &ask(&mut h, &mut ep, &mut mem, a, Request::CreateQp(spec)),

@@ -47,6 +47,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 mod cm;
+mod srq;
 mod stepwise;
 mod ud;
 
