@@ -14,6 +14,9 @@
 # when the machine counts cycles (a virtual machine without a PMU: `perf stat -e cycles` says
 # <not supported>, printed "-"), and ns per byte as a ratio to TCP's of the same run.
 #
+# WAIT (default adaptive) is write_bw's wait mode on both sides (`--poll`: sleep, adaptive,
+# spin): what waiting costs per byte.
+#
 # Not counted, for both: kernel work outside the two processes (softirq work that ksoftirqd or
 # another CPU picks up). TREE=<checkout> runs another tree's binaries (pair.sh): before/after.
 set -euo pipefail
@@ -22,6 +25,7 @@ cd "$(dirname "$0")/../.."
 DATAPATHS=${DATAPATHS:-xdp packet udp}
 WRITES=${WRITES:-16384}
 SETUP_WRITES=${SETUP_WRITES:-16}
+WAIT=${WAIT:-adaptive}
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh cpb
 need perf
@@ -56,7 +60,7 @@ transfer() {
     if [ "$2" = tcp ]; then
         iperf3_run -n $((65536 * $1)) -f g | awk '/receiver/ { print $(NF-2) }'
     else
-        write_bw_run "$2" "$1" | awk '$1 == 65536 { print $4 }'
+        write_bw_run "$2" "$1" --poll "$WAIT" | awk '$1 == 65536 { print $4 }'
     fi
 }
 
@@ -87,7 +91,7 @@ echo
 echo "| sender -> receiver | bytes moved | Gbit/s | CPU s, sender | CPU s, receiver | CPU s, both, $((SETUP_BYTES / 1024)) KiB run | CPU ns per byte, both | cycles per byte, both | ns per byte / TCP's |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for what in tcp $DATAPATHS; do
-    label="write_bw, $what, 1 QP"
+    label="write_bw, $what, 1 QP, $WAIT"
     [ "$what" = tcp ] && label="iperf3, one TCP stream"
     read -r g s0 _ s1 _ <<<"${full[$what]}"
     read -r _ t0 _ t1 _ <<<"${setup[$what]}"
