@@ -273,7 +273,9 @@ fn refusal(kind: ErrorKind, message: impl Into<String>) -> Response {
 }
 
 /// One connection, start to end; whatever descriptors it sent and nothing claimed are closed
-/// on the closing thread ([`Closer`]).
+/// on the closing thread ([`Closer`], counted per connection). At the end the connection is
+/// shut down and what is still queued in it read, so no descriptor in flight is closed by the
+/// socket's own last close (on this thread, or on the datapath thread that holds a duplicate).
 async fn serve(
     s: UnixStream,
     iface: &Interface,
@@ -281,9 +283,22 @@ async fn serve(
     link: &Link,
     ungreeted: &Arc<Ungreeted>,
 ) -> std::io::Result<()> {
+    let link = &Link {
+        closer: link.closer.for_connection(),
+        ..link.clone()
+    };
     let mut dec = Decoder::default();
     let result = greet(&s, &mut dec, iface, access, link, ungreeted).await;
-    link.closer.close(dec.take_fds());
+    let _ = rustix::net::shutdown(&s, rustix::net::Shutdown::Both);
+    loop {
+        link.closer.close(dec.take_fds());
+        dec = Decoder::default();
+        // Non-blocking: after the shutdown, what is queued, then the end.
+        match frame::recv(&s, &mut dec) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
     result
 }
 
@@ -426,6 +441,7 @@ async fn attachment(
     };
     write_frame(s, &welcome, &[bell]).await?;
     loop {
+        link.closer.below_limit().await;
         let (req, fds) = read_frame(s, dec).await?;
         // The datapath thread gets duplicates: the originals, closed on the closing thread once
         // it answered (or the request was refused here), are the last references to whatever

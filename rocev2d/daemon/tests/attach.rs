@@ -7,6 +7,10 @@
 //! - The daemon killed under a running application: the application fails at once with the
 //!   daemon's death as the reason; a restarted daemon serves new applications.
 //! - Garbage on the control socket: the connection is closed, the daemon serves on.
+//! - Descriptors whose last close blocks (lingering TCP sockets that cannot drain), sent with
+//!   requests: the daemon's closing thread waits on the first while other requests are
+//!   answered and a verified stream completes; the sender's connection is read only until
+//!   `MAX_CLOSING` of its descriptors wait to be closed.
 //! - A hostile application at every per-application limit at once beside a verified stream:
 //!   refusals name the limits, the stream completes, the daemon's descriptors stay bounded.
 //! - The connection manager through the daemons: `rping --attach` against `rping --attach`,
@@ -630,6 +634,147 @@ fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
             assert_eq!(o.read_to_end(&mut rest).expect("closed by the daemon"), 0);
         }
     });
+}
+
+/// A TCP connection over `lo` whose receiver never reads, its sender's buffers full and its
+/// linger 60 s: the last close of the sender (returned first) waits for a FIN that cannot
+/// leave, up to a minute, as a hostile application's descriptor would make the daemon's wait.
+fn stuck_tcp() -> (std::net::TcpStream, std::net::TcpStream) {
+    use rustix::net::sockopt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    sockopt::set_socket_recv_buffer_size(&listener, 4096).expect("SO_RCVBUF");
+    let sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (receiver, _) = listener.accept().expect("accept");
+    sockopt::set_socket_send_buffer_size(&sender, 4096).expect("SO_SNDBUF");
+    sender.set_nonblocking(true).unwrap();
+    let block = [0x5au8; 4096];
+    loop {
+        match std::io::Write::write(&mut &sender, &block) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the connection: {e}"),
+        }
+    }
+    sockopt::set_socket_linger(&sender, Some(Duration::from_secs(60))).expect("SO_LINGER");
+    (sender, receiver)
+}
+
+/// The kernel stack of the daemon's thread named `name` (empty when it has none).
+fn thread_stack(pid: u32, name: &str) -> String {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks");
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            return std::fs::read_to_string(t.path().join("stack")).unwrap_or_default();
+        }
+    }
+    String::new()
+}
+
+#[test]
+fn attach_descriptors_whose_last_close_blocks_stop_neither_requests_nor_traffic() {
+    let test = "attach_linger";
+    let Some(rig) = Rig::new(test) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let pid = rig.d[0].id();
+    let idle = footprint(pid).0;
+    // More lingering connections than the daemon lets one connection queue for closing.
+    let n = rocev2d::closer::MAX_CLOSING + 36;
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        in_netns(tb, "h0", || (0..n).map(|_| stuck_tcp()).unzip());
+    // Request::Hello { version } (variant 0), then Request::AllocPd (variant 2), each carrying
+    // a connection the daemon does not keep: its close is the last once ours are gone.
+    let frame = |body: &[u8], nfds: u8| {
+        let mut v = (body.len() as u32).to_le_bytes().to_vec();
+        v.push(nfds);
+        v.extend_from_slice(body);
+        v
+    };
+    let hello = frame(&[0, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()], 1);
+    let control = in_netns(tb, "h0", || {
+        let ns = rocev2_ipc::netns().expect("namespace");
+        let s = UnixStream::connect(socket(test, "h0")).expect("connect");
+        rocev2_ipc::frame::send_all(&s, &hello, &[std::os::fd::AsFd::as_fd(&ns)]).unwrap();
+        for sender in &senders {
+            let fd = std::os::fd::AsFd::as_fd(sender);
+            rocev2_ipc::frame::send_all(&s, &frame(&[2], 1), &[fd]).unwrap();
+        }
+        s
+    });
+    drop(senders);
+    // The daemon's closing thread comes to wait in the kernel for the first socket.
+    let start = Instant::now();
+    while !thread_stack(pid, "rocev2d-closer").contains("sk_stream_wait_close") {
+        assert!(
+            start.elapsed() < SETUP,
+            "the closing thread never waited on a socket: {}",
+            thread_stack(pid, "rocev2d-closer")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Answers to the attacker: the welcome, then one per request the daemon read.
+    let mut dec = rocev2_ipc::frame::Decoder::default();
+    let mut answers = 0;
+    let mut read_answers = |wait: Duration| {
+        control.set_read_timeout(Some(wait)).unwrap();
+        loop {
+            while dec
+                .next_frame::<rocev2_ipc::proto::Response>()
+                .unwrap()
+                .is_some()
+            {
+                answers += 1;
+            }
+            match rocev2_ipc::frame::recv(&control, &mut dec) {
+                Ok(0) => panic!("the daemon closed the attacker's connection"),
+                Ok(_) => {}
+                Err(_) => return answers,
+            }
+        }
+    };
+    // Meanwhile another application's requests are answered and a verified stream between
+    // the daemons completes.
+    let dev = rig.attach("h0");
+    let pd = dev
+        .alloc_pd()
+        .expect("a request answered while closes block");
+    let wb = ["--verify", "-s", "65536", "-n", "1024"];
+    let wb_server = server(tb, test, "write_bw", &wb, 18515);
+    let wb_client = tool(tb, test, "h0", "write_bw", &wb, Some("h1"));
+    for p in [wb_client, wb_server] {
+        let out = p
+            .finish(Duration::from_secs(40))
+            .expect("a stream while closes block");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    // The attacker's connection was read only until its descriptors waiting to be closed
+    // reached the bound; the rest of its requests wait in its socket, not in the daemon.
+    let read = read_answers(Duration::from_secs(1)) - 1;
+    assert!(
+        read <= rocev2d::closer::MAX_CLOSING,
+        "{read} requests with descriptors read while the first close blocked"
+    );
+    let during = footprint(pid).0;
+    assert!(
+        during <= idle + rocev2d::closer::MAX_CLOSING + 16,
+        "{during} descriptors while closes block, {idle} idle"
+    );
+    assert!(
+        thread_stack(pid, "rocev2d-closer").contains("sk_stream_wait_close"),
+        "the close ended before the stream did (the test would prove nothing)"
+    );
+    // The receivers gone, the connections reset: the closes finish and the rest is read.
+    drop(receivers);
+    let start = Instant::now();
+    while read_answers(Duration::from_millis(100)) < n + 1 {
+        assert!(
+            start.elapsed() < SETUP,
+            "the attacker's requests never resumed"
+        );
+    }
+    drop((pd, dev, control));
 }
 
 #[test]
