@@ -6,8 +6,8 @@
 #   - pingpong-vs-tcp.sh, AF_XDP, at MTU 4096 and 1024: 1-QP write_bw against dp_stream (the
 #     datapath alone, no engine); rc_pingpong 64 B busy-polled and adaptive against
 #     dp_pingpong --acks first (RC's four frames, no engine); p99 / median at 64 B and 4 KiB;
-#   - cpu-per-byte.sh: CPU per byte of write_bw, both sides, against one TCP stream's, on every
-#     datapath (default wait mode);
+#   - cpu-per-byte.sh: CPU per byte of write_bw, both sides, against one TCP stream's and
+#     against the datapath alone (dp_stream), on every datapath (default wait mode);
 #   - the engine bench: ns per data packet per side (engine_no_copy, MTU 1024 and 4096);
 #   - wire-ratio.sh: parse + verify against a plain CRC-32;
 #   - attach-vs-inprocess.sh in the default (adaptive) wait mode: write_bw attached to rocev2d
@@ -70,7 +70,11 @@ run cpb bash deploy/bench/cpu-per-byte.sh
 tcp_ns=$(col cpb "iperf3, one TCP stream" 7)
 for dp in xdp packet udp; do
     ns=$(col cpb "write_bw, $dp, 1 QP, adaptive" 7)
+    dns=$(col cpb "dp_stream, $dp (no engine)" 7)
     row "CPU per byte, both sides, write_bw $dp (adaptive)" "$ns ns/B" "one TCP stream $tcp_ns ns/B" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 9)" "<= 1.10x"
+    # Where the datapath alone costs more than TCP, the first target is out of reach: the
+    # stack's own share is the ratio to the datapath's.
+    row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $dns ns/B ($(col cpb "dp_stream, $dp (no engine)" 9) TCP's)" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 10)" "<= 1.10x"
 done
 
 echo "limits: engine bench" >&2
