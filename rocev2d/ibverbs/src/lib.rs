@@ -39,6 +39,7 @@ pub mod handle;
 pub mod mr;
 pub mod qp;
 pub mod srq;
+pub mod wr;
 
 use core::ffi::c_int;
 use rocev2::Error;
