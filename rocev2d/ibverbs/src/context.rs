@@ -129,6 +129,13 @@ pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
 }
 
 #[unsafe(no_mangle)]
+/// `ibv_get_device_index(3)`: -1, the answer for a device without a kernel index (there is no
+/// kernel device); librdmacm then tells devices apart by GUID.
+pub extern "C" fn ibv_get_device_index(_dev: *mut ibv_device) -> c_int {
+    -1
+}
+
+#[unsafe(no_mangle)]
 /// `ibv_open_device(3)`: opens (or shares) the device's engine.
 pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     guard(std::ptr::null_mut(), || {
