@@ -1,5 +1,11 @@
-//! Devices and contexts: `ibv_get_device_list` … `ibv_close_device`, the query verbs, async
-//! events and the `*_str` helpers.
+//! Devices and contexts: `ibv_get_device_list` … `ibv_close_device`, the query verbs (and the
+//! extended `query_port` and `query_device_ex` ops), async events and the `*_str` helpers.
+//!
+//! A context is the `ibv_context` at the end of a `struct verbs_context` whose ops are the
+//! extended verbs this library implements (device and port queries, `ibv_create_cq_ex`,
+//! `ibv_create_qp_ex`); the others are empty, so verbs.h's wrappers fail with `EOPNOTSUPP` or
+//! `ENOSYS`, or fall back to the 1.1 call, as for a provider without them. Nothing of
+//! libibverbs runs on it (its private part is NULL).
 //!
 //! Port attributes describe a RoCE port the way rdma_rxe does (Ethernet link layer, LID 0, one
 //! P_Key 0xffff, GID table of the interface), with the active MTU the interface's IP MTU allows.

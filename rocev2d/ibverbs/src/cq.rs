@@ -1,6 +1,9 @@
-//! Completion channels and queues: `ibv_create_comp_channel`, `ibv_create_cq`,
-//! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq`/`req_notify_cq` entries of the
-//! context's ops table that verbs.h's inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
+//! Completion channels and queues: `ibv_create_comp_channel`, `ibv_create_cq`, the extended
+//! `ibv_create_cq_ex` with its poll functions (`ibv_start_poll`, `ibv_next_poll`,
+//! `ibv_end_poll`, `ibv_wc_read_*`), `ibv_get_cq_event`, `ibv_ack_cq_events`, and the
+//! `poll_cq`/`req_notify_cq` entries of the context's ops table that verbs.h's inline
+//! `ibv_poll_cq` and `ibv_req_notify_cq` call. Every CQ begins with an `ibv_cq_ex`, so both
+//! ways of polling work on any CQ.
 //!
 //! A channel's `fd` is an epoll set of its CQs' wake-ups ([`rocev2::Device::cq_event_fd`]):
 //! readable while an armed CQ has a completion, so a program may `poll(2)` it as it would

@@ -1,5 +1,8 @@
-//! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the
-//! `post_send`/`post_recv` entries of the context's ops table.
+//! Queue pairs: `ibv_create_qp`, the extended `ibv_create_qp_ex` and `ibv_qp_to_qp_ex`,
+//! `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the `post_send`/`post_recv` entries
+//! of the context's ops table. Every QP begins with an `ibv_qp_ex`; one created with send
+//! operations posts through `ibv_wr_*` too (`crate::wr`), each request converted and posted as
+//! `ibv_post_send`'s ([`Qp::request`], [`Qp::post`]).
 //!
 //! `ibv_modify_qp` maps the attribute mask onto a [`rocev2::ModifySpec`] (one step of the
 //! device's [`rocev2::Device::modify_qp`], in-process or in the daemon). The address vector
@@ -14,9 +17,9 @@
 //! A QP created with `ibv_qp_init_attr.srq` takes its receive requests from that shared
 //! receive queue (`crate::srq`) and refuses its own (`ibv_post_recv` fails with `EINVAL`).
 //!
-//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and
-//! the extended QP (`ibv_qp_to_qp_ex` returns NULL; perftest then uses `ibv_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
-//! attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
+//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and the
+//! extended creation attributes of XRC, RSS and TSO. `ibv_query_qp` reports state, caps, access
+//! flags and PSN-free attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
 //! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
 
 use crate::abi::{
