@@ -702,3 +702,25 @@ pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
         .and_then(|i| NAMES.get(i))
         .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The extended ops refuse what is not a live context, writing nothing.
+    #[test]
+    fn extended_ops_refuse_foreign_contexts() {
+        let mut junk = vec![0xa5u8; 1024];
+        let j = junk.as_mut_ptr();
+        // SAFETY: each op checks the context before dereferencing anything.
+        unsafe {
+            assert_eq!(
+                query_device_ex(j.cast(), std::ptr::null(), j.cast(), 400),
+                libc::EINVAL
+            );
+            assert_eq!(query_port_ex(j.cast(), 1, j.cast(), 52), libc::EINVAL);
+            assert!(crate::qp::create_qp_ex(j.cast(), std::ptr::null_mut()).is_null());
+        }
+        assert!(junk.iter().all(|b| *b == 0xa5));
+    }
+}

@@ -511,3 +511,47 @@ readers! {
     read_sl -> u8 = |w| w.sl;
     read_dlid_path_bits -> u8 = |w| w.dlid_path_bits;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno() -> i32 {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    /// The extended poll and creation refuse what is not a live CQ or context, writing nothing.
+    #[test]
+    fn extended_cq_functions_refuse_foreign_handles() {
+        let mut junk = vec![0xa5u8; 512];
+        let j = junk.as_mut_ptr().cast::<ibv_cq_ex>();
+        let mut attr = abi::ibv_cq_init_attr_ex {
+            cqe: 1,
+            cq_context: std::ptr::null_mut(),
+            channel: std::ptr::null_mut(),
+            comp_vector: 0,
+            wc_flags: abi::IBV_WC_STANDARD_FLAGS,
+            comp_mask: 0,
+            flags: 0,
+            parent_domain: std::ptr::null_mut(),
+        };
+        // SAFETY: each function checks its handle before dereferencing it; `attr` is readable.
+        unsafe {
+            assert_eq!(start_poll(j, std::ptr::null_mut()), libc::EINVAL);
+            assert_eq!(next_poll(j), libc::EINVAL);
+            end_poll(j);
+            assert_eq!(read_opcode(j), 0);
+            assert_eq!(read_byte_len(j), 0);
+            assert_eq!(read_wc_flags(j), 0);
+            assert!(create_cq_ex(j.cast(), &mut attr).is_null());
+            assert_eq!(errno(), libc::EINVAL);
+            assert!(create_cq_ex(j.cast(), std::ptr::null_mut()).is_null());
+            assert_eq!(errno(), libc::EINVAL);
+            // Completion timestamps: refused whatever the context.
+            attr.wc_flags |= 1 << 7;
+            assert!(create_cq_ex(j.cast(), &mut attr).is_null());
+            assert_eq!(errno(), libc::EOPNOTSUPP);
+        }
+        assert!(junk.iter().all(|b| *b == 0xa5));
+    }
+}
