@@ -19,8 +19,8 @@
 //!
 //! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and the
 //! extended creation attributes of XRC, RSS and TSO. `ibv_query_qp` reports state, caps, access
-//! flags and PSN-free attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
-//! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
+//! flags and PSN-free attributes only. `ibv_destroy_qp` first lets the engine send what it
+//! still owes the peer (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
 
 use crate::abi::{
     self, ibv_ah, ibv_ah_attr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_ex, ibv_qp_init_attr,
