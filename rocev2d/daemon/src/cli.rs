@@ -53,6 +53,12 @@ pub struct RunArgs {
     /// namespace's; `--stats-socket` is its older name).
     #[arg(long = "socket", visible_alias = "stats-socket")]
     pub stats_socket: Option<PathBuf>,
+    /// Engine shards, each its own thread, rx queue k, QPN block k and CM (overrides
+    /// `[datapath] queues`; default 1, one engine). 0: one per rx queue of the interface.
+    /// Applications are placed on the shard with the fewest attachments; frames and CM
+    /// messages that reach the wrong shard are handed to their owner (xdp or packet datapath).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub queues: Option<u32>,
     /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464); overrides
     /// `[stats] metrics`.
     #[arg(long)]

@@ -29,6 +29,9 @@ use std::time::Duration;
 pub struct QpSnapshot {
     /// QP state (`Rts`, `Error`, …).
     pub state: String,
+    /// The engine shard of the QP (`docs/daemon.md`, "Several queues"; 0 with one).
+    #[serde(default)]
+    pub shard: u32,
     /// Counters by name.
     pub counters: BTreeMap<String, u64>,
     /// The congestion controller, when the QP has one.
@@ -62,6 +65,10 @@ pub struct Snapshot {
     pub datapath_reason: String,
     /// Milliseconds since the daemon started.
     pub uptime_ms: u64,
+    /// Engine shards serving the interface (`rocev2d run --queues`); every count below is
+    /// their sum.
+    #[serde(default = "one")]
+    pub shards: u32,
     /// Frames and bytes through the endpoint: `rx_packets`, `rx_bytes`, `tx_packets`,
     /// `tx_bytes`.
     pub packets: BTreeMap<String, u64>,
@@ -146,6 +153,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
             format!("{:#08x}", qp.qpn().value()),
             QpSnapshot {
                 state: state_name(qp.state()).to_string(),
+                shard: 0,
                 counters,
                 cc,
             },
@@ -156,6 +164,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
         datapath: id.datapath.clone(),
         datapath_reason: id.reason.clone(),
         uptime_ms: u64::try_from(id.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        shards: 1,
         packets: [
             ("rx_packets", s.rx_frames),
             ("rx_bytes", s.rx_bytes),
@@ -182,6 +191,56 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
     }
 }
 
+fn one() -> u32 {
+    1
+}
+
+/// One document for the host from its engine shards' snapshots, shard k's at index k: every
+/// counter summed, except the steering program's (`steer_*`), which are the interface's and
+/// shown by every shard alike; each QP and application tagged with its shard. `None` without
+/// any.
+pub fn merge(parts: Vec<Snapshot>) -> Option<Snapshot> {
+    let n = u32::try_from(parts.len()).ok()?;
+    let mut it = parts.into_iter();
+    let mut all = it.next()?;
+    if n > 1 {
+        all.datapath_reason = format!(
+            "{n} engine shards, one per rx queue 0..{n}; shard 0: {}",
+            all.datapath_reason
+        );
+    }
+    all.shards = n;
+    let add = |into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>| {
+        for (k, v) in from {
+            let steer = k.starts_with("steer_");
+            let e = into.entry(k).or_default();
+            *e = if steer { (*e).max(v) } else { *e + v };
+        }
+    };
+    for (shard, s) in (1..).zip(it) {
+        all.uptime_ms = all.uptime_ms.max(s.uptime_ms);
+        add(&mut all.packets, s.packets);
+        add(&mut all.drops, s.drops);
+        add(&mut all.datapath_counters, s.datapath_counters);
+        all.icrc_errors += s.icrc_errors;
+        all.icrc_unverifiable += s.icrc_unverifiable;
+        all.retransmits += s.retransmits;
+        all.naks_sent += s.naks_sent;
+        all.naks_received += s.naks_received;
+        all.qps.extend(s.qps.into_iter().map(|(k, mut q)| {
+            q.shard = shard;
+            (k, q)
+        }));
+        all.apps.extend(s.apps.into_iter().map(|mut a| {
+            a.shard = shard;
+            a
+        }));
+        all.host.add(&s.host);
+    }
+    all.apps.sort_by_key(|a| a.id);
+    Some(all)
+}
+
 fn state_name(s: QpState) -> &'static str {
     match s {
         QpState::Reset => "reset",
@@ -200,6 +259,7 @@ pub fn render_text(s: &Snapshot) -> String {
     let _ = writeln!(o, "iface {}", s.iface);
     let _ = writeln!(o, "datapath {} ({})", s.datapath, s.datapath_reason);
     let _ = writeln!(o, "uptime_ms {}", s.uptime_ms);
+    let _ = writeln!(o, "shards {}", s.shards);
     for (k, v) in &s.packets {
         let _ = writeln!(o, "{k} {v}");
     }
@@ -234,11 +294,12 @@ pub fn render_text(s: &Snapshot) -> String {
     for a in &s.apps {
         let _ = writeln!(
             o,
-            "  app {} pid {} uid {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes posted {} \
-             completed {}",
+            "  app {} pid {} uid {} shard {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes \
+             posted {} completed {}",
             a.id,
             a.pid,
             a.uid,
+            a.shard,
             a.qps.join(" "),
             a.cqs,
             a.mrs,
@@ -249,7 +310,7 @@ pub fn render_text(s: &Snapshot) -> String {
         );
     }
     for (q, qs) in &s.qps {
-        let _ = writeln!(o, "qp {q} {}:", qs.state);
+        let _ = writeln!(o, "qp {q} {} shard {}:", qs.state, qs.shard);
         for (k, v) in &qs.counters {
             let _ = writeln!(o, "  {k} {v}");
         }
@@ -363,6 +424,13 @@ pub fn render_prometheus(s: &Snapshot) -> String {
         "Seconds since the daemon started.",
         &[(String::new(), s.uptime_ms as f64 / 1000.0)],
     );
+    family(
+        &mut o,
+        "shards",
+        "gauge",
+        "Engine shards serving the interface (rocev2d run --queues); the counters are their sum.",
+        &[(String::new(), f64::from(s.shards))],
+    );
     for (k, v) in &s.packets {
         let help = format!("Endpoint {} (frames or bytes).", k.replace('_', " "));
         family(
@@ -415,6 +483,18 @@ pub fn render_prometheus(s: &Snapshot) -> String {
         let help = format!("Per-QP {}.", c.replace('_', " "));
         family(&mut o, &format!("qp_{c}_total"), "counter", &help, &samples);
     }
+    let shards: Vec<(String, f64)> = s
+        .qps
+        .iter()
+        .map(|(qpn, q)| (qp_label(qpn), f64::from(q.shard)))
+        .collect();
+    family(
+        &mut o,
+        "qp_shard",
+        "gauge",
+        "The engine shard serving the QP.",
+        &shards,
+    );
     let cc = |f: fn(&CcStats) -> Option<f64>| -> Vec<(String, f64)> {
         s.qps
             .iter()

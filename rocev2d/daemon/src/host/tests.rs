@@ -1120,7 +1120,7 @@ fn a_user_holds_at_most_its_attachments() {
 fn attachment_ids_skip_live_ones_when_they_wrap() {
     let (mut h, _ep, _mem) = host(Limits::default());
     let (first, _a) = attach_as(&mut h, 0);
-    h.next_app = u32::MAX;
+    h.roster.set_next(u32::MAX);
     let (last, _b) = attach_as(&mut h, 0);
     assert_eq!(last, u32::MAX);
     // The next would be `first` again (ids skip 0): it is live, so it is skipped.
