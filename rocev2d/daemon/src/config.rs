@@ -635,6 +635,12 @@ mod tests {
             }
         );
         assert_eq!((c.rx_batch, c.tx_batch), (32, 64));
+        assert_eq!(c.queues, 1, "one engine unless asked");
+        let q = |t: &str| Config::parse(t).map(|c| c.queues);
+        assert_eq!(q("[datapath]\nqueues = 4").unwrap(), 4);
+        assert_eq!(q("[datapath]\nqueues = 0").unwrap(), 0, "one per rx queue");
+        let e = q("[datapath]\nqueues = 65").unwrap_err().to_string();
+        assert!(e.contains("`datapath.queues`") && e.contains("0..=64"), "{e}");
         assert!(c.options.udp.accept_unverified_icrc);
         assert!(!c.options.udp.gro && !c.options.udp.gso);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);

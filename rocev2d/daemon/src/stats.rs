@@ -589,6 +589,91 @@ mod tests {
     }
 
     #[test]
+    fn stats_of_shards_merge_into_one_document_per_host() {
+        use crate::host::{AppSnapshot, HostCounters};
+        let part = |app: u32, qpn: &str, rx: u64| {
+            let mut ep = Endpoint::new(1);
+            let mut mem = rocev2_core::mr::VecMemory::new();
+            let _ = ep.handle_frame(Instant::ZERO, &[0; 10], &mut mem);
+            let id = Identity {
+                iface: "veth0".into(),
+                datapath: "xdp".into(),
+                reason: format!("queue of app {app}"),
+                started: std::time::Instant::now(),
+            };
+            let dp = DatapathStats {
+                rx_packets: rx,
+                steer_redirected: 40,
+                ..DatapathStats::default()
+            };
+            let mut s = snapshot(&id, &ep, Instant::ZERO, &dp);
+            s.qps.insert(
+                qpn.into(),
+                QpSnapshot {
+                    state: "rts".into(),
+                    shard: 0,
+                    counters: [("rx_packets".to_string(), rx)].into(),
+                    cc: None,
+                },
+            );
+            s.apps.push(AppSnapshot {
+                id: app,
+                shard: 0,
+                pid: 10 + app,
+                uid: 0,
+                qps: vec![qpn.into()],
+                cqs: 1,
+                mrs: 1,
+                mr_bytes: 4096,
+                ring_bytes: 0,
+                posted: rx,
+                completed: rx,
+            });
+            s.host = HostCounters {
+                attached: 1,
+                refused_requests: u64::from(app),
+                ..HostCounters::default()
+            };
+            s
+        };
+        assert!(merge(Vec::new()).is_none());
+        let one = merge(vec![part(1, "0x000011", 5)]).unwrap();
+        assert_eq!((one.shards, one.datapath_reason.as_str()), (1, "queue of app 1"));
+        let s = merge(vec![part(2, "0x000012", 5), part(1, "0x040012", 7)]).unwrap();
+        assert_eq!(s.shards, 2);
+        assert!(s.datapath_reason.starts_with("2 engine shards"), "{}", s.datapath_reason);
+        assert_eq!(s.packets["rx_packets"], 2, "each engine's own frames, summed");
+        assert_eq!(s.drops["truncated"], 2);
+        assert_eq!(s.datapath_counters["rx_packets"], 12);
+        assert_eq!(
+            s.datapath_counters["steer_redirected"], 40,
+            "the interface's program, shown by every shard alike: not summed"
+        );
+        assert_eq!((s.host.attached, s.host.refused_requests), (2, 3));
+        assert_eq!(
+            s.qps.iter().map(|(q, v)| (q.as_str(), v.shard)).collect::<Vec<_>>(),
+            [("0x000012", 0), ("0x040012", 1)]
+        );
+        assert_eq!(
+            s.apps.iter().map(|a| (a.id, a.shard)).collect::<Vec<_>>(),
+            [(1, 1), (2, 0)],
+            "by id, each with its shard"
+        );
+        let text = render_text(&s);
+        assert!(text.contains("shards 2\n"), "{text}");
+        assert!(text.contains("app 1 pid 11 uid 0 shard 1:"), "{text}");
+        assert!(text.contains("qp 0x040012 rts shard 1:"), "{text}");
+        let prom = render_prometheus(&s);
+        assert!(prom.contains("rocev2_shards{iface=\"veth0\"} 2\n"), "{prom}");
+        assert!(
+            prom.contains("rocev2_qp_shard{iface=\"veth0\",qpn=\"0x040012\"} 1\n"),
+            "{prom}"
+        );
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
     fn ten_thousand_qps_cross_the_control_socket_whole() {
         use rocev2_ipc::frame;
         use rocev2_ipc::proto::{Part, Response, StatsParts, stats_responses};
