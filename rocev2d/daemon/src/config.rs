@@ -640,7 +640,10 @@ mod tests {
         assert_eq!(q("[datapath]\nqueues = 4").unwrap(), 4);
         assert_eq!(q("[datapath]\nqueues = 0").unwrap(), 0, "one per rx queue");
         let e = q("[datapath]\nqueues = 65").unwrap_err().to_string();
-        assert!(e.contains("`datapath.queues`") && e.contains("0..=64"), "{e}");
+        assert!(
+            e.contains("`datapath.queues`") && e.contains("0..=64"),
+            "{e}"
+        );
         assert!(c.options.udp.accept_unverified_icrc);
         assert!(!c.options.udp.gro && !c.options.udp.gso);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);

@@ -118,9 +118,7 @@ struct Drain {
 /// # Errors
 /// More shards than the interface has rx queues (or the steering program's map holds).
 pub fn shard_count(cfg: &Config, iface: &Interface) -> anyhow::Result<u32> {
-    let queues = iface
-        .rx_queues
-        .clamp(1, rocev2_core::endpoint::QPN_BLOCKS);
+    let queues = iface.rx_queues.clamp(1, rocev2_core::endpoint::QPN_BLOCKS);
     match cfg.queues {
         0 => Ok(queues),
         n if n <= queues => Ok(n),
@@ -293,8 +291,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 std::thread::Builder::new()
                     .name(format!("rocev2d-shard{}", shard.k))
                     .spawn_scoped(scope, move || {
-                        let driver =
-                            Driver::new(o.ep, HostMemory::default(), o.datapath, driver_config(cfg));
+                        let driver = Driver::new(
+                            o.ep,
+                            HostMemory::default(),
+                            o.datapath,
+                            driver_config(cfg),
+                        );
                         let r = serve(&shard, driver, host, sig_rx, stop);
                         // However this shard ended, the others end too.
                         stop.signal();

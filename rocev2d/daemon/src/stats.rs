@@ -638,11 +638,21 @@ mod tests {
         };
         assert!(merge(Vec::new()).is_none());
         let one = merge(vec![part(1, "0x000011", 5)]).unwrap();
-        assert_eq!((one.shards, one.datapath_reason.as_str()), (1, "queue of app 1"));
+        assert_eq!(
+            (one.shards, one.datapath_reason.as_str()),
+            (1, "queue of app 1")
+        );
         let s = merge(vec![part(2, "0x000012", 5), part(1, "0x040012", 7)]).unwrap();
         assert_eq!(s.shards, 2);
-        assert!(s.datapath_reason.starts_with("2 engine shards"), "{}", s.datapath_reason);
-        assert_eq!(s.packets["rx_packets"], 2, "each engine's own frames, summed");
+        assert!(
+            s.datapath_reason.starts_with("2 engine shards"),
+            "{}",
+            s.datapath_reason
+        );
+        assert_eq!(
+            s.packets["rx_packets"], 2,
+            "each engine's own frames, summed"
+        );
         assert_eq!(s.drops["truncated"], 2);
         assert_eq!(s.datapath_counters["rx_packets"], 12);
         assert_eq!(
@@ -651,7 +661,10 @@ mod tests {
         );
         assert_eq!((s.host.attached, s.host.refused_requests), (2, 3));
         assert_eq!(
-            s.qps.iter().map(|(q, v)| (q.as_str(), v.shard)).collect::<Vec<_>>(),
+            s.qps
+                .iter()
+                .map(|(q, v)| (q.as_str(), v.shard))
+                .collect::<Vec<_>>(),
             [("0x000012", 0), ("0x040012", 1)]
         );
         assert_eq!(
@@ -664,7 +677,10 @@ mod tests {
         assert!(text.contains("app 1 pid 11 uid 0 shard 1:"), "{text}");
         assert!(text.contains("qp 0x040012 rts shard 1:"), "{text}");
         let prom = render_prometheus(&s);
-        assert!(prom.contains("rocev2_shards{iface=\"veth0\"} 2\n"), "{prom}");
+        assert!(
+            prom.contains("rocev2_shards{iface=\"veth0\"} 2\n"),
+            "{prom}"
+        );
         assert!(
             prom.contains("rocev2_qp_shard{iface=\"veth0\",qpn=\"0x040012\"} 1\n"),
             "{prom}"

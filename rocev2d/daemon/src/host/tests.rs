@@ -1202,7 +1202,15 @@ fn shards_share_attachment_ids_the_user_limit_and_service_ids() {
     );
     let service = ServiceId::rdma_cm(rocev2_core::cm::PortSpace::TCP, 7174).0;
     let listen = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app| {
-        ask(h, ep, mem, app, Request::CmListen { service_id: service })
+        ask(
+            h,
+            ep,
+            mem,
+            app,
+            Request::CmListen {
+                service_id: service,
+            },
+        )
     };
     assert!(matches!(
         listen(&mut h0, &mut ep0, &mut mem0, a).response,
@@ -1217,5 +1225,8 @@ fn shards_share_attachment_ids_the_user_limit_and_service_ids() {
         Response::Done
     ));
     let (c, _cc) = attach_as(&mut h0, 1000);
-    assert_ne!(c, b, "a detached id's place is given back, a live one's never");
+    assert_ne!(
+        c, b,
+        "a detached id's place is given back, a live one's never"
+    );
 }
