@@ -1,8 +1,10 @@
 //! The host's RoCE device, shared by the applications attached to the daemon.
 //!
 //! [`Host`] keeps what each attachment owns (PDs, regions, CQs, QPs and the shared rings of the
-//! last two) and carries out its requests on the one engine of the interface. It is driven
-//! from the daemon's datapath thread without any IO of its own but the shared memory:
+//! last two) and carries out its requests on one engine: the interface's, or one engine
+//! shard's (`rocev2d run --queues`, [`Host::sharing`]: then the shards' hosts share the
+//! attachments' ids and users, and the interface's listen registry). It is driven from its
+//! datapath thread without any IO of its own but the shared memory:
 //! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]): one line of
 //!   dispatch each, to one handler in the module of what it touches (`objects`: PDs,
 //!   regions, CQs, shared receive queues; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
@@ -13,8 +15,8 @@
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
-//! The connection manager (QP1, [`rocev2_core::Endpoint::enable_cm`]) is the daemon's, one for
-//! the interface; the host shares it out: a service ID belongs to the application that listens
+//! The connection manager (QP1, [`rocev2_core::Endpoint::enable_cm`]) is the engine's, one for
+//! the interface or one per shard; the host shares it out: a service ID belongs to the application that listens
 //! on it (a second claim is refused, [`ErrorKind::InUse`]), a connection to the application
 //! that started or was offered it, and each CM event goes to its connection's application
 //! only, queued until it asks ([`Request::CmPoll`]) and announced on its CM eventfd. An
