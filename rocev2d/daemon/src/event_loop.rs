@@ -469,3 +469,39 @@ fn snapshot(id: &Identity, driver: &HostDriver, host: &Host) -> stats::Snapshot 
     snap.host = host.counters();
     snap
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_count_is_the_asked_queues_within_the_interfaces() {
+        let iface = |rx_queues| Interface {
+            name: "t0".into(),
+            index: 1,
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            up: true,
+            addrs: Vec::new(),
+            rx_queues,
+        };
+        let count = |queues, rx| {
+            shard_count(
+                &Config {
+                    queues,
+                    ..Config::default()
+                },
+                &iface(rx),
+            )
+        };
+        assert_eq!(count(1, 1).unwrap(), 1, "the default: one engine");
+        assert_eq!(count(2, 4).unwrap(), 2);
+        assert_eq!(count(0, 4).unwrap(), 4, "0: one per rx queue");
+        assert_eq!(count(0, 100).unwrap(), 64, "no more than QPN blocks");
+        let e = count(3, 2).unwrap_err().to_string();
+        assert!(
+            e.contains("--queues 3") && e.contains("2 rx queue(s)"),
+            "{e}"
+        );
+    }
+}
