@@ -24,7 +24,8 @@
 //! - An MRA through the daemons: the passive application answers a REQ with an MRA, then
 //!   accepts, and both ends are established; another application cannot send an MRA for it,
 //!   and a second one after the accept is refused by the engine.
-//! - Sharded daemons (`--queues 2` over AF_XDP, a veth of two queues per end): applications
+//! - Sharded daemons (`--queues 2` over AF_XDP, and AF_PACKET for the streams, a veth of two
+//!   queues per end): applications
 //!   are placed on the shard with the fewest attachments, as stats show (each application and
 //!   QP with its shard); two verified WRITE streams run at once through both shards; an RDMA
 //!   CM connection whose REQ reaches the shard that does not listen is forwarded to the one
@@ -103,8 +104,8 @@ impl Rig {
         Some(Rig::with(test, pair(), &["--datapath", "packet"]))
     }
 
-    /// Daemons of two engine shards over AF_XDP, on a pair whose veth ends have two queues.
-    fn sharded(test: &'static str) -> Option<Rig> {
+    /// Daemons of two engine shards over `datapath`, on a pair whose veth ends have two queues.
+    fn sharded(test: &'static str, datapath: &str) -> Option<Rig> {
         if !need_root(test) {
             return None;
         }
@@ -112,7 +113,11 @@ impl Rig {
             link: LinkParams::new().mtu(9000).queues(2),
         })
         .expect("pair testbed of two queues");
-        Some(Rig::with(test, tb, &["--datapath", "xdp", "--queues", "2"]))
+        Some(Rig::with(
+            test,
+            tb,
+            &["--datapath", datapath, "--queues", "2"],
+        ))
     }
 
     /// A daemon on each host of `tb`, with these arguments.
@@ -1471,8 +1476,19 @@ fn shards_of(test: &str, host: &str) -> (Vec<u64>, Vec<(u32, u64)>) {
 
 #[test]
 fn attach_sharded_daemons_place_applications_and_stream_through_both_shards() {
-    let test = "attach_shards_bw";
-    let Some(rig) = Rig::sharded(test) else {
+    sharded_streams("attach_shards_bw", "xdp");
+}
+
+/// The same over AF_PACKET, where every shard's socket sees every frame and keeps its own.
+#[test]
+fn attach_sharded_packet_daemons_place_applications_and_stream_through_both_shards() {
+    sharded_streams("attach_shards_bw_packet", "packet");
+}
+
+/// Two applications of one host placed on shards 0 and 1 (stats and the applications agree),
+/// then two verified WRITE streams at once through `--queues 2` daemons of `datapath`.
+fn sharded_streams(test: &'static str, datapath: &str) {
+    let Some(rig) = Rig::sharded(test, datapath) else {
         return;
     };
     let tb = &rig.tb;
@@ -1519,7 +1535,7 @@ fn attach_sharded_daemons_place_applications_and_stream_through_both_shards() {
         assert_eq!(s["host"]["closed_corrupt"], 0, "{s}");
         assert_eq!(s["drops"]["mis_steered"], 0, "{s}");
         assert_eq!(s["datapath_counters"]["steer_no_socket"], 0, "{s}");
-        assert!(s["datapath"] == "xdp", "{s}");
+        assert!(s["datapath"] == datapath, "{s}");
     }
 }
 
@@ -1527,7 +1543,7 @@ fn attach_sharded_daemons_place_applications_and_stream_through_both_shards() {
 fn attach_sharded_daemons_forward_a_cm_req_to_the_listening_shard() {
     use rdmacm_shim::cm::CmListener;
     let test = "attach_shards_cm";
-    let Some(rig) = Rig::sharded(test) else {
+    let Some(rig) = Rig::sharded(test, "xdp") else {
         return;
     };
     let tb = &rig.tb;
