@@ -367,12 +367,15 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
     if !drops.is_empty() {
         let _ = writeln!(o, "drops: {}", drops.join(", "));
     }
+    // A sharded daemon's rows say their shard; one engine's stay as they were.
+    let sharded = cur.shards > 1;
     if !cur.qps.is_empty() {
-        let _ = writeln!(
+        let _ = write!(
             o,
             "{:<10} {:<6} {:>12} {:>12} {:>10} {:>12}",
             "qpn", "state", "tx pkt/s", "rx pkt/s", "retx/s", "cc Gbit/s"
         );
+        let _ = writeln!(o, "{}", if sharded { "  shard" } else { "" });
     }
     for (qpn, q) in &cur.qps {
         let before = prev.qps.get(qpn);
@@ -381,7 +384,7 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
             || "-".to_string(),
             |c| format!("{:.3}", c.rate_bps as f64 * 1e-9),
         );
-        let _ = writeln!(
+        let _ = write!(
             o,
             "{qpn:<10} {:<6} {:>12.0} {:>12.0} {:>10.0} {cc:>12}",
             q.state,
@@ -389,6 +392,10 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
             c("rx_packets"),
             c("retransmits"),
         );
+        let _ = match sharded {
+            true => writeln!(o, " {:>6}", q.shard),
+            false => writeln!(o),
+        };
     }
     o
 }
@@ -676,6 +683,10 @@ mod tests {
         assert!(text.contains("shards 2\n"), "{text}");
         assert!(text.contains("app 1 pid 11 uid 0 shard 1:"), "{text}");
         assert!(text.contains("qp 0x040012 rts shard 1:"), "{text}");
+        let rates = render_rates(&s, &s, 1.0);
+        let row = rates.lines().find(|l| l.starts_with("0x040012")).unwrap();
+        assert_eq!(row.split_whitespace().last(), Some("1"), "{rates}");
+        assert!(rates.contains("cc Gbit/s  shard\n"), "{rates}");
         let prom = render_prometheus(&s);
         assert!(
             prom.contains("rocev2_shards{iface=\"veth0\"} 2\n"),
