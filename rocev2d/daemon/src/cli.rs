@@ -76,7 +76,8 @@ pub struct StatsArgs {
     #[arg(long, conflicts_with = "watch")]
     pub prometheus: bool,
     /// Print live rates every SECONDS (default 1) until interrupted: packets and Gbit/s each
-    /// way, drops per second by reason, and per QP its packet rates and controller's rate.
+    /// way, drops per second by reason, and per QP its packet rates, controller's rate and (with
+    /// several engine shards) its shard.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1",
           conflicts_with = "json", value_parser = parse_interval)]
     pub watch: Option<Duration>,
