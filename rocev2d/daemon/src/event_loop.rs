@@ -27,7 +27,7 @@ use rocev2_core::endpoint::GsiConfig;
 use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::host::HostMemory;
 use rocev2_datapath::iface::node_guid;
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, auto, handoff, neigh};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, auto, handoff, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response};
 use rocev2d::config::Config;
@@ -141,16 +141,22 @@ struct Opened {
     listens: Option<handoff::Listens>,
 }
 
-/// Opens shard `k` of `n` on `iface`: with one, the datapath of the whole interface and an
-/// engine of every QPN, as ever; with several, the datapath of rx queue `k` joined to the
-/// others ([`handoff::Shard`]) and an engine of QPN block `k`.
-fn open_shard(cfg: &Config, iface: &Interface, k: u32, n: u32) -> anyhow::Result<Opened> {
+/// Opens shard `k` of `n` on `iface` with datapath `mode`: with one, the datapath of the whole
+/// interface and an engine of every QPN, as ever; with several, the datapath of rx queue `k`
+/// joined to the others ([`handoff::Shard`]) and an engine of QPN block `k`.
+fn open_shard(
+    cfg: &Config,
+    iface: &Interface,
+    mode: Mode,
+    k: u32,
+    n: u32,
+) -> anyhow::Result<Opened> {
     let seed = os_seed().context("reading /dev/urandom")?;
     let mut options = cfg.options;
     if n > 1 {
         options.xdp.queue = Some(k);
     }
-    let opened = auto::open(iface, cfg.mode, &options)?;
+    let opened = auto::open(iface, mode, &options)?;
     let (datapath, reason, ep, listens): (Box<dyn Datapath + Send>, _, _, _) = if n > 1 {
         let name = opened.datapath.name();
         if name != "xdp" && name != "packet" {
@@ -203,13 +209,14 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     }
     let n = shard_count(cfg, &iface)?;
     let started = std::time::Instant::now();
-    let opened = (0..n)
-        .map(|k| open_shard(cfg, &iface, k, n))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let datapath = opened
-        .first()
-        .map(|o| o.datapath.name().to_string())
-        .unwrap_or_default();
+    let first = open_shard(cfg, &iface, cfg.mode, 0, n)?;
+    let datapath = first.datapath.name().to_string();
+    // The other shards take the datapath the first got: `auto` must not mix two.
+    let mode = datapath.parse().unwrap_or(cfg.mode);
+    let mut opened = vec![first];
+    for k in 1..n {
+        opened.push(open_shard(cfg, &iface, mode, k, n)?);
+    }
     let path = cfg
         .stats_socket
         .clone()
