@@ -516,7 +516,7 @@ async fn answer_stats(s: &UnixStream, link: &Link) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Where an attachment's requests go: its shard, and its id there.
+/// Where an attachment's requests go: its shard, and its (host-wide) attachment id.
 struct To<'a> {
     link: &'a Link,
     shard: usize,
