@@ -12,7 +12,9 @@
 #   - wire-ratio.sh: parse + verify against a plain CRC-32;
 #   - attach-vs-inprocess.sh in the default (adaptive) wait mode: write_bw attached to rocev2d
 #     against in-process, and the C ABI's CPU per round trip (programs + daemons) against
-#     in-process.
+#     in-process;
+#   - multiqueue.sh with ATTACHED=1: two attached QPs on `rocev2d run --queues 2` daemons
+#     against `write_bw -q 2` in-process.
 # Root (network namespaces); about 20 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
 # stderr as they finish, the summary table to stdout.
 set -euo pipefail
@@ -96,7 +98,11 @@ read -r bin bat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /
 row "write_bw attached to rocev2d, AF_XDP, adaptive" "$bat Gbit/s" "in-process $bin Gbit/s" "$(ratio "$bat" "$bin")" ">= 0.95x"
 read -r cin cat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[7], f[8]; exit } }' "$OUT/att")
 row "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" "$cat µs" "in-process $cin µs" "$(ratio "$cat" "$cin")" "<= 1.15x"
-row "N attached QPs on rocev2d's shards against write_bw -q N in-process" "rocev2d runs one engine per interface" "" "" ">= 0.95x"
+run mq ATTACHED=1 RUNS=1 bash deploy/bench/multiqueue.sh
+# Its median row: in-process Gbit/s is cell 2, attached cell 7.
+mq_in=$(col mq median 2)
+mq_at=$(col mq median 7)
+row "2 attached QPs on rocev2d --queues 2 against write_bw -q 2 in-process, AF_XDP" "$mq_at Gbit/s" "in-process $mq_in Gbit/s" "$(ratio "$mq_at" "$mq_in")" ">= 0.95x"
 
 echo "Binaries of $(git rev-parse --short HEAD), $(date -u +%F); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
