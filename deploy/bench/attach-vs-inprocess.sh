@@ -23,14 +23,6 @@ MODE=${MODE:-spin}
 CABI=${CABI:-1}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
-DAEMONS=()
-stop_daemons() {
-    local p
-    for p in "${DAEMONS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
-    DAEMONS=()
-}
-ON_EXIT=stop_daemons
 # The library is a cdylib, which pair.sh's `--bins` build leaves out.
 cargo build --release -q -p rocev2-ibverbs
 PACKAGES="-p rocev2-examples -p rocev2d"
@@ -39,24 +31,6 @@ PACKAGES="-p rocev2-examples -p rocev2d"
 need ib_write_bw
 need ib_send_lat
 LIB="$(realpath "$BIN")/librocev2_ibverbs.so"
-
-# Starts a daemon in each namespace, serving datapath $1, and waits until both serve.
-start_daemons() {
-    local h if
-    for h in h0 h1; do
-        if=$IF0
-        [ "$h" = h1 ] && if=$IF1
-        "$TB" exec "$NAME" "$h" -- "$BIN/rocev2d" run --iface "$if" --datapath "$1" \
-            $([ "$MODE" = spin ] && echo --busy-poll) >"$OUT/$h.log" 2>&1 &
-        DAEMONS+=($!)
-    done
-    for h in h0 h1; do
-        for _ in $(seq 100); do
-            grep -q '^rocev2d: serving' "$OUT/$h.log" && break
-            sleep 0.1
-        done
-    done
-}
 
 # write_bw's Gbit/s; $1: "in" or "at" (attached), $2: datapath.
 goodput() {
@@ -149,7 +123,7 @@ for dp in $DATAPATHS; do
         cbw_in=$(c_goodput in "$dp")
         read -r clat_in ccpu_in < <(c_latency in "$dp")
     fi
-    start_daemons "$dp"
+    start_daemons --datapath "$dp" $([ "$MODE" = spin ] && echo --busy-poll)
     bw_at=$(goodput at "$dp")
     read -r med_at p99_at < <(latency at "$dp")
     if [ "$CABI" = 1 ]; then

@@ -31,18 +31,6 @@ ATTACHED=${ATTACHED:-0}
 if [ "$ATTACHED" = 1 ]; then
     PACKAGES="-p rocev2-examples -p rocev2d"
 fi
-DAEMONS=()
-# Stops the daemons and waits until they are gone (the testbed tool runs each as its child and
-# does not pass signals on), so the next in-process run finds the interfaces free.
-stop_daemons() {
-    local p c
-    for p in "${DAEMONS[@]}"; do
-        for c in $(pgrep -P "$p"); do kill "$c" 2>/dev/null || true; done
-    done
-    for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
-    DAEMONS=()
-}
-ON_EXIT=stop_daemons
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh mq
 need iperf3
@@ -89,25 +77,8 @@ wait_apps() {
 # QPS attached write_bw pairs through `rocev2d run --queues QPS` daemons; prints their summed
 # Gbit/s.
 attached_run() {
-    local h k pids=()
-    for h in h0 h1; do
-        # A log of the previous run would say "serving" before this daemon does.
-        rm -f "$OUT/d$h.log"
-        "$TB" exec "$NAME" "$h" -- "$BIN/rocev2d" run --iface "$(ifname "$h")" \
-            --datapath "$DATAPATH" --queues "$QPS" >"$OUT/d$h.log" 2>&1 &
-        DAEMONS+=($!)
-    done
-    for h in h0 h1; do
-        for _ in $(seq 100); do
-            grep -qs '^rocev2d: serving' "$OUT/d$h.log" && break
-            sleep 0.1
-        done
-        grep -qs '^rocev2d: serving' "$OUT/d$h.log" || {
-            echo "the daemon of $h does not serve:" >&2
-            cat "$OUT/d$h.log" >&2
-            return 1
-        }
-    done
+    local k pids=()
+    start_daemons --datapath "$DATAPATH" --queues "$QPS"
     for k in $(seq 0 $((QPS - 1))); do
         in_h1 "$BIN/write_bw" -d "$IF1" --attach -p $((18515 + k)) >/dev/null &
         pids+=($!)

@@ -3,6 +3,7 @@
 # 10.0.0.1 <-> h1 10.0.0.2): checks root, builds the release binaries of the packages in
 # PACKAGES, brings the testbed up as "$1" plus a number, and defines BIN, TB, NAME, OUT (a
 # scratch folder), IF0 and IF1 (each host's interface), in_h0/in_h1 (run a command in a host),
+# start_daemons/stop_daemons (a `rocev2d run` in each host),
 # wait_port (until h1 listens on a TCP port), need (a program of deploy/tools.list, or fail with
 # its install line), write_bw_run and iperf3_run (one transfer from h0 to h1, to PEER: default
 # 10.0.0.2, fd00::2 for IPv6). On exit, ON_EXIT runs (if the script set it), then the testbed
@@ -26,7 +27,42 @@ if [ -n "${TREE:-}" ]; then
 fi
 NAME="$1$(($$ % 1000))"
 OUT=$(mktemp -d)
-trap 'eval "${ON_EXIT:-}"; "$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
+# `rocev2d run --iface <the host's interface> "$@"` in h0 and in h1, until both serve (logs in
+# $OUT/daemon-h0.log and daemon-h1.log); DAEMONS holds the testbed tool's pid of each.
+DAEMONS=()
+start_daemons() {
+    local h
+    for h in h0 h1; do
+        # A log of an earlier daemon would say "serving" before this one does.
+        rm -f "$OUT/daemon-$h.log"
+        "$TB" exec "$NAME" "$h" -- "$BIN/rocev2d" run --iface "$(ifname "$h")" "$@" \
+            >"$OUT/daemon-$h.log" 2>&1 &
+        DAEMONS+=($!)
+    done
+    for h in h0 h1; do
+        for _ in $(seq 100); do
+            grep -qs '^rocev2d: serving' "$OUT/daemon-$h.log" && break
+            sleep 0.1
+        done
+        grep -qs '^rocev2d: serving' "$OUT/daemon-$h.log" || {
+            echo "the daemon of $h does not serve:" >&2
+            cat "$OUT/daemon-$h.log" >&2
+            return 1
+        }
+    done
+}
+# Stops the daemons and waits until they are gone, so an in-process run after them finds the
+# interfaces free; the testbed tool does not pass signals on, so its child is the one killed.
+# Also runs on exit.
+stop_daemons() {
+    local p c
+    for p in "${DAEMONS[@]}"; do
+        for c in $(pgrep -P "$p"); do kill "$c" 2>/dev/null || true; done
+    done
+    for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
+    DAEMONS=()
+}
+trap 'stop_daemons; eval "${ON_EXIT:-}"; "$TB" down "$NAME" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
 QPS=${QPS:-1}
 TOPOLOGY=deploy/testbeds/pair.toml
 if [ "$QPS" -gt 1 ]; then

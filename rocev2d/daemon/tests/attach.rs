@@ -1103,6 +1103,30 @@ fn rping(tb: &Testbed, test: &str, host: &str, side: &str, addr: &str, args: &[&
     Process::spawn(&mut cmd).expect("spawn rping")
 }
 
+/// `rping --attach` from h0 to `server` (listening on `port` of `h1`): five pings, each
+/// checked (-V) and printed (-v), then both ends finished.
+fn rping_five_pings(tb: &Testbed, test: &str, h1: &str, port: &str, server: Process) {
+    let client = rping(
+        tb,
+        test,
+        "h0",
+        "-c",
+        h1,
+        &["-p", port, "-C", "5", "-V", "-v"],
+    );
+    let out = client
+        .finish(Duration::from_secs(60))
+        .expect("rping client");
+    let pings = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"));
+    assert_eq!(pings.count(), 5, "{}", out.stdout);
+    server
+        .finish(Duration::from_secs(30))
+        .expect("rping server");
+}
+
 /// A PD, a 4 KiB region, a CQ and an RC QP on `dev`.
 fn cm_side(dev: &rocev2::Device) -> (rocev2::Mr, rocev2::Cq, rocev2::Qp) {
     let pd = dev.alloc_pd().expect("pd");
@@ -1205,25 +1229,7 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
     let (id, server_id, _listener) = cm_hello(&a, &b, listener, to);
     // Meanwhile rping's own connection, through the same two daemons, with every ping
     // checked (-V) and printed (-v).
-    let client = rping(
-        tb,
-        test,
-        "h0",
-        "-c",
-        &h1,
-        &["-p", "7174", "-C", "5", "-V", "-v"],
-    );
-    let out = client
-        .finish(Duration::from_secs(60))
-        .expect("rping client");
-    let pings = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ping data: rdma-ping-"));
-    assert_eq!(pings.count(), 5, "{}", out.stdout);
-    server
-        .finish(Duration::from_secs(30))
-        .expect("rping server");
+    rping_five_pings(tb, test, &h1, "7174", server);
     // Our connection is still up after rping's went; it ends with a DREQ/DREP.
     id.disconnect(Duration::from_secs(10)).expect("disconnect");
     server_id
@@ -1712,25 +1718,7 @@ fn attach_sharded_daemons_forward_a_cm_req_to_the_listening_shard() {
     // rping's client takes h0's shard 0, whose frames (the REQ first) reach h1's shard 0 on
     // queue 0: its REQ is forwarded to shard 1, which listens, and the REP comes back to h0 on
     // queue 1, to be forwarded to shard 0.
-    let client = rping(
-        tb,
-        test,
-        "h0",
-        "-c",
-        &h1,
-        &["-p", "7184", "-C", "5", "-V", "-v"],
-    );
-    let out = client
-        .finish(Duration::from_secs(60))
-        .expect("rping client");
-    let pings = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ping data: rdma-ping-"));
-    assert_eq!(pings.count(), 5, "{}", out.stdout);
-    server
-        .finish(Duration::from_secs(30))
-        .expect("rping server");
+    rping_five_pings(tb, test, &h1, "7184", server);
     for host in ["h0", "h1"] {
         let s = stats(test, host);
         let forwarded = s["datapath_counters"]["rx_cm_forwarded"].as_u64();
