@@ -19,7 +19,8 @@
 //! [`qp`] (QPs, modify, posting), [`srq`] (shared receive queues), [`epoll`] (the sets behind
 //! a channel's `fd` and a context's `async_fd`), [`engine`] (the per-interface [`rocev2::Device`]: in-process
 //! or attached to `rocev2d`, as a Rust application's), [`handle`] (live-object checks and the
-//! panic guard every exported function runs in).
+//! panic guard every exported function runs in), [`ucma`] (the device's connection manager,
+//! for `librocev2_rdmacm.so`).
 //!
 //! Usage, supported calls and what differs: docs/ibverbs.md.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -29,7 +30,7 @@
 // pointers. Marking them `unsafe fn` would change nothing for their only callers.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-pub mod abi;
+pub use rocev2_verbs_abi::verbs as abi;
 pub mod context;
 pub mod cq;
 pub mod device;
@@ -39,6 +40,7 @@ pub mod handle;
 pub mod mr;
 pub mod qp;
 pub mod srq;
+pub mod ucma;
 
 use core::ffi::c_int;
 use rocev2::Error;
