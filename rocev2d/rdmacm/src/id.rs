@@ -69,10 +69,12 @@ pub fn create(channel: *mut rdma_event_channel, context: *mut c_void, ps: c_int)
     Ok(p)
 }
 
-/// The ports IDs of this process hold.
+/// The ports IDs of this process are bound to (a connection request's ID shares its
+/// listener's port, and keeps it when the listener goes, as with the kernel's rdma_cm).
 fn ports(st: &State) -> HashSet<u16> {
     st.ids
         .values()
+        .filter(|s| s.request.is_none())
         .filter_map(|s| s.src.map(|a| a.port()))
         .collect()
 }
