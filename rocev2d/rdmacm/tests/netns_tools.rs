@@ -2,8 +2,12 @@
 //! `librocev2_rdmacm.so` and `librocev2_ibverbs.so` preloaded, between the two namespaces of a
 //! pair testbed over the UDP datapath: `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
-//! `ib_write_bw -R` and `ib_send_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
+//! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
 //! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed.
+//!
+//! Not `ib_send_bw -R`: it runs (docs/rdmacm.md), but its server listens a second time after
+//! the first connection, and a client quicker than that is refused (REJ reason 8) and fails;
+//! a test of it would depend on the machine's load.
 //!
 //! Needs root (namespaces); skipped loudly otherwise.
 
@@ -141,9 +145,4 @@ fn perftest(test: &str, tool: &str) {
 #[test]
 fn ib_write_bw_rdma_cm_between_namespaces() {
     perftest("ib_write_bw_rdma_cm_between_namespaces", "ib_write_bw");
-}
-
-#[test]
-fn ib_send_bw_rdma_cm_between_namespaces() {
-    perftest("ib_send_bw_rdma_cm_between_namespaces", "ib_send_bw");
 }

@@ -69,12 +69,16 @@ pub fn listening(server: &mut Command) -> Process {
 
 /// Runs `server` (until it listens) then `client`; both must succeed. Returns both.
 pub fn run_pair(mut server: Command, mut client: Command) -> (Captured, Captured) {
-    let s = listening(&mut server);
-    let c = Process::spawn(&mut client)
-        .expect("spawn client")
-        .wait(TIMEOUT)
-        .expect("client exits");
-    let s = s.wait(TIMEOUT).expect("server exits");
+    let mut s = listening(&mut server);
+    let mut c = Process::spawn(&mut client).expect("spawn client");
+    let (c, s) = match (finish(&mut c), finish(&mut s)) {
+        (Some(c), Some(s)) => (c, s),
+        _ => panic!(
+            "still running after {TIMEOUT:?}:\nserver {}\nclient {}",
+            show(&s.kill()),
+            show(&c.kill())
+        ),
+    };
     assert!(
         s.status.success() && c.status.success(),
         "server {}\nclient {}",
@@ -82,6 +86,18 @@ pub fn run_pair(mut server: Command, mut client: Command) -> (Captured, Captured
         show(&c)
     );
     (s, c)
+}
+
+/// Waits up to [`TIMEOUT`] for `p` to exit; its output, or `None` if it still runs.
+fn finish(p: &mut Process) -> Option<Captured> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while p.is_running() {
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(p.kill())
 }
 
 pub fn show(c: &Captured) -> String {
