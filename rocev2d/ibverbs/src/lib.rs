@@ -14,7 +14,7 @@
 //! list or providers runs.
 //!
 //! Layout: [`abi`] (the C structs, checked against the installed header by
-//! `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
+//! rocev2d/verbs-abi's `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
 //! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling),
 //! [`qp`] (QPs, modify, posting), [`srq`] (shared receive queues), [`epoll`] (the sets behind
 //! a channel's `fd` and a context's `async_fd`), [`engine`] (the per-interface [`rocev2::Device`]: in-process

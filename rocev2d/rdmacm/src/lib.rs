@@ -23,7 +23,7 @@
 //! libraries in the global scope.
 //!
 //! Layout: [`abi`] (rdma_cma.h's structs, checked against the installed header by
-//! tests/layout.rs), [`verbs`] (the verbs library's calls), [`device`] (the devices and the
+//! rocev2d/verbs-abi's layout test), [`verbs`] (the verbs library's calls), [`device`] (the devices and the
 //! threads taking their CM events), [`state`] (the tables of live handles), [`channel`]
 //! (event channels, `rdma_get_cm_event`), [`id`] (IDs and the connection calls), [`qp`] (QPs
 //! on IDs), [`addr`] (addresses, `rdma_getaddrinfo`), [`ep`] (`rdma_create_ep` and the

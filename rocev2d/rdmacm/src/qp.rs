@@ -87,6 +87,10 @@ pub fn create(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr)
     }
     // SAFETY: non-NULL, the caller's attributes.
     let a = unsafe { &mut *attr };
+    // No type (0, which no ibv_qp_type is): the ID's, as rdma_create_ep's callers expect.
+    if a.qp_type == 0 {
+        a.qp_type = cm.qp_type;
+    }
     if a.qp_type != IBV_QPT_RC {
         return Err(crate::unsupported("rdma_create_qp: a QP type other than IBV_QPT_RC"));
     }

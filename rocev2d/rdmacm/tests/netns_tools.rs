@@ -146,3 +146,20 @@ fn perftest(test: &str, tool: &str) {
 fn ib_write_bw_rdma_cm_between_namespaces() {
     perftest("ib_write_bw_rdma_cm_between_namespaces", "ib_write_bw");
 }
+
+/// `rdma_server` and `rdma_client` (rdmacm-utils): `rdma_getaddrinfo`, `rdma_create_ep` (a
+/// synchronous ID with its QP), `rdma_get_request`, a send each way, `rdma_disconnect`.
+#[test]
+fn rdma_server_and_rdma_client_between_namespaces() {
+    if !need_root("rdma_server_and_rdma_client_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", "udp", "rdma_server");
+    s.args(["-s", &ip(&tb, "h1")]);
+    let mut c = preloaded(&tb, "h0", "udp", "rdma_client");
+    c.args(["-s", &ip(&tb, "h1")]);
+    let (s, c) = run_pair(s, c);
+    assert!(s.stdout.contains("rdma_server: end 0"), "{}", show(&s));
+    assert!(c.stdout.contains("rdma_client: end 0"), "{}", show(&c));
+}

@@ -4,8 +4,7 @@
 //! `librocev2_ibverbs.so` context, as librdmacm reaches the kernel's through `rdma_cm`.
 //!
 //! Types only: each library is a cdylib of its own and links this crate, so a struct is
-//! defined once; the layout tests (rocev2d/ibverbs/tests/layout.rs,
-//! rocev2d/rdmacm/tests/layout.rs) check them against the installed headers.
+//! defined once; tests/layout.rs checks them against the installed headers.
 
 pub mod rdma_cma;
 pub mod ucma;

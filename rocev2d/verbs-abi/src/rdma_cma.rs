@@ -1,6 +1,6 @@
 //! The structs and constants of rdma-core's `<rdma/rdma_cma.h>` that `librocev2_rdmacm.so`
 //! hands out or reads, written by hand as `#[repr(C)]` and checked field by field against the
-//! installed header by rocev2d/rdmacm/tests/layout.rs. Names keep the C spelling.
+//! installed header by tests/layout.rs. Names keep the C spelling.
 //!
 //! Deviations: the address unions are their `sockaddr_storage` arm (the largest; the caller's
 //! `src_addr`/`src_sin`/`src_sin6` read the same bytes), and `ibv_sa_path_rec` is opaque (no
