@@ -16,7 +16,10 @@ const COUNT: u32 = 20;
 
 /// A preloaded library, built as a dev-dependency into `target/<profile>/deps/`.
 fn library(name: &str) -> PathBuf {
-    let dir = PathBuf::from(BIN).parent().expect("target dir").to_path_buf();
+    let dir = PathBuf::from(BIN)
+        .parent()
+        .expect("target dir")
+        .to_path_buf();
     [dir.join("deps").join(name), dir.join(name)]
         .into_iter()
         .find(|p| p.exists())
@@ -92,7 +95,12 @@ fn run(mut server: Command, listening: &str, mut client: Command) {
             .map(str::to_owned)
             .collect()
     };
-    assert_eq!(lines(&c.stdout, "ping data: "), want("ping data: "), "{}", show(&c));
+    assert_eq!(
+        lines(&c.stdout, "ping data: "),
+        want("ping data: "),
+        "{}",
+        show(&c)
+    );
     assert_eq!(
         lines(&s.stdout, "server ping data: "),
         want("server ping data: "),

@@ -200,7 +200,11 @@ fn fill(out: &mut ucma::Event, e: Event) {
             out.rnr_retry_count = r.req.rnr_retry_count;
             out.service_id = r.req.service_id;
             out.peer_gid = r.peer_gid.octets();
-            (ucma::EV_CONNECT_REQUEST, r.conn, r.req.private_data.to_vec())
+            (
+                ucma::EV_CONNECT_REQUEST,
+                r.conn,
+                r.req.private_data.to_vec(),
+            )
         }
         Event::Established {
             conn, private_data, ..
@@ -242,7 +246,10 @@ mod tests {
         // SAFETY: the calls check the handle before any use.
         unsafe {
             assert_eq!(listen(p, 1), libc::EINVAL);
-            assert_eq!(reject(std::ptr::null_mut(), 1, std::ptr::null(), 0), libc::EINVAL);
+            assert_eq!(
+                reject(std::ptr::null_mut(), 1, std::ptr::null(), 0),
+                libc::EINVAL
+            );
             assert_eq!(reject(p, 1, std::ptr::null(), 197), libc::EINVAL);
             let mut conn = 0;
             assert_eq!(connect(p, std::ptr::null(), &mut conn), libc::EINVAL);

@@ -104,10 +104,14 @@ fn resolve(
     let passive = flags & abi::RAI_PASSIVE != 0;
     if let Some(h) = hints {
         if h.ai_port_space != 0 && h.ai_port_space != abi::RDMA_PS_TCP {
-            return Err(crate::unsupported("rdma_getaddrinfo: a port space other than RDMA_PS_TCP"));
+            return Err(crate::unsupported(
+                "rdma_getaddrinfo: a port space other than RDMA_PS_TCP",
+            ));
         }
         if h.ai_qp_type != 0 && h.ai_qp_type != rocev2_verbs_abi::verbs::IBV_QPT_RC {
-            return Err(crate::unsupported("rdma_getaddrinfo: a QP type other than IBV_QPT_RC"));
+            return Err(crate::unsupported(
+                "rdma_getaddrinfo: a QP type other than IBV_QPT_RC",
+            ));
         }
     }
     if node.is_null() && service.is_null() {
@@ -162,7 +166,10 @@ fn resolve(
         }
     }
     let p = Box::into_raw(info);
-    INFOS.lock().unwrap_or_else(|e| e.into_inner()).push(p as usize);
+    INFOS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(p as usize);
     Ok(p.cast())
 }
 

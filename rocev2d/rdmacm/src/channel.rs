@@ -38,10 +38,7 @@ pub fn new_channel() -> Result<*mut rdma_event_channel, c_int> {
 /// # Errors
 /// `EINVAL` for a channel that is not live.
 pub fn free_channel(ch: *mut rdma_event_channel) -> Result<(), c_int> {
-    let c = lock()
-        .channels
-        .remove(&(ch as usize))
-        .ok_or(libc::EINVAL)?;
+    let c = lock().channels.remove(&(ch as usize)).ok_or(libc::EINVAL)?;
     // SAFETY: the channel's own eventfd, closed once (it left the table).
     unsafe { libc::close(c.fd) };
     // SAFETY: made by Box::into_raw in new_channel, now out of the table.
@@ -54,11 +51,7 @@ pub fn free_channel(ch: *mut rdma_event_channel) -> Result<(), c_int> {
 /// # Errors
 /// `EINVAL` for a channel that is not live; `read`'s (`EAGAIN` when non-blocking).
 pub fn take(ch: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, c_int> {
-    let fd = lock()
-        .channels
-        .get(&(ch as usize))
-        .ok_or(libc::EINVAL)?
-        .fd;
+    let fd = lock().channels.get(&(ch as usize)).ok_or(libc::EINVAL)?.fd;
     loop {
         let mut count = 0u64;
         // SAFETY: the channel's eventfd and 8 writable bytes.

@@ -51,7 +51,11 @@ pub extern "C" fn rdma_create_ep(
         }
         // SAFETY: non-NULL, the caller's addrinfo.
         let r = unsafe { &*res };
-        let ps = if r.ai_port_space == 0 { abi::RDMA_PS_TCP } else { r.ai_port_space };
+        let ps = if r.ai_port_space == 0 {
+            abi::RDMA_PS_TCP
+        } else {
+            r.ai_port_space
+        };
         let p = id::create(std::ptr::null_mut(), std::ptr::null_mut(), ps)?;
         let made = (|| {
             if r.ai_flags & abi::RAI_PASSIVE != 0 {
@@ -109,7 +113,10 @@ pub extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, out: *mut *mut rdma_
         let (sync, channel, ep_qp) = {
             let mut st = lock();
             let s = st.id(listen)?;
-            let ep = s.ep_qp.as_ref().map(|(pd, a)| (*pd, std::ptr::from_ref(&**a)));
+            let ep = s
+                .ep_qp
+                .as_ref()
+                .map(|(pd, a)| (*pd, std::ptr::from_ref(&**a)));
             (s.sync, s.channel, ep)
         };
         if !sync {

@@ -29,7 +29,11 @@ pub const MAX_REJECT_DATA: usize = 148;
 ///
 /// # Errors
 /// `EINVAL`, `EOPNOTSUPP` (a port space other than RDMA_PS_TCP), `ENODEV`, `eventfd`'s.
-pub fn create(channel: *mut rdma_event_channel, context: *mut c_void, ps: c_int) -> Result<*mut rdma_cm_id, c_int> {
+pub fn create(
+    channel: *mut rdma_event_channel,
+    context: *mut c_void,
+    ps: c_int,
+) -> Result<*mut rdma_cm_id, c_int> {
     match ps {
         abi::RDMA_PS_TCP => {}
         abi::RDMA_PS_UDP => {
@@ -80,7 +84,13 @@ fn ports(st: &State) -> HashSet<u16> {
 }
 
 /// Records where ID `p` is and whom it talks to, in the table and in its `route`.
-fn set_route(st: &mut State, p: *mut rdma_cm_id, dev: Option<&Dev>, src: SocketAddr, dst: Option<SocketAddr>) {
+fn set_route(
+    st: &mut State,
+    p: *mut rdma_cm_id,
+    dev: Option<&Dev>,
+    src: SocketAddr,
+    dst: Option<SocketAddr>,
+) {
     let Some(s) = st.ids.get_mut(&(p as usize)) else {
         return;
     };
@@ -195,7 +205,11 @@ pub extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr)
 }
 
 /// `rdma_resolve_addr` without the wait of a synchronous ID.
-fn resolve_addr(p: *mut rdma_cm_id, src: *mut libc::sockaddr, dst: *mut libc::sockaddr) -> Result<(), c_int> {
+fn resolve_addr(
+    p: *mut rdma_cm_id,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+) -> Result<(), c_int> {
     let dst = from_sockaddr(dst)?;
     if !src.is_null() && lock().id(p)?.src.is_none() {
         let s = from_sockaddr(src)?;
@@ -267,7 +281,10 @@ pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
     call(|| {
         let ops = ops()?;
         if lock().id(id)?.src.is_none() {
-            bind(id, SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0))?;
+            bind(
+                id,
+                SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+            )?;
         }
         let mut st = lock();
         let s = st.id(id)?;
@@ -289,7 +306,11 @@ pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
                     // SAFETY: as above.
                     unsafe { (ops.unlisten)(c as *mut _, service) };
                 }
-                return Err(if r == libc::EBUSY { libc::EADDRINUSE } else { r });
+                return Err(if r == libc::EBUSY {
+                    libc::EADDRINUSE
+                } else {
+                    r
+                });
             }
             done.push(ctx);
         }
@@ -312,7 +333,9 @@ fn conn_param(param: *const rdma_conn_param) -> Option<rdma_conn_param> {
 
 /// The private data of `param`, at most `max` bytes.
 fn private_data(param: &Option<rdma_conn_param>, max: usize) -> Result<Vec<u8>, c_int> {
-    let Some(p) = param else { return Ok(Vec::new()) };
+    let Some(p) = param else {
+        return Ok(Vec::new());
+    };
     let n = usize::from(p.private_data_len);
     if n > max {
         return Err(libc::EINVAL);
@@ -330,7 +353,9 @@ fn id_qp(p: *mut rdma_cm_id, param: &Option<rdma_conn_param>) -> Result<*mut c_v
     let qp = unsafe { (*p).qp };
     if qp.is_null() {
         return Err(match param {
-            Some(p) if p.qp_num != 0 => unsupported("a QP not made by rdma_create_qp (conn_param.qp_num)"),
+            Some(p) if p.qp_num != 0 => {
+                unsupported("a QP not made by rdma_create_qp (conn_param.qp_num)")
+            }
             _ => libc::EINVAL,
         });
     }
@@ -378,8 +403,14 @@ pub extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_p
             peer_gid: gid_bytes(dst.ip()),
             private_data: [0; ucma::REQ_PRIVATE_DATA],
             private_data_len: data.len() as u8,
-            responder_resources: depth(param.map_or(u8::MAX, |p| p.responder_resources), dev.max_rd_atomic),
-            initiator_depth: depth(param.map_or(u8::MAX, |p| p.initiator_depth), dev.max_rd_atomic),
+            responder_resources: depth(
+                param.map_or(u8::MAX, |p| p.responder_resources),
+                dev.max_rd_atomic,
+            ),
+            initiator_depth: depth(
+                param.map_or(u8::MAX, |p| p.initiator_depth),
+                dev.max_rd_atomic,
+            ),
             retry_count: param.map_or(7, |p| p.retry_count),
             rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count),
         };
@@ -418,8 +449,14 @@ pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_pa
         let mut args = AcceptArgs {
             private_data: [0; ucma::REP_PRIVATE_DATA],
             private_data_len: data.len() as u8,
-            responder_resources: depth(param.map_or(req.responder_resources, |p| p.responder_resources), dev.max_rd_atomic),
-            initiator_depth: depth(param.map_or(req.initiator_depth, |p| p.initiator_depth), dev.max_rd_atomic),
+            responder_resources: depth(
+                param.map_or(req.responder_resources, |p| p.responder_resources),
+                dev.max_rd_atomic,
+            ),
+            initiator_depth: depth(
+                param.map_or(req.initiator_depth, |p| p.initiator_depth),
+                dev.max_rd_atomic,
+            ),
             rnr_retry_count: param.map_or(req.rnr_retry_count, |p| p.rnr_retry_count),
         };
         args.private_data[..data.len()].copy_from_slice(&data);
@@ -451,7 +488,11 @@ pub extern "C" fn rdma_reject(id: *mut rdma_cm_id, private_data: *const c_void, 
         }
         let ctx = s.ctx;
         s.disconnected = true;
-        let data = if private_data.is_null() { std::ptr::null() } else { private_data.cast::<u8>() };
+        let data = if private_data.is_null() {
+            std::ptr::null()
+        } else {
+            private_data.cast::<u8>()
+        };
         let n = if data.is_null() { 0 } else { usize::from(len) };
         // SAFETY: a live context; the caller's `len` bytes.
         match unsafe { (ops.reject)(ctx as *mut _, conn, data, n) } {
@@ -500,12 +541,24 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 /// `rdma_establish(3)`: the device's CM sends the RTU itself when the REP comes, so this only
 /// checks that the connection is up (`EINVAL` otherwise).
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    call(|| if lock().id(id)?.established { Ok(()) } else { Err(libc::EINVAL) })
+    call(|| {
+        if lock().id(id)?.established {
+            Ok(())
+        } else {
+            Err(libc::EINVAL)
+        }
+    })
 }
 
 /// The port of an ID's address, network order (0 for a NULL or unknown ID, as librdmacm).
 fn port(id: *mut rdma_cm_id, f: fn(&IdState) -> Option<SocketAddr>) -> u16 {
-    crate::call_or(0, || Ok(lock().id(id).ok().and_then(|s| f(s)).map_or(0, |a| a.port().to_be())))
+    crate::call_or(0, || {
+        Ok(lock()
+            .id(id)
+            .ok()
+            .and_then(|s| f(s))
+            .map_or(0, |a| a.port().to_be()))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -585,7 +638,11 @@ pub extern "C" fn rdma_set_option(
 
 #[unsafe(no_mangle)]
 /// `rdma_join_multicast(3)`: not supported (`EOPNOTSUPP`).
-pub extern "C" fn rdma_join_multicast(_id: *mut rdma_cm_id, _addr: *mut libc::sockaddr, _context: *mut c_void) -> c_int {
+pub extern "C" fn rdma_join_multicast(
+    _id: *mut rdma_cm_id,
+    _addr: *mut libc::sockaddr,
+    _context: *mut c_void,
+) -> c_int {
     call(|| Err(unsupported("rdma_join_multicast (multicast)")))
 }
 
@@ -597,10 +654,13 @@ pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut libc::s
 
 #[unsafe(no_mangle)]
 /// `rdma_get_devices(3)`: the contexts of the devices (opened once, never closed), NULL-ended.
-pub extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut rocev2_verbs_abi::verbs::ibv_context {
+pub extern "C" fn rdma_get_devices(
+    num_devices: *mut c_int,
+) -> *mut *mut rocev2_verbs_abi::verbs::ibv_context {
     crate::call_or(std::ptr::null_mut(), || {
         let devs = device::devices()?;
-        let mut v: Vec<*mut rocev2_verbs_abi::verbs::ibv_context> = devs.iter().map(Dev::verbs).collect();
+        let mut v: Vec<*mut rocev2_verbs_abi::verbs::ibv_context> =
+            devs.iter().map(Dev::verbs).collect();
         if !num_devices.is_null() {
             // SAFETY: non-NULL, the caller's out pointer.
             unsafe { *num_devices = v.len() as c_int };
@@ -608,7 +668,10 @@ pub extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut rocev2_
         v.push(std::ptr::null_mut());
         let b = v.into_boxed_slice();
         let list = Box::into_raw(b).cast::<*mut rocev2_verbs_abi::verbs::ibv_context>();
-        DEVICE_LISTS.lock().unwrap_or_else(|e| e.into_inner()).push((list as usize, devs.len() + 1));
+        DEVICE_LISTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((list as usize, devs.len() + 1));
         Ok(list)
     })
 }
@@ -663,7 +726,10 @@ pub fn dispatch(ctx: usize, e: &ucma::Event) {
         ucma::EV_TIMEWAIT_EXIT => (abi::RDMA_CM_EVENT_TIMEWAIT_EXIT, 0),
         _ => return,
     };
-    if matches!(e.kind, ucma::EV_REJECTED | ucma::EV_TIMED_OUT | ucma::EV_TIMEWAIT_EXIT) {
+    if matches!(
+        e.kind,
+        ucma::EV_REJECTED | ucma::EV_TIMED_OUT | ucma::EV_TIMEWAIT_EXIT
+    ) {
         st.conns.remove(&(ctx, e.conn));
     }
     st.push(

@@ -57,7 +57,9 @@ pub fn set_errno(e: c_int) {
 
 /// The calling thread's `errno`.
 pub fn errno() -> c_int {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// Runs an exported call returning 0 or -1 with `errno`, as librdmacm's do; a panic becomes

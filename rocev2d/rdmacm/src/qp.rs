@@ -74,7 +74,11 @@ fn free_cqs(cqs: OwnCqs) {
 }
 
 /// Makes the QP of ID `id` with `pd` (NULL: the ID's, or a new one) and `attr`.
-pub fn create(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> Result<(), c_int> {
+pub fn create(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> Result<(), c_int> {
     if attr.is_null() {
         return Err(libc::EINVAL);
     }
@@ -92,7 +96,9 @@ pub fn create(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr)
         a.qp_type = cm.qp_type;
     }
     if a.qp_type != IBV_QPT_RC {
-        return Err(crate::unsupported("rdma_create_qp: a QP type other than IBV_QPT_RC"));
+        return Err(crate::unsupported(
+            "rdma_create_qp: a QP type other than IBV_QPT_RC",
+        ));
     }
     let pd = if !pd.is_null() {
         pd
@@ -165,7 +171,11 @@ pub fn create(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr)
 
 #[unsafe(no_mangle)]
 /// `rdma_create_qp(3)`: RC only.
-pub extern "C" fn rdma_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c_int {
+pub extern "C" fn rdma_create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
     call(|| create(id, pd, attr))
 }
 
@@ -200,7 +210,11 @@ pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 /// `rdma_init_qp_attr(3)`: the INIT transition; RTR and RTS fail with `EOPNOTSUPP`, since the
 /// device's CM moves the QP of a connection itself (a QP modified by the program through the
 /// connection is not supported).
-pub extern "C" fn rdma_init_qp_attr(id: *mut rdma_cm_id, attr: *mut ibv_qp_attr, mask: *mut c_int) -> c_int {
+pub extern "C" fn rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    attr: *mut ibv_qp_attr,
+    mask: *mut c_int,
+) -> c_int {
     call(|| {
         lock().id(id)?;
         if attr.is_null() || mask.is_null() {

@@ -201,6 +201,7 @@ impl State {
                 .get(&(p as usize))
                 .is_some_and(|s| s.serial == serial)
         };
-        live(ev.ev.id, ev.id_serial) && (ev.ev.listen_id.is_null() || live(ev.ev.listen_id, ev.listen_serial))
+        live(ev.ev.id, ev.id_serial)
+            && (ev.ev.listen_id.is_null() || live(ev.ev.listen_id, ev.listen_serial))
     }
 }

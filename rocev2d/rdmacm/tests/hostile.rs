@@ -19,7 +19,10 @@ fn hostile_calls_fail_with_their_errno() {
     let dir = std::env::temp_dir().join(format!("rocev2-rdmacm-checks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("rdmacm_checks");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/rdmacm_checks.c");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/programs/rdmacm_checks.c"
+    );
     let out = Command::new("cc")
         .args(["-Wall", "-Werror", "-o"])
         .arg(&exe)

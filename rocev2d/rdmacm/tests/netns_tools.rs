@@ -113,7 +113,11 @@ fn ucmatose_four_connections_between_namespaces() {
     c.args(["-s", &ip(&tb, "h1"), "-c", "4", "-C", "20"]);
     let (s, c) = run_pair(s, c);
     for out in [&s, &c] {
-        assert!(out.stdout.contains("data transfers complete"), "{}", show(out));
+        assert!(
+            out.stdout.contains("data transfers complete"),
+            "{}",
+            show(out)
+        );
         assert!(out.stdout.contains("return status 0"), "{}", show(out));
     }
     assert!(s.stdout.contains("disconnected"), "{}", show(&s));

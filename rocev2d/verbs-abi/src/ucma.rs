@@ -119,5 +119,6 @@ pub struct Ops {
     pub disconnect:
         unsafe extern "C" fn(ctx: *mut c_void, conn: u32, data: *const u8, len: usize) -> c_int,
     /// Takes the context's next CM event, waiting up to `timeout_ms`; `ETIMEDOUT` if none came.
-    pub next_event: unsafe extern "C" fn(ctx: *mut c_void, timeout_ms: u32, ev: *mut Event) -> c_int,
+    pub next_event:
+        unsafe extern "C" fn(ctx: *mut c_void, timeout_ms: u32, ev: *mut Event) -> c_int,
 }

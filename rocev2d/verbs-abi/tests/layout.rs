@@ -397,8 +397,18 @@ fn rdma_cma_checks() -> Vec<Check> {
     let mut v = Vec::new();
     fields!(v, "struct rdma_event_channel", rdma_event_channel, [fd]);
     fields!(v, "struct rdma_ib_addr", rdma_ib_addr, [sgid, dgid, pkey]);
-    fields!(v, "struct rdma_addr", rdma_addr, [src_storage, dst_storage, ibaddr = "addr.ibaddr"]);
-    fields!(v, "struct rdma_route", rdma_route, [addr, path_rec, num_paths]);
+    fields!(
+        v,
+        "struct rdma_addr",
+        rdma_addr,
+        [src_storage, dst_storage, ibaddr = "addr.ibaddr"]
+    );
+    fields!(
+        v,
+        "struct rdma_route",
+        rdma_route,
+        [addr, path_rec, num_paths]
+    );
     fields!(
         v,
         "struct rdma_cm_id",
@@ -443,7 +453,12 @@ fn rdma_cma_checks() -> Vec<Check> {
         rdma_ud_param,
         [private_data, private_data_len, ah_attr, qp_num, qkey]
     );
-    fields!(v, "struct rdma_cm_event", rdma_cm_event, [id, listen_id, event, status, param]);
+    fields!(
+        v,
+        "struct rdma_cm_event",
+        rdma_cm_event,
+        [id, listen_id, event, status, param]
+    );
     fields!(
         v,
         "struct rdma_addrinfo",
