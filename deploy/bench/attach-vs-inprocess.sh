@@ -30,7 +30,7 @@ stop_daemons() {
 }
 ON_EXIT=stop_daemons
 # The library is a cdylib, which pair.sh's `--bins` build leaves out.
-cargo build --release -q -p rocev2-ibverbs
+cargo build --release -q -p rocev2-ibverbs -p rocev2-rdmacm
 PACKAGES="-p rocev2-examples -p rocev2d"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh att
