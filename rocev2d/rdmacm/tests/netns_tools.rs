@@ -1,6 +1,6 @@
 //! Debian's own rdma_cm programs (rdmacm-utils, perftest), unmodified, with
 //! `librocev2_rdmacm.so` and `librocev2_ibverbs.so` preloaded, between the two namespaces of a
-//! pair testbed over the UDP datapath: `rping` (100 pings, validated by rping itself and
+//! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
 //! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
 //! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed.
@@ -15,19 +15,26 @@ mod common;
 use common::*;
 use rocev2_testbed::need_root;
 
-/// `rping -s` in h1, `rping -c -v -V -C 100` in h0: the client validates each ping (`-V`, a
-/// mismatch fails it) and prints it; both sides print exactly the expected 100 lines.
-#[test]
-fn rping_validates_100_pings_between_namespaces() {
-    if !need_root("rping_validates_100_pings_between_namespaces") {
+/// `rping -s` in h1, `rping -c -v -V -C 100` in h0 on `datapath`: the client validates each
+/// ping (`-V`, a mismatch fails it) and prints it; both sides print exactly the expected 100
+/// lines.
+fn rping(test: &str, datapath: &str) {
+    if !need_root(test) {
         return;
     }
     let tb = pair();
-    let mut s = preloaded(&tb, "h1", "udp", "rping");
+    let mut s = preloaded(&tb, "h1", datapath, "rping");
     s.args(["-s", "-v", "-a", &ip(&tb, "h1"), "-C", "100"]);
-    let mut c = preloaded(&tb, "h0", "udp", "rping");
+    let mut c = preloaded(&tb, "h0", datapath, "rping");
     c.args(["-c", "-v", "-V", "-a", &ip(&tb, "h1"), "-C", "100"]);
     let (s, c) = run_pair(s, c);
+    for out in [&s, &c] {
+        assert!(
+            out.stderr.contains(&format!("in-process, {datapath}:")),
+            "{}",
+            show(out)
+        );
+    }
     assert_eq!(
         lines_with(&c.stdout, "ping data: "),
         ping_lines("ping data: ", 100),
@@ -42,6 +49,17 @@ fn rping_validates_100_pings_between_namespaces() {
     );
     assert!(c.stderr.contains("client DISCONNECT EVENT"), "{}", show(&c));
     assert!(s.stderr.contains("server DISCONNECT EVENT"), "{}", show(&s));
+}
+
+#[test]
+fn rping_validates_100_pings_between_namespaces() {
+    rping("rping_validates_100_pings_between_namespaces", "udp");
+}
+
+/// The same over AF_XDP (copy mode on veth).
+#[test]
+fn rping_over_af_xdp() {
+    rping("rping_over_af_xdp", "xdp");
 }
 
 /// The verbs library first in `LD_PRELOAD` works as well.
