@@ -80,6 +80,20 @@ int main(int argc, char **argv)
 	CHECK(strcmp(rdma_event_str(99), "UNKNOWN EVENT") == 0);
 	CHECK(strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") == 0);
 	rdma_destroy_qp((void *)junk);
+	rdma_freeaddrinfo((void *)junk);
+	rdma_free_devices((void *)junk);
+	FAILS(rdma_create_ep(NULL, NULL, NULL, NULL), EINVAL);
+	FAILS(rdma_get_request((void *)junk, &id), EINVAL);
+	struct rdma_addrinfo hints, *res;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_port_space = RDMA_PS_UDP;
+	FAILS(rdma_getaddrinfo(argv[2], "7471", &hints, &res), EOPNOTSUPP);
+	hints.ai_port_space = RDMA_PS_TCP;
+	FAILS(rdma_getaddrinfo(NULL, NULL, &hints, &res), EINVAL);
+	CHECK(rdma_getaddrinfo(argv[2], "7471", &hints, &res) == 0 && res->ai_dst_addr &&
+	      res->ai_port_space == RDMA_PS_TCP && res->ai_qp_type == IBV_QPT_RC);
+	rdma_freeaddrinfo(res);
+	rdma_freeaddrinfo(res); /* twice: ignored */
 
 	/* Unsupported port spaces and options. */
 	FAILS(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP), EOPNOTSUPP);
@@ -100,6 +114,7 @@ int main(int argc, char **argv)
 	FAILS(rdma_connect(id, NULL), EINVAL);
 	FAILS(rdma_accept(id, NULL), EINVAL);
 	FAILS(rdma_disconnect(id), ENOTCONN);
+	FAILS(rdma_get_request(id, &dead), EINVAL); /* not a synchronous listener */
 
 	/* A non-blocking channel with nothing queued; then one event, readable through poll. */
 	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
