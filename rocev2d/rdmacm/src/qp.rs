@@ -233,3 +233,14 @@ pub extern "C" fn rdma_init_qp_attr(
         Ok(())
     })
 }
+
+#[unsafe(no_mangle)]
+/// `rdma_create_qp_ex(3)`: not supported (`EOPNOTSUPP`): the verbs library has no extended
+/// QPs. perftest calls it only on devices it knows to have `ibv_wr_*`.
+pub extern "C" fn rdma_create_qp_ex(_id: *mut rdma_cm_id, _attr: *mut core::ffi::c_void) -> c_int {
+    call(|| {
+        Err(crate::unsupported(
+            "rdma_create_qp_ex (extended QP attributes)",
+        ))
+    })
+}
