@@ -13,12 +13,14 @@
 #     (ROCEV2_DATAPATH=<datapath>) and attached (ROCEV2_DATAPATH=attach), and the CPU time per
 #     ib_send_lat round trip of both programs, plus the daemons' when attached (the difference
 #     of a run of ITERS and one of 10 x ITERS, so fixed costs cancel).
+# CABI=0 leaves the C ABI out (a TREE from before the library could attach).
 # Prints Markdown tables for BENCHMARKS.md. The testbed and daemons go away on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DATAPATHS=${DATAPATHS:-packet xdp}
 MODE=${MODE:-spin}
+CABI=${CABI:-1}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
 DAEMONS=()
@@ -143,15 +145,21 @@ crows=()
 for dp in $DATAPATHS; do
     bw_in=$(goodput in "$dp")
     read -r med_in p99_in < <(latency in "$dp")
-    cbw_in=$(c_goodput in "$dp")
-    read -r clat_in ccpu_in < <(c_latency in "$dp")
+    if [ "$CABI" = 1 ]; then
+        cbw_in=$(c_goodput in "$dp")
+        read -r clat_in ccpu_in < <(c_latency in "$dp")
+    fi
     start_daemons "$dp"
     bw_at=$(goodput at "$dp")
     read -r med_at p99_at < <(latency at "$dp")
-    cbw_at=$(c_goodput at "$dp")
-    read -r clat_at ccpu_at < <(c_latency at "$dp")
+    if [ "$CABI" = 1 ]; then
+        cbw_at=$(c_goodput at "$dp")
+        read -r clat_at ccpu_at < <(c_latency at "$dp")
+    fi
     stop_daemons
-    crows+=("| $dp | $cbw_in | $cbw_at | $(awk -v a="$cbw_at" -v b="$cbw_in" 'BEGIN { printf "%.2fx", a / b }') | $clat_in | $clat_at | $ccpu_in | $ccpu_at |")
+    if [ "$CABI" = 1 ]; then
+        crows+=("| $dp | $cbw_in | $cbw_at | $(awk -v a="$cbw_at" -v b="$cbw_in" 'BEGIN { printf "%.2fx", a / b }') | $clat_in | $clat_at | $ccpu_in | $ccpu_at |")
+    fi
     read -r ratio delta < <(awk -v a="$bw_at" -v b="$bw_in" -v m="$med_at" -v n="$med_in" \
         'BEGIN { printf "%.2fx %+.1f\n", a / b, m - n }')
     rows+=("| $dp | $bw_in | $bw_at | $ratio | $med_in / $p99_in | $med_at / $p99_at | $delta |")
@@ -163,6 +171,7 @@ echo
 echo "| datapath | write_bw in-process | write_bw attached | attached / in-process | rc_pingpong in-process | rc_pingpong attached | median attached − in-process µs |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+[ "$CABI" = 1 ] || exit 0
 echo
 echo "The C ABI (librocev2_ibverbs.so preloaded into Debian's perftest): ib_write_bw 1 GiB of 64 KiB"
 echo "WRITEs, Gbit/s; ib_send_lat $SIZE bytes, $((10 * ITERS)) round trips, typical µs; CPU µs per round"

@@ -12,7 +12,12 @@
 # as per-byte cost. Prints a Markdown table: bytes, goodput, CPU s of the sender and of the
 # receiver, both sides' CPU s in the short run, CPU ns per byte (both sides), cycles per byte
 # when the machine counts cycles (a virtual machine without a PMU: `perf stat -e cycles` says
-# <not supported>, printed "-"), and ns per byte as a ratio to TCP's of the same run.
+# <not supported>, printed "-"), and ns per byte as a ratio to TCP's of the same run and to
+# the datapath's own: dp_stream (raw 4096-byte frames, no engine, its receiver busy-polling)
+# moving the same bytes over the same datapath, measured the same way.
+#
+# WAIT (default adaptive) is write_bw's wait mode on both sides (`--poll`: sleep, adaptive,
+# spin): what waiting costs per byte.
 #
 # Not counted, for both: kernel work outside the two processes (softirq work that ksoftirqd or
 # another CPU picks up). TREE=<checkout> runs another tree's binaries (pair.sh): before/after.
@@ -22,6 +27,7 @@ cd "$(dirname "$0")/../.."
 DATAPATHS=${DATAPATHS:-xdp packet udp}
 WRITES=${WRITES:-16384}
 SETUP_WRITES=${SETUP_WRITES:-16}
+WAIT=${WAIT:-adaptive}
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh cpb
 need perf
@@ -51,12 +57,20 @@ measured() {
     done
     echo
 }
-# One transfer of $1 64 KiB blocks: write_bw over datapath $2, or iperf3 when $2 is "tcp".
+# One transfer of $1 64 KiB blocks: write_bw over datapath $2, iperf3 when $2 is "tcp", or
+# dp_stream over datapath D when $2 is "dp:D".
 transfer() {
     if [ "$2" = tcp ]; then
         iperf3_run -n $((65536 * $1)) -f g | awk '/receiver/ { print $(NF-2) }'
+    elif [ "${2%%:*}" = dp ]; then
+        in_h1 "${WRAP1[@]}" "$BIN/dp_stream" -d "$IF1" --datapath "${2#dp:}" >"$OUT/dps" &
+        local srv=$!
+        wait_port 18517
+        in_h0 "${WRAP0[@]}" "$BIN/dp_stream" -d "$IF0" --datapath "${2#dp:}" -n $((16 * $1)) 10.0.0.2 >/dev/null
+        wait "$srv"
+        awk '/^goodput:/ { print $2 }' "$OUT/dps"
     else
-        write_bw_run "$2" "$1" | awk '$1 == 65536 { print $4 }'
+        write_bw_run "$2" "$1" --poll "$WAIT" | awk '$1 == 65536 { print $4 }'
     fi
 }
 
@@ -76,7 +90,9 @@ per_byte() {
 
 declare -A full setup
 need iperf3
-for what in tcp $DATAPATHS; do
+WHAT="tcp"
+for dp in $DATAPATHS; do WHAT="$WHAT dp:$dp $dp"; done
+for what in $WHAT; do
     setup[$what]=$(measured transfer "$SETUP_WRITES" "$what")
     full[$what]=$(measured transfer "$WRITES" "$what")
 done
@@ -84,18 +100,24 @@ read -r tcp_ns _ < <(per_byte "${full[tcp]}" "${setup[tcp]}")
 
 echo "Binaries of $(git -C "${TREE:-.}" rev-parse --short HEAD); load average before: $load0, after: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
-echo "| sender -> receiver | bytes moved | Gbit/s | CPU s, sender | CPU s, receiver | CPU s, both, $((SETUP_BYTES / 1024)) KiB run | CPU ns per byte, both | cycles per byte, both | ns per byte / TCP's |"
-echo "|---|---|---|---|---|---|---|---|---|"
-for what in tcp $DATAPATHS; do
-    label="write_bw, $what, 1 QP"
-    [ "$what" = tcp ] && label="iperf3, one TCP stream"
+echo "| sender -> receiver | bytes moved | Gbit/s | CPU s, sender | CPU s, receiver | CPU s, both, $((SETUP_BYTES / 1024)) KiB run | CPU ns per byte, both | cycles per byte, both | ns per byte / TCP's | ns per byte / dp_stream's |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for what in $WHAT; do
+    case $what in
+    tcp) label="iperf3, one TCP stream" ;;
+    dp:*) label="dp_stream, ${what#dp:} (no engine)" ;;
+    *) label="write_bw, $what, 1 QP, $WAIT" ;;
+    esac
     read -r g s0 _ s1 _ <<<"${full[$what]}"
     read -r _ t0 _ t1 _ <<<"${setup[$what]}"
     read -r ns cyc < <(per_byte "${full[$what]}" "${setup[$what]}")
+    dns=-
+    [ "$what" = tcp ] || read -r dns _ < <(per_byte "${full[dp:${what#dp:}]}" "${setup[dp:${what#dp:}]}")
     awk -v l="$label" -v b="$BYTES" -v g="$g" -v s0="$s0" -v s1="$s1" -v t="$t0 $t1" \
-        -v ns="$ns" -v cyc="$cyc" -v tns="$tcp_ns" 'BEGIN {
+        -v ns="$ns" -v cyc="$cyc" -v tns="$tcp_ns" -v dns="$dns" 'BEGIN {
             split(t, u)
-            printf "| %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %.2fx |\n",
-                l, b, g, s0, s1, u[1] + u[2], ns, cyc, ns / tns
+            printf "| %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %.2fx | %s |\n",
+                l, b, g, s0, s1, u[1] + u[2], ns, cyc, ns / tns,
+                dns == "-" ? "-" : sprintf("%.2fx", ns / dns)
         }'
 done

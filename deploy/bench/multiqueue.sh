@@ -13,6 +13,13 @@
 # (`--cross-queues`: shard k bound to queue k + 1 mod QPS), so every data frame and every ACK
 # lands on another shard's queue and is forwarded to its shard (the RSS case), and its
 # ratio to the straight run: the cost of the hop.
+#
+# ATTACHED=1 adds a column: the same QPS QPs as QPS applications attached to a `rocev2d run
+# --queues QPS` of DATAPATH on each side (`write_bw --attach` pairs on ports 18515 + k, WRITES
+# each, started one by one so application k lands on shard k on both sides, as QP k of
+# `write_bw -q QPS` does), their Gbit/s summed, and its ratio to `write_bw -q QPS` in-process
+# (target 0.95x). The daemons run for that column only: an in-process shard refuses an
+# interface a daemon serves.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,6 +27,22 @@ QPS=${QPS:-2}
 DATAPATH=${DATAPATH:-xdp}
 WRITES=${WRITES:-8192}
 RUNS=${RUNS:-3}
+ATTACHED=${ATTACHED:-0}
+if [ "$ATTACHED" = 1 ]; then
+    PACKAGES="-p rocev2-examples -p rocev2d"
+fi
+DAEMONS=()
+# Stops the daemons and waits until they are gone (the testbed tool runs each as its child and
+# does not pass signals on), so the next in-process run finds the interfaces free.
+stop_daemons() {
+    local p c
+    for p in "${DAEMONS[@]}"; do
+        for c in $(pgrep -P "$p"); do kill "$c" 2>/dev/null || true; done
+    done
+    for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
+    DAEMONS=()
+}
+ON_EXIT=stop_daemons
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh mq
 need iperf3
@@ -52,18 +75,72 @@ crossed_run() {
     CLIENT_ARGS=(--cross-queues)
     write_bw_run "$DATAPATH" "$WRITES" | awk '$1 == 65536 { print $4 }'
 }
+# Applications attached to the daemon of $1, from its stats.
+apps_on() { "$TB" exec "$NAME" "$1" -- "$BIN/rocev2d" stats | awk '$1 == "applications" { print $2 }'; }
+# Waits until the daemon of $1 has $2 applications.
+wait_apps() {
+    for _ in $(seq 100); do
+        [ "$(apps_on "$1")" = "$2" ] && return 0
+        sleep 0.1
+    done
+    echo "the daemon of $1 has no $2 applications" >&2
+    return 1
+}
+# QPS attached write_bw pairs through `rocev2d run --queues QPS` daemons; prints their summed
+# Gbit/s.
+attached_run() {
+    local h k pids=()
+    for h in h0 h1; do
+        # A log of the previous run would say "serving" before this daemon does.
+        rm -f "$OUT/d$h.log"
+        "$TB" exec "$NAME" "$h" -- "$BIN/rocev2d" run --iface "$(ifname "$h")" \
+            --datapath "$DATAPATH" --queues "$QPS" >"$OUT/d$h.log" 2>&1 &
+        DAEMONS+=($!)
+    done
+    for h in h0 h1; do
+        for _ in $(seq 100); do
+            grep -qs '^rocev2d: serving' "$OUT/d$h.log" && break
+            sleep 0.1
+        done
+        grep -qs '^rocev2d: serving' "$OUT/d$h.log" || {
+            echo "the daemon of $h does not serve:" >&2
+            cat "$OUT/d$h.log" >&2
+            return 1
+        }
+    done
+    for k in $(seq 0 $((QPS - 1))); do
+        in_h1 "$BIN/write_bw" -d "$IF1" --attach -p $((18515 + k)) >/dev/null &
+        pids+=($!)
+        wait_port $((18515 + k))
+    done
+    for k in $(seq 0 $((QPS - 1))); do
+        in_h0 "$BIN/write_bw" -d "$IF0" --attach -p $((18515 + k)) -s 65536 -n "$WRITES" \
+            "${PEER:-10.0.0.2}" >"$OUT/att$k" &
+        pids+=($!)
+        wait_apps h0 $((k + 1))
+    done
+    wait "${pids[@]}"
+    stop_daemons
+    cat "$OUT"/att* | awk '$1 == 65536 { s += $4 } END { print s }'
+    rm -f "$OUT"/att*
+}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 rdma=()
 tcp=()
 procs=()
 cross=()
-xhead="" xrule="" xcell=""
+att=()
+xhead="" xrule="" xcell="" ahead="" arule="" acell=""
 if [ "$CROSSED" = 1 ]; then
     xhead=" crossed steering, Gbit/s | crossed / straight |"
     xrule="---|---|"
 fi
-echo "| run | write_bw -q $QPS, $DATAPATH, Gbit/s | iperf3 -P $QPS, Gbit/s | $QPS iperf3 processes, Gbit/s | ratio to -P | ratio to processes |$xhead"
-echo "|---|---|---|---|---|---|$xrule"
+if [ "$ATTACHED" = 1 ]; then
+    ahead=" $QPS attached QPs, rocev2d --queues $QPS, Gbit/s | attached / in-process (target 0.95x) |"
+    arule="---|---|"
+fi
+echo "| run | write_bw -q $QPS, $DATAPATH, Gbit/s | iperf3 -P $QPS, Gbit/s | $QPS iperf3 processes, Gbit/s | ratio to -P | ratio to processes |$xhead$ahead"
+echo "|---|---|---|---|---|---|$xrule$arule"
 for run in $(seq "$RUNS"); do
     bw=$(write_bw_run "$DATAPATH" "$WRITES" | awk '$1 == 65536 { print $4 }')
     t=$(iperf3_run -t 5 -f g -P "$QPS" | awk '/receiver/ { v = $(NF-2) } END { print v }')
@@ -76,7 +153,12 @@ for run in $(seq "$RUNS"); do
         cross+=("$x")
         xcell=" $x | $(ratio "$x" "$bw")x |"
     fi
-    echo "| $run | $bw | $t | $p | $(ratio "$bw" "$t")x | $(ratio "$bw" "$p")x |$xcell"
+    if [ "$ATTACHED" = 1 ]; then
+        a=$(attached_run)
+        att+=("$a")
+        acell=" $a | $(ratio "$a" "$bw")x |"
+    fi
+    echo "| $run | $bw | $t | $p | $(ratio "$bw" "$t")x | $(ratio "$bw" "$p")x |$xcell$acell"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mr=$(median "${rdma[@]}")
@@ -86,6 +168,10 @@ if [ "$CROSSED" = 1 ]; then
     mx=$(median "${cross[@]}")
     xcell=" $mx | $(ratio "$mx" "$mr")x |"
 fi
-echo "| median | $mr | $mt | $mp | $(ratio "$mr" "$mt")x | $(ratio "$mr" "$mp")x |$xcell"
+if [ "$ATTACHED" = 1 ]; then
+    ma=$(median "${att[@]}")
+    acell=" $ma | $(ratio "$ma" "$mr")x |"
+fi
+echo "| median | $mr | $mt | $mp | $(ratio "$mr" "$mt")x | $(ratio "$mr" "$mp")x |$xcell$acell"
 echo
 echo "load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) vCPUs"

@@ -2,8 +2,9 @@
 # rocev2 against the kernel's TCP between the two namespaces of a pair testbed (one veth link,
 # MTU 4200), as root:
 #   - goodput: write_bw (1 GiB of 64 KiB RDMA WRITEs, one QP) vs iperf3 (one TCP stream, 5 s),
-#     and the ceiling of each datapath: dp_stream sends 1 GiB of raw 4096-byte frames with no
-#     engine (write_bw's goodput as a ratio to it is what the stack costs);
+#     and the ceiling of each datapath: dp_stream sends 1 GiB of raw MTU-byte frames with no
+#     engine (write_bw's goodput as a ratio to it is what the stack costs; MTU, default 4096,
+#     is write_bw's path MTU and dp_stream's payload per frame);
 #   - latency: rc_pingpong --lat vs tcp_pingpong (TCP_NODELAY), 4096-byte messages, 5000
 #     round trips, and vs sockperf's TCP ping-pong (3 s, --full-rtt; TCP_NODELAY is its
 #     default), median and p99 as the clients measure them, in each of rc_pingpong's wait
@@ -31,6 +32,7 @@ MODES=${MODES:-sleep adaptive spin}
 SPIN_US=${SPIN_US:-}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
+MTU=${MTU:-4096}
 read -r -a FLAGS <<<"${ROCEV2_FLAGS:-}"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh bench
@@ -58,9 +60,9 @@ rows=()
 lrows=()
 declare -A goodput spin
 for dp in $DATAPATHS; do
-    bw=$(write_bw_run "$dp" 16384 "${FLAGS[@]}" | awk '$1 == 65536 { print $4 }')
+    bw=$(write_bw_run "$dp" 16384 -m "$MTU" "${FLAGS[@]}" | awk '$1 == 65536 { print $4 }')
     goodput[$dp]=$bw
-    rows+=("| goodput, write_bw 64 KiB x 16384, $dp | $bw Gbit/s |")
+    rows+=("| goodput, write_bw 64 KiB x 16384, MTU $MTU, $dp | $bw Gbit/s |")
 done
 
 tcp=$(iperf3_run -t 5 -f g | awk '/receiver/ { print $(NF-2) }')
@@ -68,11 +70,11 @@ rows+=("| goodput, iperf3 one TCP stream, 5 s | $tcp Gbit/s |")
 for dp in $DATAPATHS; do
     ratio=$(awk -v a="${goodput[$dp]}" -v b="$tcp" 'BEGIN { printf "%.2f", a / b }')
     rows+=("| goodput ratio write_bw $dp / iperf3 | ${ratio}x |")
-    # The same datapath with no engine: 4096-byte frames (one MTU-4096 packet of write_bw's)
-    # as fast as it takes them, received payload per second.
-    in_h1 "$BIN/dp_stream" -d "$IF1" --datapath "$dp" >"$OUT/srv" &
+    # The same datapath with no engine: MTU-byte frames (one packet of write_bw's) as fast as
+    # it takes them, received payload per second.
+    in_h1 "$BIN/dp_stream" -d "$IF1" --datapath "$dp" -s "$MTU" >"$OUT/srv" &
     wait_port 18517
-    in_h0 "$BIN/dp_stream" -d "$IF0" --datapath "$dp" 10.0.0.2 >/dev/null
+    in_h0 "$BIN/dp_stream" -d "$IF0" --datapath "$dp" -s "$MTU" 10.0.0.2 >/dev/null
     wait
     ceiling=$(awk '/^goodput:/ { print $2 }' "$OUT/srv")
     lost=$(awk '/^frames sent/ { sub(",", "", $7); print $7 }' "$OUT/srv")

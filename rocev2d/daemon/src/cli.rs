@@ -53,6 +53,12 @@ pub struct RunArgs {
     /// namespace's; `--stats-socket` is its older name).
     #[arg(long = "socket", visible_alias = "stats-socket")]
     pub stats_socket: Option<PathBuf>,
+    /// Engine shards, each its own thread, rx queue k, QPN block k and CM (overrides
+    /// `[datapath] queues`; default 1, one engine). 0: one per rx queue of the interface.
+    /// Applications are placed on the shard with the fewest attachments; frames and CM
+    /// messages that reach the wrong shard are handed to their owner (xdp or packet datapath).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub queues: Option<u32>,
     /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464); overrides
     /// `[stats] metrics`.
     #[arg(long)]
@@ -70,7 +76,8 @@ pub struct StatsArgs {
     #[arg(long, conflicts_with = "watch")]
     pub prometheus: bool,
     /// Print live rates every SECONDS (default 1) until interrupted: packets and Gbit/s each
-    /// way, drops per second by reason, and per QP its packet rates and controller's rate.
+    /// way, drops per second by reason, and per QP its packet rates, controller's rate and (with
+    /// several engine shards) its shard.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1",
           conflicts_with = "json", value_parser = parse_interval)]
     pub watch: Option<Duration>,

@@ -12,6 +12,8 @@
 //! busy_poll = false        # true: same as wait = "spin" (older key)
 //! rx_batch = 64            # 1..=1024 frames per receive call
 //! tx_batch = 64            # 1..=1024 frames per send call
+//! queues = 1               # 0..=64 engine shards, each its own thread, rx queue and QPN
+//!                          # block (0: one per rx queue of the interface); docs/daemon.md
 //!
 //! [datapath.udp]
 //! accept_unverified_icrc = false
@@ -178,6 +180,7 @@ struct DatapathSection {
     busy_poll: Option<bool>,
     rx_batch: Option<u64>,
     tx_batch: Option<u64>,
+    queues: Option<u64>,
     #[serde(default)]
     udp: UdpSection,
     #[serde(default)]
@@ -222,6 +225,9 @@ pub struct Config {
     pub rx_batch: usize,
     /// Frames per send call.
     pub tx_batch: usize,
+    /// Engine shards (`docs/daemon.md`, "Several queues"): 1, today's one engine; N, one per
+    /// rx queue 0..N; 0, one per rx queue of the interface.
+    pub queues: u32,
     /// Datapath settings.
     pub options: Options,
     /// Control socket path (applications attach and `rocev2d stats` asks there); `None` =
@@ -319,6 +325,7 @@ impl Default for Config {
             wait: WaitMode::default(),
             rx_batch: 64,
             tx_batch: 64,
+            queues: 1,
             options: Options::default(),
             stats_socket: None,
             control: ControlSettings::default(),
@@ -330,6 +337,8 @@ impl Default for Config {
 }
 
 const BATCH_RANGE: std::ops::RangeInclusive<u64> = 1..=1024;
+/// `[datapath] queues`: as many shards as the steering program's map holds queues, or 0.
+pub const QUEUES_RANGE: std::ops::RangeInclusive<u64> = 0..=64;
 const BUF_RANGE: std::ops::RangeInclusive<u64> = 65_536..=1 << 30;
 
 fn ranged(
@@ -421,6 +430,9 @@ impl Config {
         let b = "1..=1024";
         c.rx_batch = ranged("datapath.rx_batch", d.rx_batch, BATCH_RANGE, b)?.unwrap_or(64);
         c.tx_batch = ranged("datapath.tx_batch", d.tx_batch, BATCH_RANGE, b)?.unwrap_or(64);
+        if let Some(q) = ranged("datapath.queues", d.queues, QUEUES_RANGE, "0..=64")? {
+            c.queues = q as u32;
+        }
         let r = "65536..=1073741824";
         let o = &mut c.options;
         if let Some(v) = d.udp.accept_unverified_icrc {
@@ -623,6 +635,15 @@ mod tests {
             }
         );
         assert_eq!((c.rx_batch, c.tx_batch), (32, 64));
+        assert_eq!(c.queues, 1, "one engine unless asked");
+        let q = |t: &str| Config::parse(t).map(|c| c.queues);
+        assert_eq!(q("[datapath]\nqueues = 4").unwrap(), 4);
+        assert_eq!(q("[datapath]\nqueues = 0").unwrap(), 0, "one per rx queue");
+        let e = q("[datapath]\nqueues = 65").unwrap_err().to_string();
+        assert!(
+            e.contains("`datapath.queues`") && e.contains("0..=64"),
+            "{e}"
+        );
         assert!(c.options.udp.accept_unverified_icrc);
         assert!(!c.options.udp.gro && !c.options.udp.gso);
         assert_eq!(c.options.udp.rcvbuf_bytes, 1 << 20);

@@ -5,10 +5,12 @@
 //! user of `[control] allow_uids`) before reading anything, and refuses the connection when
 //! [`MAX_UNGREETED`] others have not said hello yet; it then expects, within [`HELLO_WITHIN`],
 //! [`Request::Hello`] with this build's protocol version (or [`Request::Stats`] from an
-//! observer, answered once without attaching), then
-//! forwards each request as a [`Cmd`] to the datapath thread, which owns the
-//! engine and answers through a oneshot channel. The datapath thread is woken by an eventfd
-//! it waits on beside its datapath, so a request costs it no polling. Resolving a peer's MAC
+//! observer, answered once without attaching), then places the application on an engine
+//! shard ([`Placement`]: the one with the fewest attachments) and forwards each of its
+//! requests as a [`Cmd`] to that shard's datapath thread, which owns the shard's engine and
+//! answers through a oneshot channel. A datapath thread is woken by an eventfd it waits on
+//! beside its datapath, so a request costs it no polling. `rocev2d stats` (and the metrics
+//! endpoint) get one snapshot from every shard and merge them ([`rocev2d::stats::merge`]). Resolving a peer's MAC
 //! can take seconds (ARP): the task does it on tokio's blocking pool before forwarding a
 //! connect (of a QP, or of a CM connection), so the data path never waits for a neighbour.
 //!
@@ -24,6 +26,7 @@ use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{Destination, ErrorKind, Request, Response, VERSION};
 use rocev2d::closer::Closer;
 use rocev2d::host::{Creds, Refusal};
+use rocev2d::stats::{self, Snapshot};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +63,11 @@ pub enum Cmd {
     Detach {
         /// The attachment.
         app: u32,
+    },
+    /// The shard's counters, QPs and attachments, for `rocev2d stats` and the metrics.
+    Snapshot {
+        /// The answer.
+        reply: oneshot::Sender<Snapshot>,
     },
 }
 
@@ -127,36 +135,140 @@ pub struct GateCounters {
     pub hello_timeouts: AtomicU64,
 }
 
-/// The datapath thread's side of the control plane.
-#[derive(Debug, Clone)]
-pub struct Link {
+/// Which engine shard an attaching application goes to: the one with the fewest live
+/// attachments, the lowest-numbered among equals. An application's objects all live on its
+/// shard, so this spreads applications, not QPs: one application with many QPs stays on one
+/// core.
+#[derive(Debug)]
+pub struct Placement(std::sync::Mutex<Vec<usize>>);
+
+impl Placement {
+    /// No attachments yet on `shards` shards.
+    pub fn new(shards: usize) -> Placement {
+        Placement(std::sync::Mutex::new(vec![0; shards.max(1)]))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Picks the shard of a new attachment and counts it there.
+    pub fn enter(&self) -> usize {
+        let mut live = self.lock();
+        let (k, _) = live
+            .iter()
+            .enumerate()
+            .min_by_key(|(k, n)| (**n, *k))
+            .unwrap_or((0, &0));
+        if let Some(n) = live.get_mut(k) {
+            *n += 1;
+        }
+        k
+    }
+
+    /// An attachment of shard `k` ended (or was refused).
+    pub fn leave(&self, k: usize) {
+        if let Some(n) = self.lock().get_mut(k) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// An application's place on its shard, given back however its connection ends.
+struct Placed<'a> {
+    placement: &'a Placement,
+    shard: usize,
+}
+
+impl Drop for Placed<'_> {
+    fn drop(&mut self) {
+        self.placement.leave(self.shard);
+    }
+}
+
+/// One shard's datapath thread as the control plane reaches it: its command channel and the
+/// eventfd it waits on.
+#[derive(Debug)]
+pub struct ShardLink {
     tx: Sender<Cmd>,
     wake: Arc<EventFd>,
+}
+
+impl ShardLink {
+    /// Joins a command channel and the eventfd its receiver waits on.
+    pub fn new(tx: Sender<Cmd>, wake: Arc<EventFd>) -> ShardLink {
+        ShardLink { tx, wake }
+    }
+}
+
+/// The datapath threads' side of the control plane.
+#[derive(Debug, Clone)]
+pub struct Link {
+    shards: Arc<[ShardLink]>,
+    placement: Arc<Placement>,
     gate: Arc<GateCounters>,
     closer: Closer,
 }
 
 impl Link {
-    /// Joins a command channel and the eventfd its receiver waits on; the control plane
-    /// counts its own refusals in `gate` and closes applications' descriptors on `closer`.
-    pub fn new(
-        tx: Sender<Cmd>,
-        wake: Arc<EventFd>,
-        gate: Arc<GateCounters>,
-        closer: Closer,
-    ) -> Link {
+    /// Joins the shards' datapath threads (shard k at index k); the control plane counts its
+    /// own refusals in `gate` and closes applications' descriptors on `closer`.
+    pub fn new(shards: Vec<ShardLink>, gate: Arc<GateCounters>, closer: Closer) -> Link {
         Link {
-            tx,
-            wake,
+            placement: Arc::new(Placement::new(shards.len())),
+            shards: shards.into(),
             gate,
             closer,
         }
     }
 
-    fn send(&self, cmd: Cmd) -> bool {
-        let ok = self.tx.send(cmd).is_ok();
-        self.wake.signal();
+    fn send(&self, shard: usize, cmd: Cmd) -> bool {
+        let Some(s) = self.shards.get(shard) else {
+            return false;
+        };
+        let ok = s.tx.send(cmd).is_ok();
+        s.wake.signal();
         ok
+    }
+
+    /// Asks every shard for its snapshot; the answers, shard k's at index k (`None`: the
+    /// daemon is stopping).
+    fn ask_snapshots(&self) -> Option<Vec<oneshot::Receiver<Snapshot>>> {
+        (0..self.shards.len())
+            .map(|k| {
+                let (reply, answer) = oneshot::channel();
+                self.send(k, Cmd::Snapshot { reply }).then_some(answer)
+            })
+            .collect()
+    }
+
+    /// The host's document from the shards' answers, with the control plane's own counters.
+    fn merged(&self, parts: Vec<Snapshot>) -> Option<Snapshot> {
+        let mut snap = stats::merge(parts)?;
+        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        snap.host.refused_users = read(&self.gate.refused_users);
+        snap.host.refused_busy = read(&self.gate.refused_busy);
+        snap.host.hello_timeouts = read(&self.gate.hello_timeouts);
+        Some(snap)
+    }
+
+    /// The host's snapshot: every shard's, merged.
+    pub async fn snapshot(&self) -> Option<Snapshot> {
+        let mut parts = Vec::new();
+        for a in self.ask_snapshots()? {
+            parts.push(a.await.ok()?);
+        }
+        self.merged(parts)
+    }
+
+    /// [`Link::snapshot`] for a thread outside the runtime (the metrics endpoint's).
+    pub fn snapshot_blocking(&self) -> Option<Snapshot> {
+        let parts = self
+            .ask_snapshots()?
+            .into_iter()
+            .map(|a| a.blocking_recv().ok())
+            .collect::<Option<Vec<_>>>()?;
+        self.merged(parts)
     }
 }
 
@@ -273,7 +385,9 @@ fn refusal(kind: ErrorKind, message: impl Into<String>) -> Response {
 }
 
 /// One connection, start to end; whatever descriptors it sent and nothing claimed are closed
-/// on the closing thread ([`Closer`]).
+/// on the closing thread ([`Closer`], counted per connection). At the end the connection is
+/// shut down and what is still queued in it read, so no descriptor in flight is closed by the
+/// socket's own last close (on this thread, or on the datapath thread that holds a duplicate).
 async fn serve(
     s: UnixStream,
     iface: &Interface,
@@ -281,9 +395,22 @@ async fn serve(
     link: &Link,
     ungreeted: &Arc<Ungreeted>,
 ) -> std::io::Result<()> {
+    let link = &Link {
+        closer: link.closer.for_connection(),
+        ..link.clone()
+    };
     let mut dec = Decoder::default();
     let result = greet(&s, &mut dec, iface, access, link, ungreeted).await;
-    link.closer.close(dec.take_fds());
+    let _ = rustix::net::shutdown(&s, rustix::net::Shutdown::Both);
+    loop {
+        link.closer.close(dec.take_fds());
+        dec = Decoder::default();
+        // Non-blocking: after the shutdown, what is queued, then the end.
+        match frame::recv(&s, &mut dec) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
     result
 }
 
@@ -339,19 +466,7 @@ async fn greet(
     let hello_fds = link.closer.hold(hello_fds);
     match hello {
         // An observer (`rocev2d stats`): one answer, no attachment.
-        Request::Stats => {
-            let Some((r, _)) = forward(link, 0, Request::Stats, Vec::new()).await else {
-                return Ok(());
-            };
-            let parts = match r {
-                Response::Stats(json) => rocev2_ipc::proto::stats_responses(json),
-                other => vec![other],
-            };
-            for p in &parts {
-                write_frame(s, p, &[]).await?;
-            }
-            return Ok(());
-        }
+        Request::Stats => return answer_stats(s, link).await,
         Request::Hello { version } if version == VERSION => {}
         Request::Hello { version } => {
             let m = format!(
@@ -374,7 +489,12 @@ async fn greet(
     }
     let (reply, answer) = oneshot::channel();
     let conn = s.as_fd().try_clone_to_owned()?;
-    if !link.send(Cmd::Attach { creds, conn, reply }) {
+    let placed = Placed {
+        placement: &link.placement,
+        shard: link.placement.enter(),
+    };
+    let shard = placed.shard;
+    if !link.send(shard, Cmd::Attach { creds, conn, reply }) {
         return Ok(());
     }
     let Ok(attached) = answer.await else {
@@ -386,13 +506,36 @@ async fn greet(
     };
     tracing::info!(
         app,
+        shard,
         pid = creds.pid,
         uid = creds.uid,
         "application attached"
     );
-    let result = attachment(s, dec, iface, link, app, bell).await;
-    link.send(Cmd::Detach { app });
+    let to = To { link, shard, app };
+    let result = attachment(s, dec, iface, &to, bell).await;
+    link.send(shard, Cmd::Detach { app });
+    drop(placed);
     result
+}
+
+/// Answers `rocev2d stats` (or an application's [`Request::Stats`]): the host's document, in
+/// parts when longer than a frame.
+async fn answer_stats(s: &UnixStream, link: &Link) -> std::io::Result<()> {
+    let Some(snap) = link.snapshot().await else {
+        return Ok(());
+    };
+    let json = serde_json::to_string(&snap).unwrap_or_default();
+    for p in &rocev2_ipc::proto::stats_responses(json) {
+        write_frame(s, p, &[]).await?;
+    }
+    Ok(())
+}
+
+/// Where an attachment's requests go: its shard, and its (host-wide) attachment id.
+struct To<'a> {
+    link: &'a Link,
+    shard: usize,
+    app: u32,
 }
 
 /// `Ok` when a Hello's descriptor names this daemon's network namespace; otherwise why not.
@@ -415,18 +558,24 @@ async fn attachment(
     s: &UnixStream,
     dec: &mut Decoder,
     iface: &Interface,
-    link: &Link,
-    app: u32,
+    to: &To<'_>,
     bell: OwnedFd,
 ) -> std::io::Result<()> {
+    let link = to.link;
     // The datapath thread fills the welcome's variable parts through a request of its own.
-    let welcome = forward(link, app, Request::Hello { version: VERSION }, Vec::new()).await;
+    let welcome = forward(to, Request::Hello { version: VERSION }, Vec::new()).await;
     let Some((welcome, _)) = welcome else {
         return Ok(());
     };
     write_frame(s, &welcome, &[bell]).await?;
     loop {
+        link.closer.below_limit().await;
         let (req, fds) = read_frame(s, dec).await?;
+        if let Request::Stats = req {
+            link.closer.close(fds);
+            answer_stats(s, link).await?;
+            continue;
+        }
         // The datapath thread gets duplicates: the originals, closed on the closing thread once
         // it answered (or the request was refused here), are the last references to whatever
         // it did not keep.
@@ -487,7 +636,7 @@ async fn attachment(
                 continue;
             }
         };
-        let Some((response, fds)) = forward(link, app, req, held.dup()?).await else {
+        let Some((response, fds)) = forward(to, req, held.dup()?).await else {
             return Ok(());
         };
         write_frame(s, &response, &fds).await?;
@@ -510,20 +659,19 @@ async fn resolve(
         .map_err(std::io::Error::other)
 }
 
-/// Hands a request to the datapath thread and waits for its answer (`None`: it has stopped).
-async fn forward(
-    link: &Link,
-    app: u32,
-    req: Request,
-    fds: Vec<OwnedFd>,
-) -> Option<(Response, Vec<OwnedFd>)> {
+/// Hands a request to the attachment's datapath thread and waits for its answer (`None`: it
+/// has stopped).
+async fn forward(to: &To<'_>, req: Request, fds: Vec<OwnedFd>) -> Option<(Response, Vec<OwnedFd>)> {
     let (reply, answer) = oneshot::channel();
-    if !link.send(Cmd::Request {
-        app,
-        req,
-        fds,
-        reply,
-    }) {
+    if !to.link.send(
+        to.shard,
+        Cmd::Request {
+            app: to.app,
+            req,
+            fds,
+            reply,
+        },
+    ) {
         return None;
     }
     answer.await.ok()
@@ -532,6 +680,30 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placement_takes_the_shard_with_fewest_attachments_lowest_first() {
+        let p = Placement::new(3);
+        let first: Vec<usize> = (0..3).map(|_| p.enter()).collect();
+        assert_eq!(first, [0, 1, 2], "one each, in order");
+        assert_eq!(p.enter(), 0, "all even: the lowest");
+        p.leave(1);
+        p.leave(1);
+        assert_eq!(p.enter(), 1, "the emptiest, whichever");
+        assert_eq!(p.enter(), 1, "still the emptiest");
+        assert_eq!(p.enter(), 2);
+        assert_eq!(*p.lock(), [2, 2, 2]);
+        p.leave(7);
+        assert_eq!(*p.lock(), [2, 2, 2], "an unknown shard is ignored");
+        let one = Placement::new(1);
+        assert_eq!((one.enter(), one.enter()), (0, 0), "one shard takes all");
+        let held = Placed {
+            placement: &one,
+            shard: 0,
+        };
+        drop(held);
+        assert_eq!(*one.lock(), [1], "given back when dropped");
+    }
 
     #[test]
     fn ungreeted_connections_are_capped_per_user_and_in_all() {

@@ -1,12 +1,19 @@
 //! `rocev2d run`: serve one interface until SIGINT or SIGTERM, as the host's RoCE device.
 //!
-//! This thread owns the datapath, the engine and every attached application's objects
-//! ([`rocev2d::host::Host`]). Its loop is [`rocev2_datapath::Driver`]'s `poll`/`wait` pair plus
-//! a pass over the applications' rings, with more descriptors in the wait set: a self-pipe
-//! written by the signal handler (signal-hook), so a signal ends the wait at once even in a
-//! long sleep; the eventfd the control plane ([`crate::control`]) signals when it forwards a
-//! request; the metrics listener; and every attachment's doorbell, so a posted request wakes
-//! it. Shutdown: stop polling, log the final counters, remove the socket file; attached
+//! The interface is served by one or more **engine shards** (`--queues N`, docs/daemon.md
+//! "Several queues"). A shard is a thread owning one datapath (over AF_XDP bound to rx queue k
+//! alone), one engine (QPN block k when there are several) and the objects of the
+//! applications placed on it ([`rocev2d::host::Host`]); with several, each datapath is wrapped
+//! in a [`handoff::Shard`], so frames and CM MADs that reach the wrong shard are handed to
+//! their owner, and the hosts share one roster of attachments and register their listens in
+//! the interface's listen registry. A shard's loop is [`rocev2_datapath::Driver`]'s
+//! `poll`/`wait` pair plus a pass over its applications' rings, with more descriptors in the
+//! wait set: a self-pipe written by the signal handler (signal-hook), so a signal ends the wait
+//! at once even in a long sleep; an eventfd any shard signals when it stops, so the others stop
+//! too; the eventfd the control plane ([`crate::control`]) signals when it forwards a request;
+//! and every attachment's doorbell, so a posted request wakes it. The metrics endpoint runs on
+//! a thread of its own and asks the shards for their snapshots as `rocev2d stats` does.
+//! Shutdown: stop polling, log the final counters, remove the socket file; attached
 //! applications see their connection close.
 //!
 //! Deviations: none.
@@ -20,17 +27,18 @@ use rocev2_core::endpoint::GsiConfig;
 use rocev2_datapath::entropy::os_seed;
 use rocev2_datapath::host::HostMemory;
 use rocev2_datapath::iface::node_guid;
-use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, auto, neigh};
+use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, auto, handoff, neigh};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response};
 use rocev2d::config::Config;
-use rocev2d::host::Host;
+use rocev2d::host::{Host, Roster};
 use rocev2d::mac;
 use rocev2d::stats::{self, Identity};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -105,6 +113,88 @@ struct Drain {
     reply: oneshot::Sender<(Response, Vec<OwnedFd>)>,
 }
 
+/// How many engine shards `cfg` asks for on `iface`: `queues`, or one per rx queue for 0.
+///
+/// # Errors
+/// More shards than the interface has rx queues (or the steering program's map holds).
+pub fn shard_count(cfg: &Config, iface: &Interface) -> anyhow::Result<u32> {
+    let queues = iface.rx_queues.clamp(1, rocev2_core::endpoint::QPN_BLOCKS);
+    match cfg.queues {
+        0 => Ok(queues),
+        n if n <= queues => Ok(n),
+        n => bail!(
+            "--queues {n}: {} has {} rx queue(s) (at most {} shards); `ethtool -L` or a veth's numrxqueues give it more",
+            iface.name,
+            iface.rx_queues,
+            queues
+        ),
+    }
+}
+
+/// One shard's datapath and engine, opened before the shard's thread starts (so a refusal
+/// stops the daemon before it says it serves).
+struct Opened {
+    datapath: Box<dyn Datapath + Send>,
+    reason: String,
+    ep: Endpoint,
+    /// Its handle on the interface's listen registry, when there are several shards.
+    listens: Option<handoff::Listens>,
+}
+
+/// Opens shard `k` of `n` on `iface` with datapath `mode`: with one, the datapath of the whole
+/// interface and an engine of every QPN, as ever; with several, the datapath of rx queue `k`
+/// joined to the others ([`handoff::Shard`]) and an engine of QPN block `k`.
+fn open_shard(
+    cfg: &Config,
+    iface: &Interface,
+    mode: Mode,
+    k: u32,
+    n: u32,
+) -> anyhow::Result<Opened> {
+    let seed = os_seed().context("reading /dev/urandom")?;
+    let mut options = cfg.options;
+    if n > 1 {
+        options.xdp.queue = Some(k);
+    }
+    let opened = auto::open(iface, mode, &options)?;
+    let (datapath, reason, ep, listens): (Box<dyn Datapath + Send>, _, _, _) = if n > 1 {
+        let name = opened.datapath.name();
+        if name != "xdp" && name != "packet" {
+            bail!(
+                "--queues {n}: the {name} datapath serves an interface once; shards need xdp or packet"
+            );
+        }
+        let shard = handoff::Shard::join(iface, k, opened.datapath)?;
+        let reason = format!("{}; {}", opened.reason, shard.describe());
+        let listens = shard.listens();
+        (
+            Box::new(shard),
+            reason,
+            Endpoint::with_qpn_block(seed, k),
+            Some(listens),
+        )
+    } else {
+        (opened.datapath, opened.reason, Endpoint::new(seed), None)
+    };
+    let mut ep = ep;
+    ep.set_receiver_cc(cfg.cc.receiver());
+    // QP1 and the CM, shared out to the attached applications by `Host`; on a shard of
+    // several, its Communication IDs are of its block.
+    ep.enable_cm(GsiConfig {
+        mac: iface.mac,
+        cm: CmConfig {
+            local_ca_guid: node_guid(iface.mac),
+        },
+        seed: os_seed().context("reading /dev/urandom")?,
+    });
+    Ok(Opened {
+        datapath,
+        reason,
+        ep,
+        listens,
+    })
+}
+
 /// Runs the daemon on `cfg.iface` until a signal.
 ///
 /// # Errors
@@ -117,13 +207,16 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     if !iface.up {
         tracing::warn!(iface = name, "interface is down or has no carrier");
     }
-    let opened = auto::open(&iface, cfg.mode, &cfg.options)?;
-    let id = Identity {
-        iface: name.to_string(),
-        datapath: opened.datapath.name().to_string(),
-        reason: opened.reason.clone(),
-        started: std::time::Instant::now(),
-    };
+    let n = shard_count(cfg, &iface)?;
+    let started = std::time::Instant::now();
+    let first = open_shard(cfg, &iface, cfg.mode, 0, n)?;
+    let datapath = first.datapath.name().to_string();
+    // The other shards take the datapath the first got: `auto` must not mix two.
+    let mode = datapath.parse().unwrap_or(cfg.mode);
+    let mut opened = vec![first];
+    for k in 1..n {
+        opened.push(open_shard(cfg, &iface, mode, k, n)?);
+    }
     let path = cfg
         .stats_socket
         .clone()
@@ -135,28 +228,28 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, sig_tx.try_clone()?)?;
     }
-    let mut ep = Endpoint::new(os_seed().context("reading /dev/urandom")?);
-    ep.set_receiver_cc(cfg.cc.receiver());
-    // QP1 and the CM, shared out to the attached applications by `Host`.
-    ep.enable_cm(GsiConfig {
-        mac: iface.mac,
-        cm: CmConfig {
-            local_ca_guid: node_guid(iface.mac),
-        },
-        seed: os_seed().context("reading /dev/urandom")?,
-    });
-    let mut host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
-    let mut driver = Driver::new(
-        ep,
-        HostMemory::default(),
-        opened.datapath,
-        driver_config(cfg),
-    );
-    let wake = Arc::new(EventFd::new().context("eventfd")?);
-    let (tx, rx) = std::sync::mpsc::channel();
+    let roster = Arc::new(Roster::default());
+    let mut shards = Vec::new();
+    let mut links = Vec::new();
+    for (k, o) in (0..).zip(opened) {
+        let wake = Arc::new(EventFd::new().context("eventfd")?);
+        let (tx, rx) = std::sync::mpsc::channel();
+        links.push(control::ShardLink::new(tx, Arc::clone(&wake)));
+        let id = Identity {
+            iface: name.to_string(),
+            datapath: o.datapath.name().to_string(),
+            reason: o.reason.clone(),
+            started,
+        };
+        shards.push((o, Shard { k, id, rx, wake }));
+    }
     let mut uids = cfg.control.allow_uids.clone();
     uids.push(rustix::process::geteuid().as_raw());
-    let gate = Arc::new(control::GateCounters::default());
+    let link = control::Link::new(
+        links,
+        Arc::new(control::GateCounters::default()),
+        rocev2d::closer::Closer::start().context("starting the closing thread")?,
+    );
     control::spawn(
         listener,
         iface.clone(),
@@ -164,13 +257,18 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             uids,
             group: cfg.control.group,
         },
-        control::Link::new(
-            tx,
-            wake.clone(),
-            Arc::clone(&gate),
-            rocev2d::closer::Closer::start().context("starting the closing thread")?,
-        ),
+        link.clone(),
     )?;
+    if let Some(addr) = cfg.metrics {
+        let m = Metrics::bind(addr).with_context(|| format!("metrics on {addr}"))?;
+        tracing::info!(addr = %m.local_addr()?, "serving Prometheus metrics at /metrics");
+        m.spawn(move || {
+            link.snapshot_blocking()
+                .map(|s| stats::render_prometheus(&s))
+                .unwrap_or_default()
+        })
+        .context("starting the metrics thread")?;
+    }
     tracing::info!(
         iface = name,
         mac = %mac(iface.mac),
@@ -178,18 +276,83 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         gids = ?iface.gids(),
         socket = %path.display(),
         wait = %cfg.wait,
+        shards = n,
         "serving; SIGINT or SIGTERM stops"
     );
     // Printed on stdout for scripts and tests that wait for readiness.
-    println!("rocev2d: serving {name} with datapath {}", id.datapath);
-    let mut metrics = match cfg.metrics {
-        Some(addr) => {
-            let m = Metrics::bind(addr).with_context(|| format!("metrics on {addr}"))?;
-            tracing::info!(addr = %m.local_addr()?, "serving Prometheus metrics at /metrics");
-            Some(m)
-        }
-        None => None,
-    };
+    match n {
+        1 => println!("rocev2d: serving {name} with datapath {datapath}"),
+        n => println!("rocev2d: serving {name} with datapath {datapath}, {n} engine shards"),
+    }
+    let stop = EventFd::new().context("eventfd")?;
+    let (sig_rx, stop) = (&sig_rx, &stop);
+    let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = shards
+            .into_iter()
+            .map(|(o, shard)| {
+                let host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
+                let host = match o.listens {
+                    Some(l) => host.sharing(Arc::clone(&roster), l),
+                    None => host,
+                };
+                std::thread::Builder::new()
+                    .name(format!("rocev2d-shard{}", shard.k))
+                    .spawn_scoped(scope, move || {
+                        let driver = Driver::new(
+                            o.ep,
+                            HostMemory::default(),
+                            o.datapath,
+                            driver_config(cfg),
+                        );
+                        let r = serve(&shard, driver, host, sig_rx, stop);
+                        // However this shard ended, the others end too.
+                        stop.signal();
+                        r
+                    })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| match t {
+                Ok(t) => t
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a shard's thread panicked"))),
+                Err(e) => {
+                    stop.signal();
+                    Err(anyhow::Error::new(e).context("starting a shard's thread"))
+                }
+            })
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    println!("rocev2d: stopped");
+    Ok(())
+}
+
+/// What a shard's thread gets besides its engine and applications.
+struct Shard {
+    /// Its number: rx queue and QPN block.
+    k: u32,
+    /// What its snapshots and welcomes say.
+    id: Identity,
+    /// The control plane's commands for it.
+    rx: Receiver<Cmd>,
+    /// Signalled when a command is sent.
+    wake: Arc<EventFd>,
+}
+
+/// A shard's loop until a signal or another shard stops (`stop`): its datapath and engine
+/// (`driver`), its applications (`host`), the control plane's commands.
+fn serve(
+    shard: &Shard,
+    mut driver: HostDriver,
+    mut host: Host,
+    sig_rx: &UnixStream,
+    stop: &EventFd,
+) -> anyhow::Result<()> {
+    let Shard { k, id, rx, wake } = shard;
     let mut drains: Vec<Drain> = Vec::new();
     loop {
         driver.poll()?;
@@ -206,6 +369,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                     host.detach(&mut driver.ep, &mut driver.mem, now, app);
                     drains.retain(|d| d.app != app);
                 }
+                Cmd::Snapshot { reply } => {
+                    let _ = reply.send(snapshot(id, &driver, &host));
+                }
                 Cmd::Request {
                     app,
                     req,
@@ -220,11 +386,6 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                             reason: id.reason.clone(),
                         };
                         let _ = reply.send((welcome, Vec::new()));
-                    }
-                    Request::Stats => {
-                        let snap = snapshot(&id, &driver, &host, &gate);
-                        let json = serde_json::to_string(&snap).unwrap_or_default();
-                        let _ = reply.send((Response::Stats(json), Vec::new()));
                     }
                     Request::Drain { timeout_ms } => drains.push(Drain {
                         app,
@@ -275,49 +436,36 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             host.set_asleep(false);
             continue;
         }
-        let mut fds = vec![sig_rx.as_fd(), wake.as_fd()];
+        let mut fds = vec![sig_rx.as_fd(), stop.as_fd(), wake.as_fd()];
         let fixed = fds.len();
-        if let Some(m) = &metrics {
-            fds.extend(m.fds());
-        }
-        let metric_fds = fds.len() - fixed;
         fds.extend(host.doorbells());
         let ready = driver.wait(&fds)?;
         drop(fds);
         host.set_asleep(false);
-        if ready.first().copied().unwrap_or(false) {
+        if ready.iter().take(2).any(|r| *r) {
             break;
         }
-        if ready.iter().skip(fixed + metric_fds).any(|r| *r) {
+        if ready.iter().skip(fixed).any(|r| *r) {
             host.clear_doorbells();
         }
-        if ready.get(1).copied().unwrap_or(false) {
+        if ready.get(2).copied().unwrap_or(false) {
             wake.clear();
         }
-        if let Some(m) = &mut metrics
-            && ready.iter().skip(fixed).take(metric_fds).any(|r| *r)
-        {
-            m.serve(|| stats::render_prometheus(&snapshot(&id, &driver, &host, &gate)));
-        }
     }
-    let snap = snapshot(&id, &driver, &host, &gate);
+    let snap = snapshot(id, &driver, &host);
     tracing::info!(
+        shard = k,
         rx_packets = snap.packets.get("rx_packets").copied().unwrap_or(0),
         tx_packets = snap.packets.get("tx_packets").copied().unwrap_or(0),
         drops = snap.drops.values().sum::<u64>(),
-        "stopped by signal"
+        "stopped"
     );
-    println!("rocev2d: stopped");
     Ok(())
 }
 
-/// The counters snapshot with the attached applications.
-fn snapshot(
-    id: &Identity,
-    driver: &HostDriver,
-    host: &Host,
-    gate: &control::GateCounters,
-) -> stats::Snapshot {
+/// A shard's counters snapshot with its attached applications (the control plane merges the
+/// shards' and adds its own counters).
+fn snapshot(id: &Identity, driver: &HostDriver, host: &Host) -> stats::Snapshot {
     let mut snap = stats::snapshot(
         id,
         &driver.ep,
@@ -326,9 +474,41 @@ fn snapshot(
     );
     snap.apps = host.snapshot();
     snap.host = host.counters();
-    let read = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    snap.host.refused_users = read(&gate.refused_users);
-    snap.host.refused_busy = read(&gate.refused_busy);
-    snap.host.hello_timeouts = read(&gate.hello_timeouts);
     snap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_count_is_the_asked_queues_within_the_interfaces() {
+        let iface = |rx_queues| Interface {
+            name: "t0".into(),
+            index: 1,
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            up: true,
+            addrs: Vec::new(),
+            rx_queues,
+        };
+        let count = |queues, rx| {
+            shard_count(
+                &Config {
+                    queues,
+                    ..Config::default()
+                },
+                &iface(rx),
+            )
+        };
+        assert_eq!(count(1, 1).unwrap(), 1, "the default: one engine");
+        assert_eq!(count(2, 4).unwrap(), 2);
+        assert_eq!(count(0, 4).unwrap(), 4, "0: one per rx queue");
+        assert_eq!(count(0, 100).unwrap(), 64, "no more than QPN blocks");
+        let e = count(3, 2).unwrap_err().to_string();
+        assert!(
+            e.contains("--queues 3") && e.contains("2 rx queue(s)"),
+            "{e}"
+        );
+    }
 }

@@ -50,6 +50,9 @@ fn main() -> anyhow::Result<()> {
             if a.stats_socket.is_some() {
                 cfg.stats_socket = a.stats_socket;
             }
+            if let Some(q) = a.queues {
+                cfg.queues = q;
+            }
             if a.metrics.is_some() {
                 cfg.metrics = a.metrics;
             }

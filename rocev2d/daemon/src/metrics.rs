@@ -2,8 +2,10 @@
 //! `GET /metrics` (or `GET /`) with the counters in the Prometheus text format
 //! ([`rocev2d::stats::render_prometheus`]) and closes the connection, as Prometheus scrapes.
 //!
-//! It runs inside the daemon's event loop, so it must never block the datapath or grow
-//! without bound whatever a client does: every socket is non-blocking; at most [`MAX_CONNS`]
+//! It runs on a thread of its own ([`Metrics::spawn`]) and asks the engine shards for their
+//! counters as `rocev2d stats` does, so a scrape costs a shard one snapshot and never blocks
+//! its loop. It must not grow without bound whatever a client does: every socket is
+//! non-blocking; at most [`MAX_CONNS`]
 //! connections wait for their request (a new one beyond that closes the oldest); a request is
 //! read up to [`MAX_REQUEST`] bytes and must be complete within [`REQUEST_TIMEOUT`]; an answer
 //! that does not fit the socket's send buffer at once is cut off. Everything refused is
@@ -70,6 +72,35 @@ impl Metrics {
         std::iter::once(self.listener.as_fd())
             .chain(self.conns.iter().map(|c| c.stream.as_fd()))
             .collect()
+    }
+
+    /// Serves on a thread of its own until the process exits: sleeps in `poll(2)` on the
+    /// listener and the waiting connections (a second at most, so an expired request is
+    /// closed in time), then [`Metrics::serve`]s with `render`.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn spawn(mut self, render: impl Fn() -> String + Send + 'static) -> io::Result<()> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let second = Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        std::thread::Builder::new()
+            .name("rocev2d-metrics".into())
+            .spawn(move || {
+                loop {
+                    {
+                        let fds = self.fds();
+                        let mut polled: Vec<PollFd<'_>> =
+                            fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+                        // An interrupted or failed poll only means an earlier look.
+                        let _ = poll(&mut polled, Some(&second));
+                    }
+                    self.serve(&render);
+                }
+            })?;
+        Ok(())
     }
 
     /// Accepts new connections, reads what requests have arrived, answers the complete ones

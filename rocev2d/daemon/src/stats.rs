@@ -29,6 +29,9 @@ use std::time::Duration;
 pub struct QpSnapshot {
     /// QP state (`Rts`, `Error`, …).
     pub state: String,
+    /// The engine shard of the QP (`docs/daemon.md`, "Several queues"; 0 with one).
+    #[serde(default)]
+    pub shard: u32,
     /// Counters by name.
     pub counters: BTreeMap<String, u64>,
     /// The congestion controller, when the QP has one.
@@ -62,6 +65,10 @@ pub struct Snapshot {
     pub datapath_reason: String,
     /// Milliseconds since the daemon started.
     pub uptime_ms: u64,
+    /// Engine shards serving the interface (`rocev2d run --queues`); every count below is
+    /// their sum.
+    #[serde(default = "one")]
+    pub shards: u32,
     /// Frames and bytes through the endpoint: `rx_packets`, `rx_bytes`, `tx_packets`,
     /// `tx_bytes`.
     pub packets: BTreeMap<String, u64>,
@@ -146,6 +153,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
             format!("{:#08x}", qp.qpn().value()),
             QpSnapshot {
                 state: state_name(qp.state()).to_string(),
+                shard: 0,
                 counters,
                 cc,
             },
@@ -156,6 +164,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
         datapath: id.datapath.clone(),
         datapath_reason: id.reason.clone(),
         uptime_ms: u64::try_from(id.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        shards: 1,
         packets: [
             ("rx_packets", s.rx_frames),
             ("rx_bytes", s.rx_bytes),
@@ -182,6 +191,56 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
     }
 }
 
+fn one() -> u32 {
+    1
+}
+
+/// One document for the host from its engine shards' snapshots, shard k's at index k: every
+/// counter summed, except the steering program's (`steer_*`), which are the interface's and
+/// shown by every shard alike; each QP and application tagged with its shard. `None` without
+/// any.
+pub fn merge(parts: Vec<Snapshot>) -> Option<Snapshot> {
+    let n = u32::try_from(parts.len()).ok()?;
+    let mut it = parts.into_iter();
+    let mut all = it.next()?;
+    if n > 1 {
+        all.datapath_reason = format!(
+            "{n} engine shards, one per rx queue 0..{n}; shard 0: {}",
+            all.datapath_reason
+        );
+    }
+    all.shards = n;
+    let add = |into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>| {
+        for (k, v) in from {
+            let steer = k.starts_with("steer_");
+            let e = into.entry(k).or_default();
+            *e = if steer { (*e).max(v) } else { *e + v };
+        }
+    };
+    for (shard, s) in (1..).zip(it) {
+        all.uptime_ms = all.uptime_ms.max(s.uptime_ms);
+        add(&mut all.packets, s.packets);
+        add(&mut all.drops, s.drops);
+        add(&mut all.datapath_counters, s.datapath_counters);
+        all.icrc_errors += s.icrc_errors;
+        all.icrc_unverifiable += s.icrc_unverifiable;
+        all.retransmits += s.retransmits;
+        all.naks_sent += s.naks_sent;
+        all.naks_received += s.naks_received;
+        all.qps.extend(s.qps.into_iter().map(|(k, mut q)| {
+            q.shard = shard;
+            (k, q)
+        }));
+        all.apps.extend(s.apps.into_iter().map(|mut a| {
+            a.shard = shard;
+            a
+        }));
+        all.host.add(&s.host);
+    }
+    all.apps.sort_by_key(|a| a.id);
+    Some(all)
+}
+
 fn state_name(s: QpState) -> &'static str {
     match s {
         QpState::Reset => "reset",
@@ -200,6 +259,7 @@ pub fn render_text(s: &Snapshot) -> String {
     let _ = writeln!(o, "iface {}", s.iface);
     let _ = writeln!(o, "datapath {} ({})", s.datapath, s.datapath_reason);
     let _ = writeln!(o, "uptime_ms {}", s.uptime_ms);
+    let _ = writeln!(o, "shards {}", s.shards);
     for (k, v) in &s.packets {
         let _ = writeln!(o, "{k} {v}");
     }
@@ -234,11 +294,12 @@ pub fn render_text(s: &Snapshot) -> String {
     for a in &s.apps {
         let _ = writeln!(
             o,
-            "  app {} pid {} uid {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes posted {} \
-             completed {}",
+            "  app {} pid {} uid {} shard {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes \
+             posted {} completed {}",
             a.id,
             a.pid,
             a.uid,
+            a.shard,
             a.qps.join(" "),
             a.cqs,
             a.mrs,
@@ -249,7 +310,7 @@ pub fn render_text(s: &Snapshot) -> String {
         );
     }
     for (q, qs) in &s.qps {
-        let _ = writeln!(o, "qp {q} {}:", qs.state);
+        let _ = writeln!(o, "qp {q} {} shard {}:", qs.state, qs.shard);
         for (k, v) in &qs.counters {
             let _ = writeln!(o, "  {k} {v}");
         }
@@ -306,12 +367,15 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
     if !drops.is_empty() {
         let _ = writeln!(o, "drops: {}", drops.join(", "));
     }
+    // A sharded daemon's rows say their shard; one engine's stay as they were.
+    let sharded = cur.shards > 1;
     if !cur.qps.is_empty() {
-        let _ = writeln!(
+        let _ = write!(
             o,
             "{:<10} {:<6} {:>12} {:>12} {:>10} {:>12}",
             "qpn", "state", "tx pkt/s", "rx pkt/s", "retx/s", "cc Gbit/s"
         );
+        let _ = writeln!(o, "{}", if sharded { "  shard" } else { "" });
     }
     for (qpn, q) in &cur.qps {
         let before = prev.qps.get(qpn);
@@ -320,7 +384,7 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
             || "-".to_string(),
             |c| format!("{:.3}", c.rate_bps as f64 * 1e-9),
         );
-        let _ = writeln!(
+        let _ = write!(
             o,
             "{qpn:<10} {:<6} {:>12.0} {:>12.0} {:>10.0} {cc:>12}",
             q.state,
@@ -328,6 +392,10 @@ pub fn render_rates(prev: &Snapshot, cur: &Snapshot, secs: f64) -> String {
             c("rx_packets"),
             c("retransmits"),
         );
+        let _ = match sharded {
+            true => writeln!(o, " {:>6}", q.shard),
+            false => writeln!(o),
+        };
     }
     o
 }
@@ -362,6 +430,13 @@ pub fn render_prometheus(s: &Snapshot) -> String {
         "gauge",
         "Seconds since the daemon started.",
         &[(String::new(), s.uptime_ms as f64 / 1000.0)],
+    );
+    family(
+        &mut o,
+        "shards",
+        "gauge",
+        "Engine shards serving the interface (rocev2d run --queues); the counters are their sum.",
+        &[(String::new(), f64::from(s.shards))],
     );
     for (k, v) in &s.packets {
         let help = format!("Endpoint {} (frames or bytes).", k.replace('_', " "));
@@ -415,6 +490,18 @@ pub fn render_prometheus(s: &Snapshot) -> String {
         let help = format!("Per-QP {}.", c.replace('_', " "));
         family(&mut o, &format!("qp_{c}_total"), "counter", &help, &samples);
     }
+    let shards: Vec<(String, f64)> = s
+        .qps
+        .iter()
+        .map(|(qpn, q)| (qp_label(qpn), f64::from(q.shard)))
+        .collect();
+    family(
+        &mut o,
+        "qp_shard",
+        "gauge",
+        "The engine shard serving the QP.",
+        &shards,
+    );
     let cc = |f: fn(&CcStats) -> Option<f64>| -> Vec<(String, f64)> {
         s.qps
             .iter()
@@ -504,6 +591,111 @@ mod tests {
         let text = render_text(&s);
         assert!(text.contains("  truncated 1\n"), "{text}");
         assert!(text.contains("  icrc_error 0\n"), "{text}");
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn stats_of_shards_merge_into_one_document_per_host() {
+        use crate::host::{AppSnapshot, HostCounters};
+        let part = |app: u32, qpn: &str, rx: u64| {
+            let mut ep = Endpoint::new(1);
+            let mut mem = rocev2_core::mr::VecMemory::new();
+            let _ = ep.handle_frame(Instant::ZERO, &[0; 10], &mut mem);
+            let id = Identity {
+                iface: "veth0".into(),
+                datapath: "xdp".into(),
+                reason: format!("queue of app {app}"),
+                started: std::time::Instant::now(),
+            };
+            let dp = DatapathStats {
+                rx_packets: rx,
+                steer_redirected: 40,
+                ..DatapathStats::default()
+            };
+            let mut s = snapshot(&id, &ep, Instant::ZERO, &dp);
+            s.qps.insert(
+                qpn.into(),
+                QpSnapshot {
+                    state: "rts".into(),
+                    shard: 0,
+                    counters: [("rx_packets".to_string(), rx)].into(),
+                    cc: None,
+                },
+            );
+            s.apps.push(AppSnapshot {
+                id: app,
+                shard: 0,
+                pid: 10 + app,
+                uid: 0,
+                qps: vec![qpn.into()],
+                cqs: 1,
+                mrs: 1,
+                mr_bytes: 4096,
+                ring_bytes: 0,
+                posted: rx,
+                completed: rx,
+            });
+            s.host = HostCounters {
+                attached: 1,
+                refused_requests: u64::from(app),
+                ..HostCounters::default()
+            };
+            s
+        };
+        assert!(merge(Vec::new()).is_none());
+        let one = merge(vec![part(1, "0x000011", 5)]).unwrap();
+        assert_eq!(
+            (one.shards, one.datapath_reason.as_str()),
+            (1, "queue of app 1")
+        );
+        let s = merge(vec![part(2, "0x000012", 5), part(1, "0x040012", 7)]).unwrap();
+        assert_eq!(s.shards, 2);
+        assert!(
+            s.datapath_reason.starts_with("2 engine shards"),
+            "{}",
+            s.datapath_reason
+        );
+        assert_eq!(
+            s.packets["rx_packets"], 2,
+            "each engine's own frames, summed"
+        );
+        assert_eq!(s.drops["truncated"], 2);
+        assert_eq!(s.datapath_counters["rx_packets"], 12);
+        assert_eq!(
+            s.datapath_counters["steer_redirected"], 40,
+            "the interface's program, shown by every shard alike: not summed"
+        );
+        assert_eq!((s.host.attached, s.host.refused_requests), (2, 3));
+        assert_eq!(
+            s.qps
+                .iter()
+                .map(|(q, v)| (q.as_str(), v.shard))
+                .collect::<Vec<_>>(),
+            [("0x000012", 0), ("0x040012", 1)]
+        );
+        assert_eq!(
+            s.apps.iter().map(|a| (a.id, a.shard)).collect::<Vec<_>>(),
+            [(1, 1), (2, 0)],
+            "by id, each with its shard"
+        );
+        let text = render_text(&s);
+        assert!(text.contains("shards 2\n"), "{text}");
+        assert!(text.contains("app 1 pid 11 uid 0 shard 1:"), "{text}");
+        assert!(text.contains("qp 0x040012 rts shard 1:"), "{text}");
+        let rates = render_rates(&s, &s, 1.0);
+        let row = rates.lines().find(|l| l.starts_with("0x040012")).unwrap();
+        assert_eq!(row.split_whitespace().last(), Some("1"), "{rates}");
+        assert!(rates.contains("cc Gbit/s  shard\n"), "{rates}");
+        let prom = render_prometheus(&s);
+        assert!(
+            prom.contains("rocev2_shards{iface=\"veth0\"} 2\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("rocev2_qp_shard{iface=\"veth0\",qpn=\"0x040012\"} 1\n"),
+            "{prom}"
+        );
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }

@@ -7,6 +7,10 @@
 //! - The daemon killed under a running application: the application fails at once with the
 //!   daemon's death as the reason; a restarted daemon serves new applications.
 //! - Garbage on the control socket: the connection is closed, the daemon serves on.
+//! - Descriptors whose last close blocks (lingering TCP sockets that cannot drain), sent with
+//!   requests: the daemon's closing thread waits on the first while other requests are
+//!   answered and a verified stream completes; the sender's connection is read only until
+//!   `MAX_CLOSING` of its descriptors wait to be closed.
 //! - A hostile application at every per-application limit at once beside a verified stream:
 //!   refusals name the limits, the stream completes, the daemon's descriptors stay bounded.
 //! - The connection manager through the daemons: `rping --attach` against `rping --attach`,
@@ -24,12 +28,20 @@
 //! - An MRA through the daemons: the passive application answers a REQ with an MRA, then
 //!   accepts, and both ends are established; another application cannot send an MRA for it,
 //!   and a second one after the accept is refused by the engine.
+//! - Sharded daemons (`--queues 2` over AF_XDP, and AF_PACKET for the streams, a veth of two
+//!   queues per end): applications
+//!   are placed on the shard with the fewest attachments, as stats show (each application and
+//!   QP with its shard); two verified WRITE streams run at once through both shards; an RDMA
+//!   CM connection whose REQ reaches the shard that does not listen is forwarded to the one
+//!   that does (and its REP back), a Service ID held on one shard is refused on the other,
+//!   and a connection between applications of the same shard works beside it.
 
 mod common;
 #[path = "../../verbs/tests/scenarios/srq.rs"]
 mod srq;
 use common::*;
 use rocev2_datapath::clock::cpu_time;
+use rocev2_testbed::topology::{LinkParams, Topology};
 use rocev2_testbed::{Process, Testbed, exec};
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -93,15 +105,38 @@ impl Rig {
         if !need_root(test) {
             return None;
         }
+        Some(Rig::with(test, pair(), &["--datapath", "packet"]))
+    }
+
+    /// Daemons of two engine shards over `datapath`, on a pair whose veth ends have two queues.
+    fn sharded(test: &'static str, datapath: &str) -> Option<Rig> {
+        if !need_root(test) {
+            return None;
+        }
+        let tb = Testbed::up_topology(&Topology::Pair {
+            link: LinkParams::new().mtu(9000).queues(2),
+        })
+        .expect("pair testbed of two queues");
+        Some(Rig::with(
+            test,
+            tb,
+            &["--datapath", datapath, "--queues", "2"],
+        ))
+    }
+
+    /// A daemon on each host of `tb`, with these arguments.
+    fn with(test: &'static str, tb: Testbed, args: &[&str]) -> Rig {
         let _sockets = Sockets(test);
-        let tb = pair();
-        let d = [daemon(&tb, test, "h0"), daemon(&tb, test, "h1")];
-        Some(Rig {
+        let d = [
+            daemon_on(&tb, test, "h0", args),
+            daemon_on(&tb, test, "h1", args),
+        ];
+        Rig {
             d,
             tb,
             test,
             _sockets,
-        })
+        }
     }
 
     /// This process attached to `host`'s daemon.
@@ -116,17 +151,21 @@ fn daemon(tb: &Testbed, test: &str, host: &str) -> Process {
 
 /// [`daemon`] with more arguments.
 fn daemon_with(tb: &Testbed, test: &str, host: &str, more: &[&str]) -> Process {
+    daemon_on(tb, test, host, &[&["--datapath", "packet"], more].concat())
+}
+
+/// The daemon of `host` with these arguments besides its interface and socket (a datapath
+/// among them).
+fn daemon_on(tb: &Testbed, test: &str, host: &str, args: &[&str]) -> Process {
     let mut cmd = tb.command(host, BIN).expect("command");
     cmd.args([
         "run",
         "--iface",
         &ifname(tb, host),
-        "--datapath",
-        "packet",
         "--socket",
         &socket(test, host),
     ])
-    .args(more);
+    .args(args);
     let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
     d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
         .expect("daemon serving");
@@ -632,6 +671,147 @@ fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
     });
 }
 
+/// A TCP connection over `lo` whose receiver never reads, its sender's buffers full and its
+/// linger 60 s: the last close of the sender (returned first) waits for a FIN that cannot
+/// leave, up to a minute, as a hostile application's descriptor would make the daemon's wait.
+fn stuck_tcp() -> (std::net::TcpStream, std::net::TcpStream) {
+    use rustix::net::sockopt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    sockopt::set_socket_recv_buffer_size(&listener, 4096).expect("SO_RCVBUF");
+    let sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (receiver, _) = listener.accept().expect("accept");
+    sockopt::set_socket_send_buffer_size(&sender, 4096).expect("SO_SNDBUF");
+    sender.set_nonblocking(true).unwrap();
+    let block = [0x5au8; 4096];
+    loop {
+        match std::io::Write::write(&mut &sender, &block) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the connection: {e}"),
+        }
+    }
+    sockopt::set_socket_linger(&sender, Some(Duration::from_secs(60))).expect("SO_LINGER");
+    (sender, receiver)
+}
+
+/// The kernel stack of the daemon's thread named `name` (empty when it has none).
+fn thread_stack(pid: u32, name: &str) -> String {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks");
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            return std::fs::read_to_string(t.path().join("stack")).unwrap_or_default();
+        }
+    }
+    String::new()
+}
+
+#[test]
+fn attach_descriptors_whose_last_close_blocks_stop_neither_requests_nor_traffic() {
+    let test = "attach_linger";
+    let Some(rig) = Rig::new(test) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let pid = rig.d[0].id();
+    let idle = footprint(pid).0;
+    // More lingering connections than the daemon lets one connection queue for closing.
+    let n = rocev2d::closer::MAX_CLOSING + 36;
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        in_netns(tb, "h0", || (0..n).map(|_| stuck_tcp()).unzip());
+    // Request::Hello { version } (variant 0), then Request::AllocPd (variant 2), each carrying
+    // a connection the daemon does not keep: its close is the last once ours are gone.
+    let frame = |body: &[u8], nfds: u8| {
+        let mut v = (body.len() as u32).to_le_bytes().to_vec();
+        v.push(nfds);
+        v.extend_from_slice(body);
+        v
+    };
+    let hello = frame(&[0, u8::try_from(rocev2_ipc::proto::VERSION).unwrap()], 1);
+    let control = in_netns(tb, "h0", || {
+        let ns = rocev2_ipc::netns().expect("namespace");
+        let s = UnixStream::connect(socket(test, "h0")).expect("connect");
+        rocev2_ipc::frame::send_all(&s, &hello, &[std::os::fd::AsFd::as_fd(&ns)]).unwrap();
+        for sender in &senders {
+            let fd = std::os::fd::AsFd::as_fd(sender);
+            rocev2_ipc::frame::send_all(&s, &frame(&[2], 1), &[fd]).unwrap();
+        }
+        s
+    });
+    drop(senders);
+    // The daemon's closing thread comes to wait in the kernel for the first socket.
+    let start = Instant::now();
+    while !thread_stack(pid, "rocev2d-closer").contains("sk_stream_wait_close") {
+        assert!(
+            start.elapsed() < SETUP,
+            "the closing thread never waited on a socket: {}",
+            thread_stack(pid, "rocev2d-closer")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Answers to the attacker: the welcome, then one per request the daemon read.
+    let mut dec = rocev2_ipc::frame::Decoder::default();
+    let mut answers = 0;
+    let mut read_answers = |wait: Duration| {
+        control.set_read_timeout(Some(wait)).unwrap();
+        loop {
+            while dec
+                .next_frame::<rocev2_ipc::proto::Response>()
+                .unwrap()
+                .is_some()
+            {
+                answers += 1;
+            }
+            match rocev2_ipc::frame::recv(&control, &mut dec) {
+                Ok(0) => panic!("the daemon closed the attacker's connection"),
+                Ok(_) => {}
+                Err(_) => return answers,
+            }
+        }
+    };
+    // Meanwhile another application's requests are answered and a verified stream between
+    // the daemons completes.
+    let dev = rig.attach("h0");
+    let pd = dev
+        .alloc_pd()
+        .expect("a request answered while closes block");
+    let wb = ["--verify", "-s", "65536", "-n", "1024"];
+    let wb_server = server(tb, test, "write_bw", &wb, 18515);
+    let wb_client = tool(tb, test, "h0", "write_bw", &wb, Some("h1"));
+    for p in [wb_client, wb_server] {
+        let out = p
+            .finish(Duration::from_secs(40))
+            .expect("a stream while closes block");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    // The attacker's connection was read only until its descriptors waiting to be closed
+    // reached the bound; the rest of its requests wait in its socket, not in the daemon.
+    let read = read_answers(Duration::from_secs(1)) - 1;
+    assert!(
+        read <= rocev2d::closer::MAX_CLOSING,
+        "{read} requests with descriptors read while the first close blocked"
+    );
+    let during = footprint(pid).0;
+    assert!(
+        during <= idle + rocev2d::closer::MAX_CLOSING + 16,
+        "{during} descriptors while closes block, {idle} idle"
+    );
+    assert!(
+        thread_stack(pid, "rocev2d-closer").contains("sk_stream_wait_close"),
+        "the close ended before the stream did (the test would prove nothing)"
+    );
+    // The receivers gone, the connections reset: the closes finish and the rest is read.
+    drop(receivers);
+    let start = Instant::now();
+    while read_answers(Duration::from_millis(100)) < n + 1 {
+        assert!(
+            start.elapsed() < SETUP,
+            "the attacker's requests never resumed"
+        );
+    }
+    drop((pd, dev, control));
+}
+
 #[test]
 fn attach_from_outside_the_daemons_pid_namespace_reads_pid_zero_and_works() {
     let test = "attach_pidns";
@@ -934,41 +1114,23 @@ fn cm_side(dev: &rocev2::Device) -> (rocev2::Mr, rocev2::Cq, rocev2::Qp) {
     (mr, cq, qp)
 }
 
-fn refused_in_use(r: &Result<rdmacm_shim::cm::CmListener, rdmacm_shim::cm::CmApiError>) -> bool {
-    matches!(
-        r,
-        Err(rdmacm_shim::cm::CmApiError::Device(
-            rocev2::Error::Refused {
-                kind: rocev2_ipc::proto::ErrorKind::InUse,
-                ..
-            }
-        ))
-    )
-}
-
-#[test]
-fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
-    use rdmacm_shim::cm::{CmId, CmListener};
+/// `a` connects through the CM to `listener` (of `b`, listening at `to`) with private data
+/// both ways, then Sends 14 bytes that `b` receives (compared): the connection's two ends,
+/// and the listener.
+fn cm_hello(
+    a: &rocev2::Device,
+    b: &rocev2::Device,
+    listener: rdmacm_shim::cm::CmListener,
+    to: std::net::SocketAddr,
+) -> (
+    rdmacm_shim::cm::CmId,
+    rdmacm_shim::cm::CmId,
+    rdmacm_shim::cm::CmListener,
+) {
+    use rdmacm_shim::cm::CmId;
     use rocev2::{RecvWr, SendOp, SendWr, WcOpcode};
-    let test = "attach_cm_rping";
-    let Some(rig) = Rig::new(test) else {
-        return;
-    };
-    let tb = &rig.tb;
-    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
-    let mut server = rping(tb, test, "h1", "-s", &h1, &["-p", "7174", "-C", "5", "-d"]);
-    server
-        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
-        .expect("rping server listening");
-    // This process attaches to both daemons: a second application on h1's, listening on
-    // another port while rping listens on its own; the port rping holds is refused.
-    let a = rig.attach("h0");
-    let b = rig.attach("h1");
-    let taken = CmListener::bind(&b, format!("{h1}:7174").parse().unwrap());
-    assert!(refused_in_use(&taken), "{taken:?}");
-    let listener = CmListener::bind(&b, format!("{h1}:7175").parse().unwrap()).expect("bind");
-    let (mr_a, cq_a, qp_a) = cm_side(&a);
-    let (mr_b, cq_b, qp_b) = cm_side(&b);
+    let (mr_a, cq_a, qp_a) = cm_side(a);
+    let (mr_b, cq_b, qp_b) = cm_side(b);
     b.post_recv(
         qp_b,
         RecvWr {
@@ -981,9 +1143,8 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
         let got = listener.accept(qp_b, b"welcome", Duration::from_secs(20));
         (listener, got)
     });
-    let to = format!("{h1}:7175").parse().unwrap();
-    let id = CmId::connect(&a, qp_a, to, b"hello", Duration::from_secs(20)).expect("connect");
-    let (_listener, got) = accept.join().unwrap();
+    let id = CmId::connect(a, qp_a, to, b"hello", Duration::from_secs(20)).expect("connect");
+    let (listener, got) = accept.join().unwrap();
     let (server_id, hello) = got.expect("accept");
     assert_eq!(&hello[..5], b"hello");
     assert_eq!(&id.peer_private_data()[..7], b"welcome");
@@ -1005,6 +1166,43 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
     a.wait_cq(cq_a, &mut wcs, 1, Duration::from_secs(10))
         .expect("send completion");
     assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+    (id, server_id, listener)
+}
+
+fn refused_in_use(r: &Result<rdmacm_shim::cm::CmListener, rdmacm_shim::cm::CmApiError>) -> bool {
+    matches!(
+        r,
+        Err(rdmacm_shim::cm::CmApiError::Device(
+            rocev2::Error::Refused {
+                kind: rocev2_ipc::proto::ErrorKind::InUse,
+                ..
+            }
+        ))
+    )
+}
+
+#[test]
+fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
+    use rdmacm_shim::cm::CmListener;
+    let test = "attach_cm_rping";
+    let Some(rig) = Rig::new(test) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    let mut server = rping(tb, test, "h1", "-s", &h1, &["-p", "7174", "-C", "5", "-d"]);
+    server
+        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
+        .expect("rping server listening");
+    // This process attaches to both daemons: a second application on h1's, listening on
+    // another port while rping listens on its own; the port rping holds is refused.
+    let a = rig.attach("h0");
+    let b = rig.attach("h1");
+    let taken = CmListener::bind(&b, format!("{h1}:7174").parse().unwrap());
+    assert!(refused_in_use(&taken), "{taken:?}");
+    let listener = CmListener::bind(&b, format!("{h1}:7175").parse().unwrap()).expect("bind");
+    let to = format!("{h1}:7175").parse().unwrap();
+    let (id, server_id, _listener) = cm_hello(&a, &b, listener, to);
     // Meanwhile rping's own connection, through the same two daemons, with every ping
     // checked (-V) and printed (-v).
     let client = rping(
@@ -1388,4 +1586,163 @@ fn attach_srq_two_peers_share_one_queue_through_two_daemons() {
     let server = rig.attach("h0");
     let client = rig.attach("h1");
     srq::two_peers_share_one_srq(&server, &client);
+}
+
+/// The shards of `host`'s daemon its applications and QPs are on, from stats: (application
+/// shards, by application id; (QPN, shard) of every QP).
+fn shards_of(test: &str, host: &str) -> (Vec<u64>, Vec<(u32, u64)>) {
+    let s = stats(test, host);
+    assert_eq!(s["shards"], 2, "{s}");
+    let apps = s["apps"].as_array().expect("apps");
+    let qps = s["qps"].as_object().expect("qps");
+    // Each QP is listed under its application and sits on its application's shard.
+    for a in apps {
+        for q in a["qps"].as_array().expect("app's qps") {
+            let q = q.as_str().expect("qpn");
+            let listed = qps.keys().find(|k| {
+                u32::from_str_radix(&k[2..], 16).ok() == u32::from_str_radix(&q[2..], 16).ok()
+            });
+            let listed = listed.unwrap_or_else(|| panic!("{q} under qps: {s}"));
+            assert_eq!(qps[listed]["shard"], a["shard"], "{s}");
+        }
+    }
+    let qpns = qps
+        .iter()
+        .map(|(k, v)| {
+            let qpn = u32::from_str_radix(&k[2..], 16).expect("hex QPN");
+            (qpn, v["shard"].as_u64().expect("shard"))
+        })
+        .collect();
+    (
+        apps.iter().map(|a| a["shard"].as_u64().unwrap()).collect(),
+        qpns,
+    )
+}
+
+#[test]
+fn attach_sharded_daemons_place_applications_and_stream_through_both_shards() {
+    sharded_streams("attach_shards_bw", "xdp");
+}
+
+/// The same over AF_PACKET, where every shard's socket sees every frame and keeps its own.
+#[test]
+fn attach_sharded_packet_daemons_place_applications_and_stream_through_both_shards() {
+    sharded_streams("attach_shards_bw_packet", "packet");
+}
+
+/// Two applications of one host placed on shards 0 and 1 (stats and the applications agree),
+/// then two verified WRITE streams at once through `--queues 2` daemons of `datapath`.
+fn sharded_streams(test: &'static str, datapath: &str) {
+    let Some(rig) = Rig::sharded(test, datapath) else {
+        return;
+    };
+    let tb = &rig.tb;
+    // Two applications of this process on h0: one per shard, each told which.
+    let devs = [rig.attach("h0"), rig.attach("h0")];
+    let mut qpns = Vec::new();
+    for (k, d) in (0u32..).zip(&devs) {
+        assert!(
+            d.datapath_reason()
+                .contains(&format!("engine shard of QPN block {k}")),
+            "{}",
+            d.datapath_reason()
+        );
+        let (_mr, _cq, qp) = cm_side(d);
+        assert_eq!(qp.qpn().value() >> 18, k, "QPN block = shard");
+        qpns.push((qp.qpn().value(), u64::from(k)));
+    }
+    let (apps, qps) = shards_of(test, "h0");
+    assert_eq!(apps, [0, 1]);
+    assert_eq!(qps, qpns);
+    drop(devs);
+    wait_detached(test, "h0");
+    // Two verified WRITE streams at once: the servers on h1 wait on shards 0 and 1, the
+    // clients on h0 take shards 0 and 1 the same way.
+    let wb = |port: &'static str| ["--verify", "-s", "65536", "-n", "512", "-p", port];
+    let servers = [
+        server(tb, test, "write_bw", &wb("18525"), 18525),
+        server(tb, test, "write_bw", &wb("18526"), 18526),
+    ];
+    let (apps, _) = shards_of(test, "h1");
+    assert_eq!(apps, [0, 1], "one server on each shard");
+    let clients = [
+        tool(tb, test, "h0", "write_bw", &wb("18525"), Some("h1")),
+        tool(tb, test, "h0", "write_bw", &wb("18526"), Some("h1")),
+    ];
+    for p in clients.into_iter().chain(servers) {
+        let out = p.finish(Duration::from_secs(120)).expect("write_bw");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    for (host, attached) in [("h0", 4), ("h1", 2)] {
+        let s = wait_detached(test, host);
+        assert_eq!(s["host"]["attached"], attached, "{s}");
+        assert_eq!(s["host"]["detached"], attached, "{s}");
+        assert_eq!(s["host"]["closed_corrupt"], 0, "{s}");
+        assert_eq!(s["drops"]["mis_steered"], 0, "{s}");
+        assert_eq!(s["datapath_counters"]["steer_no_socket"], 0, "{s}");
+        assert!(s["datapath"] == datapath, "{s}");
+    }
+}
+
+#[test]
+fn attach_sharded_daemons_forward_a_cm_req_to_the_listening_shard() {
+    use rdmacm_shim::cm::CmListener;
+    let test = "attach_shards_cm";
+    let Some(rig) = Rig::sharded(test, "xdp") else {
+        return;
+    };
+    let tb = &rig.tb;
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    // An application of this process takes h1's shard 0, so rping listens on shard 1.
+    let b = rig.attach("h1");
+    assert!(
+        b.datapath_reason().contains("QPN block 0"),
+        "{}",
+        b.datapath_reason()
+    );
+    let mut server = rping(tb, test, "h1", "-s", &h1, &["-p", "7184", "-C", "5", "-d"]);
+    server
+        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
+        .expect("rping server listening");
+    assert_eq!(shards_of(test, "h1").0, [0, 1]);
+    // Its port is held on the other shard: refused here too.
+    let taken = CmListener::bind(&b, format!("{h1}:7184").parse().unwrap());
+    assert!(refused_in_use(&taken), "{taken:?}");
+    let listener = CmListener::bind(&b, format!("{h1}:7185").parse().unwrap()).expect("bind");
+    // rping's client takes h0's shard 0, whose frames (the REQ first) reach h1's shard 0 on
+    // queue 0: its REQ is forwarded to shard 1, which listens, and the REP comes back to h0 on
+    // queue 1, to be forwarded to shard 0.
+    let client = rping(
+        tb,
+        test,
+        "h0",
+        "-c",
+        &h1,
+        &["-p", "7184", "-C", "5", "-V", "-v"],
+    );
+    let out = client
+        .finish(Duration::from_secs(60))
+        .expect("rping client");
+    let pings = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"));
+    assert_eq!(pings.count(), 5, "{}", out.stdout);
+    server
+        .finish(Duration::from_secs(30))
+        .expect("rping server");
+    for host in ["h0", "h1"] {
+        let s = stats(test, host);
+        let forwarded = s["datapath_counters"]["rx_cm_forwarded"].as_u64();
+        assert!(forwarded > Some(0), "{host}: {s}");
+        assert_eq!(s["drops"]["mis_steered"], 0, "{s}");
+    }
+    // A connection to the listener of shard 0, from whichever shard of h0.
+    let a = rig.attach("h0");
+    let (id, server_id, _listener) =
+        cm_hello(&a, &b, listener, format!("{h1}:7185").parse().unwrap());
+    id.disconnect(Duration::from_secs(10)).expect("disconnect");
+    server_id
+        .wait_disconnect(Duration::from_secs(10))
+        .expect("the passive side sees the disconnect");
 }

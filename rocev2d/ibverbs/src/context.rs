@@ -1,5 +1,11 @@
-//! Devices and contexts: `ibv_get_device_list` … `ibv_close_device`, the query verbs, async
-//! events and the `*_str` helpers.
+//! Devices and contexts: `ibv_get_device_list` … `ibv_close_device`, the query verbs (and the
+//! extended `query_port` and `query_device_ex` ops), async events and the `*_str` helpers.
+//!
+//! A context is the `ibv_context` at the end of a `struct verbs_context` whose ops are the
+//! extended verbs this library implements (device and port queries, `ibv_create_cq_ex`,
+//! `ibv_create_qp_ex`); the others are empty, so verbs.h's wrappers fail with `EOPNOTSUPP` or
+//! `ENOSYS`, or fall back to the 1.1 call, as for a provider without them. Nothing of
+//! libibverbs runs on it (its private part is NULL).
 //!
 //! Port attributes describe a RoCE port the way rdma_rxe does (Ethernet link layer, LID 0, one
 //! P_Key 0xffff, GID table of the interface), with the active MTU the interface's IP MTU allows.
@@ -15,7 +21,9 @@
 //! QP errors complete work requests (their cause is [`rocev2::Device::qp_error`]), so without
 //! SRQs `ibv_get_async_event` blocks for ever.
 
-use crate::abi::{self, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr};
+use crate::abi::{
+    self, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_port_attr, verbs_context,
+};
 use crate::device::{self, Device};
 use crate::engine::Engine;
 use crate::epoll;
@@ -24,11 +32,13 @@ use core::ffi::{c_char, c_int};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-/// A context: `ibv_context` first, so its pointer is the handle.
+/// A context: a `verbs_context` first, whose last field, the `ibv_context`, is what the caller
+/// sees; its pointer is the handle, and verbs.h's `verbs_get_ctx` finds the extended ops just
+/// before it.
 #[repr(C)]
 pub struct Context {
-    /// What the caller sees.
-    pub ibv: ibv_context,
+    /// The extended ops, then the `ibv_context`.
+    pub vctx: verbs_context,
     /// Its device.
     pub device: &'static Device,
     /// The device's engine.
@@ -37,10 +47,16 @@ pub struct Context {
     pub(crate) async_fd: OwnedFd,
 }
 
+/// Where a `Context`'s `ibv_context` sits in it.
+const IBV_OFFSET: usize =
+    core::mem::offset_of!(Context, vctx) + core::mem::offset_of!(verbs_context, context);
+
 /// The context behind `ctx`, if it is a live one.
 pub fn context<'a>(ctx: *const ibv_context) -> Option<&'a Context> {
-    // SAFETY: a registered Context pointer stays valid until ibv_close_device unregisters it.
-    handle::check(ctx, Kind::Context).then(|| unsafe { &*ctx.cast::<Context>() })
+    // SAFETY: a registered context pointer is the `vctx.context` field of a Context that stays
+    // valid until ibv_close_device unregisters it, so stepping back to its start stays inside it.
+    handle::check(ctx, Kind::Context)
+        .then(|| unsafe { &*ctx.byte_sub(IBV_OFFSET).cast::<Context>() })
 }
 
 /// The most work requests per queue, completions per CQ and SGEs per request we accept.
@@ -119,6 +135,13 @@ pub extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
 }
 
 #[unsafe(no_mangle)]
+/// `ibv_get_device_index(3)`: -1, the answer for a device without a kernel index (there is no
+/// kernel device); librdmacm then tells devices apart by GUID.
+pub extern "C" fn ibv_get_device_index(_dev: *mut ibv_device) -> c_int {
+    -1
+}
+
+#[unsafe(no_mangle)]
 /// `ibv_open_device(3)`: opens (or shares) the device's engine.
 pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     guard(std::ptr::null_mut(), || {
@@ -142,22 +165,35 @@ pub extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
             }
         };
         let ctx = Box::new(Context {
-            ibv: ibv_context {
-                device: dev,
-                ops: crate::cq::ops(),
-                cmd_fd: -1,
-                async_fd: async_fd.as_raw_fd(),
-                num_comp_vectors: 1,
-                mutex: libc::PTHREAD_MUTEX_INITIALIZER,
-                abi_compat: std::ptr::null_mut(),
+            vctx: verbs_context {
+                query_port: Some(query_port_ex),
+                _slots0: [None; 24],
+                create_cq_ex: Some(crate::cq::create_cq_ex),
+                _priv: std::ptr::null_mut(),
+                query_device_ex: Some(query_device_ex),
+                _slots1: [None; 5],
+                create_qp_ex: Some(crate::qp::create_qp_ex),
+                _slots2: [None; 5],
+                sz: size_of::<verbs_context>(),
+                context: ibv_context {
+                    device: dev,
+                    ops: crate::cq::ops(),
+                    cmd_fd: -1,
+                    async_fd: async_fd.as_raw_fd(),
+                    num_comp_vectors: 1,
+                    mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+                    abi_compat: abi::VERBS_ABI_IS_EXTENDED,
+                },
             },
             device: d,
             engine,
             async_fd,
         });
-        let p = Box::into_raw(ctx).cast::<ibv_context>();
-        handle::register(p, Kind::Context);
-        p
+        let p = Box::into_raw(ctx);
+        // SAFETY: `p` is the live box just made; the field's address is the handle.
+        let ibv = unsafe { &raw mut (*p).vctx.context };
+        handle::register(ibv, Kind::Context);
+        ibv
     })
 }
 
@@ -168,8 +204,9 @@ pub extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
         if !handle::unregister(ctx, Kind::Context) {
             return libc::EINVAL;
         }
-        // SAFETY: registered until now, so a live Context made by Box::into_raw.
-        drop(unsafe { Box::from_raw(ctx.cast::<Context>()) });
+        // SAFETY: registered until now, so the context field of a live Context made by
+        // Box::into_raw; stepping back gives the box's own pointer.
+        drop(unsafe { Box::from_raw(ctx.byte_sub(IBV_OFFSET).cast::<Context>()) });
         0
     })
 }
@@ -200,6 +237,73 @@ pub extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_device_
     })
 }
 
+/// Where `ROCEV2_VENDOR_PART_ID` sets the `vendor_part_id` the device reports (default 0).
+///
+/// A program may choose its code path by the part id instead of by the device's ops: perftest
+/// uses its `ibv_wr_*` post path only for the part ids of a fixed list (mlx5 and EFA devices).
+/// Naming one here is the user's own claim; nothing else in the library depends on it.
+pub const VENDOR_PART_ID_ENV: &str = "ROCEV2_VENDOR_PART_ID";
+
+/// `ROCEV2_VENDOR_PART_ID`, decimal or `0x` hexadecimal; 0 when unset or not a number.
+fn vendor_part_id() -> u32 {
+    let Ok(v) = std::env::var(VENDOR_PART_ID_ENV) else {
+        return 0;
+    };
+    match v.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+    .unwrap_or(0)
+}
+
+/// `verbs_context.query_device_ex` (verbs.h's inline `ibv_query_device_ex`): the 1.1
+/// attributes, `device_cap_flags_ex` their flags, one port; no on-demand paging, TSO, RSS,
+/// tag matching, timestamps or other extended capabilities (all zero). Writes at most
+/// `attr_size` bytes, zeroing what it does not fill.
+unsafe extern "C" fn query_device_ex(
+    ctx: *mut ibv_context,
+    input: *const abi::ibv_query_device_ex_input,
+    attr: *mut abi::ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(c) = context(ctx) else {
+            return libc::EINVAL;
+        };
+        // SAFETY: the caller passes NULL or a readable input.
+        if attr.is_null() || (!input.is_null() && unsafe { (*input).comp_mask } != 0) {
+            return libc::EINVAL;
+        }
+        let orig = size_of::<ibv_device_attr>();
+        if attr_size < orig {
+            return libc::EINVAL;
+        }
+        let orig_attr = device_attr(c.device);
+        let a = abi::ibv_device_attr_ex {
+            device_cap_flags_ex: u64::from(orig_attr.device_cap_flags),
+            orig_attr,
+            comp_mask: 0,
+            odp_caps: [0; 3],
+            completion_timestamp_mask: 0,
+            hca_core_clock: 0,
+            _caps: [0; 108],
+            phys_port_cnt_ex: 1,
+        };
+        let n = attr_size.min(size_of::<abi::ibv_device_attr_ex>());
+        // SAFETY: the caller's attr holds `attr_size` writable bytes (checked not NULL); we
+        // zero them and copy at most our struct's size from a local.
+        unsafe {
+            std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+            std::ptr::copy_nonoverlapping(
+                (&a as *const abi::ibv_device_attr_ex).cast::<u8>(),
+                attr.cast::<u8>(),
+                n,
+            );
+        }
+        0
+    })
+}
+
 fn device_attr(d: &Device) -> ibv_device_attr {
     let mut fw_ver = [0; 64];
     device::copy_cstr(&mut fw_ver, env!("CARGO_PKG_VERSION"));
@@ -212,7 +316,7 @@ fn device_attr(d: &Device) -> ibv_device_attr {
         max_mr_size: u64::MAX,
         page_size_cap: 4096,
         vendor_id: 0,
-        vendor_part_id: 0,
+        vendor_part_id: vendor_part_id(),
         hw_ver: 0,
         max_qp: 1 << 16,
         max_qp_wr: max_wr,
@@ -261,64 +365,91 @@ pub fn ibv_mtu(m: rocev2_core::qp::Mtu) -> c_int {
     }
 }
 
+/// The port's attributes (see the module docs).
+fn port_attr(c: &Context) -> ibv_port_attr {
+    let iface = c.engine.interface();
+    let mtu = iface.path_mtu(false).map_or(1, ibv_mtu);
+    ibv_port_attr {
+        state: if iface.up {
+            abi::IBV_PORT_ACTIVE
+        } else {
+            abi::IBV_PORT_DOWN
+        },
+        max_mtu: 5,
+        active_mtu: mtu,
+        gid_tbl_len: iface.gids().len() as c_int,
+        port_cap_flags: 0,
+        max_msg_sz: 1 << 31,
+        bad_pkey_cntr: 0,
+        qkey_viol_cntr: 0,
+        pkey_tbl_len: 1,
+        lid: 0,
+        sm_lid: 0,
+        lmc: 0,
+        max_vl_num: 1,
+        sm_sl: 0,
+        subnet_timeout: 0,
+        init_type_reply: 0,
+        // 4X, 10 Gb/s per lane (FDR10-like): the values rxe reports.
+        active_width: 2,
+        active_speed: 4,
+        // LinkUp
+        phys_state: if iface.up { 5 } else { 3 },
+        link_layer: abi::IBV_LINK_LAYER_ETHERNET,
+        flags: 0,
+        port_cap_flags2: 0,
+    }
+}
+
+/// Copies the first `len` bytes of port `port`'s attributes to `attr`.
+fn write_port_attr(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr, len: usize) -> c_int {
+    let Some(c) = context(ctx) else {
+        return libc::EINVAL;
+    };
+    if port != 1 || attr.is_null() {
+        return libc::EINVAL;
+    }
+    let a = port_attr(c);
+    // SAFETY: the caller's attr holds `len` writable bytes (checked not NULL); we zero them
+    // and copy at most the size of the local we copy from.
+    unsafe {
+        std::ptr::write_bytes(attr.cast::<u8>(), 0, len);
+        std::ptr::copy_nonoverlapping(
+            (&a as *const ibv_port_attr).cast::<u8>(),
+            attr.cast::<u8>(),
+            len.min(size_of::<ibv_port_attr>()),
+        )
+    };
+    0
+}
+
 #[unsafe(no_mangle)]
-/// `ibv_query_port(3)`, the exported 1.1 call verbs.h's inline wrapper falls back to for a
-/// context that is not a `verbs_context`; it writes the 1.1 part of the struct (the wrapper
-/// zeroed the rest).
+/// `ibv_query_port(3)`, the exported 1.1 call (a program built before the extended op, or one
+/// calling the symbol directly): writes the 1.1 part of the struct,
+/// `struct _compat_ibv_port_attr`.
 pub extern "C" fn ibv_query_port(
     ctx: *mut ibv_context,
     port: u8,
     attr: *mut ibv_port_attr,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(c) = context(ctx) else {
-            return libc::EINVAL;
-        };
-        if port != 1 || attr.is_null() {
+        write_port_attr(ctx, port, attr, abi::COMPAT_PORT_ATTR_LEN)
+    })
+}
+
+/// `verbs_context.query_port` (verbs.h's inline `ibv_query_port`): the whole struct, as much
+/// of it as the caller's `len` holds.
+unsafe extern "C" fn query_port_ex(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+    len: usize,
+) -> c_int {
+    guard(libc::EIO, || {
+        if len < abi::COMPAT_PORT_ATTR_LEN {
             return libc::EINVAL;
         }
-        let iface = c.engine.interface();
-        let mtu = iface.path_mtu(false).map_or(1, ibv_mtu);
-        let a = ibv_port_attr {
-            state: if iface.up {
-                abi::IBV_PORT_ACTIVE
-            } else {
-                abi::IBV_PORT_DOWN
-            },
-            max_mtu: 5,
-            active_mtu: mtu,
-            gid_tbl_len: iface.gids().len() as c_int,
-            port_cap_flags: 0,
-            max_msg_sz: 1 << 31,
-            bad_pkey_cntr: 0,
-            qkey_viol_cntr: 0,
-            pkey_tbl_len: 1,
-            lid: 0,
-            sm_lid: 0,
-            lmc: 0,
-            max_vl_num: 1,
-            sm_sl: 0,
-            subnet_timeout: 0,
-            init_type_reply: 0,
-            // 4X, 10 Gb/s per lane (FDR10-like): the values rxe reports.
-            active_width: 2,
-            active_speed: 4,
-            // LinkUp
-            phys_state: if iface.up { 5 } else { 3 },
-            link_layer: abi::IBV_LINK_LAYER_ETHERNET,
-            flags: 0,
-            port_cap_flags2: 0,
-        };
-        // SAFETY: `attr` is at least a 1.1 `_compat_ibv_port_attr`, the prefix of
-        // `ibv_port_attr` up to `flags`; we copy exactly that many bytes from a local.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (&a as *const ibv_port_attr).cast::<u8>(),
-                attr.cast::<u8>(),
-                abi::COMPAT_PORT_ATTR_LEN,
-            )
-        };
-        0
+        write_port_attr(ctx, port, attr, len)
     })
 }
 
@@ -570,4 +701,26 @@ pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
         .ok()
         .and_then(|i| NAMES.get(i))
         .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The extended ops refuse what is not a live context, writing nothing.
+    #[test]
+    fn extended_ops_refuse_foreign_contexts() {
+        let mut junk = vec![0xa5u8; 1024];
+        let j = junk.as_mut_ptr();
+        // SAFETY: each op checks the context before dereferencing anything.
+        unsafe {
+            assert_eq!(
+                query_device_ex(j.cast(), std::ptr::null(), j.cast(), 400),
+                libc::EINVAL
+            );
+            assert_eq!(query_port_ex(j.cast(), 1, j.cast(), 52), libc::EINVAL);
+            assert!(crate::qp::create_qp_ex(j.cast(), std::ptr::null_mut()).is_null());
+        }
+        assert!(junk.iter().all(|b| *b == 0xa5));
+    }
 }

@@ -8,15 +8,17 @@
 //!
 //! The program still loads rdma-core's libibverbs, but every `ibv_*` symbol it calls resolves
 //! to this library first, and the inline verbs of `<infiniband/verbs.h>` (`ibv_post_send`,
-//! `ibv_poll_cq`, …) call through the `ibv_context_ops` table of our contexts. Contexts are
-//! plain (not `verbs_context`), so the header's extended inline verbs find no extended op and
-//! fail as libibverbs does for a provider without them. Nothing of rdma-core's own device
-//! list or providers runs.
+//! `ibv_poll_cq`, …) call through the `ibv_context_ops` table of our contexts. Each context
+//! sits inside a `struct verbs_context`, as a provider's does, so the header's extended inline
+//! verbs (`ibv_query_device_ex`, `ibv_create_cq_ex`, `ibv_create_qp_ex`, …) find our extended
+//! ops, and the ones we leave empty fail as libibverbs does for a provider without them.
+//! Nothing of rdma-core's own device list or providers runs.
 //!
 //! Layout: [`abi`] (the C structs, checked against the installed header by
 //! rocev2d/verbs-abi's `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
-//! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling),
-//! [`qp`] (QPs, modify, posting), [`srq`] (shared receive queues), [`epoll`] (the sets behind
+//! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling, the
+//! extended poll), [`qp`] (QPs, modify, posting), [`wr`] (the `ibv_wr_*` post path of an
+//! extended QP), [`srq`] (shared receive queues), [`epoll`] (the sets behind
 //! a channel's `fd` and a context's `async_fd`), [`engine`] (the per-interface [`rocev2::Device`]: in-process
 //! or attached to `rocev2d`, as a Rust application's), [`handle`] (live-object checks and the
 //! panic guard every exported function runs in), [`ucma`] (the device's connection manager,
@@ -41,6 +43,7 @@ pub mod mr;
 pub mod qp;
 pub mod srq;
 pub mod ucma;
+pub mod wr;
 
 use core::ffi::c_int;
 use rocev2::Error;

@@ -1,5 +1,8 @@
-//! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the
-//! `post_send`/`post_recv` entries of the context's ops table.
+//! Queue pairs: `ibv_create_qp`, the extended `ibv_create_qp_ex` and `ibv_qp_to_qp_ex`,
+//! `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the `post_send`/`post_recv` entries
+//! of the context's ops table. Every QP begins with an `ibv_qp_ex`; one created with send
+//! operations posts through `ibv_wr_*` too (`crate::wr`), each request converted and posted as
+//! `ibv_post_send`'s ([`Qp::request`], [`Qp::post`]).
 //!
 //! `ibv_modify_qp` maps the attribute mask onto a [`rocev2::ModifySpec`] (one step of the
 //! device's [`rocev2::Device::modify_qp`], in-process or in the daemon). The address vector
@@ -14,28 +17,29 @@
 //! A QP created with `ibv_qp_init_attr.srq` takes its receive requests from that shared
 //! receive queue (`crate::srq`) and refuses its own (`ibv_post_recv` fails with `EINVAL`).
 //!
-//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and
-//! the extended QP (`ibv_qp_to_qp_ex` returns NULL; perftest then uses `ibv_post_send`). `ibv_query_qp` reports state, caps, access flags and PSN-free
-//! attributes only. `ibv_destroy_qp` first lets the engine send what it still owes the peer
-//! (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
+//! Deviations: RC and UD only; other types fail with `EOPNOTSUPP`, as do multicast and the
+//! extended creation attributes of XRC, RSS and TSO. `ibv_query_qp` reports state, caps, access
+//! flags and PSN-free attributes only. `ibv_destroy_qp` first lets the engine send what it
+//! still owes the peer (at most [`DRAIN_LIMIT`]), since a process usually exits right after.
 
 use crate::abi::{
-    self, ibv_ah, ibv_ah_attr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
-    ibv_send_wr,
+    self, ibv_ah, ibv_ah_attr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_ex, ibv_qp_init_attr,
+    ibv_recv_wr, ibv_send_wr,
 };
 use crate::context::{MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::cq::cq;
 use crate::engine::Engine;
 use crate::handle::{self, Kind, guard, null_with, set_errno};
 use crate::mr::pd;
-use core::ffi::{c_int, c_void};
+use crate::wr::Batch;
+use core::ffi::{c_int, c_uint, c_void};
 use rocev2::{AhAttr, Destination, ModifySpec, UdAddress};
 use rocev2_core::mr::{Lkey, Rkey};
 use rocev2_core::qp::{QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use std::net::Ipv6Addr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long `ibv_destroy_qp` drives the engine so its last ACKs and responses leave.
@@ -44,20 +48,37 @@ pub const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 /// How long `ibv_modify_qp` to RTR waits for the peer's MAC.
 const RESOLVE_WAIT: Duration = Duration::from_secs(3);
 
-/// A queue pair: `ibv_qp` first, so its pointer is the handle.
+/// A queue pair: `ibv_qp_ex` (which begins with `ibv_qp`) first, so its pointer is the handle,
+/// of either kind.
 #[repr(C)]
 pub struct Qp {
     /// What the caller sees.
-    pub ibv: ibv_qp,
+    pub ibv: ibv_qp_ex,
     qp: rocev2::Qp,
     qp_type: c_int,
     cap: abi::ibv_qp_cap,
     sq_sig_all: bool,
     access: u32,
+    /// The `ibv_wr_*` operations it was created with (`ibv_create_qp_ex` with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`); `None`: no extended QP (`ibv_qp_to_qp_ex` is NULL).
+    pub(crate) send_ops: Option<u64>,
+    /// The requests `ibv_wr_*` are building.
+    pub(crate) batch: Mutex<Batch>,
     engine: Arc<Engine>,
 }
 
-fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
+/// The `ibv_wr_*` operations this library implements.
+pub const SEND_OPS: u64 = abi::IBV_QP_EX_WITH_RDMA_WRITE
+    | abi::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | abi::IBV_QP_EX_WITH_SEND
+    | abi::IBV_QP_EX_WITH_SEND_WITH_IMM
+    | abi::IBV_QP_EX_WITH_RDMA_READ
+    | abi::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | abi::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | abi::IBV_QP_EX_WITH_SEND_WITH_INV;
+
+/// The QP behind `p`, if it is a live one.
+pub(crate) fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     // SAFETY: a registered Qp stays valid until ibv_destroy_qp unregisters it.
     handle::check(p, Kind::Qp).then(|| unsafe { &*p.cast::<Qp>() })
 }
@@ -71,99 +92,137 @@ pub fn rc_qp(p: *const ibv_qp) -> Option<(rocev2::Qp, Arc<Engine>)> {
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_create_qp(3)`: an RC QP in RESET.
+/// `ibv_create_qp(3)`: an RC or UD QP in RESET.
 pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    guard(std::ptr::null_mut(), || create(p, init, None))
+}
+
+/// `verbs_context.create_qp_ex` (verbs.h's inline `ibv_create_qp_ex`, which passes a plain
+/// request to `ibv_create_qp` itself): a QP with a PD and, with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, the `ibv_wr_*` post path for the operations asked for
+/// ([`SEND_OPS`]); other attributes (XRC, RSS, TSO, create flags) and operations fail with
+/// `EOPNOTSUPP`.
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    ctx: *mut abi::ibv_context,
+    init: *mut abi::ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     guard(std::ptr::null_mut(), || {
-        let (Some(d), false) = (pd(p), init.is_null()) else {
+        if init.is_null() {
             return null_with(libc::EINVAL);
-        };
-        // SAFETY: the caller passes a readable and writable init attr (checked not NULL).
-        let init = unsafe { &mut *init };
-        if init.qp_type != abi::IBV_QPT_RC && init.qp_type != abi::IBV_QPT_UD {
+        }
+        // SAFETY: the caller passes a readable and writable attr (checked not NULL).
+        let a = unsafe { &*init };
+        let known = abi::IBV_QP_INIT_ATTR_PD | abi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        if a.comp_mask & !known != 0 {
             return null_with(libc::EOPNOTSUPP);
         }
-        let srq = match init.srq.is_null() {
-            true => None,
-            false => match crate::srq::srq(init.srq) {
-                Some(s) => Some(s.device_srq()),
-                None => return null_with(libc::EINVAL),
-            },
-        };
-        let (Some(scq), Some(rcq)) = (cq(init.send_cq), cq(init.recv_cq)) else {
-            return null_with(libc::EINVAL);
-        };
-        let mut cap = init.cap;
-        if cap.max_send_wr > MAX_QP_WR
-            || cap.max_recv_wr > MAX_QP_WR
-            || cap.max_send_sge > MAX_SGE
-            || cap.max_recv_sge > MAX_SGE
-            || cap.max_inline_data > MAX_INLINE
-        {
+        let ops =
+            (a.comp_mask & abi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
+        if ops.is_some_and(|o| o & !SEND_OPS != 0) {
+            return null_with(libc::EOPNOTSUPP);
+        }
+        let ours = pd(a.pd).is_some_and(|d| d.ibv.context == ctx);
+        if a.comp_mask & abi::IBV_QP_INIT_ATTR_PD == 0 || !ours {
             return null_with(libc::EINVAL);
         }
-        cap.max_send_wr = cap.max_send_wr.max(1);
-        cap.max_recv_wr = cap.max_recv_wr.max(1);
-        cap.max_send_sge = cap.max_send_sge.max(1);
-        cap.max_recv_sge = cap.max_recv_sge.max(1);
-        let cfg = QpConfig {
-            max_send_wr: cap.max_send_wr,
-            max_recv_wr: cap.max_recv_wr,
-            max_send_sge: cap.max_send_sge,
-            max_recv_sge: cap.max_recv_sge,
-            max_inline_data: cap.max_inline_data,
-            srq: srq.map(|s| s.id()),
-            ..QpConfig::new(d.pd.id(), scq.cq.id(), rcq.cq.id())
-        };
-        // The device brings a new QP up (RC to INIT, UD to RTS); a verbs QP starts in RESET,
-        // where any state may return to, and the program's own modifies take it from there.
-        let dev = &d.engine;
-        let created = if init.qp_type == abi::IBV_QPT_UD {
-            dev.create_ud_qp_with(cfg, 0)
-        } else {
-            dev.create_qp(cfg)
-        };
-        let reset = ModifySpec {
-            state: Some(QpState::Reset.as_ibv()),
-            ..ModifySpec::default()
-        };
-        let made = created.and_then(|q| {
-            dev.modify_qp(q, &reset)
-                .inspect_err(|_| drop(dev.destroy_qp(q)))
-                .map(|_| q)
-        });
-        let dev_qp = match made {
-            Ok(q) => q,
-            Err(e) => return null_with(crate::errno(&e)),
-        };
-        let qpn = dev_qp.qpn();
-        init.cap = cap;
-        let q = Box::into_raw(Box::new(Qp {
-            ibv: ibv_qp {
-                context: d.ibv.context,
-                qp_context: init.qp_context,
-                pd: p,
-                send_cq: init.send_cq,
-                recv_cq: init.recv_cq,
-                srq: init.srq,
-                handle: qpn.value(),
-                qp_num: qpn.value(),
-                state: 0,
-                qp_type: init.qp_type,
-                mutex: libc::PTHREAD_MUTEX_INITIALIZER,
-                cond: libc::PTHREAD_COND_INITIALIZER,
-                events_completed: 0,
-            },
-            qp: dev_qp,
-            qp_type: init.qp_type,
-            cap,
-            sq_sig_all: init.sq_sig_all != 0,
-            access: 0,
-            engine: Arc::clone(&d.engine),
-        }))
-        .cast::<ibv_qp>();
-        handle::register(q, Kind::Qp);
-        q
+        // `struct ibv_qp_init_attr_ex` begins with `struct ibv_qp_init_attr`.
+        create(a.pd, init.cast(), ops)
     })
+}
+
+/// Makes a QP in RESET as `init` asks, writing the capacities it got back into it.
+fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_ops: Option<u64>) -> *mut ibv_qp {
+    let (Some(d), false) = (pd(p), init.is_null()) else {
+        return null_with(libc::EINVAL);
+    };
+    // SAFETY: the caller passes a readable and writable init attr (checked not NULL).
+    let init = unsafe { &mut *init };
+    if init.qp_type != abi::IBV_QPT_RC && init.qp_type != abi::IBV_QPT_UD {
+        return null_with(libc::EOPNOTSUPP);
+    }
+    let srq = match init.srq.is_null() {
+        true => None,
+        false => match crate::srq::srq(init.srq) {
+            Some(s) => Some(s.device_srq()),
+            None => return null_with(libc::EINVAL),
+        },
+    };
+    let (Some(scq), Some(rcq)) = (cq(init.send_cq), cq(init.recv_cq)) else {
+        return null_with(libc::EINVAL);
+    };
+    let mut cap = init.cap;
+    if cap.max_send_wr > MAX_QP_WR
+        || cap.max_recv_wr > MAX_QP_WR
+        || cap.max_send_sge > MAX_SGE
+        || cap.max_recv_sge > MAX_SGE
+        || cap.max_inline_data > MAX_INLINE
+    {
+        return null_with(libc::EINVAL);
+    }
+    cap.max_send_wr = cap.max_send_wr.max(1);
+    cap.max_recv_wr = cap.max_recv_wr.max(1);
+    cap.max_send_sge = cap.max_send_sge.max(1);
+    cap.max_recv_sge = cap.max_recv_sge.max(1);
+    let cfg = QpConfig {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: cap.max_inline_data,
+        srq: srq.map(|s| s.id()),
+        ..QpConfig::new(d.pd.id(), scq.cq.id(), rcq.cq.id())
+    };
+    // The device brings a new QP up (RC to INIT, UD to RTS); a verbs QP starts in RESET,
+    // where any state may return to, and the program's own modifies take it from there.
+    let dev = &d.engine;
+    let created = if init.qp_type == abi::IBV_QPT_UD {
+        dev.create_ud_qp_with(cfg, 0)
+    } else {
+        dev.create_qp(cfg)
+    };
+    let reset = ModifySpec {
+        state: Some(QpState::Reset.as_ibv()),
+        ..ModifySpec::default()
+    };
+    let made = created.and_then(|q| {
+        dev.modify_qp(q, &reset)
+            .inspect_err(|_| drop(dev.destroy_qp(q)))
+            .map(|_| q)
+    });
+    let dev_qp = match made {
+        Ok(q) => q,
+        Err(e) => return null_with(crate::errno(&e)),
+    };
+    let qpn = dev_qp.qpn();
+    init.cap = cap;
+    let q = Box::into_raw(Box::new(Qp {
+        ibv: crate::wr::qp_ex(ibv_qp {
+            context: d.ibv.context,
+            qp_context: init.qp_context,
+            pd: p,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            handle: qpn.value(),
+            qp_num: qpn.value(),
+            state: 0,
+            qp_type: init.qp_type,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            cond: libc::PTHREAD_COND_INITIALIZER,
+            events_completed: 0,
+        }),
+        qp: dev_qp,
+        qp_type: init.qp_type,
+        cap,
+        sq_sig_all: init.sq_sig_all != 0,
+        access: 0,
+        send_ops,
+        batch: Mutex::default(),
+        engine: Arc::clone(&d.engine),
+    }))
+    .cast::<ibv_qp>();
+    handle::register(q, Kind::Qp);
+    q
 }
 
 #[unsafe(no_mangle)]
@@ -272,7 +331,7 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         // updates `qp->state` in ibv_modify_qp.
         unsafe {
             let me = p.cast::<Qp>();
-            (*me).ibv.state = c_int::from(to.as_ibv());
+            (*me).ibv.qp_base.state = c_int::from(to.as_ibv());
             if let Some(acc) = spec.access {
                 (*me).access = acc;
             }
@@ -312,10 +371,11 @@ pub extern "C" fn ibv_query_qp(
             a.qp_access_flags = q.access;
             a.port_num = 1;
             let i = &mut *init;
-            i.qp_context = q.ibv.qp_context;
-            i.send_cq = q.ibv.send_cq;
-            i.recv_cq = q.ibv.recv_cq;
-            i.srq = q.ibv.srq;
+            let b = &q.ibv.qp_base;
+            i.qp_context = b.qp_context;
+            i.send_cq = b.send_cq;
+            i.recv_cq = b.recv_cq;
+            i.srq = b.srq;
             i.cap = q.cap;
             i.qp_type = q.qp_type;
             i.sq_sig_all = c_int::from(q.sq_sig_all);
@@ -347,6 +407,104 @@ unsafe fn sges(sg: *const abi::ibv_sge, n: c_int, max: u32) -> Option<Vec<Sge>> 
             })
             .collect(),
     )
+}
+
+/// What a send request carries: a scatter/gather list, or data already copied
+/// (`ibv_wr_set_inline_data`).
+pub(crate) enum Payload {
+    Sges(Vec<Sge>),
+    Inline(Vec<u8>),
+}
+
+impl Qp {
+    /// The device's request `op` with `payload` and `flags` (`IBV_SEND_*`), and its UD
+    /// destination; an `errno` for one it cannot express. Both post paths (`ibv_post_send`,
+    /// `ibv_wr_*`) end here.
+    ///
+    /// # Safety
+    /// With `IBV_SEND_INLINE`, each SGE of a [`Payload::Sges`] must name readable memory of
+    /// this process.
+    pub(crate) unsafe fn request(
+        &self,
+        wr_id: u64,
+        op: SendOp,
+        flags: c_uint,
+        payload: Payload,
+        to: Option<UdAddress>,
+    ) -> Result<(SendWr, Option<UdAddress>), c_int> {
+        if self.is_ud() != to.is_some() {
+            return Err(libc::EINVAL);
+        }
+        let mut out = SendWr::new(wr_id, op);
+        out.signaled = self.sq_sig_all || flags & abi::IBV_SEND_SIGNALED != 0;
+        out.fence = flags & abi::IBV_SEND_FENCE != 0;
+        out.solicited = flags & abi::IBV_SEND_SOLICITED != 0;
+        let max_inline = self.max_inline();
+        match payload {
+            Payload::Inline(data) if data.len() > max_inline => return Err(libc::EINVAL),
+            Payload::Inline(data) => out.inline_data = Some(data),
+            Payload::Sges(sg) if flags & abi::IBV_SEND_INLINE != 0 => {
+                let total: u64 = sg.iter().map(|s| u64::from(s.length)).sum();
+                if total > max_inline as u64 {
+                    return Err(libc::EINVAL);
+                }
+                let mut data = Vec::with_capacity(total as usize);
+                for s in &sg {
+                    if s.length > 0 && s.addr == 0 {
+                        return Err(libc::EINVAL);
+                    }
+                    // SAFETY: this function's contract: an inline SGE names `length` readable
+                    // bytes of this process at `addr` (bounded above by max_inline_data).
+                    data.extend_from_slice(unsafe {
+                        std::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
+                    });
+                }
+                out.inline_data = Some(data);
+            }
+            Payload::Sges(sg) if sg.len() > self.max_send_sge() => {
+                return Err(libc::EINVAL);
+            }
+            Payload::Sges(sg) => out.sg_list = sg,
+        }
+        Ok((out, to))
+    }
+
+    /// Whether it is a UD QP.
+    pub(crate) fn is_ud(&self) -> bool {
+        self.qp_type == abi::IBV_QPT_UD
+    }
+
+    /// The most SGEs per send request.
+    pub(crate) fn max_send_sge(&self) -> usize {
+        self.cap.max_send_sge as usize
+    }
+
+    /// The most inline bytes per send request.
+    pub(crate) fn max_inline(&self) -> usize {
+        self.cap.max_inline_data as usize
+    }
+
+    /// Posts `r` (to `to` on a UD QP).
+    pub(crate) fn post(&self, r: SendWr, to: Option<UdAddress>) -> Result<(), c_int> {
+        match to {
+            Some(to) => self.engine.post_send_to(self.qp, to, r),
+            None => self.engine.post_send(self.qp, r),
+        }
+        .map_err(|e| crate::errno(&e))
+    }
+}
+
+/// The UD destination of address handle `ah`, remote QP and Q_Key.
+pub(crate) fn ud_address(
+    ah_ptr: *const ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) -> Option<UdAddress> {
+    ah(ah_ptr).map(|a| UdAddress {
+        ah: a.ah,
+        qpn: Qpn::new(remote_qpn & 0xff_ffff),
+        q_key: remote_qkey,
+    })
 }
 
 /// The device's request for `wr` on `q`, and a UD request's destination; an `errno` for one
@@ -408,43 +566,16 @@ unsafe fn send_wr(q: &Qp, wr: &ibv_send_wr) -> Result<(SendWr, Option<UdAddress>
     };
     // SAFETY: this function's contract.
     let sg = unsafe { sges(wr.sg_list, wr.num_sge, q.cap.max_send_sge) }.ok_or(libc::EINVAL)?;
-    let flags = wr.send_flags;
-    let mut out = SendWr::new(wr.wr_id, op);
-    let mut to = None;
-    if q.qp_type == abi::IBV_QPT_UD {
-        // SAFETY: on a UD QP the `ud` arm is the one the caller filled.
-        let ud = unsafe { wr.wr.ud };
-        let a = ah(ud.ah.cast()).ok_or(libc::EINVAL)?;
-        to = Some(UdAddress {
-            ah: a.ah,
-            qpn: Qpn::new(ud.remote_qpn & 0xff_ffff),
-            q_key: ud.remote_qkey,
-        });
-    }
-    out.signaled = q.sq_sig_all || flags & abi::IBV_SEND_SIGNALED != 0;
-    out.fence = flags & abi::IBV_SEND_FENCE != 0;
-    out.solicited = flags & abi::IBV_SEND_SOLICITED != 0;
-    if flags & abi::IBV_SEND_INLINE != 0 {
-        let total: u64 = sg.iter().map(|s| u64::from(s.length)).sum();
-        if total > u64::from(q.cap.max_inline_data) {
-            return Err(libc::EINVAL);
+    let to = match q.qp_type == abi::IBV_QPT_UD {
+        true => {
+            // SAFETY: on a UD QP the `ud` arm is the one the caller filled.
+            let ud = unsafe { wr.wr.ud };
+            Some(ud_address(ud.ah.cast(), ud.remote_qpn, ud.remote_qkey).ok_or(libc::EINVAL)?)
         }
-        let mut data = Vec::with_capacity(total as usize);
-        for s in &sg {
-            if s.length > 0 && s.addr == 0 {
-                return Err(libc::EINVAL);
-            }
-            // SAFETY: this function's contract: an inline SGE names `length` readable bytes
-            // of this process at `addr` (bounded above by max_inline_data).
-            data.extend_from_slice(unsafe {
-                std::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
-            });
-        }
-        out.inline_data = Some(data);
-    } else {
-        out.sg_list = sg;
-    }
-    Ok((out, to))
+        false => None,
+    };
+    // SAFETY: this function's contract.
+    unsafe { q.request(wr.wr_id, op, wr.send_flags, Payload::Sges(sg), to) }
 }
 
 /// Posts a chain of requests, each through `post`; the first failure stops the chain, is
@@ -488,11 +619,7 @@ pub(crate) unsafe extern "C" fn post_send(
             |w| {
                 // SAFETY: the ibv_post_send contract: SGE lists and inline data are readable.
                 let (r, to) = unsafe { send_wr(q, w) }?;
-                match to {
-                    Some(to) => q.engine.post_send_to(q.qp, to, r),
-                    None => q.engine.post_send(q.qp, r),
-                }
-                .map_err(|e| crate::errno(&e))
+                q.post(r, to)
             },
         )
     })
@@ -537,9 +664,13 @@ pub(crate) fn post_recv_chain(
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_qp_to_qp_ex(3)`: no extended QPs (see the module docs).
-pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut c_void {
-    std::ptr::null_mut()
+/// `ibv_qp_to_qp_ex(3)`: the QP's `ibv_qp_ex` when it was created with send operations
+/// (`ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), else NULL.
+pub extern "C" fn ibv_qp_to_qp_ex(p: *mut ibv_qp) -> *mut ibv_qp_ex {
+    guard(std::ptr::null_mut(), || match qp(p) {
+        Some(q) if q.send_ops.is_some() => p.cast(),
+        _ => std::ptr::null_mut(),
+    })
 }
 
 /// An address handle: `ibv_ah` first, so its pointer is the handle.

@@ -4,6 +4,7 @@
 //! - Debian's `ibv_rc_pingpong -c` (data checked) and `ib_write_bw` attached to the same
 //!   daemons at once; `rocev2d stats` lists both servers as applications.
 //! - Debian's `ibv_srq_pingpong -c` attached: shared receive queues through the daemons.
+//! - `ib_write_bw` and `ib_read_bw` on perftest's `ibv_wr_*` post path, attached.
 //! - `ib_write_bw` killed with SIGKILL mid-transfer: the daemon frees its QPs, regions and
 //!   handles, and `ibv_rc_pingpong` running beside it completes.
 //! - A hostile program (this test, through the same device the library is built on) that
@@ -97,8 +98,19 @@ impl Rig {
     /// A preloaded server in h1 (default datapath: the daemon serves the interface), once it
     /// listens on TCP `port`.
     fn server(&self, program: &str, args: &[&str], port: u16) -> Process {
+        self.server_with(program, args, port, &[])
+    }
+
+    /// [`Rig::server`] with environment variables `envs`.
+    fn server_with(
+        &self,
+        program: &str,
+        args: &[&str],
+        port: u16,
+        envs: &[(&str, &str)],
+    ) -> Process {
         let mut cmd = preloaded_with(&self.tb, "h1", "auto", program);
-        cmd.args(args);
+        cmd.args(args).envs(envs.iter().copied());
         let p = Process::spawn(&mut cmd).expect("spawn server");
         let ns = &self.tb.node("h1").expect("h1").netns;
         exec::wait_for_port(ns, exec::Proto::Tcp, port, SETUP).expect("server listening");
@@ -107,8 +119,15 @@ impl Rig {
 
     /// A preloaded client in h0, of h1.
     fn client(&self, program: &str, args: &[&str]) -> Process {
+        self.client_with(program, args, &[])
+    }
+
+    /// [`Rig::client`] with environment variables `envs`.
+    fn client_with(&self, program: &str, args: &[&str], envs: &[(&str, &str)]) -> Process {
         let mut cmd = preloaded_with(&self.tb, "h0", "attach", program);
-        cmd.args(args).arg(h1_ip(&self.tb));
+        cmd.args(args)
+            .arg(h1_ip(&self.tb))
+            .envs(envs.iter().copied());
         Process::spawn(&mut cmd).expect("spawn client")
     }
 }
@@ -172,6 +191,31 @@ fn two_preloaded_programs_share_each_daemon_over_af_xdp() {
     }
     let pids = rig.apps_until("h1", <[u64]>::is_empty);
     assert!(pids.is_empty(), "both detached: {pids:?}");
+}
+
+/// perftest's `ibv_wr_*` post path (see netns_tools.rs) attached: `ib_write_bw` and
+/// `ib_read_bw` build every request with `ibv_wr_*`, each posted to the daemon.
+#[test]
+fn perftest_wr_api_attached_to_the_daemons() {
+    let Some(rig) = Rig::new("perftest_wr_api_attached_to_the_daemons") else {
+        return;
+    };
+    let tb = &rig.tb;
+    let envs = [("ROCEV2_VENDOR_PART_ID", "61344")];
+    for program in ["ib_write_bw", "ib_read_bw"] {
+        let args = |host| write_bw_args(tb, host, &["-n", "500"]);
+        let server = rig.server_with(program, &strs(&args("h1")), 18515, &envs);
+        let client = rig.client_with(program, &strs(&args("h0")), &envs);
+        for p in [client, server] {
+            let out = p.finish(TIMEOUT).expect("perftest succeeds");
+            assert!(
+                out.stdout.contains(" ibv_wr* API     : ON"),
+                "{}",
+                show(&out)
+            );
+            assert!(out.stdout.contains(" 65536      500 "), "{}", show(&out));
+        }
+    }
 }
 
 /// Shared receive queues through the daemons: Debian's `ibv_srq_pingpong -c` (sixteen QPs on

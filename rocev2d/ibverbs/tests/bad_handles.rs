@@ -93,6 +93,39 @@ fn null_and_foreign_handles_are_refused() {
     );
 }
 
+/// The `ibv_wr_*` functions of an extended QP, called with one that is not ours, write nothing,
+/// and its `ibv_wr_complete` fails with `EINVAL`.
+#[test]
+fn extended_qp_functions_refuse_foreign_qps() {
+    let mut junk = vec![0xa5u8; 4096];
+    let j = junk.as_mut_ptr();
+    assert!(ibv_qp_to_qp_ex(j.cast()).is_null());
+    assert!(ibv_qp_to_qp_ex(null_mut()).is_null());
+    assert_eq!(ibv_get_device_index(j.cast()), -1);
+    // SAFETY: all-zero bytes are a valid `ibv_qp` (integers, NULL pointers, glibc's static
+    // initializers of its mutex and condition variable).
+    let x = rocev2_ibverbs::wr::qp_ex(unsafe { std::mem::zeroed() });
+    let f = j.cast::<ibv_qp_ex>();
+    // SAFETY: the functions check the QP against the live ones before touching anything.
+    unsafe {
+        (x.wr_start)(f);
+        (x.wr_send)(f);
+        (x.wr_rdma_write)(f, 1, 0);
+        (x.wr_set_sge)(f, 1, 0, 8);
+        (x.wr_set_sge_list)(f, 1, j.cast());
+        (x.wr_set_inline_data)(f, j.cast(), 8);
+        (x.wr_set_ud_addr)(f, j.cast(), 1, 1);
+        (x.wr_local_inv)(f, 1);
+        assert_eq!((x.wr_complete)(f), libc::EINVAL);
+        (x.wr_abort)(f);
+        assert_eq!((x.wr_complete)(null_mut()), libc::EINVAL);
+    }
+    assert!(
+        junk.iter().all(|b| *b == 0xa5),
+        "nothing written through foreign handles"
+    );
+}
+
 #[test]
 fn status_strings_cover_every_value() {
     // SAFETY: the functions return static NUL-terminated strings.

@@ -3,9 +3,11 @@
 //! `ibv_rc_pingpong -c` (data validated) with polling and with completion events,
 //! `ibv_srq_pingpong -c` (sixteen QPs sharing one SRQ, data validated, each completion
 //! matched to its QP by `qp_num`), and `ib_write_bw`, `ib_read_bw`, `ib_send_lat`,
-//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces; and
+//! `ib_atomic_bw`, `ib_send_bw --use-srq` between the namespaces on perftest's `ibv_post_send`
+//! path, and `ib_write_bw`, `ib_send_bw` (RC and UD), `ib_read_bw` on its `ibv_wr_*` path; and
 //! `tests/programs/verbs_checks.c`, built here against libibverbs, for what no tool calls: the
-//! SRQ limit event through `ibv_get_async_event`, and `ibv_create_ah_from_wc`.
+//! SRQ limit event through `ibv_get_async_event`, `ibv_create_ah_from_wc`, and the extended CQ
+//! and QP verbs with their errors.
 //!
 //! The UDP datapath is used (`ROCEV2_DATAPATH=udp`): it needs no privilege and no XDP program,
 //! so it behaves the same in any namespace. Needs root (namespaces); skipped loudly otherwise.
@@ -133,24 +135,37 @@ fn rc_pingpong_with_completion_events() {
 
 /// A perftest program on both sides (`-x 1`: the IPv4-mapped GID; `-F`: no CPU-frequency
 /// warning), `args` added; returns the client's output, which must hold the result table.
-fn perftest(test: &str, program: &str, args: &[&str]) -> Option<String> {
+///
+/// perftest takes its `ibv_wr_*` post path only on devices whose `vendor_part_id` is in its list
+/// (mlx5, EFA): with `wr_api`, both sides run with `ROCEV2_VENDOR_PART_ID` naming EFA's, and the
+/// banner must say `ibv_wr* API : ON`; without, the library's own part id (0) keeps perftest on
+/// `ibv_post_send`, and the banner must say `OFF`.
+fn perftest(test: &str, program: &str, wr_api: bool, args: &[&str]) -> Option<String> {
     if !need_root(test) {
         return None;
     }
     let tb = pair();
     let port = 18515;
-    let mut server = preloaded(&tb, "h1", program);
-    server
-        .args(["-d", &device(&tb, "h1"), "-x", "1", "-F"])
-        .args(args);
-    let mut client = preloaded(&tb, "h0", program);
-    client
-        .args(["-d", &device(&tb, "h0"), "-x", "1", "-F"])
-        .args(args)
-        .arg(h1_ip(&tb));
+    let side = |host: &str| {
+        let mut cmd = preloaded(&tb, host, program);
+        cmd.args(["-d", &device(&tb, host), "-x", "1", "-F"])
+            .args(args);
+        if wr_api {
+            cmd.env("ROCEV2_VENDOR_PART_ID", EFA_PART_ID);
+        }
+        cmd
+    };
+    let server = side("h1");
+    let mut client = side("h0");
+    client.arg(h1_ip(&tb));
     let (_, c) = run_pair(&tb, server, client, port);
+    let banner = format!(" ibv_wr* API     : {}", if wr_api { "ON" } else { "OFF" });
+    assert!(c.stdout.contains(&banner), "no {banner:?} in\n{}", c.stdout);
     Some(c.stdout)
 }
+
+/// A part id perftest knows as an EFA device, one of those it takes the `ibv_wr_*` path on.
+const EFA_PART_ID: &str = "61344";
 
 /// The first number of the result line under the header containing `header`.
 fn result(out: &str, header: &str, col: usize) -> f64 {
@@ -170,6 +185,7 @@ fn ib_write_bw_between_namespaces() {
     if let Some(out) = perftest(
         "ib_write_bw_between_namespaces",
         "ib_write_bw",
+        false,
         &["-n", "500"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
@@ -182,6 +198,7 @@ fn ib_read_bw_between_namespaces() {
     if let Some(out) = perftest(
         "ib_read_bw_between_namespaces",
         "ib_read_bw",
+        false,
         &["-n", "500"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
@@ -194,6 +211,7 @@ fn ib_send_lat_between_namespaces() {
     if let Some(out) = perftest(
         "ib_send_lat_between_namespaces",
         "ib_send_lat",
+        false,
         &["-n", "500"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
@@ -206,6 +224,7 @@ fn ib_atomic_bw_between_namespaces() {
     if let Some(out) = perftest(
         "ib_atomic_bw_between_namespaces",
         "ib_atomic_bw",
+        false,
         &["-n", "500"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
@@ -219,6 +238,7 @@ fn ib_send_bw_with_completion_events() {
     if let Some(out) = perftest(
         "ib_send_bw_with_completion_events",
         "ib_send_bw",
+        false,
         &["-e", "-n", "200"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 200.0, "{out}");
@@ -233,6 +253,7 @@ fn ib_send_bw_with_an_srq() {
     if let Some(out) = perftest(
         "ib_send_bw_with_an_srq",
         "ib_send_bw",
+        false,
         &["--use-srq", "-r", "64", "-n", "500"],
     ) {
         assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
@@ -335,5 +356,84 @@ fn ud_pingpong_between_namespaces() {
         // ibv_ud_pingpong counts both directions: 2 · 2048 · 500.
         assert!(out.stdout.contains("2048000 bytes in "), "{}", show(out));
         assert!(out.stdout.contains("500 iters in "), "{}", show(out));
+    }
+}
+
+/// perftest's default post path: `ib_write_bw`, `ib_send_bw` and `ib_read_bw` build every request
+/// with `ibv_wr_*` on QPs from `ibv_create_qp_ex` (banner `ibv_wr* API : ON`).
+#[test]
+fn ib_write_bw_through_wr_api() {
+    if let Some(out) = perftest(
+        "ib_write_bw_through_wr_api",
+        "ib_write_bw",
+        true,
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// See [`ib_write_bw_through_wr_api`].
+#[test]
+fn ib_send_bw_through_wr_api() {
+    if let Some(out) = perftest(
+        "ib_send_bw_through_wr_api",
+        "ib_send_bw",
+        true,
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// See [`ib_write_bw_through_wr_api`].
+#[test]
+fn ib_read_bw_through_wr_api() {
+    if let Some(out) = perftest(
+        "ib_read_bw_through_wr_api",
+        "ib_read_bw",
+        true,
+        &["-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// UD through `ibv_wr_*`: every Send names its destination with `ibv_wr_set_ud_addr`.
+#[test]
+fn ib_send_bw_ud_through_wr_api() {
+    if let Some(out) = perftest(
+        "ib_send_bw_ud_through_wr_api",
+        "ib_send_bw",
+        true,
+        &["-c", "UD", "-n", "500"],
+    ) {
+        assert_eq!(result(&out, "#bytes", 1), 500.0, "{out}");
+        assert!(result(&out, "#bytes", 3) > 0.0, "average bandwidth\n{out}");
+    }
+}
+
+/// `tests/programs/verbs_checks.c` `ex`: the extended CQ (`ibv_start_poll`, `ibv_next_poll`,
+/// `ibv_wc_read_*`) and QP (`ibv_create_qp_ex`, `ibv_qp_to_qp_ex`, every `ibv_wr_*` operation and
+/// setter this library implements, and the errors `ibv_wr_complete` returns), with the data
+/// checked on both sides.
+#[test]
+fn extended_cq_and_wr_api_between_namespaces() {
+    let test = "extended_cq_and_wr_api_between_namespaces";
+    if let Some((s, c)) = verbs_checks(test, "ex") {
+        assert!(
+            s.stdout
+                .contains("server: wr_* requests and extended completions ok"),
+            "{}",
+            show(&s)
+        );
+        assert!(
+            c.stdout.contains("client: wr_* path ok, errors ok"),
+            "{}",
+            show(&c)
+        );
     }
 }

@@ -25,6 +25,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 pub const MAX_BODY: usize = 64 * 1024;
 /// Most descriptors one frame carries.
 pub const MAX_FDS: usize = 4;
+/// Most descriptors one `sendmsg` can pass (the kernel's `SCM_MAX_FD`). [`recv`] makes room for
+/// all of them: those a truncated control buffer leaves out would be closed by the kernel in
+/// the receiving thread, and a hostile sender's descriptor can make that close block.
+const SCM_MAX_FD: usize = 253;
 const HEADER: usize = 5;
 
 /// Why the stream cannot be read on.
@@ -145,13 +149,14 @@ pub fn send_all(sock: impl AsFd, frame: &[u8], fds: &[BorrowedFd<'_>]) -> std::i
     Ok(())
 }
 
-/// One `recvmsg` into `dec`; returns the bytes read (0: the peer closed).
+/// One `recvmsg` into `dec`; returns the bytes read (0: the peer closed). Every descriptor
+/// that came is queued in `dec`, however many (the frames then say which are too many).
 ///
 /// # Errors
 /// The socket's (`WouldBlock` on a non-blocking one with nothing to read).
 pub fn recv(sock: impl AsFd, dec: &mut Decoder) -> std::io::Result<usize> {
     let mut buf = [0u8; 8192];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
     let mut anc = RecvAncillaryBuffer::new(&mut space);
     let got = rustix::net::recvmsg(
         sock,
@@ -190,6 +195,22 @@ mod tests {
         assert_eq!(got[0].0, 7);
         assert_eq!(got[0].1.len(), 1);
         assert_eq!((got[1].0, got[1].1.len()), (8, 0));
+    }
+
+    #[test]
+    fn every_descriptor_a_hostile_sender_attaches_is_received() {
+        // More than a frame may carry, in one sendmsg: none left for the kernel to close in
+        // the receiving thread.
+        let (a, b) = UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let fds = vec![file.as_fd(); SCM_MAX_FD];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
+        let mut anc = SendAncillaryBuffer::new(&mut space);
+        assert!(anc.push(SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(&a, &[IoSlice::new(&[0])], &mut anc, SendFlags::empty()).unwrap();
+        let mut d = Decoder::default();
+        assert_eq!(recv(&b, &mut d).unwrap(), 1);
+        assert_eq!(d.queued_fds(), SCM_MAX_FD);
     }
 
     #[test]

@@ -73,9 +73,47 @@ pub struct ibv_context {
     pub async_fd: c_int,
     pub num_comp_vectors: c_int,
     pub mutex: libc::pthread_mutex_t,
-    /// NULL: not a `verbs_context`, so verbs.h's `verbs_get_ctx_op` finds no extended op and
-    /// the inline wrappers fall back to the exported 1.1 calls or fail with `EOPNOTSUPP`.
+    /// [`VERBS_ABI_IS_EXTENDED`]: the context is the last field of a [`verbs_context`].
     pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: `ibv_context.abi_compat` of a context inside a `verbs_context`,
+/// which verbs.h's `verbs_get_ctx` then finds in memory just before it.
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+pub type QueryPortFn =
+    unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
+pub type CreateCqExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+pub type QueryDeviceExFn = unsafe extern "C" fn(
+    *mut ibv_context,
+    *const ibv_query_device_ex_input,
+    *mut ibv_device_attr_ex,
+    usize,
+) -> c_int;
+pub type CreateQpExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+
+/// `struct verbs_context`: the extended ops verbs.h's inline extended verbs call through
+/// (`verbs_get_ctx_op`), with `context` last. An empty slot makes the wrapper fall back to the
+/// 1.1 call or fail with `EOPNOTSUPP`, as for a provider without the op.
+#[repr(C)]
+pub struct verbs_context {
+    pub query_port: Option<QueryPortFn>,
+    /// `advise_mr` … `query_rt_values`.
+    pub _slots0: [Slot; 24],
+    pub create_cq_ex: Option<CreateCqExFn>,
+    /// `priv`: libibverbs' own, NULL (no libibverbs code runs on our contexts).
+    pub _priv: *mut c_void,
+    pub query_device_ex: Option<QueryDeviceExFn>,
+    /// `ibv_destroy_flow` … `open_qp`.
+    pub _slots1: [Slot; 5],
+    pub create_qp_ex: Option<CreateQpExFn>,
+    /// `get_srq_num` … `close_xrcd`, `_ABI_placeholder3`.
+    pub _slots2: [Slot; 5],
+    /// The struct's size: verbs.h ignores ops beyond it.
+    pub sz: usize,
+    pub context: ibv_context,
 }
 
 #[repr(C)]
@@ -120,6 +158,27 @@ pub struct ibv_device_attr {
     pub max_pkeys: u16,
     pub local_ca_ack_delay: u8,
     pub phys_port_cnt: u8,
+}
+
+#[repr(C)]
+pub struct ibv_query_device_ex_input {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_device_attr_ex`; the capability groups we report as absent (all zero) are
+/// opaque.
+#[repr(C)]
+pub struct ibv_device_attr_ex {
+    pub orig_attr: ibv_device_attr,
+    pub comp_mask: u32,
+    /// `odp_caps`: no on-demand paging.
+    pub odp_caps: [u64; 3],
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// `tso_caps` … `xrc_odp_caps`.
+    pub _caps: [u8; 108],
+    pub phys_port_cnt_ex: u32,
 }
 
 #[repr(C)]
@@ -205,6 +264,54 @@ pub struct ibv_cq {
     pub async_events_completed: u32,
 }
 
+/// `struct ibv_poll_cq_attr`.
+#[repr(C)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+#[repr(C)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+pub type StartPollFn = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int;
+pub type CqExFn<T> = unsafe extern "C" fn(*mut ibv_cq_ex) -> T;
+
+/// `struct ibv_cq_ex`: `ibv_cq`, then the state of the completion being read and the
+/// functions verbs.h's `ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll` and `ibv_wc_read_*`
+/// call (without checking them: a field asked for at creation has its function).
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Option<StartPollFn>,
+    pub next_poll: Option<CqExFn<c_int>>,
+    pub end_poll: Option<CqExFn<()>>,
+    pub read_opcode: Option<CqExFn<c_int>>,
+    pub read_vendor_err: Option<CqExFn<u32>>,
+    pub read_byte_len: Option<CqExFn<u32>>,
+    pub read_imm_data: Option<CqExFn<u32>>,
+    pub read_qp_num: Option<CqExFn<u32>>,
+    pub read_src_qp: Option<CqExFn<u32>>,
+    pub read_wc_flags: Option<CqExFn<c_uint>>,
+    pub read_slid: Option<CqExFn<u32>>,
+    pub read_sl: Option<CqExFn<u8>>,
+    pub read_dlid_path_bits: Option<CqExFn<u8>>,
+    /// `read_completion_ts` … `read_completion_wallclock_ns`: never asked for (refused at
+    /// creation).
+    pub _unsupported: [Slot; 5],
+}
+
 #[repr(C)]
 pub struct ibv_qp {
     pub context: *mut ibv_context,
@@ -220,6 +327,66 @@ pub struct ibv_qp {
     pub mutex: libc::pthread_mutex_t,
     pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
+}
+
+/// `struct ibv_qp_ex`: `ibv_qp`, then the request being built and the functions of verbs.h's
+/// `ibv_wr_*` post path (called unchecked: every slot is filled).
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64),
+    pub wr_atomic_fetch_add: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64),
+    pub wr_bind_mw: unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u32, *const c_void),
+    pub wr_local_inv: unsafe extern "C" fn(*mut ibv_qp_ex, u32),
+    pub wr_rdma_read: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64),
+    pub wr_rdma_write: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64),
+    pub wr_rdma_write_imm: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32),
+    pub wr_send: unsafe extern "C" fn(*mut ibv_qp_ex),
+    pub wr_send_imm: unsafe extern "C" fn(*mut ibv_qp_ex, u32),
+    pub wr_send_inv: unsafe extern "C" fn(*mut ibv_qp_ex, u32),
+    pub wr_send_tso: unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u16, u16),
+    pub wr_set_ud_addr: unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32),
+    pub wr_set_xrc_srqn: unsafe extern "C" fn(*mut ibv_qp_ex, u32),
+    pub wr_set_inline_data: unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize),
+    pub wr_set_inline_data_list: unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf),
+    pub wr_set_sge: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32),
+    pub wr_set_sge_list: unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge),
+    pub wr_start: unsafe extern "C" fn(*mut ibv_qp_ex),
+    pub wr_complete: unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int,
+    pub wr_abort: unsafe extern "C" fn(*mut ibv_qp_ex),
+    pub wr_atomic_write: unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void),
+}
+
+/// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).
+#[repr(C)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_qp_init_attr_ex`; the RSS hash configuration, which we refuse, is opaque.
+#[repr(C)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `rx_hash_conf`.
+    pub _rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
 }
 
 #[repr(C)]
@@ -431,6 +598,24 @@ pub const IBV_SRQ_MAX_WR: c_int = 1 << 0;
 pub const IBV_SRQ_LIMIT: c_int = 1 << 1;
 pub const IBV_QPT_RC: c_int = 2;
 pub const IBV_QPT_UD: c_int = 4;
+
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+
+/// `IBV_WC_STANDARD_FLAGS`: the `ibv_cq_ex` fields of a `struct ibv_wc` (byte length,
+/// immediate, QP numbers, SLID, SL, path bits).
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 1 << 1;
 
 pub const IBV_QP_STATE: c_int = 1 << 0;
 pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;

@@ -80,6 +80,141 @@ fn checks() -> Vec<Check> {
     );
     fields!(
         v,
+        "struct verbs_context",
+        verbs_context,
+        [
+            query_port,
+            _slots0 = "advise_mr",
+            create_cq_ex,
+            _priv = "priv",
+            query_device_ex,
+            _slots1 = "ibv_destroy_flow",
+            create_qp_ex,
+            _slots2 = "get_srq_num",
+            sz,
+            context
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_device_attr_ex",
+        ibv_device_attr_ex,
+        [
+            orig_attr,
+            comp_mask,
+            odp_caps,
+            completion_timestamp_mask,
+            hca_core_clock,
+            device_cap_flags_ex,
+            _caps = "tso_caps",
+            phys_port_cnt_ex
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_query_device_ex_input",
+        ibv_query_device_ex_input,
+        [comp_mask]
+    );
+    fields!(
+        v,
+        "struct ibv_cq_init_attr_ex",
+        ibv_cq_init_attr_ex,
+        [
+            cqe,
+            cq_context,
+            channel,
+            comp_vector,
+            wc_flags,
+            comp_mask,
+            flags,
+            parent_domain
+        ]
+    );
+    fields!(v, "struct ibv_poll_cq_attr", ibv_poll_cq_attr, [comp_mask]);
+    fields!(
+        v,
+        "struct ibv_cq_ex",
+        ibv_cq_ex,
+        [
+            cq = "context",
+            comp_mask,
+            status,
+            wr_id,
+            start_poll,
+            next_poll,
+            end_poll,
+            read_opcode,
+            read_vendor_err,
+            read_byte_len,
+            read_imm_data,
+            read_qp_num,
+            read_src_qp,
+            read_wc_flags,
+            read_slid,
+            read_sl,
+            read_dlid_path_bits,
+            _unsupported = "read_completion_ts"
+        ]
+    );
+    fields!(
+        v,
+        "struct ibv_qp_ex",
+        ibv_qp_ex,
+        [
+            qp_base,
+            comp_mask,
+            wr_id,
+            wr_flags,
+            wr_atomic_cmp_swp,
+            wr_atomic_fetch_add,
+            wr_bind_mw,
+            wr_local_inv,
+            wr_rdma_read,
+            wr_rdma_write,
+            wr_rdma_write_imm,
+            wr_send,
+            wr_send_imm,
+            wr_send_inv,
+            wr_send_tso,
+            wr_set_ud_addr,
+            wr_set_xrc_srqn,
+            wr_set_inline_data,
+            wr_set_inline_data_list,
+            wr_set_sge,
+            wr_set_sge_list,
+            wr_start,
+            wr_complete,
+            wr_abort,
+            wr_atomic_write
+        ]
+    );
+    fields!(v, "struct ibv_data_buf", ibv_data_buf, [addr, length]);
+    fields!(
+        v,
+        "struct ibv_qp_init_attr_ex",
+        ibv_qp_init_attr_ex,
+        [
+            qp_context,
+            send_cq,
+            recv_cq,
+            srq,
+            cap,
+            qp_type,
+            sq_sig_all,
+            comp_mask,
+            pd,
+            xrcd,
+            create_flags,
+            max_tso_header,
+            rwq_ind_tbl,
+            _rx_hash_conf = "rx_hash_conf",
+            source_qpn,
+            send_ops_flags
+        ]
+    );
+    fields!(
+        v,
         "struct ibv_device_attr",
         ibv_device_attr,
         [

@@ -57,7 +57,23 @@ impl Host {
                 format!("service ID {service_id:#018x} is taken: {whose}"),
             ));
         }
-        ep.cm_listen(service)?;
+        // Another shard's application may hold it: the interface's registry says.
+        if let Some(l) = &self.listens
+            && !l.listen(service)
+        {
+            return Err(Refusal(
+                ErrorKind::InUse,
+                format!(
+                    "service ID {service_id:#018x} is taken: an application of another engine shard listens on it"
+                ),
+            ));
+        }
+        if let Err(e) = ep.cm_listen(service) {
+            if let Some(l) = &self.listens {
+                l.unlisten(service);
+            }
+            return Err(e.into());
+        }
         self.listeners.insert(service, app);
         Ok(Reply::ok(Response::Done))
     }
@@ -69,6 +85,9 @@ impl Host {
         let ours = self.listeners.get(&service) == Some(&app);
         if ours {
             self.listeners.remove(&service);
+            if let Some(l) = &self.listens {
+                l.unlisten(service);
+            }
             ep.cm_unlisten(service)?;
         }
         Ok(Reply::ok(Response::Listened(ours)))

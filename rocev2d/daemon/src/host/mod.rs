@@ -1,8 +1,10 @@
 //! The host's RoCE device, shared by the applications attached to the daemon.
 //!
 //! [`Host`] keeps what each attachment owns (PDs, regions, CQs, QPs and the shared rings of the
-//! last two) and carries out its requests on the one engine of the interface. It is driven
-//! from the daemon's datapath thread without any IO of its own but the shared memory:
+//! last two) and carries out its requests on one engine: the interface's, or one engine
+//! shard's (`rocev2d run --queues`, [`Host::sharing`]: then the shards' hosts share the
+//! attachments' ids and users, and the interface's listen registry). It is driven from its
+//! datapath thread without any IO of its own but the shared memory:
 //! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]): one line of
 //!   dispatch each, to one handler in the module of what it touches (`objects`: PDs,
 //!   regions, CQs, shared receive queues; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
@@ -13,8 +15,8 @@
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
-//! The connection manager (QP1, [`rocev2_core::Endpoint::enable_cm`]) is the daemon's, one for
-//! the interface; the host shares it out: a service ID belongs to the application that listens
+//! The connection manager (QP1, [`rocev2_core::Endpoint::enable_cm`]) is the engine's, one for
+//! the interface or one per shard; the host shares it out: a service ID belongs to the application that listens
 //! on it (a second claim is refused, [`ErrorKind::InUse`]), a connection to the application
 //! that started or was offered it, and each CM event goes to its connection's application
 //! only, queued until it asks ([`Request::CmPoll`]) and announced on its CM eventfd. An
@@ -38,7 +40,10 @@ mod cm;
 mod objects;
 mod qps;
 mod rings;
+mod roster;
 mod ud;
+
+pub use roster::Roster;
 
 use rocev2_core::Endpoint;
 use rocev2_core::cc::CcConfig;
@@ -55,6 +60,7 @@ use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::Qpn;
 use rocev2_core::{EndpointError, cq};
 use rocev2_datapath::Interface;
+use rocev2_datapath::handoff::Listens;
 use rocev2_datapath::host::{
     self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory, RegionAddresses,
 };
@@ -70,6 +76,7 @@ use rocev2_ipc::shm::Region;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 /// What one application may hold (`[limits]` of the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +173,38 @@ pub struct HostCounters {
     pub cm_orphans_closed: u64,
 }
 
+impl HostCounters {
+    /// Adds another engine shard's counters (`rocev2d stats` shows the host's sum).
+    pub fn add(&mut self, o: &HostCounters) {
+        let HostCounters {
+            attached,
+            detached,
+            refused_requests,
+            refused_work_requests,
+            closed_corrupt,
+            memory_faults,
+            refused_users,
+            refused_busy,
+            hello_timeouts,
+            cm_events,
+            cm_events_dropped,
+            cm_orphans_closed,
+        } = o;
+        self.attached += attached;
+        self.detached += detached;
+        self.refused_requests += refused_requests;
+        self.refused_work_requests += refused_work_requests;
+        self.closed_corrupt += closed_corrupt;
+        self.memory_faults += memory_faults;
+        self.refused_users += refused_users;
+        self.refused_busy += refused_busy;
+        self.hello_timeouts += hello_timeouts;
+        self.cm_events += cm_events;
+        self.cm_events_dropped += cm_events_dropped;
+        self.cm_orphans_closed += cm_orphans_closed;
+    }
+}
+
 /// One application as `rocev2d stats` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppSnapshot {
@@ -175,6 +214,9 @@ pub struct AppSnapshot {
     pub pid: u32,
     /// Its user.
     pub uid: u32,
+    /// The engine shard serving it (`docs/daemon.md`, "Several queues"; 0 with one).
+    #[serde(default)]
+    pub shard: u32,
     /// Its QPs, QPN in hex (their counters are under the snapshot's `qps`).
     pub qps: Vec<String>,
     /// CQs.
@@ -297,7 +339,11 @@ pub struct Host {
     limits: Limits,
     cc: Option<CcConfig>,
     apps: BTreeMap<u32, App>,
-    next_app: u32,
+    /// The host's attachments, of this shard and the others: ids and users.
+    roster: Arc<Roster>,
+    /// The interface's listen registry, when this host is one engine shard of several: a
+    /// Service ID is listened on by one shard of the interface, and REQs for it reach it.
+    listens: Option<Listens>,
     /// Addresses of the regions whose memfd the daemon maps (a freed range is given out
     /// again: the keys, drawn at random, are what a peer must know).
     addresses: RegionAddresses,
@@ -328,7 +374,8 @@ impl Host {
             limits,
             cc,
             apps: BTreeMap::new(),
-            next_app: 1,
+            roster: Arc::default(),
+            listens: None,
             addresses: RegionAddresses::new(FIRST_ADDR),
             counters: HostCounters::default(),
             scratch: Vec::new(),
@@ -336,6 +383,15 @@ impl Host {
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
         }
+    }
+
+    /// Makes this host one engine shard of several: it shares the attachments' ids and users
+    /// with the others (`roster`) and registers the Service IDs its applications listen on in
+    /// the interface's listen registry (`listens`, its datapath shard's).
+    pub fn sharing(mut self, roster: Arc<Roster>, listens: Listens) -> Host {
+        self.roster = roster;
+        self.listens = Some(listens);
+        self
     }
 
     /// The interface as an application learns it at attach time.
@@ -362,22 +418,6 @@ impl Host {
     /// The refusal to send: the user's attachments at `[limits] max_apps_per_user`, or no
     /// eventfd.
     pub fn attach(&mut self, creds: Creds, conn: OwnedFd) -> Result<(u32, OwnedFd), Refusal> {
-        let max = self.limits.max_apps_per_user;
-        let held = self
-            .apps
-            .values()
-            .filter(|a| a.creds.uid == creds.uid)
-            .count();
-        if held >= max as usize {
-            self.counters.refused_requests += 1;
-            return Err(Refusal(
-                ErrorKind::Limit,
-                format!(
-                    "user {} holds {held} attachments already, its limit ([limits] max_apps_per_user)",
-                    creds.uid
-                ),
-            ));
-        }
         let io = |e: std::io::Error| {
             Refusal(
                 ErrorKind::Invalid,
@@ -386,12 +426,19 @@ impl Host {
         };
         let bell = EventFd::new().map_err(io)?;
         let theirs = bell.share().map_err(io)?;
-        // Ids wrap after 2^32 attachments: skip any still in use, so none is replaced.
-        while self.apps.contains_key(&self.next_app) {
-            self.next_app = self.next_app.wrapping_add(1).max(1);
-        }
-        let id = self.next_app;
-        self.next_app = self.next_app.wrapping_add(1).max(1);
+        let id = match self.roster.enter(creds.uid, self.limits.max_apps_per_user) {
+            Ok(id) => id,
+            Err(held) => {
+                self.counters.refused_requests += 1;
+                return Err(Refusal(
+                    ErrorKind::Limit,
+                    format!(
+                        "user {} holds {held} attachments already, its limit ([limits] max_apps_per_user)",
+                        creds.uid
+                    ),
+                ));
+            }
+        };
         self.apps.insert(
             id,
             App {
@@ -424,9 +471,14 @@ impl Host {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
+        self.roster.leave(app);
+        let listens = &self.listens;
         self.listeners.retain(|service, owner| {
             if *owner == app {
                 let _ = ep.cm_unlisten(*service);
+                if let Some(l) = listens {
+                    l.unlisten(*service);
+                }
             }
             *owner != app
         });
@@ -694,6 +746,7 @@ impl Host {
             .iter()
             .map(|(id, a)| AppSnapshot {
                 id: *id,
+                shard: 0,
                 pid: a.creds.pid,
                 uid: a.creds.uid,
                 qps: a.qps.keys().map(|q| format!("{:#x}", q.value())).collect(),

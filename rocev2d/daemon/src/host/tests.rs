@@ -1120,7 +1120,7 @@ fn a_user_holds_at_most_its_attachments() {
 fn attachment_ids_skip_live_ones_when_they_wrap() {
     let (mut h, _ep, _mem) = host(Limits::default());
     let (first, _a) = attach_as(&mut h, 0);
-    h.next_app = u32::MAX;
+    h.roster.set_next(u32::MAX);
     let (last, _b) = attach_as(&mut h, 0);
     assert_eq!(last, u32::MAX);
     // The next would be `first` again (ids skip 0): it is live, so it is skipped.
@@ -1164,4 +1164,69 @@ fn region_addresses_are_distinct_while_live_and_reused_after() {
     assert_eq!(z.addr, x.addr, "the freed range is given out again");
     assert_ne!(z.rkey, x.rkey, "under a new key");
     assert_eq!(mem.len(), 2);
+}
+
+/// Two engine shards' hosts, as `rocev2d run --queues 2` makes them: one roster and the
+/// interface's listen registry shared.
+#[test]
+fn shards_share_attachment_ids_the_user_limit_and_service_ids() {
+    use rocev2_datapath::handoff::Shard;
+    let limits = Limits {
+        max_apps_per_user: 2,
+        ..Limits::default()
+    };
+    let (h0, mut ep0, mut mem0) = host(limits);
+    let (h1, mut ep1, mut mem1) = host(limits);
+    // An interface index of its own: the registry is keyed by namespace and index.
+    let iface = Interface {
+        index: 70_001,
+        ..h0.iface.clone()
+    };
+    let (d0, d1) = rocev2_datapath::pair::pair().unwrap();
+    let (s0, s1) = (
+        Shard::join(&iface, 0, d0).unwrap(),
+        Shard::join(&iface, 1, d1).unwrap(),
+    );
+    let roster = Arc::new(Roster::default());
+    let mut h0 = h0.sharing(Arc::clone(&roster), s0.listens());
+    let mut h1 = h1.sharing(Arc::clone(&roster), s1.listens());
+    let (a, _ca) = attach_as(&mut h0, 1000);
+    let (b, _cb) = attach_as(&mut h1, 1000);
+    assert_ne!(a, b, "one id space for the host");
+    let (ours, _theirs) = UnixStream::pair().unwrap();
+    let refused = h0.attach(Creds { pid: 3, uid: 1000 }, ours.into());
+    assert!(
+        matches!(&refused, Err(Refusal(ErrorKind::Limit, m)) if m.contains("max_apps_per_user")),
+        "the user's two attachments are on two shards: {:?}",
+        refused.map(|(id, _)| id)
+    );
+    let service = ServiceId::rdma_cm(rocev2_core::cm::PortSpace::TCP, 7174).0;
+    let listen = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, app| {
+        ask(
+            h,
+            ep,
+            mem,
+            app,
+            Request::CmListen {
+                service_id: service,
+            },
+        )
+    };
+    assert!(matches!(
+        listen(&mut h0, &mut ep0, &mut mem0, a).response,
+        Response::Done
+    ));
+    let r = listen(&mut h1, &mut ep1, &mut mem1, b);
+    expect_refusal(&r, ErrorKind::InUse);
+    // Its owner going frees it for the other shard.
+    h0.detach(&mut ep0, &mut mem0, Instant::ZERO, a);
+    assert!(matches!(
+        listen(&mut h1, &mut ep1, &mut mem1, b).response,
+        Response::Done
+    ));
+    let (c, _cc) = attach_as(&mut h0, 1000);
+    assert_ne!(
+        c, b,
+        "a detached id's place is given back, a live one's never"
+    );
 }

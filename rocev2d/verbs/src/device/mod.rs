@@ -149,7 +149,7 @@ impl Device {
     pub fn open_with(iface: &str, kind: Mode, cfg: DeviceConfig) -> Result<Device> {
         // A daemon serving the interface takes its frames with its steering program: an engine
         // here would compete for them, so the device attaches to the daemon instead (one shard
-        // of several cannot: the daemon has no shards).
+        // of several cannot: a daemon's shards are its own, `rocev2d run --queues`).
         if let Some(socket) = rocev2_ipc::serving(iface) {
             if cfg.queue.is_some() {
                 return Err(Error::Served {

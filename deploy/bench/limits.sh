@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The stack's cost over what is under it, as ratios against references measured in the same
+# run, each beside its target: one command for the first table of BENCHMARKS.md. It runs the
+# bench scripts that define each measurement (no measurement is written twice) and reads their
+# tables:
+#   - pingpong-vs-tcp.sh, AF_XDP, at MTU 4096 and 1024: 1-QP write_bw against dp_stream (the
+#     datapath alone, no engine); rc_pingpong 64 B busy-polled and adaptive against
+#     dp_pingpong --acks first (RC's four frames, no engine); p99 / median at 64 B and 4 KiB;
+#   - cpu-per-byte.sh: CPU per byte of write_bw, both sides, against one TCP stream's and
+#     against the datapath alone (dp_stream), on every datapath (default wait mode);
+#   - the engine bench: ns per data packet per side (engine_no_copy, MTU 1024 and 4096);
+#   - wire-ratio.sh: parse + verify against a plain CRC-32;
+#   - attach-vs-inprocess.sh in the default (adaptive) wait mode: write_bw attached to rocev2d
+#     against in-process, and the C ABI's CPU per round trip (programs + daemons) against
+#     in-process;
+#   - multiqueue.sh with ATTACHED=1: two attached QPs on `rocev2d run --queues 2` daemons
+#     against `write_bw -q 2` in-process.
+# Root (network namespaces); about 20 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
+# stderr as they finish, the summary table to stdout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
+
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+# Runs bench script $1 with the environment words before it, keeping its output in $OUT/$2.
+run() {
+    local name=$1
+    shift
+    echo "limits: $name: $*" >&2
+    env "$@" >"$OUT/$name"
+    cat "$OUT/$name" >&2
+}
+# Cell $3 (the label is 1) of the first Markdown row of file $1 whose first cells are $2
+# (cells joined by " | ").
+col() {
+    awk -v l="| $2 | " -v c="$3" 'index($0, l) == 1 { sub(/ \|$/, ""); split($0, f, / \| /); print f[c]; exit }' "$OUT/$1"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+rows=()
+# One row: what, measured, reference, ratio, target ("<= 1.10x" or ">= 0.95x").
+row() {
+    local met
+    met=$(awk -v r="${4%x}" -v t="$5" 'BEGIN {
+        split(t, w, " "); g = w[2] + 0
+        if (r == "") print "not measured"; else if (w[1] == ">=") print (r >= g ? "met" : "missed");
+        else print (r <= g ? "met" : "missed") }')
+    rows+=("| $1 | $2 | $3 | $4 | $5 | $met |")
+}
+
+for mtu in 4096 1024; do
+    run "pp$mtu" DATAPATHS=xdp MODES="adaptive spin" SIZE=64 MTU=$mtu bash deploy/bench/pingpong-vs-tcp.sh
+    bw=$(col "pp$mtu" "goodput, write_bw 64 KiB x 16384, MTU $mtu, xdp" 2)
+    dp=$(awk '/^\| goodput, dp_stream xdp / { sub(/ \|$/, ""); split($0, f, / \| /); print f[2]; exit }' "$OUT/pp$mtu")
+    row "1-QP write_bw, AF_XDP, MTU $mtu" "$bw" "dp_stream $dp" "$(ratio "${bw% *}" "${dp% *}")" ">= 0.95x"
+done
+floor=$(col pp4096 "dp_pingpong --acks first, xdp (no engine, RC's four frames)" 3)
+for mode in spin adaptive; do
+    med=$(col pp4096 "rc_pingpong, xdp | $mode" 3)
+    target="<= 1.10x"
+    [ "$mode" = adaptive ] && target="<= 1.30x"
+    row "rc_pingpong 64 B round trip, AF_XDP, $mode" "$med µs" "dp_pingpong --acks first $floor µs" "$(ratio "$med" "$floor")" "$target"
+done
+run pp4k DATAPATHS=xdp MODES=adaptive SIZE=4096 bash deploy/bench/pingpong-vs-tcp.sh
+for f in pp4096:64 pp4k:4096; do
+    med=$(col "${f%:*}" "rc_pingpong, xdp | adaptive" 3)
+    p99=$(col "${f%:*}" "rc_pingpong, xdp | adaptive" 4)
+    row "rc_pingpong ${f#*:} B p99, AF_XDP, adaptive" "$p99 µs" "its median $med µs" "$(ratio "$p99" "$med")" "<= 3.00x"
+done
+
+run cpb bash deploy/bench/cpu-per-byte.sh
+tcp_ns=$(col cpb "iperf3, one TCP stream" 7)
+for dp in xdp packet udp; do
+    ns=$(col cpb "write_bw, $dp, 1 QP, adaptive" 7)
+    dns=$(col cpb "dp_stream, $dp (no engine)" 7)
+    row "CPU per byte, both sides, write_bw $dp (adaptive)" "$ns ns/B" "one TCP stream $tcp_ns ns/B" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 9)" "<= 1.10x"
+    # Where the datapath alone costs more than TCP, the first target is out of reach: the
+    # stack's own share is the ratio to the datapath's.
+    row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $dns ns/B ($(col cpb "dp_stream, $dp (no engine)" 9) TCP's)" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 10)" "<= 1.10x"
+done
+
+echo "limits: engine bench" >&2
+cargo bench -q -p rocev2-core --bench engine -- --noplot --warm-up-time 1 --measurement-time 3 engine_no_copy/ >&2
+for mtu in 1024 4096; do
+    ns=$(sed -nE 's/.*"median":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' \
+        "${CARGO_TARGET_DIR:-target}/criterion/rc_write_64k/engine_no_copy/$mtu/new/estimates.json")
+    per=$(awk -v t="$ns" -v m="$mtu" 'BEGIN { printf "%.0f", t / (65536 / m) / 2 }')
+    row "engine per data packet per side, MTU $mtu (engine_no_copy)" "$per ns" "target 200 ns" "$(ratio "$per" 200)" "<= 1.00x"
+done
+
+run wire bash deploy/bench/wire-ratio.sh --warm-up-time 1 --measurement-time 3
+pv=$(awk '$1 == "parse_verify" { printf "%.2fx", $4 }' "$OUT/wire")
+row "parse + verify, 4 KiB frame" "$(awk '$1 == "parse_verify" { print $2 " ns" }' "$OUT/wire")" "plain CRC-32 $(awk '$1 == "plain_crc32" { print $2 " ns" }' "$OUT/wire")" "$pv" "<= 1.25x"
+
+run att DATAPATHS=xdp MODE=adaptive bash deploy/bench/attach-vs-inprocess.sh
+# Its first table has 7 cells a row, its C-ABI table 8.
+read -r bin bat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 7) { print f[2], f[3]; exit } }' "$OUT/att")
+row "write_bw attached to rocev2d, AF_XDP, adaptive" "$bat Gbit/s" "in-process $bin Gbit/s" "$(ratio "$bat" "$bin")" ">= 0.95x"
+read -r cin cat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[7], f[8]; exit } }' "$OUT/att")
+row "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" "$cat µs" "in-process $cin µs" "$(ratio "$cat" "$cin")" "<= 1.15x"
+run mq ATTACHED=1 RUNS=1 bash deploy/bench/multiqueue.sh
+# Its median row: in-process Gbit/s is cell 2, attached cell 7.
+mq_in=$(col mq median 2)
+mq_at=$(col mq median 7)
+row "2 attached QPs on rocev2d --queues 2 against write_bw -q 2 in-process, AF_XDP" "$mq_at Gbit/s" "in-process $mq_in Gbit/s" "$(ratio "$mq_at" "$mq_in")" ">= 0.95x"
+
+echo "Binaries of $(git rev-parse --short HEAD), $(date -u +%F); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "| what | measured | reference (same run) | ratio | target | |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
