@@ -235,8 +235,8 @@ pub extern "C" fn rdma_init_qp_attr(
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_create_qp_ex(3)`: not supported (`EOPNOTSUPP`): the verbs library has no extended
-/// QPs. perftest calls it only on devices it knows to have `ibv_wr_*`.
+/// `rdma_create_qp_ex(3)`: not supported yet (`EOPNOTSUPP`). perftest calls it only for its
+/// `ibv_wr_*` post path (devices it knows, or `ROCEV2_VENDOR_PART_ID`).
 pub extern "C" fn rdma_create_qp_ex(_id: *mut rdma_cm_id, _attr: *mut core::ffi::c_void) -> c_int {
     call(|| {
         Err(crate::unsupported(
