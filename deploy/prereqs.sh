@@ -23,8 +23,9 @@
 #                                    rustdoc JSON (a new nightly may need a new pin)
 #   Rust MSRV toolchain (minimal)    deploy/test.sh checks `rocev2` with the workspace's
 #                                    rust-version (Cargo.toml)
-#   libibverbs-dev                   <infiniband/verbs.h> and libibverbs.so, which rocev2d/ibverbs's
-#                                    layout test compiles against and its verbs_checks.c links with
+#   libibverbs-dev, librdmacm-dev    <infiniband/verbs.h>, <rdma/rdma_cma.h> and libibverbs.so,
+#                                    which rocev2d/verbs-abi's layout test compiles against,
+#                                    librocev2_rdmacm.so and the C test programs link with
 #   deploy/tools.list                every external program a test, tool or script runs (iproute2,
 #                                    procps, iperf3, tcpdump, tshark, …), with its package
 #
@@ -112,9 +113,10 @@ check_tools() {
     fi
 }
 
-# The header librocev2_ibverbs.so's structs are checked against (rocev2d/ibverbs/tests/layout.rs).
+# The headers the preloaded libraries' structs are checked against
+# (rocev2d/verbs-abi/tests/layout.rs).
 ensure_verbs_header() {
-    apt_install libibverbs-dev
+    apt_install libibverbs-dev librdmacm-dev
 }
 
 # The font the plots of rocev2-testbed and rocev2-sim write their text in

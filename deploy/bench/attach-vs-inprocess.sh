@@ -24,7 +24,7 @@ CABI=${CABI:-1}
 ITERS=${ITERS:-5000}
 SIZE=${SIZE:-4096}
 # The library is a cdylib, which pair.sh's `--bins` build leaves out.
-cargo build --release -q -p rocev2-ibverbs
+cargo build --release -q -p rocev2-ibverbs -p rocev2-rdmacm
 PACKAGES="-p rocev2-examples -p rocev2d"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh att

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 DATAPATHS=${DATAPATHS:-udp packet xdp}
 ITERS=${ITERS:-16384}
 REPEAT=${REPEAT:-5}
-cargo build --release -q -p rocev2-ibverbs
+cargo build --release -q -p rocev2-ibverbs -p rocev2-rdmacm
 PACKAGES="-p rocev2-examples"
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh ibv

@@ -15,13 +15,14 @@
 //! Nothing of rdma-core's own device list or providers runs.
 //!
 //! Layout: [`abi`] (the C structs, checked against the installed header by
-//! `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
+//! rocev2d/verbs-abi's `tests/layout.rs`), [`device`] (naming and the device list), [`context`] (open, queries),
 //! [`mr`] (PDs and regions of the caller's own memory), [`cq`] (channels, CQs, polling, the
 //! extended poll), [`qp`] (QPs, modify, posting), [`wr`] (the `ibv_wr_*` post path of an
 //! extended QP), [`srq`] (shared receive queues), [`epoll`] (the sets behind
 //! a channel's `fd` and a context's `async_fd`), [`engine`] (the per-interface [`rocev2::Device`]: in-process
 //! or attached to `rocev2d`, as a Rust application's), [`handle`] (live-object checks and the
-//! panic guard every exported function runs in).
+//! panic guard every exported function runs in), [`ucma`] (the device's connection manager,
+//! for `librocev2_rdmacm.so`).
 //!
 //! Usage, supported calls and what differs: docs/ibverbs.md.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -31,7 +32,7 @@
 // pointers. Marking them `unsafe fn` would change nothing for their only callers.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-pub mod abi;
+pub use rocev2_verbs_abi::verbs as abi;
 pub mod context;
 pub mod cq;
 pub mod device;
@@ -41,6 +42,7 @@ pub mod handle;
 pub mod mr;
 pub mod qp;
 pub mod srq;
+pub mod ucma;
 pub mod wr;
 
 use core::ffi::c_int;

@@ -83,6 +83,14 @@ pub(crate) fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     handle::check(p, Kind::Qp).then(|| unsafe { &*p.cast::<Qp>() })
 }
 
+/// The device QP behind `p` and its engine, if `p` is a live RC QP (the connection manager's,
+/// [`crate::ucma`]).
+pub fn rc_qp(p: *const ibv_qp) -> Option<(rocev2::Qp, Arc<Engine>)> {
+    qp(p)
+        .filter(|q| q.qp_type == abi::IBV_QPT_RC)
+        .map(|q| (q.qp, q.engine.clone()))
+}
+
 #[unsafe(no_mangle)]
 /// `ibv_create_qp(3)`: an RC or UD QP in RESET.
 pub extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {

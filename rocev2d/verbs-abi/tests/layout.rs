@@ -1,11 +1,13 @@
-//! Every struct the library reads or fills has the size and field offsets of the installed
-//! `<infiniband/verbs.h>`: a C program compiled with `cc` against the header prints
-//! `sizeof`/`offsetof` for each, and they are compared with Rust's `size_of`/`offset_of!`.
+//! Every struct the preloaded libraries read or fill has the size and field offsets of the
+//! installed `<infiniband/verbs.h>` and `<rdma/rdma_cma.h>`: a C program compiled with `cc`
+//! against the header prints `sizeof`/`offsetof` for each, and they are compared with Rust's
+//! `size_of`/`offset_of!`.
 //!
-//! Needs `cc` and libibverbs-dev (deploy/prereqs.sh installs both); without the header the test
-//! fails naming the package, rather than passing silently.
+//! Needs `cc`, libibverbs-dev and librdmacm-dev (deploy/prereqs.sh installs them); without a
+//! header the test fails naming the package, rather than passing silently.
 
-use rocev2_ibverbs::abi::*;
+use rocev2_verbs_abi::rdma_cma::*;
+use rocev2_verbs_abi::verbs::*;
 use std::fmt::Write as _;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
@@ -526,23 +528,129 @@ fn checks() -> Vec<Check> {
     v
 }
 
+fn rdma_cma_checks() -> Vec<Check> {
+    let mut v = Vec::new();
+    fields!(v, "struct rdma_event_channel", rdma_event_channel, [fd]);
+    fields!(v, "struct rdma_ib_addr", rdma_ib_addr, [sgid, dgid, pkey]);
+    fields!(
+        v,
+        "struct rdma_addr",
+        rdma_addr,
+        [src_storage, dst_storage, ibaddr = "addr.ibaddr"]
+    );
+    fields!(
+        v,
+        "struct rdma_route",
+        rdma_route,
+        [addr, path_rec, num_paths]
+    );
+    fields!(
+        v,
+        "struct rdma_cm_id",
+        rdma_cm_id,
+        [
+            verbs,
+            channel,
+            context,
+            qp,
+            route,
+            ps,
+            port_num,
+            event,
+            send_cq_channel,
+            send_cq,
+            recv_cq_channel,
+            recv_cq,
+            srq,
+            pd,
+            qp_type
+        ]
+    );
+    fields!(
+        v,
+        "struct rdma_conn_param",
+        rdma_conn_param,
+        [
+            private_data,
+            private_data_len,
+            responder_resources,
+            initiator_depth,
+            flow_control,
+            retry_count,
+            rnr_retry_count,
+            srq,
+            qp_num
+        ]
+    );
+    fields!(
+        v,
+        "struct rdma_ud_param",
+        rdma_ud_param,
+        [private_data, private_data_len, ah_attr, qp_num, qkey]
+    );
+    fields!(
+        v,
+        "struct rdma_cm_event",
+        rdma_cm_event,
+        [id, listen_id, event, status, param]
+    );
+    fields!(
+        v,
+        "struct rdma_addrinfo",
+        rdma_addrinfo,
+        [
+            ai_flags,
+            ai_family,
+            ai_qp_type,
+            ai_port_space,
+            ai_src_len,
+            ai_dst_len,
+            ai_src_addr,
+            ai_dst_addr,
+            ai_src_canonname,
+            ai_dst_canonname,
+            ai_route_len,
+            ai_route,
+            ai_connect_len,
+            ai_connect,
+            ai_next
+        ]
+    );
+    v
+}
+
 #[test]
 fn structs_match_installed_verbs_h() {
-    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+    compare("infiniband/verbs.h", "libibverbs-dev", &checks());
+    assert_eq!(COMPAT_PORT_ATTR_LEN, offset_of!(ibv_port_attr, flags));
+}
+
+#[test]
+fn structs_match_installed_rdma_cma_h() {
+    compare("rdma/rdma_cma.h", "librdmacm-dev", &rdma_cma_checks());
+}
+
+/// Compiles a program printing each check's C value against `header` (of Debian `package`)
+/// and compares them with the Rust values.
+fn compare(header: &str, package: &str, checks: &[Check]) {
+    let path = std::path::Path::new("/usr/include").join(header);
     assert!(
-        header.exists(),
-        "{} missing: install libibverbs-dev (bash deploy/prereqs.sh)",
-        header.display()
+        path.exists(),
+        "{} missing: install {package} (bash deploy/prereqs.sh)",
+        path.display()
     );
-    let checks = checks();
-    let mut src = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+    let mut src = format!(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <{header}>\nint main(void) {{\n"
     );
-    for (_, expr, _) in &checks {
+    for (_, expr, _) in checks {
         writeln!(src, "    printf(\"%zu\\n\", (size_t){expr});").unwrap();
     }
     src.push_str("    return 0;\n}\n");
-    let dir = std::env::temp_dir().join(format!("rocev2-ibverbs-layout-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "rocev2-layout-{}-{}",
+        header.replace('/', "-"),
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let c = dir.join("layout.c");
     let exe = dir.join("layout");
@@ -573,5 +681,4 @@ fn structs_match_installed_verbs_h() {
         .map(|((label, _, rust), c)| format!("{label}: C {c}, Rust {rust}"))
         .collect();
     assert!(wrong.is_empty(), "layout mismatches:\n{}", wrong.join("\n"));
-    assert_eq!(COMPAT_PORT_ATTR_LEN, offset_of!(ibv_port_attr, flags));
 }

@@ -1,7 +1,7 @@
 //! The structs and constants of rdma-core's `<infiniband/verbs.h>` (libibverbs 1.1 ABI) that the
 //! library reads or fills, written by hand as `#[repr(C)]`.
 //!
-//! `tests/layout.rs` compiles a C program against the installed header and checks every size
+//! tests/layout.rs compiles a C program against the installed header and checks every size
 //! and field offset here against it, so a mismatch fails the build's tests rather than
 //! corrupting a caller's memory. Names keep the C spelling so the two can be read side by side.
 //!

@@ -1,0 +1,258 @@
+//! The private interface of [`rocev2_verbs_abi::ucma`]: the connection manager of the device
+//! behind a context, for `librocev2_rdmacm.so`, as the kernel's `rdma_cm` serves librdmacm.
+//!
+//! It is this library's so that one device serves both: the QPs `rdma_create_qp` makes are
+//! this library's `ibv_qp`s, and their connections are made by the CM of the same
+//! [`rocev2::Device`] ([`rocev2::Device::cm_connect`] and friends, in-process or attached).
+//! Every call checks its context or QP handle as the verbs do, and returns 0 or an `errno`.
+
+use crate::abi::{ibv_context, ibv_qp};
+use crate::context::context;
+use crate::engine::Engine;
+use crate::handle::guard;
+use core::ffi::{c_int, c_void};
+use rocev2::{Error, Psn, random_psn};
+use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs, Ops};
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a connect waits for the peer's MAC.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
+
+static OPS: Ops = Ops {
+    version: ucma::VERSION,
+    size: size_of::<Ops>() as u32,
+    enable,
+    listen,
+    unlisten,
+    connect,
+    accept,
+    reject,
+    disconnect,
+    next_event,
+};
+
+#[unsafe(no_mangle)]
+/// The entry point ([`ucma::ENTRY`]): the table for `version`, NULL for any other.
+pub extern "C" fn rocev2_ucma_ops(version: u32) -> *const Ops {
+    if version == ucma::VERSION {
+        &OPS
+    } else {
+        std::ptr::null()
+    }
+}
+
+/// The engine of context `ctx`.
+fn engine(ctx: *mut c_void) -> Result<Arc<Engine>, c_int> {
+    context(ctx.cast::<ibv_context>())
+        .map(|c| c.engine.clone())
+        .ok_or(libc::EINVAL)
+}
+
+/// Runs a call: its error as an `errno`, a panic as `EIO`.
+fn call(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(libc::EIO, || f().err().unwrap_or(0))
+}
+
+/// The device's error as an `errno`.
+fn err(e: Error) -> c_int {
+    crate::errno(&e)
+}
+
+/// `len` bytes at `data` (none when NULL or empty), at most `max`.
+fn bytes<'a>(data: *const u8, len: usize, max: usize) -> Result<&'a [u8], c_int> {
+    if len > max {
+        return Err(libc::EINVAL);
+    }
+    if data.is_null() || len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller passes `len` readable bytes at `data` (the interface's contract).
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+unsafe extern "C" fn enable(ctx: *mut c_void) -> c_int {
+    call(|| engine(ctx)?.enable_cm().map_err(err))
+}
+
+unsafe extern "C" fn listen(ctx: *mut c_void, service_id: u64) -> c_int {
+    call(|| engine(ctx)?.cm_listen(ServiceId(service_id)).map_err(err))
+}
+
+unsafe extern "C" fn unlisten(ctx: *mut c_void, service_id: u64) -> c_int {
+    call(|| {
+        engine(ctx)?
+            .cm_unlisten(ServiceId(service_id))
+            .map(drop)
+            .map_err(err)
+    })
+}
+
+unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *mut u32) -> c_int {
+    call(|| {
+        let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
+        if args.is_null() || conn.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, points to the caller's ConnectArgs (the interface's contract).
+        let a = unsafe { &*args };
+        let data = a
+            .private_data
+            .get(..usize::from(a.private_data_len))
+            .ok_or(libc::EINVAL)?;
+        let params = ConnectParams {
+            private_data: data.to_vec(),
+            responder_resources: a.responder_resources,
+            initiator_depth: a.initiator_depth,
+            retry_count: a.retry_count.min(7),
+            rnr_retry_count: a.rnr_retry_count.min(7),
+            ..ConnectParams::new(
+                ServiceId(a.service_id),
+                Ipv6Addr::from(a.local_gid),
+                Ipv6Addr::from(a.peer_gid),
+                qp.qpn(),
+                Psn::new(random_psn()),
+            )
+        };
+        let id = engine
+            .cm_connect(qp, params, RESOLVE_TIMEOUT)
+            .map_err(err)?;
+        // SAFETY: non-NULL, the caller's out pointer.
+        unsafe { *conn = id.comm_id() };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn accept(qp: *mut c_void, conn: u32, args: *const AcceptArgs) -> c_int {
+    call(|| {
+        let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
+        if args.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, points to the caller's AcceptArgs (the interface's contract).
+        let a = unsafe { &*args };
+        let data = a
+            .private_data
+            .get(..usize::from(a.private_data_len))
+            .ok_or(libc::EINVAL)?;
+        let params = AcceptParams {
+            private_data: data.to_vec(),
+            responder_resources: a.responder_resources,
+            initiator_depth: a.initiator_depth,
+            rnr_retry_count: a.rnr_retry_count.min(7),
+            ..AcceptParams::new(qp.qpn(), Psn::new(random_psn()))
+        };
+        engine
+            .cm_accept(ConnId::from_comm_id(conn), params)
+            .map_err(err)
+    })
+}
+
+unsafe extern "C" fn reject(ctx: *mut c_void, conn: u32, data: *const u8, len: usize) -> c_int {
+    call(|| {
+        let data = bytes(data, len, ucma::REP_PRIVATE_DATA)?;
+        engine(ctx)?
+            .cm_reject(ConnId::from_comm_id(conn), RejectReason::CONSUMER, data)
+            .map_err(err)
+    })
+}
+
+unsafe extern "C" fn disconnect(ctx: *mut c_void, conn: u32, data: *const u8, len: usize) -> c_int {
+    call(|| {
+        let data = bytes(data, len, ucma::REP_PRIVATE_DATA)?;
+        engine(ctx)?
+            .cm_disconnect(ConnId::from_comm_id(conn), data)
+            .map_err(err)
+    })
+}
+
+unsafe extern "C" fn next_event(ctx: *mut c_void, timeout_ms: u32, ev: *mut ucma::Event) -> c_int {
+    call(|| {
+        if ev.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let e = engine(ctx)?
+            .next_cm_event(|_| true, Duration::from_millis(timeout_ms.into()))
+            .map_err(err)?;
+        // SAFETY: non-NULL, the caller's out struct.
+        let out = unsafe { &mut *ev };
+        fill(out, e);
+        Ok(())
+    })
+}
+
+/// Writes event `e` into `out`.
+fn fill(out: &mut ucma::Event, e: Event) {
+    out.status = 0;
+    out.peer_qpn = 0;
+    out.responder_resources = 0;
+    out.initiator_depth = 0;
+    out.rnr_retry_count = 0;
+    out.service_id = 0;
+    out.peer_gid = [0; 16];
+    let (kind, conn, data) = match e {
+        Event::ConnectRequest(r) => {
+            out.peer_qpn = r.req.local_qpn.value();
+            out.responder_resources = r.req.responder_resources;
+            out.initiator_depth = r.req.initiator_depth;
+            out.rnr_retry_count = r.req.rnr_retry_count;
+            out.service_id = r.req.service_id;
+            out.peer_gid = r.peer_gid.octets();
+            (
+                ucma::EV_CONNECT_REQUEST,
+                r.conn,
+                r.req.private_data.to_vec(),
+            )
+        }
+        Event::Established {
+            conn, private_data, ..
+        } => (ucma::EV_ESTABLISHED, conn, private_data),
+        Event::Rejected {
+            conn,
+            reason,
+            private_data,
+        } => {
+            out.status = reason.0.into();
+            (ucma::EV_REJECTED, conn, private_data)
+        }
+        Event::TimedOut { conn } => (ucma::EV_TIMED_OUT, conn, Vec::new()),
+        Event::Disconnected { conn, private_data } => (ucma::EV_DISCONNECTED, conn, private_data),
+        Event::TimeWaitExit { conn } => (ucma::EV_TIMEWAIT_EXIT, conn, Vec::new()),
+    };
+    out.kind = kind;
+    out.conn = conn.comm_id();
+    let n = data.len().min(ucma::MAX_PRIVATE_DATA);
+    out.private_data[..n].copy_from_slice(&data[..n]);
+    out.private_data[n..].fill(0);
+    out.private_data_len = n as u32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_its_version_is_served() {
+        assert!(!rocev2_ucma_ops(ucma::VERSION).is_null());
+        assert!(rocev2_ucma_ops(ucma::VERSION + 1).is_null());
+    }
+
+    #[test]
+    fn foreign_handles_are_refused() {
+        let mut x = 0u64;
+        let p = (&raw mut x).cast::<c_void>();
+        // SAFETY: the calls check the handle before any use.
+        unsafe {
+            assert_eq!(listen(p, 1), libc::EINVAL);
+            assert_eq!(
+                reject(std::ptr::null_mut(), 1, std::ptr::null(), 0),
+                libc::EINVAL
+            );
+            assert_eq!(reject(p, 1, std::ptr::null(), 197), libc::EINVAL);
+            let mut conn = 0;
+            assert_eq!(connect(p, std::ptr::null(), &mut conn), libc::EINVAL);
+        }
+    }
+}

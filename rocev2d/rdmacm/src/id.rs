@@ -1,0 +1,828 @@
+//! IDs and the connection calls: `rdma_create_id` … `rdma_disconnect`, and [`dispatch`], which
+//! turns the device's CM events into the IDs' `rdma_cm_event`s as the kernel's `rdma_cm` does.
+//!
+//! Addresses are resolved at once (`ADDR_RESOLVED` and `ROUTE_RESOLVED` are queued by the
+//! call itself): the next hop's MAC is resolved by the device when the REQ leaves, and a peer
+//! that cannot be reached fails `rdma_connect` with `EHOSTUNREACH`.
+
+use crate::abi::{self, rdma_cm_id, rdma_conn_param, rdma_event_channel};
+use crate::addr::{ephemeral_port, from_sockaddr, gid_bytes, to_storage};
+use crate::device::{self, Dev};
+use crate::ep;
+use crate::state::{EvSpec, IdState, Request, State, lock};
+use crate::verbs::ops;
+use crate::{call, unsupported, verbose};
+use core::ffi::{c_int, c_void};
+use rocev2_core::cm::{CmaAddrs, CmaHeader, PortSpace, ServiceId};
+use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs};
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+
+/// User bytes a REQ carries after the CMA header (librdmacm's limit for RDMA_PS_TCP).
+pub const MAX_CONNECT_DATA: usize = ucma::REQ_PRIVATE_DATA - CmaHeader::LEN;
+/// User bytes of a REP.
+pub const MAX_ACCEPT_DATA: usize = ucma::REP_PRIVATE_DATA;
+/// User bytes of a REJ (IBA §12.6.7).
+pub const MAX_REJECT_DATA: usize = 148;
+
+/// Makes an ID on `channel` (NULL: a synchronous ID with a private channel).
+///
+/// # Errors
+/// `EINVAL`, `EOPNOTSUPP` (a port space other than RDMA_PS_TCP), `ENODEV`, `eventfd`'s.
+pub fn create(
+    channel: *mut rdma_event_channel,
+    context: *mut c_void,
+    ps: c_int,
+) -> Result<*mut rdma_cm_id, c_int> {
+    match ps {
+        abi::RDMA_PS_TCP => {}
+        abi::RDMA_PS_UDP => {
+            return Err(unsupported(
+                "RDMA_PS_UDP (unreliable datagram rdma_cm, SIDR): the CM has no SIDR",
+            ));
+        }
+        _ => return Err(unsupported("a port space other than RDMA_PS_TCP")),
+    }
+    device::devices()?;
+    let (channel, sync) = if channel.is_null() {
+        (crate::channel::new_channel()?, true)
+    } else {
+        if !lock().channels.contains_key(&(channel as usize)) {
+            return Err(libc::EINVAL);
+        }
+        (channel, false)
+    };
+    // SAFETY: an all-zero rdma_cm_id is a valid value (NULL pointers, AF_UNSPEC addresses).
+    let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+    id.channel = channel;
+    id.context = context;
+    id.ps = ps;
+    id.qp_type = rocev2_verbs_abi::verbs::IBV_QPT_RC;
+    let p = Box::into_raw(id);
+    let mut st = lock();
+    let serial = st.serial();
+    st.ids.insert(
+        p as usize,
+        IdState {
+            serial,
+            channel: channel as usize,
+            sync,
+            ..Default::default()
+        },
+    );
+    Ok(p)
+}
+
+/// The ports IDs of this process are bound to (a connection request's ID shares its
+/// listener's port, and keeps it when the listener goes, as with the kernel's rdma_cm).
+fn ports(st: &State) -> HashSet<u16> {
+    st.ids
+        .values()
+        .filter(|s| s.request.is_none())
+        .filter_map(|s| s.src.map(|a| a.port()))
+        .collect()
+}
+
+/// Records where ID `p` is and whom it talks to, in the table and in its `route`.
+fn set_route(
+    st: &mut State,
+    p: *mut rdma_cm_id,
+    dev: Option<&Dev>,
+    src: SocketAddr,
+    dst: Option<SocketAddr>,
+) {
+    let Some(s) = st.ids.get_mut(&(p as usize)) else {
+        return;
+    };
+    s.src = Some(src);
+    s.dst = dst;
+    if let Some(d) = dev {
+        s.ctx = d.ctx;
+    }
+    // SAFETY: a live ID (in the table, under the lock): our Box.
+    let id = unsafe { &mut *p };
+    if let Some(d) = dev {
+        id.verbs = d.verbs();
+        id.port_num = 1;
+    }
+    id.route.addr.src_storage = to_storage(src).0;
+    id.route.addr.ibaddr.sgid.raw = gid_bytes(src.ip());
+    if let Some(dst) = dst {
+        id.route.addr.dst_storage = to_storage(dst).0;
+        id.route.addr.ibaddr.dgid.raw = gid_bytes(dst.ip());
+    }
+    id.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+}
+
+/// Binds ID `p` to `addr` (port 0: an ephemeral one).
+fn bind(p: *mut rdma_cm_id, addr: SocketAddr) -> Result<(), c_int> {
+    let dev = if addr.ip().is_unspecified() {
+        None
+    } else {
+        Some(device::with_ip(addr.ip()).ok_or(libc::EADDRNOTAVAIL)?)
+    };
+    let mut st = lock();
+    let s = st.id(p)?;
+    if s.src.is_some() {
+        return Err(libc::EINVAL);
+    }
+    let taken = ports(&st);
+    let port = match addr.port() {
+        0 => ephemeral_port(&taken),
+        p if taken.contains(&p) => return Err(libc::EADDRINUSE),
+        p => p,
+    };
+    set_route(&mut st, p, dev, SocketAddr::new(addr.ip(), port), None);
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_create_id(3)`: RDMA_PS_TCP only.
+pub extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    call(|| {
+        if id.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let p = create(channel, context, ps)?;
+        // SAFETY: non-NULL, the caller's out pointer.
+        unsafe { *id = p };
+        Ok(())
+    })
+}
+
+/// Frees ID `p`: stops listening, refuses a request it has not answered, disconnects a
+/// connection still up.
+pub fn destroy(p: *mut rdma_cm_id) -> Result<(), c_int> {
+    let mut st = lock();
+    let s = st.ids.remove(&(p as usize)).ok_or(libc::EINVAL)?;
+    let ops = ops()?;
+    if let Some(service) = s.service {
+        st.listeners.remove(&service);
+        for ctx in &s.listen_ctxs {
+            // SAFETY: a live context of the verbs library.
+            unsafe { (ops.unlisten)(*ctx as *mut _, service) };
+        }
+    }
+    if let Some(conn) = s.conn {
+        st.conns.remove(&(s.ctx, conn));
+        if s.request.is_some() && !s.established && !s.disconnected {
+            // SAFETY: a live context; no private data.
+            unsafe { (ops.reject)(s.ctx as *mut _, conn, std::ptr::null(), 0) };
+        } else if s.established && !s.disconnected {
+            // SAFETY: a live context; no private data.
+            unsafe { (ops.disconnect)(s.ctx as *mut _, conn, std::ptr::null(), 0) };
+        }
+    }
+    drop(st);
+    if s.sync {
+        crate::channel::free_channel(s.channel as *mut _)?;
+    }
+    // SAFETY: made by Box::into_raw in `create` (or `dispatch`), now out of the table.
+    drop(unsafe { Box::from_raw(p) });
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_destroy_id(3)`. Unlike librdmacm it does not wait for the ID's events to be
+/// acknowledged: those handed out stay valid until they are, those queued are dropped.
+pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    call(|| destroy(id))
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_bind_addr(3)`: a local address of a device (its device becomes the ID's `verbs`) or
+/// the wildcard; port 0 takes an ephemeral port.
+pub extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    call(|| {
+        let a = from_sockaddr(addr)?;
+        bind(id, a)
+    })
+}
+
+/// `rdma_resolve_addr` without the wait of a synchronous ID.
+fn resolve_addr(
+    p: *mut rdma_cm_id,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+) -> Result<(), c_int> {
+    let dst = from_sockaddr(dst)?;
+    if !src.is_null() && lock().id(p)?.src.is_none() {
+        let s = from_sockaddr(src)?;
+        bind(p, s)?;
+    }
+    let mut st = lock();
+    let s = st.id(p)?;
+    let bound = s.src;
+    let (dev, ip) = match bound.map(|a| a.ip()).filter(|ip| !ip.is_unspecified()) {
+        Some(ip) if ip.is_ipv6() != dst.is_ipv6() => return Err(libc::EINVAL),
+        Some(ip) => (device::with_ip(ip).ok_or(libc::EADDRNOTAVAIL)?, ip),
+        None => device::toward(dst.ip()).ok_or(libc::EADDRNOTAVAIL)?,
+    };
+    let port = match bound {
+        Some(a) if a.port() != 0 => a.port(),
+        _ => ephemeral_port(&ports(&st)),
+    };
+    set_route(&mut st, p, Some(dev), SocketAddr::new(ip, port), Some(dst));
+    st.push(
+        p as usize,
+        EvSpec {
+            event: abi::RDMA_CM_EVENT_ADDR_RESOLVED,
+            ..Default::default()
+        },
+    );
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_resolve_addr(3)`: picks the device and source address at once and queues
+/// `ADDR_RESOLVED` (`EADDRNOTAVAIL` when no device has an address of the family).
+pub extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src_addr: *mut libc::sockaddr,
+    dst_addr: *mut libc::sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    call(|| {
+        resolve_addr(id, src_addr, dst_addr)?;
+        ep::complete(id, abi::RDMA_CM_EVENT_ADDR_RESOLVED)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_resolve_route(3)`: queues `ROUTE_RESOLVED` for a resolved address (RoCE has no path
+/// records to ask for).
+pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    call(|| {
+        let mut st = lock();
+        if st.id(id)?.dst.is_none() {
+            return Err(libc::EINVAL);
+        }
+        st.push(
+            id as usize,
+            EvSpec {
+                event: abi::RDMA_CM_EVENT_ROUTE_RESOLVED,
+                ..Default::default()
+            },
+        );
+        drop(st);
+        ep::complete(id, abi::RDMA_CM_EVENT_ROUTE_RESOLVED)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_listen(3)`: on the bound address's device, or every device for the wildcard. The
+/// backlog is not limited.
+pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
+    call(|| {
+        let ops = ops()?;
+        if lock().id(id)?.src.is_none() {
+            bind(
+                id,
+                SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+            )?;
+        }
+        let mut st = lock();
+        let s = st.id(id)?;
+        if s.service.is_some() || s.conn.is_some() {
+            return Err(libc::EINVAL);
+        }
+        let src = s.src.ok_or(libc::EINVAL)?;
+        let ctxs: Vec<usize> = match s.ctx {
+            0 => device::devices()?.iter().map(|d| d.ctx).collect(),
+            c => vec![c],
+        };
+        let service = ServiceId::rdma_cm(PortSpace::TCP, src.port()).0;
+        let mut done = Vec::new();
+        for ctx in ctxs {
+            // SAFETY: a live context of the verbs library.
+            let r = unsafe { (ops.listen)(ctx as *mut _, service) };
+            if r != 0 {
+                for c in done {
+                    // SAFETY: as above.
+                    unsafe { (ops.unlisten)(c as *mut _, service) };
+                }
+                return Err(if r == libc::EBUSY {
+                    libc::EADDRINUSE
+                } else {
+                    r
+                });
+            }
+            done.push(ctx);
+        }
+        let s = st.id(id)?;
+        s.service = Some(service);
+        s.listen_ctxs = done;
+        st.listeners.insert(service, id as usize);
+        if verbose() {
+            eprintln!("rocev2_rdmacm: listening on {src}");
+        }
+        Ok(())
+    })
+}
+
+/// The connection parameters at `param` (NULL: librdmacm's defaults).
+fn conn_param(param: *const rdma_conn_param) -> Option<rdma_conn_param> {
+    // SAFETY: NULL or the caller's parameters.
+    unsafe { param.as_ref() }.copied()
+}
+
+/// The private data of `param`, at most `max` bytes.
+fn private_data(param: &Option<rdma_conn_param>, max: usize) -> Result<Vec<u8>, c_int> {
+    let Some(p) = param else {
+        return Ok(Vec::new());
+    };
+    let n = usize::from(p.private_data_len);
+    if n > max {
+        return Err(libc::EINVAL);
+    }
+    if n == 0 || p.private_data.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the caller's `private_data_len` bytes at `private_data`.
+    Ok(unsafe { std::slice::from_raw_parts(p.private_data.cast::<u8>(), n) }.to_vec())
+}
+
+/// The QP of ID `p` (made by `rdma_create_qp`).
+fn id_qp(p: *mut rdma_cm_id, param: &Option<rdma_conn_param>) -> Result<*mut c_void, c_int> {
+    // SAFETY: a live ID (the caller checked it under the lock): our Box.
+    let qp = unsafe { (*p).qp };
+    if qp.is_null() {
+        return Err(match param {
+            Some(p) if p.qp_num != 0 => {
+                unsupported("a QP not made by rdma_create_qp (conn_param.qp_num)")
+            }
+            _ => libc::EINVAL,
+        });
+    }
+    Ok(qp.cast())
+}
+
+/// A READ/atomic depth: what the caller asked (librdmacm's 0xFF: the most), within the
+/// device's limit.
+fn depth(asked: u8, dev_max: u8) -> u8 {
+    asked.min(dev_max)
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_connect(3)`: sends the REQ (CMA header, then up to 56 bytes of private data); the QP
+/// moves to RTR and RTS when the REP comes, then `ESTABLISHED`.
+pub extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    call(|| {
+        let ops = ops()?;
+        let param = self::conn_param(conn_param);
+        let user = private_data(&param, MAX_CONNECT_DATA)?;
+        let mut st = lock();
+        let s = st.id(id)?;
+        let (Some(src), Some(dst)) = (s.src, s.dst) else {
+            return Err(libc::EINVAL);
+        };
+        if s.conn.is_some() || s.service.is_some() {
+            return Err(libc::EISCONN);
+        }
+        let ctx = s.ctx;
+        let dev = device::by_ctx(ctx).ok_or(libc::ENODEV)?;
+        let qp = id_qp(id, &param)?;
+        let addrs = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => CmaAddrs::V4 { src, dst },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => CmaAddrs::V6 { src, dst },
+            _ => return Err(libc::EINVAL),
+        };
+        let data = CmaHeader {
+            src_port: src.port(),
+            addrs,
+        }
+        .private_data(&user);
+        let mut args = ConnectArgs {
+            service_id: ServiceId::rdma_cm(PortSpace::TCP, dst.port()).0,
+            local_gid: gid_bytes(src.ip()),
+            peer_gid: gid_bytes(dst.ip()),
+            private_data: [0; ucma::REQ_PRIVATE_DATA],
+            private_data_len: data.len() as u8,
+            responder_resources: depth(
+                param.map_or(u8::MAX, |p| p.responder_resources),
+                dev.max_rd_atomic,
+            ),
+            initiator_depth: depth(
+                param.map_or(u8::MAX, |p| p.initiator_depth),
+                dev.max_rd_atomic,
+            ),
+            retry_count: param.map_or(7, |p| p.retry_count),
+            rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count),
+        };
+        args.private_data[..data.len()].copy_from_slice(&data);
+        let mut conn = 0;
+        // SAFETY: a live QP of the verbs library (checked there), args and out pointer local.
+        let r = unsafe { (ops.connect)(qp, &args, &mut conn) };
+        if r != 0 {
+            return Err(r);
+        }
+        st.id(id)?.conn = Some(conn);
+        st.conns.insert((ctx, conn), id as usize);
+        drop(st);
+        ep::complete(id, abi::RDMA_CM_EVENT_ESTABLISHED)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_accept(3)`: answers the request with a REP (up to 196 bytes of private data); the QP
+/// moves to RTR now and to RTS with the RTU, then `ESTABLISHED`.
+pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    call(|| {
+        let ops = ops()?;
+        let param = self::conn_param(conn_param);
+        let data = private_data(&param, MAX_ACCEPT_DATA)?;
+        let mut st = lock();
+        let s = st.id(id)?;
+        let (Some(conn), Some(req)) = (s.conn, s.request) else {
+            return Err(libc::EINVAL);
+        };
+        if s.established {
+            return Err(libc::EISCONN);
+        }
+        let dev = device::by_ctx(s.ctx).ok_or(libc::ENODEV)?;
+        let qp = id_qp(id, &param)?;
+        let mut args = AcceptArgs {
+            private_data: [0; ucma::REP_PRIVATE_DATA],
+            private_data_len: data.len() as u8,
+            responder_resources: depth(
+                param.map_or(req.responder_resources, |p| p.responder_resources),
+                dev.max_rd_atomic,
+            ),
+            initiator_depth: depth(
+                param.map_or(req.initiator_depth, |p| p.initiator_depth),
+                dev.max_rd_atomic,
+            ),
+            rnr_retry_count: param.map_or(req.rnr_retry_count, |p| p.rnr_retry_count),
+        };
+        args.private_data[..data.len()].copy_from_slice(&data);
+        // SAFETY: a live QP of the verbs library (checked there), args local.
+        let r = unsafe { (ops.accept)(qp, conn, &args) };
+        if r != 0 {
+            return Err(r);
+        }
+        drop(st);
+        ep::complete(id, abi::RDMA_CM_EVENT_ESTABLISHED)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_reject(3)`: a REJ (reason: consumer) with up to 148 bytes of private data.
+pub extern "C" fn rdma_reject(id: *mut rdma_cm_id, private_data: *const c_void, len: u8) -> c_int {
+    call(|| {
+        let ops = ops()?;
+        if usize::from(len) > MAX_REJECT_DATA {
+            return Err(libc::EINVAL);
+        }
+        let mut st = lock();
+        let s = st.id(id)?;
+        let (Some(conn), Some(_)) = (s.conn, s.request) else {
+            return Err(libc::EINVAL);
+        };
+        if s.established || s.disconnected {
+            return Err(libc::EINVAL);
+        }
+        let ctx = s.ctx;
+        s.disconnected = true;
+        let data = if private_data.is_null() {
+            std::ptr::null()
+        } else {
+            private_data.cast::<u8>()
+        };
+        let n = if data.is_null() { 0 } else { usize::from(len) };
+        // SAFETY: a live context; the caller's `len` bytes.
+        match unsafe { (ops.reject)(ctx as *mut _, conn, data, n) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_disconnect(3)`: the QP moves to ERROR (outstanding work completes flushed) and a DREQ
+/// leaves; `DISCONNECTED` follows. After the peer disconnected first, only moves the QP.
+pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    call(|| {
+        let ops = ops()?;
+        let mut st = lock();
+        let s = st.id(id)?;
+        let Some(conn) = s.conn else {
+            return Err(libc::ENOTCONN);
+        };
+        let ctx = s.ctx;
+        if s.disconnected {
+            // SAFETY: a live ID: our Box.
+            let qp = unsafe { (*id).qp };
+            if !qp.is_null() {
+                crate::qp::to_error(qp);
+            }
+            return Ok(());
+        }
+        s.disconnected = true;
+        let sync = s.sync;
+        // SAFETY: a live context; no private data.
+        let r = unsafe { (ops.disconnect)(ctx as *mut _, conn, std::ptr::null(), 0) };
+        drop(st);
+        if r != 0 {
+            return Err(r);
+        }
+        if sync {
+            ep::complete(id, abi::RDMA_CM_EVENT_DISCONNECTED)?;
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_establish(3)`: the device's CM sends the RTU itself when the REP comes, so this only
+/// checks that the connection is up (`EINVAL` otherwise).
+pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
+    call(|| {
+        if lock().id(id)?.established {
+            Ok(())
+        } else {
+            Err(libc::EINVAL)
+        }
+    })
+}
+
+/// The port of an ID's address, network order (0 for a NULL or unknown ID, as librdmacm).
+fn port(id: *mut rdma_cm_id, f: fn(&IdState) -> Option<SocketAddr>) -> u16 {
+    crate::call_or(0, || {
+        Ok(lock()
+            .id(id)
+            .ok()
+            .and_then(|s| f(s))
+            .map_or(0, |a| a.port().to_be()))
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_get_src_port(3)`.
+pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    port(id, |s| s.src)
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_get_dst_port(3)`.
+pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    port(id, |s| s.dst)
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_migrate_id(3)`: the ID's later events go to `channel` (NULL: a synchronous ID).
+pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
+    call(|| {
+        let new = if channel.is_null() {
+            crate::channel::new_channel()?
+        } else {
+            channel
+        };
+        let mut st = lock();
+        if !st.channels.contains_key(&(new as usize)) || !st.ids.contains_key(&(id as usize)) {
+            drop(st);
+            if channel.is_null() {
+                crate::channel::free_channel(new)?;
+            }
+            return Err(libc::EINVAL);
+        }
+        let s = st.id(id)?;
+        let old = (s.sync, s.channel);
+        s.channel = new as usize;
+        s.sync = channel.is_null();
+        // SAFETY: a live ID: our Box.
+        unsafe { (*id).channel = new };
+        drop(st);
+        if old.0 {
+            crate::channel::free_channel(old.1 as *mut _)?;
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_set_option(3)`: the RDMA_OPTION_ID options (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT) are
+/// accepted and have no effect (the device picks its DSCP and timeouts); RDMA_OPTION_IB_PATH
+/// fails with `EOPNOTSUPP` (RoCE has no path records here).
+pub extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    _optlen: usize,
+) -> c_int {
+    call(|| {
+        lock().id(id)?;
+        if optval.is_null() {
+            return Err(libc::EINVAL);
+        }
+        match (level, optname) {
+            (
+                abi::RDMA_OPTION_ID,
+                abi::RDMA_OPTION_ID_TOS
+                | abi::RDMA_OPTION_ID_REUSEADDR
+                | abi::RDMA_OPTION_ID_AFONLY
+                | abi::RDMA_OPTION_ID_ACK_TIMEOUT,
+            ) => Ok(()),
+            (abi::RDMA_OPTION_IB, abi::RDMA_OPTION_IB_PATH) => {
+                Err(unsupported("rdma_set_option(RDMA_OPTION_IB_PATH)"))
+            }
+            _ => Err(libc::ENOSYS),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_join_multicast(3)`: not supported (`EOPNOTSUPP`).
+pub extern "C" fn rdma_join_multicast(
+    _id: *mut rdma_cm_id,
+    _addr: *mut libc::sockaddr,
+    _context: *mut c_void,
+) -> c_int {
+    call(|| Err(unsupported("rdma_join_multicast (multicast)")))
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_leave_multicast(3)`: not supported (`EOPNOTSUPP`).
+pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut libc::sockaddr) -> c_int {
+    call(|| Err(unsupported("rdma_leave_multicast (multicast)")))
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_get_devices(3)`: the contexts of the devices (opened once, never closed), NULL-ended.
+pub extern "C" fn rdma_get_devices(
+    num_devices: *mut c_int,
+) -> *mut *mut rocev2_verbs_abi::verbs::ibv_context {
+    crate::call_or(std::ptr::null_mut(), || {
+        let devs = device::devices()?;
+        let mut v: Vec<*mut rocev2_verbs_abi::verbs::ibv_context> =
+            devs.iter().map(Dev::verbs).collect();
+        if !num_devices.is_null() {
+            // SAFETY: non-NULL, the caller's out pointer.
+            unsafe { *num_devices = v.len() as c_int };
+        }
+        v.push(std::ptr::null_mut());
+        let b = v.into_boxed_slice();
+        let list = Box::into_raw(b).cast::<*mut rocev2_verbs_abi::verbs::ibv_context>();
+        DEVICE_LISTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((list as usize, devs.len() + 1));
+        Ok(list)
+    })
+}
+
+/// The lists `rdma_get_devices` handed out, with their lengths.
+static DEVICE_LISTS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+#[unsafe(no_mangle)]
+/// `rdma_free_devices(3)`: frees a list of `rdma_get_devices`; ignores anything else.
+pub extern "C" fn rdma_free_devices(list: *mut *mut rocev2_verbs_abi::verbs::ibv_context) {
+    crate::call_or((), || {
+        let mut lists = DEVICE_LISTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = lists.iter().position(|(p, _)| *p == list as usize) {
+            let (_, n) = lists.swap_remove(i);
+            // SAFETY: made from a boxed slice of `n` pointers in rdma_get_devices.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n)) });
+        }
+        Ok(())
+    })
+}
+
+/// Hands the device's CM event `e` of context `ctx` to the ID it concerns.
+pub fn dispatch(ctx: usize, e: &ucma::Event) {
+    let ops = match ops() {
+        Ok(o) => o,
+        Err(_) => return,
+    };
+    let mut st = lock();
+    let data = &e.private_data[..(e.private_data_len as usize).min(ucma::MAX_PRIVATE_DATA)];
+    if e.kind == ucma::EV_CONNECT_REQUEST {
+        if !request(&mut st, ctx, e, data) {
+            // SAFETY: a live context; no private data.
+            unsafe { (ops.reject)(ctx as *mut _, e.conn, std::ptr::null(), 0) };
+        }
+        return;
+    }
+    let Some(&id) = st.conns.get(&(ctx, e.conn)) else {
+        return;
+    };
+    let Some(s) = st.ids.get_mut(&id) else { return };
+    let (event, status) = match e.kind {
+        ucma::EV_ESTABLISHED => {
+            s.established = true;
+            (abi::RDMA_CM_EVENT_ESTABLISHED, 0)
+        }
+        ucma::EV_REJECTED => (abi::RDMA_CM_EVENT_REJECTED, e.status as c_int),
+        ucma::EV_TIMED_OUT => (abi::RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT),
+        ucma::EV_DISCONNECTED => {
+            s.disconnected = true;
+            (abi::RDMA_CM_EVENT_DISCONNECTED, 0)
+        }
+        ucma::EV_TIMEWAIT_EXIT => (abi::RDMA_CM_EVENT_TIMEWAIT_EXIT, 0),
+        _ => return,
+    };
+    if matches!(
+        e.kind,
+        ucma::EV_REJECTED | ucma::EV_TIMED_OUT | ucma::EV_TIMEWAIT_EXIT
+    ) {
+        st.conns.remove(&(ctx, e.conn));
+    }
+    st.push(
+        id,
+        EvSpec {
+            event,
+            status,
+            data: data.to_vec(),
+            ..Default::default()
+        },
+    );
+}
+
+/// A connection request: a new ID on the listener's channel; false when nobody listens or the
+/// REQ has no CMA header (then it is refused).
+fn request(st: &mut State, ctx: usize, e: &ucma::Event, data: &[u8]) -> bool {
+    let Some(&listener) = st.listeners.get(&e.service_id) else {
+        return false;
+    };
+    let Ok(h) = CmaHeader::parse(data) else {
+        return false;
+    };
+    let Some(l) = st.ids.get(&listener) else {
+        return false;
+    };
+    let (sync, listen_port) = (l.sync, l.src.map_or(0, |a| a.port()));
+    // A synchronous listener's requests are taken by rdma_get_request; the new ID is
+    // synchronous too, with a channel of its own.
+    let channel = if sync {
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_SEMAPHORE | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return false;
+        }
+        let ch = Box::into_raw(Box::new(rdma_event_channel { fd }));
+        st.channels.insert(
+            ch as usize,
+            crate::state::Chan {
+                fd,
+                queue: Default::default(),
+            },
+        );
+        ch
+    } else {
+        l.channel as *mut rdma_event_channel
+    };
+    // SAFETY: the listener is live (in the table, under the lock): our Box.
+    let lid = unsafe { &*(listener as *const rdma_cm_id) };
+    // SAFETY: an all-zero rdma_cm_id is a valid value.
+    let mut id: Box<rdma_cm_id> = Box::new(unsafe { std::mem::zeroed() });
+    id.channel = channel;
+    id.context = lid.context;
+    id.ps = lid.ps;
+    id.qp_type = lid.qp_type;
+    let p = Box::into_raw(id);
+    let serial = st.serial();
+    st.ids.insert(
+        p as usize,
+        IdState {
+            serial,
+            channel: channel as usize,
+            sync,
+            conn: Some(e.conn),
+            request: Some(Request {
+                // Seen from this side: the peer's initiator depth is our responder resources.
+                responder_resources: e.initiator_depth,
+                initiator_depth: e.responder_resources,
+                rnr_retry_count: e.rnr_retry_count,
+            }),
+            ..Default::default()
+        },
+    );
+    st.conns.insert((ctx, e.conn), p as usize);
+    let dev = device::by_ctx(ctx);
+    set_route(
+        st,
+        p,
+        dev,
+        SocketAddr::new(h.dst_ip(), listen_port),
+        Some(SocketAddr::new(h.src_ip(), h.src_port)),
+    );
+    st.push(
+        p as usize,
+        EvSpec {
+            listen: listener,
+            event: abi::RDMA_CM_EVENT_CONNECT_REQUEST,
+            data: data[CmaHeader::LEN..].to_vec(),
+            responder_resources: e.initiator_depth,
+            initiator_depth: e.responder_resources,
+            rnr_retry_count: e.rnr_retry_count,
+            qp_num: e.peer_qpn,
+            ..Default::default()
+        },
+    );
+    true
+}

@@ -1,0 +1,246 @@
+//! QPs on IDs: `rdma_create_qp`, `rdma_destroy_qp`, `rdma_init_qp_attr`.
+//!
+//! `rdma_create_qp` makes an RC QP of the verbs library (with CQs and completion channels of
+//! its own when the attributes name none, as librdmacm) and moves it to INIT; the device's CM
+//! moves it to RTR and RTS as the connection is made.
+
+use crate::abi::rdma_cm_id;
+use crate::call;
+use crate::state::{OwnCqs, lock};
+use crate::verbs;
+use core::ffi::c_int;
+use rocev2_verbs_abi::verbs::{IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_STATE, IBV_QPT_RC};
+use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
+
+/// `IBV_QP_PORT`.
+const IBV_QP_PORT: c_int = 1 << 5;
+/// `IBV_QPS_INIT`, `IBV_QPS_RTR`, `IBV_QPS_RTS`, `IBV_QPS_ERR`.
+const IBV_QPS_INIT: c_int = 1;
+const IBV_QPS_ERR: c_int = 6;
+/// What the peer may do to a connected QP: write, read and atomics (librdmacm lets the CM
+/// grant them; the regions' own access flags still decide).
+const ACCESS: u32 = 1 | 2 | 4 | 8;
+
+/// The attributes and mask of the INIT transition.
+fn init_attr(attr: &mut ibv_qp_attr) -> c_int {
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = 1;
+    attr.qp_access_flags = ACCESS;
+    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS
+}
+
+/// Moves `qp` to ERROR (its outstanding work completes flushed).
+pub fn to_error(qp: *mut ibv_qp) {
+    // SAFETY: an all-zero ibv_qp_attr is a valid value of the plain C struct.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.qp_state = IBV_QPS_ERR;
+    // SAFETY: the verbs library checks the QP handle.
+    unsafe { verbs::ibv_modify_qp(qp, &mut a, IBV_QP_STATE) };
+}
+
+/// Makes a CQ with a completion channel of its own on `ctx` for `depth` entries.
+fn own_cq(
+    ctx: *mut rocev2_verbs_abi::verbs::ibv_context,
+    depth: u32,
+    cqs: &mut OwnCqs,
+) -> Result<*mut rocev2_verbs_abi::verbs::ibv_cq, c_int> {
+    // SAFETY: a live context of the verbs library.
+    let ch = unsafe { verbs::ibv_create_comp_channel(ctx) };
+    if ch.is_null() {
+        return Err(crate::errno());
+    }
+    cqs.channels.push(ch as usize);
+    let n = c_int::try_from(depth.max(1)).unwrap_or(c_int::MAX);
+    // SAFETY: a live context and channel.
+    let cq = unsafe { verbs::ibv_create_cq(ctx, n, std::ptr::null_mut(), ch, 0) };
+    if cq.is_null() {
+        return Err(crate::errno());
+    }
+    cqs.cqs.push(cq as usize);
+    Ok(cq)
+}
+
+/// Frees what [`own_cq`] made.
+fn free_cqs(cqs: OwnCqs) {
+    for cq in cqs.cqs {
+        // SAFETY: a CQ this library made; the verbs library checks it.
+        unsafe { verbs::ibv_destroy_cq(cq as *mut _) };
+    }
+    for ch in cqs.channels {
+        // SAFETY: a channel this library made; the verbs library checks it.
+        unsafe { verbs::ibv_destroy_comp_channel(ch as *mut _) };
+    }
+}
+
+/// Makes the QP of ID `id` with `pd` (NULL: the ID's, or a new one) and `attr`.
+pub fn create(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> Result<(), c_int> {
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let mut st = lock();
+    st.id(id)?;
+    // SAFETY: a live ID (in the table, under the lock): our Box.
+    let cm = unsafe { &mut *id };
+    if cm.verbs.is_null() || !cm.qp.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, the caller's attributes.
+    let a = unsafe { &mut *attr };
+    // No type (0, which no ibv_qp_type is): the ID's, as rdma_create_ep's callers expect.
+    if a.qp_type == 0 {
+        a.qp_type = cm.qp_type;
+    }
+    if a.qp_type != IBV_QPT_RC {
+        return Err(crate::unsupported(
+            "rdma_create_qp: a QP type other than IBV_QPT_RC",
+        ));
+    }
+    let pd = if !pd.is_null() {
+        pd
+    } else if !cm.pd.is_null() {
+        cm.pd
+    } else {
+        // SAFETY: a live context of the verbs library.
+        let pd = unsafe { verbs::ibv_alloc_pd(cm.verbs) };
+        if pd.is_null() {
+            return Err(crate::errno());
+        }
+        pd
+    };
+    // SAFETY: a PD of the verbs library (it checks the handle when the QP is made; the context
+    // is read only to refuse another device's).
+    if unsafe { (*pd).context } != cm.verbs {
+        return Err(libc::EINVAL);
+    }
+    let mut cqs = OwnCqs {
+        cqs: Vec::new(),
+        channels: Vec::new(),
+    };
+    let made = (|| {
+        if a.recv_cq.is_null() {
+            a.recv_cq = own_cq(cm.verbs, a.cap.max_recv_wr, &mut cqs)?;
+            cm.recv_cq = a.recv_cq;
+            cm.recv_cq_channel = cqs.channels[cqs.channels.len() - 1] as *mut _;
+        }
+        if a.send_cq.is_null() {
+            a.send_cq = own_cq(cm.verbs, a.cap.max_send_wr, &mut cqs)?;
+            cm.send_cq = a.send_cq;
+            cm.send_cq_channel = cqs.channels[cqs.channels.len() - 1] as *mut _;
+        }
+        // SAFETY: a PD of the verbs library and the caller's attributes.
+        let qp = unsafe { verbs::ibv_create_qp(pd, a) };
+        if qp.is_null() {
+            return Err(crate::errno());
+        }
+        // SAFETY: an all-zero ibv_qp_attr is a valid value.
+        let mut qa: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        let mask = init_attr(&mut qa);
+        // SAFETY: the QP just made.
+        let r = unsafe { verbs::ibv_modify_qp(qp, &mut qa, mask) };
+        if r != 0 {
+            // SAFETY: the QP just made, not handed out.
+            unsafe { verbs::ibv_destroy_qp(qp) };
+            return Err(r);
+        }
+        Ok(qp)
+    })();
+    match made {
+        Ok(qp) => {
+            cm.qp = qp;
+            cm.pd = pd;
+            if !cqs.cqs.is_empty() {
+                st.id(id)?.own_cqs = Some(cqs);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            cm.recv_cq = std::ptr::null_mut();
+            cm.send_cq = std::ptr::null_mut();
+            cm.recv_cq_channel = std::ptr::null_mut();
+            cm.send_cq_channel = std::ptr::null_mut();
+            free_cqs(cqs);
+            Err(e)
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_create_qp(3)`: RC only.
+pub extern "C" fn rdma_create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    call(|| create(id, pd, attr))
+}
+
+/// Frees the QP of ID `id` and the CQs made for it.
+pub fn destroy(id: *mut rdma_cm_id) -> Result<(), c_int> {
+    let mut st = lock();
+    let cqs = st.id(id)?.own_cqs.take();
+    // SAFETY: a live ID: our Box.
+    let cm = unsafe { &mut *id };
+    if !cm.qp.is_null() {
+        // SAFETY: the ID's QP; the verbs library checks the handle.
+        unsafe { verbs::ibv_destroy_qp(cm.qp) };
+        cm.qp = std::ptr::null_mut();
+    }
+    if let Some(cqs) = cqs {
+        cm.recv_cq = std::ptr::null_mut();
+        cm.send_cq = std::ptr::null_mut();
+        cm.recv_cq_channel = std::ptr::null_mut();
+        cm.send_cq_channel = std::ptr::null_mut();
+        free_cqs(cqs);
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_destroy_qp(3)`.
+pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+    call(|| destroy(id));
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_init_qp_attr(3)`: the INIT transition; RTR and RTS fail with `EOPNOTSUPP`, since the
+/// device's CM moves the QP of a connection itself (a QP modified by the program through the
+/// connection is not supported).
+pub extern "C" fn rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    attr: *mut ibv_qp_attr,
+    mask: *mut c_int,
+) -> c_int {
+    call(|| {
+        lock().id(id)?;
+        if attr.is_null() || mask.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, the caller's attributes.
+        let a = unsafe { &mut *attr };
+        if a.qp_state != IBV_QPS_INIT {
+            return Err(crate::unsupported(
+                "rdma_init_qp_attr for RTR or RTS (the CM moves the connection's QP itself)",
+            ));
+        }
+        let m = init_attr(a);
+        // SAFETY: non-NULL, the caller's out pointer.
+        unsafe { *mask = m };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `rdma_create_qp_ex(3)`: not supported yet (`EOPNOTSUPP`). perftest calls it only for its
+/// `ibv_wr_*` post path (devices it knows, or `ROCEV2_VENDOR_PART_ID`).
+pub extern "C" fn rdma_create_qp_ex(_id: *mut rdma_cm_id, _attr: *mut core::ffi::c_void) -> c_int {
+    call(|| {
+        Err(crate::unsupported(
+            "rdma_create_qp_ex (extended QP attributes)",
+        ))
+    })
+}

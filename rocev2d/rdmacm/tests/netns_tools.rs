@@ -1,0 +1,187 @@
+//! Debian's own rdma_cm programs (rdmacm-utils, perftest), unmodified, with
+//! `librocev2_rdmacm.so` and `librocev2_ibverbs.so` preloaded, between the two namespaces of a
+//! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
+//! checked line by line here), `ucmatose` (several connections, both sides' transfers),
+//! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
+//! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed.
+//!
+//! Not `ib_send_bw -R`: it runs (docs/rdmacm.md), but its server listens a second time after
+//! the first connection, and a client quicker than that is refused (REJ reason 8) and fails;
+//! a test of it would depend on the machine's load.
+//!
+//! Needs root (namespaces); skipped loudly otherwise.
+
+mod common;
+use common::*;
+use rocev2_testbed::need_root;
+
+/// `rping -s` in h1, `rping -c -v -V -C 100` in h0 on `datapath`: the client validates each
+/// ping (`-V`, a mismatch fails it) and prints it; both sides print exactly the expected 100
+/// lines.
+fn rping(test: &str, datapath: &str) {
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", datapath, "rping");
+    s.args(["-s", "-v", "-a", &ip(&tb, "h1"), "-C", "100"]);
+    let mut c = preloaded(&tb, "h0", datapath, "rping");
+    c.args(["-c", "-v", "-V", "-a", &ip(&tb, "h1"), "-C", "100"]);
+    let (s, c) = run_pair(s, c);
+    for out in [&s, &c] {
+        assert!(
+            out.stderr.contains(&format!("in-process, {datapath}:")),
+            "{}",
+            show(out)
+        );
+    }
+    assert_eq!(
+        lines_with(&c.stdout, "ping data: "),
+        ping_lines("ping data: ", 100),
+        "{}",
+        show(&c)
+    );
+    assert_eq!(
+        lines_with(&s.stdout, "server ping data: "),
+        ping_lines("server ping data: ", 100),
+        "{}",
+        show(&s)
+    );
+    assert!(c.stderr.contains("client DISCONNECT EVENT"), "{}", show(&c));
+    assert!(s.stderr.contains("server DISCONNECT EVENT"), "{}", show(&s));
+}
+
+#[test]
+fn rping_validates_100_pings_between_namespaces() {
+    rping("rping_validates_100_pings_between_namespaces", "udp");
+}
+
+/// The same over AF_XDP (copy mode on veth).
+#[test]
+fn rping_over_af_xdp() {
+    rping("rping_over_af_xdp", "xdp");
+}
+
+/// The verbs library first in `LD_PRELOAD` works as well.
+#[test]
+fn rping_with_the_libraries_preloaded_in_reverse_order() {
+    if !need_root("rping_with_the_libraries_preloaded_in_reverse_order") {
+        return;
+    }
+    let tb = pair();
+    let reverse = |host: &str| {
+        let mut cmd = tb.command(host, "env").expect("command");
+        cmd.arg(format!(
+            "LD_PRELOAD={}:{}",
+            library("librocev2_ibverbs.so").display(),
+            library("librocev2_rdmacm.so").display()
+        ))
+        .args(["ROCEV2_DATAPATH=udp", "ROCEV2_VERBOSE=1", "rping"]);
+        cmd
+    };
+    let mut s = reverse("h1");
+    s.args(["-s", "-a", &ip(&tb, "h1"), "-C", "5"]);
+    let mut c = reverse("h0");
+    c.args(["-c", "-v", "-V", "-a", &ip(&tb, "h1"), "-C", "5"]);
+    let (_, c) = run_pair(s, c);
+    assert_eq!(
+        lines_with(&c.stdout, "ping data: "),
+        ping_lines("ping data: ", 5),
+        "{}",
+        show(&c)
+    );
+}
+
+/// Without the verbs library, the first rdma_cm call fails and says why.
+#[test]
+fn rdmacm_alone_says_the_verbs_library_is_missing() {
+    if !need_root("rdmacm_alone_says_the_verbs_library_is_missing") {
+        return;
+    }
+    let tb = pair();
+    let mut cmd = tb.command("h0", "env").expect("command");
+    cmd.arg(format!(
+        "LD_PRELOAD={}",
+        library("librocev2_rdmacm.so").display()
+    ))
+    .args(["rping", "-c", "-a", &ip(&tb, "h1"), "-C", "1"]);
+    let out = rocev2_testbed::Process::spawn(&mut cmd)
+        .expect("spawn rping")
+        .wait(TIMEOUT)
+        .expect("rping exits");
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        out.stderr
+            .contains("rocev2_rdmacm: librocev2_ibverbs.so is not loaded: preload both"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// `ucmatose` (4 connections, 20 messages each way on each) with the server in h1.
+#[test]
+fn ucmatose_four_connections_between_namespaces() {
+    if !need_root("ucmatose_four_connections_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", "udp", "ucmatose");
+    s.args(["-c", "4", "-C", "20"]);
+    let mut c = preloaded(&tb, "h0", "udp", "ucmatose");
+    c.args(["-s", &ip(&tb, "h1"), "-c", "4", "-C", "20"]);
+    let (s, c) = run_pair(s, c);
+    for out in [&s, &c] {
+        assert!(
+            out.stdout.contains("data transfers complete"),
+            "{}",
+            show(out)
+        );
+        assert!(out.stdout.contains("return status 0"), "{}", show(out));
+    }
+    assert!(s.stdout.contains("disconnected"), "{}", show(&s));
+}
+
+/// perftest `tool -R` (connections made through rdma_cm) between the namespaces: both sides
+/// print the result line of 65536-byte messages.
+fn perftest(test: &str, tool: &str) {
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", "udp", tool);
+    s.args(["-R", "-d", &device(&tb, "h1"), "-n", "200"]);
+    let mut c = preloaded(&tb, "h0", "udp", tool);
+    c.args(["-R", "-d", &device(&tb, "h0"), "-n", "200", &ip(&tb, "h1")]);
+    let (s, c) = run_pair(s, c);
+    for out in [&s, &c] {
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("65536      200")),
+            "{}",
+            show(out)
+        );
+    }
+}
+
+#[test]
+fn ib_write_bw_rdma_cm_between_namespaces() {
+    perftest("ib_write_bw_rdma_cm_between_namespaces", "ib_write_bw");
+}
+
+/// `rdma_server` and `rdma_client` (rdmacm-utils): `rdma_getaddrinfo`, `rdma_create_ep` (a
+/// synchronous ID with its QP), `rdma_get_request`, a send each way, `rdma_disconnect`.
+#[test]
+fn rdma_server_and_rdma_client_between_namespaces() {
+    if !need_root("rdma_server_and_rdma_client_between_namespaces") {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", "udp", "rdma_server");
+    s.args(["-s", &ip(&tb, "h1")]);
+    let mut c = preloaded(&tb, "h0", "udp", "rdma_client");
+    c.args(["-s", &ip(&tb, "h1")]);
+    let (s, c) = run_pair(s, c);
+    assert!(s.stdout.contains("rdma_server: end 0"), "{}", show(&s));
+    assert!(c.stdout.contains("rdma_client: end 0"), "{}", show(&c));
+}
