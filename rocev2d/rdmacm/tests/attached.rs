@@ -1,6 +1,8 @@
-//! Preloaded Debian `rping` attached to `rocev2d` (`ROCEV2_DATAPATH=attach`, one daemon per
-//! namespace of a pair, UDP datapath): the daemons' CMs make the connection, and 20 pings come
-//! back validated and printed as rping prints them.
+//! Preloaded Debian programs attached to `rocev2d` (`ROCEV2_DATAPATH=attach`, one daemon per
+//! namespace of a pair, UDP datapath): `rping`, whose 20 pings come back validated and printed
+//! as rping prints them, and `qperf -cm1`'s RC tests. qperf's server forks a process per test,
+//! and each opens the device: in-process, each would open the interface anew while the last
+//! one may still hold it; attached, the daemon owns the interface and each process attaches.
 //!
 //! The daemon binary must be built beside the tests (`cargo build -p rocev2d`). Needs root
 //! (namespaces); skipped loudly otherwise.
@@ -23,22 +25,26 @@ fn daemon_bin() -> PathBuf {
     p
 }
 
-#[test]
-fn rping_attached_to_rocev2d() {
-    if !need_root("rping_attached_to_rocev2d") {
-        return;
-    }
-    let tb = pair();
-    let daemon = |host: &str| {
-        let iface = device(&tb, host).trim_start_matches("rocev2_").to_string();
+/// A `rocev2d run` over UDP in each host, serving.
+fn daemons(tb: &rocev2_testbed::Testbed) -> [Process; 2] {
+    ["h0", "h1"].map(|host| {
+        let iface = device(tb, host).trim_start_matches("rocev2_").to_string();
         let mut cmd = tb.command(host, daemon_bin()).expect("command");
         cmd.args(["run", "--iface", &iface, "--datapath", "udp"]);
         let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
         d.wait_for_line(|l| l.contains("serving"), TIMEOUT)
             .expect("daemon serving");
         d
-    };
-    let mut daemons = [daemon("h0"), daemon("h1")];
+    })
+}
+
+#[test]
+fn rping_attached_to_rocev2d() {
+    if !need_root("rping_attached_to_rocev2d") {
+        return;
+    }
+    let tb = pair();
+    let mut daemons = daemons(&tb);
     let mut s = preloaded(&tb, "h1", "attach", "rping");
     s.args(["-s", "-v", "-a", &ip(&tb, "h1"), "-C", "20"]);
     let mut c = preloaded(&tb, "h0", "attach", "rping");
@@ -62,4 +68,49 @@ fn rping_attached_to_rocev2d() {
         "{}",
         show(&s)
     );
+}
+
+/// qperf's RC tests with their connections made through rdma_cm (`-cm1`), attached: its server in h1
+/// (a daemon on TCP port 19765 that serves each test the client asks for), the client in h0;
+/// each test reports a figure above zero. qperf checks no data.
+#[test]
+fn qperf_rc_tests_attached_to_rocev2d() {
+    if !need_root("qperf_rc_tests_attached_to_rocev2d") {
+        return;
+    }
+    let tb = pair();
+    let mut daemons = daemons(&tb);
+    let mut server = Process::spawn(&mut preloaded(&tb, "h1", "attach", "qperf")).expect("qperf");
+    let netns = tb.node("h1").unwrap().netns.clone();
+    rocev2_testbed::exec::wait_for_port(&netns, rocev2_testbed::exec::Proto::Tcp, 19765, TIMEOUT)
+        .expect("qperf server listening");
+    let mut c = preloaded(&tb, "h0", "attach", "qperf");
+    c.args(["-cm1", "-t", "1", &ip(&tb, "h1")])
+        .args(["rc_bw", "rc_lat", "rc_rdma_write_bw"]);
+    let out = Process::spawn(&mut c)
+        .expect("qperf client")
+        .wait(TIMEOUT)
+        .expect("qperf client");
+    let srv = server.kill();
+    for d in &mut daemons {
+        d.kill();
+    }
+    assert!(
+        out.status.success(),
+        "{}\nserver {}",
+        show(&out),
+        show(&srv)
+    );
+    // "rc_bw:" then "    bw  =  130 MB/sec"; "rc_lat:" then "    latency  =  199 us".
+    let figures: Vec<(&str, f64)> = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (what, rest) = l.trim().split_once('=')?;
+            Some((what.trim(), rest.split_whitespace().next()?.parse().ok()?))
+        })
+        .collect();
+    let names: Vec<&str> = figures.iter().map(|f| f.0).collect();
+    assert_eq!(names, ["bw", "latency", "bw"], "{}", show(&out));
+    assert!(figures.iter().all(|f| f.1 > 0.0), "{}", show(&out));
 }

@@ -3,7 +3,8 @@
 //! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
 //! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
-//! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed.
+//! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed (`qperf`, whose
+//! server forks a process per test, runs attached: `attached.rs`).
 //!
 //! Not `ib_send_bw -R`: it runs (docs/rdmacm.md), but its server listens a second time after
 //! the first connection, and a client quicker than that is refused (REJ reason 8) and fails;
