@@ -3,7 +3,8 @@
 //! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
 //! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
-//! `rdma_getaddrinfo`, `rdma_get_request`), and the preload order reversed (`qperf`, whose
+//! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, and the
+//! preload order reversed (`qperf`, whose
 //! server forks a process per test, runs attached: `attached.rs`).
 //!
 //! Not `ib_send_bw -R`: it runs (docs/rdmacm.md), but its server listens a second time after
@@ -61,6 +62,48 @@ fn rping_validates_100_pings_between_namespaces() {
 #[test]
 fn rping_over_af_xdp() {
     rping("rping_over_af_xdp", "xdp");
+}
+
+/// Both sides run as user `nobody` (`setpriv`): over UDP the libraries need no privilege, no
+/// capability and no device node. Skipped, saying so, where the libraries are not readable by
+/// everyone (a target directory under a private home).
+#[test]
+fn rping_by_an_unprivileged_user() {
+    let test = "rping_by_an_unprivileged_user";
+    if !need_root(test) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let readable = ["librocev2_rdmacm.so", "librocev2_ibverbs.so"]
+        .iter()
+        .all(|l| {
+            library(l).ancestors().all(|p| {
+                std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005)
+            })
+        });
+    if !readable {
+        eprintln!("\nSKIPPED (the libraries are not readable by everyone): {test}");
+        return;
+    }
+    let tb = pair();
+    let nobody = |host: &str| {
+        let mut cmd = tb.command(host, "setpriv").expect("command");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "env"])
+            .arg(preload())
+            .args(["ROCEV2_DATAPATH=udp", "ROCEV2_VERBOSE=1", "rping"]);
+        cmd
+    };
+    let mut s = nobody("h1");
+    s.args(["-s", "-a", &ip(&tb, "h1"), "-C", "10"]);
+    let mut c = nobody("h0");
+    c.args(["-c", "-v", "-V", "-a", &ip(&tb, "h1"), "-C", "10"]);
+    let (_, c) = run_pair(s, c);
+    assert_eq!(
+        lines_with(&c.stdout, "ping data: "),
+        ping_lines("ping data: ", 10),
+        "{}",
+        show(&c)
+    );
 }
 
 /// The verbs library first in `LD_PRELOAD` works as well.
