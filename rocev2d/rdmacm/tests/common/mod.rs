@@ -68,24 +68,36 @@ pub fn listening(server: &mut Command) -> Process {
 }
 
 /// Runs `server` (until it listens) then `client`; both must succeed. Returns both.
-pub fn run_pair(mut server: Command, mut client: Command) -> (Captured, Captured) {
+pub fn run_pair(server: Command, client: Command) -> (Captured, Captured) {
+    try_pair(server, client).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`run_pair`], with what went wrong as the error: a client that fails ends the server at
+/// once (it would wait for the client's connection until [`TIMEOUT`]).
+pub fn try_pair(mut server: Command, mut client: Command) -> Result<(Captured, Captured), String> {
     let mut s = listening(&mut server);
     let mut c = Process::spawn(&mut client).expect("spawn client");
-    let (c, s) = match (finish(&mut c), finish(&mut s)) {
-        (Some(c), Some(s)) => (c, s),
-        _ => panic!(
-            "still running after {TIMEOUT:?}:\nserver {}\nclient {}",
+    let Some(c) = finish(&mut c) else {
+        return Err(format!(
+            "client still running after {TIMEOUT:?}:\nserver {}\nclient {}",
             show(&s.kill()),
             show(&c.kill())
-        ),
+        ));
     };
-    assert!(
-        s.status.success() && c.status.success(),
-        "server {}\nclient {}",
-        show(&s),
-        show(&c)
-    );
-    (s, c)
+    if !c.status.success() {
+        return Err(format!("server {}\nclient {}", show(&s.kill()), show(&c)));
+    }
+    let Some(s) = finish(&mut s) else {
+        return Err(format!(
+            "server still running after {TIMEOUT:?}:\nserver {}\nclient {}",
+            show(&s.kill()),
+            show(&c)
+        ));
+    };
+    if !s.status.success() {
+        return Err(format!("server {}\nclient {}", show(&s), show(&c)));
+    }
+    Ok((s, c))
 }
 
 /// Waits up to [`TIMEOUT`] for `p` to exit; its output, or `None` if it still runs.
