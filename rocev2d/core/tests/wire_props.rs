@@ -811,7 +811,7 @@ proptest! {
     #[test]
     fn arbitrary_mads_never_panic(
         shape in any::<bool>(),
-        attr in prop::sample::select(vec![0x0001u16, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0019]),
+        attr in prop::sample::select(vec![0x0001u16, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0017, 0x0018, 0x0019]),
         mut bytes in prop::collection::vec(any::<u8>(), 0..300),
     ) {
         if shape && bytes.len() >= 18 {

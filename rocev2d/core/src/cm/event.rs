@@ -12,8 +12,9 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;
 
-use super::{CmError, CmaHeader, ConnId, RejectReason, ServiceId, padded};
+use super::{CmError, CmaHeader, ConnId, RejectReason, ServiceId, SidrId, SidrRequest, padded};
 use crate::wire::mad::cm_connect::{PathRepr, ReqRepr};
+use crate::wire::mad::cm_sidr::SidrStatus;
 use crate::wire::{Psn, Qpn};
 
 /// Everything the active side chooses for a connection ([`Cm::connect`](super::Cm::connect)). [`Self::new`] fills
@@ -298,5 +299,27 @@ pub enum Event {
     TimeWaitExit {
         /// The connection.
         conn: ConnId,
+    },
+    /// Responder: a SIDR_REQ for a service we listen on; answer with
+    /// [`Cm::sidr_reply`](super::Cm::sidr_reply).
+    SidrRequest(Box<SidrRequest>),
+    /// Requester: the SIDR_REP to our request. On [`SidrStatus::SUCCESS`], datagrams to the
+    /// service go to `qpn` at the responder's GID with `q_key`.
+    SidrReply {
+        /// The request.
+        id: SidrId,
+        /// The answer.
+        status: SidrStatus,
+        /// The service's UD QP.
+        qpn: Qpn,
+        /// The Q_Key its datagrams carry.
+        q_key: u32,
+        /// The SIDR_REP's private data (136 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Requester: our SIDR_REQ went unanswered Max CM Retries + 1 times.
+    SidrTimedOut {
+        /// The request.
+        id: SidrId,
     },
 }
