@@ -130,21 +130,9 @@ pub fn cma_source(private_data: &[u8]) -> Result<SocketAddr, CmaError> {
     Ok(SocketAddr::new(h.src_ip(), h.src_port))
 }
 
-/// The connection an event is about.
-fn conn_of(ev: &Event) -> ConnId {
-    match ev {
-        Event::ConnectRequest(r) => r.conn,
-        Event::Established { conn, .. }
-        | Event::Rejected { conn, .. }
-        | Event::TimedOut { conn }
-        | Event::Disconnected { conn, .. }
-        | Event::TimeWaitExit { conn } => *conn,
-    }
-}
-
 /// Picks `conn`'s outcome after a REQ or REP.
 fn outcome_of(conn: ConnId) -> impl Fn(&Event) -> bool {
-    move |ev: &Event| conn_of(ev) == conn && !matches!(ev, Event::TimeWaitExit { .. })
+    move |ev: &Event| ev.conn() == Some(conn) && !matches!(ev, Event::TimeWaitExit { .. })
 }
 
 /// Waits for `conn`'s outcome after a REQ or REP: established (the peer's private data) or
@@ -181,9 +169,13 @@ fn outcome(ev: Event, peer: SocketAddr) -> Result<Vec<u8>, CmApiError> {
             private_data,
         }),
         Event::TimedOut { .. } => Err(CmApiError::TimedOut(peer)),
-        Event::Disconnected { .. } | Event::ConnectRequest(_) | Event::TimeWaitExit { .. } => {
-            Err(CmApiError::Disconnected(peer))
-        }
+        // Never picked: `outcome_of` takes only `conn`'s events.
+        Event::Disconnected { .. }
+        | Event::ConnectRequest(_)
+        | Event::TimeWaitExit { .. }
+        | Event::SidrRequest(_)
+        | Event::SidrReply { .. }
+        | Event::SidrTimedOut { .. } => Err(CmApiError::Disconnected(peer)),
     }
 }
 

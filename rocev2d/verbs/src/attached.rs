@@ -34,7 +34,10 @@ use crate::random::random_psn;
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
-use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
+    SidrReplyParams,
+};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
 use rocev2_core::qp::{
@@ -1229,6 +1232,15 @@ impl Backend for Mutex<Attached> {
         lock_attached(self).cm_send_mra(conn, service_timeout)
     }
 
+    // Attached, the daemon answers SIDR_REQs "service ID not supported" and makes none.
+    fn cm_sidr_request(&self, _: SidrParams, _: Duration) -> Result<SidrId> {
+        Err(sidr_not_attached())
+    }
+
+    fn cm_sidr_reply(&self, _: SidrId, _: SidrReplyParams) -> Result<()> {
+        Err(sidr_not_attached())
+    }
+
     fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
         lock_attached(self).cm_disconnect(conn, private_data)
     }
@@ -1369,5 +1381,13 @@ impl Backend for Mutex<Attached> {
     #[cfg(test)]
     fn passes(&self) -> Option<u64> {
         None
+    }
+}
+
+/// The refusal of SIDR calls attached: the control protocol does not carry them yet.
+fn sidr_not_attached() -> Error {
+    Error::Refused {
+        kind: rocev2_ipc::proto::ErrorKind::Invalid,
+        message: "SIDR (UD service resolution) is not available to attached applications".into(),
     }
 }

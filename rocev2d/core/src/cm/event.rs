@@ -323,3 +323,27 @@ pub enum Event {
         id: SidrId,
     },
 }
+
+impl Event {
+    /// The connection the event is about, unless it is a SIDR event.
+    pub fn conn(&self) -> Option<ConnId> {
+        match self {
+            Event::ConnectRequest(r) => Some(r.conn),
+            Event::Established { conn, .. }
+            | Event::Rejected { conn, .. }
+            | Event::TimedOut { conn }
+            | Event::Disconnected { conn, .. }
+            | Event::TimeWaitExit { conn } => Some(*conn),
+            Event::SidrRequest(_) | Event::SidrReply { .. } | Event::SidrTimedOut { .. } => None,
+        }
+    }
+
+    /// The SIDR request the event is about, if it is a SIDR event.
+    pub fn sidr(&self) -> Option<SidrId> {
+        match self {
+            Event::SidrRequest(r) => Some(r.id),
+            Event::SidrReply { id, .. } | Event::SidrTimedOut { id } => Some(*id),
+            _ => None,
+        }
+    }
+}

@@ -3,6 +3,8 @@
 //! it.
 
 use super::*;
+use rocev2_core::cm::{SidrReplyParams, SidrStatus};
+use rocev2_core::wire::Qpn;
 
 impl Host {
     /// `Request::CmEnable`.
@@ -196,6 +198,9 @@ impl Host {
     /// Hands the engine's CM events to the applications they belong to: a connect request to
     /// the service's listener, any other event to its connection's application. Returns
     /// whether there were any.
+    ///
+    /// Attached applications cannot resolve or answer SIDR yet: a SIDR_REQ is answered here
+    /// with status "service ID not supported", and no SIDR request of the daemon's is made.
     pub(super) fn route_cm_events(
         &mut self,
         ep: &mut Endpoint,
@@ -205,7 +210,12 @@ impl Host {
         let mut any = false;
         while let Some(ev) = ep.poll_cm_event() {
             any = true;
-            let conn = conn_of(&ev);
+            let Some(conn) = ev.conn() else {
+                if let CmEvent::SidrRequest(r) = &ev {
+                    let _ = ep.cm_sidr_reply(r.id, &sidr_unsupported());
+                }
+                continue;
+            };
             let owner = match &ev {
                 CmEvent::ConnectRequest(r) => {
                     let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
@@ -257,6 +267,16 @@ impl Host {
         if closed {
             self.counters.cm_orphans_closed += 1;
         }
+    }
+}
+
+/// The SIDR answer for attached applications' services.
+fn sidr_unsupported() -> SidrReplyParams {
+    SidrReplyParams {
+        status: SidrStatus::UNSUPPORTED,
+        qpn: Qpn::new(0),
+        q_key: 0,
+        private_data: Vec::new(),
     }
 }
 

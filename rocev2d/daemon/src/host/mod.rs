@@ -64,7 +64,7 @@ use rocev2_datapath::handoff::Listens;
 use rocev2_datapath::host::{
     self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory, RegionAddresses,
 };
-use rocev2_ipc::cm::{EventRecord, conn_of};
+use rocev2_ipc::cm::EventRecord;
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
     ConnectSpec, Destination, ErrorKind, IfaceInfo, InPlace, MpState, MrSpec, QpSpec, Request,
