@@ -12,7 +12,7 @@
 use crate::record::RecordError;
 use rocev2_core::cm::{
     AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event, QpParams, RejectReason,
-    ServiceId, SidrId, SidrRequest, SidrStatus,
+    ServiceId, SidrId, SidrParams, SidrReplyParams, SidrRequest, SidrStatus,
 };
 use rocev2_core::wire::mad::DATA_LEN;
 use rocev2_core::wire::mad::cm_connect::{ReqPacket, ReqRepr};
@@ -160,6 +160,80 @@ pub struct QpRecord {
     pub hop_limit: u8,
     pub traffic_class: u8,
     pub flow_label: u32,
+}
+
+/// [`SidrParams`] as a control request carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct SidrSpec {
+    pub service_id: u64,
+    pub local_gid: Ipv6Addr,
+    pub peer_gid: Ipv6Addr,
+    pub p_key: u16,
+    pub private_data: Vec<u8>,
+    pub timeout: u8,
+    pub max_cm_retries: u8,
+}
+
+impl From<&SidrParams> for SidrSpec {
+    fn from(p: &SidrParams) -> SidrSpec {
+        SidrSpec {
+            service_id: p.service_id.0,
+            local_gid: p.local_gid,
+            peer_gid: p.peer_gid,
+            p_key: p.p_key,
+            private_data: p.private_data.clone(),
+            timeout: p.timeout,
+            max_cm_retries: p.max_cm_retries,
+        }
+    }
+}
+
+impl From<SidrSpec> for SidrParams {
+    fn from(s: SidrSpec) -> SidrParams {
+        SidrParams {
+            service_id: ServiceId(s.service_id),
+            local_gid: s.local_gid,
+            peer_gid: s.peer_gid,
+            p_key: s.p_key,
+            private_data: s.private_data,
+            timeout: s.timeout,
+            max_cm_retries: s.max_cm_retries,
+        }
+    }
+}
+
+/// [`SidrReplyParams`] as a control request carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct SidrReplySpec {
+    pub status: u8,
+    pub qpn: u32,
+    pub q_key: u32,
+    pub private_data: Vec<u8>,
+}
+
+impl From<&SidrReplyParams> for SidrReplySpec {
+    fn from(p: &SidrReplyParams) -> SidrReplySpec {
+        SidrReplySpec {
+            status: p.status.0,
+            qpn: p.qpn.value(),
+            q_key: p.q_key,
+            private_data: p.private_data.clone(),
+        }
+    }
+}
+
+impl TryFrom<SidrReplySpec> for SidrReplyParams {
+    type Error = RecordError;
+    fn try_from(s: SidrReplySpec) -> Result<SidrReplyParams, RecordError> {
+        Ok(SidrReplyParams {
+            status: SidrStatus(s.status),
+            qpn: qpn(s.qpn, "qpn")?,
+            q_key: s.q_key,
+            private_data: s.private_data,
+        })
+    }
 }
 
 /// A CM event of one of the application's connections or SIDR requests ([`Event`]),

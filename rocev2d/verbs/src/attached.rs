@@ -773,6 +773,31 @@ impl Attached {
         }
     }
 
+    pub(crate) fn cm_sidr_request(
+        &mut self,
+        params: &SidrParams,
+        resolve_timeout: Duration,
+    ) -> Result<SidrId> {
+        let ms = u32::try_from(resolve_timeout.as_millis()).unwrap_or(u32::MAX);
+        let req = Request::CmSidrRequest {
+            spec: params.into(),
+            mac: None,
+            resolve_timeout_ms: ms,
+        };
+        // Resolution happens in the daemon and may take the whole resolve timeout.
+        match self.call_for(&req, &[], CALL_TIMEOUT + resolve_timeout)?.0 {
+            Response::CmSidr(id) => Ok(SidrId::from_value(id)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn cm_sidr_reply(&mut self, id: SidrId, params: &SidrReplyParams) -> Result<()> {
+        self.done(&Request::CmSidrReply {
+            id: id.value(),
+            spec: params.into(),
+        })
+    }
+
     pub(crate) fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<()> {
         self.done(&Request::CmAccept {
             comm_id: conn.comm_id(),
@@ -1232,13 +1257,12 @@ impl Backend for Mutex<Attached> {
         lock_attached(self).cm_send_mra(conn, service_timeout)
     }
 
-    // Attached, the daemon answers SIDR_REQs "service ID not supported" and makes none.
-    fn cm_sidr_request(&self, _: SidrParams, _: Duration) -> Result<SidrId> {
-        Err(sidr_not_attached())
+    fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId> {
+        lock_attached(self).cm_sidr_request(&params, resolve_timeout)
     }
 
-    fn cm_sidr_reply(&self, _: SidrId, _: SidrReplyParams) -> Result<()> {
-        Err(sidr_not_attached())
+    fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()> {
+        lock_attached(self).cm_sidr_reply(id, &params)
     }
 
     fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
@@ -1381,13 +1405,5 @@ impl Backend for Mutex<Attached> {
     #[cfg(test)]
     fn passes(&self) -> Option<u64> {
         None
-    }
-}
-
-/// The refusal of SIDR calls attached: the control protocol does not carry them yet.
-fn sidr_not_attached() -> Error {
-    Error::Refused {
-        kind: rocev2_ipc::proto::ErrorKind::Invalid,
-        message: "SIDR (UD service resolution) is not available to attached applications".into(),
     }
 }

@@ -153,7 +153,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Datapath`] when the peer cannot be resolved; [`Error::Verb`] for parameters the
-    /// SIDR_REQ cannot carry. Attached: [`Error::Refused`] always (not available yet).
+    /// SIDR_REQ cannot carry. Attached, the daemon resolves the peer and sends the SIDR_REQ
+    /// ([`Error::Refused`] for what it refuses).
     pub fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId> {
         self.enable_cm()?;
         self.ops().cm_sidr_request(params, resolve_timeout)
@@ -164,8 +165,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Verb`] when the engine refuses (unknown or answered request, private data over
-    /// 136 bytes). Attached: [`Error::Refused`] always (not available yet; the daemon answers
-    /// SIDR_REQs "service ID not supported").
+    /// 136 bytes); attached, [`Error::Refused`] also for a request that is not this
+    /// application's.
     pub fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()> {
         self.ops().cm_sidr_reply(id, params)
     }
