@@ -570,10 +570,9 @@ impl Cm {
                 let listened = self.listeners.contains(&ServiceId(req.service_id));
                 let (rng, block, conns) = (&mut self.rng, self.block, &self.conns);
                 let new_id = |s: &sidr::Sidr| SidrId(fresh_id(rng, block, conns, s));
-                let io = &mut self.io;
-                return self
-                    .sidr
-                    .on_req(local_gid, peer_gid, tid, req, listened, new_id, io);
+                let gids = (local_gid, peer_gid);
+                let new_id = listened.then_some(new_id);
+                return self.sidr.on_req(gids, tid, req, new_id, &mut self.io);
             }
             CmAttribute::SidrRep(rep) => return self.sidr.on_rep(peer_gid, rep, &mut self.io),
             CmAttribute::ClassPortInfo(_) => {

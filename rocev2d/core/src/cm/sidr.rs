@@ -208,10 +208,10 @@ impl Sidr {
     /// A SIDR_REP from `peer_gid`: ends the request it names.
     pub(super) fn on_rep(&mut self, peer_gid: Ipv6Addr, rep: &SidrRepRepr, io: &mut Io) {
         let id = SidrId(rep.request_id);
-        if !self
+        if self
             .outgoing
             .get(&id)
-            .is_some_and(|o| o.peer_gid == peer_gid)
+            .is_none_or(|o| o.peer_gid != peer_gid)
         {
             io.stats.unknown_comm_id += 1;
             return;
@@ -226,17 +226,14 @@ impl Sidr {
         });
     }
 
-    /// A SIDR_REQ; `listened` says whether anyone listens on its Service ID, `new_id` gives
-    /// the handle of a new request.
-    #[allow(clippy::too_many_arguments)]
+    /// A SIDR_REQ; `new_id` gives the handle of a new request when someone listens on its
+    /// Service ID, and is `None` when nobody does.
     pub(super) fn on_req(
         &mut self,
-        local_gid: Ipv6Addr,
-        peer_gid: Ipv6Addr,
+        (local_gid, peer_gid): (Ipv6Addr, Ipv6Addr),
         tid: u64,
         req: &SidrReqRepr,
-        listened: bool,
-        new_id: impl FnOnce(&Self) -> SidrId,
+        new_id: Option<impl FnOnce(&Self) -> SidrId>,
         io: &mut Io,
     ) {
         if let Some((_, _, mad)) = self
@@ -256,7 +253,7 @@ impl Sidr {
             io.stats.duplicate += 1;
             return;
         }
-        if !listened {
+        let Some(new_id) = new_id else {
             io.stats.no_listener += 1;
             let rep = rep_for(req.request_id, req.service_id, &unsupported());
             return io.send(
@@ -264,7 +261,7 @@ impl Sidr {
                 peer_gid,
                 build_mad(tid, CmAttribute::SidrRep(rep)),
             );
-        }
+        };
         if self.incoming.len() >= PENDING_MAX {
             io.stats.wrong_state += 1;
             return;

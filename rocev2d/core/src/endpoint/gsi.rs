@@ -19,6 +19,10 @@
 //!   does); after [`Event::TimeWaitExit`] the QP is the application's again (to reset or
 //!   destroy).
 //!
+//! * SIDR ([`Endpoint::cm_sidr_request`], [`Endpoint::cm_sidr_reply`]) moves no QP: the
+//!   endpoint only remembers the peer's MAC (given, or learnt from the SIDR_REQ's frame) until
+//!   the request is answered or over.
+//!
 //! Every event then reaches the application through [`Endpoint::poll_cm_event`].
 //!
 //! Deviations:
