@@ -526,8 +526,7 @@ impl Cm {
     /// # Errors
     ///
     /// [`CmError::UnknownConn`] (no such request waiting, answered already included),
-    /// [`CmError::PrivateDataTooLong`] (136 bytes), [`CmError::InvalidParams`] (a QPN beyond 24
-    /// bits).
+    /// [`CmError::PrivateDataTooLong`] (136 bytes).
     pub fn sidr_reply(&mut self, id: SidrId, params: &SidrReplyParams) -> Result<(), CmError> {
         self.sidr.reply(id, params, &mut self.io)
     }

@@ -24,7 +24,7 @@
 //! dropped (counted `wrong_state`) until the application answers some.
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;
 
@@ -136,9 +136,9 @@ impl SidrRequest {
 
 /// A request of ours waiting for its SIDR_REP.
 #[derive(Debug)]
-pub(super) struct Outgoing {
-    pub(super) local_gid: Ipv6Addr,
-    pub(super) peer_gid: Ipv6Addr,
+struct Outgoing {
+    local_gid: Ipv6Addr,
+    peer_gid: Ipv6Addr,
     mad: [u8; MAD_LEN],
     wait: crate::time::Duration,
     retries_left: u8,
@@ -147,7 +147,7 @@ pub(super) struct Outgoing {
 
 /// A received request the application has not answered yet.
 #[derive(Debug)]
-pub(super) struct Incoming {
+struct Incoming {
     local_gid: Ipv6Addr,
     peer_gid: Ipv6Addr,
     tid: u64,
@@ -158,8 +158,8 @@ pub(super) struct Incoming {
 /// Both sides' SIDR state in one CM.
 #[derive(Debug, Default)]
 pub(super) struct Sidr {
-    pub(super) outgoing: alloc::collections::BTreeMap<SidrId, Outgoing>,
-    incoming: alloc::collections::BTreeMap<SidrId, Incoming>,
+    outgoing: BTreeMap<SidrId, Outgoing>,
+    incoming: BTreeMap<SidrId, Incoming>,
     /// (peer GID, Request ID, the SIDR_REP sent) of the latest answers.
     answered: VecDeque<(Ipv6Addr, u32, [u8; MAD_LEN])>,
 }
@@ -255,7 +255,7 @@ impl Sidr {
         }
         let Some(new_id) = new_id else {
             io.stats.no_listener += 1;
-            let rep = rep_for(req.request_id, req.service_id, &unsupported());
+            let rep = rep_for(req.request_id, req.service_id, &unsupported(), [0; 136]);
             return io.send(
                 local_gid,
                 peer_gid,
@@ -297,13 +297,9 @@ impl Sidr {
         params: &SidrReplyParams,
         io: &mut Io,
     ) -> Result<(), CmError> {
-        let rep_data: [u8; 136] = padded(&params.private_data)?;
-        if params.qpn.value() >= 1 << 24 {
-            return Err(CmError::InvalidParams);
-        }
+        let private_data = padded(&params.private_data)?;
         let inc = self.incoming.remove(&id).ok_or(CmError::UnknownConn)?;
-        let mut rep = rep_for(inc.request_id, inc.service_id, params);
-        rep.private_data = rep_data;
+        let rep = rep_for(inc.request_id, inc.service_id, params, private_data);
         let mad = build_mad(inc.tid, CmAttribute::SidrRep(rep));
         io.send(inc.local_gid, inc.peer_gid, mad);
         if self.answered.len() == ANSWERED_KEPT {
@@ -349,8 +345,14 @@ fn unsupported() -> SidrReplyParams {
     }
 }
 
-/// A SIDR_REP for request `request_id` of `service_id`, without private data.
-fn rep_for(request_id: u32, service_id: u64, params: &SidrReplyParams) -> SidrRepRepr {
+/// A SIDR_REP for request `request_id` of `service_id` (`params.private_data` already padded
+/// into `private_data`).
+fn rep_for(
+    request_id: u32,
+    service_id: u64,
+    params: &SidrReplyParams,
+    private_data: [u8; 136],
+) -> SidrRepRepr {
     SidrRepRepr {
         request_id,
         status: params.status,
@@ -359,6 +361,6 @@ fn rep_for(request_id: u32, service_id: u64, params: &SidrReplyParams) -> SidrRe
         service_id,
         q_key: params.q_key,
         additional_info: [0; 72],
-        private_data: [0; 136],
+        private_data,
     }
 }
