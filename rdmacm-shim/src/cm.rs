@@ -64,6 +64,17 @@ pub enum CmApiError {
         /// The REJ's private data.
         private_data: Vec<u8>,
     },
+    /// The UD service answered a SIDR_REQ with another status than success (IBA §12.11.2:
+    /// 1 nobody serves the port, 2 refused, 3 no QP, 4 redirect, 5 unsupported version).
+    #[error("{peer}: UD service resolution refused ({status})")]
+    SidrRefused {
+        /// The address resolved.
+        peer: SocketAddr,
+        /// The SIDR_REP's status.
+        status: rocev2_core::cm::SidrStatus,
+        /// The SIDR_REP's private data.
+        private_data: Vec<u8>,
+    },
     /// The peer never answered (the CM's retries ran out).
     #[error("{0}: no answer from the peer's connection manager (is it up and reachable?)")]
     TimedOut(SocketAddr),
@@ -71,7 +82,7 @@ pub enum CmApiError {
     #[error("{0}: disconnected before the connection was established")]
     Disconnected(SocketAddr),
     /// More private data than the message holds.
-    #[error("{len} bytes of private data; a REQ carries at most {max} after the CMA header")]
+    #[error("{len} bytes of private data; the message carries at most {max} after the CMA header")]
     PrivateDataTooLong {
         /// Bytes given.
         len: usize,
@@ -102,10 +113,21 @@ pub fn req_private_data(
     dst: SocketAddr,
     user: &[u8],
 ) -> Result<Vec<u8>, CmApiError> {
-    if user.len() > MAX_REQ_USER_DATA {
+    cma_private_data(src, dst, user, MAX_REQ_USER_DATA)
+}
+
+/// A CMA header from `src` to `dst`, then `user`, of at most `max` bytes (a REQ's or a
+/// SIDR_REQ's room after the header).
+pub(crate) fn cma_private_data(
+    src: SocketAddr,
+    dst: SocketAddr,
+    user: &[u8],
+    max: usize,
+) -> Result<Vec<u8>, CmApiError> {
+    if user.len() > max {
         return Err(CmApiError::PrivateDataTooLong {
             len: user.len(),
-            max: MAX_REQ_USER_DATA,
+            max,
         });
     }
     let addrs = match (src.ip(), dst.ip()) {
@@ -130,21 +152,9 @@ pub fn cma_source(private_data: &[u8]) -> Result<SocketAddr, CmaError> {
     Ok(SocketAddr::new(h.src_ip(), h.src_port))
 }
 
-/// The connection an event is about.
-fn conn_of(ev: &Event) -> ConnId {
-    match ev {
-        Event::ConnectRequest(r) => r.conn,
-        Event::Established { conn, .. }
-        | Event::Rejected { conn, .. }
-        | Event::TimedOut { conn }
-        | Event::Disconnected { conn, .. }
-        | Event::TimeWaitExit { conn } => *conn,
-    }
-}
-
 /// Picks `conn`'s outcome after a REQ or REP.
 fn outcome_of(conn: ConnId) -> impl Fn(&Event) -> bool {
-    move |ev: &Event| conn_of(ev) == conn && !matches!(ev, Event::TimeWaitExit { .. })
+    move |ev: &Event| ev.conn() == Some(conn) && !matches!(ev, Event::TimeWaitExit { .. })
 }
 
 /// Waits for `conn`'s outcome after a REQ or REP: established (the peer's private data) or
@@ -181,9 +191,13 @@ fn outcome(ev: Event, peer: SocketAddr) -> Result<Vec<u8>, CmApiError> {
             private_data,
         }),
         Event::TimedOut { .. } => Err(CmApiError::TimedOut(peer)),
-        Event::Disconnected { .. } | Event::ConnectRequest(_) | Event::TimeWaitExit { .. } => {
-            Err(CmApiError::Disconnected(peer))
-        }
+        // Never picked: `outcome_of` takes only `conn`'s events.
+        Event::Disconnected { .. }
+        | Event::ConnectRequest(_)
+        | Event::TimeWaitExit { .. }
+        | Event::SidrRequest(_)
+        | Event::SidrReply { .. }
+        | Event::SidrTimedOut { .. } => Err(CmApiError::Disconnected(peer)),
     }
 }
 
@@ -556,6 +570,17 @@ impl CmId {
     }
 }
 
+/// The active side's address towards `addr`: the device's address of its family and an
+/// ephemeral port, as the kernel's rdma_cm binds one.
+pub(crate) fn source(dev: &Device, addr: SocketAddr) -> Result<SocketAddr, CmApiError> {
+    let family = if addr.is_ipv6() { "IPv6" } else { "IPv4" };
+    let src_ip = dev
+        .source_ip(addr.is_ipv6())
+        .map_err(|_| CmApiError::NoAddress(family))?;
+    let src_port = 49152 + (rocev2::random_u64() % 16384) as u16;
+    Ok(SocketAddr::new(src_ip, src_port))
+}
+
 /// Sends the REQ of [`CmId::connect`]: from the device's address of `addr`'s family and an
 /// ephemeral port, the CMA header then `private_data`.
 fn send_req(
@@ -564,13 +589,8 @@ fn send_req(
     addr: SocketAddr,
     private_data: &[u8],
 ) -> Result<ConnId, CmApiError> {
-    let family = if addr.is_ipv6() { "IPv6" } else { "IPv4" };
-    let src_ip = dev
-        .source_ip(addr.is_ipv6())
-        .map_err(|_| CmApiError::NoAddress(family))?;
-    // An ephemeral port, as the kernel's rdma_cm binds one.
-    let src_port = 49152 + (rocev2::random_u64() % 16384) as u16;
-    let src = SocketAddr::new(src_ip, src_port);
+    let src = source(dev, addr)?;
+    let src_ip = src.ip();
     let data = req_private_data(src, addr, private_data)?;
     let service = ServiceId::rdma_cm(PortSpace::TCP, addr.port());
     let params = ConnectParams {

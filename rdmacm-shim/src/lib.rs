@@ -11,7 +11,9 @@
 //!   perftest's.
 //!
 //! - [`cm`]: rdma_cm's connect/listen over the IB CM on QP1 (CM MADs, the CMA header), so
-//!   rocev2 programs connect with an address and a port, as librdmacm programs do.
+//!   rocev2 programs connect with an address and a port, as librdmacm programs do;
+//! - [`ud`]: rdma_cm's `RDMA_PS_UDP` resolution (SIDR), so a UD program finds a peer's QPN and
+//!   Q_Key from its address and port, as `udaddy` does.
 //!
 //! rocev2 programs can also pair through `rocev2::connect` (one TCP exchange of
 //! `rocev2::Endpoint`s, remote regions included).
@@ -19,3 +21,4 @@
 pub mod cm;
 pub mod oob;
 pub mod perftest;
+pub mod ud;

@@ -30,13 +30,27 @@
 //! rdma-core's; UD receivers ignore PSNs and our UD QP draws its own send PSN at creation.
 //! `--datapath`, `--poll`/`--spin-us`/`--busy-poll`, `--attach` and `--accept-unverified-icrc`
 //! are ours.
+//!
+//! `--rdma-cm` (ours) replaces the TCP exchange with rdma_cm's UD resolution, as librdmacm's
+//! `udaddy` finds its peer: the server listens on `-p`'s port in `RDMA_PS_UDP`
+//! (`rdmacm_shim::ud::UdListener`, before it prints its address line), the client resolves it
+//! with a SIDR_REQ (`rdmacm_shim::ud::resolve`) and learns the server's QPN and Q_Key from the
+//! SIDR_REP; its own QPN travels in the SIDR_REQ's private data (4 bytes, big-endian: our
+//! convention, udaddy's server answers from the first datagram instead), and the source GID in
+//! the CMA header. Both QPs then use rdma_cm's Q_Key 0x01234567, and the PSNs printed are 0
+//! (SIDR carries none).
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use rdmacm_shim::oob::{self, PingpongDest};
-use rocev2::{AccessFlags, AhAttr, Device, GRH_LEN, Pd, RecvWr, SendOp, SendWr, UdAddress};
+use rdmacm_shim::ud::{UdListener, resolve};
+use rocev2::{
+    AccessFlags, AhAttr, Device, GRH_LEN, Pd, Qp, RDMA_UDP_Q_KEY, RecvWr, SendOp, SendWr, UdAddress,
+};
 use rocev2_core::wire::Psn;
 use rocev2_examples::pingpong::{PingPong, PingPongArgs, RECV_WRID, SEND_WRID};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 use std::time::Instant;
 
 /// The Q_Key both sides of `ibv_ud_pingpong` use.
@@ -51,6 +65,50 @@ struct Args {
     /// Size of message to exchange (at most the interface's MTU).
     #[arg(short = 's', long = "size", default_value_t = 2048)]
     size: u32,
+    /// Find the peer through rdma_cm's UD resolution (SIDR) on `-p`'s port instead of TCP.
+    #[arg(long = "rdma-cm")]
+    rdma_cm: bool,
+}
+
+/// How long `--rdma-cm` waits for the peer's resolution (server) or answer (client).
+const RESOLVE_WAIT: Duration = Duration::from_secs(60);
+
+/// `--rdma-cm`: the peer's address line and the Q_Key its datagrams carry, through SIDR; the
+/// server's listener is bound before `announce` prints our address line.
+fn rdma_cm_exchange(
+    a: &Args,
+    dev: &Device,
+    qp: Qp,
+    my_ip: std::net::IpAddr,
+    announce: impl FnOnce(),
+) -> Result<(PingpongDest, u32)> {
+    let dest = |ip: std::net::IpAddr, qpn| PingpongDest {
+        lid: 0,
+        qpn,
+        psn: Psn::new(0),
+        gid: rocev2::gid(ip).octets(),
+    };
+    match &a.common.servername {
+        None => {
+            let listener = UdListener::bind(dev, SocketAddr::new(my_ip, a.common.port))?;
+            announce();
+            let req = listener.get_request(RESOLVE_WAIT)?;
+            let qpn: [u8; 4] = req.private_data()[..4].try_into()?;
+            let remote = dest(req.peer().ip(), rocev2::Qpn::new(u32::from_be_bytes(qpn)));
+            req.accept(qp, &[])?;
+            Ok((remote, RDMA_UDP_Q_KEY))
+        }
+        Some(host) => {
+            announce();
+            let server = (host.as_str(), a.common.port)
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {host}"))?
+                .find(|s| s.is_ipv6() == my_ip.is_ipv6())
+                .with_context(|| format!("no address of {host} in our family"))?;
+            let peer = resolve(dev, server, &qp.qpn().value().to_be_bytes(), RESOLVE_WAIT)?;
+            Ok((dest(server.ip(), peer.qpn), peer.q_key))
+        }
+    }
 }
 
 fn print_dest(which: &str, sep: char, d: &PingpongDest) {
@@ -72,6 +130,31 @@ fn peer_ah(dev: &Device, pd: Pd, rem: &PingpongDest) -> Result<rocev2::Ah> {
         .with_context(|| format!("address handle to {}", rem.ip()))
 }
 
+/// The TCP exchange of `ibv_ud_pingpong`: the peer's address line and an address handle to it.
+fn tcp_exchange(
+    a: &Args,
+    dev: &Device,
+    pd: Pd,
+    mine: &PingpongDest,
+) -> Result<(PingpongDest, rocev2::Ah)> {
+    let mut s = a.common.exchange_stream()?;
+    match &a.common.servername {
+        None => {
+            let mut ah = None;
+            let rem = oob::server_exchange(&mut s, mine, |rem| {
+                ah = Some(peer_ah(dev, pd, rem)?);
+                anyhow::Ok(())
+            })??;
+            Ok((rem, ah.context("no address handle")?))
+        }
+        Some(_) => {
+            let rem = oob::client_exchange(&mut s, mine)?;
+            let ah = peer_ah(dev, pd, &rem)?;
+            Ok((rem, ah))
+        }
+    }
+}
+
 fn main() -> Result<()> {
     let a = Args::parse();
     if a.size == 0 || a.common.rx_depth < 2 || a.common.iters == 0 {
@@ -87,7 +170,8 @@ fn main() -> Result<()> {
     let mut qcfg = rocev2::QpConfig::new(pd.id(), cq.id(), cq.id());
     qcfg.max_send_wr = 1;
     qcfg.max_recv_wr = a.common.rx_depth;
-    let qp = dev.create_ud_qp_with(qcfg, Q_KEY)?;
+    let q_key = if a.rdma_cm { RDMA_UDP_Q_KEY } else { Q_KEY };
+    let qp = dev.create_ud_qp_with(qcfg, q_key)?;
     let mtu = dev.ud_mtu(qp).context("the UD QP's MTU")?.bytes();
     if a.size > mtu {
         bail!("Requested size larger than port MTU ({mtu})");
@@ -114,30 +198,22 @@ fn main() -> Result<()> {
         psn: Psn::new(rocev2::random_psn()),
         gid: rocev2::gid(my_ip).octets(),
     };
-    print_dest("local address: ", ':', &mine);
-    let (remote, ah) = match &a.common.servername {
-        None => {
-            let mut s = a.common.exchange_stream()?;
-            let mut ah = None;
-            let rem = oob::server_exchange(&mut s, &mine, |rem| {
-                ah = Some(peer_ah(&dev, pd, rem)?);
-                anyhow::Ok(())
-            })??;
-            (rem, ah.context("no address handle")?)
-        }
-        Some(_) => {
-            let mut s = a.common.exchange_stream()?;
-            let rem = oob::client_exchange(&mut s, &mine)?;
-            let ah = peer_ah(&dev, pd, &rem)?;
-            (rem, ah)
-        }
+    let announce = || print_dest("local address: ", ':', &mine);
+    let (remote, ah, peer_q_key) = if a.rdma_cm {
+        let (remote, peer_q_key) = rdma_cm_exchange(&a, &dev, qp, my_ip, announce)?;
+        let ah = peer_ah(&dev, pd, &remote)?;
+        (remote, ah, peer_q_key)
+    } else {
+        announce();
+        let (remote, ah) = tcp_exchange(&a, &dev, pd, &mine)?;
+        (remote, ah, Q_KEY)
     };
     print_dest("remote address:", ',', &remote);
 
     let to = UdAddress {
         ah,
         qpn: remote.qpn,
-        q_key: Q_KEY,
+        q_key: peer_q_key,
     };
     let send = SendWr::new(SEND_WRID, SendOp::Send).sge(mr.sge(GRH_LEN as u64, a.size)?);
     let start = Instant::now();

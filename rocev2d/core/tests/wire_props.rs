@@ -653,6 +653,50 @@ proptest! {
         prop_assert_eq!(DethRepr::parse(&DethPacket::new_checked(&buf[..]).unwrap()), Ok(h));
     }
 
+    /// SIDR_REQ and SIDR_REP (IBA §12.11, Tables 115–116) round-trip and sit at their table
+    /// offsets, big-endian; the reserved bytes (REQ 6–7, REP 6–7 and 11) stay zero (the MAD
+    /// attributes are emitted over zeroed data, as `CmRepr::emit` provides).
+    #[test]
+    fn sidr_round_trip_and_layout(
+        (rid, pkey, sid, qkey) in any::<(u32, u16, u64, u32)>(),
+        (status, info_len, qpn) in (any::<u8>(), any::<u8>(), 0u32..1 << 24),
+        fill in any::<u8>(),
+    ) {
+        use mad::cm_sidr::*;
+        let req = SidrReqRepr {
+            request_id: rid,
+            partition_key: pkey,
+            service_id: sid,
+            private_data: [fill; 216],
+        };
+        let mut buf = [0u8; mad::DATA_LEN];
+        req.emit(&mut SidrReqPacket::new_unchecked(&mut buf[..]));
+        prop_assert_eq!(&buf[0..4], &rid.to_be_bytes()[..]);
+        prop_assert_eq!(&buf[4..8], &[(pkey >> 8) as u8, pkey as u8, 0, 0][..]);
+        prop_assert_eq!(&buf[8..16], &sid.to_be_bytes()[..]);
+        prop_assert!(buf[16..].iter().all(|&b| b == fill));
+        prop_assert_eq!(SidrReqRepr::parse(&SidrReqPacket::new_checked(&buf[..]).unwrap()), Ok(req));
+        let rep = SidrRepRepr {
+            request_id: rid,
+            status: SidrStatus(status),
+            additional_info_length: info_len,
+            qpn: Qpn::new(qpn),
+            service_id: sid,
+            q_key: qkey,
+            additional_info: [fill ^ 1; 72],
+            private_data: [fill; 136],
+        };
+        let mut buf = [0u8; mad::DATA_LEN];
+        rep.emit(&mut SidrRepPacket::new_unchecked(&mut buf[..]));
+        prop_assert_eq!(&buf[0..8], &[rid.to_be_bytes()[..].to_vec(), vec![status, info_len, 0, 0]].concat()[..]);
+        prop_assert_eq!(&buf[8..12], &[(qpn >> 16) as u8, (qpn >> 8) as u8, qpn as u8, 0][..]);
+        prop_assert_eq!(&buf[12..20], &sid.to_be_bytes()[..]);
+        prop_assert_eq!(&buf[20..24], &qkey.to_be_bytes()[..]);
+        prop_assert!(buf[24..96].iter().all(|&b| b == fill ^ 1));
+        prop_assert!(buf[96..].iter().all(|&b| b == fill));
+        prop_assert_eq!(SidrRepRepr::parse(&SidrRepPacket::new_checked(&buf[..]).unwrap()), Ok(rep));
+    }
+
     /// REXT with any combination of blocks: round-trips, its length byte counts 4-byte words,
     /// and a buffer longer than the header does not change what is read.
     #[test]
@@ -811,7 +855,7 @@ proptest! {
     #[test]
     fn arbitrary_mads_never_panic(
         shape in any::<bool>(),
-        attr in prop::sample::select(vec![0x0001u16, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0019]),
+        attr in prop::sample::select(vec![0x0001u16, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014, 0x0015, 0x0016, 0x0017, 0x0018, 0x0019]),
         mut bytes in prop::collection::vec(any::<u8>(), 0..300),
     ) {
         if shape && bytes.len() >= 18 {

@@ -602,6 +602,17 @@ async fn attachment(
                     mac: Some(mac),
                     resolve_timeout_ms,
                 }),
+            Request::CmSidrRequest {
+                spec,
+                mac: None,
+                resolve_timeout_ms,
+            } => resolve(iface, gid_to_ip(spec.peer_gid), resolve_timeout_ms)
+                .await?
+                .map(|mac| Request::CmSidrRequest {
+                    spec,
+                    mac: Some(mac),
+                    resolve_timeout_ms,
+                }),
             Request::CreateAh {
                 ip,
                 mac: None,

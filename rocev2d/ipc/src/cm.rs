@@ -12,10 +12,11 @@
 use crate::record::RecordError;
 use rocev2_core::cm::{
     AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event, QpParams, RejectReason,
-    ServiceId,
+    ServiceId, SidrId, SidrParams, SidrReplyParams, SidrRequest, SidrStatus,
 };
 use rocev2_core::wire::mad::DATA_LEN;
 use rocev2_core::wire::mad::cm_connect::{ReqPacket, ReqRepr};
+use rocev2_core::wire::mad::cm_sidr::{SidrReqPacket, SidrReqRepr};
 use rocev2_core::wire::{Psn, Qpn};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv6Addr;
@@ -161,8 +162,82 @@ pub struct QpRecord {
     pub flow_label: u32,
 }
 
-/// A CM event of one of the application's connections ([`Event`]), connections named by
-/// their local Communication ID.
+/// [`SidrParams`] as a control request carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct SidrSpec {
+    pub service_id: u64,
+    pub local_gid: Ipv6Addr,
+    pub peer_gid: Ipv6Addr,
+    pub p_key: u16,
+    pub private_data: Vec<u8>,
+    pub timeout: u8,
+    pub max_cm_retries: u8,
+}
+
+impl From<&SidrParams> for SidrSpec {
+    fn from(p: &SidrParams) -> SidrSpec {
+        SidrSpec {
+            service_id: p.service_id.0,
+            local_gid: p.local_gid,
+            peer_gid: p.peer_gid,
+            p_key: p.p_key,
+            private_data: p.private_data.clone(),
+            timeout: p.timeout,
+            max_cm_retries: p.max_cm_retries,
+        }
+    }
+}
+
+impl From<SidrSpec> for SidrParams {
+    fn from(s: SidrSpec) -> SidrParams {
+        SidrParams {
+            service_id: ServiceId(s.service_id),
+            local_gid: s.local_gid,
+            peer_gid: s.peer_gid,
+            p_key: s.p_key,
+            private_data: s.private_data,
+            timeout: s.timeout,
+            max_cm_retries: s.max_cm_retries,
+        }
+    }
+}
+
+/// [`SidrReplyParams`] as a control request carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct SidrReplySpec {
+    pub status: u8,
+    pub qpn: u32,
+    pub q_key: u32,
+    pub private_data: Vec<u8>,
+}
+
+impl From<&SidrReplyParams> for SidrReplySpec {
+    fn from(p: &SidrReplyParams) -> SidrReplySpec {
+        SidrReplySpec {
+            status: p.status.0,
+            qpn: p.qpn.value(),
+            q_key: p.q_key,
+            private_data: p.private_data.clone(),
+        }
+    }
+}
+
+impl TryFrom<SidrReplySpec> for SidrReplyParams {
+    type Error = RecordError;
+    fn try_from(s: SidrReplySpec) -> Result<SidrReplyParams, RecordError> {
+        Ok(SidrReplyParams {
+            status: SidrStatus(s.status),
+            qpn: qpn(s.qpn, "qpn")?,
+            q_key: s.q_key,
+            private_data: s.private_data,
+        })
+    }
+}
+
+/// A CM event of one of the application's connections or SIDR requests ([`Event`]),
+/// connections named by their local Communication ID, SIDR requests by their number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub enum EventRecord {
@@ -192,23 +267,28 @@ pub enum EventRecord {
     TimeWaitExit {
         comm_id: u32,
     },
-}
-
-/// The connection an event is about.
-pub fn conn_of(ev: &Event) -> ConnId {
-    match ev {
-        Event::ConnectRequest(r) => r.conn,
-        Event::Established { conn, .. }
-        | Event::Rejected { conn, .. }
-        | Event::TimedOut { conn }
-        | Event::Disconnected { conn, .. }
-        | Event::TimeWaitExit { conn } => *conn,
-    }
+    /// The SIDR_REQ as its MAD's 232 data bytes.
+    SidrRequest {
+        id: u32,
+        local_gid: Ipv6Addr,
+        peer_gid: Ipv6Addr,
+        req: Vec<u8>,
+    },
+    SidrReply {
+        id: u32,
+        status: u8,
+        qpn: u32,
+        q_key: u32,
+        private_data: Vec<u8>,
+    },
+    SidrTimedOut {
+        id: u32,
+    },
 }
 
 impl From<&Event> for EventRecord {
     fn from(ev: &Event) -> EventRecord {
-        let comm_id = conn_of(ev).comm_id();
+        let comm_id = ev.conn().map_or(0, ConnId::comm_id);
         match ev {
             Event::ConnectRequest(r) => {
                 let mut req = vec![0; DATA_LEN];
@@ -258,6 +338,30 @@ impl From<&Event> for EventRecord {
                 private_data: private_data.clone(),
             },
             Event::TimeWaitExit { .. } => EventRecord::TimeWaitExit { comm_id },
+            Event::SidrRequest(r) => {
+                let mut req = vec![0; DATA_LEN];
+                r.req.emit(&mut SidrReqPacket::new_unchecked(&mut req[..]));
+                EventRecord::SidrRequest {
+                    id: r.id.value(),
+                    local_gid: r.local_gid,
+                    peer_gid: r.peer_gid,
+                    req,
+                }
+            }
+            Event::SidrReply {
+                id,
+                status,
+                qpn,
+                q_key,
+                private_data,
+            } => EventRecord::SidrReply {
+                id: id.value(),
+                status: status.0,
+                qpn: qpn.value(),
+                q_key: *q_key,
+                private_data: private_data.clone(),
+            },
+            Event::SidrTimedOut { id } => EventRecord::SidrTimedOut { id: id.value() },
         }
     }
 }
@@ -342,6 +446,41 @@ impl TryFrom<EventRecord> for Event {
             EventRecord::TimeWaitExit { comm_id } => Event::TimeWaitExit {
                 conn: conn(comm_id),
             },
+            EventRecord::SidrRequest {
+                id,
+                local_gid,
+                peer_gid,
+                req,
+            } => {
+                let p = SidrReqPacket::new_checked(&req[..]).map_err(|_| RecordError::Malformed)?;
+                let req = SidrReqRepr::parse(&p).map_err(|_| RecordError::Malformed)?;
+                let cma = ServiceId(req.service_id)
+                    .rdma_cm_parts()
+                    .and_then(|_| CmaHeader::parse(&req.private_data).ok());
+                Event::SidrRequest(Box::new(SidrRequest {
+                    id: SidrId::from_value(id),
+                    local_gid,
+                    peer_gid,
+                    req,
+                    cma,
+                }))
+            }
+            EventRecord::SidrReply {
+                id,
+                status,
+                qpn: q,
+                q_key,
+                private_data,
+            } => Event::SidrReply {
+                id: SidrId::from_value(id),
+                status: SidrStatus(status),
+                qpn: qpn(q, "qpn")?,
+                q_key,
+                private_data,
+            },
+            EventRecord::SidrTimedOut { id } => Event::SidrTimedOut {
+                id: SidrId::from_value(id),
+            },
         })
     }
 }
@@ -425,6 +564,32 @@ mod tests {
                 private_data: vec![],
             },
             Event::TimeWaitExit { conn },
+            Event::SidrRequest(Box::new(SidrRequest {
+                id: SidrId::from_value(9),
+                local_gid: Ipv6Addr::LOCALHOST,
+                peer_gid: "::ffff:10.0.0.1".parse().unwrap(),
+                req: SidrReqRepr {
+                    request_id: 0x1234,
+                    partition_key: 0xffff,
+                    service_id: ServiceId::rdma_cm(PortSpace::UDP, 7174).0,
+                    private_data: {
+                        let mut d = [0u8; 216];
+                        d[..41].copy_from_slice(&r.private_data[..41]);
+                        d
+                    },
+                },
+                cma,
+            })),
+            Event::SidrReply {
+                id: SidrId::from_value(9),
+                status: SidrStatus::SUCCESS,
+                qpn: Qpn::new(0x45),
+                q_key: rocev2_core::cm::RDMA_UDP_Q_KEY,
+                private_data: vec![4; 136],
+            },
+            Event::SidrTimedOut {
+                id: SidrId::from_value(9),
+            },
         ];
         for ev in events {
             let bytes = crate::record::encode(&EventRecord::from(&ev));

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -197,6 +197,24 @@ pub enum Request {
         comm_id: u32,
         /// The DREQ's private data.
         private_data: Vec<u8>,
+    },
+    /// Resolve a UD service with a SIDR_REQ (IBA §12.11); answered [`Response::CmSidr`], and
+    /// later a SIDR event for the request among this application's CM events.
+    CmSidrRequest {
+        /// The SIDR_REQ's parameters.
+        spec: crate::cm::SidrSpec,
+        /// The peer's next hop, or resolve it (the control plane does).
+        mac: Option<[u8; 6]>,
+        /// Neighbour resolution bound, milliseconds.
+        resolve_timeout_ms: u32,
+    },
+    /// Answer a SIDR request for a service this application listens on with a SIDR_REP.
+    /// Answered [`Response::Done`].
+    CmSidrReply {
+        /// The request's number (its SIDR event's).
+        id: u32,
+        /// The SIDR_REP's fields.
+        spec: crate::cm::SidrReplySpec,
     },
     /// Take up to `max` queued CM events of this application; answered [`Response::CmEvents`].
     CmPoll {
@@ -530,6 +548,8 @@ pub enum Response {
     Listened(bool),
     /// A connection was started: its local Communication ID.
     CmConn(u32),
+    /// A SIDR request was sent: its number (Request ID).
+    CmSidr(u32),
     /// Queued CM events of the application, oldest first.
     CmEvents(Vec<crate::cm::EventRecord>),
     /// A QP's MP-RDMA state, `None` when it does not run multipath.

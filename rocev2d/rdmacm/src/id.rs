@@ -38,7 +38,7 @@ pub fn create(
         abi::RDMA_PS_TCP => {}
         abi::RDMA_PS_UDP => {
             return Err(unsupported(
-                "RDMA_PS_UDP (unreliable datagram rdma_cm, SIDR): the CM has no SIDR",
+                "RDMA_PS_UDP (unreliable datagram rdma_cm): this library does not map it onto the device's SIDR yet",
             ));
         }
         _ => return Err(unsupported("a port space other than RDMA_PS_TCP")),

@@ -34,7 +34,10 @@ use crate::random::random_psn;
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
-use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
+    SidrReplyParams,
+};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, Lkey, MrId, MrInfo, PdId, Rkey};
 use rocev2_core::qp::{
@@ -770,6 +773,31 @@ impl Attached {
         }
     }
 
+    pub(crate) fn cm_sidr_request(
+        &mut self,
+        params: &SidrParams,
+        resolve_timeout: Duration,
+    ) -> Result<SidrId> {
+        let ms = u32::try_from(resolve_timeout.as_millis()).unwrap_or(u32::MAX);
+        let req = Request::CmSidrRequest {
+            spec: params.into(),
+            mac: None,
+            resolve_timeout_ms: ms,
+        };
+        // Resolution happens in the daemon and may take the whole resolve timeout.
+        match self.call_for(&req, &[], CALL_TIMEOUT + resolve_timeout)?.0 {
+            Response::CmSidr(id) => Ok(SidrId::from_value(id)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub(crate) fn cm_sidr_reply(&mut self, id: SidrId, params: &SidrReplyParams) -> Result<()> {
+        self.done(&Request::CmSidrReply {
+            id: id.value(),
+            spec: params.into(),
+        })
+    }
+
     pub(crate) fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<()> {
         self.done(&Request::CmAccept {
             comm_id: conn.comm_id(),
@@ -1227,6 +1255,14 @@ impl Backend for Mutex<Attached> {
 
     fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()> {
         lock_attached(self).cm_send_mra(conn, service_timeout)
+    }
+
+    fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId> {
+        lock_attached(self).cm_sidr_request(&params, resolve_timeout)
+    }
+
+    fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()> {
+        lock_attached(self).cm_sidr_reply(id, &params)
     }
 
     fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {

@@ -15,7 +15,10 @@ use crate::error::Result;
 use crate::qp::{ConnectOptions, RemoteQp};
 use crate::ud::{AhAttr, UdAddress};
 use crate::wakeup::Waitable;
-use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
+    SidrReplyParams,
+};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::{AccessFlags, MrInfo, PdId};
 use rocev2_core::qp::{CqId, ErrorCause, Mtu, QpConfig, QpMode, QpState, RecvWr, SendWr};
@@ -169,6 +172,10 @@ pub(crate) trait Backend: Send + Sync {
     fn cm_send_mra(&self, conn: ConnId, service_timeout: u8) -> Result<()>;
     /// Sends a DREQ.
     fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()>;
+    /// Sends a SIDR_REQ with `params`, resolving the peer within `resolve_timeout`.
+    fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId>;
+    /// Answers a SIDR request with a SIDR_REP.
+    fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()>;
     /// One look of a CM waiter whose wake-up is `own` (registered with the device's CM waiters
     /// on the first look, which sets `registered`): the first event `pick` accepts, else what to
     /// sleep on. Clears `own` under the lock events are queued under, after taking them.

@@ -140,7 +140,8 @@ pub use random::{random_psn, random_u64};
 pub use rocev2_core::Endpoint as Engine;
 pub use rocev2_core::cm::{
     AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event as CmEvent, PortSpace,
-    QpParams, RejectReason, ServiceId,
+    QpParams, RDMA_UDP_Q_KEY, RejectReason, ServiceId, SidrId, SidrParams, SidrReplyParams,
+    SidrRequest, SidrStatus,
 };
 pub use rocev2_core::cq::{UdSource, WcOpcode, WcStatus, WorkCompletion};
 pub use rocev2_core::mprdma::MpConfig;

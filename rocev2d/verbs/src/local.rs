@@ -15,7 +15,8 @@ use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
 use rocev2_core::cm::{
-    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason, ServiceId,
+    AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId,
+    SidrParams, SidrReplyParams,
 };
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::endpoint::GsiConfig;
@@ -570,6 +571,20 @@ impl Backend for Local {
 
     fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
         self.with_cm(|ep, now, mem| ep.cm_disconnect(now, conn, private_data, mem))
+    }
+
+    fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId> {
+        let peer = gid_to_ip(params.peer_gid);
+        // Resolution may take the whole timeout: not under the lock.
+        let mac = self
+            .next_hop(peer, None, resolve_timeout)
+            .mac(&self.iface, peer)
+            .map_err(Error::from_path)?;
+        self.with_cm(|ep, now, _| ep.cm_sidr_request(now, &params, mac))
+    }
+
+    fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()> {
+        self.with_cm(|ep, _, _| ep.cm_sidr_reply(id, &params))
     }
 
     fn cm_look(

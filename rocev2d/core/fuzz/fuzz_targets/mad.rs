@@ -1,7 +1,8 @@
 //! CM MADs on arbitrary bytes: `MadPacket::new_checked`, `HeaderRepr::parse`, `CmRepr::parse`,
 //! and `cm::route` (where an engine shard's datapath sends a MAD).
 //!
-//! Nothing may panic; `route` names a REQ's Service ID, or a nonzero Communication ID, only
+//! Nothing may panic; `route` names a REQ's or SIDR_REQ's Service ID, or a nonzero
+//! Communication ID (a SIDR_REP: Request ID), only
 //! for bytes that parse as such. For accepted input (byte-exact re-emission does not hold: reserved bits
 //! and bytes past 256 are accepted on receipt but not reproduced):
 //!
@@ -25,7 +26,14 @@ fuzz_target!(|data: &[u8]| {
         (MadRoute::Req { service_id }, Ok(CmRepr { attribute: CmAttribute::Req(r), .. })) => {
             assert_eq!(service_id.0, r.service_id)
         }
-        (MadRoute::Req { .. }, _) => panic!("{routed:?} for bytes that are no REQ"),
+        (
+            MadRoute::Req { service_id },
+            Ok(CmRepr {
+                attribute: CmAttribute::SidrReq(r),
+                ..
+            }),
+        ) => assert_eq!(service_id.0, r.service_id),
+        (MadRoute::Req { .. }, _) => panic!("{routed:?} for bytes that are no REQ or SIDR_REQ"),
         (MadRoute::Ours(id), Ok(_)) => assert_ne!(*id, 0),
         (MadRoute::Ours(_), Err(_)) => panic!("{routed:?} for bytes that do not parse"),
         (MadRoute::Any, _) => {}

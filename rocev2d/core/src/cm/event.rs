@@ -12,8 +12,9 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::net::Ipv6Addr;
 
-use super::{CmError, CmaHeader, ConnId, RejectReason, ServiceId, padded};
+use super::{CmError, CmaHeader, ConnId, RejectReason, ServiceId, SidrId, SidrRequest, padded};
 use crate::wire::mad::cm_connect::{PathRepr, ReqRepr};
+use crate::wire::mad::cm_sidr::SidrStatus;
 use crate::wire::{Psn, Qpn};
 
 /// Everything the active side chooses for a connection ([`Cm::connect`](super::Cm::connect)). [`Self::new`] fills
@@ -299,4 +300,50 @@ pub enum Event {
         /// The connection.
         conn: ConnId,
     },
+    /// Responder: a SIDR_REQ for a service we listen on; answer with
+    /// [`Cm::sidr_reply`](super::Cm::sidr_reply).
+    SidrRequest(Box<SidrRequest>),
+    /// Requester: the SIDR_REP to our request. On [`SidrStatus::SUCCESS`], datagrams to the
+    /// service go to `qpn` at the responder's GID with `q_key`.
+    SidrReply {
+        /// The request.
+        id: SidrId,
+        /// The answer.
+        status: SidrStatus,
+        /// The service's UD QP.
+        qpn: Qpn,
+        /// The Q_Key its datagrams carry.
+        q_key: u32,
+        /// The SIDR_REP's private data (136 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Requester: our SIDR_REQ went unanswered Max CM Retries + 1 times.
+    SidrTimedOut {
+        /// The request.
+        id: SidrId,
+    },
+}
+
+impl Event {
+    /// The connection the event is about, unless it is a SIDR event.
+    pub fn conn(&self) -> Option<ConnId> {
+        match self {
+            Event::ConnectRequest(r) => Some(r.conn),
+            Event::Established { conn, .. }
+            | Event::Rejected { conn, .. }
+            | Event::TimedOut { conn }
+            | Event::Disconnected { conn, .. }
+            | Event::TimeWaitExit { conn } => Some(*conn),
+            Event::SidrRequest(_) | Event::SidrReply { .. } | Event::SidrTimedOut { .. } => None,
+        }
+    }
+
+    /// The SIDR request the event is about, if it is a SIDR event.
+    pub fn sidr(&self) -> Option<SidrId> {
+        match self {
+            Event::SidrRequest(r) => Some(r.id),
+            Event::SidrReply { id, .. } | Event::SidrTimedOut { id } => Some(*id),
+            _ => None,
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The Communication Manager (IBA Vol. 1 chapter 12): connects and disconnects RC QPs by
 //! exchanging CM MADs (REQ, MRA, REJ, REP, RTU, DREQ, DREP; wire formats in
-//! [`crate::wire::mad`]) with a peer's QP1, sans IO.
+//! [`crate::wire::mad`]) with a peer's QP1, and resolves UD services' QPN and Q_Key (SIDR_REQ,
+//! SIDR_REP: [`sidr`]), sans IO.
 //!
 //! [`Cm`] owns every connection, keyed by its local Communication ID ([`ConnId`]). It is driven
 //! like quinn-proto's `Endpoint`:
@@ -12,7 +13,8 @@
 //! * timers: [`Cm::poll_timeout`] names the earliest deadline, [`Cm::handle_timeout`] runs what
 //!   is due;
 //! * the application calls [`Cm::listen`], [`Cm::connect`], [`Cm::accept`], [`Cm::reject`],
-//!   [`Cm::send_mra`] and [`Cm::disconnect`], and reads [`Event`]s from [`Cm::poll_event`].
+//!   [`Cm::send_mra`], [`Cm::disconnect`], [`Cm::sidr_request`] and [`Cm::sidr_reply`], and
+//!   reads [`Event`]s from [`Cm::poll_event`].
 //!
 //! The CM never touches a QP: [`Event::Established`] carries what the application needs to move
 //! its QP through INIT → RTR → RTS ([`QpParams`]: the peer's QPN, both start PSNs, the path);
@@ -28,11 +30,13 @@
 //!
 //! An endpoint that is one engine shard of several on an interface (QPN block k,
 //! [`crate::Endpoint::with_qpn_block`]) runs its own CM, whose local Communication IDs carry the
-//! block in their top six bits ([`Cm::with_comm_id_block`], [`comm_id_block`]). Every MAD but a
-//! REQ names its receiver's Communication ID in its Remote Communication ID, so [`route`] can say
-//! which shard's CM a received MAD is for before any CM sees it: the datapath hands MRA, REJ,
-//! REP, RTU, DREQ and DREP to the shard of that block, a REQ to the shard that listens on its
-//! Service ID, everything else to the shard it reached (`docs/datapath.md`, "Several queues").
+//! block in their top six bits ([`Cm::with_comm_id_block`], [`comm_id_block`]), and so do the
+//! Request IDs of its SIDR requests. Every MAD but a REQ and a SIDR_REQ names its receiver's
+//! Communication ID in its Remote Communication ID (a SIDR_REP: its Request ID), so [`route`]
+//! can say which shard's CM a received MAD is for before any CM sees it: the datapath hands MRA,
+//! REJ, REP, RTU, DREQ, DREP and SIDR_REP to the shard of that block, a REQ or SIDR_REQ to the
+//! shard that listens on its Service ID, everything else to the shard it reached
+//! (`docs/datapath.md`, "Several queues").
 //!
 //! Bad input (a MAD that does not parse, an unknown Communication ID, a message the state does
 //! not expect) is counted in [`CmStats`] and dropped or answered as Linux's CM does; it never
@@ -43,6 +47,7 @@
 mod conn;
 mod event;
 pub mod service;
+pub mod sidr;
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -57,11 +62,13 @@ use crate::wire::Qpn;
 use crate::wire::mad::class_port_info::ClassPortInfoRepr;
 use crate::wire::mad::cm_connect::{RejRepr, ReqRepr};
 use crate::wire::mad::cm_disconnect::DrepRepr;
+pub use crate::wire::mad::cm_sidr::SidrStatus;
 use crate::wire::mad::{CmAttribute, CmRepr, MAD_LEN, array, method};
 use conn::Conn;
 pub use conn::State;
 pub use event::{AcceptParams, ConnectParams, ConnectRequest, Event, QpParams};
-pub use service::{CmaAddrs, CmaError, CmaHeader, PortSpace, ServiceId};
+pub use service::{CmaAddrs, CmaError, CmaHeader, PortSpace, RDMA_UDP_Q_KEY, ServiceId};
+pub use sidr::{SidrId, SidrParams, SidrReplyParams, SidrRequest};
 
 /// What a Get(ClassPortInfo) is answered with (IBA §13.4.8.1): MAD base version 1, CM class
 /// version 2, no optional capability (no traps, notices or redirection), and a response time
@@ -105,13 +112,14 @@ pub const fn comm_id_block(comm_id: u32) -> u32 {
 /// Which CM a MAD received on QP1 is for, read by [`route`] without touching any CM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MadRoute {
-    /// A REQ: for the CM that listens on `service_id`.
+    /// A REQ or SIDR_REQ: for the CM that listens on `service_id`.
     Req {
-        /// The REQ's Service ID.
+        /// The REQ's or SIDR_REQ's Service ID.
         service_id: ServiceId,
     },
-    /// An MRA, REJ, REP, RTU, DREQ or DREP: for the CM that allocated `comm_id`, its Remote
-    /// Communication ID (nonzero), whose block is [`comm_id_block`]`(comm_id)`.
+    /// An MRA, REJ, REP, RTU, DREQ, DREP or SIDR_REP: for the CM that allocated `comm_id`, its
+    /// Remote Communication ID or Request ID (nonzero), whose block is
+    /// [`comm_id_block`]`(comm_id)`.
     Ours(u32),
     /// Anything else (ClassPortInfo, another method or class, bytes that are no CM MAD, a REJ
     /// that names no Communication ID of ours): for the CM it reached, which answers or counts
@@ -135,7 +143,13 @@ pub fn route(mad: &[u8]) -> MadRoute {
                 service_id: ServiceId(req.service_id),
             };
         }
+        CmAttribute::SidrReq(req) => {
+            return MadRoute::Req {
+                service_id: ServiceId(req.service_id),
+            };
+        }
         CmAttribute::ClassPortInfo(_) => return MadRoute::Any,
+        CmAttribute::SidrRep(x) => x.request_id,
         CmAttribute::Mra(x) => x.remote_comm_id,
         CmAttribute::Rej(x) => x.remote_comm_id,
         CmAttribute::Rep(x) => x.remote_comm_id,
@@ -217,7 +231,8 @@ pub struct Transmit {
 /// Why an application call was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum CmError {
-    /// No such connection (never was, or past its time-wait).
+    /// No such connection (never was, or past its time-wait), or no such SIDR request waiting
+    /// for an answer.
     #[error("unknown connection")]
     UnknownConn,
     /// The connection's state does not allow the call.
@@ -249,17 +264,20 @@ pub struct CmStats {
     pub malformed: u64,
     /// CM MADs with a method other than Send, but for Get(ClassPortInfo): not answered.
     pub unsupported: u64,
-    /// Messages for a Communication ID we do not have (with that peer).
+    /// Messages for a Communication ID (SIDR_REPs: a Request ID) we do not have (with that
+    /// peer).
     pub unknown_comm_id: u64,
     /// Messages the connection's state does not expect.
     pub wrong_state: u64,
-    /// Copies of a message already handled (answered again where IBA says so).
+    /// Copies of a message already handled (answered again where IBA says so), SIDR_REQs
+    /// included.
     pub duplicate: u64,
-    /// REQs for a service nobody listens on (answered with REJ, reason 8).
+    /// REQs and SIDR_REQs for a service nobody listens on (answered with REJ reason 8, or
+    /// SIDR_REP status 1).
     pub no_listener: u64,
-    /// REQ, REP and DREQ resends after a timeout.
+    /// REQ, REP, DREQ and SIDR_REQ resends after a timeout.
     pub retransmitted: u64,
-    /// Connections given up after Max CM Retries.
+    /// Connections and SIDR requests given up after Max CM Retries.
     pub timed_out: u64,
 }
 
@@ -312,6 +330,28 @@ fn padded<const N: usize>(data: &[u8]) -> Result<[u8; N], CmError> {
     Ok(out)
 }
 
+/// A fresh local Communication ID or SIDR Request ID: nonzero (0 means "unknown" in REJ, IBA
+/// §12.6.7), held by no connection (time-wait included) nor SIDR request, and in `block` if
+/// there is one.
+fn fresh_id(
+    rng: &mut ChaCha12Rng,
+    block: Option<u32>,
+    conns: &BTreeMap<ConnId, Conn>,
+    sidr: &sidr::Sidr,
+) -> u32 {
+    const LOW: u32 = (1 << COMM_ID_BLOCK_SHIFT) - 1;
+    loop {
+        let r = rng.next_u32();
+        let id = match block {
+            Some(b) => (b << COMM_ID_BLOCK_SHIFT) | (r & LOW),
+            None => r,
+        };
+        if id != 0 && !conns.contains_key(&ConnId(id)) && !sidr.holds(id) {
+            return id;
+        }
+    }
+}
+
 /// The Communication Manager of one port: listeners, connections, and the MADs between them
 /// and their peers. See the module doc for how to drive it.
 #[derive(Debug)]
@@ -322,6 +362,7 @@ pub struct Cm {
     block: Option<u32>,
     listeners: BTreeSet<ServiceId>,
     conns: BTreeMap<ConnId, Conn>,
+    sidr: sidr::Sidr,
     io: Io,
 }
 
@@ -335,6 +376,7 @@ impl Cm {
             block: None,
             listeners: BTreeSet::new(),
             conns: BTreeMap::new(),
+            sidr: sidr::Sidr::default(),
             io: Io::default(),
         }
     }
@@ -382,20 +424,9 @@ impl Cm {
         self.listeners.remove(&service_id)
     }
 
-    /// A fresh local Communication ID: nonzero (0 means "unknown" in REJ, IBA §12.6.7), not
-    /// held by any connection, time-wait included, and in this CM's block if it has one.
+    /// A fresh local Communication ID: see [`fresh_id`].
     fn new_conn_id(&mut self) -> ConnId {
-        const LOW: u32 = (1 << COMM_ID_BLOCK_SHIFT) - 1;
-        loop {
-            let r = self.rng.next_u32();
-            let id = ConnId(match self.block {
-                Some(b) => (b << COMM_ID_BLOCK_SHIFT) | (r & LOW),
-                None => r,
-            });
-            if id.0 != 0 && !self.conns.contains_key(&id) {
-                return id;
-            }
-        }
+        ConnId(fresh_id(&mut self.rng, self.block, &self.conns, &self.sidr))
     }
 
     /// Active side: sends a REQ and returns the new connection; [`Event::Established`],
@@ -477,6 +508,29 @@ impl Cm {
         c.disconnect(now, private_data, &mut self.io)
     }
 
+    /// Requester: sends a SIDR_REQ asking `params.peer_gid` for the QPN and Q_Key of
+    /// `params.service_id`; [`Event::SidrReply`] or [`Event::SidrTimedOut`] follows.
+    ///
+    /// # Errors
+    ///
+    /// [`CmError::InvalidParams`] or [`CmError::PrivateDataTooLong`] (216 bytes).
+    pub fn sidr_request(&mut self, now: Instant, params: &SidrParams) -> Result<SidrId, CmError> {
+        let id = SidrId(fresh_id(&mut self.rng, self.block, &self.conns, &self.sidr));
+        let tid = self.rng.next_u64();
+        self.sidr.request(now, id, tid, params, &mut self.io)?;
+        Ok(id)
+    }
+
+    /// Responder: answers an [`Event::SidrRequest`] with a SIDR_REP.
+    ///
+    /// # Errors
+    ///
+    /// [`CmError::UnknownConn`] (no such request waiting, answered already included),
+    /// [`CmError::PrivateDataTooLong`] (136 bytes).
+    pub fn sidr_reply(&mut self, id: SidrId, params: &SidrReplyParams) -> Result<(), CmError> {
+        self.sidr.reply(id, params, &mut self.io)
+    }
+
     /// Takes in a MAD received on QP1: `mad` is the UD payload, `local_gid` and `peer_gid` the
     /// frame's destination and source addresses. Never fails: bad input is counted.
     pub fn handle_mad(
@@ -511,6 +565,15 @@ impl Cm {
         // and the sender's in its Local Communication ID.
         let (ours, theirs) = match &m.attribute {
             CmAttribute::Req(req) => return self.handle_req(local_gid, peer_gid, tid, req),
+            CmAttribute::SidrReq(req) => {
+                let listened = self.listeners.contains(&ServiceId(req.service_id));
+                let (rng, block, conns) = (&mut self.rng, self.block, &self.conns);
+                let new_id = |s: &sidr::Sidr| SidrId(fresh_id(rng, block, conns, s));
+                let gids = (local_gid, peer_gid);
+                let new_id = listened.then_some(new_id);
+                return self.sidr.on_req(gids, tid, req, new_id, &mut self.io);
+            }
+            CmAttribute::SidrRep(rep) => return self.sidr.on_rep(peer_gid, rep, &mut self.io),
             CmAttribute::ClassPortInfo(_) => {
                 self.io.stats.unsupported += 1;
                 return;
@@ -536,7 +599,10 @@ impl Cm {
             CmAttribute::Rtu(x) => c.on_rtu(x, &mut self.io),
             CmAttribute::Dreq(x) => c.on_dreq(now, tid, x, &mut self.io),
             CmAttribute::Drep(x) => c.on_drep(now, x, &mut self.io),
-            CmAttribute::Req(_) | CmAttribute::ClassPortInfo(_) => {}
+            CmAttribute::Req(_)
+            | CmAttribute::ClassPortInfo(_)
+            | CmAttribute::SidrReq(_)
+            | CmAttribute::SidrRep(_) => {}
         }
     }
 
@@ -694,14 +760,17 @@ impl Cm {
         self.io.events.pop_front()
     }
 
-    /// The earliest deadline of any connection: call [`Self::handle_timeout`] then.
+    /// The earliest deadline of any connection or SIDR request: call [`Self::handle_timeout`]
+    /// then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.values().filter_map(Conn::deadline).min()
+        let conns = self.conns.values().filter_map(Conn::deadline);
+        conns.chain(self.sidr.deadline()).min()
     }
 
     /// Runs every timer due at `now`: resends, gives up, ends time-waits. Calling it early is
     /// harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sidr.on_timeout(now, &mut self.io);
         let due: Vec<ConnId> = self
             .conns
             .iter()

@@ -16,8 +16,8 @@
 //! ```
 //!
 //! Only the active side's (source) port travels in the header; the destination port is the
-//! service ID's. rdma_cm puts the header in the REQ only; REP, REJ, RTU, DREQ and DREP private
-//! data belong to the consumer whole.
+//! service ID's. rdma_cm puts the header in the REQ and the SIDR_REQ only; REP, REJ, RTU, DREQ,
+//! DREP and SIDR_REP private data belong to the consumer whole.
 //!
 //! Deviations: none.
 
@@ -68,6 +68,10 @@ impl ServiceId {
         }
     }
 }
+
+/// The Q_Key rdma_cm gives every `RDMA_PS_UDP` QP and answers SIDR_REQs with (Linux
+/// `RDMA_UDP_QKEY`).
+pub const RDMA_UDP_Q_KEY: u32 = 0x0123_4567;
 
 /// The only CMA header version (`CMA_VERSION`).
 pub const CMA_VERSION: u8 = 0;

@@ -111,6 +111,9 @@ impl Pair {
                 p.private_data = b"rep".to_vec();
                 self.b.accept(self.now, r.conn, p).unwrap();
             }
+            if let (true, Event::SidrRequest(r)) = (self.auto_accept, &e) {
+                self.b.sidr_reply(r.id, &sidr_answer()).unwrap();
+            }
             self.ev_b.push((self.now, e));
         }
         for from_a in [true, false] {
@@ -1088,4 +1091,273 @@ proptest! {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIDR
+
+const UD_SID: ServiceId = ServiceId::rdma_cm(PortSpace::UDP, 7174);
+
+/// B's answer to every SIDR_REQ when it auto-accepts.
+fn sidr_answer() -> SidrReplyParams {
+    SidrReplyParams {
+        status: SidrStatus::SUCCESS,
+        qpn: B_QPN,
+        q_key: RDMA_UDP_Q_KEY,
+        private_data: b"srep".to_vec(),
+    }
+}
+
+/// A SIDR request from A to B for `UD_SID`, B listening on it, 4.3 s per try, 2 resends.
+fn sidr_pair(fate: impl FnMut(bool, u16, usize) -> Fate + 'static) -> (Pair, SidrParams) {
+    let mut p = Pair::with_fate(fate);
+    p.b.listen(UD_SID).unwrap();
+    let mut sp = SidrParams::new(UD_SID, A_GID, B_GID);
+    sp.max_cm_retries = 2;
+    (p, sp)
+}
+
+use attribute::{SIDR_REP, SIDR_REQ};
+
+#[test]
+fn sidr_request_is_answered_with_qpn_and_q_key() {
+    let (mut p, mut sp) = sidr_pair(|_, _, _| Fate::Deliver);
+    let cma = CmaHeader {
+        src_port: 40000,
+        addrs: CmaAddrs::V4 {
+            src: Ipv4Addr::new(192, 168, 77, 11),
+            dst: Ipv4Addr::new(192, 168, 77, 10),
+        },
+    };
+    sp.private_data = cma.private_data(b"ud hello");
+    let id = p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    assert_eq!(p.kinds(), vec![(A, SIDR_REQ), (B, SIDR_REP)]);
+    // The REP echoes the REQ's transaction ID.
+    assert_eq!(p.sent[0].2[8..16], p.sent[1].2[8..16]);
+    let [Event::SidrRequest(r)] = &events(&p.ev_b)[..] else {
+        panic!("{:?}", p.ev_b)
+    };
+    assert_eq!((r.peer_gid, r.local_gid, r.cma), (A_GID, B_GID, Some(cma)));
+    assert_eq!((r.req.service_id, r.req.partition_key), (UD_SID.0, 0xffff));
+    assert_eq!(&r.user_data()[..8], b"ud hello");
+    let [
+        Event::SidrReply {
+            id: got,
+            status,
+            qpn,
+            q_key,
+            private_data,
+        },
+    ] = &events(&p.ev_a)[..]
+    else {
+        panic!("{:?}", p.ev_a)
+    };
+    assert_eq!(
+        (*got, *status, *qpn, *q_key),
+        (id, SidrStatus::SUCCESS, B_QPN, RDMA_UDP_Q_KEY)
+    );
+    assert_eq!(
+        (private_data.len(), &private_data[..4]),
+        (136, &b"srep"[..])
+    );
+    assert_eq!(p.a.poll_timeout(), None, "the request is over");
+    assert_eq!(
+        p.b.sidr_reply(r.id, &sidr_answer()),
+        Err(CmError::UnknownConn)
+    );
+}
+
+#[test]
+fn sidr_lost_req_is_resent_on_the_timer() {
+    let (mut p, sp) = sidr_pair(|from_a, kind, nth| match (from_a, kind, nth) {
+        (A, SIDR_REQ, 0) => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    let id = p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    assert_eq!(p.kinds(), vec![(A, SIDR_REQ), (A, SIDR_REQ), (B, SIDR_REP)]);
+    assert_eq!(p.sent[0].2, p.sent[1].2, "the resend is the same MAD");
+    assert_eq!(p.a.stats().retransmitted, 1);
+    let (at, Event::SidrReply { id: got, .. }) = &p.ev_a[0] else {
+        panic!("{:?}", p.ev_a)
+    };
+    assert_eq!(*got, id);
+    assert!(
+        *at >= Instant::ZERO + cm_timeout(20),
+        "answered after one wait"
+    );
+}
+
+#[test]
+fn sidr_unanswered_request_times_out_after_its_retries() {
+    let (mut p, sp) = sidr_pair(|_, kind, _| match kind {
+        SIDR_REQ => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    let id = p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    assert_eq!(p.kinds(), vec![(A, SIDR_REQ); 3]);
+    assert_eq!(events(&p.ev_a), vec![&Event::SidrTimedOut { id }]);
+    assert_eq!(
+        p.ev_a[0].0,
+        Instant::ZERO + cm_timeout(20).saturating_mul(3)
+    );
+    assert_eq!((p.a.stats().retransmitted, p.a.stats().timed_out), (2, 1));
+}
+
+#[test]
+fn sidr_unlistened_service_gets_status_unsupported() {
+    let (mut p, mut sp) = sidr_pair(|_, _, _| Fate::Deliver);
+    sp.service_id = ServiceId::rdma_cm(PortSpace::UDP, 9);
+    let id = p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    assert!(
+        p.ev_b.is_empty(),
+        "no event for a service nobody listens on"
+    );
+    assert_eq!(p.b.stats().no_listener, 1);
+    let [
+        Event::SidrReply {
+            id: got, status, ..
+        },
+    ] = &events(&p.ev_a)[..]
+    else {
+        panic!("{:?}", p.ev_a)
+    };
+    assert_eq!((*got, *status), (id, SidrStatus::UNSUPPORTED));
+}
+
+#[test]
+fn sidr_rep_for_unknown_request_is_counted_and_dropped() {
+    let (mut p, sp) = sidr_pair(|_, _, _| Fate::Deliver);
+    let id = p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    // The same SIDR_REP again (its request is over), then one naming another Request ID.
+    let rep = p.sent[1].2;
+    p.a.handle_mad(p.now, A_GID, B_GID, &rep);
+    let mut other = rep;
+    other[24..28].copy_from_slice(&(id.value() ^ 1).to_be_bytes());
+    p.a.handle_mad(p.now, A_GID, B_GID, &other);
+    assert_eq!(p.a.stats().unknown_comm_id, 2);
+    assert_eq!(p.a.poll_event(), None);
+    assert_eq!(p.a.poll_transmit(), None, "nothing is answered");
+}
+
+#[test]
+fn sidr_rep_from_another_peer_is_not_taken() {
+    let (mut p, sp) = sidr_pair(|_, kind, _| match kind {
+        SIDR_REP => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.run_until(p.now + LATENCY.saturating_mul(3));
+    let rep = p.sent.iter().find(|s| s.1 == SIDR_REP).unwrap().2;
+    p.a.handle_mad(
+        p.now,
+        A_GID,
+        Ipv4Addr::new(10, 0, 0, 9).to_ipv6_mapped(),
+        &rep,
+    );
+    assert_eq!(p.a.stats().unknown_comm_id, 1);
+    assert_eq!(p.a.poll_event(), None);
+}
+
+#[test]
+fn sidr_duplicate_req_gets_the_same_rep_again() {
+    // The first REP is lost: A resends, and B answers the resend with its stored REP, no second
+    // event.
+    let (mut p, sp) = sidr_pair(|from_a, kind, nth| match (from_a, kind, nth) {
+        (B, SIDR_REP, 0) => Fate::Drop,
+        _ => Fate::Deliver,
+    });
+    p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.drive();
+    assert_eq!(
+        p.kinds(),
+        vec![(A, SIDR_REQ), (B, SIDR_REP), (A, SIDR_REQ), (B, SIDR_REP)]
+    );
+    assert_eq!(p.sent[1].2, p.sent[3].2);
+    assert_eq!(p.ev_b.len(), 1);
+    assert_eq!(p.b.stats().duplicate, 1);
+    assert!(matches!(events(&p.ev_a)[..], [Event::SidrReply { .. }]));
+}
+
+#[test]
+fn sidr_duplicate_of_an_unanswered_req_is_dropped() {
+    let (mut p, sp) = sidr_pair(|_, kind, _| match kind {
+        SIDR_REQ => Fate::Duplicate,
+        _ => Fate::Deliver,
+    });
+    p.auto_accept = false;
+    p.a.sidr_request(p.now, &sp).unwrap();
+    p.pump();
+    p.run_until(p.now + LATENCY.saturating_mul(2));
+    assert_eq!(p.ev_b.len(), 1);
+    assert_eq!(p.b.stats().duplicate, 1);
+    let Event::SidrRequest(r) = &p.ev_b[0].1 else {
+        panic!("{:?}", p.ev_b)
+    };
+    let mut refuse = sidr_answer();
+    refuse.status = SidrStatus::REJECT;
+    p.b.sidr_reply(r.id, &refuse).unwrap();
+    p.pump();
+    p.run_until(p.now + LATENCY.saturating_mul(2));
+    assert!(matches!(
+        events(&p.ev_a)[..],
+        [Event::SidrReply {
+            status: SidrStatus::REJECT,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn sidr_bad_calls_are_refused() {
+    let mut a = Cm::new(CmConfig { local_ca_guid: 0xa }, 1);
+    let mut sp = SidrParams::new(UD_SID, A_GID, B_GID);
+    sp.private_data = vec![0; 217];
+    assert_eq!(
+        a.sidr_request(Instant::ZERO, &sp),
+        Err(CmError::PrivateDataTooLong { max: 216 })
+    );
+    sp.private_data.clear();
+    sp.max_cm_retries = 16;
+    assert_eq!(
+        a.sidr_request(Instant::ZERO, &sp),
+        Err(CmError::InvalidParams)
+    );
+    let mut answer = sidr_answer();
+    assert_eq!(
+        a.sidr_reply(SidrId::from_value(5), &answer),
+        Err(CmError::UnknownConn)
+    );
+    answer.private_data = vec![0; 137];
+    assert_eq!(
+        a.sidr_reply(SidrId::from_value(5), &answer),
+        Err(CmError::PrivateDataTooLong { max: 136 })
+    );
+    assert_eq!(a.poll_transmit(), None);
+}
+
+#[test]
+fn sidr_request_ids_carry_the_block_and_route_home() {
+    let mut a = Cm::new(CmConfig { local_ca_guid: 0xa }, 1).with_comm_id_block(5);
+    let id = a
+        .sidr_request(Instant::ZERO, &SidrParams::new(UD_SID, A_GID, B_GID))
+        .unwrap();
+    assert_eq!(comm_id_block(id.value()), 5);
+    let req = a.poll_transmit().unwrap().mad;
+    assert_eq!(route(&req), MadRoute::Req { service_id: UD_SID });
+    let mut b = Cm::new(CmConfig { local_ca_guid: 0xb }, 2);
+    b.handle_mad(Instant::ZERO, B_GID, A_GID, &req);
+    let rep = b.poll_transmit().unwrap().mad;
+    assert_eq!(route(&rep), MadRoute::Ours(id.value()));
 }

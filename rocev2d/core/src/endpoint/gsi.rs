@@ -19,6 +19,10 @@
 //!   does); after [`Event::TimeWaitExit`] the QP is the application's again (to reset or
 //!   destroy).
 //!
+//! * SIDR ([`Endpoint::cm_sidr_request`], [`Endpoint::cm_sidr_reply`]) moves no QP: the
+//!   endpoint only remembers the peer's MAC (given, or learnt from the SIDR_REQ's frame) until
+//!   the request is answered or over.
+//!
 //! Every event then reaches the application through [`Endpoint::poll_cm_event`].
 //!
 //! Deviations:
@@ -40,7 +44,7 @@ use core::net::Ipv6Addr;
 use super::{DropReason, Endpoint, EndpointError};
 use crate::cm::{
     AcceptParams, Cm, CmConfig, CmError, ConnId, ConnectParams, Event, QpParams, RejectReason,
-    ServiceId, Transmit,
+    ServiceId, SidrId, SidrParams, SidrReplyParams, Transmit,
 };
 use crate::drop_reason::pkey_match;
 use crate::mr::Memory;
@@ -97,6 +101,8 @@ pub(super) struct Gsi {
     /// MADs to send, with the peer's MAC.
     out: VecDeque<(Transmit, [u8; 6])>,
     bindings: BTreeMap<ConnId, Binding>,
+    /// The peer GID and MAC of each SIDR request in progress, either side.
+    sidr_macs: BTreeMap<SidrId, (Ipv6Addr, [u8; 6])>,
     events: VecDeque<Event>,
 }
 
@@ -114,6 +120,7 @@ impl Gsi {
             psn: Psn::new(0),
             out: VecDeque::new(),
             bindings: BTreeMap::new(),
+            sidr_macs: BTreeMap::new(),
             events: VecDeque::new(),
         }
     }
@@ -167,15 +174,17 @@ impl Gsi {
     }
 
     /// The MAC a MAD for `peer_gid` goes to: the frame being answered's, else the one learnt
-    /// for a connection with that peer, else none (zeros: a datagram datapath resolves it).
+    /// for a connection or SIDR request with that peer, else none (zeros: a datagram datapath
+    /// resolves it).
     fn mac_for(&self, peer_gid: Ipv6Addr, answering: Option<(Ipv6Addr, [u8; 6])>) -> [u8; 6] {
         if let Some((_, mac)) = answering.filter(|(g, _)| *g == peer_gid) {
             return mac;
         }
-        self.bindings
-            .values()
-            .find(|b| b.peer_gid == peer_gid)
-            .map_or([0; 6], |b| b.peer_mac)
+        let conns = self.bindings.values().map(|b| (b.peer_gid, b.peer_mac));
+        conns
+            .chain(self.sidr_macs.values().copied())
+            .find(|(g, _)| *g == peer_gid)
+            .map_or([0; 6], |(_, mac)| mac)
     }
 }
 
@@ -393,6 +402,48 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Requester: sends a SIDR_REQ for the QPN and Q_Key of `params.service_id` to the peer at
+    /// `params.peer_gid` whose MAC is `peer_mac`; [`Event::SidrReply`] or
+    /// [`Event::SidrTimedOut`] follows. No QP is touched: the application sends its datagrams
+    /// with what the reply says.
+    ///
+    /// # Errors
+    /// [`EndpointError::CmNotEnabled`]; [`EndpointError::Cm`] for parameters the SIDR_REQ
+    /// cannot carry or GIDs of different IP families.
+    pub fn cm_sidr_request(
+        &mut self,
+        now: Instant,
+        params: &SidrParams,
+        peer_mac: [u8; 6],
+    ) -> Result<SidrId, EndpointError> {
+        if gid_to_ip(params.local_gid).is_ipv4() != gid_to_ip(params.peer_gid).is_ipv4() {
+            return Err(CmError::InvalidParams.into());
+        }
+        let gsi = self.gsi_mut()?;
+        let id = gsi.cm.sidr_request(now, params)?;
+        gsi.sidr_macs.insert(id, (params.peer_gid, peer_mac));
+        self.drain_cm(None);
+        Ok(id)
+    }
+
+    /// Responder: answers an [`Event::SidrRequest`] with a SIDR_REP.
+    ///
+    /// # Errors
+    /// [`EndpointError::CmNotEnabled`], [`EndpointError::Cm`].
+    pub fn cm_sidr_reply(
+        &mut self,
+        id: SidrId,
+        params: &SidrReplyParams,
+    ) -> Result<(), EndpointError> {
+        let gsi = self.gsi_mut()?;
+        gsi.cm.sidr_reply(id, params)?;
+        self.drain_cm(None);
+        if let Some(g) = self.gsi.as_deref_mut() {
+            g.sidr_macs.remove(&id);
+        }
+        Ok(())
+    }
+
     /// The next CM event, after the endpoint has moved the connection's QP for it.
     pub fn poll_cm_event(&mut self) -> Option<Event> {
         self.gsi.as_mut()?.events.pop_front()
@@ -544,6 +595,13 @@ impl Endpoint {
             }
             Event::TimeWaitExit { conn } => {
                 gsi.bindings.remove(conn);
+            }
+            Event::SidrRequest(r) => {
+                let mac = gsi.mac_for(r.peer_gid, answering);
+                gsi.sidr_macs.insert(r.id, (r.peer_gid, mac));
+            }
+            Event::SidrReply { id, .. } | Event::SidrTimedOut { id } => {
+                gsi.sidr_macs.remove(id);
             }
         }
     }

@@ -3,6 +3,8 @@
 //! it.
 
 use super::*;
+use rocev2_core::cm::SidrReplyParams;
+use rocev2_core::wire::Qpn;
 
 impl Host {
     /// `Request::CmEnable`.
@@ -193,9 +195,58 @@ impl Host {
         Ok(Reply::ok(Response::CmEvents(events.collect())))
     }
 
-    /// Hands the engine's CM events to the applications they belong to: a connect request to
-    /// the service's listener, any other event to its connection's application. Returns
-    /// whether there were any.
+    /// `Request::CmSidrRequest`.
+    pub(super) fn cm_sidr_request(
+        &mut self,
+        c: Call<'_>,
+        spec: rocev2_ipc::cm::SidrSpec,
+        mac: Option<[u8; 6]>,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, now, app, .. } = c;
+        app_of(&mut self.apps, app)?;
+        if !self.iface.gids().contains(&spec.local_gid) {
+            return Err(Refusal(
+                ErrorKind::Path,
+                format!(
+                    "{} is not a GID of interface {}",
+                    spec.local_gid, self.iface.name
+                ),
+            ));
+        }
+        let mac = mac.ok_or_else(|| {
+            Refusal(
+                ErrorKind::Path,
+                format!("no neighbour entry for {}", spec.peer_gid),
+            )
+        })?;
+        let id = ep.cm_sidr_request(now, &spec.into(), mac)?;
+        self.sidrs.insert(id, app);
+        Ok(Reply::ok(Response::CmSidr(id.value())))
+    }
+
+    /// `Request::CmSidrReply`.
+    pub(super) fn cm_sidr_reply(
+        &mut self,
+        c: Call<'_>,
+        id: u32,
+        spec: rocev2_ipc::cm::SidrReplySpec,
+    ) -> Result<Reply, Refusal> {
+        let Call { ep, app, .. } = c;
+        let id = SidrId::from_value(id);
+        if self.sidrs.get(&id) != Some(&app) {
+            return Err(unknown("SIDR request"));
+        }
+        let params = SidrReplyParams::try_from(spec)
+            .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
+        ep.cm_sidr_reply(id, &params)?;
+        self.sidrs.remove(&id);
+        Ok(Reply::ok(Response::Done))
+    }
+
+    /// Hands the engine's CM events to the applications they belong to: a connect or SIDR
+    /// request to the service's listener, any other event to its connection's or SIDR
+    /// request's application. A SIDR request nobody's application can answer (it detached) is
+    /// answered "service ID not supported". Returns whether there were any.
     pub(super) fn route_cm_events(
         &mut self,
         ep: &mut Endpoint,
@@ -205,7 +256,10 @@ impl Host {
         let mut any = false;
         while let Some(ev) = ep.poll_cm_event() {
             any = true;
-            let conn = conn_of(&ev);
+            let Some(conn) = ev.conn() else {
+                self.route_sidr_event(ep, ev);
+                continue;
+            };
             let owner = match &ev {
                 CmEvent::ConnectRequest(r) => {
                     let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
@@ -243,6 +297,37 @@ impl Host {
         any
     }
 
+    /// [`Self::route_cm_events`] for a SIDR event.
+    fn route_sidr_event(&mut self, ep: &mut Endpoint, ev: CmEvent) {
+        let owner = match &ev {
+            CmEvent::SidrRequest(r) => {
+                let owner = self.listeners.get(&ServiceId(r.req.service_id)).copied();
+                if let Some(app) = owner {
+                    self.sidrs.insert(r.id, app);
+                }
+                owner
+            }
+            // The request is over.
+            _ => ev.sidr().and_then(|id| self.sidrs.remove(&id)),
+        };
+        let Some(a) = owner.and_then(|app| self.apps.get_mut(&app)) else {
+            if let CmEvent::SidrRequest(r) = &ev {
+                self.sidrs.remove(&r.id);
+                let _ = ep.cm_sidr_reply(r.id, &sidr_answer(SidrStatus::UNSUPPORTED));
+            }
+            return;
+        };
+        if a.cm_events.len() >= MAX_CM_EVENTS {
+            a.cm_events.pop_front();
+            self.counters.cm_events_dropped += 1;
+        }
+        a.cm_events.push_back(ev);
+        self.counters.cm_events += 1;
+        if let Some(e) = &a.cm_event {
+            e.signal();
+        }
+    }
+
     /// Tears down a connection no application owns: a DREQ if it is established, else a REJ
     /// (Consumer) if it is a request not yet answered; otherwise it is on its way down already.
     pub(super) fn close_orphan(
@@ -257,6 +342,17 @@ impl Host {
         if closed {
             self.counters.cm_orphans_closed += 1;
         }
+    }
+}
+
+/// A SIDR_REP with `status` and nothing else: the daemon's answer for applications that
+/// cannot give theirs.
+pub(super) fn sidr_answer(status: SidrStatus) -> SidrReplyParams {
+    SidrReplyParams {
+        status,
+        qpn: Qpn::new(0),
+        q_key: 0,
+        private_data: Vec::new(),
     }
 }
 

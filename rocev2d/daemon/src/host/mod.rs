@@ -47,7 +47,9 @@ pub use roster::Roster;
 
 use rocev2_core::Endpoint;
 use rocev2_core::cc::CcConfig;
-use rocev2_core::cm::{AcceptParams, ConnId, Event as CmEvent, RejectReason, ServiceId};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, Event as CmEvent, RejectReason, ServiceId, SidrId, SidrStatus,
+};
 use rocev2_core::cq::{WcStatus, WorkCompletion};
 use rocev2_core::mprdma::MpConfig;
 use rocev2_core::mr::{AccessFlags, MrId, PdId};
@@ -64,7 +66,7 @@ use rocev2_datapath::handoff::Listens;
 use rocev2_datapath::host::{
     self, AhTable, Backing, HostMemory, NextHop, PathError, ProcessMemory, RegionAddresses,
 };
-use rocev2_ipc::cm::{EventRecord, conn_of};
+use rocev2_ipc::cm::EventRecord;
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
     ConnectSpec, Destination, ErrorKind, IfaceInfo, InPlace, MpState, MrSpec, QpSpec, Request,
@@ -354,6 +356,8 @@ pub struct Host {
     listeners: BTreeMap<ServiceId, u32>,
     /// Connections of attachments, and whose.
     conns: BTreeMap<ConnId, u32>,
+    /// SIDR requests of attachments, sent or to answer, and whose.
+    sidrs: BTreeMap<SidrId, u32>,
 }
 
 /// What a request's handler gets besides the request's own fields: the engine, the memory, the
@@ -382,6 +386,7 @@ impl Host {
             wcs: Vec::new(),
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
+            sidrs: BTreeMap::new(),
         }
     }
 
@@ -492,6 +497,13 @@ impl Host {
             self.conns.remove(&conn);
             self.close_orphan(ep, mem, now, conn);
         }
+        self.sidrs.retain(|id, owner| {
+            if *owner == app {
+                // Requests it was to answer get "rejected"; its own end with nobody told.
+                let _ = ep.cm_sidr_reply(*id, &cm::sidr_answer(SidrStatus::REJECT));
+            }
+            *owner != app
+        });
         for qpn in a.qps.keys() {
             let _ = ep.destroy_qp(*qpn);
         }
@@ -616,6 +628,12 @@ impl Host {
                 comm_id,
                 private_data,
             } => self.cm_disconnect(c, comm_id, private_data),
+            Request::CmSidrRequest {
+                spec,
+                mac,
+                resolve_timeout_ms: _,
+            } => self.cm_sidr_request(c, spec, mac),
+            Request::CmSidrReply { id, spec } => self.cm_sidr_reply(c, id, spec),
             Request::CmPoll { max } => self.cm_poll(c, max),
             // Answered by the event loop (Hello, Stats, Drain), never here.
             Request::Hello { .. } | Request::Stats | Request::Drain { .. } => Err(Refusal(

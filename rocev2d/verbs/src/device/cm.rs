@@ -22,7 +22,9 @@ use crate::error::{Error, Result};
 use crate::qp::Qp;
 use crate::wakeup::{Waitable, readable, wait_any, yield_now};
 use rocev2_core::cm::ServiceId;
-use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, SidrId, SidrParams, SidrReplyParams,
+};
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_ipc::notify::EventFd;
 use std::os::fd::AsFd;
@@ -140,6 +142,33 @@ impl Device {
     /// connection that is not this application's.
     pub fn cm_disconnect(&self, conn: ConnId, private_data: &[u8]) -> Result<()> {
         self.ops().cm_disconnect(conn, private_data)
+    }
+
+    /// Asks the peer at `params.peer_gid` for the QPN and Q_Key of the UD service
+    /// `params.service_id` with a SIDR_REQ (IBA §12.11; rdma_cm's `RDMA_PS_UDP` resolution).
+    /// The peer's MAC is resolved through the neighbour table, waiting up to
+    /// `resolve_timeout`. Enables the CM first. [`Event::SidrReply`] (with the QPN and Q_Key to
+    /// build an address handle for) or [`Event::SidrTimedOut`] for the returned ID follows from
+    /// [`Self::next_cm_event`]. No QP is involved.
+    ///
+    /// # Errors
+    /// [`Error::Datapath`] when the peer cannot be resolved; [`Error::Verb`] for parameters the
+    /// SIDR_REQ cannot carry. Attached, the daemon resolves the peer and sends the SIDR_REQ
+    /// ([`Error::Refused`] for what it refuses).
+    pub fn cm_sidr_request(&self, params: SidrParams, resolve_timeout: Duration) -> Result<SidrId> {
+        self.enable_cm()?;
+        self.ops().cm_sidr_request(params, resolve_timeout)
+    }
+
+    /// Answers an [`Event::SidrRequest`] (for a service ID of [`Self::cm_listen`]) with a
+    /// SIDR_REP: the status, and on success the UD QP and Q_Key the requester sends to.
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when the engine refuses (unknown or answered request, private data over
+    /// 136 bytes); attached, [`Error::Refused`] also for a request that is not this
+    /// application's.
+    pub fn cm_sidr_reply(&self, id: SidrId, params: SidrReplyParams) -> Result<()> {
+        self.ops().cm_sidr_reply(id, params)
     }
 
     /// Takes the first CM event `pick` accepts, sleeping until one comes or `timeout` passes.

@@ -3,8 +3,9 @@
 //!
 //! Source: IBA Vol. 1 §13.4.2–§13.4.3 (MAD format and common header), §13.4.5 (methods),
 //! §13.4.8.1 (ClassPortInfo), §12.6 (CM messages; REQ Table 106, MRA Table 107, REJ Table 108,
-//! REP Table 110, RTU Table 111, DREQ Table 112, DREP Table 113), §12.11 (the CM class is
-//! management class 0x07, class version 2).
+//! REP Table 110, RTU Table 111, DREQ Table 112, DREP Table 113), §12.11 (Service ID
+//! Resolution: SIDR_REQ Table 115, SIDR_REP Table 116; the CM class is management class 0x07,
+//! class version 2).
 //!
 //! # Where a MAD sits
 //!
@@ -44,7 +45,7 @@
 //! The method is data, not checked: answering a REQ sent with the wrong method is the CM's job.
 //! Reserved fields are ignored on receipt and written as zero.
 //!
-//! Deviations: none. Not implemented: LAP/APR (§12.8) and SIDR (§12.11) attributes.
+//! Deviations: none. Not implemented: LAP/APR (§12.8) attributes.
 
 use super::{Error, Psn, Qpn};
 use core::fmt;
@@ -110,6 +111,10 @@ pub mod attribute {
     pub const DREQ: u16 = 0x0015;
     /// DisconnectReply (DREP).
     pub const DREP: u16 = 0x0016;
+    /// ServiceIDResolutionRequest (SIDR_REQ).
+    pub const SIDR_REQ: u16 = 0x0017;
+    /// ServiceIDResolutionResponse (SIDR_REP).
+    pub const SIDR_REP: u16 = 0x0018;
 }
 
 /// Why bytes are not a MAD this module understands.
@@ -124,7 +129,8 @@ pub enum MadError {
     /// The CM ClassVersion is not 2.
     #[error("CM class version {0} (not 2)")]
     ClassVersion(u8),
-    /// The AttributeID is none of ClassPortInfo, REQ, MRA, REJ, REP, RTU, DREQ, DREP.
+    /// The AttributeID is none of ClassPortInfo, REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ,
+    /// SIDR_REP.
     #[error("unsupported CM attribute {0:#06x}")]
     Attribute(u16),
 }
@@ -349,10 +355,12 @@ pub(crate) fn gid(s: &[u8]) -> core::net::Ipv6Addr {
 pub mod class_port_info;
 pub mod cm_connect;
 pub mod cm_disconnect;
+pub mod cm_sidr;
 
 use class_port_info::ClassPortInfoRepr;
 use cm_connect::{MraRepr, RejRepr, RepRepr, ReqRepr, RtuRepr};
 use cm_disconnect::{DrepRepr, DreqRepr};
+use cm_sidr::{SidrRepRepr, SidrReqRepr};
 
 // ---------------------------------------------------------------------------------------------
 // The common header
@@ -489,6 +497,8 @@ pub enum CmAttribute {
     Rtu(RtuRepr),
     Dreq(DreqRepr),
     Drep(DrepRepr),
+    SidrReq(SidrReqRepr),
+    SidrRep(SidrRepRepr),
 }
 
 impl CmAttribute {
@@ -503,6 +513,8 @@ impl CmAttribute {
             CmAttribute::Rtu(_) => attribute::RTU,
             CmAttribute::Dreq(_) => attribute::DREQ,
             CmAttribute::Drep(_) => attribute::DREP,
+            CmAttribute::SidrReq(_) => attribute::SIDR_REQ,
+            CmAttribute::SidrRep(_) => attribute::SIDR_REP,
         }
     }
 }
@@ -511,7 +523,7 @@ impl CmAttribute {
 /// AttributeID is the attribute's; the other header fields are data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmRepr {
-    /// Method: [`method::SEND`] for REQ … DREP, Get/Set/GetResp for ClassPortInfo.
+    /// Method: [`method::SEND`] for REQ … SIDR_REP, Get/Set/GetResp for ClassPortInfo.
     pub method: u8,
     /// Status.
     pub status: u16,
@@ -560,6 +572,12 @@ impl CmRepr {
             )?),
             attribute::DREP => CmAttribute::Drep(DrepRepr::parse(
                 &cm_disconnect::DrepPacket::new_checked(d)?,
+            )?),
+            attribute::SIDR_REQ => CmAttribute::SidrReq(SidrReqRepr::parse(
+                &cm_sidr::SidrReqPacket::new_checked(d)?,
+            )?),
+            attribute::SIDR_REP => CmAttribute::SidrRep(SidrRepRepr::parse(
+                &cm_sidr::SidrRepPacket::new_checked(d)?,
             )?),
             other => return Err(Error::BadMad(MadError::Attribute(other))),
         };
@@ -615,6 +633,8 @@ impl CmRepr {
             CmAttribute::Rtu(r) => r.emit(&mut cm_connect::RtuPacket::new_unchecked(d)),
             CmAttribute::Dreq(r) => r.emit(&mut cm_disconnect::DreqPacket::new_unchecked(d)),
             CmAttribute::Drep(r) => r.emit(&mut cm_disconnect::DrepPacket::new_unchecked(d)),
+            CmAttribute::SidrReq(r) => r.emit(&mut cm_sidr::SidrReqPacket::new_unchecked(d)),
+            CmAttribute::SidrRep(r) => r.emit(&mut cm_sidr::SidrRepPacket::new_unchecked(d)),
         }
     }
 }
@@ -631,6 +651,8 @@ impl fmt::Display for CmRepr {
             CmAttribute::Rtu(r) => write!(f, "{r}"),
             CmAttribute::Dreq(r) => write!(f, "{r}"),
             CmAttribute::Drep(r) => write!(f, "{r}"),
+            CmAttribute::SidrReq(r) => write!(f, "{r}"),
+            CmAttribute::SidrRep(r) => write!(f, "{r}"),
         }
     }
 }
