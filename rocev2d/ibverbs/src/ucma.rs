@@ -12,7 +12,11 @@ use crate::engine::Engine;
 use crate::handle::guard;
 use core::ffi::{c_int, c_void};
 use rocev2::{Error, Psn, random_psn};
-use rocev2_core::cm::{AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId};
+use rocev2_core::cm::{
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrReplyParams,
+    SidrStatus,
+};
+use rocev2_core::wire::Qpn;
 use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs, Ops};
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -173,18 +177,36 @@ unsafe extern "C" fn next_event(ctx: *mut c_void, timeout_ms: u32, ev: *mut ucma
         if ev.is_null() {
             return Err(libc::EINVAL);
         }
-        let e = engine(ctx)?
-            .next_cm_event(|_| true, Duration::from_millis(timeout_ms.into()))
-            .map_err(err)?;
+        let engine = engine(ctx)?;
+        let timeout = Duration::from_millis(timeout_ms.into());
         // SAFETY: non-NULL, the caller's out struct.
         let out = unsafe { &mut *ev };
-        fill(out, e);
+        // The C library makes no UD IDs: a SIDR_REQ that reached one of its listeners is
+        // answered "not supported", and SIDR answers (never asked for) are dropped.
+        loop {
+            match engine.next_cm_event(|_| true, timeout).map_err(err)? {
+                Event::SidrRequest(r) => {
+                    let no = SidrReplyParams {
+                        status: SidrStatus::UNSUPPORTED,
+                        qpn: Qpn::new(0),
+                        q_key: 0,
+                        private_data: Vec::new(),
+                    };
+                    engine.cm_sidr_reply(r.id, no).map_err(err)?;
+                }
+                e => {
+                    if fill(out, e) {
+                        break;
+                    }
+                }
+            }
+        }
         Ok(())
     })
 }
 
-/// Writes event `e` into `out`.
-fn fill(out: &mut ucma::Event, e: Event) {
+/// Writes connection event `e` into `out`; false for a SIDR event, which it has no form for.
+fn fill(out: &mut ucma::Event, e: Event) -> bool {
     out.status = 0;
     out.peer_qpn = 0;
     out.responder_resources = 0;
@@ -220,6 +242,9 @@ fn fill(out: &mut ucma::Event, e: Event) {
         Event::TimedOut { conn } => (ucma::EV_TIMED_OUT, conn, Vec::new()),
         Event::Disconnected { conn, private_data } => (ucma::EV_DISCONNECTED, conn, private_data),
         Event::TimeWaitExit { conn } => (ucma::EV_TIMEWAIT_EXIT, conn, Vec::new()),
+        Event::SidrRequest(_) | Event::SidrReply { .. } | Event::SidrTimedOut { .. } => {
+            return false;
+        }
     };
     out.kind = kind;
     out.conn = conn.comm_id();
@@ -227,6 +252,7 @@ fn fill(out: &mut ucma::Event, e: Event) {
     out.private_data[..n].copy_from_slice(&data[..n]);
     out.private_data[n..].fill(0);
     out.private_data_len = n as u32;
+    true
 }
 
 #[cfg(test)]
