@@ -41,6 +41,8 @@
 //!   and a connection between applications of the same shard works beside it.
 
 mod common;
+#[path = "../../verbs/tests/scenarios/sidr.rs"]
+mod sidr;
 #[path = "../../verbs/tests/scenarios/srq.rs"]
 mod srq;
 use common::*;
@@ -1540,10 +1542,6 @@ fn attach_mp_snapshot_of_a_multipath_write_through_two_daemons() {
 
 #[test]
 fn attach_sidr_resolves_a_ud_service_and_a_datagram_reaches_it_through_two_daemons() {
-    use rocev2::{
-        AccessFlags, AhAttr, CmEvent, GRH_LEN, PortSpace, RDMA_UDP_Q_KEY, RecvWr, SendOp, SendWr,
-        ServiceId, SidrParams, SidrReplyParams, SidrStatus, UdAddress, gid,
-    };
     use rocev2_ipc::proto::ErrorKind;
     let test = "attach_sidr";
     let Some(rig) = Rig::new(test) else {
@@ -1554,105 +1552,22 @@ fn attach_sidr_resolves_a_ud_service_and_a_datagram_reaches_it_through_two_daemo
     let b = rig.attach("h1");
     let other = rig.attach("h1");
     let ip = |h: &str| std::net::IpAddr::V4(tb.node(h).expect("host").ipv4().expect("v4"));
-    let service = ServiceId::rdma_cm(PortSpace::UDP, 7179);
-    let pd_b = b.alloc_pd().unwrap();
-    let cq_b = b.create_cq(8).unwrap();
-    let qp_b = b.create_ud_qp(pd_b, cq_b, cq_b, RDMA_UDP_Q_KEY).unwrap();
-    let mr_b = b
-        .register(pd_b, vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
-        .unwrap();
-    let wr = RecvWr {
-        wr_id: 7,
-        sg_list: vec![mr_b.sge(0, 1024).unwrap()],
+    // Another application of B's daemon may not answer B's request.
+    let others_answer = |req: &rocev2::SidrRequest, answer: &rocev2::SidrReplyParams| {
+        let r = other.cm_sidr_reply(req.id, answer.clone());
+        assert!(
+            matches!(
+                &r,
+                Err(rocev2::Error::Refused {
+                    kind: ErrorKind::UnknownHandle,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
     };
-    b.post_recv(qp_b, wr).unwrap();
-    b.cm_listen(service).expect("listen");
-
-    let mut params = SidrParams::new(service, gid(ip("h0")), gid(ip("h1")));
-    params.private_data = b"sidr".to_vec();
-    let id = a.cm_sidr_request(params, SETUP).expect("SIDR request");
-    let ev = b
-        .next_cm_event(|e| matches!(e, CmEvent::SidrRequest(_)), SETUP)
-        .expect("SIDR_REQ");
-    let CmEvent::SidrRequest(req) = ev else {
-        unreachable!()
-    };
-    assert_eq!(req.peer_gid, gid(ip("h0")));
-    assert_eq!(&req.req.private_data[..4], b"sidr");
-    let answer = SidrReplyParams {
-        status: SidrStatus::SUCCESS,
-        qpn: qp_b.qpn(),
-        q_key: RDMA_UDP_Q_KEY,
-        private_data: b"here".to_vec(),
-    };
-    let r = other.cm_sidr_reply(req.id, answer.clone());
-    assert!(
-        matches!(
-            &r,
-            Err(rocev2::Error::Refused {
-                kind: ErrorKind::UnknownHandle,
-                ..
-            })
-        ),
-        "{r:?}"
-    );
-    b.cm_sidr_reply(req.id, answer).expect("SIDR reply");
-    let ev = a
-        .next_cm_event(|e| e.sidr() == Some(id), SETUP)
-        .expect("SIDR_REP");
-    let CmEvent::SidrReply {
-        status,
-        qpn,
-        q_key,
-        private_data,
-        ..
-    } = ev
-    else {
-        panic!("{ev:?}")
-    };
-    assert_eq!(
-        (status, qpn, q_key),
-        (SidrStatus::SUCCESS, qp_b.qpn(), RDMA_UDP_Q_KEY)
-    );
-    assert_eq!(&private_data[..4], b"here");
-
-    let pd_a = a.alloc_pd().unwrap();
-    let cq_a = a.create_cq(8).unwrap();
-    let qp_a = a.create_ud_qp(pd_a, cq_a, cq_a, RDMA_UDP_Q_KEY).unwrap();
-    let mr_a = a
-        .register(pd_a, vec![0u8; 64], AccessFlags::LOCAL_WRITE)
-        .unwrap();
-    a.mr_guard(&mr_a).unwrap()[..5].copy_from_slice(b"hello");
-    let ah = a.create_ah(pd_a, &AhAttr::new(ip("h1"))).unwrap();
-    let wr = SendWr::new(1, SendOp::Send).sge(mr_a.sge(0, 5).unwrap());
-    a.post_send_to(qp_a, UdAddress { ah, qpn, q_key }, wr)
-        .unwrap();
-    let mut wcs = Vec::new();
-    b.wait_cq(cq_b, &mut wcs, 1, SETUP).expect("datagram");
-    assert_eq!((wcs[0].wr_id, wcs[0].src_qp), (7, qp_a.qpn()));
-    assert!(wcs[0].status.is_success());
-    assert_eq!(&b.mr_guard(&mr_b).unwrap()[GRH_LEN..GRH_LEN + 5], b"hello");
-
-    // A service nobody listens on.
-    let params = SidrParams::new(
-        ServiceId::rdma_cm(PortSpace::UDP, 9),
-        gid(ip("h0")),
-        gid(ip("h1")),
-    );
-    let id = a.cm_sidr_request(params, SETUP).expect("SIDR request");
-    let ev = a
-        .next_cm_event(|e| e.sidr() == Some(id), SETUP)
-        .expect("SIDR_REP");
-    assert!(
-        matches!(
-            ev,
-            CmEvent::SidrReply {
-                status: SidrStatus::UNSUPPORTED,
-                ..
-            }
-        ),
-        "{ev:?}"
-    );
+    sidr::resolve_and_send((&a, ip("h0")), (&b, ip("h1")), 7179, SETUP, others_answer);
+    sidr::unlistened_is_unsupported(&a, ip("h0"), ip("h1"), SETUP);
 }
 
 #[test]

@@ -106,21 +106,7 @@ impl Host {
         let Call { ep, now, app, .. } = c;
         let a = app_of(&mut self.apps, app)?;
         let qpn = owned_qp(a, qpn)?;
-        if !self.iface.gids().contains(&spec.local_gid) {
-            return Err(Refusal(
-                ErrorKind::Path,
-                format!(
-                    "{} is not a GID of interface {}",
-                    spec.local_gid, self.iface.name
-                ),
-            ));
-        }
-        let mac = mac.ok_or_else(|| {
-            Refusal(
-                ErrorKind::Path,
-                format!("no neighbour entry for {}", spec.peer_gid),
-            )
-        })?;
+        let mac = self.next_hop(spec.local_gid, spec.peer_gid, mac)?;
         let conn = ep.cm_connect(now, spec.params(qpn), mac)?;
         self.conns.insert(conn, app);
         Ok(Reply::ok(Response::CmConn(conn.comm_id())))
@@ -187,6 +173,28 @@ impl Host {
     }
 
     /// `Request::CmPoll`.
+    /// The next hop's MAC for a CM message from `local_gid` (one of the interface's) to
+    /// `peer_gid`, as the control plane resolved it.
+    fn next_hop(
+        &self,
+        local_gid: std::net::Ipv6Addr,
+        peer_gid: std::net::Ipv6Addr,
+        mac: Option<[u8; 6]>,
+    ) -> Result<[u8; 6], Refusal> {
+        if !self.iface.gids().contains(&local_gid) {
+            return Err(Refusal(
+                ErrorKind::Path,
+                format!("{local_gid} is not a GID of interface {}", self.iface.name),
+            ));
+        }
+        mac.ok_or_else(|| {
+            Refusal(
+                ErrorKind::Path,
+                format!("no neighbour entry for {peer_gid}"),
+            )
+        })
+    }
+
     pub(super) fn cm_poll(&mut self, c: Call<'_>, max: u32) -> Result<Reply, Refusal> {
         let Call { app, .. } = c;
         let a = app_of(&mut self.apps, app)?;
@@ -204,21 +212,7 @@ impl Host {
     ) -> Result<Reply, Refusal> {
         let Call { ep, now, app, .. } = c;
         app_of(&mut self.apps, app)?;
-        if !self.iface.gids().contains(&spec.local_gid) {
-            return Err(Refusal(
-                ErrorKind::Path,
-                format!(
-                    "{} is not a GID of interface {}",
-                    spec.local_gid, self.iface.name
-                ),
-            ));
-        }
-        let mac = mac.ok_or_else(|| {
-            Refusal(
-                ErrorKind::Path,
-                format!("no neighbour entry for {}", spec.peer_gid),
-            )
-        })?;
+        let mac = self.next_hop(spec.local_gid, spec.peer_gid, mac)?;
         let id = ep.cm_sidr_request(now, &spec.into(), mac)?;
         self.sidrs.insert(id, app);
         Ok(Reply::ok(Response::CmSidr(id.value())))
