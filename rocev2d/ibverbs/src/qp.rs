@@ -2,7 +2,7 @@
 //! `ibv_modify_qp`, `ibv_query_qp`, `ibv_destroy_qp`, and the `post_send`/`post_recv` entries
 //! of the context's ops table. Every QP begins with an `ibv_qp_ex`; one created with send
 //! operations posts through `ibv_wr_*` too (`crate::wr`), each request converted and posted as
-//! `ibv_post_send`'s ([`Qp::request`], [`Qp::post`]).
+//! `ibv_post_send`'s (`Qp::request`, `Qp::post`).
 //!
 //! `ibv_modify_qp` maps the attribute mask onto a [`rocev2::ModifySpec`] (one step of the
 //! device's [`rocev2::Device::modify_qp`], in-process or in the daemon). The address vector

@@ -8,7 +8,7 @@
 //! first thing wrong (an operation the QP was not created with or that this library does not
 //! implement, a setter with no request open, a bad address handle, too many SGEs or inline
 //! bytes) is kept and returned by `ibv_wr_complete`, which then posts nothing. Every request
-//! goes through the same conversion and post as `ibv_post_send`'s ([`Qp::request`]).
+//! goes through the same conversion and post as `ibv_post_send`'s (`Qp::request`).
 //!
 //! Deviations: requests are checked as a whole before any is posted, but posted one by one, so
 //! a send queue that fills part-way leaves the first part posted (`ibv_wr_complete` returns

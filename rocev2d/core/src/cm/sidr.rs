@@ -4,11 +4,11 @@
 //!
 //! * Requester ([`Cm::sidr_request`](super::Cm::sidr_request)): the SIDR_REQ is resent every
 //!   [`SidrParams::timeout`] until a SIDR_REP with its Request ID comes from the peer
-//!   ([`Event::SidrReply`](super::Event::SidrReply)) or [`SidrParams::max_cm_retries`] resends
-//!   went unanswered ([`Event::SidrTimedOut`](super::Event::SidrTimedOut)). A SIDR_REP naming
+//!   ([`Event::SidrReply`]) or [`SidrParams::max_cm_retries`] resends
+//!   went unanswered ([`Event::SidrTimedOut`]). A SIDR_REP naming
 //!   no request of ours is counted (`unknown_comm_id`) and dropped.
 //! * Responder: a SIDR_REQ for a listened Service ID becomes
-//!   [`Event::SidrRequest`](super::Event::SidrRequest), answered by
+//!   [`Event::SidrRequest`], answered by
 //!   [`Cm::sidr_reply`](super::Cm::sidr_reply); one for any other Service ID is answered at once
 //!   with status [`SidrStatus::UNSUPPORTED`] (counted `no_listener`). A resend of a request
 //!   still unanswered is counted `duplicate` and dropped; a resend of one answered lately
