@@ -45,32 +45,31 @@ pub fn ctl<T>(epoll: &OwnedFd, op: c_int, fd: RawFd, data: *mut T) -> Result<(),
 }
 
 /// The pointer a readable member of `epoll` carries: waits for one, calling `sleeping` before
-/// each blocking wait, unless the descriptor is non-blocking (then `EAGAIN` at once when none
-/// is readable), as a `read` of libibverbs' descriptor would.
+/// a blocking wait, unless the descriptor is non-blocking (then `EAGAIN` at once when none
+/// is readable), as a `read` of libibverbs' descriptor would. A signal ends the wait with
+/// `EINTR`, as it ends that `read`: programs such as qperf end a timed loop blocked here with
+/// `SIGALRM`, and a wait that carried on would never return to them.
 ///
 /// # Errors
-/// `EAGAIN`; `EIO` when the wait fails.
+/// `EAGAIN`; `EINTR`; `EIO` when the wait fails otherwise.
 pub fn next<T>(epoll: &OwnedFd, sleeping: impl Fn()) -> Result<*mut T, c_int> {
     let fd = epoll.as_raw_fd();
     // SAFETY: F_GETFL takes no pointer.
     let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
+    let timeout = if nonblocking {
+        0
+    } else {
+        sleeping();
+        -1
+    };
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
-    loop {
-        let timeout = if nonblocking {
-            0
-        } else {
-            sleeping();
-            -1
-        };
-        // SAFETY: a live epoll descriptor; room for one event in a live local.
-        let n = unsafe { libc::epoll_wait(fd, &mut ev, 1, timeout) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        return match n {
-            1.. => Ok(ev.u64 as usize as *mut T),
-            0 => Err(libc::EAGAIN),
+    // SAFETY: a live epoll descriptor; room for one event in a live local.
+    match unsafe { libc::epoll_wait(fd, &mut ev, 1, timeout) } {
+        1.. => Ok(ev.u64 as usize as *mut T),
+        0 => Err(libc::EAGAIN),
+        _ => match last_errno() {
+            libc::EINTR => Err(libc::EINTR),
             _ => Err(libc::EIO),
-        };
+        },
     }
 }

@@ -46,10 +46,12 @@ pub fn free_channel(ch: *mut rdma_event_channel) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Takes the next event of channel `ch`, waiting as its fd's blocking mode says.
+/// Takes the next event of channel `ch`, waiting as its fd's blocking mode says. A signal
+/// ends the wait with `EINTR`, as it ends librdmacm's `read` (unless the handler asked for
+/// `SA_RESTART`): a program may end a blocked wait that way.
 ///
 /// # Errors
-/// `EINVAL` for a channel that is not live; `read`'s (`EAGAIN` when non-blocking).
+/// `EINVAL` for a channel that is not live; `read`'s (`EAGAIN` when non-blocking, `EINTR`).
 pub fn take(ch: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, c_int> {
     let fd = lock().channels.get(&(ch as usize)).ok_or(libc::EINVAL)?.fd;
     loop {
@@ -57,10 +59,7 @@ pub fn take(ch: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, c_int> {
         // SAFETY: the channel's eventfd and 8 writable bytes.
         let n = unsafe { libc::read(fd, (&raw mut count).cast(), 8) };
         if n != 8 {
-            match crate::errno() {
-                libc::EINTR => continue,
-                e => return Err(e),
-            }
+            return Err(crate::errno());
         }
         let mut st = lock();
         let Some(c) = st.channels.get_mut(&(ch as usize)) else {
