@@ -59,6 +59,8 @@ pub struct Qp {
     cap: abi::ibv_qp_cap,
     sq_sig_all: bool,
     access: u32,
+    /// A UD QP's Q_Key, as last set (programs answering a datagram read it back).
+    q_key: u32,
     /// The `ibv_wr_*` operations it was created with (`ibv_create_qp_ex` with
     /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`); `None`: no extended QP (`ibv_qp_to_qp_ex` is NULL).
     pub(crate) send_ops: Option<u64>,
@@ -216,6 +218,7 @@ fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_ops: Option<u64>) ->
         cap,
         sq_sig_all: init.sq_sig_all != 0,
         access: 0,
+        q_key: 0,
         send_ops,
         batch: Mutex::default(),
         engine: Arc::clone(&d.engine),
@@ -335,13 +338,16 @@ pub extern "C" fn ibv_modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
             if let Some(acc) = spec.access {
                 (*me).access = acc;
             }
+            if let Some(k) = spec.q_key {
+                (*me).q_key = k;
+            }
         }
         0
     })
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_query_qp(3)`: state, capabilities and access flags.
+/// `ibv_query_qp(3)`: state, capabilities, access flags and Q_Key.
 pub extern "C" fn ibv_query_qp(
     p: *mut ibv_qp,
     attr: *mut ibv_qp_attr,
@@ -369,6 +375,7 @@ pub extern "C" fn ibv_query_qp(
             a.cur_qp_state = state;
             a.cap = q.cap;
             a.qp_access_flags = q.access;
+            a.qkey = q.q_key;
             a.port_num = 1;
             let i = &mut *init;
             let b = &q.ibv.qp_base;

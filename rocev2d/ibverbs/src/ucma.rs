@@ -13,11 +13,11 @@ use crate::handle::guard;
 use core::ffi::{c_int, c_void};
 use rocev2::{Error, Psn, random_psn};
 use rocev2_core::cm::{
-    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrReplyParams,
-    SidrStatus,
+    AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
+    SidrReplyParams, SidrStatus,
 };
 use rocev2_core::wire::Qpn;
-use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs, Ops};
+use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs, Ops, SidrReplyArgs, SidrRequestArgs};
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +35,8 @@ static OPS: Ops = Ops {
     accept,
     reject,
     disconnect,
+    sidr_request,
+    sidr_reply,
     next_event,
 };
 
@@ -172,6 +174,63 @@ unsafe extern "C" fn disconnect(ctx: *mut c_void, conn: u32, data: *const u8, le
     })
 }
 
+unsafe extern "C" fn sidr_request(
+    ctx: *mut c_void,
+    args: *const SidrRequestArgs,
+    id: *mut u32,
+) -> c_int {
+    call(|| {
+        let engine = engine(ctx)?;
+        if args.is_null() || id.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, points to the caller's SidrRequestArgs (the interface's contract).
+        let a = unsafe { &*args };
+        let data = a
+            .private_data
+            .get(..usize::from(a.private_data_len))
+            .ok_or(libc::EINVAL)?;
+        let params = SidrParams {
+            private_data: data.to_vec(),
+            ..SidrParams::new(
+                ServiceId(a.service_id),
+                Ipv6Addr::from(a.local_gid),
+                Ipv6Addr::from(a.peer_gid),
+            )
+        };
+        let sidr = engine
+            .cm_sidr_request(params, RESOLVE_TIMEOUT)
+            .map_err(err)?;
+        // SAFETY: non-NULL, the caller's out pointer.
+        unsafe { *id = sidr.value() };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn sidr_reply(ctx: *mut c_void, id: u32, args: *const SidrReplyArgs) -> c_int {
+    call(|| {
+        let engine = engine(ctx)?;
+        if args.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, points to the caller's SidrReplyArgs (the interface's contract).
+        let a = unsafe { &*args };
+        let data = a
+            .private_data
+            .get(..usize::from(a.private_data_len))
+            .ok_or(libc::EINVAL)?;
+        let params = SidrReplyParams {
+            status: SidrStatus(u8::try_from(a.status).map_err(|_| libc::EINVAL)?),
+            qpn: Qpn::new(a.qpn),
+            q_key: a.q_key,
+            private_data: data.to_vec(),
+        };
+        engine
+            .cm_sidr_reply(SidrId::from_value(id), params)
+            .map_err(err)
+    })
+}
+
 unsafe extern "C" fn next_event(ctx: *mut c_void, timeout_ms: u32, ev: *mut ucma::Event) -> c_int {
     call(|| {
         if ev.is_null() {
@@ -181,40 +240,23 @@ unsafe extern "C" fn next_event(ctx: *mut c_void, timeout_ms: u32, ev: *mut ucma
         let timeout = Duration::from_millis(timeout_ms.into());
         // SAFETY: non-NULL, the caller's out struct.
         let out = unsafe { &mut *ev };
-        // The C library makes no UD IDs: a SIDR_REQ that reached one of its listeners is
-        // answered "not supported", and SIDR answers (never asked for) are dropped.
-        loop {
-            match engine.next_cm_event(|_| true, timeout).map_err(err)? {
-                Event::SidrRequest(r) => {
-                    let no = SidrReplyParams {
-                        status: SidrStatus::UNSUPPORTED,
-                        qpn: Qpn::new(0),
-                        q_key: 0,
-                        private_data: Vec::new(),
-                    };
-                    engine.cm_sidr_reply(r.id, no).map_err(err)?;
-                }
-                e => {
-                    if fill(out, e) {
-                        break;
-                    }
-                }
-            }
-        }
+        let e = engine.next_cm_event(|_| true, timeout).map_err(err)?;
+        fill(out, e);
         Ok(())
     })
 }
 
-/// Writes connection event `e` into `out`; false for a SIDR event, which it has no form for.
-fn fill(out: &mut ucma::Event, e: Event) -> bool {
+/// Writes CM event `e` into `out`.
+fn fill(out: &mut ucma::Event, e: Event) {
     out.status = 0;
     out.peer_qpn = 0;
+    out.q_key = 0;
     out.responder_resources = 0;
     out.initiator_depth = 0;
     out.rnr_retry_count = 0;
     out.service_id = 0;
     out.peer_gid = [0; 16];
-    let (kind, conn, data) = match e {
+    let (kind, id, data) = match e {
         Event::ConnectRequest(r) => {
             out.peer_qpn = r.req.local_qpn.value();
             out.responder_resources = r.req.responder_resources;
@@ -224,35 +266,55 @@ fn fill(out: &mut ucma::Event, e: Event) -> bool {
             out.peer_gid = r.peer_gid.octets();
             (
                 ucma::EV_CONNECT_REQUEST,
-                r.conn,
+                r.conn.comm_id(),
                 r.req.private_data.to_vec(),
             )
         }
         Event::Established {
             conn, private_data, ..
-        } => (ucma::EV_ESTABLISHED, conn, private_data),
+        } => (ucma::EV_ESTABLISHED, conn.comm_id(), private_data),
         Event::Rejected {
             conn,
             reason,
             private_data,
         } => {
             out.status = reason.0.into();
-            (ucma::EV_REJECTED, conn, private_data)
+            (ucma::EV_REJECTED, conn.comm_id(), private_data)
         }
-        Event::TimedOut { conn } => (ucma::EV_TIMED_OUT, conn, Vec::new()),
-        Event::Disconnected { conn, private_data } => (ucma::EV_DISCONNECTED, conn, private_data),
-        Event::TimeWaitExit { conn } => (ucma::EV_TIMEWAIT_EXIT, conn, Vec::new()),
-        Event::SidrRequest(_) | Event::SidrReply { .. } | Event::SidrTimedOut { .. } => {
-            return false;
+        Event::TimedOut { conn } => (ucma::EV_TIMED_OUT, conn.comm_id(), Vec::new()),
+        Event::Disconnected { conn, private_data } => {
+            (ucma::EV_DISCONNECTED, conn.comm_id(), private_data)
         }
+        Event::TimeWaitExit { conn } => (ucma::EV_TIMEWAIT_EXIT, conn.comm_id(), Vec::new()),
+        Event::SidrRequest(r) => {
+            out.service_id = r.req.service_id;
+            out.peer_gid = r.peer_gid.octets();
+            (
+                ucma::EV_SIDR_REQUEST,
+                r.id.value(),
+                r.req.private_data.to_vec(),
+            )
+        }
+        Event::SidrReply {
+            id,
+            status,
+            qpn,
+            q_key,
+            private_data,
+        } => {
+            out.status = status.0.into();
+            out.peer_qpn = qpn.value();
+            out.q_key = q_key;
+            (ucma::EV_SIDR_REPLY, id.value(), private_data)
+        }
+        Event::SidrTimedOut { id } => (ucma::EV_SIDR_TIMED_OUT, id.value(), Vec::new()),
     };
     out.kind = kind;
-    out.conn = conn.comm_id();
+    out.conn = id;
     let n = data.len().min(ucma::MAX_PRIVATE_DATA);
     out.private_data[..n].copy_from_slice(&data[..n]);
     out.private_data[n..].fill(0);
     out.private_data_len = n as u32;
-    true
 }
 
 #[cfg(test)]

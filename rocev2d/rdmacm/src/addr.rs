@@ -4,6 +4,7 @@
 use crate::abi::{self, rdma_addrinfo};
 use crate::call_or;
 use core::ffi::{c_char, c_int};
+use rocev2_verbs_abi::verbs::{IBV_QPT_RC, IBV_QPT_UD};
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Mutex;
@@ -102,18 +103,17 @@ fn resolve(
     let hints = unsafe { hints.as_ref() };
     let flags = hints.map_or(0, |h| h.ai_flags);
     let passive = flags & abi::RAI_PASSIVE != 0;
-    if let Some(h) = hints {
-        if h.ai_port_space != 0 && h.ai_port_space != abi::RDMA_PS_TCP {
+    // The port space and QP type go together: RDMA_PS_TCP over RC, RDMA_PS_UDP over UD;
+    // either one of the hints picks the other.
+    let (ps, qp_type) = match hints.map_or((0, 0), |h| (h.ai_port_space, h.ai_qp_type)) {
+        (0 | abi::RDMA_PS_TCP, 0 | IBV_QPT_RC) => (abi::RDMA_PS_TCP, IBV_QPT_RC),
+        (0, IBV_QPT_UD) | (abi::RDMA_PS_UDP, 0 | IBV_QPT_UD) => (abi::RDMA_PS_UDP, IBV_QPT_UD),
+        _ => {
             return Err(crate::unsupported(
-                "rdma_getaddrinfo: a port space other than RDMA_PS_TCP",
+                "rdma_getaddrinfo: a port space other than RDMA_PS_TCP over RC or RDMA_PS_UDP over UD",
             ));
         }
-        if h.ai_qp_type != 0 && h.ai_qp_type != rocev2_verbs_abi::verbs::IBV_QPT_RC {
-            return Err(crate::unsupported(
-                "rdma_getaddrinfo: a QP type other than IBV_QPT_RC",
-            ));
-        }
-    }
+    };
     if node.is_null() && service.is_null() {
         return Err(libc::EINVAL);
     }
@@ -146,8 +146,8 @@ fn resolve(
     } else {
         libc::AF_INET
     };
-    info.ai.ai_qp_type = rocev2_verbs_abi::verbs::IBV_QPT_RC;
-    info.ai.ai_port_space = abi::RDMA_PS_TCP;
+    info.ai.ai_qp_type = qp_type;
+    info.ai.ai_port_space = ps;
     let (ss, len) = to_storage(found);
     if passive {
         info.src = ss;
@@ -174,7 +174,8 @@ fn resolve(
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_getaddrinfo(3)`: one result, RDMA_PS_TCP over RC; no route or connect data.
+/// `rdma_getaddrinfo(3)`: one result, RDMA_PS_TCP over RC or RDMA_PS_UDP over UD; no route or
+/// connect data.
 pub extern "C" fn rdma_getaddrinfo(
     node: *const c_char,
     service: *const c_char,

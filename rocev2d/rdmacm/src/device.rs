@@ -7,7 +7,7 @@ use crate::verbs::{self, ops};
 use core::ffi::c_int;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_verbs_abi::ucma;
-use rocev2_verbs_abi::verbs::{ibv_context, ibv_gid};
+use rocev2_verbs_abi::verbs::{ibv_ah_attr, ibv_context, ibv_gid, ibv_global_route};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::OnceLock;
 
@@ -25,6 +25,35 @@ impl Dev {
     /// The context as the verbs library's pointer.
     pub fn verbs(&self) -> *mut ibv_context {
         self.ctx as *mut ibv_context
+    }
+
+    /// The address vector from local address `local` to GID `peer` (a UD ID's `ah_attr`), as
+    /// the kernel's rdma_cm makes it for RoCE: global, hop limit 64, port 1.
+    pub fn ah_to(&self, local: IpAddr, peer: [u8; 16]) -> ibv_ah_attr {
+        let want = crate::addr::gid_bytes(local);
+        let sgid_index = (0..MAX_GIDS)
+            .find(|&index| {
+                let mut g = ibv_gid { raw: [0; 16] };
+                // SAFETY: a live context and an out pointer to a local.
+                let r = unsafe { verbs::ibv_query_gid(self.verbs(), 1, index, &mut g) };
+                r == 0 && g.raw == want
+            })
+            .unwrap_or(0);
+        ibv_ah_attr {
+            grh: ibv_global_route {
+                dgid: ibv_gid { raw: peer },
+                flow_label: 0,
+                sgid_index: sgid_index as u8,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
+            dlid: 0,
+            sl: 0,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: 1,
+            port_num: 1,
+        }
     }
 }
 

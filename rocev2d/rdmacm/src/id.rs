@@ -4,17 +4,25 @@
 //! Addresses are resolved at once (`ADDR_RESOLVED` and `ROUTE_RESOLVED` are queued by the
 //! call itself): the next hop's MAC is resolved by the device when the REQ leaves, and a peer
 //! that cannot be reached fails `rdma_connect` with `EHOSTUNREACH`.
+//!
+//! An RDMA_PS_UDP ID resolves a UD service instead of connecting, as the kernel's rdma_cm
+//! does (IBA §12.11, SIDR): `rdma_connect` sends a SIDR_REQ, whose SIDR_REP becomes
+//! `ESTABLISHED` with the service's QPN, Q_Key and address vector in `param.ud` (or
+//! `UNREACHABLE` with the SIDR status, `-ETIMEDOUT` when unanswered); a listener's
+//! `CONNECT_REQUEST` is answered by `rdma_accept` (a SIDR_REP naming the ID's QP, Q_Key
+//! `RDMA_UDP_QKEY`) or `rdma_reject`, and has no `ESTABLISHED` of its own.
 
 use crate::abi::{self, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 use crate::addr::{ephemeral_port, from_sockaddr, gid_bytes, to_storage};
 use crate::device::{self, Dev};
 use crate::ep;
-use crate::state::{EvSpec, IdState, Request, State, lock};
+use crate::state::{EvSpec, IdState, Request, State, UdParam, lock};
 use crate::verbs::ops;
 use crate::{call, unsupported, verbose};
 use core::ffi::{c_int, c_void};
-use rocev2_core::cm::{CmaAddrs, CmaHeader, PortSpace, ServiceId};
-use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs};
+use rocev2_core::cm::{CmaAddrs, CmaHeader, PortSpace, RDMA_UDP_Q_KEY, ServiceId, SidrStatus};
+use rocev2_verbs_abi::ucma::{self, AcceptArgs, ConnectArgs, SidrReplyArgs, SidrRequestArgs};
+use rocev2_verbs_abi::verbs::{IBV_QPT_RC, IBV_QPT_UD};
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
@@ -24,25 +32,38 @@ pub const MAX_CONNECT_DATA: usize = ucma::REQ_PRIVATE_DATA - CmaHeader::LEN;
 pub const MAX_ACCEPT_DATA: usize = ucma::REP_PRIVATE_DATA;
 /// User bytes of a REJ (IBA §12.6.7).
 pub const MAX_REJECT_DATA: usize = 148;
+/// User bytes a SIDR_REQ carries after the CMA header (librdmacm's limit for RDMA_PS_UDP).
+pub const MAX_UD_CONNECT_DATA: usize = ucma::SIDR_REQ_PRIVATE_DATA - CmaHeader::LEN;
+/// User bytes of a SIDR_REP (an RDMA_PS_UDP accept or reject).
+pub const MAX_UD_ACCEPT_DATA: usize = ucma::SIDR_REP_PRIVATE_DATA;
 
+/// The port space of ID `p`: RDMA_PS_UDP's resolve UD services, RDMA_PS_TCP's connect RC QPs.
+fn port_space(p: *const rdma_cm_id) -> PortSpace {
+    // SAFETY: a live ID (the callers checked it under the lock): our Box.
+    match unsafe { (*p).ps } {
+        abi::RDMA_PS_UDP => PortSpace::UDP,
+        _ => PortSpace::TCP,
+    }
+}
 /// Makes an ID on `channel` (NULL: a synchronous ID with a private channel).
 ///
 /// # Errors
-/// `EINVAL`, `EOPNOTSUPP` (a port space other than RDMA_PS_TCP), `ENODEV`, `eventfd`'s.
+/// `EINVAL`, `EOPNOTSUPP` (a port space other than RDMA_PS_TCP and RDMA_PS_UDP), `ENODEV`,
+/// `eventfd`'s.
 pub fn create(
     channel: *mut rdma_event_channel,
     context: *mut c_void,
     ps: c_int,
 ) -> Result<*mut rdma_cm_id, c_int> {
-    match ps {
-        abi::RDMA_PS_TCP => {}
-        abi::RDMA_PS_UDP => {
+    let qp_type = match ps {
+        abi::RDMA_PS_TCP => IBV_QPT_RC,
+        abi::RDMA_PS_UDP => IBV_QPT_UD,
+        _ => {
             return Err(unsupported(
-                "RDMA_PS_UDP (unreliable datagram rdma_cm): this library does not map it onto the device's SIDR yet",
+                "a port space other than RDMA_PS_TCP and RDMA_PS_UDP",
             ));
         }
-        _ => return Err(unsupported("a port space other than RDMA_PS_TCP")),
-    }
+    };
     device::devices()?;
     let (channel, sync) = if channel.is_null() {
         (crate::channel::new_channel()?, true)
@@ -57,7 +78,7 @@ pub fn create(
     id.channel = channel;
     id.context = context;
     id.ps = ps;
-    id.qp_type = rocev2_verbs_abi::verbs::IBV_QPT_RC;
+    id.qp_type = qp_type;
     let p = Box::into_raw(id);
     let mut st = lock();
     let serial = st.serial();
@@ -137,7 +158,7 @@ fn bind(p: *mut rdma_cm_id, addr: SocketAddr) -> Result<(), c_int> {
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_create_id(3)`: RDMA_PS_TCP only.
+/// `rdma_create_id(3)`: RDMA_PS_TCP (RC) and RDMA_PS_UDP (UD).
 pub extern "C" fn rdma_create_id(
     channel: *mut rdma_event_channel,
     id: *mut *mut rdma_cm_id,
@@ -170,7 +191,12 @@ pub fn destroy(p: *mut rdma_cm_id) -> Result<(), c_int> {
     }
     if let Some(conn) = s.conn {
         st.conns.remove(&(s.ctx, conn));
-        if s.request.is_some() && !s.established && !s.disconnected {
+        if port_space(p) == PortSpace::UDP {
+            // A resolution has nothing to end; a request nobody answered is refused.
+            if s.request.is_some() {
+                sidr_reply(ops, s.ctx, conn, SidrStatus::REJECT, 0, &[]);
+            }
+        } else if s.request.is_some() && !s.established && !s.disconnected {
             // SAFETY: a live context; no private data.
             unsafe { (ops.reject)(s.ctx as *mut _, conn, std::ptr::null(), 0) };
         } else if s.established && !s.disconnected {
@@ -296,7 +322,7 @@ pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_int {
             0 => device::devices()?.iter().map(|d| d.ctx).collect(),
             c => vec![c],
         };
-        let service = ServiceId::rdma_cm(PortSpace::TCP, src.port()).0;
+        let service = ServiceId::rdma_cm(port_space(id), src.port()).0;
         let mut done = Vec::new();
         for ctx in ctxs {
             // SAFETY: a live context of the verbs library.
@@ -370,54 +396,72 @@ fn depth(asked: u8, dev_max: u8) -> u8 {
 
 #[unsafe(no_mangle)]
 /// `rdma_connect(3)`: sends the REQ (CMA header, then up to 56 bytes of private data); the QP
-/// moves to RTR and RTS when the REP comes, then `ESTABLISHED`.
+/// moves to RTR and RTS when the REP comes, then `ESTABLISHED`. An RDMA_PS_UDP ID sends a
+/// SIDR_REQ instead (up to 180 bytes), answered by `ESTABLISHED` with `param.ud`.
 pub extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     call(|| {
         let ops = ops()?;
         let param = self::conn_param(conn_param);
-        let user = private_data(&param, MAX_CONNECT_DATA)?;
         let mut st = lock();
         let s = st.id(id)?;
         let (Some(src), Some(dst)) = (s.src, s.dst) else {
             return Err(libc::EINVAL);
         };
-        if s.conn.is_some() || s.service.is_some() {
+        if s.conn.is_some() || s.service.is_some() || s.established {
             return Err(libc::EISCONN);
         }
         let ctx = s.ctx;
         let dev = device::by_ctx(ctx).ok_or(libc::ENODEV)?;
-        let qp = id_qp(id, &param)?;
         let addrs = match (src.ip(), dst.ip()) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => CmaAddrs::V4 { src, dst },
             (IpAddr::V6(src), IpAddr::V6(dst)) => CmaAddrs::V6 { src, dst },
             _ => return Err(libc::EINVAL),
         };
-        let data = CmaHeader {
+        let header = CmaHeader {
             src_port: src.port(),
             addrs,
-        }
-        .private_data(&user);
-        let mut args = ConnectArgs {
-            service_id: ServiceId::rdma_cm(PortSpace::TCP, dst.port()).0,
-            local_gid: gid_bytes(src.ip()),
-            peer_gid: gid_bytes(dst.ip()),
-            private_data: [0; ucma::REQ_PRIVATE_DATA],
-            private_data_len: data.len() as u8,
-            responder_resources: depth(
-                param.map_or(u8::MAX, |p| p.responder_resources),
-                dev.max_rd_atomic,
-            ),
-            initiator_depth: depth(
-                param.map_or(u8::MAX, |p| p.initiator_depth),
-                dev.max_rd_atomic,
-            ),
-            retry_count: param.map_or(7, |p| p.retry_count),
-            rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count),
         };
-        args.private_data[..data.len()].copy_from_slice(&data);
+        let ps = port_space(id);
+        let service_id = ServiceId::rdma_cm(ps, dst.port()).0;
+        let (local_gid, peer_gid) = (gid_bytes(src.ip()), gid_bytes(dst.ip()));
         let mut conn = 0;
-        // SAFETY: a live QP of the verbs library (checked there), args and out pointer local.
-        let r = unsafe { (ops.connect)(qp, &args, &mut conn) };
+        let r = if ps == PortSpace::UDP {
+            let data = header.private_data(&private_data(&param, MAX_UD_CONNECT_DATA)?);
+            let mut args = SidrRequestArgs {
+                service_id,
+                local_gid,
+                peer_gid,
+                private_data: [0; ucma::SIDR_REQ_PRIVATE_DATA],
+                private_data_len: data.len() as u8,
+            };
+            args.private_data[..data.len()].copy_from_slice(&data);
+            // SAFETY: a live context of the verbs library; args and out pointer local.
+            unsafe { (ops.sidr_request)(ctx as *mut _, &args, &mut conn) }
+        } else {
+            let data = header.private_data(&private_data(&param, MAX_CONNECT_DATA)?);
+            let qp = id_qp(id, &param)?;
+            let mut args = ConnectArgs {
+                service_id,
+                local_gid,
+                peer_gid,
+                private_data: [0; ucma::REQ_PRIVATE_DATA],
+                private_data_len: data.len() as u8,
+                responder_resources: depth(
+                    param.map_or(u8::MAX, |p| p.responder_resources),
+                    dev.max_rd_atomic,
+                ),
+                initiator_depth: depth(
+                    param.map_or(u8::MAX, |p| p.initiator_depth),
+                    dev.max_rd_atomic,
+                ),
+                retry_count: param.map_or(7, |p| p.retry_count),
+                rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count),
+            };
+            args.private_data[..data.len()].copy_from_slice(&data);
+            // SAFETY: a live QP of the verbs library (checked there), args and out pointer
+            // local.
+            unsafe { (ops.connect)(qp, &args, &mut conn) }
+        };
         if r != 0 {
             return Err(r);
         }
@@ -428,15 +472,80 @@ pub extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_p
     })
 }
 
+/// Answers SIDR request `conn` of context `ctx`; the outcome is the peer's to see.
+fn sidr_reply(
+    ops: &ucma::Ops,
+    ctx: usize,
+    conn: u32,
+    status: SidrStatus,
+    qpn: u32,
+    data: &[u8],
+) -> c_int {
+    let mut args = SidrReplyArgs {
+        status: status.0.into(),
+        qpn,
+        q_key: RDMA_UDP_Q_KEY,
+        private_data: [0; ucma::SIDR_REP_PRIVATE_DATA],
+        private_data_len: 0,
+    };
+    let n = data.len().min(ucma::SIDR_REP_PRIVATE_DATA);
+    args.private_data[..n].copy_from_slice(&data[..n]);
+    args.private_data_len = n as u8;
+    // SAFETY: a live context of the verbs library; args local.
+    unsafe { (ops.sidr_reply)(ctx as *mut _, conn, &args) }
+}
+
+/// Answers the SIDR request of RDMA_PS_UDP ID `id` (whose table entry `st` holds, locked):
+/// with the ID's QP (or `qp_num`) on success. The request is then done with.
+fn answer_ud(
+    st: &mut State,
+    id: *mut rdma_cm_id,
+    status: SidrStatus,
+    param: &Option<rdma_conn_param>,
+) -> Result<(), c_int> {
+    let ops = ops()?;
+    let data = private_data(param, MAX_UD_ACCEPT_DATA)?;
+    let s = st.id(id)?;
+    let (Some(conn), Some(_)) = (s.conn, s.request) else {
+        return Err(libc::EINVAL);
+    };
+    let ctx = s.ctx;
+    // SAFETY: a live ID: our Box; its QP, when it has one, is the verbs library's.
+    let qpn = match unsafe { (*id).qp.as_ref() } {
+        Some(qp) => qp.qp_num,
+        None => param.map_or(0, |p| p.qp_num),
+    };
+    if status == SidrStatus::SUCCESS && qpn == 0 {
+        return Err(libc::EINVAL);
+    }
+    match sidr_reply(ops, ctx, conn, status, qpn, &data) {
+        0 => {}
+        e => return Err(e),
+    }
+    s.conn = None;
+    if status == SidrStatus::SUCCESS {
+        s.established = true;
+    } else {
+        s.disconnected = true;
+    }
+    st.conns.remove(&(ctx, conn));
+    Ok(())
+}
+
 #[unsafe(no_mangle)]
 /// `rdma_accept(3)`: answers the request with a REP (up to 196 bytes of private data); the QP
-/// moves to RTR now and to RTS with the RTU, then `ESTABLISHED`.
+/// moves to RTR now and to RTS with the RTU, then `ESTABLISHED`. An RDMA_PS_UDP ID answers
+/// with a SIDR_REP (up to 136 bytes) naming its QP, or `qp_num` without one; no event follows.
 pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     call(|| {
         let ops = ops()?;
         let param = self::conn_param(conn_param);
-        let data = private_data(&param, MAX_ACCEPT_DATA)?;
         let mut st = lock();
+        st.id(id)?;
+        if port_space(id) == PortSpace::UDP {
+            return answer_ud(&mut st, id, SidrStatus::SUCCESS, &param);
+        }
+        let data = private_data(&param, MAX_ACCEPT_DATA)?;
         let s = st.id(id)?;
         let (Some(conn), Some(req)) = (s.conn, s.request) else {
             return Err(libc::EINVAL);
@@ -471,14 +580,25 @@ pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_pa
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_reject(3)`: a REJ (reason: consumer) with up to 148 bytes of private data.
+/// `rdma_reject(3)`: a REJ (reason: consumer) with up to 148 bytes of private data; for an
+/// RDMA_PS_UDP ID, a SIDR_REP "rejected" with up to 136.
 pub extern "C" fn rdma_reject(id: *mut rdma_cm_id, private_data: *const c_void, len: u8) -> c_int {
     call(|| {
         let ops = ops()?;
+        let mut st = lock();
+        st.id(id)?;
+        if port_space(id) == PortSpace::UDP {
+            let param = Some(rdma_conn_param {
+                private_data,
+                private_data_len: len,
+                // SAFETY: an all-zero rdma_conn_param is a valid value (no pointers used).
+                ..unsafe { std::mem::zeroed() }
+            });
+            return answer_ud(&mut st, id, SidrStatus::REJECT, &param);
+        }
         if usize::from(len) > MAX_REJECT_DATA {
             return Err(libc::EINVAL);
         }
-        let mut st = lock();
         let s = st.id(id)?;
         let (Some(conn), Some(_)) = (s.conn, s.request) else {
             return Err(libc::EINVAL);
@@ -701,34 +821,71 @@ pub fn dispatch(ctx: usize, e: &ucma::Event) {
     };
     let mut st = lock();
     let data = &e.private_data[..(e.private_data_len as usize).min(ucma::MAX_PRIVATE_DATA)];
-    if e.kind == ucma::EV_CONNECT_REQUEST {
-        if !request(&mut st, ctx, e, data) {
+    match e.kind {
+        ucma::EV_CONNECT_REQUEST if !request(&mut st, ctx, e, data) => {
             // SAFETY: a live context; no private data.
             unsafe { (ops.reject)(ctx as *mut _, e.conn, std::ptr::null(), 0) };
+            return;
         }
-        return;
+        ucma::EV_SIDR_REQUEST if !request(&mut st, ctx, e, data) => {
+            sidr_reply(ops, ctx, e.conn, SidrStatus::UNSUPPORTED, 0, &[]);
+            return;
+        }
+        ucma::EV_CONNECT_REQUEST | ucma::EV_SIDR_REQUEST => return,
+        _ => {}
     }
     let Some(&id) = st.conns.get(&(ctx, e.conn)) else {
         return;
     };
     let Some(s) = st.ids.get_mut(&id) else { return };
+    let mut ud = None;
     let (event, status) = match e.kind {
         ucma::EV_ESTABLISHED => {
             s.established = true;
             (abi::RDMA_CM_EVENT_ESTABLISHED, 0)
         }
         ucma::EV_REJECTED => (abi::RDMA_CM_EVENT_REJECTED, e.status as c_int),
-        ucma::EV_TIMED_OUT => (abi::RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT),
+        ucma::EV_TIMED_OUT | ucma::EV_SIDR_TIMED_OUT => {
+            (abi::RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT)
+        }
         ucma::EV_DISCONNECTED => {
             s.disconnected = true;
             (abi::RDMA_CM_EVENT_DISCONNECTED, 0)
         }
         ucma::EV_TIMEWAIT_EXIT => (abi::RDMA_CM_EVENT_TIMEWAIT_EXIT, 0),
+        // As the kernel's rdma_cm: a failed resolution is UNREACHABLE with the SIDR status, a
+        // Q_Key other than rdma_cm's an address error.
+        ucma::EV_SIDR_REPLY if e.status != u32::from(SidrStatus::SUCCESS.0) => {
+            (abi::RDMA_CM_EVENT_UNREACHABLE, e.status as c_int)
+        }
+        ucma::EV_SIDR_REPLY if e.q_key != RDMA_UDP_Q_KEY => {
+            (abi::RDMA_CM_EVENT_ADDR_ERROR, -libc::EINVAL)
+        }
+        ucma::EV_SIDR_REPLY => {
+            let (Some(src), Some(dst), Some(dev)) = (s.src, s.dst, device::by_ctx(ctx)) else {
+                return;
+            };
+            s.established = true;
+            ud = Some(UdParam {
+                ah_attr: dev.ah_to(src.ip(), gid_bytes(dst.ip())),
+                qp_num: e.peer_qpn,
+                qkey: e.q_key,
+            });
+            (abi::RDMA_CM_EVENT_ESTABLISHED, 0)
+        }
         _ => return,
     };
+    // A resolution ends with its answer: the ID keeps no connection.
+    if matches!(e.kind, ucma::EV_SIDR_REPLY | ucma::EV_SIDR_TIMED_OUT) {
+        s.conn = None;
+    }
     if matches!(
         e.kind,
-        ucma::EV_REJECTED | ucma::EV_TIMED_OUT | ucma::EV_TIMEWAIT_EXIT
+        ucma::EV_REJECTED
+            | ucma::EV_TIMED_OUT
+            | ucma::EV_TIMEWAIT_EXIT
+            | ucma::EV_SIDR_REPLY
+            | ucma::EV_SIDR_TIMED_OUT
     ) {
         st.conns.remove(&(ctx, e.conn));
     }
@@ -738,17 +895,22 @@ pub fn dispatch(ctx: usize, e: &ucma::Event) {
             event,
             status,
             data: data.to_vec(),
+            ud,
             ..Default::default()
         },
     );
 }
 
-/// A connection request: a new ID on the listener's channel; false when nobody listens or the
-/// REQ has no CMA header (then it is refused).
+/// A connection request, or a SIDR request: a new ID on the listener's channel; false when
+/// nobody listens in its port space or it has no CMA header (then it is refused).
 fn request(st: &mut State, ctx: usize, e: &ucma::Event, data: &[u8]) -> bool {
     let Some(&listener) = st.listeners.get(&e.service_id) else {
         return false;
     };
+    let sidr = e.kind == ucma::EV_SIDR_REQUEST;
+    if sidr != (port_space(listener as *const rdma_cm_id) == PortSpace::UDP) {
+        return false;
+    }
     let Ok(h) = CmaHeader::parse(data) else {
         return false;
     };
@@ -811,6 +973,12 @@ fn request(st: &mut State, ctx: usize, e: &ucma::Event, data: &[u8]) -> bool {
         SocketAddr::new(h.dst_ip(), listen_port),
         Some(SocketAddr::new(h.src_ip(), h.src_port)),
     );
+    // A SIDR request's `param.ud` carries the address vector back to the requester.
+    let ud = dev.filter(|_| sidr).map(|d| UdParam {
+        ah_attr: d.ah_to(h.dst_ip(), e.peer_gid),
+        qp_num: 0,
+        qkey: 0,
+    });
     st.push(
         p as usize,
         EvSpec {
@@ -821,6 +989,7 @@ fn request(st: &mut State, ctx: usize, e: &ucma::Event, data: &[u8]) -> bool {
             initiator_depth: e.responder_resources,
             rnr_retry_count: e.rnr_retry_count,
             qp_num: e.peer_qpn,
+            ud,
             ..Default::default()
         },
     );

@@ -1,33 +1,77 @@
 //! QPs on IDs: `rdma_create_qp`, `rdma_destroy_qp`, `rdma_init_qp_attr`.
 //!
-//! `rdma_create_qp` makes an RC QP of the verbs library (with CQs and completion channels of
-//! its own when the attributes name none, as librdmacm) and moves it to INIT; the device's CM
-//! moves it to RTR and RTS as the connection is made.
+//! `rdma_create_qp` makes a QP of the verbs library (with CQs and completion channels of its
+//! own when the attributes name none, as librdmacm): an RDMA_PS_TCP ID's is RC, moved to INIT,
+//! and the device's CM moves it to RTR and RTS as the connection is made; an RDMA_PS_UDP ID's
+//! is UD, moved to RTS at once with Q_Key `RDMA_UDP_QKEY`, as librdmacm does.
 
-use crate::abi::rdma_cm_id;
+use crate::abi::{self, rdma_cm_id};
 use crate::call;
 use crate::state::{OwnCqs, lock};
 use crate::verbs;
 use core::ffi::c_int;
-use rocev2_verbs_abi::verbs::{IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_STATE, IBV_QPT_RC};
+use rocev2_core::cm::RDMA_UDP_Q_KEY;
+use rocev2_verbs_abi::verbs::{
+    IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_QKEY, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QPT_RC,
+    IBV_QPT_UD,
+};
 use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
 
 /// `IBV_QP_PORT`.
 const IBV_QP_PORT: c_int = 1 << 5;
 /// `IBV_QPS_INIT`, `IBV_QPS_RTR`, `IBV_QPS_RTS`, `IBV_QPS_ERR`.
 const IBV_QPS_INIT: c_int = 1;
+const IBV_QPS_RTR: c_int = 2;
+const IBV_QPS_RTS: c_int = 3;
 const IBV_QPS_ERR: c_int = 6;
 /// What the peer may do to a connected QP: write, read and atomics (librdmacm lets the CM
 /// grant them; the regions' own access flags still decide).
 const ACCESS: u32 = 1 | 2 | 4 | 8;
 
-/// The attributes and mask of the INIT transition.
-fn init_attr(attr: &mut ibv_qp_attr) -> c_int {
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = 1;
-    attr.qp_access_flags = ACCESS;
-    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS
+/// The attributes and mask of the transition to `attr.qp_state` of an ID's QP: INIT for RC
+/// (RTR and RTS are the CM's); INIT, RTR and RTS for UD (`ud`). `None` for any other.
+fn transition(attr: &mut ibv_qp_attr, ud: bool) -> Option<c_int> {
+    match (attr.qp_state, ud) {
+        (IBV_QPS_INIT, false) => {
+            attr.pkey_index = 0;
+            attr.port_num = 1;
+            attr.qp_access_flags = ACCESS;
+            Some(IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+        }
+        (IBV_QPS_INIT, true) => {
+            attr.pkey_index = 0;
+            attr.port_num = 1;
+            attr.qkey = RDMA_UDP_Q_KEY;
+            Some(IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
+        }
+        (IBV_QPS_RTR, true) => Some(IBV_QP_STATE),
+        (IBV_QPS_RTS, true) => {
+            attr.sq_psn = 0;
+            Some(IBV_QP_STATE | IBV_QP_SQ_PSN)
+        }
+        _ => None,
+    }
+}
+
+/// Moves a new QP to INIT, and a UD one on to RTS.
+fn bring_up(qp: *mut ibv_qp, ud: bool) -> Result<(), c_int> {
+    let states: &[c_int] = if ud {
+        &[IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS]
+    } else {
+        &[IBV_QPS_INIT]
+    };
+    for &state in states {
+        // SAFETY: an all-zero ibv_qp_attr is a valid value.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = state;
+        let mask = transition(&mut a, ud).ok_or(libc::EINVAL)?;
+        // SAFETY: the QP just made; the verbs library checks the handle.
+        match unsafe { verbs::ibv_modify_qp(qp, &mut a, mask) } {
+            0 => {}
+            r => return Err(r),
+        }
+    }
+    Ok(())
 }
 
 /// Moves `qp` to ERROR (its outstanding work completes flushed).
@@ -95,9 +139,10 @@ pub fn create(
     if a.qp_type == 0 {
         a.qp_type = cm.qp_type;
     }
-    if a.qp_type != IBV_QPT_RC {
+    let ud = cm.ps == abi::RDMA_PS_UDP;
+    if a.qp_type != if ud { IBV_QPT_UD } else { IBV_QPT_RC } {
         return Err(crate::unsupported(
-            "rdma_create_qp: a QP type other than IBV_QPT_RC",
+            "rdma_create_qp: a QP type other than IBV_QPT_RC (RDMA_PS_TCP) or IBV_QPT_UD (RDMA_PS_UDP)",
         ));
     }
     let pd = if !pd.is_null() {
@@ -137,12 +182,7 @@ pub fn create(
         if qp.is_null() {
             return Err(crate::errno());
         }
-        // SAFETY: an all-zero ibv_qp_attr is a valid value.
-        let mut qa: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        let mask = init_attr(&mut qa);
-        // SAFETY: the QP just made.
-        let r = unsafe { verbs::ibv_modify_qp(qp, &mut qa, mask) };
-        if r != 0 {
+        if let Err(r) = bring_up(qp, ud) {
             // SAFETY: the QP just made, not handed out.
             unsafe { verbs::ibv_destroy_qp(qp) };
             return Err(r);
@@ -170,7 +210,7 @@ pub fn create(
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_create_qp(3)`: RC only.
+/// `rdma_create_qp(3)`: RC on an RDMA_PS_TCP ID, UD on an RDMA_PS_UDP one.
 pub extern "C" fn rdma_create_qp(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
@@ -207,27 +247,31 @@ pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_init_qp_attr(3)`: the INIT transition; RTR and RTS fail with `EOPNOTSUPP`, since the
-/// device's CM moves the QP of a connection itself (a QP modified by the program through the
-/// connection is not supported).
+/// `rdma_init_qp_attr(3)`: the INIT transition, and for an RDMA_PS_UDP ID also RTR and RTS;
+/// an RDMA_PS_TCP ID's RTR and RTS fail with `EOPNOTSUPP`, since the device's CM moves the QP
+/// of a connection itself (a QP modified by the program through the connection is not
+/// supported).
 pub extern "C" fn rdma_init_qp_attr(
     id: *mut rdma_cm_id,
     attr: *mut ibv_qp_attr,
     mask: *mut c_int,
 ) -> c_int {
     call(|| {
-        lock().id(id)?;
+        let mut st = lock();
+        st.id(id)?;
+        // SAFETY: a live ID (in the table, under the lock): our Box.
+        let ud = unsafe { (*id).ps } == abi::RDMA_PS_UDP;
+        drop(st);
         if attr.is_null() || mask.is_null() {
             return Err(libc::EINVAL);
         }
         // SAFETY: non-NULL, the caller's attributes.
         let a = unsafe { &mut *attr };
-        if a.qp_state != IBV_QPS_INIT {
-            return Err(crate::unsupported(
-                "rdma_init_qp_attr for RTR or RTS (the CM moves the connection's QP itself)",
-            ));
-        }
-        let m = init_attr(a);
+        let m = transition(a, ud).ok_or_else(|| {
+            crate::unsupported(
+                "rdma_init_qp_attr for RTR or RTS of a connection (the CM moves its QP itself)",
+            )
+        })?;
         // SAFETY: non-NULL, the caller's out pointer.
         unsafe { *mask = m };
         Ok(())

@@ -3,7 +3,7 @@
 //! caller passes is looked up here before it is dereferenced, so a destroyed or foreign one
 //! fails with `EINVAL`.
 
-use crate::abi::{rdma_cm_event, rdma_cm_event_param, rdma_cm_id, rdma_conn_param};
+use crate::abi::{rdma_cm_event, rdma_cm_event_param, rdma_cm_id, rdma_conn_param, rdma_ud_param};
 use core::ffi::{c_int, c_void};
 use rocev2_verbs_abi::ucma::MAX_PRIVATE_DATA;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -41,6 +41,19 @@ pub struct EvSpec {
     pub rnr_retry_count: u8,
     /// See `responder_resources`.
     pub qp_num: u32,
+    /// An event of a UD ID: `param.ud` instead of `param.conn`.
+    pub ud: Option<UdParam>,
+}
+
+/// `param.ud`'s fields besides the private data.
+#[derive(Clone, Copy)]
+pub struct UdParam {
+    /// The address vector toward the peer.
+    pub ah_attr: rocev2_verbs_abi::verbs::ibv_ah_attr,
+    /// The peer's UD QP and Q_Key (a resolved service; 0 in a request).
+    pub qp_num: u32,
+    /// See `qp_num`.
+    pub qkey: u32,
 }
 
 /// An event channel's state.
@@ -160,25 +173,37 @@ impl State {
             return;
         };
         let n = spec.data.len().min(MAX_PRIVATE_DATA);
+        let param = match spec.ud {
+            Some(u) => rdma_cm_event_param {
+                ud: rdma_ud_param {
+                    private_data: std::ptr::null(),
+                    private_data_len: n as u8,
+                    ah_attr: u.ah_attr,
+                    qp_num: u.qp_num,
+                    qkey: u.qkey,
+                },
+            },
+            None => rdma_cm_event_param {
+                conn: rdma_conn_param {
+                    private_data: std::ptr::null(),
+                    private_data_len: n as u8,
+                    responder_resources: spec.responder_resources,
+                    initiator_depth: spec.initiator_depth,
+                    flow_control: 0,
+                    retry_count: 0,
+                    rnr_retry_count: spec.rnr_retry_count,
+                    srq: 0,
+                    qp_num: spec.qp_num,
+                },
+            },
+        };
         let mut ev = Box::new(Ev {
             ev: rdma_cm_event {
                 id: id as *mut rdma_cm_id,
                 listen_id: spec.listen as *mut rdma_cm_id,
                 event: spec.event,
                 status: spec.status,
-                param: rdma_cm_event_param {
-                    conn: rdma_conn_param {
-                        private_data: std::ptr::null(),
-                        private_data_len: n as u8,
-                        responder_resources: spec.responder_resources,
-                        initiator_depth: spec.initiator_depth,
-                        flow_control: 0,
-                        retry_count: 0,
-                        rnr_retry_count: spec.rnr_retry_count,
-                        srq: 0,
-                        qp_num: spec.qp_num,
-                    },
-                },
+                param,
             },
             id_serial,
             listen_serial,
@@ -186,7 +211,12 @@ impl State {
         });
         ev.data[..n].copy_from_slice(&spec.data[..n]);
         if n > 0 {
-            ev.ev.param.conn.private_data = ev.data.as_ptr().cast::<c_void>();
+            let data = ev.data.as_ptr().cast::<c_void>();
+            // Both members start with the private data pointer; write the one the event has.
+            match spec.ud {
+                Some(_) => ev.ev.param.ud.private_data = data,
+                None => ev.ev.param.conn.private_data = data,
+            }
         }
         ch.queue.push_back(ev);
         let one = 1u64;

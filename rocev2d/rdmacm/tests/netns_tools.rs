@@ -2,6 +2,7 @@
 //! `librocev2_rdmacm.so` and `librocev2_ibverbs.so` preloaded, between the two namespaces of a
 //! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
+//! `udaddy` (UD IDs resolved through SIDR, over UDP and AF_XDP),
 //! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
 //! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, and the
 //! preload order reversed (`qperf`, whose
@@ -184,6 +185,41 @@ fn ucmatose_four_connections_between_namespaces() {
         assert!(out.stdout.contains("return status 0"), "{}", show(out));
     }
     assert!(s.stdout.contains("disconnected"), "{}", show(&s));
+}
+
+/// `udaddy` (RDMA_PS_UDP: UD IDs resolved through SIDR) with 2 IDs and 10 datagrams each way
+/// on each, the server in h1 on `datapath`: the client sends to the QPN, Q_Key and address
+/// vector its `ESTABLISHED` event carries, the server answers each sender through an address
+/// handle made from its completion (`ibv_create_ah_from_wc`), and both sides wait for every
+/// datagram.
+fn udaddy(test: &str, datapath: &str) {
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let mut s = preloaded(&tb, "h1", datapath, "udaddy");
+    s.args(["-c", "2", "-C", "10"]);
+    let mut c = preloaded(&tb, "h0", datapath, "udaddy");
+    c.args(["-s", &ip(&tb, "h1"), "-c", "2", "-C", "10"]);
+    let (s, c) = run_pair(s, c);
+    for out in [&s, &c] {
+        assert!(
+            out.stdout.contains("data transfers complete"),
+            "{}",
+            show(out)
+        );
+        assert!(out.stdout.contains("return status 0"), "{}", show(out));
+    }
+}
+
+#[test]
+fn udaddy_between_namespaces() {
+    udaddy("udaddy_between_namespaces", "udp");
+}
+
+#[test]
+fn udaddy_over_af_xdp() {
+    udaddy("udaddy_over_af_xdp", "xdp");
 }
 
 /// perftest `tool -R` (connections made through rdma_cm) between the namespaces: both sides

@@ -12,7 +12,7 @@
 use core::ffi::{CStr, c_int, c_void};
 
 /// The interface's version: bump it on any change of the types below.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The symbol of the entry point: `extern "C" fn(version: u32) -> *const Ops`, NULL when the
 /// version is not the library's.
@@ -25,8 +25,12 @@ pub type EntryFn = unsafe extern "C" fn(version: u32) -> *const Ops;
 pub const REQ_PRIVATE_DATA: usize = 92;
 /// Bytes of private data a REP or REJ carries.
 pub const REP_PRIVATE_DATA: usize = 196;
+/// Bytes of private data a SIDR_REQ carries (IBA §12.11.1), CMA header included.
+pub const SIDR_REQ_PRIVATE_DATA: usize = 216;
+/// Bytes of private data a SIDR_REP carries (IBA §12.11.2).
+pub const SIDR_REP_PRIVATE_DATA: usize = 136;
 /// The most any CM message carries: what an [`Event`] has room for.
-pub const MAX_PRIVATE_DATA: usize = REP_PRIVATE_DATA;
+pub const MAX_PRIVATE_DATA: usize = SIDR_REQ_PRIVATE_DATA;
 
 /// What [`Ops::connect`] sends in the REQ.
 #[repr(C)]
@@ -56,6 +60,32 @@ pub struct AcceptArgs {
     pub rnr_retry_count: u8,
 }
 
+/// What [`Ops::sidr_request`] sends in the SIDR_REQ.
+#[repr(C)]
+pub struct SidrRequestArgs {
+    /// `RDMA_PS_UDP << 16 | port`.
+    pub service_id: u64,
+    /// The source GID.
+    pub local_gid: [u8; 16],
+    /// The responder's GID.
+    pub peer_gid: [u8; 16],
+    /// The CMA header and the application's bytes.
+    pub private_data: [u8; SIDR_REQ_PRIVATE_DATA],
+    pub private_data_len: u8,
+}
+
+/// What [`Ops::sidr_reply`] sends in the SIDR_REP.
+#[repr(C)]
+pub struct SidrReplyArgs {
+    /// The SIDR_REP's status (IBA §12.11.2): 0 success, 2 rejected, ...
+    pub status: u32,
+    /// On success, the UD QP and Q_Key the requester sends to.
+    pub qpn: u32,
+    pub q_key: u32,
+    pub private_data: [u8; SIDR_REP_PRIVATE_DATA],
+    pub private_data_len: u8,
+}
+
 /// [`Event::kind`]: a connection request for a listened service.
 pub const EV_CONNECT_REQUEST: u32 = 1;
 /// The connection is up; its QP is in RTS.
@@ -68,28 +98,38 @@ pub const EV_TIMED_OUT: u32 = 4;
 pub const EV_DISCONNECTED: u32 = 5;
 /// The connection's time-wait is over.
 pub const EV_TIMEWAIT_EXIT: u32 = 6;
+/// A SIDR_REQ for a listened service: `conn` is the request to answer with
+/// [`Ops::sidr_reply`].
+pub const EV_SIDR_REQUEST: u32 = 7;
+/// The SIDR_REP to [`Ops::sidr_request`]'s request `conn`: `status` is its status, and on
+/// success `peer_qpn` and `q_key` the service's UD QP and Q_Key.
+pub const EV_SIDR_REPLY: u32 = 8;
+/// The SIDR_REQ `conn` went unanswered.
+pub const EV_SIDR_TIMED_OUT: u32 = 9;
 
 /// One CM event of a context.
 #[repr(C)]
 pub struct Event {
     /// `EV_*`.
     pub kind: u32,
-    /// The REJ's reason (`EV_REJECTED`).
+    /// The REJ's reason (`EV_REJECTED`), the SIDR_REP's status (`EV_SIDR_REPLY`).
     pub status: u32,
-    /// The connection (its local communication ID).
+    /// The connection (its local communication ID), or the SIDR request.
     pub conn: u32,
     /// `EV_CONNECT_REQUEST`: the peer's QPN, responder resources, initiator depth and RNR
-    /// retry count, as the REQ announced them.
+    /// retry count, as the REQ announced them; `EV_SIDR_REPLY`: the service's QPN.
     pub peer_qpn: u32,
+    /// `EV_SIDR_REPLY`: the service's Q_Key.
+    pub q_key: u32,
     pub responder_resources: u8,
     pub initiator_depth: u8,
     pub rnr_retry_count: u8,
     pub _pad: u8,
-    /// `EV_CONNECT_REQUEST`: the service asked for.
+    /// `EV_CONNECT_REQUEST`, `EV_SIDR_REQUEST`: the service asked for.
     pub service_id: u64,
-    /// `EV_CONNECT_REQUEST`: where the REQ came from.
+    /// `EV_CONNECT_REQUEST`, `EV_SIDR_REQUEST`: where the request came from.
     pub peer_gid: [u8; 16],
-    /// The message's private data (for a REQ, CMA header included).
+    /// The message's private data (for a REQ or SIDR_REQ, CMA header included).
     pub private_data_len: u32,
     pub private_data: [u8; MAX_PRIVATE_DATA],
 }
@@ -118,6 +158,13 @@ pub struct Ops {
     /// Moves the connection's QP to ERROR and sends a DREQ.
     pub disconnect:
         unsafe extern "C" fn(ctx: *mut c_void, conn: u32, data: *const u8, len: usize) -> c_int,
+    /// Sends a SIDR_REQ (resent on the CM's timer); writes the request to `id`. Its answer
+    /// comes as `EV_SIDR_REPLY` or `EV_SIDR_TIMED_OUT`.
+    pub sidr_request:
+        unsafe extern "C" fn(ctx: *mut c_void, args: *const SidrRequestArgs, id: *mut u32) -> c_int,
+    /// Answers an `EV_SIDR_REQUEST` with a SIDR_REP.
+    pub sidr_reply:
+        unsafe extern "C" fn(ctx: *mut c_void, id: u32, args: *const SidrReplyArgs) -> c_int,
     /// Takes the context's next CM event, waiting up to `timeout_ms`; `ETIMEDOUT` if none came.
     pub next_event:
         unsafe extern "C" fn(ctx: *mut c_void, timeout_ms: u32, ev: *mut Event) -> c_int,

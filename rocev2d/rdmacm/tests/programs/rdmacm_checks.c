@@ -87,7 +87,12 @@ int main(int argc, char **argv)
 	struct rdma_addrinfo hints, *res;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_port_space = RDMA_PS_UDP;
+	hints.ai_qp_type = IBV_QPT_RC;
 	FAILS(rdma_getaddrinfo(argv[2], "7471", &hints, &res), EOPNOTSUPP);
+	hints.ai_qp_type = 0;
+	CHECK(rdma_getaddrinfo(argv[2], "7471", &hints, &res) == 0 &&
+	      res->ai_port_space == RDMA_PS_UDP && res->ai_qp_type == IBV_QPT_UD);
+	rdma_freeaddrinfo(res);
 	hints.ai_port_space = RDMA_PS_TCP;
 	FAILS(rdma_getaddrinfo(NULL, NULL, &hints, &res), EINVAL);
 	CHECK(rdma_getaddrinfo(argv[2], "7471", &hints, &res) == 0 && res->ai_dst_addr &&
@@ -96,7 +101,6 @@ int main(int argc, char **argv)
 	rdma_freeaddrinfo(res); /* twice: ignored */
 
 	/* Unsupported port spaces and options. */
-	FAILS(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP), EOPNOTSUPP);
 	FAILS(rdma_create_id(ch, &id, NULL, RDMA_PS_IB), EOPNOTSUPP);
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
 	uint8_t tos = 0;
@@ -148,6 +152,27 @@ int main(int argc, char **argv)
 	FAILS(rdma_reject(id, junk, 149), EINVAL);
 	rdma_destroy_qp(id);
 	CHECK(id->qp == NULL);
+
+	/* A UD ID: its QP is UD, in RTS with rdma_cm's Q_Key; no RC QP, no answer without a
+	 * request, private data over the SIDR_REQ's limit. */
+	struct rdma_cm_id *ud;
+	CHECK(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud->qp_type == IBV_QPT_UD);
+	CHECK(rdma_resolve_addr(ud, (struct sockaddr *)&local, (struct sockaddr *)&peer, 100) == 0);
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == ud);
+	CHECK(rdma_ack_cm_event(ev) == 0);
+	FAILS(rdma_create_qp(ud, NULL, &qa), EOPNOTSUPP);
+	qa.qp_type = IBV_QPT_UD;
+	qa.send_cq = qa.recv_cq = NULL; /* the first ID's, destroyed with its QP */
+	CHECK(rdma_create_qp(ud, NULL, &qa) == 0 && ud->qp);
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	CHECK(ibv_query_qp(ud->qp, &attr, IBV_QP_STATE | IBV_QP_QKEY, &init) == 0 &&
+	      attr.qp_state == IBV_QPS_RTS && attr.qkey == 0x01234567 && init.qp_type == IBV_QPT_UD);
+	FAILS(rdma_accept(ud, NULL), EINVAL);
+	FAILS(rdma_reject(ud, NULL, 0), EINVAL);
+	cp.private_data_len = 181; /* 216 - 36 (CMA header) = 180 */
+	FAILS(rdma_connect(ud, &cp), EINVAL);
+	CHECK(rdma_destroy_id(ud) == 0);
 
 	/* Destroyed handles. */
 	dead = id;
