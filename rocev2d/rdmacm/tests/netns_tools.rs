@@ -3,7 +3,7 @@
 //! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
 //! `udaddy` (UD IDs resolved through SIDR, over UDP and AF_XDP),
-//! `ib_write_bw -R`, `rdma_server`/`rdma_client` (`rdma_create_ep`,
+//! `ib_write_bw -R` (and `ib_send_bw`, `ib_read_bw`, `ib_read_lat`), `rdma_server`/`rdma_client` (`rdma_create_ep`,
 //! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, and the
 //! preload order reversed (`qperf`, whose
 //! server forks a process per test, runs attached: `attached.rs`).
@@ -222,9 +222,10 @@ fn udaddy_over_af_xdp() {
     udaddy("udaddy_over_af_xdp", "xdp");
 }
 
-/// perftest `tool -R` (connections made through rdma_cm) between the namespaces: both sides
-/// print the result line of 65536-byte messages.
-fn perftest(test: &str, tool: &str) {
+/// perftest `tool -R` (connections made through rdma_cm) between the namespaces: the client,
+/// and a bandwidth tool's server too, print the result row that starts with `row` (the
+/// message size and 200 iterations).
+fn perftest(test: &str, tool: &str, row: &str) {
     if !need_root(test) {
         return;
     }
@@ -242,11 +243,14 @@ fn perftest(test: &str, tool: &str) {
             }
             Err(e) => panic!("{e}"),
         };
-        for out in [&s, &c] {
+        let sides = if tool.ends_with("_bw") {
+            vec![&s, &c]
+        } else {
+            vec![&c]
+        };
+        for out in sides {
             assert!(
-                out.stdout
-                    .lines()
-                    .any(|l| l.trim_start().starts_with("65536      200")),
+                out.stdout.lines().any(|l| l.trim_start().starts_with(row)),
                 "{}",
                 show(out)
             );
@@ -255,19 +259,43 @@ fn perftest(test: &str, tool: &str) {
     }
 }
 
+/// The bandwidth tools' row: 65536-byte messages, 200 iterations.
+const BW_ROW: &str = "65536      200";
+
 #[test]
 fn ib_write_bw_rdma_cm_between_namespaces() {
-    perftest("ib_write_bw_rdma_cm_between_namespaces", "ib_write_bw");
+    perftest(
+        "ib_write_bw_rdma_cm_between_namespaces",
+        "ib_write_bw",
+        BW_ROW,
+    );
 }
 
 #[test]
 fn ib_send_bw_rdma_cm_between_namespaces() {
-    perftest("ib_send_bw_rdma_cm_between_namespaces", "ib_send_bw");
+    perftest(
+        "ib_send_bw_rdma_cm_between_namespaces",
+        "ib_send_bw",
+        BW_ROW,
+    );
 }
 
 #[test]
 fn ib_read_bw_rdma_cm_between_namespaces() {
-    perftest("ib_read_bw_rdma_cm_between_namespaces", "ib_read_bw");
+    perftest(
+        "ib_read_bw_rdma_cm_between_namespaces",
+        "ib_read_bw",
+        BW_ROW,
+    );
+}
+
+#[test]
+fn ib_read_lat_rdma_cm_between_namespaces() {
+    perftest(
+        "ib_read_lat_rdma_cm_between_namespaces",
+        "ib_read_lat",
+        "2       200",
+    );
 }
 
 /// `rdma_server` and `rdma_client` (rdmacm-utils): `rdma_getaddrinfo`, `rdma_create_ep` (a
