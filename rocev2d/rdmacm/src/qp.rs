@@ -1,6 +1,8 @@
-//! QPs on IDs: `rdma_create_qp`, `rdma_destroy_qp`, `rdma_init_qp_attr`.
+//! QPs on IDs: `rdma_create_qp`, `rdma_create_qp_ex`, `rdma_destroy_qp`, `rdma_init_qp_attr`.
 //!
-//! `rdma_create_qp` makes a QP of the verbs library (with CQs and completion channels of its
+//! `rdma_create_qp_ex` makes a QP (`rdma_create_qp` is it with the basic attributes, as in
+//! librdmacm) through the verbs library's `ibv_create_qp_ex`, so an extended QP (the `ibv_wr_*`
+//! post path perftest takes) can be an ID's. It makes a QP of the verbs library (with CQs and completion channels of its
 //! own when the attributes name none, as librdmacm): an RDMA_PS_TCP ID's is RC, moved to INIT,
 //! and the device's CM moves it to RTR and RTS as the connection is made; an RDMA_PS_UDP ID's
 //! is UD, moved to RTS at once with Q_Key `RDMA_UDP_QKEY`, as librdmacm does.
@@ -12,10 +14,10 @@ use crate::verbs;
 use core::ffi::c_int;
 use rocev2_core::cm::RDMA_UDP_Q_KEY;
 use rocev2_verbs_abi::verbs::{
-    IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_QKEY, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QPT_RC,
-    IBV_QPT_UD,
+    IBV_QP_ACCESS_FLAGS, IBV_QP_INIT_ATTR_PD, IBV_QP_PKEY_INDEX, IBV_QP_QKEY, IBV_QP_SQ_PSN,
+    IBV_QP_STATE, IBV_QPT_RC, IBV_QPT_UD,
 };
-use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
+use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex};
 
 /// `IBV_QP_PORT`.
 const IBV_QP_PORT: c_int = 1 << 5;
@@ -117,12 +119,44 @@ fn free_cqs(cqs: OwnCqs) {
     }
 }
 
-/// Makes the QP of ID `id` with `pd` (NULL: the ID's, or a new one) and `attr`.
+/// Makes the QP of ID `id` with `pd` (NULL: the ID's, or a new one) and the basic attributes
+/// `attr`, which get back the CQs and capabilities the QP was made with.
 pub fn create(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
     attr: *mut ibv_qp_init_attr,
 ) -> Result<(), c_int> {
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: an all-zero ibv_qp_init_attr_ex is a valid value (NULL pointers, no fields asked).
+    let mut ex: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+    {
+        // SAFETY: non-NULL, the caller's attributes.
+        let a = unsafe { &*attr };
+        ex.qp_context = a.qp_context;
+        ex.send_cq = a.send_cq;
+        ex.recv_cq = a.recv_cq;
+        ex.srq = a.srq;
+        ex.cap = a.cap;
+        ex.qp_type = a.qp_type;
+        ex.sq_sig_all = a.sq_sig_all;
+    }
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = pd;
+    let r = create_ex(id, &mut ex);
+    // SAFETY: as above; librdmacm copies the attributes back whatever the outcome.
+    let a = unsafe { &mut *attr };
+    a.send_cq = ex.send_cq;
+    a.recv_cq = ex.recv_cq;
+    a.srq = ex.srq;
+    a.cap = ex.cap;
+    a.qp_type = ex.qp_type;
+    r
+}
+
+/// Makes the QP of ID `id` with `attr` (its PD, or the ID's, or a new one).
+pub fn create_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> Result<(), c_int> {
     if attr.is_null() {
         return Err(libc::EINVAL);
     }
@@ -145,8 +179,13 @@ pub fn create(
             "rdma_create_qp: a QP type other than IBV_QPT_RC (RDMA_PS_TCP) or IBV_QPT_UD (RDMA_PS_UDP)",
         ));
     }
-    let pd = if !pd.is_null() {
-        pd
+    let asked = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 {
+        a.pd
+    } else {
+        std::ptr::null_mut()
+    };
+    let pd = if !asked.is_null() {
+        asked
     } else if !cm.pd.is_null() {
         cm.pd
     } else {
@@ -177,8 +216,10 @@ pub fn create(
             cm.send_cq = a.send_cq;
             cm.send_cq_channel = cqs.channels[cqs.channels.len() - 1] as *mut _;
         }
-        // SAFETY: a PD of the verbs library and the caller's attributes.
-        let qp = unsafe { verbs::ibv_create_qp(pd, a) };
+        a.pd = pd;
+        a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+        // SAFETY: a live context of the verbs library and the caller's attributes.
+        let qp = unsafe { verbs::ibv_create_qp_ex(cm.verbs, a) };
         if qp.is_null() {
             return Err(crate::errno());
         }
@@ -279,12 +320,8 @@ pub extern "C" fn rdma_init_qp_attr(
 }
 
 #[unsafe(no_mangle)]
-/// `rdma_create_qp_ex(3)`: not supported yet (`EOPNOTSUPP`). perftest calls it only for its
-/// `ibv_wr_*` post path (devices it knows, or `ROCEV2_VENDOR_PART_ID`).
-pub extern "C" fn rdma_create_qp_ex(_id: *mut rdma_cm_id, _attr: *mut core::ffi::c_void) -> c_int {
-    call(|| {
-        Err(crate::unsupported(
-            "rdma_create_qp_ex (extended QP attributes)",
-        ))
-    })
+/// `rdma_create_qp_ex(3)`: as `rdma_create_qp`, with the extended attributes (`send_ops_flags`
+/// for the `ibv_wr_*` post path).
+pub extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> c_int {
+    call(|| create_ex(id, attr))
 }

@@ -6,8 +6,8 @@
 use core::ffi::{c_int, c_void};
 use rocev2_verbs_abi::ucma::{self, Ops};
 use rocev2_verbs_abi::verbs::{
-    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_pd, ibv_qp,
-    ibv_qp_attr, ibv_qp_init_attr,
+    VERBS_ABI_IS_EXTENDED, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr,
+    ibv_gid, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr_ex, verbs_context,
 };
 use std::sync::OnceLock;
 
@@ -32,9 +32,39 @@ unsafe extern "C" {
         comp_vector: c_int,
     ) -> *mut ibv_cq;
     pub fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
-    pub fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
     pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int;
+}
+
+/// `ibv_create_qp_ex(3)`, verbs.h's inline: the `create_qp_ex` op of the `verbs_context` the
+/// context sits in; NULL with `EOPNOTSUPP` for a context without one.
+///
+/// # Safety
+/// `ctx` is a live context of the verbs library and `attr` the caller's writable attributes.
+pub unsafe fn ibv_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // SAFETY: a live context (the contract).
+    if unsafe { (*ctx).abi_compat } != VERBS_ABI_IS_EXTENDED {
+        crate::set_errno(libc::EOPNOTSUPP);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: an extended context is the last field of its `verbs_context` (verbs.h's
+    // `verbs_get_ctx`), which lives as long as the context.
+    let v = unsafe {
+        &*ctx
+            .byte_sub(std::mem::offset_of!(verbs_context, context))
+            .cast::<verbs_context>()
+    };
+    match v.create_qp_ex {
+        // SAFETY: the verbs library's op, called with its context and the caller's attributes.
+        Some(f) => unsafe { f(ctx, attr) },
+        None => {
+            crate::set_errno(libc::EOPNOTSUPP);
+            std::ptr::null_mut()
+        }
+    }
 }
 
 static OPS: OnceLock<Option<&'static Ops>> = OnceLock::new();
