@@ -1,8 +1,9 @@
 //! Preloaded Debian programs attached to `rocev2d` (`ROCEV2_DATAPATH=attach`, one daemon per
 //! namespace of a pair, UDP datapath): `rping`, whose 20 pings come back validated and printed
-//! as rping prints them, and `qperf -cm1`'s RC tests. qperf's server forks a process per test,
-//! and each opens the device: in-process, each would open the interface anew while the last
-//! one may still hold it; attached, the daemon owns the interface and each process attaches.
+//! as rping prints them, `udaddy` (UD IDs through SIDR), and `qperf -cm1`'s RC tests. qperf's
+//! server forks a process per test, and each opens the device: in-process, each would open the
+//! interface anew while the last one may still hold it; attached, the daemon owns the interface
+//! and each process attaches.
 //!
 //! The daemon binary must be built beside the tests (`cargo build -p rocev2d`). Needs root
 //! (namespaces); skipped loudly otherwise.
@@ -68,6 +69,35 @@ fn rping_attached_to_rocev2d() {
         "{}",
         show(&s)
     );
+}
+
+/// `udaddy` attached: the SIDR_REQ reaches the server's daemon, which hands it to the
+/// application listening on its service; the answer goes back through the client's daemon to
+/// the application that asked. 10 datagrams each way.
+#[test]
+fn udaddy_attached_to_rocev2d() {
+    if !need_root("udaddy_attached_to_rocev2d") {
+        return;
+    }
+    let tb = pair();
+    let mut daemons = daemons(&tb);
+    let mut s = preloaded(&tb, "h1", "attach", "udaddy");
+    s.args(["-C", "10"]);
+    let mut c = preloaded(&tb, "h0", "attach", "udaddy");
+    c.args(["-s", &ip(&tb, "h1"), "-C", "10"]);
+    let (s, c) = run_pair(s, c);
+    for d in &mut daemons {
+        d.kill();
+    }
+    for out in [&s, &c] {
+        assert!(out.stderr.contains("attached to rocev2d"), "{}", show(out));
+        assert!(
+            out.stdout.contains("data transfers complete"),
+            "{}",
+            show(out)
+        );
+        assert!(out.stdout.contains("return status 0"), "{}", show(out));
+    }
 }
 
 /// qperf's RC tests with their connections made through rdma_cm (`-cm1`), attached: its server in h1
