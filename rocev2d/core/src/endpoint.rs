@@ -199,6 +199,12 @@ impl Endpoint {
         &self.rx_cc
     }
 
+    /// The receiver-side congestion state, for exchanging its summaries with the host's other
+    /// engine shards ([`crate::cc::shards`]).
+    pub fn receiver_cc_mut(&mut self) -> &mut ReceiverCc {
+        &mut self.rx_cc
+    }
+
     /// PFC paused or resumed the priority of QP `qpn`.
     /// UD QPs run no congestion control, so pausing them holds nothing.
     pub fn set_paused(&mut self, qpn: Qpn, paused: bool) -> Result<(), EndpointError> {

@@ -5,8 +5,9 @@
 //! alone), one engine (QPN block k when there are several) and the objects of the
 //! applications placed on it ([`rocev2d::host::Host`]); with several, each datapath is wrapped
 //! in a [`handoff::Shard`], so frames and CM MADs that reach the wrong shard are handed to
-//! their owner, and the hosts share one roster of attachments and register their listens in
-//! the interface's listen registry. A shard's loop is [`rocev2_datapath::Driver`]'s
+//! their owner, and the hosts share one roster of attachments, register their listens in
+//! the interface's listen registry and exchange their engines' receiver-side congestion
+//! summaries on one [`CcBoard`]. A shard's loop is [`rocev2_datapath::Driver`]'s
 //! `poll`/`wait` pair plus a pass over its applications' rings, with more descriptors in the
 //! wait set: a self-pipe written by the signal handler (signal-hook), so a signal ends the wait
 //! at once even in a long sleep; an eventfd any shard signals when it stops, so the others stop
@@ -31,7 +32,7 @@ use rocev2_datapath::{Datapath, Driver, DriverConfig, Interface, Mode, auto, han
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{ErrorKind, Request, Response};
 use rocev2d::config::Config;
-use rocev2d::host::{Host, Roster};
+use rocev2d::host::{CcBoard, Host, Roster};
 use rocev2d::mac;
 use rocev2d::stats::{self, Identity};
 use std::os::fd::{AsFd, OwnedFd};
@@ -177,7 +178,11 @@ fn open_shard(
         (opened.datapath, opened.reason, Endpoint::new(seed), None)
     };
     let mut ep = ep;
-    ep.set_receiver_cc(cfg.cc.receiver());
+    // Several shards make one host's receiver: they exchange their summaries ([`CcBoard`]).
+    ep.set_receiver_cc(match n {
+        1 => cfg.cc.receiver(),
+        _ => cfg.cc.receiver().with_shard(k as usize),
+    });
     // QP1 and the CM, shared out to the attached applications by `Host`; on a shard of
     // several, its Communication IDs are of its block.
     ep.enable_cm(GsiConfig {
@@ -229,6 +234,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         signal_hook::low_level::pipe::register(sig, sig_tx.try_clone()?)?;
     }
     let roster = Arc::new(Roster::default());
+    let cc_board = Arc::new(CcBoard::default());
     let mut shards = Vec::new();
     let mut links = Vec::new();
     for (k, o) in (0..).zip(opened) {
@@ -292,7 +298,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             .map(|(o, shard)| {
                 let host = Host::new(iface.clone(), cfg.limits, cfg.cc.qp_config());
                 let host = match o.listens {
-                    Some(l) => host.sharing(Arc::clone(&roster), l),
+                    Some(l) => host.sharing(Arc::clone(&roster), l, Arc::clone(&cc_board)),
                     None => host,
                 };
                 std::thread::Builder::new()

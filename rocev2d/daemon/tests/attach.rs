@@ -39,6 +39,9 @@
 //!   CM connection whose REQ reaches the shard that does not listen is forwarded to the one
 //!   that does (and its REP back), a Service ID held on one shard is refused on the other,
 //!   and a connection between applications of the same shard works beside it.
+//! - Dart through a sharded receiver (`--queues 2`, AF_PACKET, a star of two senders): the
+//!   senders' streams reach applications on the receiver's two shards, and a sender is told
+//!   N = 2, which only the shards' exchange of DASR's sender sets can count.
 
 mod common;
 #[path = "../../verbs/tests/scenarios/sidr.rs"]
@@ -84,13 +87,16 @@ fn socket(test: &str, host: &str) -> String {
     format!("/tmp/rocev2d-{test}-{}-{host}.sock", std::process::id())
 }
 
-/// Removes a test's socket files when it ends, however it ends: a daemon killed with SIGKILL
-/// leaves its file behind.
-struct Sockets(&'static str);
+/// Removes a test's socket files (of its hosts) when it ends, however it ends: a daemon killed
+/// with SIGKILL leaves its file behind.
+struct Sockets(&'static str, &'static [&'static str]);
+
+/// The hosts of a pair testbed.
+const PAIR: &[&str] = &["h0", "h1"];
 
 impl Drop for Sockets {
     fn drop(&mut self) {
-        for host in ["h0", "h1"] {
+        for host in self.1 {
             let _ = std::fs::remove_file(socket(self.0, host));
         }
     }
@@ -132,7 +138,7 @@ impl Rig {
 
     /// A daemon on each host of `tb`, with these arguments.
     fn with(test: &'static str, tb: Testbed, args: &[&str]) -> Rig {
-        let _sockets = Sockets(test);
+        let _sockets = Sockets(test, PAIR);
         let d = [
             daemon_on(&tb, test, "h0", args),
             daemon_on(&tb, test, "h1", args),
@@ -374,7 +380,7 @@ fn attach_a_hostile_application_meets_its_limits_and_a_stream_beside_it_complete
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let (max_mrs, max_listens, max_ring_bytes) = (200usize, 8usize, 4u64 << 20);
     let config = std::env::temp_dir().join(format!("{test}-{}.toml", std::process::id()));
@@ -573,7 +579,7 @@ fn attach_garbage_on_the_control_socket_closes_only_that_connection() {
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let _d = daemon(&tb, test, "h0");
     let path = socket(test, "h0");
@@ -629,7 +635,7 @@ fn attach_descriptors_sent_with_requests_are_closed_and_not_kept() {
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let _d = daemon(&tb, test, "h0");
     let path = socket(test, "h0");
@@ -824,7 +830,7 @@ fn attach_from_outside_the_daemons_pid_namespace_reads_pid_zero_and_works() {
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     // The daemon in a PID namespace of its own, as in a container: this test's process is
     // outside it, so SO_PEERCRED gives the daemon PID 0 for it.
@@ -850,7 +856,7 @@ fn attach_silent_connections_are_capped_and_closed_and_an_application_attaches_a
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let _d = daemon(&tb, test, "h0");
     let path = socket(test, "h0");
@@ -896,7 +902,7 @@ fn attach_async_completion_sleeps_on_tokio_and_sees_the_daemon_die() {
     if !need_root(test) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let _d0 = daemon(&tb, test, "h0");
     let mut d1 = daemon(&tb, test, "h1");
@@ -1044,7 +1050,7 @@ fn attach_credentials_are_checked_whatever_the_socket_mode() {
     if !can_run_as_nobody(test, BIN.as_ref()) {
         return;
     }
-    let _sockets = Sockets(test);
+    let _sockets = Sockets(test, PAIR);
     let tb = pair();
     let stats_as_nobody = |sock: &str| {
         std::process::Command::new("setpriv")
@@ -1769,4 +1775,112 @@ fn attach_sharded_daemons_forward_a_cm_req_to_the_listening_shard() {
     server_id
         .wait_disconnect(Duration::from_secs(10))
         .expect("the passive side sees the disconnect");
+}
+
+/// Dart with the receiver's two engine shards: `tx0` and `tx1` WRITE at once to applications
+/// on `rx`'s shards 0 and 1 (this process, attached to each daemon, its QPs announcing DASR's
+/// N), and a sender's QP is told N = 2 (`cc.n` in its daemon's stats): each shard sees one
+/// sender, so only the shards' exchange of DASR's sender sets counts both (docs/daemon.md).
+#[test]
+fn attach_sharded_dart_receiver_counts_the_senders_of_both_shards() {
+    use rocev2::{AccessFlags, ConnectOptions, Device, ExtCaps, RemoteQp, SendOp, SendWr};
+    use rocev2_testbed::SwitchKind;
+    let test = "attach_shards_dart";
+    if !need_root(test) {
+        return;
+    }
+    let _sockets = Sockets(test, &["rx", "tx0", "tx1"]);
+    let tb = Testbed::up_topology(&Topology::Star {
+        senders: 2,
+        switch: SwitchKind::Bridge,
+        link: LinkParams::new().mtu(9000).queues(2),
+    })
+    .expect("star testbed of two queues");
+    let cfg = std::env::temp_dir().join(format!("rocev2-{test}-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[cc]\nscheme = \"dart\"\nline_gbps = 10\n").expect("config");
+    let path = cfg.to_str().expect("utf-8 path").to_owned();
+    let one = ["--datapath", "packet", "--config", &path];
+    let _daemons = [
+        daemon_on(&tb, test, "rx", &[&one[..], &["--queues", "2"]].concat()),
+        daemon_on(&tb, test, "tx0", &one),
+        daemon_on(&tb, test, "tx1", &one),
+    ];
+    let _ = std::fs::remove_file(&cfg);
+    const LEN: usize = 1 << 20;
+    let side = |d: &Device| {
+        let pd = d.alloc_pd().unwrap();
+        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+        let mr = d.register(pd, vec![0u8; LEN], access).unwrap();
+        let cq = d.create_cq(16).unwrap();
+        let qp = d.create_rc_qp(pd, cq, cq).unwrap();
+        (mr, cq, qp)
+    };
+    // The receiver's applications take shards 0 and 1; its QPs piggyback N for the senders.
+    let opts = ConnectOptions {
+        peer_ext: ExtCaps {
+            dasr_n: true,
+            ..ExtCaps::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let remote = |qp: rocev2::Qp, h: &str| RemoteQp {
+        qpn: qp.qpn(),
+        psn: 0,
+        ip: tb.node(h).expect("host").ipv4().expect("v4").into(),
+        mac: None,
+    };
+    let mut senders = Vec::new();
+    for tx in ["tx0", "tx1"] {
+        let (r, s) = (attach(&tb, test, "rx"), attach(&tb, test, tx));
+        let (mr_r, _cq_r, qp_r) = side(&r);
+        let (mr_s, cq_s, qp_s) = side(&s);
+        r.connect(qp_r, &remote(qp_s, tx), &opts)
+            .expect("connect rx");
+        s.connect(qp_s, &remote(qp_r, "rx"), &opts)
+            .expect("connect tx");
+        let wr = SendWr::new(
+            1,
+            SendOp::Write {
+                remote_addr: mr_r.remote_addr(0, LEN as u64).unwrap(),
+                rkey: mr_r.rkey(),
+            },
+        )
+        .sge(mr_s.sge(0, LEN as u32).unwrap());
+        senders.push((r, s, mr_r, mr_s, cq_s, qp_s, wr));
+    }
+    assert_eq!(
+        shards_of(test, "rx").0,
+        [0, 1],
+        "one receiver on each shard"
+    );
+    let told = |host| {
+        let s = stats(test, host);
+        let qps = s["qps"].as_object().cloned().unwrap_or_default();
+        qps.values().filter_map(|q| q["cc"]["n"].as_u64()).max()
+    };
+    // Rounds of one 1 MiB WRITE from each sender at once, until a sender's last ACK said 2.
+    let mut seen = (None, None);
+    let mut wcs = Vec::new();
+    for _ in 0..200 {
+        for (_, s, _, _, _, qp, wr) in &senders {
+            s.post_send(*qp, wr.clone()).expect("post WRITE");
+        }
+        for (_, s, _, _, cq, _, _) in &senders {
+            wcs.clear();
+            s.wait_cq(*cq, &mut wcs, 1, SETUP)
+                .expect("WRITE completion");
+            assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+        }
+        seen = (told("tx0"), told("tx1"));
+        if seen.0 == Some(2) || seen.1 == Some(2) {
+            break;
+        }
+    }
+    assert!(
+        seen.0 == Some(2) || seen.1 == Some(2),
+        "no sender told N = 2 while both wrote: {seen:?}; rx: {}",
+        stats(test, "rx")
+    );
+    let s = stats(test, "rx");
+    assert_eq!(s["drops"]["mis_steered"], 0, "{s}");
 }

@@ -30,6 +30,14 @@
 //! member whose message has already ended. A member announcing the same group a second time
 //! starts a new instance of it (the next round of a static group).
 //!
+//! On a host of several engine shards (docs/daemon.md, "Several queues: engine shards") each
+//! shard's receiver sees the packets of its own QPs, while §III-B counts a source "exactly once"
+//! at the receiving NIC and §III-C compares the NIC's receive throughput with the line rate. So
+//! at the end of each interval a shard exports a [`DasrSummary`] (its AUSS members, bytes and
+//! marks) and takes the others' latest ([`DasrReceiver::set_peers`]): N is the size of the
+//! union of the shards' sets, the throughput and the marks are the sums, so the host computes
+//! what one receiver of all the packets would, one interval late for what the other shards saw.
+//!
 //! Deviations: senders are identified by a 16-bit id, the low 16 bits of their IP address (the
 //! paper's example uses 2-byte sender ids). "Receive throughput at line rate" means at least
 //! `line_fraction` (95%) of the line rate over the last measurement interval. With N ≥ 2 the
@@ -41,6 +49,8 @@
 
 use crate::time::{Duration, Instant, Rate};
 use alloc::collections::BTreeMap;
+use alloc::collections::btree_map::Entry;
+use alloc::vec::Vec;
 
 /// DASR receiver parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,6 +109,13 @@ struct Auss {
     anonymous: Option<(u16, Instant)>,
     /// Announced groups some of whose members have not announced them yet.
     open: alloc::vec::Vec<OpenGroup>,
+    /// The members the host's other engine shards published last, with their last packet.
+    peers: BTreeMap<u16, Instant>,
+    /// The largest unlisted count the other shards published (a group announced to two shards
+    /// is the same group, so the counts are not added).
+    peer_anonymous: Option<(u16, Instant)>,
+    /// How many of `senders` are in `peers` too: a source is counted once (§III-B).
+    both: usize,
 }
 
 /// An incast group announced by look-ahead whose copies are still due (§III-D).
@@ -114,9 +131,89 @@ struct OpenGroup {
 
 impl Auss {
     fn n(&self) -> u16 {
-        let listed = self.senders.len().min(u16::MAX as usize) as u16;
-        listed.saturating_add(self.anonymous.map_or(0, |(c, _)| c))
+        let listed = self.senders.len() + self.peers.len() - self.both;
+        let listed = listed.min(u16::MAX as usize) as u16;
+        let anonymous = self.anonymous.max(self.peer_anonymous);
+        listed.saturating_add(anonymous.map_or(0, |(c, _)| c))
     }
+
+    /// `id`'s entry, made from `fresh` if it has none.
+    fn member(&mut self, id: u16, fresh: Sender) -> &mut Sender {
+        match self.senders.entry(id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                self.both += self.peers.contains_key(&id) as usize;
+                e.insert(fresh)
+            }
+        }
+    }
+
+    fn remove(&mut self, id: u16) {
+        if self.senders.remove(&id).is_some() {
+            self.both -= self.peers.contains_key(&id) as usize;
+        }
+    }
+
+    /// Forgets the members, own and the other shards', silent for `idle` (§III-B soft state).
+    fn expire(&mut self, now: Instant, idle: Duration) {
+        let Auss {
+            senders,
+            peers,
+            both,
+            anonymous,
+            peer_anonymous,
+            ..
+        } = self;
+        senders.retain(|id, s| {
+            let keep = now - s.last_seen < idle;
+            *both -= (!keep && peers.contains_key(id)) as usize;
+            keep
+        });
+        peers.retain(|id, seen| {
+            let keep = now - *seen < idle;
+            *both -= (!keep && senders.contains_key(id)) as usize;
+            keep
+        });
+        for a in [anonymous, peer_anonymous] {
+            if a.is_some_and(|(_, t)| now - t >= idle) {
+                *a = None;
+            }
+        }
+    }
+
+    /// The other shards' members and unlisted count, replacing the previous ones.
+    fn set_peers(&mut self, peers: BTreeMap<u16, Instant>, anonymous: Option<(u16, Instant)>) {
+        self.both = self
+            .senders
+            .keys()
+            .filter(|id| peers.contains_key(id))
+            .count();
+        self.peers = peers;
+        self.peer_anonymous = anonymous;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.senders.is_empty()
+            && self.peers.is_empty()
+            && self.anonymous.is_none()
+            && self.peer_anonymous.is_none()
+            && self.open.is_empty()
+    }
+}
+
+/// What one engine shard's DASR receiver tells the host's other shards when it closes an
+/// interval: its share of what one receiver of all the host's packets would count.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DasrSummary {
+    /// Receive throughput of the shard over the interval.
+    pub throughput: Rate,
+    /// CE-marked packets the shard received in the interval.
+    pub marks: u64,
+    /// The shard's own AUSS members, not silent for the soft-state timeout: (tenant, sender,
+    /// last packet), in that order.
+    pub senders: Vec<(u16, u16, Instant)>,
+    /// The shard's own look-ahead count of unlisted members: (tenant, count, when announced).
+    pub anonymous: Vec<(u16, u16, Instant)>,
 }
 
 /// A data packet as the receiver-side controllers see it.
@@ -145,7 +242,16 @@ pub struct DasrReceiver {
     window_start: Instant,
     window_bytes: u64,
     window_marks: u64,
-    /// Last interval's receive throughput.
+    /// Whether anything arrived since the interval began.
+    window_events: bool,
+    /// This receiver's throughput and marks over its last interval.
+    own: (Rate, u64),
+    /// The other engine shards' throughput and marks over their last intervals.
+    peers: (Rate, u64),
+    /// An interval closed since [`DasrReceiver::take_closed`] last asked.
+    closed: bool,
+    /// Last interval's receive throughput: this receiver's, plus the other shards' when it is
+    /// one engine shard of several.
     pub throughput: Rate,
 }
 
@@ -159,6 +265,10 @@ impl DasrReceiver {
             window_start: Instant::ZERO,
             window_bytes: 0,
             window_marks: 0,
+            window_events: false,
+            own: (Rate::from_bps(0), 0),
+            peers: (Rate::from_bps(0), 0),
+            closed: false,
             throughput: Rate::from_bps(0),
         }
     }
@@ -177,12 +287,16 @@ impl DasrReceiver {
         self.roll_window(now);
         self.window_bytes += d.bytes;
         self.window_marks += d.ce as u64;
+        self.window_events = true;
         let auss = self.tenants.entry(d.p_key & 0x7fff).or_default();
-        let s = auss.senders.entry(d.sender).or_insert(Sender {
-            in_flight: 0,
-            last_seen: now,
-            announced: false,
-        });
+        let s = auss.member(
+            d.sender,
+            Sender {
+                in_flight: 0,
+                last_seen: now,
+                announced: false,
+            },
+        );
         s.last_seen = now;
         if d.starts {
             // A message announced by look-ahead begins: it was already counted (§III-D).
@@ -195,7 +309,7 @@ impl DasrReceiver {
         if d.ends {
             s.in_flight = s.in_flight.saturating_sub(1);
             if s.in_flight == 0 && !s.announced {
-                auss.senders.remove(&d.sender);
+                auss.remove(d.sender);
             }
         }
     }
@@ -214,6 +328,7 @@ impl DasrReceiver {
         if !self.p.lookahead {
             return;
         }
+        self.window_events = true;
         let idle = self.p.idle_timeout;
         let auss = self.tenants.entry(p_key & 0x7fff).or_default();
         auss.open.retain(|g| now - g.at < idle);
@@ -241,11 +356,14 @@ impl DasrReceiver {
             });
         }
         for id in members {
-            auss.senders.entry(*id).or_insert(Sender {
-                in_flight: 1,
-                last_seen: now,
-                announced: true,
-            });
+            auss.member(
+                *id,
+                Sender {
+                    in_flight: 1,
+                    last_seen: now,
+                    announced: true,
+                },
+            );
         }
         let unlisted = group_size.saturating_sub(members.len() as u16);
         if unlisted > 0 {
@@ -267,11 +385,9 @@ impl DasrReceiver {
             return 1;
         };
         // Soft state (§III-B): senders silent for `idle_timeout` are presumed dead.
-        auss.senders.retain(|_, s| now - s.last_seen < idle);
-        if auss.anonymous.is_some_and(|(_, t)| now - t >= idle) {
-            auss.anonymous = None;
-        }
-        let absent = !auss.senders.contains_key(&sender) as u16;
+        auss.expire(now, idle);
+        let absent = !(auss.senders.contains_key(&sender) || auss.peers.contains_key(&sender));
+        let absent = absent as u16;
         auss.n().saturating_add(absent).max(1)
     }
 
@@ -289,16 +405,97 @@ impl DasrReceiver {
         }
         let elapsed = (now - self.window_start).as_nanos().max(1);
         let bps = (self.window_bytes as u128 * 8 * 1_000_000_000 / elapsed as u128) as u64;
+        self.own = (Rate::from_bps(bps), self.window_marks);
+        self.evaluate();
+        self.window_start = now;
+        self.window_bytes = 0;
+        self.window_marks = 0;
+        self.window_events = false;
+        self.closed = true;
+    }
+
+    /// Fig. 5 from the last intervals' throughput and marks, this receiver's and the other
+    /// shards' (§III-C: the receiving NIC's throughput, ECN marks anywhere on it).
+    fn evaluate(&mut self) {
+        let bps = self.own.0.as_bps().saturating_add(self.peers.0.as_bps());
         self.throughput = Rate::from_bps(bps);
         let at_line = bps as f64 >= self.p.line_fraction * self.p.line_rate.as_bps() as f64;
-        self.state = match (self.window_marks > 0, at_line) {
+        self.state = match (self.own.1 + self.peers.1 > 0, at_line) {
             (false, _) => DartState::NoCongestion,
             (true, true) => DartState::ReceiverCongestion,
             (true, false) => DartState::NonReceiverCongestion,
         };
-        self.window_start = now;
-        self.window_bytes = 0;
-        self.window_marks = 0;
+    }
+
+    /// When the current interval ends, if the other shards need to hear of it: something
+    /// arrived in it, or the last one's throughput or marks were not zero (the others must
+    /// learn they fell to zero). An idle shard thus publishes once more and then sleeps.
+    pub fn next_roll(&self) -> Option<Instant> {
+        let quiet = !self.window_events && self.own.0.as_bps() == 0 && self.own.1 == 0;
+        (!quiet).then(|| self.window_start + self.p.measure_interval)
+    }
+
+    /// Closes the interval if it is over at `now` (a timer's call: packets close it too).
+    pub fn tick(&mut self, now: Instant) {
+        self.roll_window(now);
+    }
+
+    /// Whether an interval closed since the last call.
+    pub(super) fn take_closed(&mut self) -> bool {
+        core::mem::take(&mut self.closed)
+    }
+
+    /// This receiver's part of the host's state at `now`: its last interval and its own AUSS
+    /// members (not the other shards', which they publish themselves).
+    pub fn summary(&self, now: Instant) -> DasrSummary {
+        let idle = self.p.idle_timeout;
+        let mut out = DasrSummary {
+            throughput: self.own.0,
+            marks: self.own.1,
+            ..DasrSummary::default()
+        };
+        for (&t, a) in &self.tenants {
+            out.senders.extend(
+                a.senders
+                    .iter()
+                    .filter(|(_, s)| now - s.last_seen < idle)
+                    .map(|(&id, s)| (t, id, s.last_seen)),
+            );
+            if let Some((c, at)) = a.anonymous.filter(|(_, at)| now - *at < idle) {
+                out.anonymous.push((t, c, at));
+            }
+        }
+        out
+    }
+
+    /// The host's other engine shards' latest summaries, replacing those given before: N counts
+    /// their members too (each source once), Fig. 5 adds their throughput and marks.
+    pub fn set_peers<'a>(&mut self, peers: impl IntoIterator<Item = &'a DasrSummary>) {
+        type Members = (BTreeMap<u16, Instant>, Option<(u16, Instant)>);
+        let mut by_tenant: BTreeMap<u16, Members> = BTreeMap::new();
+        let (mut bps, mut marks) = (0u64, 0u64);
+        for s in peers {
+            bps = bps.saturating_add(s.throughput.as_bps());
+            marks = marks.saturating_add(s.marks);
+            for &(t, id, seen) in &s.senders {
+                let seen_at = by_tenant.entry(t).or_default().0.entry(id).or_insert(seen);
+                *seen_at = (*seen_at).max(seen);
+            }
+            for &(t, c, at) in &s.anonymous {
+                let a = &mut by_tenant.entry(t).or_default().1;
+                *a = (*a).max(Some((c, at)));
+            }
+        }
+        for (t, auss) in &mut self.tenants {
+            let (ids, anonymous) = by_tenant.remove(t).unwrap_or_default();
+            auss.set_peers(ids, anonymous);
+        }
+        for (t, (ids, anonymous)) in by_tenant {
+            self.tenants.entry(t).or_default().set_peers(ids, anonymous);
+        }
+        self.tenants.retain(|_, a| !a.is_empty());
+        self.peers = (Rate::from_bps(bps), marks);
+        self.evaluate();
     }
 }
 

@@ -19,6 +19,16 @@
 //! generation interval δ; a record with its ECN bit set and no CNP for the minimum interval gets
 //! a CNP carrying τ = l·δ (11), l being the list length.
 //!
+//! The list is the receiving NIC's, one per host: the NIC's CNP generation power is the premise
+//! of §IV-B 2). A host of several engine shards (docs/daemon.md, "Several queues: engine
+//! shards") keeps each congested flow in the list of the shard that owns its QP, and the shards
+//! walk their lists as one: they exchange their lengths once per exchange period
+//! ([`DcqcnPlusNp::set_host`]), and time is cut into slots of δ, slot s being the turn of the
+//! shard whose part of the concatenated lists (shard order) holds position s mod l. So the host
+//! checks one record per δ and every record comes round once per τ = l·δ, l counting every
+//! shard's flows, as one list would; a length another shard changed is learnt one exchange
+//! late, during which two shards may take the same slot or none take it.
+//!
 //! Deviations: the paper writes R_min = R_C/10000 "at the bound of 10,000 flows"; we take the
 //! starting rate R_l, so R_min does not sink with every cut. M is the path MTU in bytes (the
 //! seed's "1000KB" reads as its 1000-byte MTU). K and K_α are recomputed from the last τ and
@@ -304,6 +314,10 @@ pub struct DcqcnPlusNp<F> {
     list: VecDeque<Record<F>>,
     cursor: usize,
     next_check: Option<Instant>,
+    /// Records in the lists of the host's lower-numbered engine shards (where this list's part
+    /// of the host's walk begins) and of all its other shards; zero when alone.
+    before: usize,
+    others: usize,
 }
 
 impl<F> Default for DcqcnPlusNp<F> {
@@ -312,6 +326,8 @@ impl<F> Default for DcqcnPlusNp<F> {
             list: VecDeque::new(),
             cursor: 0,
             next_check: None,
+            before: 0,
+            others: 0,
         }
     }
 }
@@ -350,22 +366,42 @@ impl<F: Copy + PartialEq> DcqcnPlusNp<F> {
         self.next_check
     }
 
-    /// Checks one record (every δ) and returns the flow to send a CNP to, with τ = l·δ (11).
+    /// The lengths of the host's other engine shards' lists: `before` in those numbered below
+    /// this one, `others` in all of them (module docs). Both 0 (the default) when alone.
+    pub fn set_host(&mut self, before: usize, others: usize) {
+        self.before = before.min(others);
+        self.others = others;
+    }
+
+    /// Checks one record (every δ, in this list's turns of the host's walk) and returns the
+    /// flow to send a CNP to, with τ = l·δ (11), l counting the host's lists.
     pub fn handle_timeout(&mut self, now: Instant, p: &DcqcnPlusParams) -> Option<(F, Duration)> {
         if self.next_check.is_none_or(|t| t > now) {
             return None;
         }
-        let life = p.record_lifetime(self.list.len());
+        let life = p.record_lifetime(self.list.len() + self.others);
         self.list.retain(|r| now - r.last_mark < life);
         if self.list.is_empty() {
             self.next_check = None;
             self.cursor = 0;
             return None;
         }
-        self.next_check = Some(now + p.delta);
         let l = self.list.len();
+        let host_l = l + self.others;
+        if self.others > 0 {
+            // Slot s of δ is the turn of position s mod l of the host's concatenated lists.
+            let delta = p.delta.as_nanos().max(1);
+            let slot = now.as_nanos() / delta;
+            let (pos, first) = (slot % host_l as u64, self.before as u64);
+            if !(first..first + l as u64).contains(&pos) {
+                let wait = (first + host_l as u64 - pos) % host_l as u64;
+                self.next_check = Some(Instant::from_nanos((slot + wait).saturating_mul(delta)));
+                return None;
+            }
+        }
+        self.next_check = Some(now + p.delta);
         self.cursor %= l;
-        let tau = p.delta.saturating_mul(l as u64);
+        let tau = p.delta.saturating_mul(host_l as u64);
         let r = &mut self.list[self.cursor];
         self.cursor = (self.cursor + 1) % l;
         let due = r.last_cnp.is_none_or(|t| now - t >= p.min_cnp_interval);

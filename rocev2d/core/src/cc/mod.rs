@@ -9,7 +9,9 @@
 //! is the table of schemes by name, one row each.
 //!
 //! The receiver side ([`ReceiverCc`]) is per endpoint, because both DCQCN+'s notification point
-//! (one CNP list per receiver) and Dart's AUSS (one per receiver and tenant) are.
+//! (one CNP list per receiver) and Dart's AUSS (one per receiver and tenant) are. Where one
+//! host's receiving is split over several endpoints (engine shards), each exports a summary per
+//! period and takes the others' ([`shards`]), so they act as the host's one receiver.
 //!
 //! | scheme | sender | receiver |
 //! |---|---|---|
@@ -23,6 +25,7 @@ pub mod dasr;
 pub mod dcqcn;
 pub mod dcqcn_plus;
 pub mod pacer;
+pub mod shards;
 pub mod timely;
 
 use crate::time::{Duration, Instant, Rate};
@@ -31,10 +34,11 @@ use crate::wire::ext::ExtCaps;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 pub use dart::Dart;
-pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DataArrival};
+pub use dasr::{DartState, DasrParams, DasrReceiver, DasrSender, DasrSummary, DataArrival};
 pub use dcqcn::{Dcqcn, DcqcnNp, DcqcnParams};
 pub use dcqcn_plus::{DcqcnPlus, DcqcnPlusNp, DcqcnPlusParams};
 pub use pacer::Pacer;
+pub use shards::ShardSummary;
 pub use timely::{Timely, TimelyParams};
 
 /// α after the decay α = (1 − g)·α has been applied once per whole `period` since `since`
@@ -524,6 +528,8 @@ pub struct ReceiverCc {
     pub dasr: Option<DasrReceiver>,
     /// CE-marked data packets seen.
     pub ce_marked: u64,
+    /// The exchange with the host's other engine shards, when this is one of several.
+    share: Option<shards::Share>,
 }
 
 /// What the receiver wants done after a data packet.
@@ -544,11 +550,18 @@ impl ReceiverCc {
             plus: DcqcnPlusNp::default(),
             dasr: dasr.map(DasrReceiver::new),
             ce_marked: 0,
+            share: None,
         }
     }
 
     /// A data packet reached `qpn`: feed DASR and, if it was CE-marked, the notification point.
     pub fn on_data(&mut self, now: Instant, qpn: Qpn, d: &DataArrival) -> Notify {
+        let notify = self.notify(now, qpn, d);
+        self.share_due(now);
+        notify
+    }
+
+    fn notify(&mut self, now: Instant, qpn: Qpn, d: &DataArrival) -> Notify {
         if let Some(r) = &mut self.dasr {
             r.on_data(now, d);
         }
@@ -593,25 +606,36 @@ impl ReceiverCc {
         if let Some(d) = &mut self.dasr {
             d.on_lookahead(now, p_key, sender, group_size, members);
         }
+        self.share_due(now);
     }
 
-    /// The notification point's next check (DCQCN+).
+    /// The notification point's next check (DCQCN+), and the end of the period whose summary
+    /// the host's other shards are due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.np {
+        let walk = match self.np {
             NpConfig::DcqcnPlus(_) => self.plus.poll_timeout(),
             _ => None,
-        }
+        };
+        [walk, self.share_timeout()].into_iter().flatten().min()
     }
 
-    /// Runs the DCQCN+ list walk; returns the QP to send a CNP on, with τ.
+    /// Runs the DCQCN+ list walk; returns the QP to send a CNP on, with τ. Closes a period due
+    /// to the host's other shards.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<(Qpn, Duration)> {
-        match self.np {
+        if self.share.is_some()
+            && let Some(d) = &mut self.dasr
+        {
+            d.tick(now);
+        }
+        let cnp = match self.np {
             NpConfig::DcqcnPlus(p) => {
                 let allow = self.dasr.as_ref().is_none_or(|d| d.allow_cnp());
                 self.plus.handle_timeout(now, &p).filter(|_| allow)
             }
             _ => None,
-        }
+        };
+        self.share_due(now);
+        cnp
     }
 }
 

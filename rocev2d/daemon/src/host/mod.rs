@@ -3,15 +3,16 @@
 //! [`Host`] keeps what each attachment owns (PDs, regions, CQs, QPs and the shared rings of the
 //! last two) and carries out its requests on one engine: the interface's, or one engine
 //! shard's (`rocev2d run --queues`, [`Host::sharing`]: then the shards' hosts share the
-//! attachments' ids and users, and the interface's listen registry). It is driven from its
+//! attachments' ids and users, the interface's listen registry and the receiver-side
+//! congestion state, [`CcBoard`]). It is driven from its
 //! datapath thread without any IO of its own but the shared memory:
 //! - [`Host::request`] answers one control request ([`rocev2_ipc::proto`]): one line of
 //!   dispatch each, to one handler in the module of what it touches (`objects`: PDs,
 //!   regions, CQs, shared receive queues; `qps`: RC QPs; `ud`: UD QPs and address handles; `cm`: the CM);
 //!   Hello, Stats and Drain are the event loop's;
 //! - [`Host::service`] moves work requests from the QPs' rings into the engine and completions
-//!   from the engine's CQs into the CQ rings (`rings`), and signals the eventfds of CQs whose
-//!   application sleeps;
+//!   from the engine's CQs into the CQ rings (`rings`), signals the eventfds of CQs whose
+//!   application sleeps, and on a shard exchanges its engine's congestion summaries;
 //! - [`Host::detach`] destroys everything an attachment owned when its connection closes,
 //!   however the application ended.
 //!
@@ -36,6 +37,7 @@
 //! QP of every application; a send queue holds `max_send_wr` requests in its ring plus as many
 //! in the engine, so "queue full" comes later than on an HCA.
 
+mod cc_board;
 mod cm;
 mod objects;
 mod qps;
@@ -43,10 +45,11 @@ mod rings;
 mod roster;
 mod ud;
 
+pub use cc_board::CcBoard;
 pub use roster::Roster;
 
 use rocev2_core::Endpoint;
-use rocev2_core::cc::CcConfig;
+use rocev2_core::cc::{CcConfig, ShardSummary};
 use rocev2_core::cm::{
     AcceptParams, ConnId, Event as CmEvent, RejectReason, ServiceId, SidrId, SidrStatus,
 };
@@ -346,6 +349,9 @@ pub struct Host {
     /// The interface's listen registry, when this host is one engine shard of several: a
     /// Service ID is listened on by one shard of the interface, and REQs for it reach it.
     listens: Option<Listens>,
+    /// The shards' receiver-side congestion summaries, when this host is one shard of several:
+    /// the board, the generation last read, the summaries read.
+    cc_board: Option<(Arc<CcBoard>, u64, Vec<Arc<ShardSummary>>)>,
     /// Addresses of the regions whose memfd the daemon maps (a freed range is given out
     /// again: the keys, drawn at random, are what a peer must know).
     addresses: RegionAddresses,
@@ -380,6 +386,7 @@ impl Host {
             apps: BTreeMap::new(),
             roster: Arc::default(),
             listens: None,
+            cc_board: None,
             addresses: RegionAddresses::new(FIRST_ADDR),
             counters: HostCounters::default(),
             scratch: Vec::new(),
@@ -391,11 +398,14 @@ impl Host {
     }
 
     /// Makes this host one engine shard of several: it shares the attachments' ids and users
-    /// with the others (`roster`) and registers the Service IDs its applications listen on in
-    /// the interface's listen registry (`listens`, its datapath shard's).
-    pub fn sharing(mut self, roster: Arc<Roster>, listens: Listens) -> Host {
+    /// with the others (`roster`), registers the Service IDs its applications listen on in
+    /// the interface's listen registry (`listens`, its datapath shard's) and exchanges its
+    /// engine's receiver-side congestion summaries with theirs (`cc`; the engine's
+    /// [`rocev2_core::cc::ReceiverCc::with_shard`] makes them).
+    pub fn sharing(mut self, roster: Arc<Roster>, listens: Listens, cc: Arc<CcBoard>) -> Host {
         self.roster = roster;
         self.listens = Some(listens);
+        self.cc_board = Some((cc, 0, Vec::new()));
         self
     }
 
@@ -657,6 +667,7 @@ impl Host {
     /// One pass over every attachment's rings; see the module docs. Returns whether anything
     /// moved. Attachments found corrupt are closed.
     pub fn service(&mut self, ep: &mut Endpoint, mem: &mut HostMemory, now: Instant) -> bool {
+        self.exchange_cc(ep);
         let mut moved = self.route_cm_events(ep, mem, now);
         moved |= self.fail_faulted(ep, mem, now);
         moved |= self.signal_srq_limits(ep);
@@ -674,6 +685,21 @@ impl Host {
             self.detach(ep, mem, now, id);
         }
         moved
+    }
+
+    /// On a shard: publishes the engine's summary of a period that ended, and gives the engine
+    /// the shards' latest when there is news ([`CcBoard`]).
+    fn exchange_cc(&mut self, ep: &mut Endpoint) {
+        let Some((board, seen, peers)) = &mut self.cc_board else {
+            return;
+        };
+        let rx = ep.receiver_cc_mut();
+        if let Some(s) = rx.take_summary() {
+            board.publish(s);
+        }
+        if board.newer(seen, peers) {
+            rx.set_peers(peers.iter().map(|s| &**s));
+        }
     }
 
     /// Signals the limit eventfd of every SRQ whose limit was reached. Returns whether there

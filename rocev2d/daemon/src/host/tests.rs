@@ -1188,8 +1188,9 @@ fn shards_share_attachment_ids_the_user_limit_and_service_ids() {
         Shard::join(&iface, 1, d1).unwrap(),
     );
     let roster = Arc::new(Roster::default());
-    let mut h0 = h0.sharing(Arc::clone(&roster), s0.listens());
-    let mut h1 = h1.sharing(Arc::clone(&roster), s1.listens());
+    let cc = Arc::new(CcBoard::default());
+    let mut h0 = h0.sharing(Arc::clone(&roster), s0.listens(), Arc::clone(&cc));
+    let mut h1 = h1.sharing(Arc::clone(&roster), s1.listens(), cc);
     let (a, _ca) = attach_as(&mut h0, 1000);
     let (b, _cb) = attach_as(&mut h1, 1000);
     assert_ne!(a, b, "one id space for the host");
@@ -1229,4 +1230,74 @@ fn shards_share_attachment_ids_the_user_limit_and_service_ids() {
         c, b,
         "a detached id's place is given back, a live one's never"
     );
+}
+
+/// Two engine shards' hosts with Dart's receiver, as `rocev2d run --queues 2 --cc dart` makes
+/// them: DASR's N and throughput are the host's, through the board their services exchange.
+#[test]
+fn shards_share_one_receivers_congestion_state() {
+    use rocev2_core::cc::{CcScheme, CcTuning, DartState, DataArrival};
+    use rocev2_core::time::{Duration, Rate};
+    use rocev2_datapath::handoff::Shard;
+    let (h0, mut ep0, mut mem0) = host(Limits::default());
+    let (h1, mut ep1, mut mem1) = host(Limits::default());
+    let iface = Interface {
+        index: 70_002,
+        ..h0.iface.clone()
+    };
+    let (d0, d1) = rocev2_datapath::pair::pair().unwrap();
+    let (s0, s1) = (
+        Shard::join(&iface, 0, d0).unwrap(),
+        Shard::join(&iface, 1, d1).unwrap(),
+    );
+    let line = Rate::from_gbps(10);
+    for (k, ep) in [&mut ep0, &mut ep1].into_iter().enumerate() {
+        let rx = CcScheme::Dart.receiver(line, 1024, &CcTuning::default());
+        ep.set_receiver_cc(rx.with_shard(k));
+    }
+    let (roster, cc) = (Arc::new(Roster::default()), Arc::new(CcBoard::default()));
+    let mut h0 = h0.sharing(Arc::clone(&roster), s0.listens(), Arc::clone(&cc));
+    let mut h1 = h1.sharing(roster, s1.listens(), cc);
+    let at = |us: u64| Instant::ZERO + Duration::from_micros(us);
+    // 10 µs: senders 1 and 2 on shard 0, 3 on shard 1, 7000 bytes each (the host at 11.2
+    // Gbit/s, each shard at 5.6), CE-marked: receiver congestion for the host.
+    for (ep, senders) in [(&mut ep0, [1, 2]), (&mut ep1, [3, 3])] {
+        for i in 0..7u64 {
+            let d = DataArrival {
+                p_key: 0xffff,
+                sender: senders[i as usize % 2],
+                starts: i < 2,
+                bytes: 1000,
+                ce: true,
+                ..DataArrival::default()
+            };
+            ep.receiver_cc_mut()
+                .on_data(at(i + 1), rocev2_core::wire::Qpn::new(0x11), &d);
+        }
+    }
+    for (h, ep, mem) in [
+        (&mut h0, &mut ep0, &mut mem0),
+        (&mut h1, &mut ep1, &mut mem1),
+    ] {
+        assert_eq!(
+            ep.poll_timeout(),
+            Some(at(10)),
+            "the interval's end is a timer"
+        );
+        ep.handle_timeout(at(10), mem);
+        h.service(ep, mem, at(10));
+    }
+    // Shard 0 published first and read shard 1's on its next pass.
+    h0.service(&mut ep0, &mut mem0, at(10));
+    for ep in [&mut ep0, &mut ep1] {
+        let rx = ep.receiver_cc_mut();
+        let d = rx.dasr.as_ref().unwrap();
+        assert_eq!(d.state(), DartState::ReceiverCongestion);
+        assert_eq!(d.throughput, Rate::from_bps(11_200_000_000));
+        assert_eq!(
+            rx.dasr_n(at(10), 0xffff, 1),
+            Some(3),
+            "senders of both shards"
+        );
+    }
 }
