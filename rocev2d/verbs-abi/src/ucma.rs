@@ -12,7 +12,7 @@
 use core::ffi::{CStr, c_int, c_void};
 
 /// The interface's version: bump it on any change of the types below.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The symbol of the entry point: `extern "C" fn(version: u32) -> *const Ops`, NULL when the
 /// version is not the library's.
@@ -121,4 +121,7 @@ pub struct Ops {
     /// Takes the context's next CM event, waiting up to `timeout_ms`; `ETIMEDOUT` if none came.
     pub next_event:
         unsafe extern "C" fn(ctx: *mut c_void, timeout_ms: u32, ev: *mut Event) -> c_int,
+    /// Resolves the next hop towards `gid` (an IPv4-mapped or IPv6 address) out of the
+    /// context's interface, waiting up to `timeout_ms`: `EHOSTUNREACH` when nothing answered.
+    pub resolve: unsafe extern "C" fn(ctx: *mut c_void, gid: *const u8, timeout_ms: u32) -> c_int,
 }
