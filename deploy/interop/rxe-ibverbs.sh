@@ -31,8 +31,9 @@
 # As root, with ../shared/tools/rxe-vm beside the repository (RXE_VM=path overrides); DATAPATH
 # (default packet: it verifies every ICRC, whatever IPv4 Identification rxe sends) picks our
 # datapath. Uses the namespace `rxetest` that rxe-vm creates and removes; prints PASS or FAIL per
-# case. All 13 cases passed on 2026-11-25 (librocev2_ibverbs.so alone); RDMA_CM=1, packet: all 4
-# (ib_write_bw -R, ib_read_lat -R, both roles) passed on 2026-11-29.
+# case. All 13 cases passed on 2026-11-25 (librocev2_ibverbs.so alone) and again on 2026-11-29
+# (both libraries, packet); RDMA_CM=1, packet: all 4 (ib_write_bw -R, ib_read_lat -R, both
+# roles) passed on 2026-11-29.
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 RDMA_CM=${RDMA_CM:-0}
