@@ -36,17 +36,8 @@ run() {
 col() {
     awk -v l="| $2 | " -v c="$3" 'index($0, l) == 1 { sub(/ \|$/, ""); split($0, f, / \| /); print f[c]; exit }' "$OUT/$1"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
-rows=()
-# One row: what, measured, reference, ratio, target ("<= 1.10x" or ">= 0.95x").
-row() {
-    local met
-    met=$(awk -v r="${4%x}" -v t="$5" 'BEGIN {
-        split(t, w, " "); g = w[2] + 0
-        if (r == "") print "not measured"; else if (w[1] == ">=") print (r >= g ? "met" : "missed");
-        else print (r <= g ? "met" : "missed") }')
-    rows+=("| $1 | $2 | $3 | $4 | $5 | $met |")
-}
+# shellcheck source=rows.sh
+. deploy/bench/rows.sh
 
 for mtu in 4096 1024; do
     run "pp$mtu" DATAPATHS=xdp MODES="adaptive spin" SIZE=64 MTU=$mtu bash deploy/bench/pingpong-vs-tcp.sh
@@ -106,6 +97,4 @@ row "2 attached QPs on rocev2d --queues 2 against write_bw -q 2 in-process, AF_X
 
 echo "Binaries of $(git rev-parse --short HEAD), $(date -u +%F); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
-echo "| what | measured | reference (same run) | ratio | target | |"
-echo "|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
+print_rows

@@ -4,6 +4,9 @@
 #   DP                   our datapath (DATAPATH, default packet: it verifies every ICRC, whatever
 #                        IPv4 Identification rxe sends)
 #   interop_build PKG    a release build of the crate; REL is the directory of its outputs
+#   interop_preload      release builds of both C-ABI libraries; PRELOAD lists them for LD_PRELOAD
+#   preloaded PROG ARGS… Debian's PROG in the netns with both libraries preloaded, on our datapath
+#   RETRY_CM             what a preloaded rdma_cm client prints while rxe's server is not yet up
 #   rxe_up               QEMU and the image installed if missing (`rxe-vm.sh deps`, `build`: the
 #                        host runs only our binaries, rdma-core's programs run only inside the
 #                        VMs), the netns `rxetest` with rxhost0 = 192.168.77.1, removed on exit
@@ -24,6 +27,16 @@ fail=0
 
 interop_build() { cargo build --release -q -p "$1"; }
 
+interop_preload() {
+    cargo build --release -q -p rocev2-ibverbs -p rocev2-rdmacm
+    PRELOAD=$REL/librocev2_rdmacm.so:$REL/librocev2_ibverbs.so
+}
+
+# Both libraries, so that one program may use verbs and rdma_cm alike (docs/rdmacm.md). On
+# udp, rxe's ICRCs cannot be verified and the libraries take no option to accept them: use
+# packet or xdp.
+preloaded() { ip netns exec rxetest env LD_PRELOAD="$PRELOAD" ROCEV2_DATAPATH="$DP" "$@"; }
+
 rxe_up() {
     "$RXE" deps >/dev/null
     "$RXE" build >/dev/null
@@ -32,6 +45,14 @@ rxe_up() {
 }
 
 wait_gone() { local pid; pid=$(cat "$1/qemu.pid"); while [ -d "/proc/$pid" ]; do sleep 1; done; }
+
+# What a preloaded rdma_cm client prints when it connected too early to try again: the VM has
+# not answered ARP yet (`rdma_resolve_addr`'s event: rping prints "RDMA_CM_EVENT_ADDR_ERROR")
+# or nothing listens there yet (REJ reason 8: rping "RDMA_CM_EVENT_REJECTED, error 8"; perftest
+# -R fails its first connection, the exchange, with "Unable to perform rdma_client function").
+# Not perftest's "RDMA_CM_EVENT_REJECTED; error: 8" on its second connection: by then the
+# server took the first, and a new client would meet a server past its exchange.
+RETRY_CM="RDMA_CM_EVENT_ADDR_ERROR\|RDMA_CM_EVENT_REJECTED, error 8\|Unable to perform rdma_client function"
 
 # Our binary BIN with ARGS in the netns on DP (over UDP sockets with --accept-unverified-icrc:
 # rxe's IPv4 Identifications make its ICRCs unverifiable there, docs/wire.md).

@@ -38,6 +38,7 @@ static OPS: Ops = Ops {
     sidr_request,
     sidr_reply,
     next_event,
+    resolve,
 };
 
 #[unsafe(no_mangle)]
@@ -77,6 +78,25 @@ fn bytes<'a>(data: *const u8, len: usize, max: usize) -> Result<&'a [u8], c_int>
     }
     // SAFETY: the caller passes `len` readable bytes at `data` (the interface's contract).
     Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+/// The kernel's neighbour table for the device's interface, as the connect's own resolution
+/// reads it: resolved here, before the connect, so that `rdma_resolve_addr` reports a peer that
+/// does not answer as librdmacm does (`ADDR_ERROR`), not `rdma_connect`.
+unsafe extern "C" fn resolve(ctx: *mut c_void, gid: *const u8, timeout_ms: u32) -> c_int {
+    call(|| {
+        let dev = engine(ctx)?;
+        if gid.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, 16 readable bytes (the interface's contract).
+        let gid = unsafe { gid.cast::<[u8; 16]>().read_unaligned() };
+        let ip = rocev2::gid_to_ip(Ipv6Addr::from(gid));
+        let wait = Duration::from_millis(u64::from(timeout_ms));
+        rocev2_datapath::neigh::resolve(dev.interface(), ip, wait)
+            .map(drop)
+            .map_err(|_| libc::EHOSTUNREACH)
+    })
 }
 
 unsafe extern "C" fn enable(ctx: *mut c_void) -> c_int {

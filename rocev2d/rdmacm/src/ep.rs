@@ -10,7 +10,8 @@ use core::ffi::c_int;
 use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp_init_attr};
 
 /// For a synchronous ID, waits for event `want` on its channel; the event that came instead
-/// fails the call: `ECONNREFUSED` (rejected), `ETIMEDOUT` (unreachable), else `EINVAL`.
+/// fails the call: `ECONNREFUSED` (rejected), `ETIMEDOUT` (unreachable, or an address that did
+/// not resolve), else `EINVAL`.
 ///
 /// # Errors
 /// As said; `EINVAL` for an ID that is not live.
@@ -30,7 +31,7 @@ pub fn complete(p: *mut rdma_cm_id, want: c_int) -> Result<(), c_int> {
     match got {
         g if g == want => Ok(()),
         abi::RDMA_CM_EVENT_REJECTED => Err(libc::ECONNREFUSED),
-        abi::RDMA_CM_EVENT_UNREACHABLE => Err(libc::ETIMEDOUT),
+        abi::RDMA_CM_EVENT_UNREACHABLE | abi::RDMA_CM_EVENT_ADDR_ERROR => Err(libc::ETIMEDOUT),
         _ => Err(libc::EINVAL),
     }
 }

@@ -1,9 +1,11 @@
 //! IDs and the connection calls: `rdma_create_id` … `rdma_disconnect`, and [`dispatch`], which
 //! turns the device's CM events into the IDs' `rdma_cm_event`s as the kernel's `rdma_cm` does.
 //!
-//! Addresses are resolved at once (`ADDR_RESOLVED` and `ROUTE_RESOLVED` are queued by the
-//! call itself): the next hop's MAC is resolved by the device when the REQ leaves, and a peer
-//! that cannot be reached fails `rdma_connect` with `EHOSTUNREACH`.
+//! Addresses are resolved by the call itself (`ADDR_RESOLVED` and `ROUTE_RESOLVED` are queued
+//! before it returns): `rdma_resolve_addr` waits for the next hop's MAC, as the kernel's does
+//! before its event, and a peer that does not answer gets `ADDR_ERROR` (status `-ETIMEDOUT`),
+//! which programs handle before they set up anything else (rping, having made its CQ thread,
+//! would otherwise wait for it forever after a failed `rdma_connect`).
 //!
 //! An RDMA_PS_UDP ID resolves a UD service instead of connecting, as the kernel's rdma_cm
 //! does (IBA §12.11, SIDR): `rdma_connect` sends a SIDR_REQ, whose SIDR_REP becomes
@@ -235,46 +237,71 @@ fn resolve_addr(
     p: *mut rdma_cm_id,
     src: *mut libc::sockaddr,
     dst: *mut libc::sockaddr,
+    timeout: std::time::Duration,
 ) -> Result<(), c_int> {
+    let ops = ops()?;
     let dst = from_sockaddr(dst)?;
     if !src.is_null() && lock().id(p)?.src.is_none() {
         let s = from_sockaddr(src)?;
         bind(p, s)?;
     }
-    let mut st = lock();
-    let s = st.id(p)?;
-    let bound = s.src;
-    let (dev, ip) = match bound.map(|a| a.ip()).filter(|ip| !ip.is_unspecified()) {
-        Some(ip) if ip.is_ipv6() != dst.is_ipv6() => return Err(libc::EINVAL),
-        Some(ip) => (device::with_ip(ip).ok_or(libc::EADDRNOTAVAIL)?, ip),
-        None => device::toward(dst.ip()).ok_or(libc::EADDRNOTAVAIL)?,
+    let ctx = {
+        let mut st = lock();
+        let s = st.id(p)?;
+        let bound = s.src;
+        let (dev, ip) = match bound.map(|a| a.ip()).filter(|ip| !ip.is_unspecified()) {
+            Some(ip) if ip.is_ipv6() != dst.is_ipv6() => return Err(libc::EINVAL),
+            Some(ip) => (device::with_ip(ip).ok_or(libc::EADDRNOTAVAIL)?, ip),
+            None => device::toward(dst.ip()).ok_or(libc::EADDRNOTAVAIL)?,
+        };
+        let port = match bound {
+            Some(a) if a.port() != 0 => a.port(),
+            _ => ephemeral_port(&ports(&st)),
+        };
+        set_route(&mut st, p, Some(dev), SocketAddr::new(ip, port), Some(dst));
+        dev.ctx
     };
-    let port = match bound {
-        Some(a) if a.port() != 0 => a.port(),
-        _ => ephemeral_port(&ports(&st)),
+    // Outside the lock: it may wait up to `timeout`.
+    let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+    let gid = gid_bytes(dst.ip());
+    // SAFETY: a live context of the verbs library, 16 bytes of GID.
+    let r = unsafe { (ops.resolve)(ctx as *mut _, gid.as_ptr(), ms) };
+    let (event, status) = match r {
+        0 => (abi::RDMA_CM_EVENT_ADDR_RESOLVED, 0),
+        libc::EHOSTUNREACH => (abi::RDMA_CM_EVENT_ADDR_ERROR, -libc::ETIMEDOUT),
+        e => return Err(e),
     };
-    set_route(&mut st, p, Some(dev), SocketAddr::new(ip, port), Some(dst));
-    st.push(
+    lock().push(
         p as usize,
         EvSpec {
-            event: abi::RDMA_CM_EVENT_ADDR_RESOLVED,
+            event,
+            status,
             ..Default::default()
         },
     );
     Ok(())
 }
 
+/// How long `rdma_resolve_addr` waits for the next hop when the caller gives no time.
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[unsafe(no_mangle)]
-/// `rdma_resolve_addr(3)`: picks the device and source address at once and queues
-/// `ADDR_RESOLVED` (`EADDRNOTAVAIL` when no device has an address of the family).
+/// `rdma_resolve_addr(3)`: picks the device and source address and waits up to `timeout_ms`
+/// (2 s when not positive) for the next hop's MAC, then queues `ADDR_RESOLVED`, or
+/// `ADDR_ERROR` with status `-ETIMEDOUT` when nothing answered (`EADDRNOTAVAIL` when no
+/// device has an address of the family).
 pub extern "C" fn rdma_resolve_addr(
     id: *mut rdma_cm_id,
     src_addr: *mut libc::sockaddr,
     dst_addr: *mut libc::sockaddr,
-    _timeout_ms: c_int,
+    timeout_ms: c_int,
 ) -> c_int {
     call(|| {
-        resolve_addr(id, src_addr, dst_addr)?;
+        let timeout = u64::try_from(timeout_ms)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map_or(RESOLVE_TIMEOUT, std::time::Duration::from_millis);
+        resolve_addr(id, src_addr, dst_addr, timeout)?;
         ep::complete(id, abi::RDMA_CM_EVENT_ADDR_RESOLVED)
     })
 }

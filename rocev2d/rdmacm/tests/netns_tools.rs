@@ -2,11 +2,11 @@
 //! `librocev2_rdmacm.so` and `librocev2_ibverbs.so` preloaded, between the two namespaces of a
 //! pair testbed over the UDP datapath (`rping` over AF_XDP too): `rping` (100 pings, validated by rping itself and
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
-//! `udaddy` (UD IDs resolved through SIDR, over UDP and AF_XDP),
-//! `ib_write_bw -R` (and `ib_send_bw`, `ib_read_bw`, `ib_read_lat`), `rdma_server`/`rdma_client` (`rdma_create_ep`,
-//! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, and the
-//! preload order reversed (`qperf`, whose
-//! server forks a process per test, runs attached: `attached.rs`).
+//! `udaddy` (UD IDs resolved through SIDR, over UDP and AF_XDP), `ib_write_bw -R` (and
+//! `ib_send_bw`, `ib_read_bw`, `ib_read_lat`), `rdma_server`/`rdma_client` (`rdma_create_ep`,
+//! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, `rping`
+//! towards an address nobody answers (`ADDR_ERROR`), and the preload order reversed (`qperf`,
+//! whose server forks a process per test, runs attached: `attached.rs`).
 //!
 //! perftest's `-R` has a race of its own: its server listens a second time on its port after
 //! the first connection (the exchange), and a client quicker than that is refused (REJ reason
@@ -160,6 +160,33 @@ fn rdmacm_alone_says_the_verbs_library_is_missing() {
     assert!(
         out.stderr
             .contains("rocev2_rdmacm: librocev2_ibverbs.so is not loaded: preload both"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// `rping -c` towards an address of the link that no host has: `rdma_resolve_addr` gets no
+/// answer to its ARP and reports `ADDR_ERROR` (status `-ETIMEDOUT`), as librdmacm does, and rping
+/// exits. (A resolution left to `rdma_connect` failed there instead, after rping had started
+/// the thread that waits for its CQ, and rping then waited for that thread forever.)
+#[test]
+fn rping_to_an_address_nobody_answers_gets_addr_error() {
+    if !need_root("rping_to_an_address_nobody_answers_gets_addr_error") {
+        return;
+    }
+    let tb = pair();
+    let h1 = ip(&tb, "h1");
+    let nobody = format!("{}.77", h1.rsplit_once('.').expect("IPv4").0);
+    let mut cmd = preloaded(&tb, "h0", "udp", "rping");
+    cmd.args(["-c", "-a", &nobody, "-C", "1"]);
+    let out = rocev2_testbed::Process::spawn(&mut cmd)
+        .expect("spawn rping")
+        .wait(TIMEOUT)
+        .expect("rping exits");
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        out.stderr
+            .contains("cma event RDMA_CM_EVENT_ADDR_ERROR, error -110"),
         "{}",
         show(&out)
     );

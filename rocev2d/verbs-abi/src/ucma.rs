@@ -168,4 +168,7 @@ pub struct Ops {
     /// Takes the context's next CM event, waiting up to `timeout_ms`; `ETIMEDOUT` if none came.
     pub next_event:
         unsafe extern "C" fn(ctx: *mut c_void, timeout_ms: u32, ev: *mut Event) -> c_int,
+    /// Resolves the next hop towards `gid` (an IPv4-mapped or IPv6 address) out of the
+    /// context's interface, waiting up to `timeout_ms`: `EHOSTUNREACH` when nothing answered.
+    pub resolve: unsafe extern "C" fn(ctx: *mut c_void, gid: *const u8, timeout_ms: u32) -> c_int,
 }
