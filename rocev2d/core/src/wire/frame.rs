@@ -386,7 +386,10 @@ impl<'a> Frame<'a> {
 
 impl FrameRepr {
     /// Checks a frame completely (ICRC included) and returns its meaning and payload.
-    #[inline]
+    ///
+    /// Always inlined: out of line, the 300-byte repr was assembled in a local and copied into
+    /// the result, and the copy waited on the narrow stores that had just built it.
+    #[inline(always)]
     pub fn parse(bytes: &[u8]) -> Result<(FrameRepr, &[u8]), Error> {
         let frame = Frame::new_checked(bytes)?;
         frame.verify_icrc()?;
@@ -394,7 +397,7 @@ impl FrameRepr {
     }
 
     /// The meaning of a checked frame (whose ICRC the caller verified or chose not to).
-    #[inline]
+    #[inline(always)]
     pub fn parse_frame(frame: &Frame<'_>) -> Result<FrameRepr, Error> {
         Ok(FrameRepr {
             eth: frame.eth_repr(),
