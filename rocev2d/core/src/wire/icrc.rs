@@ -314,6 +314,49 @@ mod tests {
         }
     }
 
+    /// The ICRC the straightforward way, as Annex A17.8 words it: a copy of the covered bytes
+    /// (from eight bytes before the IP header, of `ip_len` bytes) with the LRH stand-in and the
+    /// variant fields set to ones, hashed in one call.
+    fn masked_copy(bytes: &[u8], ip_len: usize) -> u32 {
+        let mut m = bytes.to_vec();
+        m[..8].fill(0xff);
+        let ip = 8;
+        if m[ip] >> 4 == 6 {
+            m[ip] |= 0x0f; // traffic class, high nibble
+            m[ip + 1..ip + 4].fill(0xff); // the rest of it and the flow label
+            m[ip + 7] = 0xff; // hop limit
+        } else {
+            m[ip + 1] = 0xff; // TOS
+            m[ip + 8] = 0xff; // TTL
+            m[ip + 10..ip + 12].fill(0xff); // header checksum
+        }
+        let udp = ip + ip_len;
+        m[udp + 6..udp + 8].fill(0xff); // UDP checksum
+        m[udp + 8 + 4] = 0xff; // BTH byte 4
+        crc32fast::hash(&m)
+    }
+
+    proptest::proptest! {
+        /// Both forms equal masking a copy of the covered bytes, for every IP header the ICRC is
+        /// defined for and payloads from none to jumbo frames, on random bytes.
+        #[test]
+        fn icrc_equals_masked_copy(
+            ihl in 5usize..16,
+            v6 in proptest::bool::ANY,
+            payload in proptest::prop_oneof![0usize..64, 64usize..9000],
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 9100 + 80),
+        ) {
+            let ip_len = if v6 { 40 } else { 4 * ihl };
+            let len = 8 + ip_len + 8 + 12 + payload;
+            let mut f = bytes[..len].to_vec();
+            f[8] = if v6 { 0x60 | (f[8] & 0x0f) } else { 0x40 | ihl as u8 };
+            let want = masked_copy(&f, ip_len);
+            proptest::prop_assert_eq!(compute_frame(&f, ip_len), Ok(want));
+            let (ip_h, rest) = f[8..].split_at(ip_len);
+            proptest::prop_assert_eq!(compute(ip_h, &rest[..8], &rest[8..]), Ok(want));
+        }
+    }
+
     #[test]
     fn icrc_on_frame_rejects() {
         let mut f = ack_in_frame();
