@@ -99,6 +99,33 @@ unsafe extern "C" fn resolve(ctx: *mut c_void, gid: *const u8, timeout_ms: u32) 
     })
 }
 
+/// An argument struct of the interface that carries private data.
+trait Carries {
+    /// Its private-data array and the length the caller gave.
+    fn data(&self) -> (&[u8], u8);
+}
+
+macro_rules! carries {
+    ($($t:ty),*) => {$(
+        impl Carries for $t {
+            fn data(&self) -> (&[u8], u8) {
+                (&self.private_data, self.private_data_len)
+            }
+        }
+    )*};
+}
+carries!(ConnectArgs, AcceptArgs, SidrRequestArgs, SidrReplyArgs);
+
+/// The caller's arguments at `args` and the private data they carry; `EINVAL` for NULL or a
+/// length beyond the array.
+fn read_args<'a, T: Carries>(args: *const T) -> Result<(&'a T, Vec<u8>), c_int> {
+    // SAFETY: NULL or the caller's arguments (the interface's contract).
+    let a = unsafe { args.as_ref() }.ok_or(libc::EINVAL)?;
+    let (all, len) = a.data();
+    let data = all.get(..usize::from(len)).ok_or(libc::EINVAL)?.to_vec();
+    Ok((a, data))
+}
+
 unsafe extern "C" fn enable(ctx: *mut c_void) -> c_int {
     call(|| engine(ctx)?.enable_cm().map_err(err))
 }
@@ -119,17 +146,12 @@ unsafe extern "C" fn unlisten(ctx: *mut c_void, service_id: u64) -> c_int {
 unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *mut u32) -> c_int {
     call(|| {
         let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
-        if args.is_null() || conn.is_null() {
+        if conn.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: non-NULL, points to the caller's ConnectArgs (the interface's contract).
-        let a = unsafe { &*args };
-        let data = a
-            .private_data
-            .get(..usize::from(a.private_data_len))
-            .ok_or(libc::EINVAL)?;
+        let (a, data) = read_args(args)?;
         let params = ConnectParams {
-            private_data: data.to_vec(),
+            private_data: data,
             responder_resources: a.responder_resources,
             initiator_depth: a.initiator_depth,
             retry_count: a.retry_count.min(7),
@@ -154,17 +176,9 @@ unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *m
 unsafe extern "C" fn accept(qp: *mut c_void, conn: u32, args: *const AcceptArgs) -> c_int {
     call(|| {
         let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
-        if args.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: non-NULL, points to the caller's AcceptArgs (the interface's contract).
-        let a = unsafe { &*args };
-        let data = a
-            .private_data
-            .get(..usize::from(a.private_data_len))
-            .ok_or(libc::EINVAL)?;
+        let (a, data) = read_args(args)?;
         let params = AcceptParams {
-            private_data: data.to_vec(),
+            private_data: data,
             responder_resources: a.responder_resources,
             initiator_depth: a.initiator_depth,
             rnr_retry_count: a.rnr_retry_count.min(7),
@@ -201,17 +215,12 @@ unsafe extern "C" fn sidr_request(
 ) -> c_int {
     call(|| {
         let engine = engine(ctx)?;
-        if args.is_null() || id.is_null() {
+        if id.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: non-NULL, points to the caller's SidrRequestArgs (the interface's contract).
-        let a = unsafe { &*args };
-        let data = a
-            .private_data
-            .get(..usize::from(a.private_data_len))
-            .ok_or(libc::EINVAL)?;
+        let (a, data) = read_args(args)?;
         let params = SidrParams {
-            private_data: data.to_vec(),
+            private_data: data,
             ..SidrParams::new(
                 ServiceId(a.service_id),
                 Ipv6Addr::from(a.local_gid),
@@ -230,20 +239,12 @@ unsafe extern "C" fn sidr_request(
 unsafe extern "C" fn sidr_reply(ctx: *mut c_void, id: u32, args: *const SidrReplyArgs) -> c_int {
     call(|| {
         let engine = engine(ctx)?;
-        if args.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: non-NULL, points to the caller's SidrReplyArgs (the interface's contract).
-        let a = unsafe { &*args };
-        let data = a
-            .private_data
-            .get(..usize::from(a.private_data_len))
-            .ok_or(libc::EINVAL)?;
+        let (a, data) = read_args(args)?;
         let params = SidrReplyParams {
             status: SidrStatus(u8::try_from(a.status).map_err(|_| libc::EINVAL)?),
             qpn: Qpn::new(a.qpn),
             q_key: a.q_key,
-            private_data: data.to_vec(),
+            private_data: data,
         };
         engine
             .cm_sidr_reply(SidrId::from_value(id), params)
