@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 pub struct Dev {
     /// Its context (an `ibv_context` of the verbs library), as an address.
     pub ctx: usize,
-    /// Its global addresses, in GID-table order.
-    pub ips: Vec<IpAddr>,
+    /// Its global addresses with their GID-table indices, in table order.
+    pub ips: Vec<(u8, IpAddr)>,
     /// RDMA READ/atomic depth the device allows (`max_qp_rd_atom`).
     pub max_rd_atomic: u8,
 }
@@ -30,20 +30,16 @@ impl Dev {
     /// The address vector from local address `local` to GID `peer` (a UD ID's `ah_attr`), as
     /// the kernel's rdma_cm makes it for RoCE: global, hop limit 64, port 1.
     pub fn ah_to(&self, local: IpAddr, peer: [u8; 16]) -> ibv_ah_attr {
-        let want = crate::addr::gid_bytes(local);
-        let sgid_index = (0..MAX_GIDS)
-            .find(|&index| {
-                let mut g = ibv_gid { raw: [0; 16] };
-                // SAFETY: a live context and an out pointer to a local.
-                let r = unsafe { verbs::ibv_query_gid(self.verbs(), 1, index, &mut g) };
-                r == 0 && g.raw == want
-            })
+        let sgid_index = self
+            .ips
+            .iter()
+            .find_map(|&(i, ip)| (ip == local).then_some(i))
             .unwrap_or(0);
         ibv_ah_attr {
             grh: ibv_global_route {
                 dgid: ibv_gid { raw: peer },
                 flow_label: 0,
-                sgid_index: sgid_index as u8,
+                sgid_index,
                 hop_limit: 64,
                 traffic_class: 0,
             },
@@ -104,9 +100,9 @@ fn open_all(ops: &'static ucma::Ops) -> Vec<Dev> {
                 let mut g = ibv_gid { raw: [0; 16] };
                 // SAFETY: a live context and an out pointer to a local.
                 let r = unsafe { verbs::ibv_query_gid(ctx, 1, index, &mut g) };
-                (r == 0).then(|| gid_to_ip(Ipv6Addr::from(g.raw)))
+                (r == 0).then(|| (index as u8, gid_to_ip(Ipv6Addr::from(g.raw))))
             })
-            .filter(|ip| usable(*ip))
+            .filter(|&(_, ip)| usable(ip))
             .collect();
         // SAFETY: an all-zero ibv_device_attr is a valid value of the plain C struct.
         let mut attr = unsafe { std::mem::zeroed() };
@@ -142,7 +138,10 @@ fn usable(ip: IpAddr) -> bool {
 
 /// The device that has `ip`.
 pub fn with_ip(ip: IpAddr) -> Option<&'static Dev> {
-    devices().ok()?.iter().find(|d| d.ips.contains(&ip))
+    devices()
+        .ok()?
+        .iter()
+        .find(|d| d.ips.iter().any(|&(_, a)| a == ip))
 }
 
 /// The first device with an address of `ip`'s family, and that address: where a connection
@@ -151,8 +150,8 @@ pub fn toward(ip: IpAddr) -> Option<(&'static Dev, IpAddr)> {
     devices().ok()?.iter().find_map(|d| {
         d.ips
             .iter()
-            .find(|a| a.is_ipv6() == ip.is_ipv6())
-            .map(|a| (d, *a))
+            .find(|(_, a)| a.is_ipv6() == ip.is_ipv6())
+            .map(|&(_, a)| (d, a))
     })
 }
 

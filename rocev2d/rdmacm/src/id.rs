@@ -525,12 +525,12 @@ fn sidr_reply(
 /// Answers the SIDR request of RDMA_PS_UDP ID `id` (whose table entry `st` holds, locked):
 /// with the ID's QP (or `qp_num`) on success. The request is then done with.
 fn answer_ud(
+    ops: &ucma::Ops,
     st: &mut State,
     id: *mut rdma_cm_id,
     status: SidrStatus,
     param: &Option<rdma_conn_param>,
 ) -> Result<(), c_int> {
-    let ops = ops()?;
     let data = private_data(param, MAX_UD_ACCEPT_DATA)?;
     let s = st.id(id)?;
     let (Some(conn), Some(_)) = (s.conn, s.request) else {
@@ -570,7 +570,7 @@ pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_pa
         let mut st = lock();
         st.id(id)?;
         if port_space(id) == PortSpace::UDP {
-            return answer_ud(&mut st, id, SidrStatus::SUCCESS, &param);
+            return answer_ud(ops, &mut st, id, SidrStatus::SUCCESS, &param);
         }
         let data = private_data(&param, MAX_ACCEPT_DATA)?;
         let s = st.id(id)?;
@@ -621,7 +621,7 @@ pub extern "C" fn rdma_reject(id: *mut rdma_cm_id, private_data: *const c_void, 
                 // SAFETY: an all-zero rdma_conn_param is a valid value (no pointers used).
                 ..unsafe { std::mem::zeroed() }
             });
-            return answer_ud(&mut st, id, SidrStatus::REJECT, &param);
+            return answer_ud(ops, &mut st, id, SidrStatus::REJECT, &param);
         }
         if usize::from(len) > MAX_REJECT_DATA {
             return Err(libc::EINVAL);

@@ -46,29 +46,13 @@ fn rping_attached_to_rocev2d() {
     }
     let tb = pair();
     let mut daemons = daemons(&tb);
-    let mut s = preloaded(&tb, "h1", "attach", "rping");
-    s.args(["-s", "-v", "-a", &ip(&tb, "h1"), "-C", "20"]);
-    let mut c = preloaded(&tb, "h0", "attach", "rping");
-    c.args(["-c", "-v", "-V", "-a", &ip(&tb, "h1"), "-C", "20"]);
-    let (s, c) = run_pair(s, c);
+    let (s, c) = rping_pair(&tb, |host| preloaded(&tb, host, "attach", "rping"), 20);
     for d in &mut daemons {
         d.kill();
     }
     for out in [&s, &c] {
         assert!(out.stderr.contains("attached to rocev2d"), "{}", show(out));
     }
-    assert_eq!(
-        lines_with(&c.stdout, "ping data: "),
-        ping_lines("ping data: ", 20),
-        "{}",
-        show(&c)
-    );
-    assert_eq!(
-        lines_with(&s.stdout, "server ping data: "),
-        ping_lines("server ping data: ", 20),
-        "{}",
-        show(&s)
-    );
 }
 
 /// `udaddy` attached: the SIDR_REQ reaches the server's daemon, which hands it to the

@@ -146,3 +146,29 @@ pub fn lines_with(out: &str, prefix: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// `rping` between the pair, each side's command made by `rping(host)` (the program and
+/// whatever runs it): `-s -v` in h1, `-c -v -V` in h0 (the client validates each ping), `count`
+/// pings of 64 bytes; both sides must print every ping as rping prints it. Returns both
+/// outputs.
+pub fn rping_pair(
+    tb: &Testbed,
+    rping: impl Fn(&str) -> Command,
+    count: u32,
+) -> (Captured, Captured) {
+    let (h1, n) = (ip(tb, "h1"), count.to_string());
+    let mut s = rping("h1");
+    s.args(["-s", "-v", "-a", &h1, "-C", &n]);
+    let mut c = rping("h0");
+    c.args(["-c", "-v", "-V", "-a", &h1, "-C", &n]);
+    let (s, c) = run_pair(s, c);
+    for (out, prefix) in [(&c, "ping data: "), (&s, "server ping data: ")] {
+        assert_eq!(
+            lines_with(&out.stdout, prefix),
+            ping_lines(prefix, count),
+            "{}",
+            show(out)
+        );
+    }
+    (s, c)
+}
