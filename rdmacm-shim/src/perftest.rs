@@ -30,6 +30,7 @@
 //! without one is for InfiniBand); no `--dont_xchg_versions`; peers older than 5.70 (other
 //! field sizes) are refused.
 
+use rocev2_core::qp::Mtu;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -188,23 +189,6 @@ pub fn version_from_wire(msg: &[u8]) -> Result<(String, f64), PerftestError> {
     Ok((text, v))
 }
 
-/// `enum ibv_mtu` code of an MTU in bytes (256 → 1 … 4096 → 5); `None` for other sizes.
-pub fn mtu_code(bytes: u32) -> Option<u8> {
-    match bytes {
-        256 => Some(1),
-        512 => Some(2),
-        1024 => Some(3),
-        2048 => Some(4),
-        4096 => Some(5),
-        _ => None,
-    }
-}
-
-/// MTU in bytes of an `enum ibv_mtu` code.
-pub fn mtu_bytes(code: u8) -> Option<u32> {
-    (1..=5).contains(&code).then(|| 128u32 << code)
-}
-
 /// The MTU message: the code as one ASCII digit and a NUL.
 pub fn mtu_to_wire(code: u8) -> [u8; 2] {
     [b'0' + code.min(9), 0]
@@ -214,7 +198,7 @@ pub fn mtu_to_wire(code: u8) -> [u8; 2] {
 /// (`valid_mtu_size`), keeping its own.
 pub fn mtu_from_wire(msg: [u8; 2]) -> Option<u8> {
     let code = msg[0].checked_sub(b'0')?;
-    mtu_bytes(code).map(|_| code)
+    Mtu::from_code(code).map(|_| code)
 }
 
 /// One side's bandwidth report (`struct bw_report_data`, the fields `xchg_bw_reports`
@@ -433,9 +417,8 @@ mod tests {
 
     #[test]
     fn mtu_message_is_code_digit_and_nul() {
-        assert_eq!(mtu_to_wire(mtu_code(1024).unwrap()), *b"3\0");
+        assert_eq!(mtu_to_wire(Mtu::Mtu1024.code()), *b"3\0");
         assert_eq!(mtu_from_wire(*b"5\0"), Some(5));
-        assert_eq!(mtu_bytes(5), Some(4096));
         assert_eq!(mtu_from_wire(*b"0\0"), None);
         assert_eq!(mtu_from_wire(*b"6\0"), None);
     }

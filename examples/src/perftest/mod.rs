@@ -48,7 +48,7 @@ pub mod report;
 
 use anyhow::{Context, Result, bail};
 use clap::{CommandFactory, FromArgMatches};
-use rdmacm_shim::perftest::{Exchange, KeyMsg, PerftestError, Setup, mtu_bytes, mtu_code};
+use rdmacm_shim::perftest::{Exchange, KeyMsg, PerftestError, Setup};
 use rocev2::{
     AccessFlags, ConnectOptions, Cq, Device, DeviceConfig, Mr, Mtu, Qp, QpConfig, RecvWr, RemoteQp,
 };
@@ -246,11 +246,11 @@ pub fn main(test: Test) -> Result<()> {
     let if_mtu = dev
         .interface()
         .path_mtu(my_ip.is_ipv6())
-        .context("the interface's MTU is below 256 bytes of payload")?
-        .bytes();
+        .context("the interface's MTU is below 256 bytes of payload")?;
     let mtu = match args.mtu {
-        Some(m) if mtu_code(m).is_none() => bail!("-m {m}: one of 256, 512, 1024, 2048, 4096"),
-        Some(m) => m.min(if_mtu),
+        Some(m) => Mtu::from_bytes(m)
+            .with_context(|| format!("-m {m}: one of 256, 512, 1024, 2048, 4096"))?
+            .min(if_mtu),
         None => if_mtu,
     };
 
@@ -282,10 +282,10 @@ pub fn main(test: Test) -> Result<()> {
     let my_setup = Setup {
         cycle_buffer: 4096,
         cache_line: 64,
-        mtu_code: mtu_code(mtu).unwrap_or(3),
+        mtu_code: mtu.code(),
     };
     let (_, agreed) = Exchange::new(&tcp, client).setup(&my_setup)?;
-    let mtu = mtu_bytes(agreed.mtu_code).unwrap_or(mtu);
+    let mtu = Mtu::from_code(agreed.mtu_code).unwrap_or(mtu).bytes();
     let max_size = params.sizes.iter().copied().max().unwrap_or(1);
     let half = max_size.max(agreed.cycle_buffer.max(1) as u64);
     let pd = dev.alloc_pd()?;

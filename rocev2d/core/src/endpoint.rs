@@ -941,6 +941,7 @@ mod tests {
             mac: [2, 0, 0, 0, 0, 1],
             cm: crate::cm::CmConfig { local_ca_guid: 1 },
             seed: 7,
+            link_mtu: 1500,
         };
         let mut shard = Endpoint::with_qpn_block(1, 9);
         shard.enable_cm(cfg);

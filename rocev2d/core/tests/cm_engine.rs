@@ -19,8 +19,8 @@ use rocev2_core::time::{Duration, Instant};
 use rocev2_core::wire::gid::gid;
 use rocev2_core::wire::mad::{attribute, method};
 use rocev2_core::wire::{
-    CmRepr, FrameRepr, GSI_Q_KEY, ImmDtRepr, IpRepr, MadPacket, Opcode, Operation, Psn, Qpn,
-    Transport,
+    CmAttribute, CmRepr, FrameRepr, GSI_Q_KEY, ImmDtRepr, IpRepr, MadPacket, Opcode, Operation,
+    Psn, Qpn, Transport,
 };
 
 const PORT: u16 = 7174;
@@ -40,14 +40,21 @@ fn sid() -> ServiceId {
     ServiceId::rdma_cm(PortSpace::TCP, PORT)
 }
 
-/// Opens QP1 on `h` and creates an RC QP in INIT with a registered buffer.
+/// Opens QP1 on `h`, on an Ethernet link (IP MTU 1500), and creates an RC QP in INIT with a
+/// registered buffer.
 fn side(h: &mut Host, guid: u64) -> Side {
+    side_on(h, guid, 1500)
+}
+
+/// [`side`] on a link of IP MTU `link_mtu`.
+fn side_on(h: &mut Host, guid: u64, link_mtu: u32) -> Side {
     h.ep.enable_cm(GsiConfig {
         mac: h.mac,
         cm: CmConfig {
             local_ca_guid: guid,
         },
         seed: guid,
+        link_mtu,
     });
     let pd = h.ep.alloc_pd();
     let cq = h.ep.create_cq(64);
@@ -252,6 +259,74 @@ fn cm_connect_over_qp1_carries_send_and_write() {
         assert_eq!(h.ep.stats().total_drops(), 0);
         let s = h.ep.cm().unwrap().stats();
         assert_eq!((s.malformed, s.wrong_state, s.unknown_comm_id), (0, 0, 0));
+    }
+}
+
+/// The REQ proposes the largest path MTU the active side's link carries (or the caller's
+/// smaller one), as Linux's rdma_cm does from its netdev's MTU; the passive side runs at the
+/// smaller of the REQ's and its own link's.
+#[test]
+fn cm_path_mtu_follows_the_links() {
+    // (A's link, B's link, the caller's code) → (the REQ's code, A's MTU, B's MTU)
+    let cases = [
+        (4200, 4200, 5, 5, 4096, 4096),
+        (9000, 4200, 5, 5, 4096, 4096),
+        (1500, 4200, 5, 3, 1024, 1024),
+        (4200, 1500, 5, 5, 4096, 1024),
+        (4200, 4200, 4, 4, 2048, 2048),
+        (2200, 4200, 5, 4, 2048, 2048),
+    ];
+    for (link_a, link_b, asked, req_code, mtu_a, mtu_b) in cases {
+        let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+        p.trace = Some(Vec::new());
+        let a = side_on(&mut p.a, 0xa, link_a);
+        let b = side_on(&mut p.b, 0xb, link_b);
+        p.b.ep.cm_listen(sid()).unwrap();
+        let params = ConnectParams {
+            path_mtu: asked,
+            ..ConnectParams::new(sid(), gid(p.a.ip), gid(p.b.ip), a.qpn, PSN_A)
+        };
+        p.a.ep.cm_connect(p.now, params, p.b.mac).unwrap();
+        let mut ev = Events::default();
+        run(
+            &mut p,
+            b,
+            &mut ev,
+            |_, _| false,
+            |_, e| e.both_established(),
+        );
+        let req = p.trace.as_ref().unwrap().iter().find_map(|(from_a, f)| {
+            let (repr, payload) = FrameRepr::parse(f).ok()?;
+            (*from_a && repr.roce.bth.dest_qp == Qpn::GSI)
+                .then(|| CmRepr::parse_bytes(payload).ok())
+                .flatten()
+                .map(|m| m.attribute)
+        });
+        let Some(CmAttribute::Req(req)) = req else {
+            panic!("no REQ: {req:?}")
+        };
+        let mtus = (
+            p.a.ep.qp(a.qpn).unwrap().path_mtu(),
+            p.b.ep.qp(b.qpn).unwrap().path_mtu(),
+        );
+        assert_eq!(
+            (req.path_packet_payload_mtu, mtus),
+            (req_code, (Some(mtu_a), Some(mtu_b))),
+            "links {link_a}/{link_b}, asked {asked}"
+        );
+    }
+    // A link too small for 256 bytes of payload, or a code that is no MTU: no REQ.
+    for (link, asked) in [(300, 5), (1500, 0), (1500, 6)] {
+        let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+        let a = side_on(&mut p.a, 0xa, link);
+        let params = ConnectParams {
+            path_mtu: asked,
+            ..ConnectParams::new(sid(), gid(p.a.ip), gid(p.b.ip), a.qpn, PSN_A)
+        };
+        assert!(matches!(
+            p.a.ep.cm_connect(p.now, params, p.b.mac),
+            Err(EndpointError::Cm(CmError::InvalidParams))
+        ));
     }
 }
 

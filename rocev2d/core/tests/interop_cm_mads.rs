@@ -307,8 +307,10 @@ fn rping_cm_active_cm_sends_rxes_req() {
         Qpn::new(0x11),
         Psn::new(0x9e_1675),
     );
-    // Linux derives the flow label from the ports; we take it as given.
+    // Linux derives the flow label from the ports; we take it as given. rxe's netdev had an
+    // MTU of 1500, hence path MTU 1024: what an endpoint on such a link proposes.
     p.flow_label = rxe_req.primary_path.flow_label;
+    p.path_mtu = 3;
     p.private_data = CmaHeader {
         src_port: 0xbf31,
         addrs: CmaAddrs::V4 {
@@ -385,6 +387,8 @@ fn rping_req_frame_through_an_endpoint() {
             local_ca_guid: 0x5054_00ff_fe77_000a,
         },
         seed: 1,
+        // rxe's peer in the capture: a 1500-byte link, path MTU 1024.
+        link_mtu: 1500,
     });
     ep.cm_listen(ServiceId::rdma_cm(PortSpace::TCP, RPING_PORT as u16))
         .unwrap();

@@ -191,6 +191,7 @@ fn open_shard(
             local_ca_guid: node_guid(iface.mac),
         },
         seed: os_seed().context("reading /dev/urandom")?,
+        link_mtu: iface.mtu,
     });
     Ok(Opened {
         datapath,

@@ -32,6 +32,9 @@ pub struct QpSnapshot {
     /// The engine shard of the QP (`docs/daemon.md`, "Several queues"; 0 with one).
     #[serde(default)]
     pub shard: u32,
+    /// Payload bytes per packet (the path MTU), once the QP has a path.
+    #[serde(default)]
+    pub path_mtu: Option<u32>,
     /// Counters by name.
     pub counters: BTreeMap<String, u64>,
     /// The congestion controller, when the QP has one.
@@ -154,6 +157,7 @@ pub fn snapshot(id: &Identity, ep: &Endpoint, now: Instant, dp: &DatapathStats) 
             QpSnapshot {
                 state: state_name(qp.state()).to_string(),
                 shard: 0,
+                path_mtu: qp.path_mtu(),
                 counters,
                 cc,
             },
@@ -311,6 +315,9 @@ pub fn render_text(s: &Snapshot) -> String {
     }
     for (q, qs) in &s.qps {
         let _ = writeln!(o, "qp {q} {} shard {}:", qs.state, qs.shard);
+        if let Some(m) = qs.path_mtu {
+            let _ = writeln!(o, "  path_mtu {m}");
+        }
         for (k, v) in &qs.counters {
             let _ = writeln!(o, "  {k} {v}");
         }
@@ -619,6 +626,7 @@ mod tests {
                 QpSnapshot {
                     state: "rts".into(),
                     shard: 0,
+                    path_mtu: Some(4096),
                     counters: [("rx_packets".to_string(), rx)].into(),
                     cc: None,
                 },

@@ -1239,6 +1239,17 @@ fn attach_cm_rping_and_a_second_listener_through_two_daemons() {
     let listener = CmListener::bind(&b, format!("{h1}:7175").parse().unwrap()).expect("bind");
     let to = format!("{h1}:7175").parse().unwrap();
     let (id, server_id, _listener) = cm_hello(&a, &b, listener, to);
+    // The connection runs at the largest path MTU the 9000-byte link carries, on both ends:
+    // the REQ proposes the link's, not a fixed 1024.
+    for host in PAIR {
+        let s = stats(test, host);
+        let qps = s["qps"].as_object().expect("qps");
+        let rts: Vec<_> = qps.values().filter(|q| q["state"] == "rts").collect();
+        assert!(
+            !rts.is_empty() && rts.iter().all(|q| q["path_mtu"] == 4096),
+            "{s}"
+        );
+    }
     // Meanwhile rping's own connection, through the same two daemons, with every ping
     // checked (-V) and printed (-v).
     rping_five_pings(tb, test, &h1, "7174", server);

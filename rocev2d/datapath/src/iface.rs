@@ -243,21 +243,10 @@ impl Interface {
         })
     }
 
-    /// The largest IBA path MTU whose packets fit this interface's IP MTU: RoCEv2 adds IP (20
-    /// or 40), UDP (8), BTH (12), the largest extended header (RETH 16 or AtomicETH 28), up to
-    /// 3 pad bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.
+    /// The largest IBA path MTU whose packets fit this interface's IP MTU
+    /// ([`rocev2_core::qp::Mtu::largest_within`]).
     pub fn path_mtu(&self, v6: bool) -> Option<rocev2_core::qp::Mtu> {
-        use rocev2_core::qp::Mtu;
-        let overhead = if v6 { 40 } else { 20 } + 8 + 12 + 28 + 3 + 4;
-        [
-            Mtu::Mtu4096,
-            Mtu::Mtu2048,
-            Mtu::Mtu1024,
-            Mtu::Mtu512,
-            Mtu::Mtu256,
-        ]
-        .into_iter()
-        .find(|m| m.bytes() + overhead <= self.mtu)
+        rocev2_core::qp::Mtu::largest_within(self.mtu, v6)
     }
 }
 

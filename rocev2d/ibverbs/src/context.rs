@@ -354,21 +354,10 @@ fn device_attr(d: &Device) -> ibv_device_attr {
     }
 }
 
-/// The `enum ibv_mtu` of `m`.
-pub fn ibv_mtu(m: rocev2_core::qp::Mtu) -> c_int {
-    match m.bytes() {
-        256 => 1,
-        512 => 2,
-        1024 => 3,
-        2048 => 4,
-        _ => 5,
-    }
-}
-
 /// The port's attributes (see the module docs).
 fn port_attr(c: &Context) -> ibv_port_attr {
     let iface = c.engine.interface();
-    let mtu = iface.path_mtu(false).map_or(1, ibv_mtu);
+    let mtu = iface.path_mtu(false).map_or(1, |m| c_int::from(m.code()));
     ibv_port_attr {
         state: if iface.up {
             abi::IBV_PORT_ACTIVE

@@ -35,7 +35,7 @@ use crate::wr::Batch;
 use core::ffi::{c_int, c_uint, c_void};
 use rocev2::{AhAttr, Destination, ModifySpec, UdAddress};
 use rocev2_core::mr::{Lkey, Rkey};
-use rocev2_core::qp::{QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
+use rocev2_core::qp::{Mtu, QpConfig, QpState, RecvWr, SendOp, SendWr, Sge};
 use rocev2_core::wire::Qpn;
 use rocev2_core::wire::gid::gid_to_ip;
 use std::net::Ipv6Addr;
@@ -247,14 +247,6 @@ pub extern "C" fn ibv_destroy_qp(p: *mut ibv_qp) -> c_int {
     })
 }
 
-/// The bytes of `enum ibv_mtu` `m`.
-fn mtu_bytes(m: c_int) -> Option<u32> {
-    u32::try_from(m)
-        .ok()
-        .filter(|m| (1..=5).contains(m))
-        .map(|m| 128 << m)
-}
-
 /// The destination `ah` names (it must carry a GRH: RoCE has no LIDs), its next hop resolved
 /// through the neighbour table, and its DSCP.
 fn destination(ah: &ibv_ah_attr) -> Result<Destination, c_int> {
@@ -290,7 +282,10 @@ fn modify_spec(attr: &ibv_qp_attr, mask: c_int) -> Result<ModifySpec, c_int> {
             false => None,
         },
         path_mtu: match has(abi::IBV_QP_PATH_MTU) {
-            true => Some(mtu_bytes(attr.path_mtu).ok_or(libc::EINVAL)?),
+            true => {
+                let m = u8::try_from(attr.path_mtu).ok().and_then(Mtu::from_code);
+                Some(m.ok_or(libc::EINVAL)?.bytes())
+            }
             false => None,
         },
         dest_qpn: when(mask, abi::IBV_QP_DEST_QPN, attr.dest_qp_num),

@@ -522,6 +522,7 @@ impl Backend for Local {
                     local_ca_guid: node_guid(self.iface.mac),
                 },
                 seed: random_u64(),
+                link_mtu: self.iface.mtu,
             };
             st.driver.ep.enable_cm(cfg);
         }

@@ -49,7 +49,9 @@ pub struct ConnectParams {
     pub retry_count: u8,
     /// RNR retries (0–7, 7 = forever) for the passive side's QP. Default 7.
     pub rnr_retry_count: u8,
-    /// Path MTU code, 1 = 256 … 5 = 4096 bytes. Default 3 (1024, rxe's active MTU).
+    /// Path MTU code, 1 = 256 … 5 = 4096 bytes: the most the connection may use. Default 5;
+    /// the endpoint proposes the smaller of it and what its link carries
+    /// ([`GsiConfig::link_mtu`](crate::endpoint::GsiConfig::link_mtu)).
     pub path_mtu: u8,
     /// The partition. Default 0xFFFF.
     pub p_key: u16,
@@ -65,7 +67,8 @@ pub struct ConnectParams {
 }
 
 impl ConnectParams {
-    /// Parameters with `rping_cm.pcap`'s defaults for everything but the endpoints.
+    /// Parameters with `rping_cm.pcap`'s defaults for everything but the endpoints and the
+    /// path MTU (the most, for the endpoint to lower to its link's).
     pub fn new(
         service_id: ServiceId,
         local_gid: Ipv6Addr,
@@ -87,7 +90,7 @@ impl ConnectParams {
             max_cm_retries: 15,
             retry_count: 7,
             rnr_retry_count: 7,
-            path_mtu: 3,
+            path_mtu: 5,
             p_key: 0xffff,
             local_ack_timeout: 19,
             hop_limit: 64,

@@ -262,9 +262,10 @@ fn cm_connect_accept_establishes_both_sides() {
         (B_QPN, A_QPN, A_PSN, B_PSN)
     );
     assert_eq!((qa.peer_gid, qb.peer_gid), (B_GID, A_GID));
+    // The CM carries the parameters' path MTU (the endpoint lowers it to its link's first).
     assert_eq!(
         (qa.path_mtu, qa.hop_limit, qa.local_ack_timeout),
-        (3, 64, 19)
+        (5, 64, 19)
     );
     let Event::Established { private_data, .. } = &p.ev_a[0].1 else {
         panic!()

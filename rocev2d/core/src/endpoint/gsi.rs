@@ -77,6 +77,10 @@ pub struct GsiConfig {
     pub cm: CmConfig,
     /// Seed of the CM's Communication and transaction IDs (production: from the OS).
     pub seed: u64,
+    /// The interface's IP MTU. A REQ proposes the largest path MTU that fits it
+    /// ([`Mtu::largest_within`]), as Linux's rdma_cm proposes its netdev's, unless the caller
+    /// asks for less; a REQ received runs at the smaller of its own and that.
+    pub link_mtu: u32,
 }
 
 /// What the endpoint knows of one connection beyond the CM's state: the QP it drives and the
@@ -87,14 +91,16 @@ struct Binding {
     qpn: Option<Qpn>,
     peer_gid: Ipv6Addr,
     peer_mac: [u8; 6],
-    /// The REQ's path MTU code (passive side), checked before accepting.
-    path_mtu: u8,
+    /// The path MTU the connection's QP runs at: the REQ's, at most what our link carries;
+    /// `None` for a REQ whose code is no MTU, refused on accepting.
+    path_mtu: Option<Mtu>,
 }
 
 /// QP1 and the CM behind it.
 #[derive(Debug)]
 pub(super) struct Gsi {
     mac: [u8; 6],
+    link_mtu: u32,
     cm: Cm,
     /// PSN of QP1's next packet.
     psn: Psn,
@@ -113,6 +119,7 @@ impl Gsi {
         let cm = Cm::new(cfg.cm, cfg.seed);
         Gsi {
             mac: cfg.mac,
+            link_mtu: cfg.link_mtu,
             cm: match block {
                 Some(b) => cm.with_comm_id_block(b),
                 None => cm,
@@ -186,6 +193,13 @@ impl Gsi {
             .find(|(g, _)| *g == peer_gid)
             .map_or([0; 6], |(_, mac)| mac)
     }
+
+    /// The path MTU of a connection with `peer_gid` whose REQ carries `code`: at most what
+    /// our link carries to that IP family; `None` when either is no MTU.
+    fn path_mtu(&self, peer_gid: Ipv6Addr, code: u8) -> Option<Mtu> {
+        let link = Mtu::largest_within(self.link_mtu, gid_to_ip(peer_gid).is_ipv6())?;
+        Mtu::from_code(code).map(|m| m.min(link))
+    }
 }
 
 /// Checks a UD packet to QP1 before its payload goes to the CM.
@@ -212,13 +226,9 @@ fn check_mad(roce: &RoceRepr, payload: &[u8]) -> Result<(), DropReason> {
     Ok(())
 }
 
-/// The MTU of an IBA path MTU code (1 = 256 … 5 = 4096 bytes).
-fn mtu_of_code(code: u8) -> Option<Mtu> {
-    Mtu::from_bytes(128u32.checked_shl(u32::from(code))?)
-}
-
-/// The INIT→RTR and RTR→RTS attributes of a connection's QP, from what the CM negotiated.
-fn qp_attrs(qp: &QpParams, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Option<(QpAttr, QpAttr)> {
+/// The INIT→RTR and RTR→RTS attributes of a connection's QP, from what the CM negotiated and
+/// the path MTU the endpoint settled on.
+fn qp_attrs(qp: &QpParams, mtu: Mtu, src_mac: [u8; 6], dst_mac: [u8; 6]) -> (QpAttr, QpAttr) {
     let attr = ConnectAttr {
         path: Path {
             src_mac,
@@ -234,7 +244,7 @@ fn qp_attrs(qp: &QpParams, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Option<(QpAttr
             udp_src_port: 0xc000 | (qp.local_qpn.value() as u16 & 0x3fff),
             flow_label: qp.flow_label,
         },
-        mtu: mtu_of_code(qp.path_mtu)?,
+        mtu,
         dest_qpn: qp.peer_qpn,
         rq_psn: qp.rq_psn.value(),
         sq_psn: qp.sq_psn.value(),
@@ -250,7 +260,7 @@ fn qp_attrs(qp: &QpParams, src_mac: [u8; 6], dst_mac: [u8; 6]) -> Option<(QpAttr
         max_dest_rd_atomic: Some(qp.max_dest_rd_atomic.min(MAX_RD_ATOMIC)),
         ..attr.rtr()
     };
-    Some((rtr, attr.rts()))
+    (rtr, attr.rts())
 }
 
 impl Endpoint {
@@ -291,7 +301,8 @@ impl Endpoint {
     /// [`EndpointError::CmNotEnabled`]; [`EndpointError::UnknownQp`] unless the QP is RC;
     /// [`EndpointError::InUse`] while another connection (time-wait included) drives it;
     /// [`EndpointError::Modify`] (`BadTransition`) unless it is in INIT; [`EndpointError::Cm`]
-    /// for parameters the REQ cannot carry or GIDs of different IP families.
+    /// for parameters the REQ cannot carry (a path MTU code that is none, a link too small
+    /// for the smallest MTU) or GIDs of different IP families.
     pub fn cm_connect(
         &mut self,
         now: Instant,
@@ -302,14 +313,22 @@ impl Endpoint {
         if gid_to_ip(params.local_gid).is_ipv4() != gid_to_ip(params.peer_gid).is_ipv4() {
             return Err(CmError::InvalidParams.into());
         }
-        let (qpn, peer_gid, path_mtu) = (params.local_qpn, params.peer_gid, params.path_mtu);
+        let (qpn, peer_gid) = (params.local_qpn, params.peer_gid);
         let gsi = self.gsi_mut()?;
+        // The REQ proposes what the link carries, or the caller's smaller MTU.
+        let mtu = gsi
+            .path_mtu(peer_gid, params.path_mtu)
+            .ok_or(CmError::InvalidParams)?;
+        let params = ConnectParams {
+            path_mtu: mtu.code(),
+            ..params
+        };
         let conn = gsi.cm.connect(now, params)?;
         let b = Binding {
             qpn: Some(qpn),
             peer_gid,
             peer_mac,
-            path_mtu,
+            path_mtu: Some(mtu),
         };
         gsi.bindings.insert(conn, b);
         self.drain_cm(None);
@@ -334,17 +353,14 @@ impl Endpoint {
         self.expect_init(qpn)?;
         let gsi = self.gsi_mut()?;
         let b = gsi.bindings.get_mut(&conn).ok_or(CmError::UnknownConn)?;
-        if mtu_of_code(b.path_mtu).is_none() {
-            return Err(CmError::InvalidParams.into());
-        }
+        let mtu = b.path_mtu.ok_or(CmError::InvalidParams)?;
         gsi.cm.accept(now, conn, params)?;
         b.qpn = Some(qpn);
         let (src_mac, dst_mac) = (gsi.mac, b.peer_mac);
         let rtr = gsi
             .cm
             .qp_params(conn)
-            .and_then(|qp| qp_attrs(&qp, src_mac, dst_mac))
-            .map(|(rtr, _)| rtr)
+            .map(|qp| qp_attrs(&qp, mtu, src_mac, dst_mac).0)
             .ok_or(CmError::InvalidParams)?;
         let moved = self.modify_qp(qpn, QpState::Rtr, &rtr, now, mem);
         self.drain_cm(None);
@@ -559,7 +575,7 @@ impl Endpoint {
                     qpn: None,
                     peer_gid: r.peer_gid,
                     peer_mac: gsi.mac_for(r.peer_gid, answering),
-                    path_mtu: r.req.path_packet_payload_mtu,
+                    path_mtu: gsi.path_mtu(r.peer_gid, r.req.path_packet_payload_mtu),
                 };
                 gsi.bindings.insert(r.conn, b);
             }
@@ -568,7 +584,7 @@ impl Endpoint {
                     return;
                 };
                 let Some(qpn) = b.qpn else { return };
-                let attrs = qp_attrs(qp, gsi.mac, b.peer_mac);
+                let attrs = b.path_mtu.map(|m| qp_attrs(qp, m, gsi.mac, b.peer_mac));
                 let moved = match (attrs, self.qp(qpn).map(|q| q.state())) {
                     (Some((rtr, rts)), Some(QpState::Init)) => self
                         .modify_qp(qpn, QpState::Rtr, &rtr, now, mem)

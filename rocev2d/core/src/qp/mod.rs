@@ -207,6 +207,10 @@ impl Qp {
     pub fn path(&self) -> Option<&Path> {
         self.sh.path.as_ref()
     }
+    /// The path MTU in payload bytes per packet, once INIT→RTR gave the QP a path.
+    pub fn path_mtu(&self) -> Option<u32> {
+        self.sh.path.map(|_| self.sh.mtu)
+    }
     /// The partition key.
     pub fn p_key(&self) -> u16 {
         self.sh.p_key

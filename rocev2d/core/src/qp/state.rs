@@ -100,6 +100,34 @@ impl Mtu {
             Mtu::Mtu4096 => 4096,
         }
     }
+    /// The IBA path MTU code (IBA §9.6.3, `enum ibv_mtu`): 256 → 1 … 4096 → 5, as REQs and
+    /// the verbs ABI carry it.
+    pub const fn code(self) -> u8 {
+        self as u8 + 1
+    }
+    /// The MTU of a path MTU code, if it is one of the five.
+    pub const fn from_code(code: u8) -> Option<Mtu> {
+        match code {
+            1..=5 => Mtu::from_bytes(128 << code),
+            _ => None,
+        }
+    }
+    /// The largest MTU whose packets fit a link of IP MTU `ip_mtu`: RoCEv2 adds IP (20, or 40
+    /// for IPv6), UDP (8), BTH (12), the largest extended header (AtomicETH, 28), up to 3 pad
+    /// bytes and the ICRC (4) to the payload, as rxe's `rxe_mtu_int_to_enum` accounts it.
+    /// `None` when not even 256 bytes fit.
+    pub fn largest_within(ip_mtu: u32, v6: bool) -> Option<Mtu> {
+        let overhead = if v6 { 40 } else { 20 } + 8 + 12 + 28 + 3 + 4;
+        [
+            Mtu::Mtu4096,
+            Mtu::Mtu2048,
+            Mtu::Mtu1024,
+            Mtu::Mtu512,
+            Mtu::Mtu256,
+        ]
+        .into_iter()
+        .find(|m| m.bytes() + overhead <= ip_mtu)
+    }
     /// The MTU of exactly `bytes`, if it is one of the five IBA values.
     pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
         match bytes {
@@ -486,6 +514,17 @@ pub fn ack_timeout(code: u8) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mtu_codes_are_ibas() {
+        for (code, bytes) in [(1, 256), (2, 512), (3, 1024), (4, 2048), (5, 4096)] {
+            let m = Mtu::from_code(code).unwrap();
+            assert_eq!((m.bytes(), m.code()), (bytes, code));
+        }
+        assert_eq!(Mtu::from_code(0), None);
+        assert_eq!(Mtu::from_code(6), None);
+        assert_eq!(Mtu::from_code(255), None);
+    }
 
     #[test]
     fn qp_states_keep_their_ibverbs_numbers() {

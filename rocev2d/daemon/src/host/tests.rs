@@ -32,6 +32,7 @@ fn host_at(limits: Limits, n: u8) -> (Host, Endpoint, HostMemory) {
         mac: iface.mac,
         cm: rocev2_core::cm::CmConfig { local_ca_guid: 1 },
         seed: 1,
+        link_mtu: iface.mtu,
     });
     (Host::new(iface, limits, None), ep, HostMemory::default())
 }

@@ -31,11 +31,6 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The IBA path MTU code of an MTU (256 → 1 … 4096 → 5).
-fn mtu_code(bytes: u32) -> u8 {
-    (bytes / 256).max(1).ilog2() as u8 + 1
-}
-
 impl Device {
     /// Opens QP1 with a connection manager behind it, once: CM MADs to this interface's QP1
     /// are answered from now on. Calling it again keeps the CM and its connections. Attached,
@@ -97,10 +92,10 @@ impl Device {
         self.enable_cm()?;
         let iface = self.interface();
         let peer = gid_to_ip(params.peer_gid);
-        let mtu = iface
-            .path_mtu(peer.is_ipv6())
-            .ok_or_else(|| Error::MtuTooSmall(iface.name.clone()))?;
-        params.path_mtu = params.path_mtu.min(mtu_code(mtu.bytes()));
+        // The engine's CM proposes the path MTU the link carries (or the caller's smaller one).
+        if iface.path_mtu(peer.is_ipv6()).is_none() {
+            return Err(Error::MtuTooSmall(iface.name.clone()));
+        }
         params.local_qpn = qp.0;
         self.ops().cm_connect(params, resolve_timeout)
     }
@@ -293,17 +288,5 @@ impl<'d, P: FnMut(&Event) -> bool> CmWait<'d, P> {
     /// Attached: [`Error::DaemonGone`] if the daemon died; the other waiters wake to see it.
     fn check_alive(&self) -> Result<()> {
         self.dev.ops().cm_check_alive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mtu_codes() {
-        assert_eq!(mtu_code(256), 1);
-        assert_eq!(mtu_code(1024), 3);
-        assert_eq!(mtu_code(4096), 5);
     }
 }
