@@ -7,7 +7,7 @@ use crate::verbs::{self, ops};
 use core::ffi::c_int;
 use rocev2_core::wire::gid::gid_to_ip;
 use rocev2_verbs_abi::ucma;
-use rocev2_verbs_abi::verbs::{ibv_ah_attr, ibv_context, ibv_gid, ibv_global_route};
+use rocev2_verbs_abi::verbs::{ibv_ah_attr, ibv_context, ibv_gid, ibv_global_route, ibv_pd};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::OnceLock;
 
@@ -15,6 +15,11 @@ use std::sync::OnceLock;
 pub struct Dev {
     /// Its context (an `ibv_context` of the verbs library), as an address.
     pub ctx: usize,
+    /// Its protection domain for IDs (an `ibv_pd` of the verbs library, as an address): every
+    /// ID on the device gets it as `pd`, and `rdma_create_qp` without a PD uses it, as
+    /// librdmacm's per-device PD. Programs make their own objects in it (UCX a UD QP that
+    /// reserves the QPN it announces).
+    pub pd: usize,
     /// Its global addresses with their GID-table indices, in table order.
     pub ips: Vec<(u8, IpAddr)>,
     /// RDMA READ/atomic depth the device allows (`max_qp_rd_atom`).
@@ -25,6 +30,11 @@ impl Dev {
     /// The context as the verbs library's pointer.
     pub fn verbs(&self) -> *mut ibv_context {
         self.ctx as *mut ibv_context
+    }
+
+    /// The device's PD as the verbs library's pointer.
+    pub fn pd(&self) -> *mut ibv_pd {
+        self.pd as *mut ibv_pd
     }
 
     /// The address vector from local address `local` to GID `peer` (a UD ID's `ah_attr`), as
@@ -95,6 +105,15 @@ fn open_all(ops: &'static ucma::Ops) -> Vec<Dev> {
             );
             continue;
         }
+        // SAFETY: a live context of the verbs library.
+        let pd = unsafe { verbs::ibv_alloc_pd(ctx) };
+        if pd.is_null() {
+            eprintln!(
+                "rocev2_rdmacm: cannot allocate the device's protection domain: {}",
+                std::io::Error::last_os_error()
+            );
+            continue;
+        }
         let ips = (0..MAX_GIDS)
             .map_while(|index| {
                 let mut g = ibv_gid { raw: [0; 16] };
@@ -119,6 +138,7 @@ fn open_all(ops: &'static ucma::Ops) -> Vec<Dev> {
             .ok();
         devs.push(Dev {
             ctx,
+            pd: pd as usize,
             ips,
             max_rd_atomic: rd.max(1),
         });

@@ -126,6 +126,7 @@ fn set_route(
     let id = unsafe { &mut *p };
     if let Some(d) = dev {
         id.verbs = d.verbs();
+        id.pd = d.pd();
         id.port_num = 1;
     }
     id.route.addr.src_storage = to_storage(src).0;

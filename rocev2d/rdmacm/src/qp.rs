@@ -119,7 +119,7 @@ fn free_cqs(cqs: OwnCqs) {
     }
 }
 
-/// Makes the QP of ID `id` with `pd` (NULL: the ID's, or a new one) and the basic attributes
+/// Makes the QP of ID `id` with `pd` (NULL: the ID's) and the basic attributes
 /// `attr`, which get back the CQs and capabilities the QP was made with.
 pub fn create(
     id: *mut rdma_cm_id,
@@ -155,7 +155,7 @@ pub fn create(
     r
 }
 
-/// Makes the QP of ID `id` with `attr` (its PD, or the ID's, or a new one).
+/// Makes the QP of ID `id` with `attr` (its PD, or the ID's).
 pub fn create_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> Result<(), c_int> {
     if attr.is_null() {
         return Err(libc::EINVAL);
@@ -184,18 +184,11 @@ pub fn create_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> Result<
     } else {
         std::ptr::null_mut()
     };
-    let pd = if !asked.is_null() {
-        asked
-    } else if !cm.pd.is_null() {
-        cm.pd
-    } else {
-        // SAFETY: a live context of the verbs library.
-        let pd = unsafe { verbs::ibv_alloc_pd(cm.verbs) };
-        if pd.is_null() {
-            return Err(crate::errno());
-        }
-        pd
-    };
+    // Without one of the caller's, the ID's: its device's PD, or its QP's last one.
+    let pd = if asked.is_null() { cm.pd } else { asked };
+    if pd.is_null() {
+        return Err(libc::EINVAL);
+    }
     // SAFETY: a PD of the verbs library (it checks the handle when the QP is made; the context
     // is read only to refuse another device's).
     if unsafe { (*pd).context } != cm.verbs {

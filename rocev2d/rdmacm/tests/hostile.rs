@@ -2,8 +2,8 @@
 //! with both libraries preloaded in one namespace of a pair testbed: NULL, foreign and
 //! destroyed channels, IDs and events, private data over the limits, unsupported port spaces
 //! and options, answers without a request each fail with their errno (the program names any
-//! that does not), an RDMA_PS_UDP ID's QP is UD in RTS with rdma_cm's Q_Key, and nothing
-//! crashes.
+//! that does not), a resolved ID carries its device's PD (a UD QP made in it, as UCX makes
+//! one), an RDMA_PS_UDP ID's QP is UD in RTS with rdma_cm's Q_Key, and nothing crashes.
 //!
 //! Needs root (namespaces) and `cc` with librdmacm-dev (deploy/prereqs.sh installs them).
 

@@ -2,7 +2,8 @@
  * Hostile and edge-case use of the rdma_cm API, run with librocev2_rdmacm.so and
  * librocev2_ibverbs.so preloaded (tests/hostile.rs): handles that are NULL, foreign or
  * destroyed, private data over the limits, unsupported port spaces and options. Every call
- * must fail with the errno named here, never crash. Usage: rdmacm_checks LOCAL_IP PEER_IP.
+ * must fail with the errno named here, never crash. A resolved ID carries its device's PD.
+ * Usage: rdmacm_checks LOCAL_IP PEER_IP.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -133,6 +134,22 @@ int main(int argc, char **argv)
 	CHECK(poll(&p, 1, 0) == 0);
 	CHECK(rdma_get_src_port(id) != 0 && rdma_get_dst_port(id) == htons(7999));
 
+	/* The resolved ID has its device's PD, as librdmacm gives one per device: programs make
+	 * their own objects in it (UCX a UD QP whose number it announces). */
+	CHECK(id->verbs && id->pd && id->pd->context == id->verbs);
+	struct ibv_cq *own_cq = ibv_create_cq(id->verbs, 2, NULL, NULL, 0);
+	CHECK(own_cq != NULL);
+	struct ibv_qp_init_attr ua;
+	memset(&ua, 0, sizeof ua);
+	ua.send_cq = ua.recv_cq = own_cq;
+	ua.qp_type = IBV_QPT_UD;
+	ua.cap.max_send_wr = ua.cap.max_recv_wr = 2;
+	ua.cap.max_send_sge = ua.cap.max_recv_sge = 1;
+	struct ibv_qp *own_qp = ibv_create_qp(id->pd, &ua);
+	CHECK(own_qp != NULL && own_qp->qp_num > 1);
+	CHECK(own_qp && ibv_destroy_qp(own_qp) == 0);
+	CHECK(own_cq && ibv_destroy_cq(own_cq) == 0);
+
 	/* A QP on the ID: NULL attributes, then private data over the limits. */
 	FAILS(rdma_create_qp(id, NULL, NULL), EINVAL);
 	struct ibv_qp_init_attr qa;
@@ -140,7 +157,8 @@ int main(int argc, char **argv)
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	CHECK(rdma_create_qp(id, NULL, &qa) == 0 && id->qp && id->send_cq && id->recv_cq);
+	CHECK(rdma_create_qp(id, NULL, &qa) == 0 && id->qp && id->send_cq && id->recv_cq &&
+	      id->qp->pd == id->pd);
 	FAILS(rdma_create_qp(id, NULL, &qa), EINVAL);
 	struct rdma_conn_param cp;
 	memset(&cp, 0, sizeof cp);
