@@ -1807,8 +1807,7 @@ fn exchange(
 /// (`cc.n` in its daemon's stats); without the offers neither field would leave a host.
 #[test]
 fn attach_dart_applications_offer_n_and_the_look_ahead_by_default() {
-    use rocev2::{AccessFlags, SendOp, SendWr};
-    use rocev2_core::cc::CcScheme;
+    use rocev2::{AccessFlags, CcScheme, SendOp, SendWr};
     let test = "attach_dart_offer";
     if !need_root(test) {
         return;

@@ -702,9 +702,7 @@ mod tests {
     /// so the sender's controller holds the N the look-ahead announced.
     #[test]
     fn dart_devices_offer_n_and_the_look_ahead_by_default() {
-        use rocev2_core::cc::{CcScheme, CcSettings};
-        use rocev2_core::mr::AccessFlags;
-        use rocev2_core::qp::{SendOp, SendWr};
+        use crate::{AccessFlags, CcScheme, CcSettings, SendOp, SendWr};
         let cfg = crate::DeviceConfig {
             cc: CcSettings::new(CcScheme::Dart),
             ..crate::DeviceConfig::default()
