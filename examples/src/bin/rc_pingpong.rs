@@ -34,9 +34,11 @@
 //! uses any, and still serves a standard client (after waiting `oob::EXT_WAIT` for an
 //! extension that does not come) with the standard bytes; a client offers only with `--rext`
 //! (or `--multipath`), since a standard server cannot tell the message from its next one, and
-//! then needs a rocev2 server that offers too. `--multipath` implies `--rext` and adds MP-RDMA
-//! (docs/multipath.md) to the offer: each side prints `mode: multipath` or `mode: rc` after
-//! the address lines. The engine runs in this process, so after its last completion each side keeps
+//! then needs a rocev2 server that offers too. With `--rext` each side prints `extensions:
+//! offered WORD, peer WORD` after the address lines (docs/wire.md's capability words, `none`
+//! where no extension message went). `--multipath` implies `--rext`'s offer and adds MP-RDMA
+//! (docs/multipath.md) to it: each side prints `mode: multipath` or `mode: rc` after the
+//! address lines. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 //!
 //! Interop, by hand with `/work/shared/tools/rxe-vm` (rdma-core's `ibv_rc_pingpong` on rdma_rxe,
@@ -83,7 +85,7 @@ struct Args {
     /// received messages) and the CPU time used per round trip, after the usual lines. Ours.
     #[arg(long = "lat")]
     lat: bool,
-    /// Offer MP-RDMA multipath mode through rocev2's exchange extension (implies --rext); a
+    /// Offer MP-RDMA multipath mode through rocev2's exchange extension, beside --rext's offer; a
     /// standard client gets ordinary RC. Ours.
     #[arg(long = "multipath")]
     multipath: bool,
@@ -178,10 +180,10 @@ fn main() -> Result<()> {
             &opts,
         )
     };
-    let remote = match &a.common.servername {
+    let (remote, peer_word) = match &a.common.servername {
         None => {
             let mut s = a.common.exchange_stream()?;
-            oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??.0
+            oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??
         }
         Some(_) => {
             let mut s = a.common.exchange_stream()?;
@@ -192,10 +194,18 @@ fn main() -> Result<()> {
             };
             let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(what)?;
             connect(&mut dev, &rem, w)?;
-            rem
+            (rem, w)
         }
     };
     print_dest("remote address:", &remote);
+    if a.rext {
+        let word = |w: Option<u32>| w.map_or("none".to_string(), |w| format!("{w:#010x}"));
+        println!(
+            "extensions: offered {}, peer {}",
+            word(ext),
+            word(peer_word)
+        );
+    }
     if a.multipath {
         let mp = dev.qp_mode(qp) == Some(QpMode::MultiPath);
         println!("mode: {}", if mp { "multipath" } else { "rc" });

@@ -41,7 +41,8 @@
 //!   and a connection between applications of the same shard works beside it.
 //! - Dart on both daemons: applications connected through `rocev2::connect` with its default
 //!   configuration offer each other N and the look-ahead (the daemons name their scheme when
-//!   an application attaches), and a sender's look-ahead comes back as N in the ACKs.
+//!   an application attaches), and a sender's look-ahead comes back as N in the ACKs;
+//!   `rc_pingpong --rext` offers them in its exchange, and a plain client still completes.
 //! - Dart through a sharded receiver (`--queues 2`, AF_PACKET, a star of two senders): the
 //!   senders' streams reach applications on the receiver's two shards, and a sender is told
 //!   N = 2, which only the shards' exchange of DASR's sender sets can count.
@@ -1800,6 +1801,52 @@ fn exchange(
     })
 }
 
+/// A pair testbed whose daemons run Dart (`[cc] scheme = "dart"`); `None` when not root.
+fn dart_rig(test: &'static str) -> Option<Rig> {
+    if !need_root(test) {
+        return None;
+    }
+    let cfg = std::env::temp_dir().join(format!("rocev2-{test}-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[cc]\nscheme = \"dart\"\n").expect("config");
+    let path = cfg.to_str().expect("utf-8 path").to_owned();
+    let rig = Rig::with(test, pair(), &["--datapath", "packet", "--config", &path]);
+    let _ = std::fs::remove_file(&cfg);
+    Some(rig)
+}
+
+/// `rc_pingpong --attach` on Dart daemons: a `--rext` client and server offer each other the
+/// scheme's fields in the exchange's extension message (N and the look-ahead); a client that
+/// offers nothing still gets the standard exchange from a server whose scheme makes it offer
+/// (it waits `oob::EXT_WAIT` for an extension that does not come) and completes.
+#[test]
+fn attach_rc_pingpong_offers_the_daemons_scheme() {
+    use rocev2::CcScheme;
+    let test = "attach_pp_rext";
+    let Some(rig) = dart_rig(test) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let limit = Duration::from_secs(60);
+    let word = format!("{:#010x}", CcScheme::Dart.peer_ext().to_word());
+    let rext = ["-s", "4096", "-n", "50", "-p", "18517", "--rext"];
+    let srv = server(tb, test, "rc_pingpong", &rext, 18517);
+    let cli = tool(tb, test, "h0", "rc_pingpong", &rext, Some("h1"));
+    for p in [cli, srv] {
+        let out = p.finish(limit).expect("rc_pingpong --rext succeeds");
+        let both = format!("extensions: offered {word}, peer {word}");
+        assert!(out.stdout.contains(&both), "{}", out.stdout);
+        assert!(out.stdout.contains("50 iters in"), "{}", out.stdout);
+    }
+    let plain = ["-s", "4096", "-n", "50", "-p", "18518"];
+    let srv = server(tb, test, "rc_pingpong", &plain, 18518);
+    let cli = tool(tb, test, "h0", "rc_pingpong", &plain, Some("h1"));
+    for p in [cli, srv] {
+        let out = p.finish(limit).expect("plain rc_pingpong succeeds");
+        assert!(out.stdout.contains("50 iters in"), "{}", out.stdout);
+        assert!(!out.stdout.contains("extensions:"), "{}", out.stdout);
+    }
+}
+
 /// Dart on both daemons (`[cc] scheme = "dart"`): applications connected through
 /// `rocev2::connect` with its default configuration offer each other the scheme's extensions,
 /// as the daemons' answer to the attachment names it. The sender's look-ahead of an incast of
@@ -1809,14 +1856,9 @@ fn exchange(
 fn attach_dart_applications_offer_n_and_the_look_ahead_by_default() {
     use rocev2::{AccessFlags, CcScheme, SendOp, SendWr};
     let test = "attach_dart_offer";
-    if !need_root(test) {
+    let Some(rig) = dart_rig(test) else {
         return;
-    }
-    let cfg = std::env::temp_dir().join(format!("rocev2-{test}-{}.toml", std::process::id()));
-    std::fs::write(&cfg, "[cc]\nscheme = \"dart\"\n").expect("config");
-    let path = cfg.to_str().expect("utf-8 path").to_owned();
-    let rig = Rig::with(test, pair(), &["--datapath", "packet", "--config", &path]);
-    let _ = std::fs::remove_file(&cfg);
+    };
     let (a, b) = (rig.attach("h0"), rig.attach("h1"));
     assert_eq!(
         (a.cc_scheme(), b.cc_scheme()),
