@@ -461,8 +461,8 @@ impl CcScheme {
 
 /// A device's congestion control: the scheme every QP of the device runs, on a port of `line`
 /// rate and path MTU `mtu_bytes`, with the deployment's changes to the paper's parameters. The
-/// daemon's `[cc]` section and an in-process `rocev2::DeviceConfig` are each one of these, so
-/// both build their QPs' controllers, their endpoint's receiver side and the extensions their
+/// daemon's `[cc]` section is one, and so is an in-process device's (`rocev2::DeviceConfig::cc`),
+/// so both build their QPs' controllers, their endpoint's receiver side and the extensions their
 /// QPs offer from the same row of [`SCHEMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CcSettings {
