@@ -25,14 +25,20 @@
 //! `--lat` (round-trip median and p99, and the CPU time this process used per round trip),
 //! `--poll sleep|adaptive|spin` with `--spin-us` (how the engine waits, default adaptive:
 //! docs/datapath.md, "The event loop"), `--busy-poll` (= `--poll spin`),
-//! `--accept-unverified-icrc` and `--multipath` are ours.
+//! `--accept-unverified-icrc`, `--rext` and `--multipath` are ours.
 //!
-//! `--multipath`: the QP offers MP-RDMA (docs/multipath.md) and the exchange carries rocev2's
-//! optional capability message after the standard one (`rdmacm_shim::oob`, "extension"). A
-//! server started with it still serves a standard client (after waiting
-//! `oob::EXT_WAIT` for an extension that does not come) with ordinary RC; a client started
-//! with it needs a rocev2 server started with it too. Each side prints `mode: multipath` or
-//! `mode: rc` after the address lines. The engine runs in this process, so after its last completion each side keeps
+//! `--rext`: the exchange carries rocev2's optional capability message after the standard one
+//! (`rdmacm_shim::oob`, "extension"), offering the REXT fields of the device's
+//! congestion-control scheme (`Device::ext_offer`: DASR's N and the look-ahead for Dart, τ for
+//! DCQCN+; attached, the daemon's `[cc] scheme`). A server offers whenever its device's scheme
+//! uses any, and still serves a standard client (after waiting `oob::EXT_WAIT` for an
+//! extension that does not come) with the standard bytes; a client offers only with `--rext`
+//! (or `--multipath`), since a standard server cannot tell the message from its next one, and
+//! then needs a rocev2 server that offers too. With `--rext` each side prints `extensions:
+//! offered WORD, peer WORD` after the address lines (docs/wire.md's capability words, `none`
+//! where no extension message went). `--multipath` implies `--rext`'s offer and adds MP-RDMA
+//! (docs/multipath.md) to it: each side prints `mode: multipath` or `mode: rc` after the
+//! address lines. The engine runs in this process, so after its last completion each side keeps
 //! driving it until its last ACK has left.
 //!
 //! Interop, by hand with `/work/shared/tools/rxe-vm` (rdma-core's `ibv_rc_pingpong` on rdma_rxe,
@@ -79,10 +85,15 @@ struct Args {
     /// received messages) and the CPU time used per round trip, after the usual lines. Ours.
     #[arg(long = "lat")]
     lat: bool,
-    /// Offer MP-RDMA multipath mode through rocev2's exchange extension; a standard peer
-    /// gets ordinary RC. Ours.
+    /// Offer MP-RDMA multipath mode through rocev2's exchange extension, beside --rext's offer; a
+    /// standard client gets ordinary RC. Ours.
     #[arg(long = "multipath")]
     multipath: bool,
+    /// Offer rocev2's extensions through the exchange extension: those the device's
+    /// congestion-control scheme uses (attached: the daemon's [cc] scheme). A client with it
+    /// needs a rocev2 server offering too; a server offers whenever its scheme uses any. Ours.
+    #[arg(long = "rext")]
+    rext: bool,
 }
 
 fn print_dest(which: &str, d: &PingpongDest) {
@@ -143,13 +154,14 @@ fn main() -> Result<()> {
         gid: rocev2::gid(my_ip).octets(),
     };
     print_dest("local address: ", &mine);
-    let ext = a.multipath.then(|| {
-        ExtCaps {
-            multipath: true,
-            ..ExtCaps::default()
-        }
-        .to_word()
+    let offer = dev.ext_offer().union(ExtCaps {
+        multipath: a.multipath,
+        ..ExtCaps::default()
     });
+    // A client's extension message breaks a standard server's exchange: only when asked.
+    let asked = a.rext || a.multipath;
+    let sends = asked || (a.common.servername.is_none() && offer.any());
+    let ext = sends.then(|| offer.to_word());
     let connect = |dev: &mut Device, rem: &PingpongDest, peer_word: Option<u32>| {
         let opts = ConnectOptions {
             local_psn: psn,
@@ -168,24 +180,32 @@ fn main() -> Result<()> {
             &opts,
         )
     };
-    let remote = match &a.common.servername {
+    let (remote, peer_word) = match &a.common.servername {
         None => {
             let mut s = a.common.exchange_stream()?;
-            oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??.0
+            oob::server_exchange_ext(&mut s, &mine, ext, |rem, w| connect(&mut dev, rem, w))??
         }
         Some(_) => {
             let mut s = a.common.exchange_stream()?;
-            let what = if a.multipath {
-                "exchange (with --multipath the server must be rocev2's, started with --multipath)"
+            let what = if asked {
+                "exchange (with --rext or --multipath the server must be rocev2's, offering extensions)"
             } else {
                 "exchange with the server"
             };
             let (rem, w) = oob::client_exchange_ext(&mut s, &mine, ext).context(what)?;
             connect(&mut dev, &rem, w)?;
-            rem
+            (rem, w)
         }
     };
     print_dest("remote address:", &remote);
+    if a.rext {
+        let word = |w: Option<u32>| w.map_or("none".to_string(), |w| format!("{w:#010x}"));
+        println!(
+            "extensions: offered {}, peer {}",
+            word(ext),
+            word(peer_word)
+        );
+    }
     if a.multipath {
         let mp = dev.qp_mode(qp) == Some(QpMode::MultiPath);
         println!("mode: {}", if mp { "multipath" } else { "rc" });

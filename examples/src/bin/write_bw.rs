@@ -39,7 +39,9 @@
 //! `--attach`.
 //!
 //! The QPs connect in one call ([`rocev2::connect`]: the endpoints, the server's region and
-//! the multipath offer cross the TCP connection in rocev2's endpoint form), then the same
+//! the offers cross the TCP connection in rocev2's endpoint form: the REXT fields of the
+//! device's congestion-control scheme, with `--attach` the daemon's `[cc] scheme`, and
+//! multipath with `--multipath`), then the same
 //! connection carries the client's `DONE <crc hex or -> <bytes>` and the server's `OK <crc hex
 //! or ->` or `MISMATCH <crc hex>`.
 //!

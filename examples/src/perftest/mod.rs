@@ -33,8 +33,10 @@
 //!
 //! Deviations: one RC QP (`-q 1`), iterations only (no `-D`), no rdma_cm (`-R`: the CM works,
 //! `rping` and `ucmatose` use it, but these tools connect through perftest's TCP exchange
-//! only), no bidirectional (`-b`) or inline data; a bw client always targets the start of the peer's
-//! half instead of cycling through the cycle buffer. (The send_bw server measures from its
+//! only), no bidirectional (`-b`) or inline data; no rocev2 extensions (perftest's exchange has
+//! no place for an offer, so the QP sends no REXT field whatever the device's congestion-control
+//! scheme: `write_bw` and `rc_pingpong --rext` carry them between rocev2 hosts); a bw client
+//! always targets the start of the peer's half instead of cycling through the cycle buffer. (The send_bw server measures from its
 //! first receive, as perftest's does; a datapath that batches receives inflates that figure on
 //! short runs.) Ours: `--datapath`, `--poll`/`--spin-us`/`--busy-poll`,
 //! `--accept-unverified-icrc`, and the hidden `--check` (both sides rocev2's): the data source

@@ -67,7 +67,8 @@
 //! Deviations: none.
 
 use crate::host::Limits;
-use rocev2_core::cc::{CcConfig, CcScheme, CcTuning, ReceiverCc};
+use rocev2_core::cc::CcScheme;
+pub use rocev2_core::cc::CcSettings;
 use rocev2_core::time::Duration;
 use rocev2_core::time::Rate;
 use rocev2_datapath::auto::Options;
@@ -264,55 +265,6 @@ impl Default for ControlSettings {
             mode: 0o600,
             allow_uids: Vec::new(),
             group: None,
-        }
-    }
-}
-
-/// `[cc]`: the congestion control every QP runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CcSettings {
-    /// The scheme.
-    pub scheme: CcScheme,
-    /// The port's line rate.
-    pub line: Rate,
-    /// Path MTU, bytes.
-    pub mtu_bytes: u32,
-    /// DCQCN's R_min when set (seed 002 Table I: 100 Mbit/s otherwise).
-    pub r_min: Option<Rate>,
-    /// DASR's measurement interval when set ([`rocev2_core::cc::DasrParams::paper`]'s 10 µs otherwise).
-    pub dasr_interval: Option<Duration>,
-}
-
-impl Default for CcSettings {
-    /// No congestion control (the engine's behaviour without a controller), 10 Gbit/s, 1024.
-    fn default() -> Self {
-        CcSettings {
-            scheme: CcScheme::None,
-            line: Rate::from_gbps(10),
-            mtu_bytes: 1024,
-            r_min: None,
-            dasr_interval: None,
-        }
-    }
-}
-
-impl CcSettings {
-    /// The controller configuration of a new QP (`None`: no congestion control).
-    pub fn qp_config(&self) -> Option<CcConfig> {
-        self.scheme
-            .qp_config(self.line, self.mtu_bytes, &self.tuning())
-    }
-    /// The endpoint's receiver side.
-    pub fn receiver(&self) -> ReceiverCc {
-        self.scheme
-            .receiver(self.line, self.mtu_bytes, &self.tuning())
-    }
-    /// What the settings change from the scheme's paper parameters.
-    fn tuning(&self) -> CcTuning {
-        CcTuning {
-            r_min: self.r_min,
-            dasr_interval: self.dasr_interval,
-            ..CcTuning::default()
         }
     }
 }
@@ -570,6 +522,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocev2_core::cc::CcConfig;
 
     #[test]
     fn config_full_file_parses() {

@@ -23,6 +23,7 @@ use crate::control::{self, Cmd};
 use crate::metrics::Metrics;
 use anyhow::{Context as _, bail};
 use rocev2_core::Endpoint;
+use rocev2_core::cc::CcScheme;
 use rocev2_core::cm::CmConfig;
 use rocev2_core::endpoint::GsiConfig;
 use rocev2_datapath::entropy::os_seed;
@@ -248,7 +249,17 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             reason: o.reason.clone(),
             started,
         };
-        shards.push((o, Shard { k, id, rx, wake }));
+        let cc = cfg.cc.scheme;
+        shards.push((
+            o,
+            Shard {
+                k,
+                id,
+                cc,
+                rx,
+                wake,
+            },
+        ));
     }
     let mut uids = cfg.control.allow_uids.clone();
     uids.push(rustix::process::geteuid().as_raw());
@@ -344,6 +355,8 @@ struct Shard {
     k: u32,
     /// What its snapshots and welcomes say.
     id: Identity,
+    /// The congestion-control scheme of its QPs, which welcomes name.
+    cc: CcScheme,
     /// The control plane's commands for it.
     rx: Receiver<Cmd>,
     /// Signalled when a command is sent.
@@ -359,7 +372,13 @@ fn serve(
     sig_rx: &UnixStream,
     stop: &EventFd,
 ) -> anyhow::Result<()> {
-    let Shard { k, id, rx, wake } = shard;
+    let Shard {
+        k,
+        id,
+        cc,
+        rx,
+        wake,
+    } = shard;
     let mut drains: Vec<Drain> = Vec::new();
     loop {
         driver.poll()?;
@@ -391,6 +410,7 @@ fn serve(
                             iface: host.iface_info(),
                             datapath: id.datapath.clone(),
                             reason: id.reason.clone(),
+                            cc: cc.name().to_string(),
                         };
                         let _ = reply.send((welcome, Vec::new()));
                     }

@@ -39,6 +39,10 @@
 //!   CM connection whose REQ reaches the shard that does not listen is forwarded to the one
 //!   that does (and its REP back), a Service ID held on one shard is refused on the other,
 //!   and a connection between applications of the same shard works beside it.
+//! - Dart on both daemons: applications connected through `rocev2::connect` with its default
+//!   configuration offer each other N and the look-ahead (the daemons name their scheme when
+//!   an application attaches), and a sender's look-ahead comes back as N in the ACKs;
+//!   `rc_pingpong --rext` offers them in its exchange, and a plain client still completes.
 //! - Dart through a sharded receiver (`--queues 2`, AF_PACKET, a star of two senders): the
 //!   senders' streams reach applications on the receiver's two shards, and a sender is told
 //!   N = 2, which only the shards' exchange of DASR's sender sets can count.
@@ -1788,13 +1792,140 @@ fn attach_sharded_daemons_forward_a_cm_req_to_the_listening_shard() {
         .expect("the passive side sees the disconnect");
 }
 
+/// `client`'s QP `cq` and `server`'s QP `sq` connected through `rocev2::connect` with its
+/// default configuration, over TCP on loopback in this process: each side's connection.
+fn exchange(
+    client: &rocev2::Device,
+    cq: rocev2::Qp,
+    server: &rocev2::Device,
+    sq: rocev2::Qp,
+) -> (rocev2::connect::Connection, rocev2::connect::Connection) {
+    use rocev2::connect::{self, ConnectConfig};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let addr = listener.local_addr().expect("address");
+    std::thread::scope(|scope| {
+        let accepted =
+            scope.spawn(|| connect::accept(server, sq, &listener, &ConnectConfig::default()));
+        let c = connect::connect(client, cq, addr, &ConnectConfig::default()).expect("connect");
+        let a = accepted.join().expect("accepting thread").expect("accept");
+        (c, a)
+    })
+}
+
+/// A pair testbed whose daemons run Dart (`[cc] scheme = "dart"`); `None` when not root.
+fn dart_rig(test: &'static str) -> Option<Rig> {
+    if !need_root(test) {
+        return None;
+    }
+    let cfg = std::env::temp_dir().join(format!("rocev2-{test}-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[cc]\nscheme = \"dart\"\n").expect("config");
+    let path = cfg.to_str().expect("utf-8 path").to_owned();
+    let rig = Rig::with(test, pair(), &["--datapath", "packet", "--config", &path]);
+    let _ = std::fs::remove_file(&cfg);
+    Some(rig)
+}
+
+/// `rc_pingpong --attach` on Dart daemons: a `--rext` client and server offer each other the
+/// scheme's fields in the exchange's extension message (N and the look-ahead); a client that
+/// offers nothing still gets the standard exchange from a server whose scheme makes it offer
+/// (it waits `oob::EXT_WAIT` for an extension that does not come) and completes.
+#[test]
+fn attach_rc_pingpong_offers_the_daemons_scheme() {
+    use rocev2::CcScheme;
+    let test = "attach_pp_rext";
+    let Some(rig) = dart_rig(test) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let limit = Duration::from_secs(60);
+    let word = format!("{:#010x}", CcScheme::Dart.peer_ext().to_word());
+    let rext = ["-s", "4096", "-n", "50", "-p", "18517", "--rext"];
+    let srv = server(tb, test, "rc_pingpong", &rext, 18517);
+    let cli = tool(tb, test, "h0", "rc_pingpong", &rext, Some("h1"));
+    for p in [cli, srv] {
+        let out = p.finish(limit).expect("rc_pingpong --rext succeeds");
+        let both = format!("extensions: offered {word}, peer {word}");
+        assert!(out.stdout.contains(&both), "{}", out.stdout);
+        assert!(out.stdout.contains("50 iters in"), "{}", out.stdout);
+    }
+    let plain = ["-s", "4096", "-n", "50", "-p", "18518"];
+    let srv = server(tb, test, "rc_pingpong", &plain, 18518);
+    let cli = tool(tb, test, "h0", "rc_pingpong", &plain, Some("h1"));
+    for p in [cli, srv] {
+        let out = p.finish(limit).expect("plain rc_pingpong succeeds");
+        assert!(out.stdout.contains("50 iters in"), "{}", out.stdout);
+        assert!(!out.stdout.contains("extensions:"), "{}", out.stdout);
+    }
+}
+
+/// Dart on both daemons (`[cc] scheme = "dart"`): applications connected through
+/// `rocev2::connect` with its default configuration offer each other the scheme's extensions,
+/// as the daemons' answer to the attachment names it. The sender's look-ahead of an incast of
+/// 4 senders reaches the receiver, whose ACKs carry N = 4 back to the sender's controller
+/// (`cc.n` in its daemon's stats); without the offers neither field would leave a host.
+#[test]
+fn attach_dart_applications_offer_n_and_the_look_ahead_by_default() {
+    use rocev2::{AccessFlags, CcScheme, SendOp, SendWr};
+    let test = "attach_dart_offer";
+    let Some(rig) = dart_rig(test) else {
+        return;
+    };
+    let (a, b) = (rig.attach("h0"), rig.attach("h1"));
+    assert_eq!(
+        (a.cc_scheme(), b.cc_scheme()),
+        (CcScheme::Dart, CcScheme::Dart)
+    );
+    const LEN: usize = 64 * 1024;
+    let pd_a = a.alloc_pd().unwrap();
+    let mr_a = a
+        .register(pd_a, vec![7u8; LEN], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let cq_a = a.create_cq(4).unwrap();
+    let qp_a = a.create_rc_qp(pd_a, cq_a, cq_a).unwrap();
+    let pd_b = b.alloc_pd().unwrap();
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let mr_b = b.register(pd_b, vec![0u8; LEN], access).unwrap();
+    let cq_b = b.create_cq(4).unwrap();
+    let qp_b = b.create_rc_qp(pd_b, cq_b, cq_b).unwrap();
+    let (to_b, to_a) = exchange(&a, qp_a, &b, qp_b);
+    let dart = CcScheme::Dart.peer_ext();
+    assert_eq!((to_b.peer.ext, to_a.peer.ext), (dart, dart));
+
+    // The receiver knows the sender by its address's last 16 bits; the sender announces an
+    // incast of 4 listing itself and two others.
+    let std::net::IpAddr::V4(ip) = to_b.local.ip else {
+        panic!("an IPv4 pair: {:?}", to_b.local)
+    };
+    let me = u16::from_be_bytes([ip.octets()[2], ip.octets()[3]]);
+    let write = SendOp::Write {
+        remote_addr: mr_b.remote_addr(0, LEN as u64).unwrap(),
+        rkey: mr_b.rkey(),
+    };
+    let wr = SendWr::new(1, write)
+        .sge(mr_a.sge(0, LEN as u32).unwrap())
+        .lookahead(4, &[me, me.wrapping_add(1), me.wrapping_add(2)]);
+    a.post_send(qp_a, wr).unwrap();
+    let mut wcs = Vec::new();
+    a.wait_cq(cq_a, &mut wcs, 1, SETUP)
+        .expect("WRITE completion");
+    assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+    assert_eq!(b.mr_guard(&mr_b).unwrap()[LEN - 1], 7);
+    let s = stats(test, "h0");
+    let n = s["qps"]
+        .as_object()
+        .and_then(|qps| qps.values().find_map(|q| q["cc"]["n"].as_u64()));
+    assert_eq!(n, Some(4), "{s}");
+}
+
 /// Dart with the receiver's two engine shards: `tx0` and `tx1` WRITE at once to applications
-/// on `rx`'s shards 0 and 1 (this process, attached to each daemon, its QPs announcing DASR's
-/// N), and a sender's QP is told N = 2 (`cc.n` in its daemon's stats): each shard sees one
-/// sender, so only the shards' exchange of DASR's sender sets counts both (docs/daemon.md).
+/// on `rx`'s shards 0 and 1 (this process, attached to each daemon, its QPs connected through
+/// `rocev2::connect` with its default configuration, so they offer each other DASR's N as their
+/// daemons' scheme uses it), and a sender's QP is told N = 2 (`cc.n` in its daemon's stats):
+/// each shard sees one sender, so only the shards' exchange of DASR's sender sets counts both
+/// (docs/daemon.md).
 #[test]
 fn attach_sharded_dart_receiver_counts_the_senders_of_both_shards() {
-    use rocev2::{AccessFlags, ConnectOptions, Device, ExtCaps, RemoteQp, SendOp, SendWr};
+    use rocev2::{AccessFlags, Device, SendOp, SendWr};
     use rocev2_testbed::SwitchKind;
     let test = "attach_shards_dart";
     if !need_root(test) {
@@ -1827,28 +1958,17 @@ fn attach_sharded_dart_receiver_counts_the_senders_of_both_shards() {
         (mr, cq, qp)
     };
     // The receiver's applications take shards 0 and 1; its QPs piggyback N for the senders.
-    let opts = ConnectOptions {
-        peer_ext: ExtCaps {
-            dasr_n: true,
-            ..ExtCaps::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let remote = |qp: rocev2::Qp, h: &str| RemoteQp {
-        qpn: qp.qpn(),
-        psn: 0,
-        ip: tb.node(h).expect("host").ipv4().expect("v4").into(),
-        mac: None,
-    };
     let mut senders = Vec::new();
     for tx in ["tx0", "tx1"] {
         let (r, s) = (attach(&tb, test, "rx"), attach(&tb, test, tx));
         let (mr_r, _cq_r, qp_r) = side(&r);
         let (mr_s, cq_s, qp_s) = side(&s);
-        r.connect(qp_r, &remote(qp_s, tx), &opts)
-            .expect("connect rx");
-        s.connect(qp_s, &remote(qp_r, "rx"), &opts)
-            .expect("connect tx");
+        let (to_r, _) = exchange(&s, qp_s, &r, qp_r);
+        assert!(
+            to_r.peer.ext.dasr_n,
+            "the receiver offers N: {:?}",
+            to_r.peer
+        );
         let wr = SendWr::new(
             1,
             SendOp::Write {

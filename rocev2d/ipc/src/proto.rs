@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -491,6 +491,10 @@ pub enum Response {
         datapath: String,
         /// Why it was chosen.
         reason: String,
+        /// The congestion-control scheme every QP of the daemon runs (its `[cc] scheme`, a
+        /// name of `rocev2_core::cc::SCHEMES`): the application's QPs offer their peers the
+        /// extensions it uses (`CcScheme::peer_ext`).
+        cc: String,
     },
     /// Success without a value.
     Done,

@@ -34,6 +34,7 @@ use crate::random::random_psn;
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
+use rocev2_core::cc::CcScheme;
 use rocev2_core::cm::{
     AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
     SidrReplyParams,
@@ -129,6 +130,8 @@ pub(crate) struct Attached {
     pub(crate) iface: Interface,
     pub(crate) datapath: String,
     pub(crate) reason: String,
+    /// The daemon's congestion-control scheme (its `[cc] scheme`).
+    pub(crate) cc: CcScheme,
     /// Regions: their memfd, or `None` for the caller's own memory in place
     /// ([`Attached::register_caller`]).
     mrs: BTreeMap<MrId, Option<Region>>,
@@ -181,18 +184,23 @@ impl Attached {
             &[ns.as_fd()],
             CALL_TIMEOUT,
         )?;
-        let (iface, datapath, reason) = match welcome {
+        let (iface, datapath, reason, cc) = match welcome {
             Response::Welcome {
                 iface,
                 datapath,
                 reason,
+                cc,
                 ..
-            } => (iface, datapath, reason),
+            } => (iface, datapath, reason, cc),
             // Another user, another network namespace, another protocol version.
             Response::Error { kind, message } => return Err(refused(kind, message)),
             other => return Err(unexpected(other)),
         };
         let [bell] = one(fds)?;
+        // The same protocol version has the same scheme table: an unknown name is a broken
+        // daemon, not a newer one.
+        let cc = CcScheme::from_name(&cc)
+            .ok_or_else(|| protocol(format!("the daemon runs an unknown scheme {cc:?}")))?;
         let watch = Arc::new(Waitable::new(
             sock.as_fd().try_clone_to_owned().map_err(Error::Io)?,
         ));
@@ -220,6 +228,7 @@ impl Attached {
             iface,
             datapath,
             reason,
+            cc,
             mrs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),

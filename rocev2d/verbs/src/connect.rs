@@ -12,8 +12,12 @@
 //!
 //! Our GID is the address the TCP connection leaves from, so both sides use the same family
 //! and a reachable address; when the interface lacks it (TCP over another network, or
-//! loopback to a [`Device::pair`]), the interface's own address. A QP offering an extension (a [`crate::QpConfig::with_multipath`]
-//! QP) says so in [`ConnectConfig::offer`]; it runs it only when the peer offers it too.
+//! loopback to a [`Device::pair`]), the interface's own address. Our endpoint offers the REXT
+//! fields of the device's congestion-control scheme ([`Device::ext_offer`]: DASR's N and the
+//! look-ahead for Dart, τ for DCQCN+), so two rocev2 hosts running the scheme carry them
+//! without a line of the program's; a QP offering another extension (a
+//! [`crate::QpConfig::with_multipath`] QP) says so in [`ConnectConfig::offer`]; it runs it only
+//! when the peer offers it too.
 //!
 //! ```
 //! use rocev2::connect::{self, ConnectConfig};
@@ -75,8 +79,9 @@ pub struct ConnectConfig {
     /// The regions the peer may access, sent in our [`Endpoint::mrs`] (add with
     /// [`ConnectConfig::mr`]).
     pub mrs: Vec<RemoteMr>,
-    /// The extensions our QP offers (`multipath` for a QP created with
-    /// [`crate::QpConfig::with_multipath`]); none by default.
+    /// The extensions our QP offers besides those of the device's congestion-control scheme,
+    /// which every endpoint carries ([`Device::ext_offer`]): `multipath` for a QP created with
+    /// [`crate::QpConfig::with_multipath`]; none by default.
     pub offer: ExtCaps,
     /// Transport settings. The exchange fills in [`ConnectOptions::local_psn`] (a random PSN)
     /// and [`ConnectOptions::peer_ext`] (the peer's offer), and sends [`ConnectOptions::mtu`]
@@ -294,7 +299,7 @@ fn handshake(
 
 /// Our endpoint: the QP, a random first PSN, the TCP connection's local address as GID (an
 /// IPv4-mapped IPv6 address as IPv4) when the interface has it, the interface's MAC, the MTU asked for lowered to the
-/// interface's, the offer and the regions.
+/// interface's, the device's offer and the configuration's, and the regions.
 fn local_endpoint(
     dev: &Device,
     qp: Qp,
@@ -327,7 +332,7 @@ fn local_endpoint(
         ip,
         mac: Some(iface.mac),
         mtu,
-        ext: cfg.offer,
+        ext: dev.ext_offer().union(cfg.offer),
         mrs: cfg.mrs.clone(),
     })
 }
@@ -690,6 +695,66 @@ mod tests {
         let why = std::error::Error::source(&e).unwrap().to_string();
         assert_eq!(e.to_string(), "connecting over TCP");
         assert!(why.starts_with(&addr.to_string()), "{why}");
+    }
+
+    /// Two devices running Dart offer its extensions through the exchange without being asked:
+    /// the sender's look-ahead reaches the receiver, whose ACKs carry N back (seed 000 §III-D),
+    /// so the sender's controller holds the N the look-ahead announced.
+    #[test]
+    fn dart_devices_offer_n_and_the_look_ahead_by_default() {
+        use crate::{AccessFlags, CcScheme, CcSettings, SendOp, SendWr};
+        let cfg = crate::DeviceConfig {
+            cc: CcSettings::new(CcScheme::Dart),
+            ..crate::DeviceConfig::default()
+        };
+        let (dev, server) = crate::Device::pair_with(cfg).unwrap();
+        assert_eq!(dev.ext_offer(), CcScheme::Dart.peer_ext());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        const LEN: usize = 64 * 1024;
+        let srv = std::thread::spawn(move || {
+            let pd = server.alloc_pd().unwrap();
+            let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+            let mr = server.register(pd, vec![0u8; LEN], access).unwrap();
+            let cq = server.create_cq(4).unwrap();
+            let qp = server.create_rc_qp(pd, cq, cq).unwrap();
+            let c = accept(&server, qp, &listener, &ConnectConfig::default().mr(&mr)).unwrap();
+            (server, c)
+        });
+        let pd = dev.alloc_pd().unwrap();
+        let mr = dev
+            .register(pd, vec![7u8; LEN], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let cq = dev.create_cq(4).unwrap();
+        let qp = dev.create_rc_qp(pd, cq, cq).unwrap();
+        let c = connect(&dev, qp, addr, &ConnectConfig::default()).unwrap();
+        let (_server, s) = srv.join().unwrap();
+        let dart = CcScheme::Dart.peer_ext();
+        assert_eq!((c.peer.ext, s.peer.ext), (dart, dart));
+
+        // The receiver knows us by our address's last 16 bits; we announce an incast of 4
+        // senders listing ourselves and two others, so its ACKs say N = 4.
+        let me = match c.local.ip {
+            IpAddr::V4(a) => u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
+            IpAddr::V6(a) => u16::from_be_bytes([a.octets()[14], a.octets()[15]]),
+        };
+        let target = c.peer.mrs[0];
+        let write = SendOp::Write {
+            remote_addr: target.addr,
+            rkey: target.rkey,
+        };
+        let wr = SendWr::new(1, write)
+            .sge(mr.sge(0, LEN as u32).unwrap())
+            .lookahead(4, &[me, me.wrapping_add(1), me.wrapping_add(2)]);
+        dev.post_send(qp, wr).unwrap();
+        let mut wcs = Vec::new();
+        dev.wait_cq(cq, &mut wcs, 1, Duration::from_secs(10))
+            .unwrap();
+        assert!(wcs[0].status.is_success(), "{:?}", wcs[0]);
+        let engine = dev.engine().unwrap();
+        let now = engine.driver().now();
+        let snap = engine.qp(qp.qpn()).unwrap().cc_snapshot(now);
+        assert_eq!(snap.and_then(|s| s.n), Some(4), "{snap:?}");
     }
 
     #[test]

@@ -138,6 +138,7 @@ pub use random::{random_psn, random_u64};
 /// The engine behind a device ([`Device::engine`]): the core's `Endpoint`, not the exchange
 /// type [`Endpoint`].
 pub use rocev2_core::Endpoint as Engine;
+pub use rocev2_core::cc::{CcScheme, CcSettings};
 pub use rocev2_core::cm::{
     AcceptParams, CmaHeader, ConnId, ConnectParams, ConnectRequest, Event as CmEvent, PortSpace,
     QpParams, RDMA_UDP_Q_KEY, RejectReason, ServiceId, SidrId, SidrParams, SidrReplyParams,

@@ -7,6 +7,7 @@
 
 use crate::backend::{Backend, Drive, RegionBytes, Step};
 use crate::cm_wait::{CmWaiters, Look, Sleep as CmSleep};
+use crate::device::DeviceConfig;
 use crate::engine::{CqEvent, Driving, EngineGuard, LocalDriver, ProgressMode, State};
 use crate::error::{Error, Result};
 use crate::qp::{ConnectOptions, RemoteQp};
@@ -14,6 +15,7 @@ use crate::random::{random_psn, random_u64};
 use crate::ud::{AhAttr, UdAddress, check_ud_send};
 use crate::wakeup::{Waitable, wait_any};
 use rocev2_core::EndpointError;
+use rocev2_core::cc::CcConfig;
 use rocev2_core::cm::{
     AcceptParams, CmConfig, CmError, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId,
     SidrParams, SidrReplyParams,
@@ -58,6 +60,8 @@ pub(crate) struct Local {
     pub(crate) cm: Arc<CmWaiters>,
     pub(crate) mode: ProgressMode,
     pub(crate) wait: WaitMode,
+    /// The controller of a QP whose configuration names none ([`crate::DeviceConfig::cc`]).
+    cc: Option<CcConfig>,
     /// [`State::activity_gen`] at the application's last [`crate::Device::poll`], so
     /// [`crate::Device::wait`] returns at once for activity it has not looked at.
     pub(crate) seen: AtomicU64,
@@ -70,9 +74,9 @@ impl Local {
         neighbours: Vec<(IpAddr, [u8; 6])>,
         listens: Option<Listens>,
         first_addr: u64,
-        mode: ProgressMode,
-        wait: WaitMode,
+        cfg: &DeviceConfig,
     ) -> Result<Local> {
+        let mode = cfg.progress;
         let dp_fd = driver
             .datapath()
             .fd()
@@ -90,7 +94,8 @@ impl Local {
             activity,
             cm,
             mode,
-            wait,
+            wait: cfg.driver.wait,
+            cc: cfg.cc.qp_config(),
             seen: AtomicU64::new(0),
         })
     }
@@ -313,7 +318,8 @@ impl Backend for Local {
         Ok(st.driver.ep.poll_cq(cq, out, max))
     }
 
-    fn create_qp(&self, cfg: QpConfig) -> Result<Qpn> {
+    fn create_qp(&self, mut cfg: QpConfig) -> Result<Qpn> {
+        cfg.cc = cfg.cc.or(self.cc);
         let mut st = self.lock();
         let now = st.driver.now();
         let Driver { ep, mem, .. } = &mut st.driver;

@@ -459,6 +459,66 @@ impl CcScheme {
     }
 }
 
+/// A device's congestion control: the scheme every QP of the device runs, on a port of `line`
+/// rate and path MTU `mtu_bytes`, with the deployment's changes to the paper's parameters. The
+/// daemon's `[cc]` section is one, and so is an in-process device's (`rocev2::DeviceConfig::cc`),
+/// so both build their QPs' controllers, their endpoint's receiver side and the extensions their
+/// QPs offer from the same row of [`SCHEMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcSettings {
+    /// The scheme.
+    pub scheme: CcScheme,
+    /// The port's line rate, where flows start.
+    pub line: Rate,
+    /// Path MTU, bytes (M of DCQCN+'s eqs. (16), (17)).
+    pub mtu_bytes: u32,
+    /// DCQCN's R_min when set (seed 002 Table I: 100 Mbit/s otherwise).
+    pub r_min: Option<Rate>,
+    /// DASR's measurement interval when set ([`DasrParams::paper`]'s 10 µs otherwise).
+    pub dasr_interval: Option<Duration>,
+}
+
+impl Default for CcSettings {
+    /// No congestion control (the engine's behaviour without a controller), 10 Gbit/s, 1024.
+    fn default() -> Self {
+        CcSettings {
+            scheme: CcScheme::None,
+            line: Rate::from_gbps(10),
+            mtu_bytes: 1024,
+            r_min: None,
+            dasr_interval: None,
+        }
+    }
+}
+
+impl CcSettings {
+    /// The settings of `scheme` with the other values at their defaults.
+    pub fn new(scheme: CcScheme) -> CcSettings {
+        CcSettings {
+            scheme,
+            ..CcSettings::default()
+        }
+    }
+    /// The controller configuration of a new QP (`None`: no congestion control).
+    pub fn qp_config(&self) -> Option<CcConfig> {
+        self.scheme
+            .qp_config(self.line, self.mtu_bytes, &self.tuning())
+    }
+    /// The endpoint's receiver side.
+    pub fn receiver(&self) -> ReceiverCc {
+        self.scheme
+            .receiver(self.line, self.mtu_bytes, &self.tuning())
+    }
+    /// What the settings change from the scheme's paper parameters.
+    pub fn tuning(&self) -> CcTuning {
+        CcTuning {
+            r_min: self.r_min,
+            dasr_interval: self.dasr_interval,
+            ..CcTuning::default()
+        }
+    }
+}
+
 /// The parameters a deployment may move away from the paper's values, one place for every user
 /// of [`CcScheme`] (the daemon's `[cc]`, the model's `[host]`); `Default` changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

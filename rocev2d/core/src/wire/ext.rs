@@ -474,6 +474,12 @@ impl ExtCaps {
         self.dasr_n || self.cnp_tau || self.lookahead || self.multipath
     }
 
+    /// What either side of `self` and `other` offers: a QP's offer is its device's
+    /// congestion-control extensions and those of its own configuration (multipath).
+    pub const fn union(self, other: ExtCaps) -> ExtCaps {
+        ExtCaps::from_word(self.to_word() | other.to_word())
+    }
+
     /// The 32-bit capability word a side announces at connection setup (docs/wire.md,
     /// "Negotiation"): bit 0 `dasr_n`, bit 1 `cnp_tau`, bit 2 `lookahead`, bit 3 `multipath`,
     /// every other bit 0.

@@ -30,9 +30,10 @@ use crate::qp::{ConnectOptions, Cq, Qp, RemoteQp};
 use crate::random::random_u64;
 use crate::wakeup::{readable, wait_any, yield_now};
 use rocev2_core::Endpoint;
+use rocev2_core::cc::{CcScheme, CcSettings};
 use rocev2_core::cq::WorkCompletion;
 use rocev2_core::mr::AccessFlags;
-use rocev2_core::qp::{ErrorCause, QpConfig, QpMode, QpState, RecvWr, SendWr};
+use rocev2_core::qp::{ErrorCause, ExtCaps, QpConfig, QpMode, QpState, RecvWr, SendWr};
 use rocev2_datapath::auto::{self, Options};
 use rocev2_datapath::host::HostMemory;
 use rocev2_datapath::{Driver, DriverConfig, Interface, Mode, Progress, WaitMode};
@@ -83,6 +84,14 @@ pub struct DeviceConfig {
     /// stays `queue`): steering deliberately crossed, for tests and benchmarks of the
     /// forwarding. `None` (default): the whole interface.
     pub queue: Option<u32>,
+    /// The congestion control of the device's QPs, as the daemon's `[cc]` section sets it for
+    /// attached ones (docs/congestion.md): a QP whose [`QpConfig::cc`] names no controller
+    /// gets the scheme's, the engine the scheme's receiver side (notification point, DASR),
+    /// and [`crate::connect`] offers peers the REXT fields the scheme uses
+    /// ([`Device::cc_scheme`]). Default: none. Each shard of several ([`DeviceConfig::queue`])
+    /// is a receiver of its own: DASR counts the senders whose packets reach that shard, as
+    /// the daemon's shards would without their exchange (docs/daemon.md, "Several queues").
+    pub cc: CcSettings,
 }
 
 /// First virtual address handed to a region (as the core's test pair uses).
@@ -105,6 +114,8 @@ struct Inner {
     iface: Interface,
     datapath: String,
     reason: String,
+    /// The congestion-control scheme of the device's QPs.
+    cc: CcScheme,
     backend: Box<dyn Verbs>,
 }
 
@@ -196,10 +207,11 @@ impl Device {
         cfg: DeviceConfig,
     ) -> Result<Device> {
         let seed = cfg.seed.unwrap_or_else(random_u64);
-        let ep = match cfg.queue {
+        let mut ep = match cfg.queue {
             Some(queue) => Endpoint::with_qpn_block(seed, queue),
             None => Endpoint::new(seed),
         };
+        ep.set_receiver_cc(cfg.cc.receiver());
         let name = datapath.name().to_string();
         // A shard over AF_XDP or AF_PACKET routes frames of the other shards' QPNs and CMs to
         // them (or, AF_PACKET, leaves them to them) before its core sees them.
@@ -215,16 +227,14 @@ impl Device {
                 _ => (datapath, reason),
             };
         let driver = Driver::new(ep, HostMemory::default(), datapath, cfg.driver);
-        let local = Local::new(
-            driver,
-            iface.clone(),
-            neighbours,
-            listens,
-            FIRST_ADDR,
-            cfg.progress,
-            cfg.driver.wait,
-        )?;
-        Ok(Device::new(iface, name, reason, Box::new(local)))
+        let local = Local::new(driver, iface.clone(), neighbours, listens, FIRST_ADDR, &cfg)?;
+        Ok(Device::new(
+            iface,
+            name,
+            reason,
+            cfg.cc.scheme,
+            Box::new(local),
+        ))
     }
 
     /// Attaches to the `rocev2d` serving interface `iface` in this network namespace (its
@@ -264,17 +274,25 @@ impl Device {
             a.iface.clone(),
             a.datapath.clone(),
             a.reason.clone(),
+            a.cc,
             Box::new(Mutex::new(a)),
         ))
     }
 
-    fn new(iface: Interface, datapath: String, reason: String, backend: Box<dyn Verbs>) -> Device {
+    fn new(
+        iface: Interface,
+        datapath: String,
+        reason: String,
+        cc: CcScheme,
+        backend: Box<dyn Verbs>,
+    ) -> Device {
         Device {
             inner: Arc::new(Inner {
                 id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
                 iface,
                 datapath,
                 reason,
+                cc,
                 backend,
             }),
         }
@@ -292,6 +310,21 @@ impl Device {
     /// The device's number, which its handles carry.
     pub(crate) fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// The congestion-control scheme the device's QPs run: in-process [`DeviceConfig::cc`]'s,
+    /// attached the daemon's `[cc] scheme`, as its answer to the attachment names it.
+    pub fn cc_scheme(&self) -> CcScheme {
+        self.inner.cc
+    }
+
+    /// The rocev2 extensions the device's QPs offer a peer: those its congestion-control
+    /// scheme uses (DASR's N and the look-ahead for Dart, τ for DCQCN+; [`CcScheme::peer_ext`]).
+    /// [`crate::connect`] sends them with every endpoint; a program with an exchange of its
+    /// own sends [`ExtCaps::to_word`] and passes the peer's word to [`Device::connect`] in
+    /// [`ConnectOptions::peer_ext`].
+    pub fn ext_offer(&self) -> ExtCaps {
+        self.inner.cc.peer_ext()
     }
 
     /// True when the device is attached to a daemon.
