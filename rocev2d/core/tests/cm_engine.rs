@@ -330,6 +330,71 @@ fn cm_path_mtu_follows_the_links() {
     }
 }
 
+/// QPs the applications move themselves (`moves_qp` false, librdmacm's `conn_param.qp_num`):
+/// the REQ and REP announce the numbers given, both sides are established with the other's
+/// number, and no QP of either endpoint moves.
+#[test]
+fn cm_connection_for_qps_the_applications_move() {
+    let mut p = Pair::new(LinkConfig::default(), LinkConfig::default());
+    let a = side(&mut p.a, 0xa);
+    let b = side(&mut p.b, 0xb);
+    p.b.ep.cm_listen(sid()).unwrap();
+    // Numbers of no QP of either endpoint, as UCX's reserved QPNs may be.
+    let (qpn_a, qpn_b) = (Qpn::new(0x77), Qpn::new(0x88));
+    let params = ConnectParams {
+        moves_qp: false,
+        ..ConnectParams::new(sid(), gid(p.a.ip), gid(p.b.ip), qpn_a, PSN_A)
+    };
+    let conn = p.a.ep.cm_connect(p.now, params, p.b.mac).unwrap();
+    let (mut ev_a, mut ev_b) = (Vec::new(), Vec::new());
+    for _ in 0..1000 {
+        while let Some(e) = p.a.ep.poll_cm_event() {
+            ev_a.push(e);
+        }
+        while let Some(e) = p.b.ep.poll_cm_event() {
+            if let Event::ConnectRequest(r) = &e {
+                assert_eq!(r.req.local_qpn, qpn_a);
+                let accept = AcceptParams {
+                    moves_qp: false,
+                    ..AcceptParams::new(qpn_b, PSN_B)
+                };
+                p.b.ep
+                    .cm_accept(p.now, r.conn, accept, &mut p.b.mem)
+                    .unwrap();
+            }
+            ev_b.push(e);
+        }
+        if !p.step() {
+            break;
+        }
+    }
+    let Some(Event::Established { conn: c, qp, .. }) = Events::established(&ev_a) else {
+        panic!("A: {ev_a:?}")
+    };
+    assert_eq!((*c, qp.local_qpn, qp.peer_qpn), (conn, qpn_a, qpn_b));
+    assert_eq!((qp.sq_psn, qp.rq_psn), (PSN_B, PSN_A));
+    let Some(Event::Established { qp, .. }) = Events::established(&ev_b) else {
+        panic!("B: {ev_b:?}")
+    };
+    assert_eq!((qp.local_qpn, qp.peer_qpn), (qpn_b, qpn_a));
+    assert_eq!(
+        (state(&p.a, a), state(&p.b, b)),
+        (QpState::Init, QpState::Init)
+    );
+    // Disconnecting touches no QP either.
+    p.a.ep
+        .cm_disconnect(p.now, conn, &[], &mut p.a.mem)
+        .unwrap();
+    while p.step() {}
+    assert_eq!(
+        (state(&p.a, a), state(&p.b, b)),
+        (QpState::Init, QpState::Init)
+    );
+    for h in [&p.a, &p.b] {
+        assert_eq!(h.ep.stats().total_drops(), 0);
+    }
+}
+
 /// The same seeds give the same frames, bit for bit: Communication and transaction IDs come
 /// from the seeded generator, not from ambient randomness.
 #[test]

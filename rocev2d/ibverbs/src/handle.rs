@@ -65,6 +65,18 @@ pub fn check<T>(ptr: *const T, kind: Kind) -> bool {
         .is_some_and(|m| m.get(&(ptr as usize)) == Some(&kind))
 }
 
+/// Every live object of `kind`, as addresses.
+pub fn live(kind: Kind) -> Vec<usize> {
+    crate::engine::lock(&LIVE)
+        .as_ref()
+        .map_or_else(Vec::new, |m| {
+            m.iter()
+                .filter(|&(_, k)| *k == kind)
+                .map(|(&p, _)| p)
+                .collect()
+        })
+}
+
 /// Sets the calling thread's `errno`.
 pub fn set_errno(e: i32) {
     // SAFETY: `__errno_location` returns the calling thread's errno, valid for writes.

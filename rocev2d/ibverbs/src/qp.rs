@@ -86,11 +86,22 @@ pub(crate) fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
 }
 
 /// The device QP behind `p` and its engine, if `p` is a live RC QP (the connection manager's,
-/// [`crate::ucma`]).
-pub fn rc_qp(p: *const ibv_qp) -> Option<(rocev2::Qp, Arc<Engine>)> {
+/// [`crate::ucma`]); with `any`, a live QP of any type.
+pub fn cm_qp(p: *const ibv_qp, any: bool) -> Option<(rocev2::Qp, Arc<Engine>)> {
     qp(p)
-        .filter(|q| q.qp_type == abi::IBV_QPT_RC)
+        .filter(|q| any || q.qp_type == abi::IBV_QPT_RC)
         .map(|q| (q.qp, q.engine.clone()))
+}
+
+/// The live QP of context `ctx` numbered `num` (for a `conn_param.qp_num`); a scan, as
+/// connections are made rarely.
+pub fn by_num(ctx: *const abi::ibv_context, num: u32) -> Option<*mut ibv_qp> {
+    handle::live(Kind::Qp).into_iter().find_map(|p| {
+        let p = p as *mut ibv_qp;
+        let q = qp(p)?;
+        let b = &q.ibv.qp_base;
+        (b.qp_num == num && std::ptr::eq(b.context, ctx)).then_some(p)
+    })
 }
 
 #[unsafe(no_mangle)]

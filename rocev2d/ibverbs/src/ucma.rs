@@ -11,7 +11,7 @@ use crate::context::context;
 use crate::engine::Engine;
 use crate::handle::guard;
 use core::ffi::{c_int, c_void};
-use rocev2::{Error, Psn, random_psn};
+use rocev2::{Error, Psn};
 use rocev2_core::cm::{
     AcceptParams, ConnId, ConnectParams, Event, RejectReason, ServiceId, SidrId, SidrParams,
     SidrReplyParams, SidrStatus,
@@ -39,6 +39,7 @@ static OPS: Ops = Ops {
     sidr_reply,
     next_event,
     resolve,
+    qp_by_num,
 };
 
 #[unsafe(no_mangle)]
@@ -145,12 +146,14 @@ unsafe extern "C" fn unlisten(ctx: *mut c_void, service_id: u64) -> c_int {
 
 unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *mut u32) -> c_int {
     call(|| {
-        let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
+        let (a, data) = read_args(args)?;
+        let moves_qp = a.moves_qp != 0;
+        let (qp, engine) = crate::qp::cm_qp(qp.cast::<ibv_qp>(), !moves_qp).ok_or(libc::EINVAL)?;
         if conn.is_null() {
             return Err(libc::EINVAL);
         }
-        let (a, data) = read_args(args)?;
         let params = ConnectParams {
+            moves_qp,
             private_data: data,
             responder_resources: a.responder_resources,
             initiator_depth: a.initiator_depth,
@@ -161,7 +164,7 @@ unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *m
                 Ipv6Addr::from(a.local_gid),
                 Ipv6Addr::from(a.peer_gid),
                 qp.qpn(),
-                Psn::new(random_psn()),
+                Psn::new(a.start_psn),
             )
         };
         let id = engine
@@ -175,18 +178,26 @@ unsafe extern "C" fn connect(qp: *mut c_void, args: *const ConnectArgs, conn: *m
 
 unsafe extern "C" fn accept(qp: *mut c_void, conn: u32, args: *const AcceptArgs) -> c_int {
     call(|| {
-        let (qp, engine) = crate::qp::rc_qp(qp.cast::<ibv_qp>()).ok_or(libc::EINVAL)?;
         let (a, data) = read_args(args)?;
+        let moves_qp = a.moves_qp != 0;
+        let (qp, engine) = crate::qp::cm_qp(qp.cast::<ibv_qp>(), !moves_qp).ok_or(libc::EINVAL)?;
         let params = AcceptParams {
+            moves_qp,
             private_data: data,
             responder_resources: a.responder_resources,
             initiator_depth: a.initiator_depth,
             rnr_retry_count: a.rnr_retry_count.min(7),
-            ..AcceptParams::new(qp.qpn(), Psn::new(random_psn()))
+            ..AcceptParams::new(qp.qpn(), Psn::new(a.start_psn))
         };
         engine
             .cm_accept(ConnId::from_comm_id(conn), params)
             .map_err(err)
+    })
+}
+
+unsafe extern "C" fn qp_by_num(ctx: *mut c_void, qp_num: u32) -> *mut c_void {
+    guard(std::ptr::null_mut(), || {
+        crate::qp::by_num(ctx.cast(), qp_num).map_or(std::ptr::null_mut(), |p| p.cast())
     })
 }
 
@@ -262,19 +273,29 @@ unsafe extern "C" fn next_event(ctx: *mut c_void, timeout_ms: u32, ev: *mut ucma
         // SAFETY: non-NULL, the caller's out struct.
         let out = unsafe { &mut *ev };
         let e = engine.next_cm_event(|_| true, timeout).map_err(err)?;
-        fill(out, e);
+        fill(out, e, engine.interface());
         Ok(())
     })
 }
 
-/// Writes CM event `e` into `out`.
-fn fill(out: &mut ucma::Event, e: Event) {
+/// Writes CM event `e` into `out`; its path MTU at most what `iface` carries to the peer (the
+/// MTU the device's CM runs the connection at).
+fn fill(out: &mut ucma::Event, e: Event, iface: &rocev2_datapath::Interface) {
+    let mtu = |code: u8, peer: Ipv6Addr| {
+        let link = iface.path_mtu(rocev2::gid_to_ip(peer).is_ipv6());
+        link.map_or(0, |l| code.min(l.code()))
+    };
     out.status = 0;
     out.peer_qpn = 0;
     out.q_key = 0;
     out.responder_resources = 0;
     out.initiator_depth = 0;
     out.rnr_retry_count = 0;
+    out.path_mtu = 0;
+    out.rq_psn = 0;
+    out.sq_psn = 0;
+    out.local_ack_timeout = 0;
+    out.retry_count = 0;
     out.service_id = 0;
     out.peer_gid = [0; 16];
     let (kind, id, data) = match e {
@@ -283,6 +304,10 @@ fn fill(out: &mut ucma::Event, e: Event) {
             out.responder_resources = r.req.responder_resources;
             out.initiator_depth = r.req.initiator_depth;
             out.rnr_retry_count = r.req.rnr_retry_count;
+            out.path_mtu = mtu(r.req.path_packet_payload_mtu, r.peer_gid);
+            out.sq_psn = r.req.starting_psn.value();
+            out.local_ack_timeout = r.req.primary_path.local_ack_timeout;
+            out.retry_count = r.req.retry_count;
             out.service_id = r.req.service_id;
             out.peer_gid = r.peer_gid.octets();
             (
@@ -292,8 +317,21 @@ fn fill(out: &mut ucma::Event, e: Event) {
             )
         }
         Event::Established {
-            conn, private_data, ..
-        } => (ucma::EV_ESTABLISHED, conn.comm_id(), private_data),
+            conn,
+            qp,
+            private_data,
+        } => {
+            out.peer_qpn = qp.peer_qpn.value();
+            out.responder_resources = qp.max_dest_rd_atomic;
+            out.initiator_depth = qp.max_rd_atomic;
+            out.rnr_retry_count = qp.rnr_retry_count;
+            out.path_mtu = mtu(qp.path_mtu, qp.peer_gid);
+            out.rq_psn = qp.rq_psn.value();
+            out.sq_psn = qp.sq_psn.value();
+            out.local_ack_timeout = qp.local_ack_timeout;
+            out.retry_count = qp.retry_count;
+            (ucma::EV_ESTABLISHED, conn.comm_id(), private_data)
+        }
         Event::Rejected {
             conn,
             reason,

@@ -19,8 +19,8 @@
 //! loudly otherwise.
 
 mod common;
-use common::{h1_ip, pair, preloaded, run_pair, show};
-use rocev2_testbed::{Testbed, need_root};
+use common::{TIMEOUT, h1_ip, pair, preloaded, preloading, run_pair, show};
+use rocev2_testbed::{Process, Testbed, need_root};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -94,7 +94,11 @@ fn short_device(tb: &Testbed, host: &str, test: u8) -> String {
 /// A UCX program in `host` with the library preloaded, the settings above, its one network
 /// device `rocev2_<iface>:1` and transports `tls`.
 fn ucx(tb: &Testbed, host: &str, dev: &str, program: &str, tls: &str) -> Command {
-    let mut cmd = preloaded(tb, host, program);
+    ucx_with(preloaded(tb, host, program), dev, tls)
+}
+
+/// `cmd` (a UCX program) with the settings above, device `dev` and transports `tls`.
+fn ucx_with(mut cmd: Command, dev: &str, tls: &str) -> Command {
     cmd.env("UCX_TLS", tls)
         .env("UCX_NET_DEVICES", format!("{dev}:1"))
         .env("UCX_IB_GID_INDEX", "1")
@@ -208,5 +212,78 @@ fn ucx_tag_lat_over_ud_verbs() {
         "tag_lat",
     ) {
         assert!(row[BW_OVERALL] > 0.0, "{row:?}");
+    }
+}
+
+/// UCX's client-server connection (`ucp_ep_create` to a socket address, as ucx-py and Dask
+/// make them) through its `rdmacm` connection manager, the only one allowed here, with
+/// `librocev2_rdmacm.so` preloaded too: `io_demo` with its data and transaction checks (`-q`),
+/// 1000 READs and WRITEs of 1–64 KiB over `rc_verbs`. UCX announces a UD QP of its own as the
+/// connection's (`conn_param.qp_num`), reads the peer's address with `rdma_init_qp_attr`, and
+/// connects its `rc_verbs` QPs itself over what the private data carried.
+#[test]
+fn ucx_client_server_over_rdmacm() {
+    let test = "ucx_client_server_over_rdmacm";
+    if !need_root(test) {
+        return;
+    }
+    let tb = pair();
+    let devs = [short_device(&tb, "h0", 5), short_device(&tb, "h1", 5)];
+    let _nodes = devs.each_ref().map(|d| DeviceNode::new(d));
+    let port = 13999;
+    let io_demo = |host: &str, dev: &str| {
+        let libs = ["rocev2_rdmacm", "rocev2_ibverbs"];
+        let mut cmd = ucx_with(
+            preloading(&tb, host, &libs, "udp", "io_demo"),
+            dev,
+            "rc_v,ud_v,self",
+        );
+        cmd.env("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm").args([
+            "-p",
+            &port.to_string(),
+            "-q",
+            "-d",
+            "1024:65536",
+            "-c",
+            "2",
+        ]);
+        cmd
+    };
+    let mut server = Process::spawn(&mut io_demo("h1", &devs[1])).expect("io_demo server");
+    // An rdma_cm listener has no socket to wait for: the server says when it listens.
+    server
+        .wait_for_line(|l| l.contains("started listener"), TIMEOUT)
+        .expect("io_demo server listening");
+    let mut client = io_demo("h0", &devs[0]);
+    client.args(["-o", "read,write", "-i", "1000", &h1_ip(&tb)]);
+    let c = Process::spawn(&mut client)
+        .expect("io_demo client")
+        .wait(TIMEOUT)
+        .expect("io_demo client exits");
+    let s = server.kill();
+    assert!(c.status.success(), "{}\nserver {}", show(&c), show(&s));
+    assert!(
+        c.stdout.contains("Client exit with status 'OK'"),
+        "{}\nserver {}",
+        show(&c),
+        show(&s)
+    );
+    // The last report counts every request: READs and WRITEs, 1000 in all.
+    let last = c
+        .stdout
+        .lines()
+        .rfind(|l| l.contains("[DEMO] total min:"))
+        .unwrap_or_else(|| panic!("no report in\n{}", show(&c)));
+    let total: u32 = last
+        .split("total:")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no total in {last}"));
+    assert!(total >= 990, "{last}\n{}", show(&c));
+    // The server saw the client go (`Connection reset by remote peer`, its forced close) and
+    // nothing worse: no UCX error, no failed check of its own.
+    let server_log = format!("{}{}", s.stdout, s.stderr);
+    for bad in ["UCX  ERROR", "Fatal", "Assertion"] {
+        assert!(!server_log.contains(bad), "{bad}: {}", show(&s));
     }
 }

@@ -44,6 +44,7 @@ pub struct ConnectSpec {
     pub hop_limit: u8,
     pub traffic_class: u8,
     pub flow_label: u32,
+    pub moves_qp: bool,
 }
 
 impl From<&ConnectParams> for ConnectSpec {
@@ -67,6 +68,7 @@ impl From<&ConnectParams> for ConnectSpec {
             hop_limit: p.hop_limit,
             traffic_class: p.traffic_class,
             flow_label: p.flow_label,
+            moves_qp: p.moves_qp,
         }
     }
 }
@@ -95,6 +97,7 @@ impl ConnectSpec {
             hop_limit: self.hop_limit,
             traffic_class: self.traffic_class,
             flow_label: self.flow_label,
+            moves_qp: self.moves_qp,
         }
     }
 }
@@ -110,6 +113,7 @@ pub struct AcceptSpec {
     pub initiator_depth: u8,
     pub rnr_retry_count: u8,
     pub target_ack_delay: u8,
+    pub moves_qp: bool,
 }
 
 impl From<&AcceptParams> for AcceptSpec {
@@ -122,6 +126,7 @@ impl From<&AcceptParams> for AcceptSpec {
             initiator_depth: p.initiator_depth,
             rnr_retry_count: p.rnr_retry_count,
             target_ack_delay: p.target_ack_delay,
+            moves_qp: p.moves_qp,
         }
     }
 }
@@ -136,6 +141,7 @@ impl From<AcceptSpec> for AcceptParams {
             initiator_depth: s.initiator_depth,
             rnr_retry_count: s.rnr_retry_count,
             target_ack_delay: s.target_ack_delay,
+            moves_qp: s.moves_qp,
         }
     }
 }

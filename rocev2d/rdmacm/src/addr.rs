@@ -72,10 +72,7 @@ pub fn to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 /// An ephemeral port (49152–65535) no ID of this process holds, as the kernel's rdma_cm binds
 /// one for an unbound ID.
 pub fn ephemeral_port(taken: &HashSet<u16>) -> u16 {
-    let mut r = [0u8; 2];
-    // SAFETY: 2 writable bytes.
-    unsafe { libc::getrandom(r.as_mut_ptr().cast(), 2, 0) };
-    let start = u16::from_ne_bytes(r) % 16384;
+    let start = (crate::random_u32() % 16384) as u16;
     (0..16384u16)
         .map(|i| 49152 + (start + i) % 16384)
         .find(|p| !taken.contains(p))

@@ -18,7 +18,7 @@ use crate::abi::{self, rdma_cm_id, rdma_conn_param, rdma_event_channel};
 use crate::addr::{ephemeral_port, from_sockaddr, gid_bytes, to_storage};
 use crate::device::{self, Dev};
 use crate::ep;
-use crate::state::{EvSpec, IdState, Request, State, UdParam, lock};
+use crate::state::{ConnAttrs, EvSpec, IdState, Request, State, UdParam, lock};
 use crate::verbs::ops;
 use crate::{call, unsupported, verbose};
 use core::ffi::{c_int, c_void};
@@ -401,19 +401,30 @@ fn private_data(param: &Option<rdma_conn_param>, max: usize) -> Result<Vec<u8>, 
     Ok(unsafe { std::slice::from_raw_parts(p.private_data.cast::<u8>(), n) }.to_vec())
 }
 
-/// The QP of ID `p` (made by `rdma_create_qp`).
-fn id_qp(p: *mut rdma_cm_id, param: &Option<rdma_conn_param>) -> Result<*mut c_void, c_int> {
+/// The QP a connection of ID `p` announces and whether the CM moves it (`moves_qp`): the ID's
+/// own (made by `rdma_create_qp`), or else the program's QP `conn_param.qp_num` of the ID's
+/// device, which the program moves itself (UCX's reserved QPN).
+fn id_qp(
+    ops: &ucma::Ops,
+    ctx: usize,
+    p: *mut rdma_cm_id,
+    param: &Option<rdma_conn_param>,
+) -> Result<(*mut c_void, u8), c_int> {
     // SAFETY: a live ID (the caller checked it under the lock): our Box.
     let qp = unsafe { (*p).qp };
-    if qp.is_null() {
-        return Err(match param {
-            Some(p) if p.qp_num != 0 => {
-                unsupported("a QP not made by rdma_create_qp (conn_param.qp_num)")
-            }
-            _ => libc::EINVAL,
-        });
+    if !qp.is_null() {
+        return Ok((qp.cast(), 1));
     }
-    Ok(qp.cast())
+    let num = param.map_or(0, |p| p.qp_num);
+    if num == 0 {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a live context of the verbs library.
+    let theirs = unsafe { (ops.qp_by_num)(ctx as *mut _, num) };
+    if theirs.is_null() {
+        return Err(libc::EINVAL);
+    }
+    Ok((theirs, 0))
 }
 
 /// A READ/atomic depth: what the caller asked (librdmacm's 0xFF: the most), within the
@@ -467,8 +478,12 @@ pub extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_p
             unsafe { (ops.sidr_request)(ctx as *mut _, &args, &mut conn) }
         } else {
             let data = header.private_data(&private_data(&param, MAX_CONNECT_DATA)?);
-            let qp = id_qp(id, &param)?;
+            let (qp, moves_qp) = id_qp(ops, ctx, id, &param)?;
+            let psn = crate::random_u32() & 0xff_ffff;
+            st.id(id)?.psn = psn;
             let mut args = ConnectArgs {
+                moves_qp,
+                start_psn: psn,
                 service_id,
                 local_gid,
                 peer_gid,
@@ -582,8 +597,10 @@ pub extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_pa
             return Err(libc::EISCONN);
         }
         let dev = device::by_ctx(s.ctx).ok_or(libc::ENODEV)?;
-        let qp = id_qp(id, &param)?;
+        let (qp, moves_qp) = id_qp(ops, s.ctx, id, &param)?;
         let mut args = AcceptArgs {
+            moves_qp,
+            start_psn: s.psn,
             private_data: [0; ucma::REP_PRIVATE_DATA],
             private_data_len: data.len() as u8,
             responder_resources: depth(
@@ -870,7 +887,27 @@ pub fn dispatch(ctx: usize, e: &ucma::Event) {
     let (event, status) = match e.kind {
         ucma::EV_ESTABLISHED => {
             s.established = true;
-            (abi::RDMA_CM_EVENT_ESTABLISHED, 0)
+            s.attrs = Some(ConnAttrs {
+                dest_qpn: e.peer_qpn,
+                path_mtu: e.path_mtu,
+                sq_psn: e.sq_psn,
+                rq_psn: e.rq_psn,
+                timeout: e.local_ack_timeout,
+                retry_count: e.retry_count,
+                rnr_retry_count: e.rnr_retry_count,
+                max_rd_atomic: e.initiator_depth,
+                max_dest_rd_atomic: e.responder_resources,
+            });
+            // SAFETY: a live ID (in the table, under the lock): our Box.
+            let own_qp = unsafe { !(*(id as *const rdma_cm_id)).qp.is_null() };
+            // As librdmacm: the active side of a program that moves its QP itself learns of
+            // the REP first, moves the QP, then calls `rdma_establish` (the device's CM has
+            // already sent the RTU).
+            if s.request.is_none() && !own_qp {
+                (abi::RDMA_CM_EVENT_CONNECT_RESPONSE, 0)
+            } else {
+                (abi::RDMA_CM_EVENT_ESTABLISHED, 0)
+            }
         }
         ucma::EV_REJECTED => (abi::RDMA_CM_EVENT_REJECTED, e.status as c_int),
         ucma::EV_TIMED_OUT | ucma::EV_SIDR_TIMED_OUT => {
@@ -1001,6 +1038,22 @@ fn request(st: &mut State, ctx: usize, e: &ucma::Event, data: &[u8]) -> bool {
         SocketAddr::new(h.dst_ip(), listen_port),
         Some(SocketAddr::new(h.src_ip(), h.src_port)),
     );
+    // What the QP runs with if the program moves it itself (`rdma_init_qp_attr` before
+    // `rdma_accept`, as `rping -q` does): the REQ's terms, this side's receive PSN chosen now.
+    if let (false, Some(d), Some(s)) = (sidr, dev, st.ids.get_mut(&(p as usize))) {
+        s.psn = crate::random_u32() & 0xff_ffff;
+        s.attrs = Some(ConnAttrs {
+            dest_qpn: e.peer_qpn,
+            path_mtu: e.path_mtu,
+            sq_psn: e.sq_psn,
+            rq_psn: s.psn,
+            timeout: e.local_ack_timeout,
+            retry_count: e.retry_count,
+            rnr_retry_count: e.rnr_retry_count,
+            max_rd_atomic: depth(e.responder_resources, d.max_rd_atomic),
+            max_dest_rd_atomic: depth(e.initiator_depth, d.max_rd_atomic),
+        });
+    }
     // A SIDR request's `param.ud` carries the address vector back to the requester.
     let ud = dev.filter(|_| sidr).map(|d| UdParam {
         ah_attr: d.ah_to(h.dst_ip(), e.peer_gid),

@@ -93,6 +93,14 @@ pub fn call_or<R>(on_error: R, f: impl FnOnce() -> Result<R, c_int>) -> R {
     }
 }
 
+/// Random bits from the kernel (ephemeral ports, start PSNs).
+pub fn random_u32() -> u32 {
+    let mut r = [0u8; 4];
+    // SAFETY: 4 writable bytes; a short read leaves zeros, still a valid value.
+    unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
+    u32::from_ne_bytes(r)
+}
+
 /// Says on stderr that `what` is not supported, and returns the `errno` for it.
 pub fn unsupported(what: &str) -> c_int {
     eprintln!("rocev2_rdmacm: {what} is not supported");

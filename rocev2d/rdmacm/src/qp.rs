@@ -8,16 +8,22 @@
 //! is UD, moved to RTS at once with Q_Key `RDMA_UDP_QKEY`, as librdmacm does.
 
 use crate::abi::{self, rdma_cm_id};
+use crate::addr::gid_bytes;
 use crate::call;
+use crate::device::{self, Dev};
+use crate::state::ConnAttrs;
 use crate::state::{OwnCqs, lock};
 use crate::verbs;
 use core::ffi::c_int;
 use rocev2_core::cm::RDMA_UDP_Q_KEY;
 use rocev2_verbs_abi::verbs::{
-    IBV_QP_ACCESS_FLAGS, IBV_QP_INIT_ATTR_PD, IBV_QP_PKEY_INDEX, IBV_QP_QKEY, IBV_QP_SQ_PSN,
-    IBV_QP_STATE, IBV_QPT_RC, IBV_QPT_UD,
+    IBV_QP_ACCESS_FLAGS, IBV_QP_AV, IBV_QP_DEST_QPN, IBV_QP_INIT_ATTR_PD,
+    IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU,
+    IBV_QP_PKEY_INDEX, IBV_QP_QKEY, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_RQ_PSN,
+    IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT, IBV_QPT_RC, IBV_QPT_UD,
 };
 use rocev2_verbs_abi::verbs::{ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex};
+use std::net::IpAddr;
 
 /// `IBV_QP_PORT`.
 const IBV_QP_PORT: c_int = 1 << 5;
@@ -26,12 +32,15 @@ const IBV_QPS_INIT: c_int = 1;
 const IBV_QPS_RTR: c_int = 2;
 const IBV_QPS_RTS: c_int = 3;
 const IBV_QPS_ERR: c_int = 6;
+/// The RNR NAK timer code a connection's QP announces (0.64 ms), as the device's CM gives its
+/// own QPs.
+const MIN_RNR_TIMER: u8 = 12;
 /// What the peer may do to a connected QP: write, read and atomics (librdmacm lets the CM
 /// grant them; the regions' own access flags still decide).
 const ACCESS: u32 = 1 | 2 | 4 | 8;
 
-/// The attributes and mask of the transition to `attr.qp_state` of an ID's QP: INIT for RC
-/// (RTR and RTS are the CM's); INIT, RTR and RTS for UD (`ud`). `None` for any other.
+/// The attributes and mask of the transition to `attr.qp_state` of an ID's QP that need no
+/// connection: INIT for RC, INIT, RTR and RTS for UD (`ud`). `None` for any other.
 fn transition(attr: &mut ibv_qp_attr, ud: bool) -> Option<c_int> {
     match (attr.qp_state, ud) {
         (IBV_QPS_INIT, false) => {
@@ -280,11 +289,57 @@ pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     call(|| destroy(id));
 }
 
+/// The RTR or RTS attributes and mask of a connection's QP (`attr.qp_state`) from what it runs
+/// with, toward `peer` from `local` on device `dev`, as the kernel's CM gives them.
+fn connected(
+    attr: &mut ibv_qp_attr,
+    c: &ConnAttrs,
+    dev: &Dev,
+    local: IpAddr,
+    peer: IpAddr,
+) -> Option<c_int> {
+    match attr.qp_state {
+        IBV_QPS_RTR => {
+            attr.ah_attr = dev.ah_to(local, gid_bytes(peer));
+            attr.path_mtu = c_int::from(c.path_mtu);
+            attr.dest_qp_num = c.dest_qpn;
+            attr.rq_psn = c.rq_psn;
+            attr.max_dest_rd_atomic = c.max_dest_rd_atomic;
+            attr.min_rnr_timer = MIN_RNR_TIMER;
+            Some(
+                IBV_QP_STATE
+                    | IBV_QP_AV
+                    | IBV_QP_PATH_MTU
+                    | IBV_QP_DEST_QPN
+                    | IBV_QP_RQ_PSN
+                    | IBV_QP_MAX_DEST_RD_ATOMIC
+                    | IBV_QP_MIN_RNR_TIMER,
+            )
+        }
+        IBV_QPS_RTS => {
+            attr.sq_psn = c.sq_psn;
+            attr.timeout = c.timeout;
+            attr.retry_cnt = c.retry_count;
+            attr.rnr_retry = c.rnr_retry_count;
+            attr.max_rd_atomic = c.max_rd_atomic;
+            Some(
+                IBV_QP_STATE
+                    | IBV_QP_TIMEOUT
+                    | IBV_QP_RETRY_CNT
+                    | IBV_QP_RNR_RETRY
+                    | IBV_QP_SQ_PSN
+                    | IBV_QP_MAX_QP_RD_ATOMIC,
+            )
+        }
+        _ => None,
+    }
+}
+
 #[unsafe(no_mangle)]
-/// `rdma_init_qp_attr(3)`: the INIT transition, and for an RDMA_PS_UDP ID also RTR and RTS;
-/// an RDMA_PS_TCP ID's RTR and RTS fail with `EOPNOTSUPP`, since the device's CM moves the QP
-/// of a connection itself (a QP modified by the program through the connection is not
-/// supported).
+/// `rdma_init_qp_attr(3)`: the INIT transition, and RTR and RTS: of an RDMA_PS_UDP ID at any
+/// time, of a connection's QP once its terms are known (the passive side from the request on,
+/// the active side from `RDMA_CM_EVENT_CONNECT_RESPONSE`), for a program that moves its own QP
+/// (`conn_param.qp_num`); before that, `EINVAL`.
 pub extern "C" fn rdma_init_qp_attr(
     id: *mut rdma_cm_id,
     attr: *mut ibv_qp_attr,
@@ -292,7 +347,11 @@ pub extern "C" fn rdma_init_qp_attr(
 ) -> c_int {
     call(|| {
         let mut st = lock();
-        st.id(id)?;
+        let s = st.id(id)?;
+        let conn = match (s.attrs, s.src, s.dst, device::by_ctx(s.ctx)) {
+            (Some(c), Some(src), Some(dst), Some(d)) => Some((c, src.ip(), dst.ip(), d)),
+            _ => None,
+        };
         // SAFETY: a live ID (in the table, under the lock): our Box.
         let ud = unsafe { (*id).ps } == abi::RDMA_PS_UDP;
         drop(st);
@@ -301,11 +360,12 @@ pub extern "C" fn rdma_init_qp_attr(
         }
         // SAFETY: non-NULL, the caller's attributes.
         let a = unsafe { &mut *attr };
-        let m = transition(a, ud).ok_or_else(|| {
-            crate::unsupported(
-                "rdma_init_qp_attr for RTR or RTS of a connection (the CM moves its QP itself)",
-            )
-        })?;
+        let m = transition(a, ud)
+            .or_else(|| {
+                let (c, local, peer, d) = conn?;
+                connected(a, &c, d, local, peer)
+            })
+            .ok_or(libc::EINVAL)?;
         // SAFETY: non-NULL, the caller's out pointer.
         unsafe { *mask = m };
         Ok(())

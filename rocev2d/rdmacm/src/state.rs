@@ -83,6 +83,30 @@ pub struct Request {
     pub rnr_retry_count: u8,
 }
 
+/// What a connection's QP runs with, for `rdma_init_qp_attr` to hand a program that moves its
+/// own QP: known on the passive side from the request on, on the active side once established.
+#[derive(Clone, Copy, Default)]
+pub struct ConnAttrs {
+    /// The peer's QP.
+    pub dest_qpn: u32,
+    /// Path MTU code.
+    pub path_mtu: u8,
+    /// The first PSN this side sends, and the first it receives.
+    pub sq_psn: u32,
+    /// See `sq_psn`.
+    pub rq_psn: u32,
+    /// Local ACK Timeout exponent, transport and RNR retries.
+    pub timeout: u8,
+    /// See `timeout`.
+    pub retry_count: u8,
+    /// See `timeout`.
+    pub rnr_retry_count: u8,
+    /// READ/atomic requests this side issues, and accepts, in flight.
+    pub max_rd_atomic: u8,
+    /// See `max_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
+}
+
 /// An ID's state.
 #[derive(Default)]
 pub struct IdState {
@@ -108,6 +132,10 @@ pub struct IdState {
     pub listen_ctxs: Vec<usize>,
     /// The connection is up.
     pub established: bool,
+    /// The first PSN this side receives, chosen when it connects or is asked to accept.
+    pub psn: u32,
+    /// What the connection's QP runs with, once known.
+    pub attrs: Option<ConnAttrs>,
     /// Either side disconnected (a DREQ left or came).
     pub disconnected: bool,
     /// `rdma_create_qp`'s CQs.

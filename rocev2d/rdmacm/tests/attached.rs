@@ -1,6 +1,7 @@
 //! Preloaded Debian programs attached to `rocev2d` (`ROCEV2_DATAPATH=attach`, one daemon per
 //! namespace of a pair, UDP datapath): `rping`, whose 20 pings come back validated and printed
-//! as rping prints them, `udaddy` (UD IDs through SIDR), and `qperf -cm1`'s RC tests. qperf's
+//! as rping prints them, `rping -q` (the programs move their own QPs), `udaddy` (UD IDs through
+//! SIDR), and `qperf -cm1`'s RC tests. qperf's
 //! server forks a process per test, and each opens the device: in-process, each would open the
 //! interface anew while the last one may still hold it; attached, the daemon owns the interface
 //! and each process attaches.
@@ -52,6 +53,29 @@ fn rping_attached_to_rocev2d() {
     }
     for out in [&s, &c] {
         assert!(out.stderr.contains("attached to rocev2d"), "{}", show(out));
+    }
+}
+
+/// `rping -q` attached: the programs' own QPs, moved with `rdma_init_qp_attr`'s attributes,
+/// connected through both daemons' CMs with only their numbers announced.
+#[test]
+fn rping_with_qps_the_programs_move_attached() {
+    if !need_root("rping_with_qps_the_programs_move_attached") {
+        return;
+    }
+    let tb = pair();
+    let mut daemons = daemons(&tb);
+    rping_pair(
+        &tb,
+        |host| {
+            let mut c = preloaded(&tb, host, "attach", "rping");
+            c.arg("-q");
+            c
+        },
+        10,
+    );
+    for d in &mut daemons {
+        d.kill();
     }
 }
 

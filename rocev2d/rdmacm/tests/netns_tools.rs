@@ -4,7 +4,8 @@
 //! checked line by line here), `ucmatose` (several connections, both sides' transfers),
 //! `udaddy` (UD IDs resolved through SIDR, over UDP and AF_XDP), `ib_write_bw -R` (and
 //! `ib_send_bw`, `ib_read_bw`, `ib_read_lat`), `rdma_server`/`rdma_client` (`rdma_create_ep`,
-//! `rdma_getaddrinfo`, `rdma_get_request`), `rping` run by an unprivileged user, `rping`
+//! `rdma_getaddrinfo`, `rdma_get_request`), `rping -q` (each program moves its own QP),
+//! `rping` run by an unprivileged user, `rping`
 //! towards an address nobody answers (`ADDR_ERROR`), and the preload order reversed (`qperf`,
 //! whose server forks a process per test, runs attached: `attached.rs`).
 //!
@@ -49,6 +50,26 @@ fn rping_validates_100_pings_between_namespaces() {
 #[test]
 fn rping_over_af_xdp() {
     rping("rping_over_af_xdp", "xdp");
+}
+
+/// `rping -q` on both sides: each makes and moves its own QP (`ibv_create_qp`, the attributes
+/// of `rdma_init_qp_attr` for INIT, RTR and RTS), announces it as `conn_param.qp_num`, and the
+/// client calls `rdma_establish` after `RDMA_CM_EVENT_CONNECT_RESPONSE`; 20 validated pings.
+#[test]
+fn rping_with_qps_the_programs_move() {
+    if !need_root("rping_with_qps_the_programs_move") {
+        return;
+    }
+    let tb = pair();
+    rping_pair(
+        &tb,
+        |host| {
+            let mut c = preloaded(&tb, host, "udp", "rping");
+            c.arg("-q");
+            c
+        },
+        20,
+    );
 }
 
 /// Both sides run as user `nobody` (`setpriv`): over UDP the libraries need no privilege, no

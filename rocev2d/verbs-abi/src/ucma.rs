@@ -12,7 +12,7 @@
 use core::ffi::{CStr, c_int, c_void};
 
 /// The interface's version: bump it on any change of the types below.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The symbol of the entry point: `extern "C" fn(version: u32) -> *const Ops`, NULL when the
 /// version is not the library's.
@@ -48,6 +48,11 @@ pub struct ConnectArgs {
     pub initiator_depth: u8,
     pub retry_count: u8,
     pub rnr_retry_count: u8,
+    /// 1: the CM moves the QP (a QP of `rdma_create_qp`); 0: the program does, and the REQ
+    /// only announces its number (`conn_param.qp_num`, a QP of any type).
+    pub moves_qp: u8,
+    /// The first PSN this side receives (the REQ's Starting PSN).
+    pub start_psn: u32,
 }
 
 /// What [`Ops::accept`] sends in the REP.
@@ -58,6 +63,10 @@ pub struct AcceptArgs {
     pub responder_resources: u8,
     pub initiator_depth: u8,
     pub rnr_retry_count: u8,
+    /// As [`ConnectArgs::moves_qp`].
+    pub moves_qp: u8,
+    /// The first PSN this side receives (the REP's Starting PSN).
+    pub start_psn: u32,
 }
 
 /// What [`Ops::sidr_request`] sends in the SIDR_REQ.
@@ -117,14 +126,26 @@ pub struct Event {
     /// The connection (its local communication ID), or the SIDR request.
     pub conn: u32,
     /// `EV_CONNECT_REQUEST`: the peer's QPN, responder resources, initiator depth and RNR
-    /// retry count, as the REQ announced them; `EV_SIDR_REPLY`: the service's QPN.
+    /// retry count, as the REQ announced them; `EV_ESTABLISHED`: the peer's QPN and what the
+    /// connection's QP runs with (this side's READ depths); `EV_SIDR_REPLY`: the service's QPN.
     pub peer_qpn: u32,
     /// `EV_SIDR_REPLY`: the service's Q_Key.
     pub q_key: u32,
     pub responder_resources: u8,
     pub initiator_depth: u8,
     pub rnr_retry_count: u8,
-    pub _pad: u8,
+    /// `EV_CONNECT_REQUEST`, `EV_ESTABLISHED`: the path MTU code (1 = 256 … 5 = 4096).
+    pub path_mtu: u8,
+    /// `EV_ESTABLISHED`: the first PSN this side receives.
+    pub rq_psn: u32,
+    /// `EV_CONNECT_REQUEST`: the REQ's Starting PSN; `EV_ESTABLISHED`: the first PSN this
+    /// side sends (either way the same, on the passive side).
+    pub sq_psn: u32,
+    /// `EV_CONNECT_REQUEST`, `EV_ESTABLISHED`: the path's Local ACK Timeout exponent and the
+    /// transport retry count.
+    pub local_ack_timeout: u8,
+    pub retry_count: u8,
+    pub _pad: [u8; 2],
     /// `EV_CONNECT_REQUEST`, `EV_SIDR_REQUEST`: the service asked for.
     pub service_id: u64,
     /// `EV_CONNECT_REQUEST`, `EV_SIDR_REQUEST`: where the request came from.
@@ -147,11 +168,16 @@ pub struct Ops {
     pub listen: unsafe extern "C" fn(ctx: *mut c_void, service_id: u64) -> c_int,
     /// Stops accepting them.
     pub unlisten: unsafe extern "C" fn(ctx: *mut c_void, service_id: u64) -> c_int,
-    /// Sends a REQ for a QP in INIT; writes the connection to `conn`.
+    /// Sends a REQ for a QP in INIT (any QP, untouched, without `moves_qp`); writes the
+    /// connection to `conn`.
     pub connect:
         unsafe extern "C" fn(qp: *mut c_void, args: *const ConnectArgs, conn: *mut u32) -> c_int,
-    /// Answers a connection request with a REP for a QP in INIT (it moves to RTR).
+    /// Answers a connection request with a REP for a QP in INIT, which moves to RTR (any QP,
+    /// untouched, without `moves_qp`).
     pub accept: unsafe extern "C" fn(qp: *mut c_void, conn: u32, args: *const AcceptArgs) -> c_int,
+    /// The context's QP numbered `qp_num` (an `ibv_qp`), or NULL: how a `conn_param.qp_num`
+    /// becomes a handle for `connect` and `accept`.
+    pub qp_by_num: unsafe extern "C" fn(ctx: *mut c_void, qp_num: u32) -> *mut c_void,
     /// Answers a connection request with a REJ (reason: consumer).
     pub reject:
         unsafe extern "C" fn(ctx: *mut c_void, conn: u32, data: *const u8, len: usize) -> c_int,

@@ -64,6 +64,11 @@ pub struct ConnectParams {
     pub traffic_class: u8,
     /// IPv6 flow label. Default 0.
     pub flow_label: u32,
+    /// Whether the endpoint moves `local_qpn` through RTR and RTS (default), or leaves it to
+    /// the application, which then only needs the number announced: librdmacm's
+    /// `conn_param.qp_num` with no QP on the ID (UCX announces a reserved QPN and connects its
+    /// own QPs over what the private data carries).
+    pub moves_qp: bool,
 }
 
 impl ConnectParams {
@@ -96,6 +101,7 @@ impl ConnectParams {
             hop_limit: 64,
             traffic_class: 0,
             flow_label: 0,
+            moves_qp: true,
         }
     }
 
@@ -178,6 +184,8 @@ pub struct AcceptParams {
     pub rnr_retry_count: u8,
     /// Our ACK turnaround, as an exponent. Default 15 (rxe's, `rping_cm.pcap` frame 2).
     pub target_ack_delay: u8,
+    /// As [`ConnectParams::moves_qp`]: false leaves `local_qpn` to the application.
+    pub moves_qp: bool,
 }
 
 impl AcceptParams {
@@ -191,6 +199,7 @@ impl AcceptParams {
             initiator_depth: 1,
             rnr_retry_count: 7,
             target_ack_delay: 15,
+            moves_qp: true,
         }
     }
 }

@@ -295,7 +295,8 @@ impl Endpoint {
 
     /// Active side: sends a REQ for `params.local_qpn`, an RC QP in INIT, to the peer at
     /// `params.peer_gid` whose MAC is `peer_mac`. When the REP comes the QP is moved to RTR and
-    /// RTS and [`Event::Established`] is reported.
+    /// RTS and [`Event::Established`] is reported. With `params.moves_qp` false no QP is
+    /// checked or moved: the REQ only announces `local_qpn`, for the application to move.
     ///
     /// # Errors
     /// [`EndpointError::CmNotEnabled`]; [`EndpointError::UnknownQp`] unless the QP is RC;
@@ -309,11 +310,13 @@ impl Endpoint {
         params: ConnectParams,
         peer_mac: [u8; 6],
     ) -> Result<ConnId, EndpointError> {
-        self.expect_init(params.local_qpn)?;
+        if params.moves_qp {
+            self.expect_init(params.local_qpn)?;
+        }
         if gid_to_ip(params.local_gid).is_ipv4() != gid_to_ip(params.peer_gid).is_ipv4() {
             return Err(CmError::InvalidParams.into());
         }
-        let (qpn, peer_gid) = (params.local_qpn, params.peer_gid);
+        let (qpn, peer_gid) = (params.moves_qp.then_some(params.local_qpn), params.peer_gid);
         let gsi = self.gsi_mut()?;
         // The REQ proposes what the link carries, or the caller's smaller MTU.
         let mtu = gsi
@@ -325,7 +328,7 @@ impl Endpoint {
         };
         let conn = gsi.cm.connect(now, params)?;
         let b = Binding {
-            qpn: Some(qpn),
+            qpn,
             peer_gid,
             peer_mac,
             path_mtu: Some(mtu),
@@ -337,7 +340,8 @@ impl Endpoint {
 
     /// Passive side: accepts an [`Event::ConnectRequest`] with `params.local_qpn`, an RC QP in
     /// INIT, which moves to RTR at once (so the peer's first packets find it) and to RTS when
-    /// the connection is established.
+    /// the connection is established (with `params.moves_qp` false, the application's to move:
+    /// the REP only announces it).
     ///
     /// # Errors
     /// As [`Self::cm_connect`]; [`EndpointError::Cm`] also for an unknown connection, one not
@@ -349,12 +353,18 @@ impl Endpoint {
         params: AcceptParams,
         mem: &mut dyn Memory,
     ) -> Result<(), EndpointError> {
-        let qpn = params.local_qpn;
-        self.expect_init(qpn)?;
+        let (qpn, moves_qp) = (params.local_qpn, params.moves_qp);
+        if moves_qp {
+            self.expect_init(qpn)?;
+        }
         let gsi = self.gsi_mut()?;
         let b = gsi.bindings.get_mut(&conn).ok_or(CmError::UnknownConn)?;
         let mtu = b.path_mtu.ok_or(CmError::InvalidParams)?;
         gsi.cm.accept(now, conn, params)?;
+        if !moves_qp {
+            self.drain_cm(None);
+            return Ok(());
+        }
         b.qpn = Some(qpn);
         let (src_mac, dst_mac) = (gsi.mac, b.peer_mac);
         let rtr = gsi

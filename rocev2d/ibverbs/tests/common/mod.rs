@@ -13,16 +13,18 @@ use std::time::Duration;
 /// Generous: debug builds of the engine, on a shared 2-vCPU machine.
 pub const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The library under test, built beside this test's binary (`target/<profile>/deps/`; the
-/// copy one level up is only refreshed by `cargo build`, so it may be stale).
-pub fn library() -> PathBuf {
+/// `lib<name>.so` (`rocev2_ibverbs`, `rocev2_rdmacm`), built beside this test's binary
+/// (`target/<profile>/deps/` first: the copy one level up is only refreshed by `cargo build`,
+/// so it may be stale).
+pub fn library(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let deps = exe.parent().expect("deps dir");
+    let file = format!("lib{name}.so");
     [deps, deps.parent().expect("profile dir")]
         .iter()
-        .map(|d| d.join("librocev2_ibverbs.so"))
+        .map(|d| d.join(&file))
         .find(|p| p.exists())
-        .expect("librocev2_ibverbs.so built beside the tests")
+        .unwrap_or_else(|| panic!("{file} not built beside the tests"))
 }
 
 pub fn pair() -> Testbed {
@@ -46,8 +48,24 @@ pub fn preloaded(tb: &Testbed, host: &str, program: &str) -> Command {
 
 /// `program` in `host`'s namespace with the library preloaded and `ROCEV2_DATAPATH=datapath`.
 pub fn preloaded_with(tb: &Testbed, host: &str, datapath: &str, program: &str) -> Command {
+    preloading(tb, host, &["rocev2_ibverbs"], datapath, program)
+}
+
+/// `program` in `host`'s namespace with the libraries `libs` preloaded (`library`'s names)
+/// and `ROCEV2_DATAPATH=datapath`.
+pub fn preloading(
+    tb: &Testbed,
+    host: &str,
+    libs: &[&str],
+    datapath: &str,
+    program: &str,
+) -> Command {
+    let paths: Vec<String> = libs
+        .iter()
+        .map(|l| library(l).display().to_string())
+        .collect();
     let mut cmd = tb.command(host, "env").expect("command");
-    cmd.arg(format!("LD_PRELOAD={}", library().display()))
+    cmd.arg(format!("LD_PRELOAD={}", paths.join(":")))
         .arg(format!("ROCEV2_DATAPATH={datapath}"))
         .arg(program);
     cmd
