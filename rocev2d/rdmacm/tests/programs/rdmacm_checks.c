@@ -2,7 +2,8 @@
  * Hostile and edge-case use of the rdma_cm API, run with librocev2_rdmacm.so and
  * librocev2_ibverbs.so preloaded (tests/hostile.rs): handles that are NULL, foreign or
  * destroyed, private data over the limits, unsupported port spaces and options. Every call
- * must fail with the errno named here, never crash. A resolved ID carries its device's PD.
+ * must fail with the errno named here, never crash. A resolved ID carries its device's PD; a
+ * QP the program moves gets no RTR attributes before a connection, nor a number not the device's.
  * Usage: rdmacm_checks LOCAL_IP PEER_IP.
  */
 #include <arpa/inet.h>
@@ -170,6 +171,20 @@ int main(int argc, char **argv)
 	FAILS(rdma_reject(id, junk, 149), EINVAL);
 	rdma_destroy_qp(id);
 	CHECK(id->qp == NULL);
+
+	/* A QP the program moves itself: no RTR attributes before a connection, no QP by a
+	 * number the device does not have. */
+	struct ibv_qp_attr ra;
+	int rmask;
+	memset(&ra, 0, sizeof ra);
+	ra.qp_state = IBV_QPS_RTR;
+	FAILS(rdma_init_qp_attr(id, &ra, &rmask), EINVAL);
+	ra.qp_state = IBV_QPS_INIT;
+	CHECK(rdma_init_qp_attr(id, &ra, &rmask) == 0 && (rmask & IBV_QP_STATE));
+	cp.private_data_len = 0;
+	cp.qp_num = 0xfffff0;
+	FAILS(rdma_connect(id, &cp), EINVAL);
+	cp.qp_num = 0;
 
 	/* A UD ID: its QP is UD, in RTS with rdma_cm's Q_Key; no RC QP, no answer without a
 	 * request, private data over the SIDR_REQ's limit. */
