@@ -90,6 +90,8 @@ struct Events {
     a: Vec<Event>,
     b: Vec<Event>,
     mra: Option<u8>,
+    /// Accept announcing this number, moving no QP (`AcceptParams::moves_qp` false).
+    unmoved: Option<Qpn>,
 }
 
 impl Events {
@@ -102,7 +104,13 @@ impl Events {
                 if let Some(t) = self.mra {
                     p.b.ep.cm_send_mra(r.conn, t).unwrap();
                 } else {
-                    let accept = AcceptParams::new(b.qpn, PSN_B);
+                    let accept = match self.unmoved {
+                        Some(q) => AcceptParams {
+                            moves_qp: false,
+                            ..AcceptParams::new(q, PSN_B)
+                        },
+                        None => AcceptParams::new(b.qpn, PSN_B),
+                    };
                     p.b.ep
                         .cm_accept(p.now, r.conn, accept, &mut p.b.mem)
                         .unwrap();
@@ -138,13 +146,18 @@ fn run(
     panic!("not done after 100000 steps: {ev:?}");
 }
 
-/// The CM attribute of a MAD frame, `None` for other frames.
-fn mad_kind(frame: &[u8]) -> Option<u16> {
+/// The CM message of a MAD frame, `None` for other frames.
+fn mad(frame: &[u8]) -> Option<CmAttribute> {
     let (repr, payload) = FrameRepr::parse(frame).ok()?;
     (repr.roce.bth.dest_qp == Qpn::GSI)
         .then(|| CmRepr::parse_bytes(payload).ok())
         .flatten()
-        .map(|m| m.attribute.attribute_id())
+        .map(|m| m.attribute)
+}
+
+/// The CM attribute ID of a MAD frame, `None` for other frames.
+fn mad_kind(frame: &[u8]) -> Option<u16> {
+    mad(frame).map(|a| a.attribute_id())
 }
 
 fn state(h: &Host, s: Side) -> QpState {
@@ -295,13 +308,10 @@ fn cm_path_mtu_follows_the_links() {
             |_, _| false,
             |_, e| e.both_established(),
         );
-        let req = p.trace.as_ref().unwrap().iter().find_map(|(from_a, f)| {
-            let (repr, payload) = FrameRepr::parse(f).ok()?;
-            (*from_a && repr.roce.bth.dest_qp == Qpn::GSI)
-                .then(|| CmRepr::parse_bytes(payload).ok())
-                .flatten()
-                .map(|m| m.attribute)
-        });
+        let trace = p.trace.as_ref().unwrap();
+        let req = trace
+            .iter()
+            .find_map(|(from_a, f)| mad(f).filter(|_| *from_a));
         let Some(CmAttribute::Req(req)) = req else {
             panic!("no REQ: {req:?}")
         };
@@ -346,35 +356,28 @@ fn cm_connection_for_qps_the_applications_move() {
         ..ConnectParams::new(sid(), gid(p.a.ip), gid(p.b.ip), qpn_a, PSN_A)
     };
     let conn = p.a.ep.cm_connect(p.now, params, p.b.mac).unwrap();
-    let (mut ev_a, mut ev_b) = (Vec::new(), Vec::new());
-    for _ in 0..1000 {
-        while let Some(e) = p.a.ep.poll_cm_event() {
-            ev_a.push(e);
-        }
-        while let Some(e) = p.b.ep.poll_cm_event() {
-            if let Event::ConnectRequest(r) = &e {
-                assert_eq!(r.req.local_qpn, qpn_a);
-                let accept = AcceptParams {
-                    moves_qp: false,
-                    ..AcceptParams::new(qpn_b, PSN_B)
-                };
-                p.b.ep
-                    .cm_accept(p.now, r.conn, accept, &mut p.b.mem)
-                    .unwrap();
-            }
-            ev_b.push(e);
-        }
-        if !p.step() {
-            break;
-        }
-    }
-    let Some(Event::Established { conn: c, qp, .. }) = Events::established(&ev_a) else {
-        panic!("A: {ev_a:?}")
+    let mut ev = Events {
+        unmoved: Some(qpn_b),
+        ..Events::default()
+    };
+    run(
+        &mut p,
+        b,
+        &mut ev,
+        |_, _| false,
+        |_, e| e.both_established(),
+    );
+    let Some(Event::ConnectRequest(r)) = ev.b.first() else {
+        panic!("B: {ev:?}")
+    };
+    assert_eq!(r.req.local_qpn, qpn_a);
+    let Some(Event::Established { conn: c, qp, .. }) = Events::established(&ev.a) else {
+        panic!("A: {ev:?}")
     };
     assert_eq!((*c, qp.local_qpn, qp.peer_qpn), (conn, qpn_a, qpn_b));
     assert_eq!((qp.sq_psn, qp.rq_psn), (PSN_B, PSN_A));
-    let Some(Event::Established { qp, .. }) = Events::established(&ev_b) else {
-        panic!("B: {ev_b:?}")
+    let Some(Event::Established { qp, .. }) = Events::established(&ev.b) else {
+        panic!("B: {ev:?}")
     };
     assert_eq!((qp.local_qpn, qp.peer_qpn), (qpn_b, qpn_a));
     assert_eq!(
