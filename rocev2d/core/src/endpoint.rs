@@ -19,7 +19,7 @@ use qp_table::{AnyQp, QpTable};
 
 use crate::cc::ReceiverCc;
 use crate::cm::CmError;
-use crate::cq::{Cq, WorkCompletion};
+use crate::cq::{Cq, WcOpcode, WorkCompletion};
 pub use crate::drop_reason::DropReason;
 use crate::drop_reason::pkey_match;
 use crate::mr::{AccessFlags, Memory, MrError, MrId, MrInfo, MrTable, PdId};
@@ -527,24 +527,39 @@ impl Endpoint {
         self.modify_qp(qpn, QpState::Rts, &rts, now, mem)
     }
 
-    /// Posts a send work request.
+    /// Posts a send work request. On a QP in ERROR it completes at once with
+    /// [`WcStatus::WrFlushErr`](crate::cq::WcStatus::WrFlushErr), as an HCA flushes it (the
+    /// QP's [`Qp::error_cause`] says why it failed).
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
-        Ok(
-            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-                AnyQp::Rc(q) => q.post_send(wr),
-                AnyQp::Ud(q) => q.post_send(wr),
-            }?,
-        )
+        let q = self.qps.get(qpn).ok_or(EndpointError::UnknownQp)?;
+        if let Some((cq, c)) = q.flushed(wr.wr_id, wr.op.wc_opcode(), true) {
+            return self.complete_flushed(cq, c);
+        }
+        Ok(match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
+            AnyQp::Rc(q) => q.post_send(wr),
+            AnyQp::Ud(q) => q.post_send(wr),
+        }?)
     }
 
-    /// Posts a receive work request.
+    /// Posts a receive work request; on a QP in ERROR, flushed as [`Self::post_send`].
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EndpointError> {
-        Ok(
-            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-                AnyQp::Rc(q) => q.post_recv(wr),
-                AnyQp::Ud(q) => q.post_recv(wr),
-            }?,
-        )
+        let q = self.qps.get(qpn).ok_or(EndpointError::UnknownQp)?;
+        if let Some((cq, c)) = q.flushed(wr.wr_id, WcOpcode::Recv, false) {
+            return self.complete_flushed(cq, c);
+        }
+        Ok(match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
+            AnyQp::Rc(q) => q.post_recv(wr),
+            AnyQp::Ud(q) => q.post_recv(wr),
+        }?)
+    }
+
+    /// Completes a request posted to a QP in ERROR, flushed; a full CQ refuses the post.
+    fn complete_flushed(&mut self, cq: CqId, c: WorkCompletion) -> Result<(), EndpointError> {
+        if push_wc(&mut self.cqs, cq, c) {
+            Ok(())
+        } else {
+            Err(PostError::QueueFull.into())
+        }
     }
 
     /// Handles one received Ethernet frame. Anything that is not a valid RoCEv2 packet for one

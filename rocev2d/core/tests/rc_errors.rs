@@ -96,8 +96,7 @@ fn bad_rkey_write_is_nak_remote_access_and_writes_nothing() {
 
 #[test]
 fn both_sides_of_a_refused_access_keep_why_their_qp_failed() {
-    use rocev2_core::EndpointError;
-    use rocev2_core::qp::{ErrorCause, PostError};
+    use rocev2_core::qp::ErrorCause;
     let (mut p, c) = pair();
     let bad = Rkey::new(c.mr_b.rkey.value() ^ 1);
     let w = SendOp::Write {
@@ -120,12 +119,32 @@ fn both_sides_of_a_refused_access_keep_why_their_qp_failed() {
         .expect("the responder's QP records its cause");
     assert_eq!(cause, ErrorCause::Responder(NakCode::RemoteAccessError));
     assert_eq!(cause.ibv_event(), Some(3));
-    let e =
-        p.b.ep
-            .post_send(c.qb, SendWr::new(9, SendOp::Send))
-            .unwrap_err();
-    assert_eq!(e, EndpointError::Post(PostError::InError(cause)));
-    assert!(e.to_string().contains("remote access error"), "{e}");
+    // A request posted to the QP in ERROR completes at once, flushed (IBA §10.3.1), as an
+    // HCA completes it; a receive too.
+    p.b.ep
+        .post_send(c.qb, SendWr::new(9, SendOp::Send))
+        .unwrap();
+    p.b.ep
+        .post_recv(
+            c.qb,
+            RecvWr {
+                wr_id: 10,
+                sg_list: vec![],
+            },
+        )
+        .unwrap();
+    let mut wcs = Vec::new();
+    p.b.ep.poll_cq(c.cq_b, &mut wcs, 8);
+    let flushed: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
+    assert_eq!(
+        flushed,
+        [
+            (9, WcStatus::WrFlushErr, WcOpcode::Send),
+            (10, WcStatus::WrFlushErr, WcOpcode::Recv)
+        ]
+    );
+    // The QP still says why it failed.
+    assert_eq!(p.b.ep.qp(c.qb).unwrap().error_cause(), Some(cause));
     // A reset QP starts a new life, without the old cause.
     let now = p.now;
     p.b.ep

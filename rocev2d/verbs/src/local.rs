@@ -7,7 +7,6 @@
 
 use crate::backend::{Backend, Drive, RegionBytes, Step};
 use crate::cm_wait::{CmWaiters, Look, Sleep as CmSleep};
-use crate::device::DeviceConfig;
 use crate::engine::{CqEvent, Driving, EngineGuard, LocalDriver, ProgressMode, State};
 use crate::error::{Error, Result};
 use crate::qp::{ConnectOptions, RemoteQp};
@@ -60,7 +59,7 @@ pub(crate) struct Local {
     pub(crate) cm: Arc<CmWaiters>,
     pub(crate) mode: ProgressMode,
     pub(crate) wait: WaitMode,
-    /// The controller of a QP whose configuration names none ([`crate::DeviceConfig::cc`]).
+    /// The controller of a QP whose configuration names none (the device's scheme).
     cc: Option<CcConfig>,
     /// [`State::activity_gen`] at the application's last [`crate::Device::poll`], so
     /// [`crate::Device::wait`] returns at once for activity it has not looked at.
@@ -68,15 +67,18 @@ pub(crate) struct Local {
 }
 
 impl Local {
+    // The parts of the device's configuration, each apart: this layer may not import it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         driver: LocalDriver,
         iface: Interface,
         neighbours: Vec<(IpAddr, [u8; 6])>,
         listens: Option<Listens>,
         first_addr: u64,
-        cfg: &DeviceConfig,
+        mode: ProgressMode,
+        wait: WaitMode,
+        cc: Option<CcConfig>,
     ) -> Result<Local> {
-        let mode = cfg.progress;
         let dp_fd = driver
             .datapath()
             .fd()
@@ -94,8 +96,8 @@ impl Local {
             activity,
             cm,
             mode,
-            wait: cfg.driver.wait,
-            cc: cfg.cc.qp_config(),
+            wait,
+            cc,
             seen: AtomicU64::new(0),
         })
     }

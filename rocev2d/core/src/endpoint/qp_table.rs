@@ -20,7 +20,8 @@
 //! Deviations: none (an implementation detail of the endpoint; the scheduling order is the
 //! endpoint's QPN round robin, unchanged).
 
-use crate::qp::{Qp, QpConfig, UdQp};
+use crate::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::qp::{CqId, Qp, QpConfig, QpState, UdQp};
 use crate::time::Instant;
 use crate::wire::Qpn;
 use alloc::boxed::Box;
@@ -70,6 +71,38 @@ impl AnyQp {
             AnyQp::Rc(q) => q.config(),
             AnyQp::Ud(q) => q.config(),
         }
+    }
+    /// The completion a request posted to it in ERROR gets at once, and its CQ: flushed, as
+    /// IBA §10.3.1 has the Error state complete every request, queued or new, with a flush
+    /// error (what programs count on to drain a failed QP). `None` in any other state, or for
+    /// a receive a shared receive queue takes (the QP refuses it).
+    pub(super) fn flushed(
+        &self,
+        wr_id: u64,
+        opcode: WcOpcode,
+        send: bool,
+    ) -> Option<(CqId, WorkCompletion)> {
+        let (state, qp_num) = match self {
+            AnyQp::Rc(q) => (q.state(), q.qpn()),
+            AnyQp::Ud(q) => (q.state(), q.qpn()),
+        };
+        let cfg = self.config();
+        if state != QpState::Error || (!send && cfg.srq.is_some()) {
+            return None;
+        }
+        let cq = if send { cfg.send_cq } else { cfg.recv_cq };
+        let c = WorkCompletion {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            byte_len: 0,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num,
+            src_qp: Qpn::new(0),
+            ud: None,
+        };
+        Some((cq, c))
     }
 }
 

@@ -227,7 +227,16 @@ impl Device {
                 _ => (datapath, reason),
             };
         let driver = Driver::new(ep, HostMemory::default(), datapath, cfg.driver);
-        let local = Local::new(driver, iface.clone(), neighbours, listens, FIRST_ADDR, &cfg)?;
+        let local = Local::new(
+            driver,
+            iface.clone(),
+            neighbours,
+            listens,
+            FIRST_ADDR,
+            cfg.progress,
+            cfg.driver.wait,
+            cfg.cc.qp_config(),
+        )?;
         Ok(Device::new(
             iface,
             name,
