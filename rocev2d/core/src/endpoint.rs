@@ -535,10 +535,12 @@ impl Endpoint {
         if let Some((cq, c)) = q.flushed(wr.wr_id, wr.op.wc_opcode(), true) {
             return self.complete_flushed(cq, c);
         }
-        Ok(match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-            AnyQp::Rc(q) => q.post_send(wr),
-            AnyQp::Ud(q) => q.post_send(wr),
-        }?)
+        Ok(
+            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
+                AnyQp::Rc(q) => q.post_send(wr),
+                AnyQp::Ud(q) => q.post_send(wr),
+            }?,
+        )
     }
 
     /// Posts a receive work request; on a QP in ERROR, flushed as [`Self::post_send`].
@@ -547,10 +549,12 @@ impl Endpoint {
         if let Some((cq, c)) = q.flushed(wr.wr_id, WcOpcode::Recv, false) {
             return self.complete_flushed(cq, c);
         }
-        Ok(match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-            AnyQp::Rc(q) => q.post_recv(wr),
-            AnyQp::Ud(q) => q.post_recv(wr),
-        }?)
+        Ok(
+            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
+                AnyQp::Rc(q) => q.post_recv(wr),
+                AnyQp::Ud(q) => q.post_recv(wr),
+            }?,
+        )
     }
 
     /// Completes a request posted to a QP in ERROR, flushed; a full CQ refuses the post.
