@@ -531,34 +531,40 @@ impl Endpoint {
     /// [`WcStatus::WrFlushErr`](crate::cq::WcStatus::WrFlushErr), as an HCA flushes it (the
     /// QP's [`Qp::error_cause`] says why it failed).
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), EndpointError> {
-        let q = self.qps.get(qpn).ok_or(EndpointError::UnknownQp)?;
-        if let Some((cq, c)) = q.flushed(wr.wr_id, wr.op.wc_opcode(), true) {
-            return self.complete_flushed(cq, c);
-        }
-        Ok(
-            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-                AnyQp::Rc(q) => q.post_send(wr),
-                AnyQp::Ud(q) => q.post_send(wr),
-            }?,
-        )
+        let flushed = {
+            let q = &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)?;
+            match q.flushed(wr.wr_id, wr.op.wc_opcode(), true) {
+                Some(f) => f,
+                None => {
+                    return Ok(match q {
+                        AnyQp::Rc(q) => q.post_send(wr),
+                        AnyQp::Ud(q) => q.post_send(wr),
+                    }?);
+                }
+            }
+        };
+        self.complete_flushed(flushed)
     }
 
     /// Posts a receive work request; on a QP in ERROR, flushed as [`Self::post_send`].
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), EndpointError> {
-        let q = self.qps.get(qpn).ok_or(EndpointError::UnknownQp)?;
-        if let Some((cq, c)) = q.flushed(wr.wr_id, WcOpcode::Recv, false) {
-            return self.complete_flushed(cq, c);
-        }
-        Ok(
-            match &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)? {
-                AnyQp::Rc(q) => q.post_recv(wr),
-                AnyQp::Ud(q) => q.post_recv(wr),
-            }?,
-        )
+        let flushed = {
+            let q = &mut *self.qps.get_mut(qpn).ok_or(EndpointError::UnknownQp)?;
+            match q.flushed(wr.wr_id, WcOpcode::Recv, false) {
+                Some(f) => f,
+                None => {
+                    return Ok(match q {
+                        AnyQp::Rc(q) => q.post_recv(wr),
+                        AnyQp::Ud(q) => q.post_recv(wr),
+                    }?);
+                }
+            }
+        };
+        self.complete_flushed(flushed)
     }
 
     /// Completes a request posted to a QP in ERROR, flushed; a full CQ refuses the post.
-    fn complete_flushed(&mut self, cq: CqId, c: WorkCompletion) -> Result<(), EndpointError> {
+    fn complete_flushed(&mut self, (cq, c): (CqId, WorkCompletion)) -> Result<(), EndpointError> {
         if push_wc(&mut self.cqs, cq, c) {
             Ok(())
         } else {
