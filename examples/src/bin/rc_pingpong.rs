@@ -90,7 +90,7 @@ struct Args {
     #[arg(long = "multipath")]
     multipath: bool,
     /// Offer rocev2's extensions through the exchange extension: those the device's
-    /// congestion-control scheme uses (attached: the daemon's [cc] scheme). A client with it
+    /// congestion-control scheme uses (attached: the daemon's `[cc]` scheme). A client with it
     /// needs a rocev2 server offering too; a server offers whenever its scheme uses any. Ours.
     #[arg(long = "rext")]
     rext: bool,
