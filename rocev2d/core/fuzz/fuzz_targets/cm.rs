@@ -179,6 +179,7 @@ fuzz_target!(|steps: Vec<Step>| {
         mac: [2, 0, 0, 0, 0, 1],
         cm: CmConfig { local_ca_guid: 1 },
         seed: 1,
+        link_mtu: 1500,
     });
     let sid = ServiceId::rdma_cm(PortSpace::TCP, PORT);
     h.ep.cm_listen(sid).expect("first listen");

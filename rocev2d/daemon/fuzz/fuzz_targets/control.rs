@@ -68,6 +68,7 @@ fuzz_target!(|data: &[u8]| {
         mac: [2, 0, 0, 0, 0, 1],
         cm: rocev2_core::cm::CmConfig { local_ca_guid: 1 },
         seed: 7,
+        link_mtu: 1500,
     });
     let mut mem = HostMemory::default();
     let mut apps = Vec::new();
