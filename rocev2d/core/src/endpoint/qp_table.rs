@@ -86,8 +86,11 @@ impl AnyQp {
             AnyQp::Rc(q) => (q.state(), q.qpn()),
             AnyQp::Ud(q) => (q.state(), q.qpn()),
         };
+        if state != QpState::Error {
+            return None;
+        }
         let cfg = self.config();
-        if state != QpState::Error || (!send && cfg.srq.is_some()) {
+        if !send && cfg.srq.is_some() {
             return None;
         }
         let cq = if send { cfg.send_cq } else { cfg.recv_cq };
