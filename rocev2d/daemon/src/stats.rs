@@ -298,8 +298,8 @@ pub fn render_text(s: &Snapshot) -> String {
     for a in &s.apps {
         let _ = writeln!(
             o,
-            "  app {} pid {} uid {} shard {}: qps [{}] cqs {} mrs {} ({} bytes) rings {} bytes \
-             posted {} completed {}",
+            "  app {} pid {} uid {} shard {}: qps [{}] cqs {} mrs {} ({} bytes, {} mapped) rings \
+             {} bytes posted {} completed {}",
             a.id,
             a.pid,
             a.uid,
@@ -308,6 +308,7 @@ pub fn render_text(s: &Snapshot) -> String {
             a.cqs,
             a.mrs,
             a.mr_bytes,
+            a.mr_mapped_bytes,
             a.ring_bytes,
             a.posted,
             a.completed
@@ -640,6 +641,7 @@ mod tests {
                 cqs: 1,
                 mrs: 1,
                 mr_bytes: 4096,
+                mr_mapped_bytes: 4096,
                 ring_bytes: 0,
                 posted: rx,
                 completed: rx,

@@ -268,6 +268,14 @@ fn a_sigkilled_preloaded_program_is_freed_and_the_other_goes_on() {
         assert!(start.elapsed() < SETUP, "ib_write_bw never posted");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // perftest's buffers are whole pages of its heap: moved onto memfds, the daemon maps them.
+    let s = rig.stats("h0");
+    let mut apps = s["apps"].as_array().into_iter().flatten();
+    let wb = apps
+        .find(|a| a["pid"].as_u64() == Some(u64::from(wb_client.pid())))
+        .expect("ib_write_bw's attachment");
+    let (bytes, mapped) = (wb["mr_bytes"].as_u64(), wb["mr_mapped_bytes"].as_u64());
+    assert!(bytes > Some(0) && mapped == bytes, "{wb}");
     let pp_client = rig.client("ibv_rc_pingpong", &strs(&pp0));
     let both = rig.apps_until("h0", |p| p.len() >= 2);
     assert!(both.contains(&u64::from(pp_client.pid())), "{both:?}");
@@ -346,11 +354,13 @@ fn a_hostile_program_is_refused_or_loses_its_own_qps_only() {
     let bogus = unsafe { CallerRange::new(hole, 4096) };
     let refused = dev.register_caller(pd, bogus, hole as u64, AccessFlags::LOCAL_WRITE);
     assert!(refused.is_err(), "an unmapped range is refused");
-    // A buffer registered, a QP connected, then the buffer unmapped under the QP.
+    // A buffer registered, a QP connected, then the buffer unmapped under the QP. Its first
+    // page is partial, so the daemon reaches that part through /proc/self/mem, which then
+    // fails; the whole page after it was moved onto a memfd the daemon maps, which stays
+    // (as an HCA's pinned pages stay).
     let buf = map(2);
-    // SAFETY: our own two pages, unmapped below behind the daemon's back on purpose: the
-    // daemon reaches them only through /proc/self/mem, which then fails.
-    let range = unsafe { CallerRange::new(buf, 8192) };
+    // SAFETY: our own two pages, unmapped below behind the daemon's back on purpose.
+    let range = unsafe { CallerRange::new(buf.wrapping_add(8), 8184) };
     let mr = dev
         .register_caller(pd, range, buf as u64, AccessFlags::LOCAL_WRITE)
         .expect("a mapped buffer registers");
@@ -376,13 +386,13 @@ fn a_hostile_program_is_refused_or_loses_its_own_qps_only() {
         .unwrap();
     peer.connect(pqp, &to(qp.qpn(), opts.local_psn, ip0), &opts)
         .unwrap();
-    // SAFETY: our own mapping; the daemon holds no mapping of it, only the /proc/self/mem view.
+    // SAFETY: our own mapping; the daemon holds only its memfd's mapping of the second page.
     assert_eq!(unsafe { libc::munmap(buf.cast(), 8192) }, 0);
     let write = SendOp::Write {
         remote_addr: target.addr(),
         rkey: target.rkey(),
     };
-    dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 8192).unwrap()))
+    dev.post_send(qp, SendWr::new(1, write).sge(mr.sge(0, 8184).unwrap()))
         .unwrap();
     let start = Instant::now();
     while dev.qp_state(qp) != Some(rocev2::QpState::Error) {

@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 /// Largest body.
 pub const MAX_BODY: usize = 64 * 1024;
 /// Most descriptors one frame carries.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 8;
 /// Most descriptors one `sendmsg` can pass (the kernel's `SCM_MAX_FD`). [`recv`] makes room for
 /// all of them: those a truncated control buffer leaves out would be closed by the kernel in
 /// the receiving thread, and a hostile sender's descriptor can make that close block.

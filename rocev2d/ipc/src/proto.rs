@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -62,7 +62,7 @@ pub enum Request {
     /// Register `len` bytes with `access` rights (the core's `AccessFlags` bits): the memfd
     /// sent with this message (`at: None`; the daemon picks the region's address), or the
     /// bytes the application keeps at [`InPlace::addr`], whose `/proc/self/mem` comes with
-    /// the message.
+    /// the message, followed by one memfd per [`InPlace::pages`] piece.
     RegMr {
         /// Protection domain.
         pd: u32,
@@ -422,12 +422,33 @@ impl StatsParts {
 }
 
 /// A region of the application's own memory ([`Request::RegMr`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InPlace {
     /// The bytes' address in the application.
     pub addr: u64,
     /// The address peers and work requests name the region by (`ibv_reg_mr_iova`).
     pub iova: u64,
+    /// Pieces of the range on pages the application moved onto memfds, in order of offset,
+    /// at most [`MAX_PAGE_PIECES`]; the daemon maps them instead of reaching them through
+    /// `/proc/self/mem`.
+    pub pages: Vec<PagePiece>,
+}
+
+/// Most [`InPlace::pages`] pieces: one descriptor each beside the `/proc/self/mem` one.
+pub const MAX_PAGE_PIECES: usize = crate::frame::MAX_FDS - 1;
+
+/// `len` bytes at `offset` into an in-place region that are the bytes at `file_offset` of a
+/// memfd of `file_len` bytes ([`InPlace::pages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagePiece {
+    /// Where the piece starts in the region.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+    /// Where it starts in the memfd.
+    pub file_offset: u64,
+    /// The memfd's length.
+    pub file_len: u64,
 }
 
 /// The attributes of one `ibv_modify_qp`: each is set when present (its mask bit was).
@@ -772,6 +793,12 @@ mod tests {
                 at: Some(InPlace {
                     addr: 0x7fff_0000_1000,
                     iova: 0x1000,
+                    pages: vec![PagePiece {
+                        offset: 0,
+                        len: 4096,
+                        file_offset: 8192,
+                        file_len: 65536,
+                    }],
                 }),
             },
             Request::ModifyQp {

@@ -14,12 +14,12 @@
 //!   (`vm.overcommit_memory=2`) with memory exhausted, a host-wide condition the daemon's
 //!   documentation names (docs/security.md);
 //! - the daemon never forms a Rust reference to the bytes: it copies in and out with bounds
-//!   checks ([`Region::read`], [`Region::write`]) and uses atomics for indexes and for RDMA
+//!   checks ([`Mapping::read`], [`Mapping::write`]) and uses atomics for indexes and for RDMA
 //!   atomics, so whatever the other process does concurrently, the daemon only ever sees
 //!   some bytes, never undefined behaviour of its own code.
 //!
-//! The application, which trusts the daemon, also gets slices ([`Region::bytes`],
-//! [`Region::bytes_mut`]) over its own regions, as libibverbs hands an HCA a buffer the
+//! The application, which trusts the daemon, also gets slices ([`Mapping::bytes`],
+//! [`Mapping::bytes_mut`]) over its own regions, as libibverbs hands an HCA a buffer the
 //! application keeps using.
 //!
 //! Deviations: none.
@@ -68,10 +68,18 @@ fn sys(what: &'static str) -> impl FnOnce(rustix::io::Errno) -> ShmError {
     move |e| ShmError::Sys(what, e.into())
 }
 
-/// A shared mapping of a sealed memfd; see the module docs.
+/// A shared mapping of a sealed memfd, with the memfd; see the module docs. Its bytes are
+/// reached through the [`Mapping`] it derefs to.
 #[derive(Debug)]
 pub struct Region {
     fd: OwnedFd,
+    map: Mapping,
+}
+
+/// The mapping of a [`Region`] without its descriptor ([`Region::into_mapping`]): what the
+/// daemon keeps of memory it only reads and writes, so the descriptors it holds stay few.
+#[derive(Debug)]
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -79,9 +87,9 @@ pub struct Region {
 // SAFETY: the mapping is plain memory owned by this value until drop; every access goes through
 // bounds-checked copies, atomics, or borrows tied to `&self`/`&mut self`, so moving the handle
 // to, or sharing it with, another thread adds no aliasing the methods don't already handle.
-unsafe impl Send for Region {}
+unsafe impl Send for Mapping {}
 // SAFETY: as above; `&self` methods only copy or use atomics.
-unsafe impl Sync for Region {}
+unsafe impl Sync for Mapping {}
 
 impl Region {
     /// A new zero-filled memfd of `len` bytes (at least 1), sealed, mapped read-write.
@@ -140,7 +148,10 @@ impl Region {
         .map_err(sys("mmap"))?;
         let ptr = NonNull::new(ptr.cast::<u8>())
             .ok_or(ShmError::Sys("mmap", std::io::Error::other("null mapping")))?;
-        Ok(Region { fd, ptr, len })
+        Ok(Region {
+            fd,
+            map: Mapping { ptr, len },
+        })
     }
 
     /// The memfd, to send to the other process.
@@ -148,6 +159,27 @@ impl Region {
         self.fd.as_fd()
     }
 
+    /// The mapping alone, the memfd closed (the mapping keeps the memory).
+    pub fn into_mapping(self) -> Mapping {
+        self.map
+    }
+}
+
+impl std::ops::Deref for Region {
+    type Target = Mapping;
+
+    fn deref(&self) -> &Mapping {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Region {
+    fn deref_mut(&mut self) -> &mut Mapping {
+        &mut self.map
+    }
+}
+
+impl Mapping {
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -236,7 +268,7 @@ impl Region {
     }
 }
 
-impl Drop for Region {
+impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: the mapping was made by `map` with this address and length and no slice of
         // it outlives `self` (they borrow it).

@@ -48,13 +48,13 @@ use rocev2_core::srq::{SrqAttr, SrqId};
 use rocev2_core::wire::Qpn;
 use rocev2_datapath::Interface;
 use rocev2_datapath::Progress;
-use rocev2_datapath::host::{CallerRange, ProcessMemory};
+use rocev2_datapath::host::{CallerRange, ProcessMemory, SharedPages};
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
-    self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, QpSpec, Request, Response,
+    self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, PagePiece, QpSpec, Request, Response,
 };
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord, UdRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
@@ -121,6 +121,16 @@ struct QpView {
     uses_srq: bool,
 }
 
+/// What the application keeps of a region it registered.
+#[derive(Debug)]
+enum Held {
+    /// The memfd it shares with the daemon.
+    Region(Region),
+    /// Its own memory in place ([`Attached::register_caller`]), with the pages it moved,
+    /// held until the region is deregistered.
+    InPlace { _moved: SharedPages },
+}
+
 /// An attachment to the daemon; see the module docs.
 #[derive(Debug)]
 pub(crate) struct Attached {
@@ -132,9 +142,8 @@ pub(crate) struct Attached {
     pub(crate) reason: String,
     /// The daemon's congestion-control scheme (its `[cc] scheme`).
     pub(crate) cc: CcScheme,
-    /// Regions: their memfd, or `None` for the caller's own memory in place
-    /// ([`Attached::register_caller`]).
-    mrs: BTreeMap<MrId, Option<Region>>,
+    /// Regions by id.
+    mrs: BTreeMap<MrId, Held>,
     cqs: BTreeMap<CqId, CqView>,
     qps: BTreeMap<Qpn, QpView>,
     /// How long a wait spins on the ring before sleeping on the eventfd.
@@ -274,13 +283,14 @@ impl Attached {
     pub(crate) fn register(&mut self, pd: PdId, buf: &[u8], access: AccessFlags) -> Result<MrInfo> {
         let region = Region::create("rocev2-mr", buf.len()).map_err(|e| protocol(e.to_string()))?;
         region.write(0, buf);
-        let info = self.reg_mr(pd, buf.len() as u64, access, None, region.fd())?;
-        self.mrs.insert(info.id, Some(region));
+        let info = self.reg_mr(pd, buf.len() as u64, access, None, &[region.fd()])?;
+        self.mrs.insert(info.id, Held::Region(region));
         Ok(info)
     }
 
-    /// Registers the caller's own bytes in place: the daemon reaches them through this
-    /// process's `/proc/self/mem`, sent with the request (`host::ProcessMemory`).
+    /// Registers the caller's own bytes in place: their whole pages moved onto memfds
+    /// (`host::SharedPages`) are mapped by the daemon, which reaches the rest through this
+    /// process's `/proc/self/mem` (`host::ProcessMemory`); all are sent with the request.
     pub(crate) fn register_caller(
         &mut self,
         pd: PdId,
@@ -289,12 +299,27 @@ impl Attached {
         access: AccessFlags,
     ) -> Result<MrInfo> {
         let mem = ProcessMemory::open_own().map_err(Error::Io)?;
+        let shared = SharedPages::share(range, proto::MAX_PAGE_PIECES);
+        let mut fds = vec![mem.as_fd()];
+        let mut pages = Vec::new();
+        for (p, fd) in shared.pieces() {
+            pages.push(PagePiece {
+                offset: p.offset,
+                len: p.len,
+                file_offset: p.file_offset,
+                file_len: p.file_len,
+            });
+            fds.push(fd);
+        }
         let at = Some(InPlace {
             addr: range.addr() as u64,
             iova,
+            pages,
         });
-        let info = self.reg_mr(pd, range.len() as u64, access, at, mem.as_fd())?;
-        self.mrs.insert(info.id, None);
+        let info = self.reg_mr(pd, range.len() as u64, access, at, &fds);
+        drop(fds);
+        let info = info?;
+        self.mrs.insert(info.id, Held::InPlace { _moved: shared });
         Ok(info)
     }
 
@@ -304,7 +329,7 @@ impl Attached {
         len: u64,
         access: AccessFlags,
         at: Option<InPlace>,
-        fd: BorrowedFd<'_>,
+        fds: &[BorrowedFd<'_>],
     ) -> Result<MrInfo> {
         let req = Request::RegMr {
             pd: pd.value(),
@@ -312,7 +337,7 @@ impl Attached {
             access: access.bits(),
             at,
         };
-        let Response::Mr(m) = self.call(&req, &[fd])?.0 else {
+        let Response::Mr(m) = self.call(&req, fds)?.0 else {
             return Err(protocol("RegMr answered without a region"));
         };
         Ok(MrInfo {
@@ -331,18 +356,25 @@ impl Attached {
             return Err(Error::UnknownMr);
         }
         self.done(&Request::DeregMr { mr: mr.value() })?;
-        let region = self.mrs.remove(&mr).ok_or(Error::UnknownMr)?;
-        // The caller's own bytes stay the caller's.
-        Ok(region.map(|r| r.bytes().to_vec()).unwrap_or_default())
+        // The daemon has forgotten the region: moved pages may now go back (`SharedPages`'s
+        // drop), and the caller's own bytes stay the caller's.
+        match self.mrs.remove(&mr).ok_or(Error::UnknownMr)? {
+            Held::Region(r) => Ok(r.bytes().to_vec()),
+            Held::InPlace { .. } => Ok(Vec::new()),
+        }
     }
 
     pub(crate) fn mr_bytes(&self, mr: MrId, len: u64) -> Option<&[u8]> {
-        let r = self.mrs.get(&mr)?.as_ref()?;
+        let Held::Region(r) = self.mrs.get(&mr)? else {
+            return None;
+        };
         r.bytes().get(..usize::try_from(len).ok()?)
     }
 
     pub(crate) fn mr_bytes_mut(&mut self, mr: MrId, len: u64) -> Option<&mut [u8]> {
-        let r = self.mrs.get_mut(&mr)?.as_mut()?;
+        let Held::Region(r) = self.mrs.get_mut(&mr)? else {
+            return None;
+        };
         r.bytes_mut().get_mut(..usize::try_from(len).ok()?)
     }
 

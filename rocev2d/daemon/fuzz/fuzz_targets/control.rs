@@ -2,7 +2,8 @@
 //! frames and carried out on a [`Host`] as the requests of two attachments, in turn (the first
 //! byte of a frame's request picks which). A `RegMr` comes with a descriptor the input chooses:
 //! a sealed memfd of the announced length, one of another length, a pipe, a socket, or this
-//! process's `/proc/self/mem` (memory registered in place). The rest of the input is pushed as
+//! process's `/proc/self/mem` (memory registered in place), and one more of those per piece of
+//! moved pages an in-place registration announces. The rest of the input is pushed as
 //! records into every ring of the attachments' QPs, and the ring headers of some get scribbled
 //! on, while the host serves them; nobody reads a CQ ring (a stalled consumer). CM requests
 //! reach the daemon's CM. The host never panics; closing both attachments leaves no QP in the
@@ -86,7 +87,13 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some((req, _))) = dec.next_frame::<Request>() {
         turn += 1;
         let fds = match &req {
-            Request::RegMr { len, access, .. } => descriptor(*access as u8, *len).into_iter().collect(),
+            Request::RegMr { len, access, at, .. } => {
+                let mut fds: Vec<OwnedFd> = descriptor(*access as u8, *len).into_iter().collect();
+                for p in at.iter().flat_map(|a| &a.pages) {
+                    fds.extend(descriptor(p.file_offset as u8, p.file_len));
+                }
+                fds
+            }
             _ => Vec::new(),
         };
         let app = apps[turn % apps.len()];

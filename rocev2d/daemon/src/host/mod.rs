@@ -230,6 +230,10 @@ pub struct AppSnapshot {
     pub mrs: usize,
     /// Bytes registered.
     pub mr_bytes: u64,
+    /// Of those, bytes the daemon maps (memfd regions, and the pages of an in-place region
+    /// the application moved onto memfds); the rest it reaches through `/proc/PID/mem`.
+    #[serde(default)]
+    pub mr_mapped_bytes: u64,
     /// Bytes of its QPs' and CQs' rings.
     pub ring_bytes: u64,
     /// Work requests taken from its rings.
@@ -268,10 +272,12 @@ struct App {
     /// A duplicate of the control connection, shut down to close a misbehaving attachment.
     conn: OwnedFd,
     pds: BTreeSet<PdId>,
-    mrs: BTreeMap<MrId, u64>,
+    /// Each region's length and its bytes the daemon maps.
+    mrs: BTreeMap<MrId, (u64, u64)>,
     cqs: BTreeMap<CqId, CqShare>,
     qps: BTreeMap<Qpn, QpShare>,
     mr_bytes: u64,
+    mr_mapped_bytes: u64,
     /// Bytes of the rings in `cqs` and `qps`.
     ring_bytes: u64,
     posted: u64,
@@ -465,6 +471,7 @@ impl Host {
                 cqs: BTreeMap::new(),
                 qps: BTreeMap::new(),
                 mr_bytes: 0,
+                mr_mapped_bytes: 0,
                 ring_bytes: 0,
                 posted: 0,
                 completed: 0,
@@ -797,6 +804,7 @@ impl Host {
                 cqs: a.cqs.len(),
                 mrs: a.mrs.len(),
                 mr_bytes: a.mr_bytes,
+                mr_mapped_bytes: a.mr_mapped_bytes,
                 ring_bytes: a.ring_bytes,
                 posted: a.posted,
                 completed: a.completed,

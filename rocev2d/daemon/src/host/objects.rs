@@ -62,8 +62,17 @@ impl Host {
                 ),
             ));
         }
-        let [fd] = <[OwnedFd; 1]>::try_from(std::mem::take(&mut fds))
-            .map_err(|_| Refusal(ErrorKind::Invalid, "RegMr needs one descriptor".into()))?;
+        let wanted = 1 + at.as_ref().map_or(0, |p| p.pages.len());
+        if fds.len() != wanted {
+            return Err(Refusal(
+                ErrorKind::Invalid,
+                format!("RegMr needs {wanted} descriptors, {} came", fds.len()),
+            ));
+        }
+        let mut fds = std::mem::take(&mut fds).into_iter();
+        let fd = fds
+            .next()
+            .ok_or_else(|| Refusal(ErrorKind::Invalid, "no descriptor".into()))?;
         let invalid = |e: &dyn std::fmt::Display| Refusal(ErrorKind::Invalid, e.to_string());
         let access = AccessFlags::from_bits_retain(access);
         let (info, backing) = match at {
@@ -74,21 +83,33 @@ impl Host {
                 let info = ep.register_mr(pd, addr, len, access).inspect_err(|_| {
                     self.addresses.free(addr, len);
                 })?;
-                (info, Backing::Shared(region))
+                (info, Backing::Shared(region.into_mapping()))
             }
-            // Its own memory in place, through its /proc/self/mem.
-            Some(InPlace { addr, iova }) => {
+            // Its own memory in place, through its /proc/self/mem, except the pages it moved
+            // onto memfds, which are mapped.
+            Some(InPlace { addr, iova, pages }) => {
                 let mem = ProcessMemory::from_fd(fd).map_err(|e| invalid(&e))?;
-                let range = mem.range(addr, len).map_err(|e| invalid(&e))?;
+                let mut range = mem.range(addr, len).map_err(|e| invalid(&e))?;
+                for (p, fd) in pages.into_iter().zip(fds) {
+                    let region = Region::from_fd(fd, p.file_len).map_err(|e| invalid(&e))?;
+                    range
+                        .map_pages(p.offset, p.len, p.file_offset, region.into_mapping())
+                        .map_err(|e| invalid(&e))?;
+                }
                 (
                     ep.register_mr(pd, iova, len, access)?,
                     Backing::Process(range),
                 )
             }
         };
+        let mapped = match &backing {
+            Backing::Process(r) => r.mapped_bytes() as u64,
+            _ => len,
+        };
         mem.insert(info.id, backing);
-        a.mrs.insert(info.id, len);
+        a.mrs.insert(info.id, (len, mapped));
         a.mr_bytes += len;
+        a.mr_mapped_bytes += mapped;
         Ok(Reply::ok(Response::Mr(MrSpec {
             id: info.id.value(),
             lkey: info.lkey.value(),
@@ -105,13 +126,14 @@ impl Host {
         let Call { ep, mem, app, .. } = c;
         let a = app_of(&mut self.apps, app)?;
         let mr = MrId::new(mr);
-        let len = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
+        let (len, mapped) = *a.mrs.get(&mr).ok_or_else(|| unknown("region"))?;
         if ep.mrs().get(mr).is_none() {
             return Err(unknown("region"));
         }
         release(ep, mem, &mut self.addresses, mr);
         a.mrs.remove(&mr);
         a.mr_bytes -= len;
+        a.mr_mapped_bytes -= mapped;
         Ok(Reply::ok(Response::Done))
     }
 

@@ -1167,6 +1167,72 @@ fn region_addresses_are_distinct_while_live_and_reused_after() {
     assert_eq!(mem.len(), 2);
 }
 
+/// Memory registered in place with some of its pages moved onto memfds: the daemon maps
+/// those pieces, reaches the rest through `/proc/self/mem`, and refuses a registration whose
+/// descriptors or pieces do not add up.
+#[test]
+fn in_place_regions_map_the_moved_pages_they_announce() {
+    use rocev2_ipc::proto::{InPlace, PagePiece};
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _c, _) = attach(&mut h);
+    let Response::Pd(pd) = ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd).response else {
+        panic!()
+    };
+    let buf = [7u8; 64];
+    let piece = Region::create("t", 4096).unwrap();
+    let reg = |h: &mut Host, ep: &mut Endpoint, mem: &mut HostMemory, p: PagePiece, n| {
+        let req = Request::RegMr {
+            pd,
+            len: 64,
+            access: 1,
+            at: Some(InPlace {
+                addr: buf.as_ptr() as u64,
+                iova: 0x1000,
+                pages: vec![p],
+            }),
+        };
+        let mut fds = vec![rocev2_datapath::host::ProcessMemory::open_own().unwrap()];
+        fds.extend((0..n).map(|_| piece.fd().try_clone_to_owned().unwrap()));
+        h.request(ep, mem, Instant::ZERO, a, req, fds)
+    };
+    let good = PagePiece {
+        offset: 16,
+        len: 32,
+        file_offset: 100,
+        file_len: 4096,
+    };
+    for (p, n) in [
+        (good, 0),
+        (good, 2),
+        (PagePiece { offset: 40, ..good }, 1),
+        (
+            PagePiece {
+                file_len: 8192,
+                ..good
+            },
+            1,
+        ),
+    ] {
+        let r = reg(&mut h, &mut ep, &mut mem, p, n);
+        expect_refusal(&r, ErrorKind::Invalid);
+    }
+    assert!(mem.is_empty(), "nothing refused is backed");
+    let Response::Mr(m) = reg(&mut h, &mut ep, &mut mem, good, 1).response else {
+        panic!()
+    };
+    let id = MrId::new(m.id);
+    let Some(Backing::Process(r)) = mem.get(id) else {
+        panic!()
+    };
+    assert_eq!(r.mapped_bytes(), 32);
+    piece.write(100, &[9; 32]);
+    let mut got = [0u8; 64];
+    rocev2_core::mr::Memory::read(&mem, id, 0, &mut got);
+    assert_eq!(got[..16], [7; 16]);
+    assert_eq!(got[16..48], [9; 32]);
+    assert_eq!(got[48..], [7; 16]);
+}
+
 /// Two engine shards' hosts, as `rocev2d run --queues 2` makes them: one roster and the
 /// interface's listen registry shared.
 #[test]

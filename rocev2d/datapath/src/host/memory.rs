@@ -7,7 +7,9 @@
 //!   whose `ibv_reg_mr` takes any pointer);
 //! - another process's buffer ([`Backing::Process`]: the C ABI attached to the daemon), reached
 //!   through the `/proc/PID/mem` descriptor that process opened on itself and sent with the
-//!   registration ([`ProcessMemory`]).
+//!   registration ([`ProcessMemory`]); the whole pages of that buffer the process moved onto
+//!   memfds ([`super::SharedPages`]) are mapped here instead ([`ProcessRange::map_pages`]), so
+//!   most of a region costs a copy, not a system call.
 //!
 //! Why a descriptor of the process's own memory, and not `process_vm_readv` on its PID: the
 //! descriptor is bound to that process's address space when the process opens it, so a PID
@@ -22,15 +24,19 @@
 //! the write is dropped, and the region is recorded ([`HostMemory::take_faults`]) for its owner
 //! to move the application's QPs to ERROR, as an HCA fails a QP on a protection fault.
 //!
-//! Deviations: atomics on a process region are a read and a write (atomic against the engine's
-//! other accesses, `IBV_ATOMIC_HCA`, not against the application's own CPU atomics on the
-//! word); the other backings use a real atomic on the word.
+//! Deviations: atomics on the part of a process region reached through `/proc/PID/mem` are a
+//! read and a write (atomic against the engine's other accesses, `IBV_ATOMIC_HCA`, not against
+//! the application's own CPU atomics on the word); everywhere else they are a real atomic on
+//! the word.
 
 use rocev2_core::mr::{AtomicOp, Memory, MrId};
+use rocev2_ipc::shm::Mapping;
+#[cfg(test)]
 use rocev2_ipc::shm::Region;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +48,7 @@ pub enum Backing {
     /// Bytes the device owns.
     Owned(Vec<u8>),
     /// An attached application's memfd, mapped here.
-    Shared(Region),
+    Shared(Mapping),
     /// A buffer of this process.
     Caller(CallerRange),
     /// A range of another process's memory.
@@ -55,7 +61,8 @@ impl Backing {
         match self {
             Backing::Shared(r) => r.atomic_u64(off),
             Backing::Caller(c) => c.word(off),
-            Backing::Owned(_) | Backing::Process(_) => None,
+            Backing::Process(p) => p.word(off),
+            Backing::Owned(_) => None,
         }
     }
 }
@@ -196,32 +203,143 @@ impl ProcessMemory {
             mem: self.clone(),
             addr,
             len,
+            pages: Vec::new(),
         })
     }
 }
 
-/// `len` bytes at `addr` of an attached application ([`ProcessMemory::range`]).
+/// `len` bytes at `addr` of an attached application ([`ProcessMemory::range`]), some of them
+/// on pages the application moved onto memfds the daemon maps ([`ProcessRange::map_pages`]).
 #[derive(Debug)]
 pub struct ProcessRange {
     mem: ProcessMemory,
     addr: u64,
     len: usize,
+    /// Mapped pieces, in order of offset, none overlapping.
+    pages: Vec<MappedPiece>,
+}
+
+/// `len` bytes at `offset` into a [`ProcessRange`] that are `region`'s at `file_offset`.
+#[derive(Debug)]
+struct MappedPiece {
+    offset: usize,
+    len: usize,
+    file_offset: usize,
+    region: Mapping,
+}
+
+/// Where the bytes of one part of an access are.
+enum Part<'a> {
+    /// In the process, at this address.
+    Process(u64),
+    /// In a mapped memfd, at this offset.
+    Mapped(&'a Mapping, usize),
 }
 
 impl ProcessRange {
-    /// Where `n` bytes at `off` are in the process, if they lie inside.
-    fn at(&self, off: usize, n: usize) -> Option<u64> {
-        (off.checked_add(n)? <= self.len).then(|| self.addr + off as u64)
+    /// Takes `len` bytes at `offset` of the range to be `region`'s bytes at `file_offset`:
+    /// the application moved those pages onto that memfd (`SharedPages`). Only the
+    /// application's own accesses can be wrong if it lies about where the pages are.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] for a piece outside the range or the memfd, or
+    /// overlapping one taken before.
+    pub fn map_pages(
+        &mut self,
+        offset: u64,
+        len: u64,
+        file_offset: u64,
+        region: Mapping,
+    ) -> io::Result<()> {
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_string());
+        let size = |v: u64| usize::try_from(v).map_err(|_| bad("a piece out of range"));
+        let (offset, len, file_offset) = (size(offset)?, size(len)?, size(file_offset)?);
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.len && len > 0);
+        let file_end = file_offset.checked_add(len).filter(|&e| e <= region.len());
+        if end.is_none() || file_end.is_none() {
+            return Err(bad("a mapped piece lies outside its range or its memfd"));
+        }
+        let i = self.pages.partition_point(|p| p.offset < offset);
+        let after_prev = i == 0 || self.pages[i - 1].offset + self.pages[i - 1].len <= offset;
+        let before_next = self.pages.get(i).is_none_or(|n| offset + len <= n.offset);
+        if !(after_prev && before_next) {
+            return Err(bad("mapped pieces overlap"));
+        }
+        self.pages.insert(
+            i,
+            MappedPiece {
+                offset,
+                len,
+                file_offset,
+                region,
+            },
+        );
+        Ok(())
+    }
+
+    /// Bytes of the range on mapped pages.
+    pub fn mapped_bytes(&self) -> usize {
+        self.pages.iter().map(|p| p.len).sum()
+    }
+
+    /// Runs `op` on each part of the `n` bytes at `off`, with the part's place in the access;
+    /// false when they are not all inside or `op` fails on one.
+    fn parts(
+        &self,
+        off: usize,
+        n: usize,
+        mut op: impl FnMut(Part<'_>, Range<usize>) -> bool,
+    ) -> bool {
+        if off.checked_add(n).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        let mut done = 0;
+        while done < n {
+            let at = off + done;
+            let i = self.pages.partition_point(|p| p.offset + p.len <= at);
+            let (part, avail) = match self.pages.get(i) {
+                Some(p) if p.offset <= at => (
+                    Part::Mapped(&p.region, p.file_offset + at - p.offset),
+                    p.offset + p.len - at,
+                ),
+                Some(p) => (Part::Process(self.addr + at as u64), p.offset - at),
+                None => (Part::Process(self.addr + at as u64), n - done),
+            };
+            let take = avail.min(n - done);
+            if !op(part, done..done + take) {
+                return false;
+            }
+            done += take;
+        }
+        true
     }
 
     fn read(&self, off: usize, buf: &mut [u8]) -> bool {
-        self.at(off, buf.len())
-            .is_some_and(|at| self.mem.file.read_exact_at(buf, at).is_ok())
+        let file = &self.mem.file;
+        self.parts(off, buf.len(), |part, r| match part {
+            Part::Process(at) => file.read_exact_at(&mut buf[r], at).is_ok(),
+            Part::Mapped(region, at) => region.read(at, &mut buf[r]),
+        })
     }
 
     fn write(&self, off: usize, data: &[u8]) -> bool {
-        self.at(off, data.len())
-            .is_some_and(|at| self.mem.file.write_all_at(data, at).is_ok())
+        let file = &self.mem.file;
+        self.parts(off, data.len(), |part, r| match part {
+            Part::Process(at) => file.write_all_at(&data[r], at).is_ok(),
+            Part::Mapped(region, at) => region.write(at, &data[r]),
+        })
+    }
+
+    /// The word at `off` as a real atomic, when it lies on a mapped piece.
+    fn word(&self, off: usize) -> Option<&AtomicU64> {
+        let i = self.pages.partition_point(|p| p.offset + p.len <= off);
+        let p = self
+            .pages
+            .get(i)
+            .filter(|p| p.offset <= off && off + 8 <= p.offset + p.len)?;
+        p.region.atomic_u64(p.file_offset + off - p.offset)
     }
 }
 
@@ -383,7 +501,10 @@ mod tests {
         let mut m = HostMemory::default();
         let ids = [1, 2, 3, 4].map(MrId::new);
         m.insert(ids[0], Backing::Owned(vec![0; 16]));
-        m.insert(ids[1], Backing::Shared(Region::create("t", 16).unwrap()));
+        m.insert(
+            ids[1],
+            Backing::Shared(Region::create("t", 16).unwrap().into_mapping()),
+        );
         // SAFETY: `caller` outlives `m`'s uses and is not touched until they end.
         m.insert(
             ids[2],
@@ -459,6 +580,55 @@ mod tests {
         assert_eq!(b, [0; 4]);
         m.write(id, 10, b"y");
         assert_eq!(m.take_faults(), [id]);
+    }
+
+    #[test]
+    fn a_process_range_with_mapped_pages_splits_accesses_between_them() {
+        let mut far = vec![0u8; 64];
+        let mut r = process().range(far.as_mut_ptr() as u64, 64).unwrap();
+        let piece = Region::create("t", 32).unwrap();
+        let view = Region::from_fd(piece.fd().try_clone_to_owned().unwrap(), 32).unwrap();
+        // Bytes 16..32 of the range are the memfd's 8..24.
+        r.map_pages(16, 16, 8, piece.into_mapping()).unwrap();
+        let refused = |r: &mut ProcessRange, o, l, f| {
+            let p = Region::create("t", 32).unwrap().into_mapping();
+            r.map_pages(o, l, f, p).is_err()
+        };
+        assert!(refused(&mut r, 24, 16, 0), "overlaps");
+        assert!(refused(&mut r, 60, 8, 0), "past the range");
+        assert!(refused(&mut r, 40, 8, 30), "past the memfd");
+        assert!(refused(&mut r, 40, 0, 0), "empty");
+        assert!(!refused(&mut r, 40, 8, 0), "a second piece");
+        assert_eq!(r.mapped_bytes(), 24);
+        let mut m = HostMemory::default();
+        let id = MrId::new(3);
+        m.insert(id, Backing::Process(r));
+        // A write across process, mapped, process, mapped bytes lands in each place.
+        let data: Vec<u8> = (1..=40).collect();
+        m.write(id, 4, &data);
+        let mut back = [0u8; 40];
+        m.read(id, 4, &mut back);
+        assert_eq!(back[..], data[..]);
+        assert_eq!(
+            far[4..16],
+            data[..12],
+            "before the piece: the process's own bytes"
+        );
+        assert_eq!(
+            far[16..32],
+            [0; 16],
+            "the piece's bytes are the memfd's, not these"
+        );
+        assert_eq!(far[32..40], data[28..36]);
+        let mut b = [0u8; 16];
+        view.read(8, &mut b);
+        assert_eq!(b[..], data[12..28]);
+        // An atomic on a mapped word is a real one on the memfd.
+        m.write(id, 24, &7u64.to_ne_bytes());
+        assert_eq!(m.atomic(id, 24, AtomicOp::FetchAdd { add: 1 }), 7);
+        let word = view.atomic_u64(16).unwrap();
+        assert_eq!(word.load(Ordering::SeqCst), 8);
+        assert!(m.take_faults().is_empty());
     }
 
     #[test]
