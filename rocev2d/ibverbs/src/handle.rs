@@ -5,10 +5,16 @@
 //! Every object is a `#[repr(C)]` struct whose first field is the verbs struct the caller sees
 //! (`ibv_cq` …), boxed and leaked; its address is the handle. [`register`] records it with its
 //! kind, [`check`] looks it up, [`unregister`] removes it before the box is freed.
+//!
+//! A program calls some verbs in a loop on one handle (`ibv_poll_cq` busy-polling a CQ), so
+//! each thread remembers the last handle it found live, valid while no handle was forgotten
+//! since: the loop then checks without the lock.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a handle points to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +43,14 @@ pub enum Kind {
 
 static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);
 
+/// Handles forgotten so far (bumped under `LIVE`'s lock by [`unregister`]).
+static FORGOTTEN: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last handle this thread found live, its kind, and `FORGOTTEN` then.
+    static LAST: Cell<(usize, Option<Kind>, u64)> = const { Cell::new((0, None, 0)) };
+}
+
 /// Records `ptr` as a live object of `kind`.
 pub fn register<T>(ptr: *const T, kind: Kind) {
     crate::engine::lock(&LIVE)
@@ -52,6 +66,7 @@ pub fn unregister<T>(ptr: *const T, kind: Kind) -> bool {
     };
     if map.get(&(ptr as usize)) == Some(&kind) {
         map.remove(&(ptr as usize));
+        FORGOTTEN.fetch_add(1, Ordering::Release);
         true
     } else {
         false
@@ -60,9 +75,16 @@ pub fn unregister<T>(ptr: *const T, kind: Kind) -> bool {
 
 /// True when `ptr` is a live object of `kind`.
 pub fn check<T>(ptr: *const T, kind: Kind) -> bool {
-    crate::engine::lock(&LIVE)
-        .as_ref()
-        .is_some_and(|m| m.get(&(ptr as usize)) == Some(&kind))
+    let p = ptr as usize;
+    if LAST.get() == (p, Some(kind), FORGOTTEN.load(Ordering::Acquire)) {
+        return true;
+    }
+    let live = crate::engine::lock(&LIVE);
+    let ok = live.as_ref().is_some_and(|m| m.get(&p) == Some(&kind));
+    if ok {
+        LAST.set((p, Some(kind), FORGOTTEN.load(Ordering::Relaxed)));
+    }
+    ok
 }
 
 /// Every live object of `kind`, as addresses.
@@ -115,8 +137,19 @@ mod tests {
         assert!(!check(p, Kind::Qp), "another kind");
         assert!(!unregister(p, Kind::Qp));
         assert!(unregister(p, Kind::Cq));
-        assert!(!check(p, Kind::Cq), "destroyed");
+        assert!(
+            !check(p, Kind::Cq),
+            "destroyed, though this thread found it live last"
+        );
         assert!(!unregister(p, Kind::Cq), "twice");
+        // Destroyed by another thread after this one found it live.
+        register(p, Kind::Qp);
+        assert!(check(p, Kind::Qp));
+        let q = p as usize;
+        std::thread::spawn(move || assert!(unregister(q as *const u32, Kind::Qp)))
+            .join()
+            .unwrap();
+        assert!(!check(p, Kind::Qp), "destroyed elsewhere");
     }
 
     #[test]
