@@ -449,6 +449,49 @@ mod tests {
     }
 
     #[test]
+    fn a_child_of_fork_does_not_inherit_moved_pages() {
+        let p = anonymous(2);
+        let shared = SharedPages::share(&range(p, 0, 2 * PAGE), 4);
+        assert_eq!(shared.shared_bytes(), 2 * PAGE);
+        // SAFETY: the child only calls msync and _exit (async-signal-safe) before exiting.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // ENOMEM: the pages are not mapped in the child.
+            // SAFETY: msync only inspects the mapping at `p`.
+            let rc = unsafe { libc::msync(p.cast(), PAGE, libc::MS_ASYNC) };
+            let gone =
+                rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM);
+            // SAFETY: ends the child at once, running nothing of the parent's.
+            unsafe { libc::_exit(if gone { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+        drop(shared);
+        // Back on private memory, a child inherits them again.
+        // SAFETY: as above.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above.
+            let rc = unsafe { libc::msync(p.cast(), PAGE, libc::MS_ASYNC) };
+            // SAFETY: as above.
+            unsafe { libc::_exit(if rc == 0 { 0 } else { 1 }) };
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+        // SAFETY: our own mapping.
+        unsafe { rustix::mm::munmap(p.cast(), 2 * PAGE).unwrap() };
+    }
+
+    #[test]
     fn the_limit_and_small_ranges_leave_pages_in_place() {
         let p = anonymous(3);
         assert_eq!(SharedPages::share(&range(p, 1, PAGE), 4).shared_bytes(), 0);
