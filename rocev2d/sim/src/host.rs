@@ -9,8 +9,9 @@
 //! data frame already on the wire. The engine's deadlines (`poll_timeout`: retransmission, RNR
 //! and pacer timers) become `HostWake` events. The NIC itself lives in `sim/host_path.rs`.
 //!
-//! Memory: `NullMemory` for runs at scale (payload bytes are zeros and vanish), `VecMemory` when a
-//! test checks the data (one region per host, `verify_mr_bytes` long).
+//! Memory: `NullMemory` for runs at scale (payload bytes are never written or read: a frame
+//! carries whatever its buffer held), `VecMemory` when a test checks the data (one region per
+//! host, `verify_mr_bytes` long).
 //!
 //! Deviations: the NIC has no DMA, PCIe or processing delay, and receives at any rate (it never
 //! sends PFC); control frames pulled while data is paused wait with it (one queue per priority,
