@@ -595,7 +595,9 @@ pub extern "C" fn ibv_ack_async_event(event: *mut abi::ibv_async_event) {
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_fork_init(3)`: nothing to prepare (no pinned pages).
+/// `ibv_fork_init(3)`: nothing to prepare. No page is pinned; attached, the pages a registration
+/// moved onto memfds are never inherited by a child (`MADV_DONTFORK`, what this call makes
+/// rdma-core do), whether or not it was called.
 pub extern "C" fn ibv_fork_init() -> c_int {
     0
 }
