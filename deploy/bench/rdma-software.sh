@@ -10,7 +10,8 @@
 #     64 B, against rc_pingpong --poll spin (UCX busy-polls);
 #   - attached to a `rocev2d run --datapath DATAPATH` in each namespace (qperf's server forks a
 #     process per test, each opening the device: docs/rdmacm.md), both libraries preloaded:
-#     qperf -cm1 rc_bw (SENDs) and rc_rdma_write_bw, 64 KiB messages, against write_bw --attach;
+#     qperf -cm1 rc_bw (SENDs) and rc_rdma_write_bw, 64 KiB messages, and ucx_perftest tag_bw
+#     (its receives posted to a shared receive queue), against write_bw --attach;
 #     qperf -cm1 -cp1 rc_lat (polling its CQs), 64 B, against rc_pingpong --attach --poll spin.
 # Bandwidths in Gbit/s (target >= 0.80x). Latencies one-way, half the round trip, as qperf and
 # ucx_perftest report them (target <= 1.25x): ucx_perftest's median against rc_pingpong's median
@@ -89,13 +90,13 @@ rc_pingpong() {
         END { printf "%.2f %.2f\n", a, m }' "$OUT/rc_pingpong"
 }
 
-# ucx_perftest test $1, $2-byte messages, $3 iterations, in-process; prints its client's
-# `Final:` row (iterations, latency 50th percentile, mean, overall µs; bandwidth mean,
-# overall MB/s of 2^20 bytes; message rates).
+# ucx_perftest test $1, $2-byte messages, $3 iterations, in-process (or with ROCEV2_DATAPATH
+# $4, e.g. attach); prints its client's `Final:` row (iterations, latency 50th percentile,
+# mean, overall µs; bandwidth mean, overall MB/s of 2^20 bytes; message rates).
 ucx() {
     local args=(-t "$1" -s "$2" -n "$3" -p 13337)
     local env=(UCX_TLS=rc_v UCX_IB_GID_INDEX=1 UCX_UD_VERBS_ETH_DGID_CHECK=n
-        LD_PRELOAD="$PRELOAD" ROCEV2_DATAPATH="$DP")
+        LD_PRELOAD="$PRELOAD" ROCEV2_DATAPATH="${4:-$DP}")
     in_h1 env "${env[@]}" UCX_NET_DEVICES="rocev2_$IF1:1" ucx_perftest "${args[@]}" >/dev/null &
     local srv=$!
     wait_port 13337
@@ -146,11 +147,13 @@ qperf_write=$(qperf_run rc_rdma_write_bw -m 64K "${QPERF_BW_FLAGS[@]}")
 qperf_lat=$(qperf_run rc_lat -m 64 -cp1)
 stop_server "$qserver"
 qserver=
+ucx_att=$(ucx tag_bw 65536 "$BW_ITERS" attach | gbits)
 stop_daemons
 
 flags=${QPERF_BW_FLAGS[*]:+${QPERF_BW_FLAGS[*]} }
 row "ucx_perftest tag_bw, UCX_TLS=rc_v, 64 KiB, in-process $DP" "$ucx_bw Gbit/s" "write_bw 64 KiB $ref_bw Gbit/s" "$(ratio "$ucx_bw" "$ref_bw")" ">= 0.80x"
 row "ucx_perftest ucp_put_bw (RDMA WRITE), 64 KiB, in-process $DP" "$ucx_put Gbit/s" "write_bw 64 KiB $ref_bw Gbit/s" "$(ratio "$ucx_put" "$ref_bw")" ">= 0.80x"
+row "ucx_perftest tag_bw, UCX_TLS=rc_v, 64 KiB, attached ($DP daemons)" "$ucx_att Gbit/s" "write_bw --attach 64 KiB $att_bw Gbit/s" "$(ratio "$ucx_att" "$att_bw")" ">= 0.80x"
 row "qperf -cm1 rc_bw ${flags}64 KiB, attached ($DP daemons)" "$qperf_bw Gbit/s" "write_bw --attach 64 KiB $att_bw Gbit/s" "$(ratio "$qperf_bw" "$att_bw")" ">= 0.80x"
 row "qperf -cm1 rc_rdma_write_bw ${flags}64 KiB, attached ($DP daemons)" "$qperf_write Gbit/s" "write_bw --attach 64 KiB $att_bw Gbit/s" "$(ratio "$qperf_write" "$att_bw")" ">= 0.80x"
 row "ucx_perftest tag_lat, UCX_TLS=rc_v, 64 B one-way median, in-process $DP, busy-polled" "$ucx_lat µs" "rc_pingpong --poll spin median $ref_lat µs" "$(ratio "$ucx_lat" "$ref_lat")" "<= 1.25x"

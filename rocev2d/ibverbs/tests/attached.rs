@@ -18,25 +18,10 @@ mod common;
 use common::*;
 use rocev2::{AccessFlags, CallerRange, ConnectOptions, Device, RemoteQp, SendOp, SendWr};
 use rocev2_testbed::{Process, Testbed, exec, need_root};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Set-up steps: a daemon coming up, a server listening.
 const SETUP: Duration = Duration::from_secs(60);
-
-/// The daemon binary, beside this test's binary in the target directory (`cargo test
-/// --workspace` builds it first).
-fn daemon_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-    let p = profile.join("rocev2d");
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `cargo build -p rocev2d`",
-        p.display()
-    );
-    p
-}
 
 /// `host`'s interface toward the other host.
 fn ifname(tb: &Testbed, host: &str) -> String {
@@ -56,15 +41,7 @@ impl Rig {
             return None;
         }
         let tb = pair();
-        let daemon = |host: &str| {
-            let mut cmd = tb.command(host, daemon_bin()).expect("command");
-            cmd.args(["run", "--iface", &ifname(&tb, host), "--datapath", "xdp"]);
-            let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
-            d.wait_for_line(|l| l.starts_with("rocev2d: serving"), SETUP)
-                .expect("daemon serving");
-            d
-        };
-        let d = [daemon("h0"), daemon("h1")];
+        let d = ["h0", "h1"].map(|h| daemon(&tb, h, &ifname(&tb, h), "xdp"));
         Some(Rig { _daemons: d, tb })
     }
 
@@ -220,7 +197,7 @@ fn perftest_wr_api_attached_to_the_daemons() {
 
 /// Shared receive queues through the daemons: Debian's `ibv_srq_pingpong -c` (sixteen QPs on
 /// one SRQ each side, each receive matched to its QP by `qp_num`, data validated), every
-/// `ibv_post_srq_recv` a control request.
+/// `ibv_post_srq_recv` a record in the SRQ's ring.
 #[test]
 fn srq_pingpong_attached_to_the_daemons() {
     let Some(rig) = Rig::new("srq_pingpong_attached_to_the_daemons") else {

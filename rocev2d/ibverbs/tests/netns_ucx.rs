@@ -2,7 +2,9 @@
 //! `ucx_info -d` lists the device with the `rc_verbs` and `ud_verbs` transports, and
 //! `ucx_perftest` runs `tag_bw` and `tag_lat` with 4 KiB messages between the namespaces over
 //! `rc_verbs` (UCX's `rc_v`: `ud_verbs` only to set up the connection) and over `ud_verbs`, each
-//! client's log naming the transport its endpoint uses.
+//! client's log naming the transport its endpoint uses; `io_demo` runs UCX's client-server
+//! connections through `librocev2_rdmacm.so`, in-process and attached to a `rocev2d` in each
+//! namespace, with its data checks.
 //!
 //! What UCX needs beyond the verbs (docs/ibverbs.md, "UCX"): a character device at
 //! `/dev/infiniband/<dev_name>` it may read and write, which it only checks for, made here as
@@ -15,11 +17,11 @@
 //! `rocev2_<iface>` takes with the testbed's interface names, so each test renames its two
 //! interfaces `u<pid><test><host>` first (8 characters at most, unique per test).
 //!
-//! UDP datapath, as in `netns_tools.rs`. Needs root (namespaces, the device node); skipped
+//! UDP datapath (the programs', or the daemons' when attached), as in `netns_tools.rs`. Needs root (namespaces, the device node); skipped
 //! loudly otherwise.
 
 mod common;
-use common::{TIMEOUT, h1_ip, pair, preloaded, preloading, run_pair, show};
+use common::{TIMEOUT, daemon, h1_ip, pair, preloaded, preloading, run_pair, show};
 use rocev2_testbed::{Process, Testbed, need_root};
 use std::path::PathBuf;
 use std::process::Command;
@@ -223,18 +225,39 @@ fn ucx_tag_lat_over_ud_verbs() {
 /// connects its `rc_verbs` QPs itself over what the private data carried.
 #[test]
 fn ucx_client_server_over_rdmacm() {
-    let test = "ucx_client_server_over_rdmacm";
+    io_demo_pair("ucx_client_server_over_rdmacm", 5, "udp");
+}
+
+/// The same attached to a `rocev2d` in each namespace: UCX's buffers and memory pools are
+/// registered in place, their pages moved onto memfds the daemons map (docs/ibverbs.md,
+/// "Memory"), and UCX's checks see every byte the daemons placed.
+#[test]
+fn ucx_client_server_attached_to_rocev2d() {
+    io_demo_pair("ucx_client_server_attached_to_rocev2d", 6, "attach");
+}
+
+/// `io_demo` server in h1 and client in h0 (see the tests above) with `ROCEV2_DATAPATH=datapath`
+/// (`attach`: a daemon serves each renamed interface over UDP); `index` tells the tests'
+/// interface names apart.
+fn io_demo_pair(test: &str, index: u8, datapath: &str) {
     if !need_root(test) {
         return;
     }
     let tb = pair();
-    let devs = [short_device(&tb, "h0", 5), short_device(&tb, "h1", 5)];
+    let devs = [
+        short_device(&tb, "h0", index),
+        short_device(&tb, "h1", index),
+    ];
     let _nodes = devs.each_ref().map(|d| DeviceNode::new(d));
-    let port = 13999;
+    let _daemons = (datapath == "attach").then(|| {
+        [("h0", &devs[0]), ("h1", &devs[1])]
+            .map(|(h, d)| daemon(&tb, h, d.trim_start_matches("rocev2_"), "udp"))
+    });
+    let port = 13999 - u16::from(index);
     let io_demo = |host: &str, dev: &str| {
         let libs = ["rocev2_rdmacm", "rocev2_ibverbs"];
         let mut cmd = ucx_with(
-            preloading(&tb, host, &libs, "udp", "io_demo"),
+            preloading(&tb, host, &libs, datapath, "io_demo"),
             dev,
             "rc_v,ud_v,self",
         );
@@ -268,18 +291,23 @@ fn ucx_client_server_over_rdmacm() {
         show(&c),
         show(&s)
     );
-    // The last report counts every request: READs and WRITEs, 1000 in all.
-    let last = c
+    // Each report counts the requests since the one before (one a second): together, the
+    // READs and WRITEs, 1000 in all.
+    let reports: Vec<&str> = c
         .stdout
         .lines()
-        .rfind(|l| l.contains("[DEMO] total min:"))
-        .unwrap_or_else(|| panic!("no report in\n{}", show(&c)));
-    let total: u32 = last
-        .split("total:")
-        .nth(1)
-        .and_then(|t| t.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no total in {last}"));
-    assert!(total >= 990, "{last}\n{}", show(&c));
+        .filter(|l| l.contains("[DEMO] total min:"))
+        .collect();
+    let total: u32 = reports
+        .iter()
+        .map(|l| {
+            l.split("total:")
+                .nth(1)
+                .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+                .unwrap_or_else(|| panic!("no total in {l}"))
+        })
+        .sum();
+    assert!(total >= 990, "{total} in {reports:?}\n{}", show(&c));
     // The server saw the client go (`Connection reset by remote peer`, its forced close) and
     // nothing worse: no UCX error, no failed check of its own.
     let server_log = format!("{}{}", s.stdout, s.stderr);

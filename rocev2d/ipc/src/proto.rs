@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// The protocol's version, checked in [`Request::Hello`]: the two sides must agree exactly.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 
 /// Bytes of a ring slot: a postcard record plus its 4-byte length. A send request with up to
 /// 16 scatter/gather elements or 200 bytes of inline data fits, UD destination included.
@@ -241,8 +241,9 @@ pub enum Request {
         /// The QP.
         qpn: u32,
     },
-    /// Create a shared receive queue in `pd`; answered [`Response::Srq`] with one descriptor,
-    /// an eventfd the daemon signals when the SRQ's armed limit is reached.
+    /// Create a shared receive queue in `pd`; answered [`Response::Srq`] with two descriptors:
+    /// an eventfd the daemon signals when the SRQ's armed limit is reached, and the SRQ's
+    /// receive ring.
     CreateSrq {
         /// Protection domain.
         pd: u32,
@@ -250,13 +251,6 @@ pub enum Request {
         max_wr: u32,
         /// SGEs per request.
         max_sge: u32,
-    },
-    /// Post a receive request to a shared receive queue (`ibv_post_srq_recv`).
-    PostSrqRecv {
-        /// The SRQ.
-        srq: u32,
-        /// The request, as a receive ring carries it.
-        wr: crate::record::RecvRecord,
     },
     /// `ibv_modify_srq`: a new capacity and/or a limit to arm (0 disarms).
     ModifySrq {
@@ -579,8 +573,14 @@ pub enum Response {
     CmEvents(Vec<crate::cm::EventRecord>),
     /// A QP's MP-RDMA state, `None` when it does not run multipath.
     MpState(Option<MpState>),
-    /// A shared receive queue's id, with its limit eventfd.
-    Srq(u32),
+    /// A shared receive queue's id, with its limit eventfd and its receive ring of `slots`
+    /// (`ibv_post_srq_recv` pushes [`crate::record::RecvRecord`]s into it, as into a QP's).
+    Srq {
+        /// Its id.
+        id: u32,
+        /// Slots of its ring.
+        slots: u32,
+    },
     /// A shared receive queue's attributes (the core's `SrqAttr`).
     SrqAttr {
         /// Its protection domain.

@@ -121,6 +121,17 @@ struct QpView {
     uses_srq: bool,
 }
 
+/// A shared receive queue: the daemon's limit eventfd, and the ring `ibv_post_srq_recv` pushes
+/// into (the daemon moves its records into the engine's SRQ, as a QP's receive ring's).
+#[derive(Debug)]
+struct SrqView {
+    event: EventFd,
+    ring: Ring,
+    /// SGEs per request: more are refused here, as the engine's SRQ would (a refused record
+    /// would have no CQ to complete on).
+    max_sge: u32,
+}
+
 /// What the application keeps of a region it registered.
 #[derive(Debug)]
 enum Held {
@@ -154,7 +165,7 @@ pub(crate) struct Attached {
     cm: Option<CmView>,
     /// Shared receive queues, each with the eventfd the daemon signals when its limit is
     /// reached.
-    srqs: BTreeMap<SrqId, EventFd>,
+    srqs: BTreeMap<SrqId, SrqView>,
     buf: Vec<u8>,
     /// Empty [`Backend::poll_cq_driving`] calls, to check on the daemon now and then.
     empty_polls: u32,
@@ -644,7 +655,7 @@ impl Attached {
         Ok(())
     }
 
-    /// Asks the daemon for a shared receive queue, with its limit eventfd.
+    /// Asks the daemon for a shared receive queue, with its limit eventfd and receive ring.
     pub(crate) fn create_srq(&mut self, pd: PdId, max_wr: u32, max_sge: u32) -> Result<SrqId> {
         let req = Request::CreateSrq {
             pd: pd.value(),
@@ -652,17 +663,37 @@ impl Attached {
             max_sge,
         };
         let (r, fds) = self.call(&req, &[])?;
-        let Response::Srq(id) = r else {
+        let Response::Srq { id, slots } = r else {
             return Err(unexpected(r));
         };
-        let [event] = one(fds)?;
-        self.srqs.insert(SrqId(id), EventFd::from_fd(event));
+        let [event, ring] = one(fds)?;
+        let view = SrqView {
+            event: EventFd::from_fd(event),
+            ring: open_ring(ring, slots, End::Producer)?,
+            max_sge,
+        };
+        self.srqs.insert(SrqId(id), view);
         Ok(SrqId(id))
     }
 
     /// The limit eventfd of one of this application's SRQs.
     fn srq_event(&self, srq: SrqId) -> Result<&EventFd> {
-        Ok(self.srqs.get(&srq).ok_or(EndpointError::UnknownSrq)?)
+        Ok(&self.srqs.get(&srq).ok_or(EndpointError::UnknownSrq)?.event)
+    }
+
+    /// `ibv_post_srq_recv`: the request into the SRQ's ring, the doorbell rung if the daemon
+    /// sleeps.
+    pub(crate) fn post_srq_recv(&mut self, srq: SrqId, wr: &RecvWr) -> Result<()> {
+        let s = self.srqs.get_mut(&srq).ok_or(EndpointError::UnknownSrq)?;
+        if wr.sg_list.len() > s.max_sge as usize {
+            return Err(EndpointError::Post(PostError::TooManySge).into());
+        }
+        record::encode_into(&RecvRecord::from(wr), &mut self.buf);
+        push(&mut s.ring, &self.buf)?;
+        if s.ring.consumer_asleep() {
+            self.bell.signal();
+        }
+        Ok(())
     }
 
     /// A request of one of this application's SRQs, carried out by the daemon.
@@ -1204,16 +1235,8 @@ impl Backend for Mutex<Attached> {
         lock_attached(self).create_srq(pd, max_wr, max_sge)
     }
 
-    /// A control request per post: the SRQ has no ring of its own.
     fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
-        let req = Request::PostSrqRecv {
-            srq: srq.0,
-            wr: RecvRecord::from(&wr),
-        };
-        match lock_attached(self).srq_call(srq, &req)? {
-            Response::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        lock_attached(self).post_srq_recv(srq, &wr)
     }
 
     fn modify_srq(&self, srq: SrqId, max_wr: Option<u32>, limit: Option<u32>) -> Result<()> {

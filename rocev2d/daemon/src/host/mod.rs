@@ -263,6 +263,15 @@ struct QpShare {
     recv_wait: Option<RecvWr>,
 }
 
+/// A shared receive queue's limit eventfd and receive ring, and a request the engine had no
+/// room for yet.
+#[derive(Debug)]
+struct SrqShare {
+    event: EventFd,
+    ring: Ring,
+    waiting: Option<RecvWr>,
+}
+
 /// One attachment.
 #[derive(Debug)]
 struct App {
@@ -290,7 +299,7 @@ struct App {
     /// Its UD address handles, built by the daemon ([`Request::CreateAh`]).
     ahs: AhTable,
     /// Its shared receive queues, each with the eventfd its limit event signals.
-    srqs: BTreeMap<SrqId, EventFd>,
+    srqs: BTreeMap<SrqId, SrqShare>,
 }
 
 /// An answer, the descriptors that go with it, and the path to announce after a connect.
@@ -618,7 +627,6 @@ impl Host {
                 max_wr,
                 max_sge,
             } => self.create_srq(c, pd, max_wr, max_sge),
-            Request::PostSrqRecv { srq, wr } => self.post_srq_recv(c, srq, wr),
             Request::ModifySrq { srq, max_wr, limit } => self.modify_srq(c, srq, max_wr, limit),
             Request::QuerySrq { srq } => self.query_srq(c, srq),
             Request::DestroySrq { srq } => self.destroy_srq(c, srq),
@@ -714,7 +722,11 @@ impl Host {
     fn signal_srq_limits(&self, ep: &mut Endpoint) -> bool {
         let mut any = false;
         while let Some(srq) = ep.poll_srq_limit() {
-            if let Some(ev) = self.apps.values().find_map(|a| a.srqs.get(&srq)) {
+            if let Some(ev) = self
+                .apps
+                .values()
+                .find_map(|a| Some(&a.srqs.get(&srq)?.event))
+            {
                 ev.signal();
             }
             any = true;
@@ -764,14 +776,19 @@ impl Host {
     /// progress, which wakes the daemon anyway.)
     pub fn set_asleep(&self, asleep: bool) -> bool {
         let mut waiting = false;
-        for q in self.apps.values().flat_map(|a| a.qps.values()) {
-            for (ring, blocked) in [
-                (&q.sq, q.send_wait.is_some()),
-                (&q.rq, q.recv_wait.is_some()),
-            ] {
-                ring.set_asleep(asleep);
-                waiting |= asleep && !blocked && ring.is_empty() != Ok(true);
-            }
+        let qps = self.apps.values().flat_map(|a| a.qps.values());
+        let srqs = self.apps.values().flat_map(|a| a.srqs.values());
+        let rings = qps
+            .flat_map(|q| {
+                [
+                    (&q.sq, q.send_wait.is_some()),
+                    (&q.rq, q.recv_wait.is_some()),
+                ]
+            })
+            .chain(srqs.map(|s| (&s.ring, s.waiting.is_some())));
+        for (ring, blocked) in rings {
+            ring.set_asleep(asleep);
+            waiting |= asleep && !blocked && ring.is_empty() != Ok(true);
         }
         waiting
     }
@@ -946,18 +963,20 @@ fn qp_rings(
     limits: &Limits,
 ) -> Result<(Ring, Ring, Vec<OwnedFd>), Refusal> {
     ring_room(a, limits, &[cfg.max_send_wr, cfg.max_recv_wr])?;
-    let ring = |slots| {
-        Ring::create(
-            "rocev2d-wq",
-            slots,
-            rocev2_ipc::proto::SLOT_SIZE,
-            End::Consumer,
-        )
-        .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
-    };
-    let (sq, rq) = (ring(cfg.max_send_wr)?, ring(cfg.max_recv_wr)?);
+    let (sq, rq) = (work_ring(cfg.max_send_wr)?, work_ring(cfg.max_recv_wr)?);
     let fds = vec![dup(sq.region().fd())?, dup(rq.region().fd())?];
     Ok((sq, rq, fds))
+}
+
+/// A ring of `slots` work requests the application produces (a QP's queue, an SRQ).
+fn work_ring(slots: u32) -> Result<Ring, Refusal> {
+    Ring::create(
+        "rocev2d-wq",
+        slots,
+        rocev2_ipc::proto::SLOT_SIZE,
+        End::Consumer,
+    )
+    .map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))
 }
 
 impl App {
@@ -976,6 +995,17 @@ impl App {
     fn insert_cq(&mut self, cq: CqId, share: CqShare) {
         self.ring_bytes += share.ring.region().len() as u64;
         self.cqs.insert(cq, share);
+    }
+    /// Keeps an SRQ's ring, counting its bytes.
+    fn insert_srq(&mut self, srq: SrqId, share: SrqShare) {
+        self.ring_bytes += share.ring.region().len() as u64;
+        self.srqs.insert(srq, share);
+    }
+    /// Drops an SRQ's ring.
+    fn remove_srq(&mut self, srq: SrqId) {
+        if let Some(s) = self.srqs.remove(&srq) {
+            self.ring_bytes -= s.ring.region().len() as u64;
+        }
     }
     /// Drops a CQ's ring.
     fn remove_cq(&mut self, cq: CqId) {

@@ -210,30 +210,40 @@ impl Host {
                 format!("at most {MAX_SGE} SGEs per request"),
             ));
         }
+        ring_room(a, &limits, &[max_wr])?;
+        let ring = work_ring(max_wr)?;
         let event = EventFd::new().map_err(|e| Refusal(ErrorKind::Invalid, e.to_string()))?;
-        let fds = vec![dup(event.as_fd())?];
+        let fds = vec![dup(event.as_fd())?, dup(ring.region().fd())?];
         let id = ep.create_srq(pd, max_wr, max_sge)?;
-        a.srqs.insert(id, event);
+        let share = SrqShare {
+            event,
+            ring,
+            waiting: None,
+        };
+        a.insert_srq(id, share);
         Ok(Reply {
-            response: Response::Srq(id.0),
+            response: Response::Srq {
+                id: id.0,
+                slots: max_wr,
+            },
             fds,
             announce: None,
         })
     }
 
-    /// `Request::PostSrqRecv`.
-    pub(super) fn post_srq_recv(
-        &mut self,
-        c: Call<'_>,
-        srq: u32,
-        wr: RecvRecord,
-    ) -> Result<Reply, Refusal> {
-        let Call { ep, app, .. } = c;
+    /// Moves the requests waiting in SRQ `srq`'s ring into the engine first, so what the
+    /// application asks next (a query's count, a limit to arm) sees every request it posted.
+    fn drain_srq(&mut self, ep: &mut Endpoint, app: u32, srq: u32) -> Result<SrqId, Refusal> {
         let a = app_of(&mut self.apps, app)?;
         let srq = owned_srq(a, srq)?;
-        ep.post_srq_recv(srq, RecvWr::from(wr))?;
-        a.posted += 1;
-        Ok(Reply::ok(Response::Done))
+        if let Some(s) = a.srqs.get_mut(&srq) {
+            let n = rings::take_srq(ep, srq, s, &a.ahs, &mut self.scratch, &mut self.counters);
+            match n {
+                Ok(n) => a.posted += n,
+                Err(()) => a.corrupt = true,
+            }
+        }
+        Ok(srq)
     }
 
     /// `Request::ModifySrq`.
@@ -245,8 +255,7 @@ impl Host {
         limit: Option<u32>,
     ) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = app_of(&mut self.apps, app)?;
-        let srq = owned_srq(a, srq)?;
+        let srq = self.drain_srq(ep, app, srq)?;
         let max_wr = max_wr.map(|n| depth(n, "SRQ depth")).transpose()?;
         ep.modify_srq(srq, max_wr, limit)?;
         Ok(Reply::ok(Response::Done))
@@ -255,10 +264,8 @@ impl Host {
     /// `Request::QuerySrq`.
     pub(super) fn query_srq(&mut self, c: Call<'_>, srq: u32) -> Result<Reply, Refusal> {
         let Call { ep, app, .. } = c;
-        let a = app_of(&mut self.apps, app)?;
-        let attr = ep
-            .query_srq(owned_srq(a, srq)?)
-            .ok_or_else(|| unknown("SRQ"))?;
+        let srq = self.drain_srq(ep, app, srq)?;
+        let attr = ep.query_srq(srq).ok_or_else(|| unknown("SRQ"))?;
         Ok(Reply::ok(Response::SrqAttr {
             pd: attr.pd.value(),
             max_wr: attr.max_wr,
@@ -277,7 +284,7 @@ impl Host {
             EndpointError::InUse => Refusal(ErrorKind::InUse, e.to_string()),
             e => Refusal::from(e),
         })?;
-        a.srqs.remove(&srq);
+        a.remove_srq(srq);
         Ok(Reply::ok(Response::Done))
     }
 }

@@ -29,8 +29,6 @@ fn refused(wr_id: u64, qpn: Qpn, opcode: cq::WcOpcode, e: &EndpointError) -> Wor
 trait WorkRequest: Clone {
     /// Decodes a ring record; a UD send's address handle is looked up in `ahs`.
     fn decode(bytes: &[u8], ahs: &AhTable) -> Result<Self, record::RecordError>;
-    /// Posts to the engine.
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError>;
     /// The id and completion opcode an error completion of this request carries.
     fn completes_as(&self) -> (u64, cq::WcOpcode);
 }
@@ -52,9 +50,6 @@ impl WorkRequest for SendWr {
         });
         Ok(wr)
     }
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
-        ep.post_send(qpn, self)
-    }
     fn completes_as(&self) -> (u64, cq::WcOpcode) {
         (self.wr_id, self.op.wc_opcode())
     }
@@ -64,24 +59,23 @@ impl WorkRequest for RecvWr {
     fn decode(bytes: &[u8], _ahs: &AhTable) -> Result<Self, record::RecordError> {
         record::decode::<RecvRecord>(bytes).map(RecvWr::from)
     }
-    fn post(self, ep: &mut Endpoint, qpn: Qpn) -> Result<(), EndpointError> {
-        ep.post_recv(qpn, self)
-    }
     fn completes_as(&self) -> (u64, cq::WcOpcode) {
         (self.wr_id, cq::WcOpcode::Recv)
     }
 }
 
-/// Moves up to [`BUDGET`] requests of one queue of QP `qpn` into the engine: first the one it
+/// Moves up to [`BUDGET`] requests of one queue into the engine with `post`: first the one it
 /// had no room for (`waiting`), then records of `ring`, a UD send's address handle looked up in
-/// `ahs`. A request the engine refuses completes with an error on `cq`. Returns how many were
-/// posted or refused; `Err` when the ring or a record is corrupt.
+/// `ahs`. A request the engine refuses completes with an error on the CQ of `errors` (a QP's
+/// queue: its CQ and QPN); an SRQ has no CQ of its own, so a refused SRQ request (one the
+/// application's library would have refused before pushing it) is only counted. Returns how
+/// many were posted or refused; `Err` when the ring or a record is corrupt.
 fn take<W: WorkRequest>(
     ep: &mut Endpoint,
-    qpn: Qpn,
     (ring, waiting): (&mut Ring, &mut Option<W>),
     ahs: &AhTable,
-    mut cq: Option<&mut CqShare>,
+    mut errors: Option<(&mut CqShare, Qpn)>,
+    post: impl Fn(&mut Endpoint, W) -> Result<(), EndpointError>,
     buf: &mut Vec<u8>,
     c: &mut HostCounters,
 ) -> Result<u64, ()> {
@@ -96,7 +90,7 @@ fn take<W: WorkRequest>(
             },
         };
         let (wr_id, opcode) = wr.completes_as();
-        match wr.clone().post(ep, qpn) {
+        match post(ep, wr.clone()) {
             Ok(()) => n += 1,
             Err(EndpointError::Post(PostError::QueueFull)) => {
                 *waiting = Some(wr);
@@ -106,12 +100,12 @@ fn take<W: WorkRequest>(
                 // An application that reads none of its completions cannot grow the daemon:
                 // with a ring's worth of error completions undelivered, its requests stay
                 // where they are until it reads some (the producer stops, it is not queued).
-                if let Some(cq) = cq.as_deref_mut() {
+                if let Some((cq, qpn)) = errors.as_mut() {
                     if cq.made.len() >= cq.ring.slots() as usize {
                         *waiting = Some(wr);
                         break;
                     }
-                    cq.made.push_back(refused(wr_id, qpn, opcode, &e));
+                    cq.made.push_back(refused(wr_id, *qpn, opcode, &e));
                 }
                 n += 1;
                 c.refused_work_requests += 1;
@@ -121,7 +115,8 @@ fn take<W: WorkRequest>(
     Ok(n)
 }
 
-/// Moves work requests from `a`'s rings into the engine; marks `a` corrupt on a bad ring.
+/// Moves work requests from `a`'s rings (its QPs' queues and its SRQs) into the engine; marks
+/// `a` corrupt on a bad ring.
 pub(super) fn take_work(
     ep: &mut Endpoint,
     a: &mut App,
@@ -129,20 +124,42 @@ pub(super) fn take_work(
     c: &mut HostCounters,
 ) -> bool {
     let mut moved = 0;
-    for (qpn, q) in a.qps.iter_mut() {
-        let send_cq = a.cqs.get_mut(&q.send_cq);
+    for (&qpn, q) in a.qps.iter_mut() {
+        let send_cq = a.cqs.get_mut(&q.send_cq).map(|cq| (cq, qpn));
         let sq = (&mut q.sq, &mut q.send_wait);
-        let sent = take(ep, *qpn, sq, &a.ahs, send_cq, buf, c);
-        let recv_cq = a.cqs.get_mut(&q.recv_cq);
+        let send = |ep: &mut Endpoint, wr| ep.post_send(qpn, wr);
+        let sent = take(ep, sq, &a.ahs, send_cq, send, buf, c);
+        let recv_cq = a.cqs.get_mut(&q.recv_cq).map(|cq| (cq, qpn));
         let rq = (&mut q.rq, &mut q.recv_wait);
-        let received = take(ep, *qpn, rq, &a.ahs, recv_cq, buf, c);
+        let recv = |ep: &mut Endpoint, wr| ep.post_recv(qpn, wr);
+        let received = take(ep, rq, &a.ahs, recv_cq, recv, buf, c);
         match (sent, received) {
             (Ok(s), Ok(r)) => moved += s + r,
             _ => a.corrupt = true,
         }
     }
+    for (&srq, s) in a.srqs.iter_mut() {
+        match take_srq(ep, srq, s, &a.ahs, buf, c) {
+            Ok(n) => moved += n,
+            Err(()) => a.corrupt = true,
+        }
+    }
     a.posted += moved;
     moved > 0
+}
+
+/// Moves SRQ `srq`'s requests from its ring into the engine (see [`take`]; `ahs` is unused
+/// by receive requests).
+pub(super) fn take_srq(
+    ep: &mut Endpoint,
+    srq: SrqId,
+    s: &mut SrqShare,
+    ahs: &AhTable,
+    buf: &mut Vec<u8>,
+    c: &mut HostCounters,
+) -> Result<u64, ()> {
+    let post = |ep: &mut Endpoint, wr| ep.post_srq_recv(srq, wr);
+    take(ep, (&mut s.ring, &mut s.waiting), ahs, None, post, buf, c)
 }
 
 /// Moves completions from the engine's CQs (and the daemon's own) into `a`'s CQ rings, and
