@@ -2,7 +2,8 @@
 
 use super::*;
 use rocev2_core::cq::WcOpcode;
-use rocev2_core::qp::SendOp;
+use rocev2_core::mr::Lkey;
+use rocev2_core::qp::{SendOp, Sge};
 use rocev2_core::wire::ext::ExtCaps;
 use rocev2_datapath::iface::IfAddr;
 use rocev2_ipc::proto::ErrorKind;
@@ -1165,6 +1166,76 @@ fn region_addresses_are_distinct_while_live_and_reused_after() {
     assert_eq!(z.addr, x.addr, "the freed range is given out again");
     assert_ne!(z.rkey, x.rkey, "under a new key");
     assert_eq!(mem.len(), 2);
+}
+
+/// An SRQ's ring feeds the engine's SRQ as a QP's receive ring feeds its QP; a record the
+/// SRQ refuses (too many SGEs: the application's side refuses it first, so only a hostile one
+/// pushes it) is counted and dropped; a query first takes what waits in the ring; the ring's
+/// bytes count towards the application's and go back at destroy.
+#[test]
+fn srq_rings_feed_the_engine_and_refused_records_are_counted() {
+    let (mut h, mut ep, mut mem) = host(Limits::default());
+    let (a, _c, _) = attach(&mut h);
+    let Response::Pd(pd) = ask(&mut h, &mut ep, &mut mem, a, Request::AllocPd).response else {
+        panic!()
+    };
+    let create = Request::CreateSrq {
+        pd,
+        max_wr: 4,
+        max_sge: 1,
+    };
+    let r = ask(&mut h, &mut ep, &mut mem, a, create);
+    let Response::Srq { id, slots } = r.response else {
+        panic!("{:?}", r.response)
+    };
+    assert_eq!(
+        (slots, r.fds.len()),
+        (4, 2),
+        "the limit eventfd and the ring"
+    );
+    let len = Ring::region_len(slots, rocev2_ipc::proto::SLOT_SIZE) as u64;
+    let region = Region::from_fd(r.fds[1].try_clone().unwrap(), len).unwrap();
+    let mut ring = Ring::open(region, slots, rocev2_ipc::proto::SLOT_SIZE, End::Producer).unwrap();
+    let ring_bytes = h.snapshot()[0].ring_bytes;
+    assert!(ring_bytes >= len, "{ring_bytes}");
+    let wr = |wr_id, sges: usize| {
+        let sge = Sge {
+            addr: 0,
+            length: 8,
+            lkey: Lkey::new(1),
+        };
+        let wr = RecvWr {
+            wr_id,
+            sg_list: vec![sge; sges],
+        };
+        let mut buf = Vec::new();
+        record::encode_into(&RecvRecord::from(&wr), &mut buf);
+        buf
+    };
+    for rec in [wr(1, 1), wr(2, 2), wr(3, 1)] {
+        assert_eq!(ring.push(&rec), Ok(true));
+    }
+    h.service(&mut ep, &mut mem, Instant::ZERO);
+    let srq = SrqId(id);
+    assert_eq!(ep.query_srq(srq).unwrap().len, 2);
+    assert_eq!(h.counters().refused_work_requests, 1);
+    // Pushed after the last pass: the query takes it first.
+    assert_eq!(ring.push(&wr(4, 1)), Ok(true));
+    let q = ask(&mut h, &mut ep, &mut mem, a, Request::QuerySrq { srq: id });
+    assert!(
+        matches!(q.response, Response::SrqAttr { len: 3, .. }),
+        "{:?}",
+        q.response
+    );
+    let d = ask(
+        &mut h,
+        &mut ep,
+        &mut mem,
+        a,
+        Request::DestroySrq { srq: id },
+    );
+    assert_eq!(d.response, Response::Done);
+    assert_eq!(h.snapshot()[0].ring_bytes, ring_bytes - len);
 }
 
 /// Memory registered in place with some of its pages moved onto memfds: the daemon maps
