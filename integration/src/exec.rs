@@ -16,6 +16,7 @@ use crate::Error;
 use serde::de::DeserializeOwned;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -130,6 +131,33 @@ pub fn run_with_input(
     timeout: Duration,
 ) -> Result<Captured, Error> {
     Process::spawn_with_input(cmd, Some(input))?.finish(timeout)
+}
+
+/// A binary of this workspace built beside the running test or program
+/// (`target/<profile>/<name>`, where `cargo build` and `cargo test --workspace` put it): for a
+/// test of one package that runs another package's binary, which `CARGO_BIN_EXE_*` cannot name.
+///
+/// # Errors
+/// [`Error::Spawn`] (not found) naming the `cargo build` that makes it.
+pub fn built_binary(name: &str) -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe().map_err(|source| Error::Spawn {
+        cmd: name.to_owned(),
+        source,
+    })?;
+    // A test runs from `target/<profile>/deps/`, a program from `target/<profile>/`.
+    let dirs = exe.ancestors().skip(1).take(2);
+    dirs.map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::Spawn {
+            cmd: name.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "not built beside {}: build it with `cargo build --bin {name}`",
+                    exe.display()
+                ),
+            ),
+        })
 }
 
 /// Run `cmd` (for instance a [`netns_command`] running `rocev2d stats --json`) and parse

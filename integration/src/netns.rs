@@ -292,6 +292,27 @@ impl Testbed {
         Ok(netns_command(&self.node(node)?.netns, program))
     }
 
+    /// `rocev2d run` serving interface `iface` of node `node` over `datapath` on its default
+    /// control socket, once it says it serves (within `timeout`). The daemon is the one built
+    /// beside the running test ([`crate::exec::built_binary`]); dropping the [`crate::Process`]
+    /// kills it, so hold it in a variable declared after the testbed's.
+    ///
+    /// # Errors
+    /// An unknown node, no `rocev2d` built, or a daemon that exits or stays silent.
+    pub fn daemon(
+        &self,
+        node: &str,
+        iface: &str,
+        datapath: &str,
+        timeout: Duration,
+    ) -> Result<crate::Process, Error> {
+        let mut cmd = self.command(node, crate::exec::built_binary("rocev2d")?)?;
+        cmd.args(["run", "--iface", iface, "--datapath", datapath]);
+        let mut d = crate::Process::spawn(&mut cmd)?;
+        d.wait_for_line(|l| l.starts_with("rocev2d: serving"), timeout)?;
+        Ok(d)
+    }
+
     /// The switch ports `selection` picks, where switch programs attach; see [`PortSelection`].
     pub fn switch_ports(&self, selection: &PortSelection) -> Vec<SwitchPort> {
         crate::ports::select(&self.plan, selection)

@@ -41,13 +41,17 @@ impl Rig {
             return None;
         }
         let tb = pair();
-        let d = ["h0", "h1"].map(|h| daemon(&tb, h, &ifname(&tb, h), "xdp"));
+        let d = ["h0", "h1"].map(|h| {
+            tb.daemon(h, &ifname(&tb, h), "xdp", SETUP)
+                .expect("daemon serving")
+        });
         Some(Rig { _daemons: d, tb })
     }
 
     /// `rocev2d stats --json` in `host`'s namespace (no flags: its own daemon).
     fn stats(&self, host: &str) -> serde_json::Value {
-        let mut cmd = self.tb.command(host, daemon_bin()).expect("command");
+        let bin = exec::built_binary("rocev2d").expect("rocev2d built");
+        let mut cmd = self.tb.command(host, bin).expect("command");
         let out = exec::run(cmd.args(["stats", "--json"]), SETUP).expect("stats");
         assert!(out.status.success(), "{}", out.stderr);
         serde_json::from_str(&out.stdout).expect("stats JSON")

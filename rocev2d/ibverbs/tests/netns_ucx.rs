@@ -21,7 +21,7 @@
 //! loudly otherwise.
 
 mod common;
-use common::{TIMEOUT, daemon, h1_ip, pair, preloaded, preloading, run_pair, show};
+use common::{TIMEOUT, h1_ip, pair, preloaded, preloading, run_pair, show};
 use rocev2_testbed::{Process, Testbed, need_root};
 use std::path::PathBuf;
 use std::process::Command;
@@ -251,7 +251,8 @@ fn io_demo_pair(test: &str, index: u8, datapath: &str) {
     let _nodes = devs.each_ref().map(|d| DeviceNode::new(d));
     let _daemons = (datapath == "attach").then(|| {
         [("h0", &devs[0]), ("h1", &devs[1])]
-            .map(|(h, d)| daemon(&tb, h, d.trim_start_matches("rocev2_"), "udp"))
+            .map(|(h, d)| tb.daemon(h, d.trim_start_matches("rocev2_"), "udp", TIMEOUT))
+            .map(|d| d.expect("daemon serving"))
     });
     let port = 13999 - u16::from(index);
     let io_demo = |host: &str, dev: &str| {

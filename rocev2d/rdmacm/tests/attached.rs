@@ -12,31 +12,13 @@
 mod common;
 use common::*;
 use rocev2_testbed::{Process, need_root};
-use std::path::PathBuf;
-
-/// The daemon binary, beside this test's binary in the target directory.
-fn daemon_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-    let p = profile.join("rocev2d");
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `cargo build -p rocev2d`",
-        p.display()
-    );
-    p
-}
 
 /// A `rocev2d run` over UDP in each host, serving.
 fn daemons(tb: &rocev2_testbed::Testbed) -> [Process; 2] {
     ["h0", "h1"].map(|host| {
         let iface = device(tb, host).trim_start_matches("rocev2_").to_string();
-        let mut cmd = tb.command(host, daemon_bin()).expect("command");
-        cmd.args(["run", "--iface", &iface, "--datapath", "udp"]);
-        let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
-        d.wait_for_line(|l| l.contains("serving"), TIMEOUT)
-            .expect("daemon serving");
-        d
+        tb.daemon(host, &iface, "udp", TIMEOUT)
+            .expect("daemon serving")
     })
 }
 

@@ -5,7 +5,7 @@
 
 use rocev2_testbed::exec::run_server_client;
 use rocev2_testbed::topology::{LinkParams, Topology};
-use rocev2_testbed::{Captured, Process, Testbed};
+use rocev2_testbed::{Captured, Testbed};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -25,31 +25,6 @@ pub fn library(name: &str) -> PathBuf {
         .map(|d| d.join(&file))
         .find(|p| p.exists())
         .unwrap_or_else(|| panic!("{file} not built beside the tests"))
-}
-
-/// The daemon binary, beside this test's binary in the target directory (`cargo test
-/// --workspace` builds it first).
-pub fn daemon_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-    let p = profile.join("rocev2d");
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `cargo build -p rocev2d`",
-        p.display()
-    );
-    p
-}
-
-/// `rocev2d run` serving `iface` of `host` over `datapath` on its default socket, once it
-/// says so. Declare it after the testbed, so it drops (and is killed) first.
-pub fn daemon(tb: &Testbed, host: &str, iface: &str, datapath: &str) -> Process {
-    let mut cmd = tb.command(host, daemon_bin()).expect("command");
-    cmd.args(["run", "--iface", iface, "--datapath", datapath]);
-    let mut d = Process::spawn(&mut cmd).expect("spawn daemon");
-    d.wait_for_line(|l| l.starts_with("rocev2d: serving"), TIMEOUT)
-        .expect("daemon serving");
-    d
 }
 
 pub fn pair() -> Testbed {
