@@ -577,10 +577,7 @@ impl Attached {
             return Err(EndpointError::Post(PostError::Unsupported).into());
         }
         record::encode_into(&SendRecord::from(wr), &mut self.buf);
-        push(&mut q.sq, &self.buf)?;
-        if q.sq.consumer_asleep() {
-            self.bell.signal();
-        }
+        push(&mut q.sq, &self.buf, &self.bell)?;
         Ok(())
     }
 
@@ -648,10 +645,7 @@ impl Attached {
             remote_qkey: to.q_key,
         };
         record::encode_into(&SendRecord::from(wr).with_ud(ud), &mut self.buf);
-        push(&mut q.sq, &self.buf)?;
-        if q.sq.consumer_asleep() {
-            self.bell.signal();
-        }
+        push(&mut q.sq, &self.buf, &self.bell)?;
         Ok(())
     }
 
@@ -689,10 +683,7 @@ impl Attached {
             return Err(EndpointError::Post(PostError::TooManySge).into());
         }
         record::encode_into(&RecvRecord::from(wr), &mut self.buf);
-        push(&mut s.ring, &self.buf)?;
-        if s.ring.consumer_asleep() {
-            self.bell.signal();
-        }
+        push(&mut s.ring, &self.buf, &self.bell)?;
         Ok(())
     }
 
@@ -718,10 +709,7 @@ impl Attached {
             return Err(EndpointError::Post(PostError::UsesSrq).into());
         }
         record::encode_into(&RecvRecord::from(wr), &mut self.buf);
-        push(&mut q.rq, &self.buf)?;
-        if q.rq.consumer_asleep() {
-            self.bell.signal();
-        }
+        push(&mut q.rq, &self.buf, &self.bell)?;
         Ok(())
     }
 
@@ -1013,9 +1001,15 @@ fn open_ring(fd: OwnedFd, slots: u32, end: End) -> Result<Ring> {
         .map_err(|e| protocol(e.to_string()))
 }
 
-fn push(ring: &mut Ring, rec: &[u8]) -> Result<()> {
+/// Pushes record `rec` into a work ring, ringing the daemon's doorbell `bell` if it sleeps.
+fn push(ring: &mut Ring, rec: &[u8], bell: &EventFd) -> Result<()> {
     match ring.push(rec) {
-        Ok(true) => Ok(()),
+        Ok(true) => {
+            if ring.consumer_asleep() {
+                bell.signal();
+            }
+            Ok(())
+        }
         Ok(false) => Err(EndpointError::Post(PostError::QueueFull).into()),
         Err(RingError::TooLarge(_)) => Err(EndpointError::Post(PostError::BadInline).into()),
         Err(RingError::Corrupt) => Err(Error::DaemonGone),
