@@ -97,13 +97,16 @@ impl SharedPages {
         if start >= end || max == 0 {
             return SharedPages { pieces };
         }
+        // Segments looked at but not used: dropped after the lock (declared before its guard),
+        // since the last holder's drop takes the lock to restore the pages.
+        let mut unused = Vec::new();
         let mut reg = segments();
         reg.retain(|_, s| s.strong_count() > 0);
         for vma in Vma::covering(start, end) {
             let mut at = vma.start.max(start);
             let stop = vma.end.min(end);
             while at < stop && pieces.len() < max {
-                let piece = match ours(&reg, &vma, at) {
+                let piece = match ours(&reg, &vma, at, &mut unused) {
                     Some(segment) => {
                         let len = (segment.addr + segment.len).min(stop) - at;
                         let file_offset = at - segment.addr;
@@ -151,12 +154,23 @@ impl SharedPages {
     }
 }
 
-/// The live segment whose pages `vma` still maps at `at`, if any.
-fn ours(reg: &BTreeMap<usize, Weak<Segment>>, vma: &Vma, at: usize) -> Option<Arc<Segment>> {
+/// The live segment whose pages `vma` still maps at `at`, if any; one found but not matching
+/// goes to `unused`.
+fn ours(
+    reg: &BTreeMap<usize, Weak<Segment>>,
+    vma: &Vma,
+    at: usize,
+    unused: &mut Vec<Arc<Segment>>,
+) -> Option<Arc<Segment>> {
     let (_, w) = reg.range(..=at).next_back()?;
     let s = w.upgrade()?;
     let file_offset = vma.offset + (at - vma.start) as u64;
-    (at < s.addr + s.len && vma.ino == s.ino && file_offset == (at - s.addr) as u64).then_some(s)
+    if at < s.addr + s.len && vma.ino == s.ino && file_offset == (at - s.addr) as u64 {
+        Some(s)
+    } else {
+        unused.push(s);
+        None
+    }
 }
 
 impl Segment {
