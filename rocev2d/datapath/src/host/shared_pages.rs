@@ -20,7 +20,9 @@
 //!
 //! Deviations from registering on an HCA:
 //! - a write another thread makes to the pages during the registration, between the copy and
-//!   the swap, is lost (programs fill a buffer before or after registering it, not during);
+//!   the swap, is lost (programs fill a buffer before or after registering it, not during); so
+//!   is one made while the last registration's pages go back, which only a program that freed
+//!   the buffer before deregistering it and reused the memory meanwhile can make;
 //! - a child of `fork` does not inherit the moved pages while they are registered
 //!   (`MADV_DONTFORK`, what rdma-core's `ibv_fork_init` does to every region): inherited, the
 //!   shared mapping would carry the child's writes into the parent's buffer.
