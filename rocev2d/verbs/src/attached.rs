@@ -54,7 +54,7 @@ use rocev2_ipc::cm::AcceptSpec;
 use rocev2_ipc::frame::{self, Decoder};
 use rocev2_ipc::notify::EventFd;
 use rocev2_ipc::proto::{
-    self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, PagePiece, QpSpec, Request, Response,
+    self, ConnectSpec, ErrorKind, InPlace, ModifySpec, MpSpec, QpSpec, Request, Response,
 };
 use rocev2_ipc::record::{self, CompletionRecord, RecvRecord, SendRecord, UdRecord};
 use rocev2_ipc::ring::{End, Ring, RingError};
@@ -311,17 +311,8 @@ impl Attached {
     ) -> Result<MrInfo> {
         let mem = ProcessMemory::open_own().map_err(Error::Io)?;
         let shared = SharedPages::share(range, proto::MAX_PAGE_PIECES);
-        let mut fds = vec![mem.as_fd()];
-        let mut pages = Vec::new();
-        for (p, fd) in shared.pieces() {
-            pages.push(PagePiece {
-                offset: p.offset,
-                len: p.len,
-                file_offset: p.file_offset,
-                file_len: p.file_len,
-            });
-            fds.push(fd);
-        }
+        let (pages, moved): (Vec<_>, Vec<_>) = shared.pieces().unzip();
+        let fds: Vec<_> = std::iter::once(mem.as_fd()).chain(moved).collect();
         let at = Some(InPlace {
             addr: range.addr() as u64,
             iova,

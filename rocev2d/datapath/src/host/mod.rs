@@ -26,4 +26,4 @@ pub use ahs::AhTable;
 pub use memory::{Backing, CallerRange, HostMemory, ProcessMemory, ProcessRange};
 pub use path::{NextHop, PathError, address_handle, connect_attr, modify_attr, path};
 pub use progress::{BACKOFF, BACKOFF_MAX, Driving, Engine, ProgressThread};
-pub use shared_pages::{PieceSpec, SharedPages};
+pub use shared_pages::SharedPages;

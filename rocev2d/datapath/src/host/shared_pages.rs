@@ -30,6 +30,7 @@
 //! One registry of segments per process, behind one lock: registrations are set-up work, and
 //! the lock keeps two of them from moving the same pages twice.
 
+use rocev2_ipc::proto::PagePiece;
 use rocev2_ipc::shm::Region;
 use rustix::mm::{Advice, MapFlags, MprotectFlags, MremapFlags, ProtFlags};
 use std::collections::BTreeMap;
@@ -70,20 +71,6 @@ struct Piece {
 #[derive(Debug, Default)]
 pub struct SharedPages {
     pieces: Vec<Piece>,
-}
-
-/// One piece as the daemon learns it: `len` bytes at `offset` into the registered range are
-/// the memfd's bytes at `file_offset`; the memfd holds `file_len` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PieceSpec {
-    /// Where the piece starts in the registered range.
-    pub offset: u64,
-    /// Its length.
-    pub len: u64,
-    /// Where it starts in the memfd.
-    pub file_offset: u64,
-    /// The memfd's length.
-    pub file_len: u64,
 }
 
 impl SharedPages {
@@ -137,10 +124,11 @@ impl SharedPages {
         SharedPages { pieces }
     }
 
-    /// The pieces, in order of offset, each with the memfd to send beside it.
-    pub fn pieces(&self) -> impl Iterator<Item = (PieceSpec, BorrowedFd<'_>)> {
+    /// The pieces as the daemon learns them ([`PagePiece`]), in order of offset, each with the
+    /// memfd to send beside it.
+    pub fn pieces(&self) -> impl Iterator<Item = (PagePiece, BorrowedFd<'_>)> {
         self.pieces.iter().map(|p| {
-            let spec = PieceSpec {
+            let spec = PagePiece {
                 offset: p.offset as u64,
                 len: p.len as u64,
                 file_offset: p.file_offset as u64,
@@ -368,7 +356,7 @@ mod tests {
         let pieces: Vec<_> = shared.pieces().map(|(s, _)| s).collect();
         assert_eq!(
             pieces,
-            [PieceSpec {
+            [PagePiece {
                 offset: (PAGE - 100) as u64,
                 len: 4 * PAGE as u64,
                 file_offset: 0,
