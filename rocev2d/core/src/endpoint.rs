@@ -624,7 +624,7 @@ impl Endpoint {
         let parsed = RoceRepr::parse(frame.transport());
         let roce = parsed.as_ref().map_err(|e| *e)?;
         let ip = frame.ip_repr();
-        let (src, dst): (IpAddr, IpAddr) = match *ip {
+        let (src, dst): (IpAddr, IpAddr) = match ip {
             IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
             IpRepr::V6 { src, dst, .. } => (src.into(), dst.into()),
         };

@@ -216,7 +216,7 @@ impl Headers {
     /// header into a `FrameRepr` (this runs once per frame the engine sends).
     fn read(frame: &[u8]) -> Option<Headers> {
         let fr = Frame::new_checked(frame).ok()?;
-        let &IpRepr::V4 { src, dst, ecn, .. } = fr.ip_repr() else {
+        let IpRepr::V4 { src, dst, ecn, .. } = fr.ip_repr() else {
             return None;
         };
         let (ip_at, _) = ip::ip_header(frame)?;
