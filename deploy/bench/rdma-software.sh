@@ -95,7 +95,7 @@ rc_pingpong() {
 # mean, overall µs; bandwidth mean, overall MB/s of 2^20 bytes; message rates).
 ucx() {
     local args=(-t "$1" -s "$2" -n "$3" -p 13337)
-    local env=(UCX_TLS=rc_v UCX_IB_GID_INDEX=1 UCX_UD_VERBS_ETH_DGID_CHECK=n
+    local env=(UCX_TLS=rc_v UCX_UD_VERBS_ETH_DGID_CHECK=n
         LD_PRELOAD="$PRELOAD" ROCEV2_DATAPATH="${4:-$DP}")
     in_h1 env "${env[@]}" UCX_NET_DEVICES="rocev2_$IF1:1" ucx_perftest "${args[@]}" >/dev/null &
     local srv=$!

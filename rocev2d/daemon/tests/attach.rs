@@ -39,6 +39,9 @@
 //!   CM connection whose REQ reaches the shard that does not listen is forwarded to the one
 //!   that does (and its REP back), a Service ID held on one shard is refused on the other,
 //!   and a connection between applications of the same shard works beside it.
+//! - Applications of one host talking over its own address (`--queues 2`, AF_XDP and
+//!   AF_PACKET): a verified WRITE stream and `rping` between the two shards, every frame looped
+//!   back inside the daemon and forwarded to its shard, none reaching the peer host.
 //! - Dart on both daemons: applications connected through `rocev2::connect` with its default
 //!   configuration offer each other N and the look-ahead (the daemons name their scheme when
 //!   an application attaches), and a sender's look-ahead comes back as N in the ACKs;
@@ -1745,6 +1748,74 @@ fn sharded_streams(test: &'static str, datapath: &str) {
         assert_eq!(s["datapath_counters"]["steer_no_socket"], 0, "{s}");
         assert!(s["datapath"] == datapath, "{s}");
     }
+}
+
+/// Applications of one host talking over its own address, as through a NIC or rdma_rxe: the
+/// frames never leave the host (`tx_looped`), and between the two shards of a `--queues 2`
+/// daemon of `datapath` they are forwarded to the shard owning their QP or CM connection.
+fn own_address(test: &'static str, datapath: &str) {
+    let Some(rig) = Rig::sharded(test, datapath) else {
+        return;
+    };
+    let tb = &rig.tb;
+    let h1 = tb.node("h1").expect("h1").ipv4().expect("v4").to_string();
+    // A verified WRITE stream: the server takes shard 0, the client shard 1 (the forwarded
+    // frames below show it).
+    let wb = ["--verify", "-s", "65536", "-n", "256", "-p", "18527"];
+    let server = server(tb, test, "write_bw", &wb, 18527);
+    let client = tool(tb, test, "h1", "write_bw", &wb, Some("h1"));
+    for p in [client, server] {
+        let out = p.finish(Duration::from_secs(120)).expect("write_bw");
+        assert!(out.stdout.contains("verify: OK"), "{}", out.stdout);
+    }
+    wait_detached(test, "h1");
+    // The connection manager: the REQ reaches the listener's shard, the REP the client's.
+    let mut rping_server = rping(tb, test, "h1", "-s", &h1, &["-p", "7186", "-C", "5", "-d"]);
+    rping_server
+        .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
+        .expect("rping server listening");
+    let client = rping(
+        tb,
+        test,
+        "h1",
+        "-c",
+        &h1,
+        &["-p", "7186", "-C", "5", "-V", "-v"],
+    );
+    let out = client
+        .finish(Duration::from_secs(60))
+        .expect("rping client");
+    let pings = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"));
+    assert_eq!(pings.count(), 5, "{}", out.stdout);
+    rping_server
+        .finish(Duration::from_secs(30))
+        .expect("rping server");
+    let s = wait_detached(test, "h1");
+    let dp = &s["datapath_counters"];
+    // 256 messages of 64 KiB are at least 4096 frames of 4 KiB each way.
+    assert!(dp["tx_looped"].as_u64() > Some(4096), "{s}");
+    assert!(dp["rx_forwarded"].as_u64() > Some(4096), "{s}");
+    assert!(dp["rx_cm_forwarded"].as_u64() > Some(0), "{s}");
+    assert_eq!(s["drops"]["mis_steered"], 0, "{s}");
+    assert_eq!(s["host"]["closed_corrupt"], 0, "{s}");
+    // Nothing went to the peer host.
+    let peer = stats(test, "h0");
+    assert_eq!(peer["datapath_counters"]["rx_packets"], 0, "{peer}");
+}
+
+#[test]
+fn attach_applications_of_one_host_talk_over_its_own_address() {
+    own_address("attach_own_addr", "xdp");
+}
+
+/// The same over AF_PACKET, whose shards drop each other's frames from the wire but forward
+/// the ones this host looped back (no other socket saw them).
+#[test]
+fn attach_applications_of_one_host_talk_over_its_own_address_packet() {
+    own_address("attach_own_addr_packet", "packet");
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! Deviations: none.
 
 use crate::af_packet::{PacketConfig, PacketDatapath};
+use crate::loopback::Loopback;
 use crate::udp::{UdpConfig, UdpDatapath};
 #[cfg(feature = "xdp")]
 use crate::xdp::{XdpConfig, XdpDatapath};
@@ -161,6 +162,15 @@ pub fn open(iface: &Interface, mode: Mode, opts: &Options) -> Result<Opened, Err
                 }
                 Err(e) => return Err(e),
             },
+        },
+    };
+    // Frames to the host's own addresses come back to it ([`crate::loopback`]); over UDP the
+    // kernel does that itself.
+    let opened = match opened.datapath.carries_datagrams() {
+        true => opened,
+        false => Opened {
+            datapath: Box::new(Loopback::new(iface.mac, opened.datapath)),
+            ..opened
         },
     };
     tracing::info!(

@@ -323,7 +323,7 @@ impl<D: Datapath, M: Memory> Driver<D, M> {
         }
         // Frames still waiting mean the kernel pushed back or the budget ran out; either way
         // the next pass should not wait for a packet or a timer to arrive first.
-        p.more |= !tx.is_empty() || p.tx >= cfg.tx_frames_per_pass;
+        p.more |= !tx.is_empty() || p.tx >= cfg.tx_frames_per_pass || dp.rx_waiting();
         self.more = p.more;
         if p.rx > 0 || p.tx > 0 || p.timers {
             self.last_activity = Some(now);

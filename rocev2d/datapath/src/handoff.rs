@@ -182,6 +182,9 @@ pub struct Shard<D> {
 struct Router {
     block: u32,
     policy: Policy,
+    /// The interface's MAC: a frame from it was looped back by this shard ([`crate::loopback`];
+    /// AF_PACKET does not return our own transmissions), so no other shard has a copy.
+    mac: [u8; 6],
     /// The other members as of [`Shard::seen`] (index: block; this shard's own is `None`).
     view: Vec<Option<Member>>,
     /// The listen registry as of [`Shard::seen`].
@@ -274,6 +277,7 @@ impl<D: Datapath> Shard<D> {
             router: Router {
                 block,
                 policy,
+                mac: iface.mac,
                 view: Vec::new(),
                 listens: BTreeMap::new(),
                 takes_unowned_mads: true,
@@ -364,7 +368,7 @@ impl Router {
             // unowned MAD is answered as a stray).
             return b == self.block || !mad || self.unowned_mad();
         };
-        if self.policy == Policy::Drop {
+        if self.policy == Policy::Drop && bytes.get(6..12) != Some(&self.mac[..]) {
             self.counters.other_shard += 1;
             return false;
         }
@@ -533,6 +537,10 @@ impl<D: Datapath> Datapath for Shard<D> {
 
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
         self.inner.send(batch)
+    }
+
+    fn rx_waiting(&self) -> bool {
+        self.inner.rx_waiting()
     }
 
     /// An epoll set of the wrapped datapath's descriptor and the inbox's eventfd (readability
@@ -744,6 +752,25 @@ mod tests {
         a.inner.inbox.push_back(late.clone());
         assert_eq!(pass(&mut a), vec![late]);
         assert_eq!(a.stats().rx_forwarded, 10);
+    }
+
+    #[test]
+    fn handoff_over_af_packet_forwards_frames_this_host_looped_back() {
+        // A frame from the interface's own MAC was looped back by the shard that sent it
+        // (`crate::loopback`): no other shard's socket saw it, so it is forwarded, not dropped.
+        let own = frame(B1 + 3, 0);
+        let mut ifc = iface(11);
+        ifc.mac = own[6..12].try_into().unwrap();
+        let mut a = Shard::join(&ifc, 0, fake("packet")).unwrap();
+        let mut b = Shard::join(&ifc, 1, fake("packet")).unwrap();
+        let mut wire = frame(B1 + 3, 1);
+        wire[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        a.inner.inbox.push_back(wire);
+        a.inner.inbox.push_back(own.clone());
+        assert_eq!(pass(&mut a), Vec::<Vec<u8>>::new());
+        assert_eq!(pass(&mut b), vec![own]);
+        let s = a.stats();
+        assert_eq!((s.rx_other_shard, s.rx_forwarded), (1, 1));
     }
 
     const SID: ServiceId = ServiceId::rdma_cm(rocev2_core::cm::PortSpace::TCP, 7174);

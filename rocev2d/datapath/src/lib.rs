@@ -44,6 +44,7 @@ pub mod filter;
 pub mod handoff;
 pub mod host;
 pub mod iface;
+pub mod loopback;
 pub mod neigh;
 mod netlink;
 pub mod pair;
@@ -421,11 +422,14 @@ pub struct DatapathStats {
     /// Engine shard: CM MADs (to QP1) forwarded to the shard whose CM owns their connection or
     /// listens on their REQ's Service ID (each also counts in `rx_forwarded`).
     pub rx_cm_forwarded: u64,
+    /// Frames for the interface's own MAC, handed back to its receive side without leaving
+    /// the host ([`loopback`]); they count in neither `tx_packets` nor `rx_packets`.
+    pub tx_looped: u64,
 }
 
 impl DatapathStats {
     /// Every counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 29] {
+    pub fn named(&self) -> [(&'static str, u64); 30] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -456,6 +460,7 @@ impl DatapathStats {
             ("rx_other_shard", self.rx_other_shard),
             ("rx_from_shards", self.rx_from_shards),
             ("rx_cm_forwarded", self.rx_cm_forwarded),
+            ("tx_looped", self.tx_looped),
         ]
     }
 }
@@ -533,6 +538,12 @@ pub trait Datapath {
     /// Only socket failures that will not go away by retrying.
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error>;
 
+    /// True when frames wait that [`Datapath::fd`] does not signal (frames a [`loopback`]
+    /// took out of the transmit stream): the driver receives again before it sleeps.
+    fn rx_waiting(&self) -> bool {
+        false
+    }
+
     /// A descriptor that polls readable when frames wait and writable when sends may proceed.
     fn fd(&self) -> BorrowedFd<'_>;
 
@@ -566,6 +577,9 @@ impl<D: Datapath + ?Sized> Datapath for Box<D> {
     }
     fn send(&mut self, batch: &mut TxBatch) -> Result<usize, Error> {
         (**self).send(batch)
+    }
+    fn rx_waiting(&self) -> bool {
+        (**self).rx_waiting()
     }
     fn fd(&self) -> BorrowedFd<'_> {
         (**self).fd()

@@ -166,9 +166,9 @@ fn trigger(iface: &str, dst: IpAddr) -> Result<(), Error> {
 /// the module docs), once a QP is connected: a raw datapath sees only frames sent to this
 /// interface's MAC, and the peer may have cached another interface's answer to its ARP
 /// (docs/datapath.md, "Neighbours"). Best effort: if it is lost, the peer's kernel corrects
-/// itself later.
+/// itself later. A path to this interface itself has no next hop to tell.
 pub fn announce<D: crate::Datapath + ?Sized>(dp: &mut D, path: &rocev2_core::qp::Path) {
-    if dp.carries_datagrams() {
+    if dp.carries_datagrams() || path.dst_mac == path.src_mac {
         return;
     }
     let frame = announcement(path.src_mac, path.src_ip, path.dst_mac);
@@ -227,11 +227,16 @@ pub fn announcement(mac: [u8; 6], ip: IpAddr, to_mac: [u8; 6]) -> Vec<u8> {
 }
 
 /// The MAC address frames to `dst` must carry, leaving through interface `iface`: the next
-/// hop's from the neighbour table, resolved first if missing, waiting at most `wait`.
+/// hop's from the neighbour table, resolved first if missing, waiting at most `wait`; the
+/// interface's own for one of its own addresses (such frames come back to this host:
+/// [`crate::loopback`]).
 ///
 /// # Errors
 /// [`Error::Unresolved`] when no entry appeared in time, or netlink failures.
 pub fn resolve(iface: &crate::Interface, dst: IpAddr, wait: Duration) -> Result<[u8; 6], Error> {
+    if iface.addrs.iter().any(|a| a.ip == dst) {
+        return Ok(iface.mac);
+    }
     let r = route(dst)?;
     if r.oif != iface.index {
         tracing::warn!(
@@ -325,5 +330,31 @@ mod tests {
             return;
         };
         assert_eq!(r.next_hop, IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+
+    #[test]
+    fn resolve_gives_the_interface_its_own_mac_for_its_own_addresses() {
+        let mac = [2, 0x5e, 0, 0, 0, 7];
+        let addr = |ip: &str| crate::iface::IfAddr {
+            ip: ip.parse().unwrap(),
+            prefix_len: 24,
+            link_local: false,
+        };
+        // An interface no netlink call could find: the answer comes from its addresses alone.
+        let iface = crate::Interface {
+            name: "nowhere0".into(),
+            index: 0x7fff_fff0,
+            mac,
+            mtu: 1500,
+            up: true,
+            addrs: vec![addr("192.0.2.7"), addr("2001:db8::7")],
+            rx_queues: 1,
+        };
+        for ip in ["192.0.2.7", "2001:db8::7"] {
+            assert_eq!(
+                resolve(&iface, ip.parse().unwrap(), Duration::ZERO).unwrap(),
+                mac
+            );
+        }
     }
 }

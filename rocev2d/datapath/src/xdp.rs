@@ -801,6 +801,10 @@ impl FrameBuf for SlotBuf<'_> {
             &mut self.slot[..len]
         }
     }
+    fn frame(&self, len: usize) -> &[u8] {
+        let from: &[u8] = if self.oversize { self.spill } else { self.slot };
+        &from[..len.min(from.len())]
+    }
 }
 
 /// RoCEv2 frames through AF_XDP sockets on every receive queue, or on one; see the module docs.

@@ -1,5 +1,6 @@
 //! UCX (Debian's `ucx-utils`, unmodified) over `librocev2_ibverbs.so` in a pair testbed:
-//! `ucx_info -d` lists the device with the `rc_verbs` and `ud_verbs` transports, and
+//! `ucx_info -d` lists the device with the `rc_verbs` and `ud_verbs` transports, `ucx_info -e`
+//! connects an endpoint to its own worker over the device (the frames loop back), and
 //! `ucx_perftest` runs `tag_bw` and `tag_lat` with 4 KiB messages between the namespaces over
 //! `rc_verbs` (UCX's `rc_v`: `ud_verbs` only to set up the connection) and over `ud_verbs`, each
 //! client's log naming the transport its endpoint uses; `io_demo` runs UCX's client-server
@@ -8,10 +9,11 @@
 //!
 //! What UCX needs beyond the verbs (docs/ibverbs.md, "UCX"): a character device at
 //! `/dev/infiniband/<dev_name>` it may read and write, which it only checks for, made here as
-//! a copy of `/dev/null` and removed after; `UCX_IB_GID_INDEX=1` (UCX 1.13 reads GID types from
-//! sysfs, and probes the others with address handles to the device's own addresses); and
-//! `UCX_UD_VERBS_ETH_DGID_CHECK=n` (UCX reads an IPv4 packet's destination from the GRH area
-//! only when the completion's `sl` carries mlx5's packet type).
+//! a copy of `/dev/null` and removed after; and `UCX_UD_VERBS_ETH_DGID_CHECK=n` (UCX reads an
+//! IPv4 packet's destination from the GRH area only when the completion's `sl` carries mlx5's
+//! packet type). No GID index is set: UCX 1.13, finding no GID types in sysfs, probes each GID
+//! with an address handle to the device's own address and takes the IPv4 one, which the
+//! tests' endpoints then use.
 //!
 //! UCX keeps a device's name to 15 characters (`UCT_MD_NAME_MAX`), fewer than
 //! `rocev2_<iface>` takes with the testbed's interface names, so each test renames its two
@@ -103,7 +105,6 @@ fn ucx(tb: &Testbed, host: &str, dev: &str, program: &str, tls: &str) -> Command
 fn ucx_with(mut cmd: Command, dev: &str, tls: &str) -> Command {
     cmd.env("UCX_TLS", tls)
         .env("UCX_NET_DEVICES", format!("{dev}:1"))
-        .env("UCX_IB_GID_INDEX", "1")
         .env("UCX_UD_VERBS_ETH_DGID_CHECK", "n");
     cmd
 }
@@ -132,6 +133,20 @@ fn ucx_info_lists_the_verbs_transports() {
             "no {tl} in\n{md}"
         );
     }
+    // An endpoint to its own worker: UCX wires it up over `rc_verbs`, through the device's
+    // own address.
+    let mut ep = ucx(&tb, "h0", &dev, "ucx_info", "rc_v");
+    let out = ep.args(["-e", "-u", "t"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("rc_verbs/{dev}:1")),
+        "no rc_verbs lane in\n{text}"
+    );
 }
 
 /// `ucx_perftest -t test -s 4096 -n 1000` with transports `tls`, the server in h1 and the

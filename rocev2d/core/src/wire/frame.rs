@@ -454,12 +454,18 @@ pub trait FrameBuf {
     /// A buffer of exactly `len` bytes for the next frame. Its contents are unspecified: the
     /// emitter writes every byte ([`HeaderTemplate::emit_with`]).
     fn frame_mut(&mut self, len: usize) -> &mut [u8];
+    /// The first `len` bytes of the buffer [`Self::frame_mut`] last handed out: the frame as
+    /// written, for a datapath that looks at it before sending it.
+    fn frame(&self, len: usize) -> &[u8];
 }
 
 impl FrameBuf for alloc::vec::Vec<u8> {
     fn frame_mut(&mut self, len: usize) -> &mut [u8] {
         self.resize(len, 0);
         self
+    }
+    fn frame(&self, len: usize) -> &[u8] {
+        &self[..len.min(self.len())]
     }
 }
 
