@@ -41,6 +41,36 @@ pub fn display(cmd: &Command) -> String {
     s
 }
 
+/// A network namespace this process added, deleted (with every interface in it) on drop, also
+/// when a test panics.
+#[derive(Debug)]
+pub struct Namespace(String);
+
+impl Namespace {
+    /// Adds namespace `name` (`ip netns add`).
+    ///
+    /// # Errors
+    /// As [`run`]: `ip` failed (the name is taken, not root).
+    pub fn add(name: &str) -> Result<Namespace, Error> {
+        run(
+            Command::new("ip").args(["netns", "add", name]),
+            Duration::from_secs(30),
+        )?;
+        Ok(Namespace(name.to_string()))
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
 /// The environment variable that marks a test binary re-run by [`in_fresh_netns`].
 const INSIDE_NETNS: &str = "ROCEV2_TESTBED_INSIDE_NETNS";
 
@@ -59,14 +89,7 @@ pub fn in_fresh_netns(test: &str, ns: &str, limit: Duration) -> Result<bool, Err
     if !crate::need_root(test) {
         return Ok(false);
     }
-    struct Del<'a>(&'a str);
-    impl Drop for Del<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", self.0]).status();
-        }
-    }
-    run(Command::new("ip").args(["netns", "add", ns]), limit)?;
-    let _del = Del(ns);
+    let _ns = Namespace::add(ns)?;
     let exe = std::env::current_exe().map_err(|source| Error::Spawn {
         cmd: format!("{test} (the test binary)"),
         source,

@@ -1125,12 +1125,24 @@ fn rping(tb: &Testbed, test: &str, host: &str, side: &str, addr: &str, args: &[&
 /// `rping --attach` from h0 to `server` (listening on `port` of `h1`): five pings, each
 /// checked (-V) and printed (-v), then both ends finished.
 fn rping_five_pings(tb: &Testbed, test: &str, h1: &str, port: &str, server: Process) {
+    rping_five_pings_from(tb, test, "h0", h1, port, server);
+}
+
+/// [`rping_five_pings`] with the client in `host`, to `addr`.
+fn rping_five_pings_from(
+    tb: &Testbed,
+    test: &str,
+    host: &str,
+    addr: &str,
+    port: &str,
+    server: Process,
+) {
     let client = rping(
         tb,
         test,
-        "h0",
+        host,
         "-c",
-        h1,
+        addr,
         &["-p", port, "-C", "5", "-V", "-v"],
     );
     let out = client
@@ -1774,25 +1786,7 @@ fn own_address(test: &'static str, datapath: &str) {
     rping_server
         .wait_for_line(|l| l.contains("rdma_listen"), SETUP)
         .expect("rping server listening");
-    let client = rping(
-        tb,
-        test,
-        "h1",
-        "-c",
-        &h1,
-        &["-p", "7186", "-C", "5", "-V", "-v"],
-    );
-    let out = client
-        .finish(Duration::from_secs(60))
-        .expect("rping client");
-    let pings = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ping data: rdma-ping-"));
-    assert_eq!(pings.count(), 5, "{}", out.stdout);
-    rping_server
-        .finish(Duration::from_secs(30))
-        .expect("rping server");
+    rping_five_pings_from(tb, test, "h1", &h1, "7186", rping_server);
     let s = wait_detached(test, "h1");
     let dp = &s["datapath_counters"];
     // 256 messages of 64 KiB are at least 4096 frames of 4 KiB each way.

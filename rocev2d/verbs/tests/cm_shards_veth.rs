@@ -16,10 +16,10 @@ use rocev2::{
     AcceptParams, AccessFlags, CmEvent, ConnectParams, DatapathKind, Device, DeviceConfig,
     PortSpace, Psn, RecvWr, SendOp, SendWr, ServiceId, WcOpcode, WcStatus, gid,
 };
+use rocev2_testbed::exec::Namespace;
 use rocev2_testbed::{VethEnd, veth_pair};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
-use std::process::Command;
 use std::time::Duration;
 
 const CLIENT: &str = "10.9.18.1";
@@ -198,18 +198,7 @@ fn server(kind: DatapathKind, ns: &str, ready: std::sync::mpsc::Sender<()>) -> u
 }
 
 fn body(kind: DatapathKind, ns: &str) {
-    let st = Command::new("ip")
-        .args(["netns", "add", ns])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(ns.to_string());
+    let _ns = Namespace::add(ns).unwrap();
     veth_pair(
         VethEnd {
             addrs: &[&format!("{CLIENT}/24")],

@@ -12,22 +12,17 @@ use rocev2::{
     AccessFlags, DatapathKind, Device, EndpointFormatError, Mr, Pd, Qp, RecvWr, RemoteMr, SendOp,
     SendWr, WcOpcode, WcStatus,
 };
+use rocev2_testbed::exec::Namespace;
 use rocev2_testbed::{VethEnd, veth_pair};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
-use std::process::Command;
 use std::time::Duration;
 
 const SERVER: &str = "10.9.4.2";
 const SERVER6: &str = "fd00:9:4::2";
 const CLIENT: &str = "10.9.4.1";
 const CLIENT6: &str = "fd00:9:4::1";
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// A device on `iface` with one QP and a 64 KiB region granting every right.
 fn open(iface: &str) -> (Device, Pd, Qp, rocev2::Cq, Mr) {
@@ -41,15 +36,6 @@ fn open(iface: &str) -> (Device, Pd, Qp, rocev2::Cq, Mr) {
     let cq = d.create_cq(16).unwrap();
     let qp = d.create_rc_qp(pd, cq, cq).unwrap();
     (d, pd, qp, cq, mr)
-}
-
-/// Deletes the server's namespace.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 /// The server's side, in namespace `ns` (a thread of its own entered it): serves the main
@@ -253,8 +239,7 @@ fn client_tokio(a: &Device, qa: Qp, cq_a: rocev2::Cq, mr_a: &Mr, addr: SocketAdd
 /// The client side ([`client_blocking`] or [`client_tokio`]) against [`server`] accepting
 /// with `accept` in namespace `ns`, then the failures.
 fn body(client: Client, accept: Accept, main_ip: &'static str, ns: &str) {
-    sh(&["ip", "netns", "add", ns]);
-    let _del = Netns(ns.to_string());
+    let _ns = Namespace::add(ns).unwrap();
     veth_pair(
         VethEnd {
             addrs: &["10.9.4.1/24", "fd00:9:4::1/64"],

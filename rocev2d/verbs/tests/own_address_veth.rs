@@ -16,9 +16,9 @@ use rocev2::{
     DeviceConfig, PortSpace, Psn, RecvWr, RemoteQp, SendOp, SendWr, ServiceId, WcOpcode, WcStatus,
     gid,
 };
+use rocev2_testbed::exec::Namespace;
 use rocev2_testbed::{VethEnd, veth_pair};
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::Duration;
 
 const OWN: &str = "10.9.19.1";
@@ -145,18 +145,7 @@ fn two_shards(kind: DatapathKind) {
 const IFACE: &str = "ownA";
 
 fn body(kind: DatapathKind, peer_ns: &str) {
-    let st = Command::new("ip")
-        .args(["netns", "add", peer_ns])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(peer_ns.to_string());
+    let _peer = Namespace::add(peer_ns).unwrap();
     veth_pair(
         VethEnd {
             addrs: &[&format!("{OWN}/24")],

@@ -11,10 +11,9 @@ use rocev2::{
     AccessFlags, AhAttr, DatapathKind, Device, GRH_LEN, Qpn, RecvWr, SendOp, SendWr, UdAddress,
     WcOpcode, WcStatus, gid_to_ip,
 };
-use rocev2_testbed::exec::{Process, netns_command};
+use rocev2_testbed::exec::{Namespace, Process, netns_command};
 use rocev2_testbed::{VethEnd, veth_pair};
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::Duration;
 
 const TEST: &str = "ud_echo_between_two_processes_over_veth";
@@ -26,11 +25,6 @@ const PINGS: u64 = 20;
 const WAIT: Duration = Duration::from_secs(20);
 /// Receive buffers: the GRH area and a 1024-byte message.
 const SLOT: u32 = GRH_LEN as u32 + 1024;
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}: {st}");
-}
 
 /// The message of ping `i`: `i + 1` bytes, different for every ping.
 fn message(i: u64) -> Vec<u8> {
@@ -120,14 +114,7 @@ fn ud_echo_between_two_processes_over_veth() {
         return;
     }
     let peer = format!("{ns}b");
-    sh(&["ip", "netns", "add", &peer]);
-    struct Del(String);
-    impl Drop for Del {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _del = Del(peer.clone());
+    let _peer = Namespace::add(&peer).unwrap();
     veth_pair(
         VethEnd {
             addrs: &[&format!("{CLIENT}/24")],
