@@ -5,7 +5,9 @@
 //! `CAP_NET_RAW`; verifies every ICRC), then UDP sockets (no privilege; see [`crate::udp`] for
 //! what it cannot verify). AF_XDP is tried first whatever the failure (no privileges, another
 //! XDP program on the interface, no BTF), and its error becomes part of the reason. The choice
-//! and its reason are logged and returned, so `rocev2d stats` can show them.
+//! and its reason are logged and returned, so `rocev2d stats` can show them. AF_XDP and AF_PACKET
+//! come wrapped in a [`crate::loopback::Loopback`], so frames to the interface's own addresses
+//! come back to it.
 //!
 //! In a build without the `xdp` cargo feature, opening AF_XDP fails with [`Error::Xdp`] ("built
 //! without the `xdp` feature"): asked for, that is the error; in [`Mode::Auto`] it is the reason

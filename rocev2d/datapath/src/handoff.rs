@@ -24,7 +24,9 @@
 //!   shard's block into that shard's **inbox** and wakes it (`rx_forwarded`); a full inbox drops
 //!   the frame (`rx_handoff_full`: the sender retransmits), never blocking the receive pass;
 //! - over AF_PACKET, where every shard's socket sees every frame of the interface, drops another
-//!   live shard's frame quietly (`rx_other_shard`): its owner has its own copy.
+//!   live shard's frame quietly (`rx_other_shard`): its owner has its own copy; except a frame
+//!   from the interface's own MAC, which this shard looped back ([`crate::loopback`]) and only
+//!   it has: that one is forwarded.
 //!
 //! The receiving shard takes the frames of its inbox in its next receive pass, after its own
 //! socket's, as if they had arrived there (`rx_from_shards`). Its [`Datapath::fd`] is an epoll
