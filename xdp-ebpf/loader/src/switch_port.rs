@@ -616,21 +616,23 @@ impl Port {
         let netns = netns_ino()?;
         let mut accept = Vec::new();
         let mut found = None;
-        for info in aya::programs::loaded_programs() {
-            let info = info.map_err(program_error)?;
+        for info in loaded_programs() {
+            let info = info?;
+            let ours = [Some(ACCEPT_PROGRAM), Some(PROGRAM)];
+            if !ours.contains(&info.name_as_str()) {
+                continue;
+            }
+            let ids = match info.map_ids() {
+                Ok(Some(ids)) => ids,
+                Ok(None) => continue,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(program_error(e)),
+            };
             if info.name_as_str() == Some(ACCEPT_PROGRAM) {
                 // Matched to the port below, by the maps it shares with the egress program.
-                if let Some(ids) = info.map_ids().map_err(program_error)? {
-                    accept.push((info.id(), ids));
-                }
+                accept.push((info.id(), ids));
                 continue;
             }
-            if info.name_as_str() != Some(PROGRAM) {
-                continue;
-            }
-            let Some(ids) = info.map_ids().map_err(program_error)? else {
-                continue;
-            };
             // A program exiting meanwhile, or another tool's program of the same name, is not
             // ours: skip it.
             let Ok(Some(maps)) = Maps::of_program(&ids) else {
@@ -742,12 +744,27 @@ impl Port {
 
 /// True while the kernel still has program `id`.
 pub fn program_loaded(id: u32) -> Result<bool, Error> {
-    for info in aya::programs::loaded_programs() {
-        if info.map_err(program_error)?.id() == id {
+    for info in loaded_programs() {
+        if info?.id() == id {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The kernel's programs, less those released between listing their ids and opening them
+/// (another port detached meanwhile).
+fn loaded_programs() -> impl Iterator<Item = Result<aya::programs::ProgramInfo, Error>> {
+    aya::programs::loaded_programs().filter_map(|info| match info {
+        Err(e) if gone(&e) => None,
+        other => Some(other.map_err(program_error)),
+    })
+}
+
+/// The error of a program the kernel released before we could open it (`ENOENT`): not an
+/// error of ours when looking through every loaded program.
+fn gone(e: &ProgramError) -> bool {
+    matches!(e, ProgramError::SyscallError(e) if e.io_error.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// The `tc` argument lists that install `spec`'s shaper on `iface` (MTU `mtu`).
