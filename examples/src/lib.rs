@@ -194,6 +194,35 @@ pub fn local_ip(
     }
 }
 
+/// Waits until `tcp` has bytes to read (or its peer closed it), leaving them there: a tool's
+/// wait for its out-of-band peer (`write_bw`'s report, perftest's exchange). The tools' devices
+/// always have a driver, their progress thread or the daemon, so the caller sleeps on the socket
+/// alone, with a [`Device::poll`] every 100 ms to learn that the engine stopped or the daemon
+/// went away. (Driving too, with [`Device::poll`] and [`Device::wait`], would race the progress
+/// thread for the engine's lock on every packet: 66,000 contended lock hand-offs in a `write_bw`
+/// server's 1 GiB.)
+///
+/// # Errors
+/// The device's, or the socket's.
+pub fn wait_readable(dev: &Device, tcp: &std::net::TcpStream) -> anyhow::Result<()> {
+    use std::io::ErrorKind;
+    tcp.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let ready = loop {
+        match tcp.peek(&mut [0]) {
+            Ok(_) => break Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if let Err(e) = dev.poll() {
+                    break Err(e.into());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => break Err(e.into()),
+        }
+    };
+    tcp.set_read_timeout(None)?;
+    ready
+}
+
 /// This process's CPU time (user + system) so far.
 pub fn cpu_time() -> Duration {
     rocev2_datapath::clock::cpu_time().into()
@@ -281,4 +310,33 @@ pub fn interface_for(
         }
     }
     anyhow::bail!("no interface for {addr} (name one with --iface)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+    use std::net::{TcpListener, TcpStream};
+
+    /// The wait returns once the peer's bytes arrive, leaves them to read, and gives the socket
+    /// its blocking reads back.
+    #[test]
+    fn a_wait_for_the_peer_leaves_its_bytes_and_the_socket_blocking() {
+        let (dev, _peer) = Device::pair().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(250));
+            s.write_all(b"DONE").unwrap();
+            s
+        });
+        let (mut tcp, _) = listener.accept().unwrap();
+        wait_readable(&dev, &tcp).unwrap();
+        assert_eq!(tcp.read_timeout().unwrap(), None);
+        let mut got = [0u8; 4];
+        tcp.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"DONE");
+        drop(writer.join().unwrap());
+    }
 }

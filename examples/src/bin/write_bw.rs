@@ -60,7 +60,6 @@ use rocev2::{
 use rocev2_core::DropReason;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// RDMA WRITE bandwidth, as perftest's ib_write_bw.
@@ -422,13 +421,10 @@ fn run_qp(
 
     if server {
         // Serve WRITEs (the engine places them and ACKs) until the client reports.
-        let done = loop {
-            dev.poll()?;
-            let ready = dev.wait(&[r.get_ref().as_fd()])?;
-            if ready[0] || !r.buffer().is_empty() {
-                break read_line(&mut r)?;
-            }
-        };
+        if r.buffer().is_empty() {
+            rocev2_examples::wait_readable(&dev, r.get_ref())?;
+        }
+        let done = read_line(&mut r)?;
         dev.drain(Duration::from_secs(2)).ok();
         let f: Vec<&str> = done.split_whitespace().collect();
         if f.len() != 3 || f[0] != "DONE" {

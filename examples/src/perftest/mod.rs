@@ -28,8 +28,9 @@
 //! posts one READ at a time. Latency is the interval between successive posts, halved for the
 //! ping-pongs.
 //!
-//! Because the engine runs in this process, every wait on the exchange connection keeps it
-//! running ([`Driven`]), as does a write_lat side polling its memory.
+//! A wait on the exchange connection leaves the engine to its progress thread or the daemon,
+//! and drives it itself only when nothing else does ([`Driven`], [`crate::wait_readable`]); a
+//! write_lat side polling its memory drives it.
 //!
 //! Deviations: one RC QP (`-q 1`), iterations only (no `-D`), no rdma_cm (`-R`: the CM works,
 //! `rping` and `ucmatose` use it, but these tools connect through perftest's TCP exchange
@@ -56,7 +57,6 @@ use rocev2::{
 };
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// The operation a test measures (perftest's `VerbType`).
@@ -111,7 +111,7 @@ impl Test {
     }
 }
 
-/// The exchange connection, as a stream that keeps the engine running while it waits to read.
+/// The exchange connection, as a stream whose reads wait as [`crate::wait_readable`] does.
 pub struct Driven<'a> {
     dev: &'a mut Device,
     tcp: &'a TcpStream,
@@ -119,16 +119,8 @@ pub struct Driven<'a> {
 
 impl Read for Driven<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            self.dev.poll().map_err(std::io::Error::other)?;
-            let ready = self
-                .dev
-                .wait(&[self.tcp.as_fd()])
-                .map_err(std::io::Error::other)?;
-            if ready[0] {
-                return (&*self.tcp).read(buf);
-            }
-        }
+        crate::wait_readable(self.dev, self.tcp).map_err(std::io::Error::other)?;
+        (&*self.tcp).read(buf)
     }
 }
 

@@ -672,6 +672,11 @@ impl Device {
     /// readable; returns which of `extra` did. Call [`Device::poll`] after it. Attached:
     /// sleeps until one of `extra` is readable, a completion arrives, or 100 ms pass.
     ///
+    /// Only a device without a progress thread ([`ProgressMode::Caller`]) needs this loop to
+    /// make progress; with a thread or the daemon driving, a program that waits for a socket
+    /// alone can block on the socket (with the thread, every frame counts as something that
+    /// happened, so this loop would turn once per frame).
+    ///
     /// # Errors
     /// [`Error::Datapath`] on `ppoll` failures; [`Error::DaemonGone`].
     pub fn wait(&self, extra: &[BorrowedFd<'_>]) -> Result<Vec<bool>> {
