@@ -49,6 +49,7 @@
 use crate::sys;
 use crate::{Datapath, DatapathStats, Error, Interface, MAX_FRAME, RxBatch, RxMeta, TxBatch};
 use rocev2_core::wire::ip::ipv4_header_checksum;
+use rocev2_ipc::shm::copy_slice;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -431,10 +432,10 @@ fn copy_from_parts(dst: &mut [u8], [head, tail]: [&[u8]; 2], range: Range<usize>
         .get(range.start.max(split) - split..range.end.max(split) - split)
         .unwrap_or_default();
     if let Some(d) = dst.get_mut(..a.len()) {
-        d.copy_from_slice(a);
+        copy_slice(d, a);
     }
     if let Some(d) = dst.get_mut(a.len()..a.len() + b.len()) {
-        d.copy_from_slice(b);
+        copy_slice(d, b);
     }
 }
 

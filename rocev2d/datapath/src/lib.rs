@@ -229,7 +229,7 @@ impl RxBatch {
         let Some(dst) = slot.get_mut(..frame.len()) else {
             return false;
         };
-        dst.copy_from_slice(frame);
+        rocev2_ipc::shm::copy_slice(dst, frame);
         *m = RxMeta {
             len: frame.len(),
             ..meta

@@ -199,7 +199,7 @@ impl Area {
         // from the rx ring, so the kernel has finished writing it and will not touch it until we
         // give it back through the fill ring. `dst` is ours and does not overlap the mapping.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), dst.as_mut_ptr(), dst.len());
+            rocev2_ipc::shm::copy(self.ptr.as_ptr().add(at), dst.as_mut_ptr(), dst.len());
         }
         true
     }
@@ -231,7 +231,7 @@ impl Area {
         // SAFETY: inside the mapping (checked above); the chunk is in our free transmit pool, so
         // the kernel neither reads nor writes it until we queue its descriptor.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(at), src.len());
+            rocev2_ipc::shm::copy(src.as_ptr(), self.ptr.as_ptr().add(at), src.len());
         }
         true
     }

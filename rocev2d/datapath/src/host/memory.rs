@@ -114,7 +114,7 @@ impl CallerRange {
         };
         // SAFETY: the bytes lie inside the range (checked), which `new`'s contract keeps
         // readable while held; `buf` is ours and distinct from it.
-        unsafe { std::ptr::copy_nonoverlapping(p as *const u8, buf.as_mut_ptr(), buf.len()) };
+        unsafe { rocev2_ipc::shm::copy(p as *const u8, buf.as_mut_ptr(), buf.len()) };
         true
     }
 
@@ -123,7 +123,7 @@ impl CallerRange {
             return false;
         };
         // SAFETY: as in `read`, inside a live writable range no Rust reference points into.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
+        unsafe { rocev2_ipc::shm::copy(data.as_ptr(), p as *mut u8, data.len()) };
         true
     }
 
@@ -421,7 +421,7 @@ fn read(b: &Backing, off: usize, buf: &mut [u8]) -> bool {
         Backing::Owned(v) => off
             .checked_add(buf.len())
             .and_then(|end| v.get(off..end))
-            .map(|src| buf.copy_from_slice(src))
+            .map(|src| rocev2_ipc::shm::copy_slice(buf, src))
             .is_some(),
         Backing::Shared(r) => r.read(off, buf),
         Backing::Caller(c) => c.read(off, buf),
@@ -447,7 +447,7 @@ impl Memory for HostMemory {
             Some(Backing::Owned(v)) => off
                 .checked_add(data.len())
                 .and_then(|end| v.get_mut(off..end))
-                .map(|dst| dst.copy_from_slice(data))
+                .map(|dst| rocev2_ipc::shm::copy_slice(dst, data))
                 .is_some(),
             Some(Backing::Shared(r)) => r.write(off, data),
             Some(Backing::Caller(c)) => c.write(off, data),
