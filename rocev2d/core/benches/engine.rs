@@ -83,11 +83,15 @@ fn write_once(
 fn bench(cr: &mut Criterion) {
     let mut g = cr.benchmark_group("rc_write_64k");
     g.throughput(Throughput::Bytes(MSG as u64));
-    let src = vec![0x5au8; MSG];
-    let mut dst = vec![0u8; MSG];
+    // Both page-aligned: at some distances of the destination past the source (1-31 bytes
+    // modulo 4096) glibc's `rep movsb` runs ~35x slower on AMD EPYC (BENCHMARKS.md, "Copies in
+    // pieces"), and two vectors' heap addresses would pick the reference's speed by chance.
+    let src = vec![0x5au8; MSG + 4096];
+    let mut dst = vec![0u8; MSG + 4096];
+    let (s0, d0) = (src.as_ptr().align_offset(4096), dst.as_ptr().align_offset(4096));
     g.bench_function("memcpy", |b| {
         b.iter(|| {
-            dst.copy_from_slice(black_box(&src));
+            dst[d0..d0 + MSG].copy_from_slice(black_box(&src[s0..s0 + MSG]));
             black_box(&mut dst);
         })
     });
