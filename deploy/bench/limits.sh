@@ -8,8 +8,9 @@
 #     dp_pingpong --acks first (RC's four frames, no engine); p99 / median at 64 B and 4 KiB;
 #   - cpu-per-byte.sh: CPU per byte of write_bw, both sides, against one TCP stream's and
 #     against the datapath alone (dp_stream), on every datapath (default wait mode);
-#   - the engine bench: ns per data packet per side (engine_no_copy, MTU 1024 and 4096);
 #   - wire-ratio.sh: parse + verify against a plain CRC-32;
+#   - the engine bench: ns per data packet per side (engine_no_copy, MTU 1024 and 4096),
+#     against the plain CRC-32 of a 4 KiB frame;
 #   - attach-vs-inprocess.sh in the default (adaptive) wait mode: write_bw attached to rocev2d
 #     against in-process, and the C ABI's CPU per round trip (programs + daemons) against
 #     in-process;
@@ -70,18 +71,21 @@ for dp in xdp packet udp; do
     row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $dns ns/B ($(col cpb "dp_stream, $dp (no engine)" 9) TCP's)" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 10)" "<= 1.10x"
 done
 
+run wire bash deploy/bench/wire-ratio.sh --warm-up-time 1 --measurement-time 3
+pv=$(awk '$1 == "parse_verify" { printf "%.2fx", $4 }' "$OUT/wire")
+row "parse + verify, 4 KiB frame" "$(awk '$1 == "parse_verify" { print $2 " ns" }' "$OUT/wire")" "plain CRC-32 $(awk '$1 == "plain_crc32" { print $2 " ns" }' "$OUT/wire")" "$pv" "<= 1.25x"
+
+# The engine's target, 200 ns per packet per side, was set on a VM where a plain CRC-32 of a
+# 4 KiB frame took 104 ns; as a ratio to that CRC in the same run (1.92x) it holds on any CPU.
+crc=$(awk '$1 == "plain_crc32" { print $2 }' "$OUT/wire")
 echo "limits: engine bench" >&2
 cargo bench -q -p rocev2-core --bench engine -- --noplot --warm-up-time 1 --measurement-time 3 engine_no_copy/ >&2
 for mtu in 1024 4096; do
     ns=$(sed -nE 's/.*"median":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' \
         "${CARGO_TARGET_DIR:-target}/criterion/rc_write_64k/engine_no_copy/$mtu/new/estimates.json")
     per=$(awk -v t="$ns" -v m="$mtu" 'BEGIN { printf "%.0f", t / (65536 / m) / 2 }')
-    row "engine per data packet per side, MTU $mtu (engine_no_copy)" "$per ns" "target 200 ns" "$(ratio "$per" 200)" "<= 1.00x"
+    row "engine per data packet per side, MTU $mtu (engine_no_copy)" "$per ns" "plain CRC-32 of 4 KiB $crc ns" "$(ratio "$per" "$crc")" "<= 1.92x"
 done
-
-run wire bash deploy/bench/wire-ratio.sh --warm-up-time 1 --measurement-time 3
-pv=$(awk '$1 == "parse_verify" { printf "%.2fx", $4 }' "$OUT/wire")
-row "parse + verify, 4 KiB frame" "$(awk '$1 == "parse_verify" { print $2 " ns" }' "$OUT/wire")" "plain CRC-32 $(awk '$1 == "plain_crc32" { print $2 " ns" }' "$OUT/wire")" "$pv" "<= 1.25x"
 
 run att DATAPATHS=xdp MODE=adaptive bash deploy/bench/attach-vs-inprocess.sh
 # Its first table has 7 cells a row, its C-ABI table 8.
