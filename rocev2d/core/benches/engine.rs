@@ -88,7 +88,10 @@ fn bench(cr: &mut Criterion) {
     // pieces"), and two vectors' heap addresses would pick the reference's speed by chance.
     let src = vec![0x5au8; MSG + 4096];
     let mut dst = vec![0u8; MSG + 4096];
-    let (s0, d0) = (src.as_ptr().align_offset(4096), dst.as_ptr().align_offset(4096));
+    let (s0, d0) = (
+        src.as_ptr().align_offset(4096),
+        dst.as_ptr().align_offset(4096),
+    );
     g.bench_function("memcpy", |b| {
         b.iter(|| {
             dst[d0..d0 + MSG].copy_from_slice(black_box(&src[s0..s0 + MSG]));
