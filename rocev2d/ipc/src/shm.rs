@@ -184,7 +184,7 @@ impl std::ops::DerefMut for Region {
 /// 4096 or more on others with AVX2).
 const PIECE: usize = 2048;
 
-/// Copies `len` bytes from `src` to `dst` in pieces of at most [`PIECE`] bytes: the copies of
+/// Copies `len` bytes from `src` to `dst` in pieces of at most 2 KiB (`PIECE`): the copies of
 /// payloads in and out of regions and the datapaths' frame buffers (a frame built or
 /// received, a region's bytes read or written) go through here.
 ///
