@@ -3,7 +3,8 @@
 //! Checks what the mechanism guarantees whatever the machine's load: with DVL the congested
 //! port isolated a flow and notified upstream, the uplink accepted the notifications and
 //! queued packets in its congested-flow queue, and the victim's transfer completed
-//! (byte-checked); without DVL no DVL counter moved; both flows sent in both variants; the
+//! (byte-checked; the `dvl` variant runs until it does, the flood still on, so how fast the
+//! machine moves it does not decide the test); without DVL no DVL counter moved; both flows sent in both variants; the
 //! plots parse. How much DVL helps the victim is the full run's result (docs/experiments.md).
 
 mod common;

@@ -69,7 +69,8 @@ pub struct Experiment {
     /// What it shows and which paper figure it follows (copied into the summary).
     #[serde(default)]
     pub description: String,
-    /// How long each variant runs, in seconds, unless every transfer finishes earlier.
+    /// How long each variant runs, in seconds, unless every transfer finishes earlier (or a
+    /// variant's `finish` flows end later).
     pub duration_secs: f64,
     /// The duration of `--short` (CI) runs; start times, transfer sizes and short-flow counts
     /// shrink by `short_secs / duration_secs` too.
@@ -180,6 +181,12 @@ pub struct Variant {
     /// MP-RDMA for every RoCE flow that does not say.
     #[serde(default)]
     pub multipath: bool,
+    /// RoCE flows this variant runs to their end: its traffic goes on past the duration
+    /// until they end (at the latest at their transfer's deadline). A test that checks that a
+    /// transfer completes then depends on what the variant guarantees, not on how fast the
+    /// machine moves it within the duration.
+    #[serde(default)]
+    pub finish: Vec<String>,
 }
 
 /// What a flow is.
@@ -470,6 +477,20 @@ impl Experiment {
         if self.flows.is_empty() && self.shorts.is_empty() {
             return Err(invalid("flow", "no traffic"));
         }
+        for (i, v) in self.variants.iter().enumerate() {
+            for n in &v.finish {
+                if !self
+                    .flows
+                    .iter()
+                    .any(|f| f.name == *n && f.kind == FlowKind::Roce)
+                {
+                    return Err(invalid(
+                        format!("variant[{i}].finish"),
+                        format!("no RoCE flow {n:?} (a flood has no end to wait for)"),
+                    ));
+                }
+            }
+        }
         for v in self.variants() {
             self.receivers(&v)?;
         }
@@ -587,6 +608,7 @@ impl Experiment {
                 name: "default".to_owned(),
                 cc: None,
                 multipath: false,
+                finish: Vec::new(),
             }]
         } else {
             self.variants.clone()
@@ -701,6 +723,17 @@ start_secs = 8
             .unwrap_err()
             .to_string();
         assert!(e.contains("port[0].variants") && e.contains("off"), "{e}");
+    }
+
+    #[test]
+    fn variant_finishes_only_roce_flows() {
+        let text = format!("{SMALL}[[variant]]\nname = \"on\"\nfinish = [\"a\"]\n");
+        let e = Experiment::parse(&text).unwrap();
+        assert_eq!(e.variants()[0].finish, ["a"]);
+        let e = Experiment::parse(&text.replace("[\"a\"]", "[\"nope\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("variant[0].finish") && e.contains("nope"), "{e}");
     }
 
     #[test]

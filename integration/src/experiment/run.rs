@@ -476,6 +476,11 @@ impl<'a> VariantRun<'a> {
         own.or(self.variant.cc.as_ref())
     }
 
+    /// How long a RoCE transfer may take before its peers give up, seconds.
+    fn deadline_secs(&self) -> u64 {
+        (self.exp.duration_secs * 4.0) as u64 + 60
+    }
+
     /// The arguments both RoCE peers of a transfer take.
     #[allow(clippy::too_many_arguments)]
     fn wiretest_args(
@@ -490,10 +495,7 @@ impl<'a> VariantRun<'a> {
     ) {
         cmd.args(["--datapath", &self.exp.datapath])
             .args(["--bulk-mib", &mib.to_string()])
-            .args([
-                "--deadline-secs",
-                &((self.exp.duration_secs * 4.0) as u64 + 60).to_string(),
-            ]);
+            .args(["--deadline-secs", &self.deadline_secs().to_string()]);
         if let Some(m) = msg_bytes {
             cmd.args(["--msg-bytes", &m.to_string()]);
         }
@@ -790,7 +792,14 @@ impl<'a> VariantRun<'a> {
             }
             FlowKind::Udp => {
                 let port = spec.dst_port.unwrap_or(SINK_PORT + i as u16);
-                let secs = spec.secs.unwrap_or(self.exp.duration_secs - t).max(0.1);
+                // Without `secs` a flood lasts the run, which `finish` flows may lengthen up
+                // to their deadline; the end of the run then stops it (`end_floods`).
+                let end = if self.variant.finish.is_empty() {
+                    self.exp.duration_secs
+                } else {
+                    self.deadline_secs() as f64
+                };
+                let secs = spec.secs.unwrap_or(end - t).max(0.1);
                 let rate = spec.rate_mbps.unwrap_or(1.0) * 1e6;
                 cmd = exec::netns_command(&from_netns, &self.tools.testbed);
                 cmd.args(["probe", "blast", "--target", &format!("{to_ip}:{port}")])
@@ -843,12 +852,33 @@ impl<'a> VariantRun<'a> {
                     .mixes
                     .iter()
                     .all(|m| m.next >= m.spec.count && m.running.is_none());
-            if t >= self.exp.duration_secs || all_done {
+            // The variant's `finish` flows hold the run past the duration until they end
+            // (their client exits by its deadline at the latest).
+            let finishing = self
+                .flows
+                .iter()
+                .any(|f| f.ended.is_none() && self.variant.finish.contains(&f.spec.name));
+            if (t >= self.exp.duration_secs && !finishing) || all_done {
                 self.sample(secs_since(t0))?;
+                self.end_floods(secs_since(t0));
                 return Ok(false);
             }
             let wait = (next_sample - secs_since(t0)).max(0.0);
             std::thread::sleep(Duration::from_secs_f64(wait).min(NAP));
+        }
+    }
+
+    /// Stop the floods that last the run (no `secs`): they are done when it ends.
+    fn end_floods(&mut self, t: f64) {
+        for f in &mut self.flows {
+            if f.spec.kind != FlowKind::Udp || f.spec.secs.is_some() {
+                continue;
+            }
+            if let Some(mut c) = f.client.take() {
+                c.kill();
+                f.ended = Some(t);
+                f.result = Some(udp_result(f, None, Some(t), "done"));
+            }
         }
     }
 
