@@ -21,8 +21,9 @@
 //! does ([`rocev2_datapath::host::ProgressThread`]: from 100 µs up to 5 ms while waiters keep
 //! driving; BENCHMARKS.md, "The progress thread backs off longer"). The price: a post made
 //! outside a wait and not followed by one, or a frame that arrives between two waits, waits for
-//! the back-off under way (a post inside a wait, or followed by one, leaves with the waiter's
-//! next pass).
+//! the back-off under way and one more (a wait that ended counts as driving until a whole
+//! back-off passes with none ending; a post inside a wait, or followed by one, leaves with the
+//! waiter's next pass).
 //! [`WaitMode::Adaptive`](crate::WaitMode::Adaptive) does the same for the first spin window of each wait; a wait still
 //! empty then hands the engine back (waking the thread, which resumes its own adaptive
 //! passes) and sleeps on its CQ's eventfd. Otherwise every completion would cross threads: the

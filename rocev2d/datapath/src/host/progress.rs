@@ -13,13 +13,14 @@
 //! scheduler round trip and a timer set-up (~15 µs on a 2-vCPU VM; at one every 100 µs they
 //! made a 64 B ping-pong's p99, BENCHMARKS.md "The progress thread backs off longer"). The one
 //! back-off policy: while an application thread drives ([`ProgressThread::driving`]), or drove
-//! since the thread last looked ([`ProgressThread::drove`]), the thread makes no pass and
-//! sleeps on its wake eventfd for [`BACKOFF`], then twice as long each time it finds the
-//! application still driving, up to [`BACKOFF_MAX`]. A driver about to sleep hands the engine
-//! back ([`ProgressThread::hand_back`]), and the thread resumes at once. The price: a post made
+//! since the thread last looked ([`ProgressThread::drove`], or a drive that ended), the thread
+//! makes no pass and sleeps on its wake eventfd for [`BACKOFF`], then twice as long each time
+//! it finds the application still driving, up to [`BACKOFF_MAX`]: it passes only after a whole
+//! back-off in which no drive ended. A driver about to sleep hands the engine back
+//! ([`ProgressThread::hand_back`]), and the thread resumes at once. The price: a post made
 //! while the application drives and not followed by another driving call, or a frame that
-//! arrives after the last one, waits for the back-off under way, [`BACKOFF`] after a short
-//! drive and up to [`BACKOFF_MAX`] after a long one.
+//! arrives after the last one, waits for the back-off under way and one more, from twice
+//! [`BACKOFF`] after a short drive up to twice [`BACKOFF_MAX`] after a long one.
 //!
 //! Without a thread ([`ProgressThread::start`] with no name) the engine moves only inside the
 //! application's calls.
@@ -187,11 +188,17 @@ impl<S> Driving<'_, S> {
 }
 
 impl<S> Drop for Driving<'_, S> {
-    /// A thread that was asleep in `poll(2)` when the drive began (a drive can start while the
-    /// thread sleeps) planned that sleep before the driver's passes and does not know the timers
-    /// they armed. Waking it makes it pass and plan again; a thread backing off passes when its
-    /// back-off ends anyway (at most [`BACKOFF_MAX`]).
+    /// A drive that ends without handing back (the waiter got what it waited for and goes on)
+    /// is one that drove since the thread last looked ([`ProgressThread::drove`]): the thread
+    /// passes only after a whole back-off in which no drive ended. Between two waits of a
+    /// busy-polling application it keeps backing off, instead of taking a vCPU for a pass and
+    /// starting over from [`BACKOFF`] whenever its back-off ended in the gap (one wake-up per
+    /// ~100 µs for as long as the application ran).
+    ///
+    /// A thread asleep in `poll(2)` planned that sleep before the drive's passes and does not
+    /// know the timers they armed: it is woken, backs off once, then passes and plans again.
     fn drop(&mut self) {
+        self.0.drove.store(true, Ordering::Relaxed);
         if self.0.driving.fetch_sub(1, Ordering::SeqCst) == 1
             && self.0.sleeping.load(Ordering::SeqCst)
         {
@@ -255,5 +262,74 @@ fn run<S: Engine>(s: &Shared<S>, dp_fd: &OwnedFd) {
         let _ = rustix::event::poll(&mut fds, Some(&timespec(timeout)));
         s.sleeping.store(false, Ordering::SeqCst);
         woken = s.wake.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// An engine with nothing to do: each pass sleeps until woken.
+    struct Idle;
+
+    impl Engine for Idle {
+        fn pass(&mut self, _woken: bool) -> ControlFlow<()> {
+            ControlFlow::Continue(())
+        }
+
+        fn wait_plan(&self) -> WaitPlan {
+            WaitPlan {
+                spin: false,
+                timeout: rocev2_core::time::Duration::from_secs(10),
+                writable: false,
+            }
+        }
+    }
+
+    /// A busy-polling application waits, works a little, and waits again: the thread passes
+    /// only in a gap between two drives that outlasts a back-off, however its back-offs fall
+    /// (a pass whenever its back-off ended in a gap restarted it from [`BACKOFF`]: one wake-up
+    /// per ~100 µs for as long as the application ran). Handed back, it resumes at once.
+    #[test]
+    fn drives_with_short_gaps_keep_the_thread_backing_off() {
+        let dp = EventFd::new().unwrap();
+        let pt = ProgressThread::start(Idle, dp.share().unwrap(), Some("test".into())).unwrap();
+        // The drives begin while the thread sleeps in poll(2) after its first pass.
+        while pt.passes() == 0 || !pt.shared.sleeping.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let before = pt.passes();
+        let mut long_gaps = 0;
+        let start = Instant::now();
+        let mut drive = pt.driving();
+        while start.elapsed() < Duration::from_millis(300) {
+            let busy = Instant::now();
+            while busy.elapsed() < Duration::from_micros(300) {
+                std::hint::spin_loop();
+            }
+            // The application's own work between two waits; measured from before the drop to
+            // after the next drive began, so never shorter than the gap the thread saw.
+            let gap = Instant::now();
+            drop(drive);
+            while gap.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            }
+            drive = pt.driving();
+            if gap.elapsed() >= BACKOFF {
+                long_gaps += 1;
+            }
+        }
+        let passes = pt.passes() - before;
+        drive.hand_back();
+        assert!(
+            passes <= long_gaps,
+            "{passes} passes with {long_gaps} gaps longer than a back-off"
+        );
+        let t = Instant::now();
+        while pt.passes() - before == passes {
+            assert!(t.elapsed() < Duration::from_secs(5), "no pass after hand_back");
+            std::thread::yield_now();
+        }
     }
 }
