@@ -15,6 +15,8 @@ ITERS=${ITERS:-16384}
 REPEAT=${REPEAT:-5}
 cargo build --release -q -p rocev2-ibverbs -p rocev2-rdmacm
 PACKAGES="-p rocev2-examples"
+# shellcheck source=rows.sh
+. deploy/bench/rows.sh
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh ibv
 LIB="$(realpath "$BIN")/librocev2_ibverbs.so"
@@ -34,8 +36,6 @@ library() {
     wait %%
 }
 
-# The median of the arguments.
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "| datapath | write_bw (native) median Gbit/s | ib_write_bw (librocev2_ibverbs.so) median Gbit/s | ratio | runs native / library |"
 echo "|---|---|---|---|---|"

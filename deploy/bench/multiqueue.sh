@@ -31,6 +31,8 @@ ATTACHED=${ATTACHED:-0}
 if [ "$ATTACHED" = 1 ]; then
     PACKAGES="-p rocev2-examples -p rocev2d"
 fi
+# shellcheck source=rows.sh
+. deploy/bench/rows.sh
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh mq
 need iperf3
@@ -131,7 +133,6 @@ for run in $(seq "$RUNS"); do
     fi
     echo "| $run | $bw | $t | $p | $(ratio "$bw" "$t")x | $(ratio "$bw" "$p")x |$xcell$acell"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mr=$(median "${rdma[@]}")
 mt=$(median "${tcp[@]}")
 mp=$(median "${procs[@]}")

@@ -11,6 +11,8 @@ cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3}
 N=${N:-16384}
 export PEER=fd00::2
+# shellcheck source=rows.sh
+. deploy/bench/rows.sh
 # shellcheck source=pair.sh
 . deploy/bench/pair.sh gso
 
@@ -25,7 +27,6 @@ run() {
         awk '$1 == 65536 { print $4 }'
     wait "$srv"
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 on=()
 off=()
