@@ -16,8 +16,8 @@
 #     in-process;
 #   - multiqueue.sh with ATTACHED=1: two attached QPs on `rocev2d run --queues 2` daemons
 #     against `write_bw -q 2` in-process.
-# The goodput, round-trip and multi-queue rows take the median of REPEAT runs (default 3; see
-# below). Root (network namespaces); about 30 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
+# The rows measured on a testbed take the median of REPEAT runs (default 3; see below). Root
+# (network namespaces); about 25 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
 # stderr as they finish, the summary table to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,10 +41,11 @@ col() {
 # shellcheck source=rows.sh
 . deploy/bench/rows.sh
 
-# The goodput and round-trip rows repeat their script REPEAT times (default 3): on a shared VM
-# one run's ratio moves by a third from run to run (BENCHMARKS.md, "Limits runs"). Each run
-# measures the stack and its reference back to back; a row gives the medians of the values and
-# references, and the median of the runs' ratios with their range.
+# Every row but the CPU-bound benches' (wire, engine) repeats its script REPEAT times (default
+# 3; multiqueue.sh's own RUNS): on a shared VM one run's ratio moves by a third from run to run
+# (BENCHMARKS.md, "Limits runs"). Each run measures the stack and its reference back to back;
+# a row gives the medians of the values and references, and the median of the runs' ratios
+# with their range.
 REPEAT=${REPEAT:-3}
 # Runs bench script pingpong-vs-tcp.sh REPEAT times as run does, keeping run k in $OUT/$1.k.
 repeat_pp() {
@@ -87,15 +88,20 @@ for f in pp4096:64 pp4k:4096; do
     row "rc_pingpong ${f#*:} B p99, AF_XDP, adaptive" "$(median "${p99s[@]}") µs" "its median $(median "${meds[@]}") µs" "$(spread "${rs[@]}")" "<= 3.00x"
 done
 
-run cpb bash deploy/bench/cpu-per-byte.sh
-tcp_ns=$(col cpb "iperf3, one TCP stream" 7)
+for k in $(seq "$REPEAT"); do
+    run "cpb.$k" bash deploy/bench/cpu-per-byte.sh
+done
+# Column $3 of row $2 of every cpu-per-byte run whose name starts with $1, one per line.
+cols() { for k in $(seq "$REPEAT"); do col "$1.$k" "$2" "$3"; done; }
+tcp_ns=$(median $(cols cpb "iperf3, one TCP stream" 7))
 for dp in xdp packet udp; do
-    ns=$(col cpb "write_bw, $dp, 1 QP, adaptive" 7)
-    dns=$(col cpb "dp_stream, $dp (no engine)" 7)
-    row "CPU per byte, both sides, write_bw $dp (adaptive)" "$ns ns/B" "one TCP stream $tcp_ns ns/B" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 9)" "<= 1.10x"
+    w="write_bw, $dp, 1 QP, adaptive"
+    d="dp_stream, $dp (no engine)"
+    ns=$(median $(cols cpb "$w" 7))
+    row "CPU per byte, both sides, write_bw $dp (adaptive)" "$ns ns/B" "one TCP stream $tcp_ns ns/B" "$(spread $(cols cpb "$w" 9))" "<= 1.10x"
     # Where the datapath alone costs more than TCP, the first target is out of reach: the
     # stack's own share is the ratio to the datapath's.
-    row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $dns ns/B ($(col cpb "dp_stream, $dp (no engine)" 9) TCP's)" "$(col cpb "write_bw, $dp, 1 QP, adaptive" 10)" "<= 1.10x"
+    row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $(median $(cols cpb "$d" 7)) ns/B ($(median $(cols cpb "$d" 9 | tr -d x))x TCP's)" "$(spread $(cols cpb "$w" 10))" "<= 1.10x"
 done
 
 run wire bash deploy/bench/wire-ratio.sh --warm-up-time 1 --measurement-time 3
@@ -114,12 +120,17 @@ for mtu in 1024 4096; do
     row "engine per data packet per side, MTU $mtu (engine_no_copy)" "$per ns" "plain CRC-32 of 4 KiB $crc ns" "$(ratio "$per" "$crc")" "<= 1.92x"
 done
 
-run att DATAPATHS=xdp MODE=adaptive bash deploy/bench/attach-vs-inprocess.sh
-# Its first table has 7 cells a row, its C-ABI table 8.
-read -r bin bat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 7) { print f[2], f[3]; exit } }' "$OUT/att")
-row "write_bw attached to rocev2d, AF_XDP, adaptive" "$bat Gbit/s" "in-process $bin Gbit/s" "$(ratio "$bat" "$bin")" ">= 0.95x"
-read -r cin cat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[7], f[8]; exit } }' "$OUT/att")
-row "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" "$cat µs" "in-process $cin µs" "$(ratio "$cat" "$cin")" "<= 1.15x"
+bins=() bats=() bws=() cins=() cats=() cpus=()
+for k in $(seq "$REPEAT"); do
+    run "att.$k" DATAPATHS=xdp MODE=adaptive bash deploy/bench/attach-vs-inprocess.sh
+    # Its first table has 7 cells a row, its C-ABI table 8.
+    read -r bin bat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 7) { print f[2], f[3]; exit } }' "$OUT/att.$k")
+    read -r cin cat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[7], f[8]; exit } }' "$OUT/att.$k")
+    bins+=("$bin") bats+=("$bat") bws+=("$(ratio "$bat" "$bin")")
+    cins+=("$cin") cats+=("$cat") cpus+=("$(ratio "$cat" "$cin")")
+done
+row "write_bw attached to rocev2d, AF_XDP, adaptive" "$(median "${bats[@]}") Gbit/s" "in-process $(median "${bins[@]}") Gbit/s" "$(spread "${bws[@]}")" ">= 0.95x"
+row "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" "$(median "${cats[@]}") µs" "in-process $(median "${cins[@]}") µs" "$(spread "${cpus[@]}")" "<= 1.15x"
 run mq ATTACHED=1 RUNS="$REPEAT" bash deploy/bench/multiqueue.sh
 # Its median row: in-process Gbit/s is cell 2, attached cell 7.
 mq_in=$(col mq median 2)
