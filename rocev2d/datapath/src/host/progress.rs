@@ -322,13 +322,18 @@ mod tests {
         }
         let passes = pt.passes() - before;
         drive.hand_back();
+        // Two more for a wake signal that lands just after the thread, woken from poll(2) by a
+        // drop, cleared its eventfd: it cuts the next back-off short (before: 15-66 passes).
         assert!(
-            passes <= long_gaps,
+            passes <= long_gaps + 2,
             "{passes} passes with {long_gaps} gaps longer than a back-off"
         );
         let t = Instant::now();
         while pt.passes() - before == passes {
-            assert!(t.elapsed() < Duration::from_secs(5), "no pass after hand_back");
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "no pass after hand_back"
+            );
             std::thread::yield_now();
         }
     }
