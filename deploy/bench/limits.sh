@@ -56,37 +56,40 @@ repeat_pp() {
     done
 }
 
+# Adds row WHAT (unit UNIT, TARGET) from the runs $1.1 .. $1.REPEAT: reader $2 prints "VALUE
+# REFERENCE" of one run; the row gives their medians, labelled REF for the reference, and the
+# median of the runs' ratios with its range.
+repeated_row() {
+    local name=$1 reader=$2 what=$3 unit=$4 ref=$5 target=$6 k v r
+    local vs=() refs=() rs=()
+    for k in $(seq "$REPEAT"); do
+        read -r v r < <("$reader" "$name.$k")
+        vs+=("$v") refs+=("$r") rs+=("$(ratio "$v" "$r")")
+    done
+    row "$what" "$(median "${vs[@]}") $unit" "$ref $(median "${refs[@]}") $unit" "$(spread "${rs[@]}")" "$target"
+}
+# Readers of one pingpong-vs-tcp.sh run ($mtu and $mode are the loops' below).
+goodput() {
+    local bw dp
+    bw=$(col "$1" "goodput, write_bw 64 KiB x 16384, MTU $mtu, xdp" 2)
+    dp=$(awk '/^\| goodput, dp_stream xdp / { sub(/ \|$/, ""); split($0, f, / \| /); print f[2]; exit }' "$OUT/$1")
+    echo "${bw% *} ${dp% *}"
+}
+round_trip() { echo "$(col "$1" "rc_pingpong, xdp | $mode" 3) $(col "$1" "dp_pingpong --acks first, xdp (no engine, RC's four frames)" 3)"; }
+tail_of() { echo "$(col "$1" "rc_pingpong, xdp | adaptive" 4) $(col "$1" "rc_pingpong, xdp | adaptive" 3)"; }
+
 for mtu in 4096 1024; do
     repeat_pp "pp$mtu" DATAPATHS=xdp MODES="adaptive spin" SIZE=64 MTU=$mtu
-    bws=() dps=() rs=()
-    for k in $(seq "$REPEAT"); do
-        bw=$(col "pp$mtu.$k" "goodput, write_bw 64 KiB x 16384, MTU $mtu, xdp" 2)
-        dp=$(awk '/^\| goodput, dp_stream xdp / { sub(/ \|$/, ""); split($0, f, / \| /); print f[2]; exit }' "$OUT/pp$mtu.$k")
-        bws+=("${bw% *}") dps+=("${dp% *}") rs+=("$(ratio "${bw% *}" "${dp% *}")")
-    done
-    row "1-QP write_bw, AF_XDP, MTU $mtu" "$(median "${bws[@]}") Gbit/s" "dp_stream $(median "${dps[@]}") Gbit/s" "$(spread "${rs[@]}")" ">= 0.95x"
+    repeated_row "pp$mtu" goodput "1-QP write_bw, AF_XDP, MTU $mtu" Gbit/s dp_stream ">= 0.95x"
 done
 repeat_pp pp4k DATAPATHS=xdp MODES=adaptive SIZE=4096
 for mode in spin adaptive; do
-    meds=() floors=() rs=()
-    for k in $(seq "$REPEAT"); do
-        floor=$(col "pp4096.$k" "dp_pingpong --acks first, xdp (no engine, RC's four frames)" 3)
-        med=$(col "pp4096.$k" "rc_pingpong, xdp | $mode" 3)
-        meds+=("$med") floors+=("$floor") rs+=("$(ratio "$med" "$floor")")
-    done
     target="<= 1.10x"
     [ "$mode" = adaptive ] && target="<= 1.30x"
-    row "rc_pingpong 64 B round trip, AF_XDP, $mode" "$(median "${meds[@]}") µs" "dp_pingpong --acks first $(median "${floors[@]}") µs" "$(spread "${rs[@]}")" "$target"
+    repeated_row pp4096 round_trip "rc_pingpong 64 B round trip, AF_XDP, $mode" µs "dp_pingpong --acks first" "$target"
 done
-for f in pp4096:64 pp4k:4096; do
-    meds=() p99s=() rs=()
-    for k in $(seq "$REPEAT"); do
-        med=$(col "${f%:*}.$k" "rc_pingpong, xdp | adaptive" 3)
-        p99=$(col "${f%:*}.$k" "rc_pingpong, xdp | adaptive" 4)
-        meds+=("$med") p99s+=("$p99") rs+=("$(ratio "$p99" "$med")")
-    done
-    row "rc_pingpong ${f#*:} B p99, AF_XDP, adaptive" "$(median "${p99s[@]}") µs" "its median $(median "${meds[@]}") µs" "$(spread "${rs[@]}")" "<= 3.00x"
-done
+repeated_row pp4096 tail_of "rc_pingpong 64 B p99, AF_XDP, adaptive" µs "its median" "<= 3.00x"
+repeated_row pp4k tail_of "rc_pingpong 4096 B p99, AF_XDP, adaptive" µs "its median" "<= 3.00x"
 
 for k in $(seq "$REPEAT"); do
     run "cpb.$k" bash deploy/bench/cpu-per-byte.sh
@@ -120,17 +123,15 @@ for mtu in 1024 4096; do
     row "engine per data packet per side, MTU $mtu (engine_no_copy)" "$per ns" "plain CRC-32 of 4 KiB $crc ns" "$(ratio "$per" "$crc")" "<= 1.92x"
 done
 
-bins=() bats=() bws=() cins=() cats=() cpus=()
 for k in $(seq "$REPEAT"); do
     run "att.$k" DATAPATHS=xdp MODE=adaptive bash deploy/bench/attach-vs-inprocess.sh
-    # Its first table has 7 cells a row, its C-ABI table 8.
-    read -r bin bat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 7) { print f[2], f[3]; exit } }' "$OUT/att.$k")
-    read -r cin cat < <(awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[7], f[8]; exit } }' "$OUT/att.$k")
-    bins+=("$bin") bats+=("$bat") bws+=("$(ratio "$bat" "$bin")")
-    cins+=("$cin") cats+=("$cat") cpus+=("$(ratio "$cat" "$cin")")
 done
-row "write_bw attached to rocev2d, AF_XDP, adaptive" "$(median "${bats[@]}") Gbit/s" "in-process $(median "${bins[@]}") Gbit/s" "$(spread "${bws[@]}")" ">= 0.95x"
-row "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" "$(median "${cats[@]}") µs" "in-process $(median "${cins[@]}") µs" "$(spread "${cpus[@]}")" "<= 1.15x"
+# Its first table has 7 cells a row (in-process and attached Gbit/s), its C-ABI table 8 (CPU
+# per round trip in-process and attached).
+attached_bw() { awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 7) { print f[3], f[2]; exit } }' "$OUT/$1"; }
+attached_cpu() { awk '/^\| xdp \|/ { sub(/ \|$/, ""); if (split($0, f, / \| /) == 8) { print f[8], f[7]; exit } }' "$OUT/$1"; }
+repeated_row att attached_bw "write_bw attached to rocev2d, AF_XDP, adaptive" Gbit/s in-process ">= 0.95x"
+repeated_row att attached_cpu "CPU per ib_send_lat round trip, programs + daemons attached, AF_XDP" µs in-process "<= 1.15x"
 run mq ATTACHED=1 RUNS="$REPEAT" bash deploy/bench/multiqueue.sh
 # Its median row: in-process Gbit/s is cell 2, attached cell 7.
 mq_in=$(col mq median 2)
