@@ -36,7 +36,6 @@ library() {
     wait %%
 }
 
-
 echo "| datapath | write_bw (native) median Gbit/s | ib_write_bw (librocev2_ibverbs.so) median Gbit/s | ratio | runs native / library |"
 echo "|---|---|---|---|---|"
 for dp in $DATAPATHS; do

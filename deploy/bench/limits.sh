@@ -17,7 +17,7 @@
 #   - multiqueue.sh with ATTACHED=1: two attached QPs on `rocev2d run --queues 2` daemons
 #     against `write_bw -q 2` in-process.
 # The rows measured on a testbed take the median of REPEAT runs (default 3; see below). Root
-# (network namespaces); about 25 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
+# (network namespaces); about 10 minutes on a 2-vCPU VM. The sub-scripts' own tables go to
 # stderr as they finish, the summary table to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -94,17 +94,15 @@ repeated_row pp4k tail_of "rc_pingpong 4096 B p99, AF_XDP, adaptive" µs "its me
 for k in $(seq "$REPEAT"); do
     run "cpb.$k" bash deploy/bench/cpu-per-byte.sh
 done
-# Column $3 of row $2 of every cpu-per-byte run whose name starts with $1, one per line.
-cols() { for k in $(seq "$REPEAT"); do col "$1.$k" "$2" "$3"; done; }
-tcp_ns=$(median $(cols cpb "iperf3, one TCP stream" 7))
+# Readers of one cpu-per-byte.sh run ($dp is the loop's below): write_bw's ns per byte against
+# one TCP stream's, and against the datapath alone's.
+against_tcp() { echo "$(col "$1" "write_bw, $dp, 1 QP, adaptive" 7) $(col "$1" "iperf3, one TCP stream" 7)"; }
+against_dp() { echo "$(col "$1" "write_bw, $dp, 1 QP, adaptive" 7) $(col "$1" "dp_stream, $dp (no engine)" 7)"; }
 for dp in xdp packet udp; do
-    w="write_bw, $dp, 1 QP, adaptive"
-    d="dp_stream, $dp (no engine)"
-    ns=$(median $(cols cpb "$w" 7))
-    row "CPU per byte, both sides, write_bw $dp (adaptive)" "$ns ns/B" "one TCP stream $tcp_ns ns/B" "$(spread $(cols cpb "$w" 9))" "<= 1.10x"
+    repeated_row cpb against_tcp "CPU per byte, both sides, write_bw $dp (adaptive)" ns/B "one TCP stream" "<= 1.10x"
     # Where the datapath alone costs more than TCP, the first target is out of reach: the
     # stack's own share is the ratio to the datapath's.
-    row "CPU per byte, both sides, write_bw $dp against the datapath alone" "$ns ns/B" "dp_stream $(median $(cols cpb "$d" 7)) ns/B ($(median $(cols cpb "$d" 9 | tr -d x))x TCP's)" "$(spread $(cols cpb "$w" 10))" "<= 1.10x"
+    repeated_row cpb against_dp "CPU per byte, both sides, write_bw $dp against the datapath alone" ns/B dp_stream "<= 1.10x"
 done
 
 run wire bash deploy/bench/wire-ratio.sh --warm-up-time 1 --measurement-time 3
