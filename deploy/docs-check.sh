@@ -7,8 +7,8 @@
 #   - no machine paths (/work/, /home/, /root/) and no issue numbers ("issue 18"), which a
 #     user cannot look up;
 #   - every tool in README.md's Tools table exists, and every flag or subcommand named beside
-#     it appears in its `--help` (the binaries are built first; the preloaded library's
-#     variable must be read by its source);
+#     it appears in its `--help` (the binaries are built first, with the tests; the preloaded
+#     library's variable must be read by its source);
 #   - README.md links every docs/*.md page;
 #   - no issue numbers in the code either (sources, scripts, manifests).
 # Prints each finding as FILE:LINE: what, and exits 1 if there is one.
@@ -80,8 +80,10 @@ if git ls-files '*.rs' '*.sh' '*.toml' '*.py' '*.yaml' | grep -v '^deploy/docs-c
     exit 1
 fi
 
-# The Tools table against the tools themselves.
-cargo build -q -p rocev2d -p rocev2-examples -p rocev2-wiretest -p rocev2-testbed -p rocev2-sim --bins
+# The Tools table against the tools themselves. The binaries are built as the test suite
+# builds them (the same features, dev-dependencies included), so that deploy/test.sh's test
+# step finds every crate already built instead of building the workspace a second time.
+cargo test -q --workspace --exclude rocev2-ebpf --all-features --no-run
 BIN="${CARGO_TARGET_DIR:-target}/debug"
 python3 - "$BIN" <<'EOF'
 import re, subprocess, sys

@@ -45,6 +45,8 @@ if ! ls ../shared/captures/*.pcap >/dev/null 2>&1; then
 fi
 ok
 
+# It builds the test binaries (cargo test --no-run) to check the tools' --help, so the test
+# step below builds nothing more.
 step "docs name only what exists (deploy/docs-check.sh)"
 bash deploy/docs-check.sh
 ok
@@ -63,7 +65,8 @@ ok
 
 # AF_XDP sits behind the default `xdp` feature of rocev2-datapath and rocev2, so that everything
 # but it builds on stable without bpf-linker (the loader's build script needs it). Checked with
-# a PATH holding the stable toolchain and the system only, and a target dir of its own.
+# a PATH holding the stable toolchain and the system only, in the workspace's target dir: the
+# dependencies clippy checked are not checked again, and the loader is not among these crates.
 step "crates above the core build without bpf-linker (cargo check --no-default-features)"
 STABLE_BIN="$(rustc +stable --print sysroot)/bin"
 env PATH="/usr/bin:/bin:$STABLE_BIN" bash -c '
@@ -71,8 +74,7 @@ env PATH="/usr/bin:/bin:$STABLE_BIN" bash -c '
         echo "bpf-linker is reachable at $(command -v bpf-linker): the check would prove nothing" >&2
         exit 1
     fi
-    cargo check -p rocev2-datapath -p rocev2 --no-default-features --all-targets \
-        --target-dir target/no-bpf-linker'
+    cargo check -p rocev2-datapath -p rocev2 --no-default-features --all-targets'
 ok
 
 # The user API builds with the minimum supported Rust version the workspace states.
