@@ -29,6 +29,11 @@ ok() {
     TIMES+=("$(printf '%5ds  %s' "$((SECONDS - STEP_START))" "$STEP")")
 }
 
+# A build from scratch (CI's clean clone) only writes incremental caches, never reads them:
+# without them the workspace's crates build ~15% faster (228 against 275 s for the test
+# build on two cores). An existing tree keeps them for its next build.
+[ -d target/debug/incremental ] || export CARGO_INCREMENTAL=0
+
 step "prerequisites (deploy/prereqs.sh)"
 bash deploy/prereqs.sh
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH" # rustup just installed it
