@@ -55,17 +55,16 @@ size=(--quick)
 [ "$papers" = 1 ] && size=()
 step experiments "$sim" experiments "${size[@]}" "${jobs[@]}" --out "$out/experiments"
 
-# Rows measured by model tests (they print their numbers with --nocapture).
+# Rows measured by model tests (they print their numbers with --nocapture); the filter is the
+# test's path in the model's one test binary, `suite` (its file, then its name).
 model_test() {
-    local name=$1
-    shift
-    step "$name" cargo test --release -q -p rocev2-sim --test "$@" -- --nocapture
+    step "$1" cargo test --release -q -p rocev2-sim --test suite "$2" -- --nocapture
 }
-model_test iofd iofd
-model_test dvl dvl
-model_test mp_ip_id_loss multipath ip_id
-model_test mp_lossy_path multipath mp_lossy_path_doubles_dcqcn
-model_test dasr_second_flow cc_validation dasr_second_flow
+model_test iofd iofd::
+model_test dvl dvl::
+model_test mp_ip_id_loss ip_id_drop_rule
+model_test mp_lossy_path multipath::mp_lossy_path_doubles_dcqcn
+model_test dasr_second_flow cc_validation::dasr_second_flow
 
 # Seed 001 §5.1.1 at the scenario's length.
 step mp_rdma_lossy_paths "$sim" run -q deploy/scenarios/mp_rdma_lossy_paths.toml --no-plots \

@@ -2,8 +2,7 @@
 //! kernel 6.1 driven by rdma-core and perftest, see that folder's README) must parse, its ICRC
 //! must verify with our code, and emitting the parsed `FrameRepr` must give back the exact bytes.
 
-#[path = "interop_util/captures.rs"]
-mod captures;
+use crate::interop_util::captures;
 
 use captures::frames;
 use rocev2_core::Endpoint;

@@ -5,8 +5,7 @@
 //! re-emitting each MAD must give back its exact bytes. The CM (`rocev2_core::cm`) must then
 //! play either side of the capture's exchange with the same bytes but for its own IDs.
 
-#[path = "interop_util/captures.rs"]
-mod captures;
+use crate::interop_util::captures;
 
 use captures::frames;
 use rocev2_core::cm::{

@@ -10,7 +10,7 @@
 //! Skipped with a loud message when python3 or scapy is missing, unless
 //! `ROCEV2_REQUIRE_TOOLS=1`. The interpreter is `$ROCEV2_PYTHON`, default `python3`.
 
-mod interop_util;
+use crate::interop_util;
 
 use interop_util::{Case, Encap, build, every_verb, payload, tool_available};
 use rocev2_core::wire::{

@@ -15,7 +15,7 @@
 //!
 //! Skipped with a loud message when `tshark` is missing, unless `ROCEV2_REQUIRE_TOOLS=1`.
 
-mod interop_util;
+use crate::interop_util;
 
 use interop_util::{Case, every_verb, tool_available};
 use pcap_file::pcap::{PcapPacket, PcapWriter};

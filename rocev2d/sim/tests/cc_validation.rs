@@ -7,7 +7,7 @@
 //! experiments` runs them at full size. Each test prints what it measured; docs/congestion.md
 //! has the numbers of both sizes.
 
-mod common;
+use crate::common;
 
 use rocev2_core::cc::CcScheme;
 use rocev2_sim::Sim;

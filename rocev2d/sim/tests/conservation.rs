@@ -2,7 +2,7 @@
 //! flight; per switch, received = sent + dropped + held. Checked in the middle of a lossy,
 //! congested run (so every term is non-zero somewhere) and at its end.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::workload::WorkloadSpec;

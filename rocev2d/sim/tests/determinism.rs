@@ -1,6 +1,6 @@
 //! Same seed ⇒ bit-identical outputs; another seed ⇒ different ones.
 
-mod common;
+use crate::common;
 
 use rocev2_core::cc::CcScheme;
 use rocev2_sim::host::HostCc;

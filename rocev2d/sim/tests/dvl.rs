@@ -3,7 +3,7 @@
 //! the same switches to another port keeps its throughput, which PFC's head-of-line blocking
 //! takes from it without DVL; neither flow is reordered.
 
-mod common;
+use crate::common;
 
 use rocev2_core::time::Rate;
 use rocev2_sim::Sim;

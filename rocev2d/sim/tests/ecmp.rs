@@ -1,6 +1,6 @@
 //! ECMP spreads many flows evenly over equal-cost paths: chi-square over a leaf's uplinks.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::topology::TopologySpec;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 fn run(jobs: &str, out: &Path) -> String {
     let dir = common::experiments("fairness", Some(jobs), out);

@@ -2,7 +2,7 @@
 //! slowed under long flows, short messages are deflected whole to the other uplink and arrive
 //! in PSN order, long flows never are, and the short flows see fewer CE marks than without.
 
-mod common;
+use crate::common;
 
 use rocev2_core::cc::CcScheme;
 use rocev2_core::time::Rate;

@@ -1,7 +1,7 @@
 //! One flow on an idle path: goodput at line rate minus the exact header overhead, and the
 //! round-trip time equal to the sum of link delays and serialisation.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::link::wire_bytes;

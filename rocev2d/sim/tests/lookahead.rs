@@ -3,7 +3,7 @@
 //! next ACKs carry N = the group (plus whoever else is sending) to everyone, before the other
 //! members have sent anything.
 
-mod common;
+use crate::common;
 
 use rocev2_core::cc::CcScheme;
 use rocev2_core::time::Rate;

@@ -9,7 +9,7 @@
 //! stays quick, except the lossy path's, which must hold a 67 ms timeout; every threshold is
 //! the (the paper's) and is checked against a measurement printed beside it.
 
-mod common;
+use crate::common;
 
 use rocev2_core::cc::CcScheme;
 use rocev2_core::time::Rate;

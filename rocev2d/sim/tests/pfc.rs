@@ -1,7 +1,7 @@
 //! PFC: an 8:1 incast through a small buffer loses nothing with PAUSE enabled and drops
 //! (counted) without it.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::workload::WorkloadSpec;

@@ -1,7 +1,7 @@
 //! The real RC engine over a 3-hop path with random loss: every byte arrives exactly once, in
 //! place, as the sender's memory holds it.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::scenario::{FaultSpec, LossScope};

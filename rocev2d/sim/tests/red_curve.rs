@@ -1,7 +1,7 @@
 //! The marking frequency a switch applies follows the configured RED curve (seed 002 Fig. 1),
 //! within binomial tolerance, across the ramp between K_min and K_max.
 
-mod common;
+use crate::common;
 
 use rocev2_sim::Sim;
 use rocev2_sim::switch_node::{MarkAt, RedSpec};

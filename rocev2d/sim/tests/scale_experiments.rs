@@ -7,7 +7,7 @@ use rocev2_core::cc::CcScheme;
 use rocev2_sim::experiments::{DartClos, GridCell, ManyFlows, ManyFlowsResult, MpClos, MpClosFct};
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 /// The Clos at CI size, 60% load: every scheme finishes its counted short flows, and only Dart
 /// runs IOFD (deflections), as §VI-A pairs them; the marks Table I compares are counted.

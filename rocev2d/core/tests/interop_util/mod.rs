@@ -7,6 +7,8 @@
 //! 802.1Q, UDP checksum on/off) and several set the ICRC-masked BTH byte 4 (FECN, BECN,
 //! deflection tokens).
 
+pub mod captures;
+
 use rocev2_core::wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, Credits, DethRepr, EthRepr, FrameRepr,
     IethRepr, ImmDtRepr, IpRepr, Msn, NakCode, Opcode, Operation, Psn, Qpn, ROCEV2_UDP_PORT,
