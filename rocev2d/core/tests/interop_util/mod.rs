@@ -7,6 +7,7 @@
 //! 802.1Q, UDP checksum on/off) and several set the ICRC-masked BTH byte 4 (FECN, BECN,
 //! deflection tokens).
 
+/// The soft-RoCE captures, read in place (the capture and CM-MAD tests need no tool).
 pub mod captures;
 
 use rocev2_core::wire::{
