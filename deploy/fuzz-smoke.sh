@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz smoke run: every cargo-fuzz target of every fuzz crate (rocev2d/core/fuzz: wire, transport,
 # engine, mad, cm (the CM behind QP1); rocev2d/daemon/fuzz: the configuration file, the control protocol) for a bounded time, failing on the first
-# crash (a panic, an assertion in the target, or a sanitizer report).
+# crash (a panic, an assertion in the target, or a sanitizer report). Targets run as many at a
+# time as there are cores; the builds go to target/fuzz.
 #
 #   FUZZ_SECONDS=20   seconds per target (default 20)
 #
@@ -32,7 +33,13 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-ran=0
+# One target dir for both fuzz crates (their lockfiles agree on the shared dependencies): the
+# libFuzzer runtime, a minute of C++ on one core, and the common crates build once, not twice.
+target_dir="$root/target/fuzz"
+
+# Every crate's targets build first, then run as many at a time as there are cores: a run is
+# bounded by wall time, and each target has a core of its own.
+crates=() targets_all=()
 for crate in "$root/rocev2d/core" "$root/rocev2d/daemon"; do
     cd "$crate"
     mapfile -t targets < <(cargo +nightly fuzz list)
@@ -40,19 +47,55 @@ for crate in "$root/rocev2d/core" "$root/rocev2d/daemon"; do
         echo "fuzz-smoke: no fuzz targets found in $crate/fuzz" >&2
         exit 1
     fi
+    echo "==> building the fuzz targets of $crate: ${targets[*]}"
+    cargo +nightly fuzz build --target-dir "$target_dir"
     for t in "${targets[@]}"; do
-        echo "==> fuzz target '$t' ($crate) for ${FUZZ_SECONDS}s"
-        mkdir -p "fuzz/corpus/$t"
-        dirs=("fuzz/corpus/$t")
-        [ -d "fuzz/seeds/$t" ] && dirs+=("fuzz/seeds/$t")
-        # -max_total_time bounds the run; -timeout flags a single input that hangs; the RSS
-        # limit turns runaway allocation into a reported crash instead of an OOM kill.
-        if ! cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
-            -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1; then
-            echo "fuzz-smoke: target '$t' FAILED; reproducer in $crate/fuzz/artifacts/$t/" >&2
-            exit 1
-        fi
-        ran=$((ran + 1))
+        crates+=("$crate")
+        targets_all+=("$t")
     done
 done
-echo "fuzz-smoke: $ran targets ran ${FUZZ_SECONDS}s each without a crash"
+
+logs="$(mktemp -d)"
+# On a failure, the targets still running stop with the script.
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$logs"' EXIT
+
+# Target i of the list, its output in $logs/i.
+run_target() {
+    local i="$1" crate="${crates[$1]}" t="${targets_all[$1]}"
+    cd "$crate"
+    mkdir -p "fuzz/corpus/$t"
+    local dirs=("fuzz/corpus/$t")
+    [ -d "fuzz/seeds/$t" ] && dirs+=("fuzz/seeds/$t")
+    # -max_total_time bounds the run; -timeout flags a single input that hangs; the RSS limit
+    # turns runaway allocation into a reported crash instead of an OOM kill.
+    cargo +nightly fuzz run --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
+        -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        >"$logs/$i" 2>&1
+}
+
+# Waits for one running target; prints its output and fails on its failure.
+declare -A running=() # pid -> index into crates/targets_all
+reap() {
+    local pid rc=0
+    wait -n -p pid || rc=$?
+    local i="${running[$pid]}"
+    local crate="${crates[$i]}" t="${targets_all[$i]}"
+    unset "running[$pid]"
+    echo "==> fuzz target '$t' ($crate), ${FUZZ_SECONDS}s"
+    cat "$logs/$i"
+    if [ "$rc" -ne 0 ]; then
+        echo "fuzz-smoke: target '$t' FAILED; reproducer in $crate/fuzz/artifacts/$t/" >&2
+        exit 1
+    fi
+}
+
+jobs_max="$(nproc)"
+for i in "${!targets_all[@]}"; do
+    [ "${#running[@]}" -lt "$jobs_max" ] || reap
+    run_target "$i" &
+    running[$!]="$i"
+done
+while [ "${#running[@]}" -gt 0 ]; do
+    reap
+done
+echo "fuzz-smoke: ${#targets_all[@]} targets ran ${FUZZ_SECONDS}s each without a crash"

@@ -109,7 +109,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc "${HOST[@]}" --all-features --no-deps
 ok
 
 # 10 s per target: a smoke run that each target still starts, parses and survives (seven
-# targets; 20 s each made it 2.5 minutes). Longer runs: FUZZ_SECONDS=300 deploy/fuzz-smoke.sh.
+# targets, as many at a time as there are cores). Longer runs: FUZZ_SECONDS=300
+# deploy/fuzz-smoke.sh.
 step "fuzz smoke run (FUZZ_SECONDS=10 deploy/fuzz-smoke.sh)"
 FUZZ_SECONDS=10 bash deploy/fuzz-smoke.sh
 ok
