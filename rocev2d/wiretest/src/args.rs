@@ -1,5 +1,5 @@
 //! Command line of `rocev2-wiretest` (clap derive). Both sides take the same flags; the ones
-//! that size buffers (`--bulk-mib`) or pick the scheme (`--config`) must agree.
+//! that size buffers (`--bulk-mib`, `--bulk-kib`) or pick the scheme (`--config`) must agree.
 //!
 //! Deviations: none.
 
@@ -40,6 +40,10 @@ pub struct Args {
     /// MiB moved by `bulk`, `mix` and `flood` (both sides must agree: it sizes the buffers).
     #[arg(long, default_value_t = 64)]
     pub bulk_mib: u64,
+    /// KiB moved by `bulk`, `mix` and `flood`, instead of `--bulk-mib`: a transfer that takes
+    /// seconds behind a congested queue moves less than a MiB.
+    #[arg(long, conflicts_with = "bulk_mib", value_parser = clap::value_parser!(u64).range(1..))]
+    pub bulk_kib: Option<u64>,
     /// Size of each message of `bulk`, `mix` and `flood` (short messages exercise IOFD).
     #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub msg_bytes: u64,
@@ -90,4 +94,34 @@ pub struct Args {
     /// Largest message that gets `--iofd-tokens`.
     #[arg(long, default_value_t = 8192)]
     pub iofd_max_msg: u32,
+}
+
+impl Args {
+    /// Bytes moved by `bulk`, `mix` and `flood`: `--bulk-kib` or `--bulk-mib`.
+    pub fn bulk_bytes(&self) -> u64 {
+        self.bulk_kib.map_or(self.bulk_mib << 20, |kib| kib << 10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Args;
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let base = ["rocev2-wiretest", "--iface", "eth0", "--listen", "18515"];
+        Args::try_parse_from(base.iter().chain(extra))
+    }
+
+    #[test]
+    fn bulk_size_is_mib_or_kib_never_both() {
+        assert_eq!(parse(&[]).unwrap().bulk_bytes(), 64 << 20);
+        assert_eq!(parse(&["--bulk-mib", "3"]).unwrap().bulk_bytes(), 3 << 20);
+        assert_eq!(
+            parse(&["--bulk-kib", "128"]).unwrap().bulk_bytes(),
+            128 << 10
+        );
+        assert!(parse(&["--bulk-kib", "128", "--bulk-mib", "1"]).is_err());
+        assert!(parse(&["--bulk-kib", "0"]).is_err());
+    }
 }

@@ -22,7 +22,7 @@
 //! * `verbs`: SEND (1, 1000 and 5000 bytes: one packet, one, several), SEND with immediate,
 //!   RDMA WRITE, WRITE with immediate, RDMA READ, FetchAdd and CmpSwap, each checked against
 //!   the server's memory and completions;
-//! * `bulk`: `--bulk-mib` MiB of RDMA WRITE in `--msg-bytes` messages (4 MiB), 16 outstanding,
+//! * `bulk`: `--bulk-mib` MiB (or `--bulk-kib` KiB) of RDMA WRITE in `--msg-bytes` messages (4 MiB), 16 outstanding,
 //!   checked by CRC-32 of both buffers; prints the goodput;
 //! * `mix`: as `bulk` with every other message an RDMA READ of a pattern the server lays out,
 //!   so data, responses and ACKs flow both ways; both halves checked by CRC-32;

@@ -36,7 +36,7 @@ pub const WRITE_OFF: u64 = 64 << 10;
 pub const READ_OFF: u64 = 128 << 10;
 /// The atomics' word and their results.
 pub const ATOMIC_OFF: u64 = 192 << 10;
-/// The `bulk` data, `--bulk-mib` MiB.
+/// The `bulk` data, `--bulk-mib` MiB or `--bulk-kib` KiB.
 pub const BULK_OFF: u64 = 1 << 20;
 /// Where the buffer is registered.
 pub const BASE_VA: u64 = 0x7f00_0000_0000;

@@ -111,7 +111,7 @@ pub fn client(a: &Args) -> anyhow::Result<Peer> {
 }
 
 /// Brings one QP up over `stream` (the server's after accepting it, the client's after
-/// connecting): its buffer (`--bulk-mib`), CQ and QP in the host's endpoint, the exchange,
+/// connecting): its buffer (`--bulk-mib` or `--bulk-kib`), CQ and QP in the host's endpoint, the exchange,
 /// the server's receive buffers, neighbour resolution, RTR/RTS; prints `READY`.
 ///
 /// # Errors
@@ -119,7 +119,7 @@ pub fn client(a: &Args) -> anyhow::Result<Peer> {
 /// on a multipath QP.
 pub fn add_qp(host: &mut Host, a: &Args, mut stream: TcpStream) -> anyhow::Result<Conn> {
     let ep = &mut host.d.ep;
-    let len = BULK_OFF + a.bulk_mib * (1 << 20);
+    let len = BULK_OFF + a.bulk_bytes();
     let pd = ep.alloc_pd();
     let mr = ep.register_mr(pd, BASE_VA, len, ALL)?;
     host.d.mem.insert(mr.id, vec![0; usize::try_from(len)?]);

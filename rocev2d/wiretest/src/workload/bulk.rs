@@ -1,4 +1,4 @@
-//! `bulk` and `mix`: `--bulk-mib` MiB moved in `--msg-bytes` messages, 16 outstanding, checked
+//! `bulk` and `mix`: `--bulk-mib` MiB (or `--bulk-kib` KiB) moved in `--msg-bytes` messages, 16 outstanding, checked
 //! by comparing the CRC-32 of both sides' buffers. `bulk` RDMA WRITEs it all; `mix` alternates
 //! WRITE and READ messages, WRITEs into the first half of the server's bulk area and READs
 //! from the second (which the server fills with a pattern first), so both directions carry

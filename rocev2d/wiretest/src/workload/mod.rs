@@ -37,7 +37,7 @@ pub enum Workload {
 /// # Errors
 /// A check that failed, a datapath or side-channel failure, or the deadline.
 pub fn run(peer: &mut Peer, a: &Args) -> anyhow::Result<()> {
-    let bytes = a.bulk_mib << 20;
+    let bytes = a.bulk_bytes();
     if a.wait_for_all {
         peer.call(json!({"cmd": "all"}))?;
     }
