@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Fuzz smoke run: every cargo-fuzz target of every fuzz crate (rocev2d/core/fuzz: wire, transport,
-# engine, mad, cm (the CM behind QP1); rocev2d/daemon/fuzz: the configuration file, the control protocol) for a bounded time, failing on the first
-# crash (a panic, an assertion in the target, or a sanitizer report). Targets run as many at a
-# time as there are cores; the builds go to target/fuzz.
+# Fuzz smoke run: every cargo-fuzz target of every fuzz crate (rocev2d/core/fuzz: wire,
+# transport, engine, mad, cm (the CM behind QP1); rocev2d/daemon/fuzz: the configuration file,
+# the control protocol) for a bounded time, failing on the first crash (a panic, an assertion
+# in the target, or a sanitizer report). Targets run as many at a time as there are cores; the
+# builds go to target/fuzz.
 #
 #   FUZZ_SECONDS=20   seconds per target (default 20)
 #
@@ -33,8 +34,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-# One target dir for both fuzz crates (their lockfiles agree on the shared dependencies): the
-# libFuzzer runtime, a minute of C++ on one core, and the common crates build once, not twice.
+# One target dir for both fuzz crates: the libFuzzer runtime, a minute of C++ on one core, and
+# the crates they share build once, not twice, as long as the two lockfiles hold the same
+# versions of them (a version only one of them has builds on its own).
 target_dir="$root/target/fuzz"
 
 # Every crate's targets build first, then run as many at a time as there are cores: a run is
