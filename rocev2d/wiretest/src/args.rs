@@ -42,7 +42,7 @@ pub struct Args {
     pub bulk_mib: u64,
     /// KiB moved by `bulk`, `mix` and `flood`, instead of `--bulk-mib`: a transfer that takes
     /// seconds behind a congested queue moves less than a MiB.
-    #[arg(long, conflicts_with = "bulk_mib", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, conflicts_with = "bulk_mib", value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub bulk_kib: Option<u64>,
     /// Size of each message of `bulk`, `mix` and `flood` (short messages exercise IOFD).
     #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
